@@ -1,0 +1,155 @@
+//! `tickwire run`: the control thread of a running appliance.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+use tickwire::clock::Clock;
+use tickwire::config::{self, LoadedConfig, LogFormat};
+use tickwire::runtime::Runtime;
+use tickwire::thread;
+
+pub fn run(config_path: &Path, log_level: Option<&str>) -> ExitCode {
+    let loaded = match config::load(config_path) {
+        Ok(loaded) => loaded,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::FAILURE;
+        }
+    };
+    init_logging(&loaded, log_level);
+    match serve(&loaded) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(loaded: &LoadedConfig, level_override: Option<&str>) {
+    let level = level_override.unwrap_or(loaded.appliance.log.level.as_str());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second initialisation (tests calling in) is harmless: the first subscriber stays.
+    let _ = match loaded.appliance.log.format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
+    // Block the stop signals before any thread starts, so every thread inherits the mask and the
+    // signals are taken here, synchronously, by `sigtimedwait`.
+    let signals = StopSignals::block()?;
+    let appliance = &loaded.appliance;
+    if appliance.process.mlockall {
+        let locked = thread::lock_memory(appliance.process.on_privilege_error)?;
+        tracing::info!(locked, "mlockall");
+    }
+    let clock = Clock::calibrate();
+    tracing::info!(source = ?clock.source(), tsc_hz = ?clock.tsc_hz(), "clock calibrated");
+    for venue in &loaded.venues {
+        tracing::warn!(
+            venue = %venue.venue.name,
+            file = %venue.path.display(),
+            "this build has no network engine yet: the venue is configured but not connected"
+        );
+    }
+    let mut runtime = Runtime::start(loaded, clock)?;
+    let interval = Duration::from_millis(appliance.metrics.report_interval_ms);
+    tracing::info!(config = %loaded.path.display(), "running; SIGINT or SIGTERM stops");
+    let mut last_beats: Vec<u64> = runtime
+        .heartbeats
+        .iter()
+        .map(|(_, beats)| beats.get())
+        .collect();
+    let stop_reason = loop {
+        if let Some(signal) = signals.wait(interval)? {
+            break format!("signal {signal}");
+        }
+        if !runtime.all_running() {
+            break "a hot thread ended".to_owned();
+        }
+        runtime.wire_to_strategy.collect();
+        let latency = runtime.wire_to_strategy.take_interval();
+        let beats: Vec<u64> = runtime
+            .heartbeats
+            .iter()
+            .map(|(_, beats)| beats.get())
+            .collect();
+        let loops: Vec<String> = runtime
+            .heartbeats
+            .iter()
+            .zip(beats.iter().zip(&last_beats))
+            .map(|((name, _), (now, before))| format!("{name}={}", now - before))
+            .collect();
+        last_beats = beats;
+        tracing::info!(
+            poll_loops = %loops.join(" "),
+            events = runtime.events_received.get(),
+            frames_undecoded = runtime.frames_undecoded.get(),
+            frame_ring_overflows = runtime.frame_ring.overflows(),
+            event_ring_overflows = runtime.event_ring.overflows(),
+            wire_to_strategy = %latency,
+            "report"
+        );
+    };
+    tracing::info!(reason = %stop_reason, "stopping");
+    let failed = runtime.shutdown();
+    if !failed.is_empty() {
+        anyhow::bail!("hot threads panicked: {}", failed.join(", "));
+    }
+    if stop_reason.starts_with("a hot thread") {
+        anyhow::bail!("{stop_reason}");
+    }
+    Ok(())
+}
+
+/// SIGINT and SIGTERM, blocked for the whole process and taken synchronously.
+struct StopSignals {
+    set: libc::sigset_t,
+}
+
+impl StopSignals {
+    fn block() -> anyhow::Result<StopSignals> {
+        // SAFETY: a zeroed sigset_t is a valid argument to sigemptyset, which initialises it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid sigset_t; the signal numbers are valid; the old mask pointer
+        // may be null.
+        let result = unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
+        };
+        if result != 0 {
+            anyhow::bail!(
+                "blocking SIGINT/SIGTERM failed: {}",
+                std::io::Error::from_raw_os_error(result)
+            );
+        }
+        Ok(StopSignals { set })
+    }
+
+    /// Waits up to `timeout` for a stop signal; `Some(signal)` when one came.
+    fn wait(&self, timeout: Duration) -> anyhow::Result<Option<i32>> {
+        let timeout = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: `set` was initialised in `block`; the info pointer may be null; `timeout` is a
+        // valid timespec.
+        let signal = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &timeout) };
+        if signal > 0 {
+            return Ok(Some(signal));
+        }
+        let error = std::io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+            _ => Err(anyhow::anyhow!("waiting for signals failed: {error}")),
+        }
+    }
+}

@@ -1,0 +1,740 @@
+//! The appliance file (`config/tickwire.toml`): logging, metrics, ring sizes, process privileges,
+//! how the three hot threads are placed and paced, and which venue files to load.
+//!
+//! Serde checks shapes and enum values; `validate` then checks everything that depends on more
+//! than one value, and reports all of it at once.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::source::{KeyPath, Problem};
+
+/// The validated appliance file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplianceConfig {
+    pub log: LogConfig,
+    pub metrics: MetricsConfig,
+    pub rings: RingsConfig,
+    pub process: ProcessConfig,
+    pub threads: ThreadsConfig,
+    /// Venue files as written in the appliance file, relative to its directory unless absolute.
+    /// `LoadedConfig::venues` holds them resolved and loaded.
+    pub venues: Vec<PathBuf>,
+}
+
+impl ApplianceConfig {
+    /// The cores that unfused threads are pinned to, sorted and without duplicates; the runtime
+    /// checks these against its affinity mask and isolated CPUs before it starts.
+    pub fn pinned_cores(&self) -> Vec<usize> {
+        let mut cores: Vec<usize> = Stage::ALL
+            .iter()
+            .map(|&stage| self.threads.get(stage))
+            .filter(|thread| thread.fuse_into.is_none())
+            .filter_map(|thread| thread.core)
+            .collect();
+        cores.sort_unstable();
+        cores.dedup();
+        cores
+    }
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub level: LogLevel,
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Trace,
+    Debug,
+    #[default]
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    /// The name as written in the file, which is also what `tracing_subscriber::EnvFilter` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+impl From<LogLevel> for tracing::Level {
+    fn from(level: LogLevel) -> Self {
+        match level {
+            LogLevel::Trace => tracing::Level::TRACE,
+            LogLevel::Debug => tracing::Level::DEBUG,
+            LogLevel::Info => tracing::Level::INFO,
+            LogLevel::Warn => tracing::Level::WARN,
+            LogLevel::Error => tracing::Level::ERROR,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Where the metrics endpoint listens; `None` (the key absent) turns the endpoint off.
+    pub listen: Option<SocketAddr>,
+    /// How often the metrics thread snapshots counters and histograms.
+    pub report_interval_ms: u64,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            report_interval_ms: 10_000,
+        }
+    }
+}
+
+/// `[rings]`: capacities of the SPSC rings between the hot threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RingsConfig {
+    /// Bytes in the frame ring between the net and decoder threads.
+    pub frame_ring_bytes: usize,
+    /// Event slots in the ring between the decoder and strategy threads.
+    pub event_ring_slots: usize,
+}
+
+impl Default for RingsConfig {
+    fn default() -> Self {
+        Self {
+            frame_ring_bytes: 4 * 1024 * 1024,
+            event_ring_slots: 65_536,
+        }
+    }
+}
+
+/// Ring sizes must be powers of two so that a cursor maps to a slot with a mask, not a division.
+const FRAME_RING_BYTES_MIN: usize = 64 * 1024;
+const FRAME_RING_BYTES_MAX: usize = 1024 * 1024 * 1024;
+const EVENT_RING_SLOTS_MIN: usize = 1024;
+const EVENT_RING_SLOTS_MAX: usize = 16 * 1024 * 1024;
+const REPORT_INTERVAL_MS_MIN: u64 = 100;
+
+/// `[process]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProcessConfig {
+    /// Lock all current and future pages in RAM so that no page fault lands on the hot path.
+    pub mlockall: bool,
+    pub on_privilege_error: PrivilegeErrorPolicy,
+}
+
+/// What to do when the kernel refuses `SCHED_FIFO`, `mlockall` or pinning a thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrivilegeErrorPolicy {
+    /// Refuse to start: latency numbers from an appliance that silently lost its tuning lie.
+    #[default]
+    Fail,
+    /// Log a warning and run without the refused setting, for development machines.
+    Warn,
+}
+
+/// How an idle hot thread waits for work.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WaitKind {
+    /// Busy-poll forever: the lowest wake-up latency, and a whole core burnt.
+    Spin,
+    /// Busy-poll `spin_iterations` times, then `sched_yield` between polls.
+    #[default]
+    SpinThenYield,
+    /// Busy-poll `spin_iterations` times, then park for up to `park_timeout_us`.
+    Park,
+}
+
+impl WaitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitKind::Spin => "spin",
+            WaitKind::SpinThenYield => "spin-then-yield",
+            WaitKind::Park => "park",
+        }
+    }
+}
+
+/// The three hot pipeline stages, each of which runs on its own thread unless fused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Net,
+    Decoder,
+    Strategy,
+}
+
+impl Stage {
+    /// In pipeline order.
+    pub const ALL: [Stage; 3] = [Stage::Net, Stage::Decoder, Stage::Strategy];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Net => "net",
+            Stage::Decoder => "decoder",
+            Stage::Strategy => "strategy",
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// `[threads.<stage>]`, with defaults filled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadConfig {
+    /// The core the thread is pinned to; `None` leaves placement to the scheduler.
+    pub core: Option<usize>,
+    pub wait: WaitKind,
+    /// Polls before yielding or parking (used by `SpinThenYield` and `Park`).
+    pub spin_iterations: u32,
+    /// Longest park (used by `Park`).
+    pub park_timeout_us: u64,
+    /// `SCHED_FIFO` priority; `None` keeps the normal scheduler.
+    pub sched_fifo_priority: Option<u8>,
+    /// The stage whose thread runs this stage inline. Always `None` for `net`; only `Net` for the
+    /// decoder; `Decoder` or `Net` for the strategy. A fused stage's other fields are defaults.
+    pub fuse_into: Option<Stage>,
+}
+
+impl Default for ThreadConfig {
+    fn default() -> Self {
+        Self {
+            core: None,
+            wait: WaitKind::default(),
+            spin_iterations: DEFAULT_SPIN_ITERATIONS,
+            park_timeout_us: DEFAULT_PARK_TIMEOUT_US,
+            sched_fifo_priority: None,
+            fuse_into: None,
+        }
+    }
+}
+
+const DEFAULT_SPIN_ITERATIONS: u32 = 10_000;
+const DEFAULT_PARK_TIMEOUT_US: u64 = 100;
+const PARK_TIMEOUT_US_MAX: u64 = 1_000_000;
+/// `sched_get_priority_min/max(SCHED_FIFO)` on Linux (sched(7)).
+const SCHED_FIFO_PRIORITY_MIN: u8 = 1;
+const SCHED_FIFO_PRIORITY_MAX: u8 = 99;
+
+/// `[threads]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadsConfig {
+    pub net: ThreadConfig,
+    pub decoder: ThreadConfig,
+    pub strategy: ThreadConfig,
+}
+
+impl ThreadsConfig {
+    pub fn get(&self, stage: Stage) -> &ThreadConfig {
+        match stage {
+            Stage::Net => &self.net,
+            Stage::Decoder => &self.decoder,
+            Stage::Strategy => &self.strategy,
+        }
+    }
+
+    /// The stage whose thread actually runs `stage`, following fusion transitively: a strategy
+    /// fused into a decoder that is itself fused into net runs on the net thread.
+    pub fn runs_on(&self, stage: Stage) -> Stage {
+        match self.get(stage).fuse_into {
+            None => stage,
+            // Fusion only ever points to an earlier stage (serde restricts the values), so this
+            // recursion is at most two deep.
+            Some(host) if host < stage => self.runs_on(host),
+            Some(_) => stage,
+        }
+    }
+}
+
+/// The keys of `RawAppliance`, for the hint about keys written below a table header.
+pub(crate) const TOP_LEVEL_KEYS: &[&str] =
+    &["log", "metrics", "rings", "process", "threads", "venues"];
+
+/// The appliance file as serde sees it; `validate` turns it into an `ApplianceConfig`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAppliance {
+    #[serde(default)]
+    log: LogConfig,
+    #[serde(default)]
+    metrics: MetricsConfig,
+    #[serde(default)]
+    rings: RingsConfig,
+    #[serde(default)]
+    process: ProcessConfig,
+    /// Required, even though every thread setting has a default, because a top-level `threads`
+    /// table is how `detect_kind` recognises an appliance file.
+    threads: RawThreads,
+    #[serde(default)]
+    pub(crate) venues: Vec<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawThreads {
+    #[serde(default)]
+    net: RawNetThread,
+    #[serde(default)]
+    decoder: RawFusableThread<DecoderFuse>,
+    #[serde(default)]
+    strategy: RawFusableThread<StrategyFuse>,
+}
+
+/// `[threads.net]`. It has no `fuse_into`: there is nothing before it to fuse into, and
+/// `deny_unknown_fields` says so with the list of keys that are valid.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetThread {
+    core: Option<usize>,
+    wait: Option<WaitKind>,
+    spin_iterations: Option<u32>,
+    park_timeout_us: Option<u64>,
+    sched_fifo_priority: Option<u8>,
+}
+
+/// `[threads.decoder]` and `[threads.strategy]`. Every field is an `Option` so that validation can
+/// tell a key that was written from one left to its default.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFusableThread<F> {
+    core: Option<usize>,
+    wait: Option<WaitKind>,
+    spin_iterations: Option<u32>,
+    park_timeout_us: Option<u64>,
+    sched_fifo_priority: Option<u8>,
+    fuse_into: Option<F>,
+}
+
+impl<F> Default for RawFusableThread<F> {
+    fn default() -> Self {
+        Self {
+            core: None,
+            wait: None,
+            spin_iterations: None,
+            park_timeout_us: None,
+            sched_fifo_priority: None,
+            fuse_into: None,
+        }
+    }
+}
+
+/// The decoder can only fuse into net; a separate enum makes serde list exactly that.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum DecoderFuse {
+    Net,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum StrategyFuse {
+    Decoder,
+    Net,
+}
+
+/// One thread's settings as written, common to all three stages.
+struct WrittenThread {
+    stage: Stage,
+    core: Option<usize>,
+    wait: Option<WaitKind>,
+    spin_iterations: Option<u32>,
+    park_timeout_us: Option<u64>,
+    sched_fifo_priority: Option<u8>,
+    fuse_into: Option<Stage>,
+}
+
+impl WrittenThread {
+    fn path(&self) -> KeyPath {
+        KeyPath::dotted("threads").key(self.stage.as_str())
+    }
+
+    /// The keys that were written and that a fused stage ignores.
+    fn pacing_keys_set(&self) -> Vec<&'static str> {
+        let set = [
+            ("core", self.core.is_some()),
+            ("wait", self.wait.is_some()),
+            ("spin_iterations", self.spin_iterations.is_some()),
+            ("park_timeout_us", self.park_timeout_us.is_some()),
+            ("sched_fifo_priority", self.sched_fifo_priority.is_some()),
+        ];
+        set.iter()
+            .filter(|(_, is_set)| *is_set)
+            .map(|(key, _)| *key)
+            .collect()
+    }
+
+    fn resolve(&self) -> ThreadConfig {
+        ThreadConfig {
+            core: self.core,
+            wait: self.wait.unwrap_or_default(),
+            spin_iterations: self.spin_iterations.unwrap_or(DEFAULT_SPIN_ITERATIONS),
+            park_timeout_us: self.park_timeout_us.unwrap_or(DEFAULT_PARK_TIMEOUT_US),
+            sched_fifo_priority: self.sched_fifo_priority,
+            fuse_into: self.fuse_into,
+        }
+    }
+}
+
+impl RawThreads {
+    fn written(&self) -> [WrittenThread; 3] {
+        let net = &self.net;
+        let decoder = &self.decoder;
+        let strategy = &self.strategy;
+        [
+            WrittenThread {
+                stage: Stage::Net,
+                core: net.core,
+                wait: net.wait,
+                spin_iterations: net.spin_iterations,
+                park_timeout_us: net.park_timeout_us,
+                sched_fifo_priority: net.sched_fifo_priority,
+                fuse_into: None,
+            },
+            WrittenThread {
+                stage: Stage::Decoder,
+                core: decoder.core,
+                wait: decoder.wait,
+                spin_iterations: decoder.spin_iterations,
+                park_timeout_us: decoder.park_timeout_us,
+                sched_fifo_priority: decoder.sched_fifo_priority,
+                fuse_into: decoder.fuse_into.map(|DecoderFuse::Net| Stage::Net),
+            },
+            WrittenThread {
+                stage: Stage::Strategy,
+                core: strategy.core,
+                wait: strategy.wait,
+                spin_iterations: strategy.spin_iterations,
+                park_timeout_us: strategy.park_timeout_us,
+                sched_fifo_priority: strategy.sched_fifo_priority,
+                fuse_into: strategy.fuse_into.map(|fuse| match fuse {
+                    StrategyFuse::Decoder => Stage::Decoder,
+                    StrategyFuse::Net => Stage::Net,
+                }),
+            },
+        ]
+    }
+}
+
+/// The number of CPUs configured on this host, which bounds `threads.*.core`.
+///
+/// `_SC_NPROCESSORS_CONF` rather than `std::thread::available_parallelism`: the latter honours
+/// this process's affinity mask and cgroup quota, so `tickwire check` run under `taskset` or in a
+/// container would reject cores the appliance itself may well be allowed to use.
+pub fn host_cpu_count() -> usize {
+    // SAFETY: sysconf takes no pointers and only reads a system constant; it has no preconditions
+    // and is thread-safe.
+    let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    match usize::try_from(configured) {
+        Ok(count) if count > 0 => count,
+        // sysconf returns -1 only where the value is unknown; the affinity-based count is the
+        // closest substitute and is never zero.
+        _ => std::thread::available_parallelism().map_or(1, usize::from),
+    }
+}
+
+/// Checks everything serde cannot, returning every problem found. `cpu_count` is a parameter, not
+/// read here, so that tests do not depend on the machine running them.
+pub(crate) fn validate(
+    raw: RawAppliance,
+    cpu_count: usize,
+) -> Result<ApplianceConfig, Vec<Problem>> {
+    let mut problems = Vec::new();
+
+    if raw.metrics.report_interval_ms < REPORT_INTERVAL_MS_MIN {
+        problems.push(Problem::new(
+            KeyPath::dotted("metrics.report_interval_ms"),
+            format!(
+                "{} ms is too short; the minimum is {REPORT_INTERVAL_MS_MIN} ms, because every \
+                 report snapshots and formats every metric",
+                raw.metrics.report_interval_ms
+            ),
+        ));
+    }
+    check_ring_size(
+        &mut problems,
+        "rings.frame_ring_bytes",
+        raw.rings.frame_ring_bytes,
+        FRAME_RING_BYTES_MIN,
+        FRAME_RING_BYTES_MAX,
+    );
+    check_ring_size(
+        &mut problems,
+        "rings.event_ring_slots",
+        raw.rings.event_ring_slots,
+        EVENT_RING_SLOTS_MIN,
+        EVENT_RING_SLOTS_MAX,
+    );
+
+    let written = raw.threads.written();
+    for thread in &written {
+        check_thread(&mut problems, thread, cpu_count);
+    }
+    check_fusion_chain(&mut problems, &written);
+    check_shared_spinning_cores(&mut problems, &written, cpu_count);
+    check_venue_paths(&mut problems, &raw.venues);
+
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let [net, decoder, strategy] = written;
+    Ok(ApplianceConfig {
+        log: raw.log,
+        metrics: raw.metrics,
+        rings: raw.rings,
+        process: raw.process,
+        threads: ThreadsConfig {
+            net: net.resolve(),
+            decoder: decoder.resolve(),
+            strategy: strategy.resolve(),
+        },
+        venues: raw.venues,
+    })
+}
+
+fn check_ring_size(problems: &mut Vec<Problem>, key: &str, size: usize, min: usize, max: usize) {
+    if size.is_power_of_two() && (min..=max).contains(&size) {
+        return;
+    }
+    let why = if size.is_power_of_two() {
+        "is out of range".to_owned()
+    } else {
+        let below: usize = if size < 2 {
+            1
+        } else {
+            1 << (usize::BITS - 1 - size.leading_zeros())
+        };
+        format!(
+            "is not a power of two (the nearest ones are {below} and {})",
+            below.saturating_mul(2)
+        )
+    };
+    problems.push(Problem::new(
+        KeyPath::dotted(key),
+        format!("{size} {why}; valid values are powers of two from {min} to {max}"),
+    ));
+}
+
+fn check_thread(problems: &mut Vec<Problem>, thread: &WrittenThread, cpu_count: usize) {
+    let path = thread.path();
+    if let Some(host) = thread.fuse_into {
+        for key in thread.pacing_keys_set() {
+            problems.push(Problem::new(
+                path.key(key),
+                format!(
+                    "has no effect when fuse_into is set: the {} stage runs inline on the {host} \
+                     thread, so set `{key}` under [threads.{host}] or remove fuse_into",
+                    thread.stage
+                ),
+            ));
+        }
+        return;
+    }
+    if let Some(core) = thread.core {
+        if core >= cpu_count {
+            problems.push(Problem::new(
+                path.key("core"),
+                format!(
+                    "core {core} does not exist: this host has {cpu_count} CPUs, so valid cores \
+                     are 0 to {}",
+                    cpu_count.saturating_sub(1)
+                ),
+            ));
+        }
+    }
+    if thread.spin_iterations == Some(0) {
+        problems.push(Problem::new(
+            path.key("spin_iterations"),
+            "0 is too small; the minimum is 1 (use wait = \"park\" with a short park_timeout_us \
+             to stop polling sooner)",
+        ));
+    }
+    if let Some(timeout) = thread.park_timeout_us {
+        if !(1..=PARK_TIMEOUT_US_MAX).contains(&timeout) {
+            problems.push(Problem::new(
+                path.key("park_timeout_us"),
+                format!("{timeout} is out of range; valid values are 1 to {PARK_TIMEOUT_US_MAX}"),
+            ));
+        }
+    }
+    if let Some(priority) = thread.sched_fifo_priority {
+        if !(SCHED_FIFO_PRIORITY_MIN..=SCHED_FIFO_PRIORITY_MAX).contains(&priority) {
+            problems.push(Problem::new(
+                path.key("sched_fifo_priority"),
+                format!(
+                    "{priority} is out of range; SCHED_FIFO priorities are \
+                     {SCHED_FIFO_PRIORITY_MIN} to {SCHED_FIFO_PRIORITY_MAX} (remove the key for \
+                     normal scheduling)"
+                ),
+            ));
+        }
+    }
+}
+
+/// A strategy fused into net would skip the decoder, which only makes sense when the decoder runs
+/// on the net thread as well.
+fn check_fusion_chain(problems: &mut Vec<Problem>, written: &[WrittenThread; 3]) {
+    let [_, decoder, strategy] = written;
+    if strategy.fuse_into == Some(Stage::Net) && decoder.fuse_into != Some(Stage::Net) {
+        problems.push(Problem::new(
+            strategy.path().key("fuse_into"),
+            "\"net\" is only valid when threads.decoder.fuse_into = \"net\", because the \
+             strategy consumes the decoder's output; fuse the decoder into net as well, or use \
+             fuse_into = \"decoder\"",
+        ));
+    }
+}
+
+/// Two threads that never yield cannot share a core: whichever the scheduler is not running makes
+/// no progress until its time slice comes round, so the pipeline stalls for milliseconds at a time.
+/// Cores that do not exist are skipped: they already have an error of their own.
+fn check_shared_spinning_cores(
+    problems: &mut Vec<Problem>,
+    written: &[WrittenThread; 3],
+    cpu_count: usize,
+) {
+    let mut spinners_by_core: BTreeMap<usize, Stage> = BTreeMap::new();
+    for thread in written {
+        let (Some(core), None, Some(WaitKind::Spin)) = (thread.core, thread.fuse_into, thread.wait)
+        else {
+            continue;
+        };
+        if core >= cpu_count {
+            continue;
+        }
+        if let Some(first) = spinners_by_core.get(&core) {
+            problems.push(Problem::new(
+                thread.path().key("core"),
+                format!(
+                    "core {core} is also the core of the {first} thread, and both use wait = \
+                     \"spin\", so they would starve each other; pin them to different cores, or \
+                     give one of them wait = \"spin-then-yield\" or \"park\""
+                ),
+            ));
+        } else {
+            spinners_by_core.insert(core, thread.stage);
+        }
+    }
+}
+
+fn check_venue_paths(problems: &mut Vec<Problem>, venues: &[PathBuf]) {
+    for (index, venue) in venues.iter().enumerate() {
+        let path = KeyPath::dotted("venues").index(index);
+        if venue.as_os_str().is_empty() {
+            problems.push(Problem::new(
+                path,
+                "is empty; expected the path of a venue file, relative to this file",
+            ));
+        } else if let Some(first) = venues[..index].iter().position(|earlier| earlier == venue) {
+            problems.push(Problem::new(
+                path,
+                format!("`{}` is already listed at venues[{first}]", venue.display()),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> RawAppliance {
+        toml::from_str(text).expect("test appliance text deserializes")
+    }
+
+    fn problem_keys(text: &str, cpu_count: usize) -> Vec<String> {
+        match validate(raw(text), cpu_count) {
+            Ok(_) => Vec::new(),
+            Err(problems) => problems.iter().map(|p| p.key.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn defaults_fill_an_empty_threads_table() {
+        let config = validate(raw("[threads]\n"), 4).expect("defaults are valid");
+        assert_eq!(config.threads, ThreadsConfig::default());
+        assert_eq!(config.rings, RingsConfig::default());
+        assert_eq!(config.metrics.listen, None);
+        assert!(config.pinned_cores().is_empty());
+    }
+
+    #[test]
+    fn core_check_uses_the_given_cpu_count() {
+        let text = "[threads.net]\ncore = 3\n";
+        assert!(problem_keys(text, 4).is_empty());
+        assert_eq!(problem_keys(text, 3), ["threads.net.core"]);
+        assert_eq!(problem_keys(text, 1), ["threads.net.core"]);
+    }
+
+    #[test]
+    fn pinned_cores_are_sorted_and_deduplicated() {
+        let text = "[threads.net]\ncore = 3\n[threads.decoder]\ncore = 1\n\
+                    [threads.strategy]\ncore = 3\n";
+        let config = validate(raw(text), 8).expect("valid");
+        assert_eq!(config.pinned_cores(), [1, 3]);
+    }
+
+    #[test]
+    fn runs_on_follows_fusion() {
+        let text =
+            "[threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nfuse_into = \"decoder\"\n";
+        let config = validate(raw(text), 8).expect("valid");
+        assert_eq!(config.threads.runs_on(Stage::Strategy), Stage::Net);
+        assert_eq!(config.threads.runs_on(Stage::Decoder), Stage::Net);
+        assert_eq!(config.threads.runs_on(Stage::Net), Stage::Net);
+    }
+
+    #[test]
+    fn spinning_threads_may_share_a_core_only_if_one_of_them_yields() {
+        let shared = "[threads.net]\ncore = 2\nwait = \"spin\"\n[threads.strategy]\ncore = 2\nwait = \"spin\"\n";
+        assert_eq!(problem_keys(shared, 4), ["threads.strategy.core"]);
+        let yielding = shared.replacen(
+            "wait = \"spin\"\n[threads.strategy]",
+            "wait = \"park\"\n[threads.strategy]",
+            1,
+        );
+        assert!(problem_keys(&yielding, 4).is_empty());
+    }
+
+    #[test]
+    fn ring_sizes_must_be_powers_of_two_in_range() {
+        assert_eq!(
+            problem_keys(
+                "[threads]\n[rings]\nframe_ring_bytes = 100000\nevent_ring_slots = 512\n",
+                1
+            ),
+            ["rings.frame_ring_bytes", "rings.event_ring_slots"]
+        );
+        assert!(problem_keys("[threads]\n[rings]\nframe_ring_bytes = 1073741824\n", 1).is_empty());
+    }
+}

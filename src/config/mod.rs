@@ -1,0 +1,233 @@
+//! Loading and validating the appliance file and the venue files it lists.
+//!
+//! Two kinds of TOML file configure tickwire. The appliance file (`config/tickwire.toml`) sets
+//! logging, metrics, ring sizes, process privileges and thread placement, and lists venue files by
+//! path. Each venue file (`config/venues/*.toml`) describes one feed. The shipped examples under
+//! `config/` are commented so that the format can be learnt from them.
+//!
+//! Loading happens once, before any hot thread starts, so this module optimises for the person
+//! fixing a file rather than for speed: every error names the file, line, column and dotted key
+//! and says what would be valid, and semantic problems are all collected rather than stopping at
+//! the first. Every table denies unknown keys, so a typo is an error rather than a silently
+//! ignored setting.
+//!
+//! The pipeline per file is: read, parse with `toml_edit` (syntax errors, and spans for later),
+//! reject secret-looking keys, deserialize with serde (first type or shape error), then validate
+//! (all semantic errors), locating each problem's key in the parsed document.
+
+mod appliance;
+mod endpoint;
+mod error;
+mod source;
+mod venue;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use appliance::{
+    host_cpu_count, ApplianceConfig, LogConfig, LogFormat, LogLevel, MetricsConfig,
+    PrivilegeErrorPolicy, ProcessConfig, RingsConfig, Stage, ThreadConfig, ThreadsConfig, WaitKind,
+};
+pub use endpoint::{Endpoint, EndpointError, Scheme};
+pub use error::{ConfigError, ConfigErrors, CredentialError};
+pub use venue::{
+    CredentialsConfig, ReconnectConfig, StalenessConfig, TlsConfig, VenueConfig, VenueKind,
+};
+
+use source::{KeyPath, Problem, SourceFile};
+
+/// An appliance file together with every venue file it lists, all validated.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    /// The appliance file, as passed to `load`.
+    pub path: PathBuf,
+    pub appliance: ApplianceConfig,
+    /// In the order of the appliance file's `venues` list.
+    pub venues: Vec<LoadedVenue>,
+}
+
+/// One venue file, validated.
+#[derive(Debug, Clone)]
+pub struct LoadedVenue {
+    /// The venue file's path, joined onto the appliance file's directory when it was relative.
+    pub path: PathBuf,
+    pub venue: VenueConfig,
+}
+
+/// The two kinds of config file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    Appliance,
+    Venue,
+}
+
+/// Loads the appliance file at `path` and every venue file it lists, checking thread cores
+/// against this host's CPU count.
+pub fn load(path: &Path) -> Result<LoadedConfig, ConfigErrors> {
+    load_with_cpu_count(path, host_cpu_count())
+}
+
+/// `load`, checking thread cores against `cpu_count` instead of this host's CPUs: for tests, and
+/// for checking a config meant for another machine.
+pub fn load_with_cpu_count(path: &Path, cpu_count: usize) -> Result<LoadedConfig, ConfigErrors> {
+    let source = SourceFile::read(path)?;
+    let secrets = venue::find_secret_keys(&source);
+    if !secrets.is_empty() {
+        return Err(ConfigErrors(sorted(
+            secrets.into_iter().map(|p| source.error(p)).collect(),
+        )));
+    }
+    let raw: appliance::RawAppliance = source.deserialize(appliance::TOP_LEVEL_KEYS)?;
+    let venue_paths = raw.venues.clone();
+
+    let mut appliance_errors = Vec::new();
+    let appliance = match appliance::validate(raw, cpu_count) {
+        Ok(appliance) => Some(appliance),
+        Err(problems) => {
+            appliance_errors.extend(problems.into_iter().map(|p| source.error(p)));
+            None
+        }
+    };
+
+    // Venue files are loaded even when the appliance file has problems, so that one run reports
+    // everything. Empty and repeated entries were already reported by `appliance::validate`.
+    let base_dir = path.parent().unwrap_or(Path::new(""));
+    let mut venue_errors = Vec::new();
+    let mut venues: Vec<(SourceFile, VenueConfig)> = Vec::new();
+    for (index, venue_path) in venue_paths.iter().enumerate() {
+        let is_repeat = venue_paths[..index].contains(venue_path);
+        if venue_path.as_os_str().is_empty() || is_repeat {
+            continue;
+        }
+        let resolved = base_dir.join(venue_path);
+        let text = match std::fs::read_to_string(&resolved) {
+            Ok(text) => text,
+            Err(error) => {
+                // The venue file cannot say anything about itself, so the error points at the
+                // entry in the appliance file that named it.
+                appliance_errors.push(source.error(Problem::new(
+                    KeyPath::dotted("venues").index(index),
+                    format!("cannot read venue file `{}`: {error}", resolved.display()),
+                )));
+                continue;
+            }
+        };
+        let venue_source = match SourceFile::parse(resolved, text) {
+            Ok(venue_source) => venue_source,
+            Err(error) => {
+                venue_errors.push(vec![error]);
+                continue;
+            }
+        };
+        match load_venue_source(&venue_source) {
+            Ok(venue) => venues.push((venue_source, venue)),
+            Err(errors) => venue_errors.push(errors),
+        }
+    }
+
+    // Names label logs and metrics, so two venues with one name would be indistinguishable there.
+    let mut first_with_name: BTreeMap<&str, &Path> = BTreeMap::new();
+    let mut duplicate_names = Vec::new();
+    for (venue_source, venue) in &venues {
+        if let Some(first) = first_with_name.get(venue.name.as_str()) {
+            duplicate_names.push(venue_source.error(Problem::new(
+                KeyPath::dotted("name"),
+                format!(
+                    "venue name \"{}\" is already used by `{}`; names must be unique across \
+                     venue files",
+                    venue.name,
+                    first.display()
+                ),
+            )));
+        } else {
+            first_with_name.insert(&venue.name, venue_source.path());
+        }
+    }
+
+    let mut errors = sorted(appliance_errors);
+    for file_errors in venue_errors {
+        errors.extend(sorted(file_errors));
+    }
+    errors.extend(duplicate_names);
+    match appliance {
+        Some(appliance) if errors.is_empty() => Ok(LoadedConfig {
+            path: path.to_path_buf(),
+            appliance,
+            venues: venues
+                .into_iter()
+                .map(|(venue_source, venue)| LoadedVenue {
+                    path: venue_source.path().to_path_buf(),
+                    venue,
+                })
+                .collect(),
+        }),
+        _ => Err(ConfigErrors(errors)),
+    }
+}
+
+/// Loads and validates a single venue file.
+pub fn load_venue(path: &Path) -> Result<VenueConfig, ConfigErrors> {
+    let source = SourceFile::read(path)?;
+    load_venue_source(&source).map_err(ConfigErrors)
+}
+
+fn load_venue_source(source: &SourceFile) -> Result<VenueConfig, Vec<ConfigError>> {
+    let secrets = venue::find_secret_keys(source);
+    if !secrets.is_empty() {
+        return Err(sorted(
+            secrets.into_iter().map(|p| source.error(p)).collect(),
+        ));
+    }
+    let raw: venue::RawVenue = source
+        .deserialize(venue::TOP_LEVEL_KEYS)
+        .map_err(|error| vec![error])?;
+    let venue_dir = source.path().parent().unwrap_or(Path::new(""));
+    venue::validate(raw, venue_dir)
+        .map_err(|problems| sorted(problems.into_iter().map(|p| source.error(p)).collect()))
+}
+
+/// Tells an appliance file from a venue file by its top-level keys, without validating it.
+pub fn detect_kind(path: &Path) -> Result<FileKind, ConfigErrors> {
+    let source = SourceFile::read(path)?;
+    let root = source.root();
+    let kind = match (root.contains_key("threads"), root.contains_key("kind")) {
+        (true, false) => FileKind::Appliance,
+        (false, true) => FileKind::Venue,
+        (true, true) => {
+            return Err(source
+                .error(Problem::new(
+                    KeyPath::dotted("kind"),
+                    "this file has both a top-level [threads] table, which marks an appliance \
+                     file, and a top-level `kind` key, which marks a venue file; a file is one or \
+                     the other",
+                ))
+                .into())
+        }
+        (false, false) => {
+            return Err(source
+                .error(Problem::new(
+                    KeyPath::default(),
+                    "cannot tell what kind of config file this is: an appliance file has a \
+                     top-level [threads] table, a venue file has a top-level `kind` key",
+                ))
+                .into())
+        }
+    };
+    Ok(kind)
+}
+
+/// Detects what kind of file `path` is, then loads and validates it fully (for an appliance file,
+/// including the venue files it lists).
+pub fn check_file(path: &Path) -> Result<FileKind, ConfigErrors> {
+    let kind = detect_kind(path)?;
+    match kind {
+        FileKind::Appliance => load(path).map(|_| kind),
+        FileKind::Venue => load_venue(path).map(|_| kind),
+    }
+}
+
+/// Orders one file's errors by position, which is how a reader works through them.
+fn sorted(mut errors: Vec<ConfigError>) -> Vec<ConfigError> {
+    errors.sort_by_key(|error| (error.line, error.column));
+    errors
+}

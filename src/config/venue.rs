@@ -1,0 +1,753 @@
+//! Venue files (`config/venues/*.toml`): where one venue's feed is, what to subscribe to, how to
+//! reconnect, when a stream counts as stale, and where its API key comes from.
+//!
+//! **Invariant:** no secret is ever read from a venue file. `find_secret_keys` runs before serde
+//! and rejects secret-looking keys anywhere in the document; the key itself is fetched at start-up
+//! by `VenueConfig::api_key` from the environment or a systemd credential.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::endpoint::{is_valid_host_name, Endpoint, EndpointError, Scheme};
+use super::error::CredentialError;
+use super::source::{KeyPath, Problem, SourceFile};
+
+/// The validated venue file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VenueConfig {
+    /// Unique across the appliance's venue files; used as the venue label in logs and metrics.
+    pub name: String,
+    pub kind: VenueKind,
+    /// The market-data feed.
+    pub url: Endpoint,
+    /// The venue's REST API, for snapshots (order book sync) where the kind needs them.
+    pub rest_url: Option<Endpoint>,
+    pub symbols: Vec<String>,
+    pub channels: Vec<String>,
+    /// The most streams (symbol × channel) one connection carries; more open more connections.
+    pub max_streams_per_connection: u32,
+    pub tls: TlsConfig,
+    pub reconnect: ReconnectConfig,
+    pub staleness: StalenessConfig,
+    pub credentials: CredentialsConfig,
+}
+
+/// The protocols tickwire speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VenueKind {
+    BinanceUsdmFutures,
+    Databento,
+    Thalex,
+}
+
+impl VenueKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VenueKind::BinanceUsdmFutures => "binance-usdm-futures",
+            VenueKind::Databento => "databento",
+            VenueKind::Thalex => "thalex",
+        }
+    }
+
+    /// Schemes valid for `url`: Binance and Thalex stream over WebSocket, Databento's live
+    /// gateway over a raw TCP session.
+    pub fn feed_schemes(self) -> &'static [Scheme] {
+        match self {
+            VenueKind::BinanceUsdmFutures | VenueKind::Thalex => &[Scheme::Wss, Scheme::Ws],
+            VenueKind::Databento => &[Scheme::Tls, Scheme::Tcp],
+        }
+    }
+
+    /// Binance documents "a single connection can listen to a maximum of 1024 streams" (USDⓈ-M
+    /// Futures, WebSocket Market Streams). The other venues document no per-connection limit, so
+    /// they share the same cap, which also bounds the size of one subscribe message.
+    pub fn default_max_streams_per_connection(self) -> u32 {
+        MAX_STREAMS_PER_CONNECTION
+    }
+}
+
+impl fmt::Display for VenueKind {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+const MAX_STREAMS_PER_CONNECTION: u32 = 1024;
+
+/// `[tls]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// A PEM file of CA certificates trusted in addition to the system roots, such as the
+    /// simulator's own CA. Relative paths are resolved against the venue file's directory, and
+    /// the loaded config holds the resolved path.
+    pub extra_ca_file: Option<PathBuf>,
+    /// The server name to send and verify instead of the URL's host.
+    pub sni: Option<String>,
+}
+
+/// `[reconnect]`: exponential backoff between connection attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReconnectConfig {
+    /// The first delay after a connection drops.
+    pub initial_delay_ms: u64,
+    /// The delay stops growing here.
+    pub max_delay_ms: u64,
+    /// Each failed attempt multiplies the delay by this.
+    pub factor: f64,
+    /// Give up after this many consecutive failures; `None` retries forever.
+    pub max_attempts: Option<u32>,
+    /// A connection that stays live this long resets the delay and the attempt count.
+    pub reset_after_live_ms: u64,
+    /// A hard cap on attempts in any minute, whatever the backoff says, so that a misbehaving
+    /// endpoint cannot get the appliance's IP rate-limited or banned.
+    pub max_attempts_per_minute: u32,
+}
+
+impl Default for ReconnectConfig {
+    fn default() -> Self {
+        Self {
+            initial_delay_ms: 100,
+            max_delay_ms: 30_000,
+            factor: 2.0,
+            max_attempts: None,
+            reset_after_live_ms: 60_000,
+            max_attempts_per_minute: 10,
+        }
+    }
+}
+
+const BACKOFF_FACTOR_MAX: f64 = 10.0;
+const ATTEMPTS_PER_MINUTE_MAX: u32 = 600;
+
+/// `[staleness]`: how long a stream may be silent before it is reported stale.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StalenessConfig {
+    /// The threshold for channels without an override; `None` means they are never stale.
+    pub default_ms: Option<u64>,
+    /// Per-channel thresholds, keyed by a channel from the venue's `channels`.
+    #[serde(default)]
+    pub channels: BTreeMap<String, u64>,
+}
+
+impl StalenessConfig {
+    /// The silence after which `channel` counts as stale, if any.
+    pub fn threshold_ms(&self, channel: &str) -> Option<u64> {
+        self.channels.get(channel).copied().or(self.default_ms)
+    }
+}
+
+/// `[credentials]`: where the API key comes from. It never comes from the file itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialsConfig {
+    /// The name of an environment variable holding the key.
+    pub api_key_env: Option<String>,
+    /// The name of a systemd credential holding the key, read from
+    /// `$CREDENTIALS_DIRECTORY/<name>` (systemd.exec(5), "Credentials").
+    pub api_key_credential: Option<String>,
+}
+
+impl VenueConfig {
+    /// Fetches the API key the venue file points at, or `None` when it points nowhere (public
+    /// market data needs no key). Trailing line breaks are removed, since credential files and
+    /// `$(cat file)` usually end with one that is not part of the key.
+    pub fn api_key(&self) -> Result<Option<String>, CredentialError> {
+        self.api_key_from(&|name| std::env::var_os(name))
+    }
+
+    /// `api_key` with the environment passed in, so that unit tests do not touch process state.
+    fn api_key_from(
+        &self,
+        environment: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<Option<String>, CredentialError> {
+        let venue = || self.name.clone();
+        let (key, origin) = if let Some(variable) = &self.credentials.api_key_env {
+            let value = environment(variable).ok_or_else(|| CredentialError::EnvUnset {
+                venue: venue(),
+                variable: variable.clone(),
+            })?;
+            let value = value
+                .into_string()
+                .map_err(|_| CredentialError::EnvNotUnicode {
+                    venue: venue(),
+                    variable: variable.clone(),
+                })?;
+            (value, format!("environment variable `{variable}`"))
+        } else if let Some(credential) = &self.credentials.api_key_credential {
+            let directory = environment("CREDENTIALS_DIRECTORY").ok_or_else(|| {
+                CredentialError::CredentialsDirectoryUnset {
+                    venue: venue(),
+                    credential: credential.clone(),
+                }
+            })?;
+            let path = Path::new(&directory).join(credential);
+            let value = std::fs::read_to_string(&path).map_err(|source| {
+                CredentialError::CredentialUnreadable {
+                    venue: venue(),
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+            (value, format!("credential file `{}`", path.display()))
+        } else {
+            return Ok(None);
+        };
+        let key = key.trim_end_matches(['\n', '\r']);
+        if key.trim().is_empty() {
+            return Err(CredentialError::Empty {
+                venue: venue(),
+                origin,
+            });
+        }
+        Ok(Some(key.to_owned()))
+    }
+}
+
+/// Keys that look like a secret, matched case-insensitively against every key in a file.
+const SECRET_KEYS: [&str; 8] = [
+    "api_key",
+    "api_secret",
+    "secret",
+    "secret_key",
+    "password",
+    "passphrase",
+    "token",
+    "private_key",
+];
+
+fn is_secret_key(key: &str) -> bool {
+    SECRET_KEYS
+        .iter()
+        .any(|secret| secret.eq_ignore_ascii_case(key))
+}
+
+/// Rejects secrets anywhere in the file, before serde has a chance to report them as merely
+/// unknown keys: the user needs to hear where the secret should go instead. The message never
+/// repeats the value.
+pub(crate) fn find_secret_keys(source: &SourceFile) -> Vec<Problem> {
+    source
+        .find_keys(&is_secret_key)
+        .into_iter()
+        .map(|key| {
+            Problem::new(
+                key,
+                "secrets never live in config files; remove this key and supply the secret \
+                 through an environment variable (credentials.api_key_env = \"VARIABLE\") or a \
+                 systemd credential (credentials.api_key_credential = \"name\", read from \
+                 $CREDENTIALS_DIRECTORY/name)",
+            )
+        })
+        .collect()
+}
+
+/// The keys of `RawVenue`, for the hint about keys written below a table header.
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
+    "name",
+    "kind",
+    "url",
+    "rest_url",
+    "symbols",
+    "channels",
+    "max_streams_per_connection",
+    "tls",
+    "reconnect",
+    "staleness",
+    "credentials",
+];
+
+/// The venue file as serde sees it; `validate` turns it into a `VenueConfig`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawVenue {
+    name: String,
+    kind: VenueKind,
+    url: String,
+    rest_url: Option<String>,
+    symbols: Vec<String>,
+    channels: Vec<String>,
+    max_streams_per_connection: Option<u32>,
+    #[serde(default)]
+    tls: TlsConfig,
+    #[serde(default)]
+    reconnect: ReconnectConfig,
+    #[serde(default)]
+    staleness: StalenessConfig,
+    #[serde(default)]
+    credentials: CredentialsConfig,
+}
+
+/// Checks everything serde cannot, returning every problem found. `venue_dir` is the directory of
+/// the venue file, against which a relative `tls.extra_ca_file` is resolved.
+pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, Vec<Problem>> {
+    let mut problems = Vec::new();
+
+    check_name(&mut problems, &raw.name);
+    let url = check_endpoint(
+        &mut problems,
+        "url",
+        &raw.url,
+        raw.kind.feed_schemes(),
+        &format!("the url of a {} venue", raw.kind),
+    );
+    let rest_url = raw.rest_url.as_deref().and_then(|rest_url| {
+        check_endpoint(
+            &mut problems,
+            "rest_url",
+            rest_url,
+            &[Scheme::Https, Scheme::Http],
+            "rest_url",
+        )
+    });
+    check_symbols(&mut problems, &raw.symbols);
+    check_channels(&mut problems, raw.kind, &raw.channels);
+
+    let max_streams_per_connection = raw
+        .max_streams_per_connection
+        .unwrap_or_else(|| raw.kind.default_max_streams_per_connection());
+    if !(1..=MAX_STREAMS_PER_CONNECTION).contains(&max_streams_per_connection) {
+        problems.push(Problem::new(
+            KeyPath::dotted("max_streams_per_connection"),
+            format!(
+                "{max_streams_per_connection} is out of range; valid values are 1 to \
+                 {MAX_STREAMS_PER_CONNECTION}"
+            ),
+        ));
+    }
+
+    let uses_tls = url.as_ref().is_some_and(|url| url.scheme.is_tls())
+        || rest_url.as_ref().is_some_and(|url| url.scheme.is_tls());
+    let tls = check_tls(
+        &mut problems,
+        raw.tls,
+        venue_dir,
+        url.is_some() && !uses_tls,
+    );
+    check_reconnect(&mut problems, &raw.reconnect);
+    check_staleness(&mut problems, &raw.staleness, &raw.channels);
+    check_credentials(&mut problems, &raw.credentials);
+
+    match (url, problems.is_empty()) {
+        (Some(url), true) => Ok(VenueConfig {
+            name: raw.name,
+            kind: raw.kind,
+            url,
+            rest_url,
+            symbols: raw.symbols,
+            channels: raw.channels,
+            max_streams_per_connection,
+            tls,
+            reconnect: raw.reconnect,
+            staleness: raw.staleness,
+            credentials: raw.credentials,
+        }),
+        // A missing url always leaves a problem behind, so `problems` is not empty here.
+        _ => Err(problems),
+    }
+}
+
+const NAME_MAX_CHARS: usize = 32;
+
+/// Names end up in metric labels and log fields, so they are kept to a set no exporter escapes.
+fn check_name(problems: &mut Vec<Problem>, name: &str) {
+    let valid_chars = name
+        .bytes()
+        .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-');
+    if name.is_empty() || name.len() > NAME_MAX_CHARS || !valid_chars {
+        problems.push(Problem::new(
+            KeyPath::dotted("name"),
+            format!(
+                "\"{name}\" is not a valid venue name; use 1 to {NAME_MAX_CHARS} lowercase \
+                 letters, digits and `-`"
+            ),
+        ));
+    }
+}
+
+fn check_endpoint(
+    problems: &mut Vec<Problem>,
+    key: &str,
+    text: &str,
+    schemes: &[Scheme],
+    what: &str,
+) -> Option<Endpoint> {
+    let endpoint = match Endpoint::parse(text) {
+        Ok(endpoint) => endpoint,
+        Err(error) => {
+            let message = match error {
+                // The user info may hold a password, which must not reach a log.
+                EndpointError::UserInfo => error.to_string(),
+                _ => format!("\"{text}\": {error}"),
+            };
+            problems.push(Problem::new(KeyPath::dotted(key), message));
+            return None;
+        }
+    };
+    if !schemes.contains(&endpoint.scheme) {
+        let valid: Vec<String> = schemes.iter().map(|s| format!("{s}://")).collect();
+        problems.push(Problem::new(
+            KeyPath::dotted(key),
+            format!(
+                "{}:// is not valid for {what}; use {}",
+                endpoint.scheme,
+                valid.join(" or ")
+            ),
+        ));
+        return None;
+    }
+    Some(endpoint)
+}
+
+fn check_symbols(problems: &mut Vec<Problem>, symbols: &[String]) {
+    if symbols.is_empty() {
+        problems.push(Problem::new(
+            KeyPath::dotted("symbols"),
+            "is empty; list at least one symbol, such as [\"BTCUSDT\"]",
+        ));
+    }
+    for (index, symbol) in symbols.iter().enumerate() {
+        let path = KeyPath::dotted("symbols").index(index);
+        let valid_chars = symbol.bytes().all(|byte| {
+            byte.is_ascii_uppercase() || byte.is_ascii_digit() || matches!(byte, b'_' | b'-' | b'.')
+        });
+        if symbol.is_empty() || !valid_chars {
+            problems.push(Problem::new(
+                path,
+                format!(
+                    "\"{symbol}\" is not a valid symbol; use uppercase letters, digits, `_`, `-` \
+                     and `.` as the venue writes it (tickwire lowercases it where a venue's stream \
+                     names need that)"
+                ),
+            ));
+        } else if let Some(first) = symbols[..index].iter().position(|s| s == symbol) {
+            problems.push(Problem::new(
+                path,
+                format!("\"{symbol}\" is already listed at symbols[{first}]"),
+            ));
+        }
+    }
+}
+
+/// Binance USDⓈ-M Futures market streams (Binance docs, "WebSocket Market Streams"). `depth` takes
+/// an update speed; the partial-book streams `depth5/10/20` take one optionally.
+const BINANCE_CHANNELS: [&str; 10] = [
+    "bookTicker",
+    "aggTrade",
+    "trade",
+    "markPrice",
+    "markPrice@1s",
+    "depth",
+    "depth@0ms",
+    "depth@100ms",
+    "depth@250ms",
+    "depth@500ms",
+];
+
+fn is_binance_channel(channel: &str) -> bool {
+    if BINANCE_CHANNELS.contains(&channel) {
+        return true;
+    }
+    let (levels, speed) = match channel.split_once('@') {
+        Some((levels, speed)) => (levels, Some(speed)),
+        None => (channel, None),
+    };
+    matches!(levels, "depth5" | "depth10" | "depth20")
+        && matches!(speed, None | Some("100ms" | "250ms" | "500ms"))
+}
+
+fn check_channels(problems: &mut Vec<Problem>, kind: VenueKind, channels: &[String]) {
+    if channels.is_empty() {
+        problems.push(Problem::new(
+            KeyPath::dotted("channels"),
+            "is empty; list at least one channel, such as [\"bookTicker\"]",
+        ));
+    }
+    for (index, channel) in channels.iter().enumerate() {
+        let path = KeyPath::dotted("channels").index(index);
+        if channel.is_empty() {
+            problems.push(Problem::new(path, "is empty; expected a channel name"));
+        } else if kind == VenueKind::BinanceUsdmFutures && !is_binance_channel(channel) {
+            problems.push(Problem::new(
+                path,
+                format!(
+                    "\"{channel}\" is not a {kind} channel; valid channels: {}, depth5, depth10, \
+                     depth20 (each optionally with @100ms, @250ms or @500ms)",
+                    BINANCE_CHANNELS.join(", ")
+                ),
+            ));
+        } else if let Some(first) = channels[..index].iter().position(|c| c == channel) {
+            problems.push(Problem::new(
+                path,
+                format!("\"{channel}\" is already listed at channels[{first}]"),
+            ));
+        }
+    }
+}
+
+/// Resolves and checks the TLS settings. `plaintext_only` is true when neither address uses TLS,
+/// in which case any TLS setting is a mistake worth pointing out.
+fn check_tls(
+    problems: &mut Vec<Problem>,
+    tls: TlsConfig,
+    venue_dir: &Path,
+    plaintext_only: bool,
+) -> TlsConfig {
+    if plaintext_only {
+        for (key, is_set) in [
+            ("extra_ca_file", tls.extra_ca_file.is_some()),
+            ("sni", tls.sni.is_some()),
+        ] {
+            if is_set {
+                problems.push(Problem::new(
+                    KeyPath::dotted("tls").key(key),
+                    "has no effect: neither url nor rest_url uses TLS (wss://, https://, tls://)",
+                ));
+            }
+        }
+    }
+    if let Some(sni) = &tls.sni {
+        let is_ip = sni.parse::<std::net::IpAddr>().is_ok();
+        if is_ip || !is_valid_host_name(sni) {
+            problems.push(Problem::new(
+                KeyPath::dotted("tls.sni"),
+                format!(
+                    "\"{sni}\" is not a DNS name; SNI carries host names only, never IP \
+                     addresses (RFC 6066 section 3)"
+                ),
+            ));
+        }
+    }
+    let extra_ca_file = tls.extra_ca_file.map(|file| {
+        let resolved = venue_dir.join(&file);
+        // The file is opened now, not when the first connection is made, so that `tickwire
+        // check` and start-up catch a missing CA rather than a TLS handshake failing later.
+        let readable = std::fs::metadata(&resolved).and_then(|metadata| {
+            if metadata.is_dir() {
+                Err(std::io::Error::other("it is a directory"))
+            } else {
+                std::fs::File::open(&resolved).map(drop)
+            }
+        });
+        if let Err(error) = readable {
+            problems.push(Problem::new(
+                KeyPath::dotted("tls.extra_ca_file"),
+                format!(
+                    "cannot read `{}`: {error}; the CA file must exist when the config is loaded",
+                    resolved.display()
+                ),
+            ));
+        }
+        resolved
+    });
+    TlsConfig {
+        extra_ca_file,
+        sni: tls.sni,
+    }
+}
+
+fn check_reconnect(problems: &mut Vec<Problem>, reconnect: &ReconnectConfig) {
+    let path = KeyPath::dotted("reconnect");
+    if reconnect.initial_delay_ms == 0 {
+        problems.push(Problem::new(
+            path.key("initial_delay_ms"),
+            "0 is too small; the minimum is 1 ms, so that a failing endpoint is never retried in \
+             a tight loop",
+        ));
+    }
+    if reconnect.max_delay_ms < reconnect.initial_delay_ms {
+        problems.push(Problem::new(
+            path.key("max_delay_ms"),
+            format!(
+                "{} is less than reconnect.initial_delay_ms ({}); it must be at least that",
+                reconnect.max_delay_ms, reconnect.initial_delay_ms
+            ),
+        ));
+    }
+    // Written as a negated range so that NaN, which compares false with everything, fails it.
+    if !(reconnect.factor > 1.0 && reconnect.factor <= BACKOFF_FACTOR_MAX) {
+        problems.push(Problem::new(
+            path.key("factor"),
+            format!(
+                "{} is out of range; valid values are above 1.0 (so the delay grows) and at most \
+                 {BACKOFF_FACTOR_MAX:.1}",
+                reconnect.factor
+            ),
+        ));
+    }
+    if reconnect.max_attempts == Some(0) {
+        problems.push(Problem::new(
+            path.key("max_attempts"),
+            "0 is too small; the minimum is 1 (remove the key to retry forever)",
+        ));
+    }
+    if !(1..=ATTEMPTS_PER_MINUTE_MAX).contains(&reconnect.max_attempts_per_minute) {
+        problems.push(Problem::new(
+            path.key("max_attempts_per_minute"),
+            format!(
+                "{} is out of range; valid values are 1 to {ATTEMPTS_PER_MINUTE_MAX}",
+                reconnect.max_attempts_per_minute
+            ),
+        ));
+    }
+}
+
+fn check_staleness(problems: &mut Vec<Problem>, staleness: &StalenessConfig, channels: &[String]) {
+    const ZERO: &str = "0 is too small; the minimum is 1 ms (remove the key to never report \
+                        staleness)";
+    if staleness.default_ms == Some(0) {
+        problems.push(Problem::new(KeyPath::dotted("staleness.default_ms"), ZERO));
+    }
+    for (channel, threshold_ms) in &staleness.channels {
+        let path = KeyPath::dotted("staleness.channels").key(channel);
+        if !channels.contains(channel) {
+            let mut quoted: Vec<String> = channels
+                .iter()
+                .filter(|c| !c.is_empty())
+                .map(|c| format!("\"{c}\""))
+                .collect();
+            quoted.dedup();
+            problems.push(Problem::new(
+                path,
+                format!(
+                    "\"{channel}\" is not one of this venue's channels; valid keys here: {}",
+                    quoted.join(", ")
+                ),
+            ));
+        } else if *threshold_ms == 0 {
+            problems.push(Problem::new(path, ZERO));
+        }
+    }
+}
+
+fn check_credentials(problems: &mut Vec<Problem>, credentials: &CredentialsConfig) {
+    if let Some(variable) = &credentials.api_key_env {
+        // POSIX portable environment variable names (IEEE Std 1003.1, chapter 8).
+        let mut bytes = variable.bytes();
+        let valid = bytes
+            .next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == b'_')
+            && bytes.all(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
+        if !valid {
+            problems.push(Problem::new(
+                KeyPath::dotted("credentials.api_key_env"),
+                format!(
+                    "\"{variable}\" is not an environment variable name; use letters, digits and \
+                     `_`, not starting with a digit (the name of the variable, not the key)"
+                ),
+            ));
+        }
+    }
+    if let Some(credential) = &credentials.api_key_credential {
+        // A credential is a file name inside $CREDENTIALS_DIRECTORY; anything that could leave
+        // that directory is refused.
+        let valid = !credential.is_empty()
+            && credential.len() <= 255
+            && credential != "."
+            && credential != ".."
+            && !credential.contains(['/', '\0']);
+        if !valid {
+            problems.push(Problem::new(
+                KeyPath::dotted("credentials.api_key_credential"),
+                format!(
+                    "\"{credential}\" is not a credential name; use a plain file name without `/`, \
+                     as given to LoadCredential="
+                ),
+            ));
+        }
+    }
+    if credentials.api_key_env.is_some() && credentials.api_key_credential.is_some() {
+        problems.push(Problem::new(
+            KeyPath::dotted("credentials.api_key_credential"),
+            "set only one of credentials.api_key_env and credentials.api_key_credential, so it \
+             is never in doubt which key is used",
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binance_channels() {
+        for valid in [
+            "bookTicker",
+            "depth@100ms",
+            "depth5",
+            "depth20@500ms",
+            "markPrice@1s",
+        ] {
+            assert!(is_binance_channel(valid), "{valid}");
+        }
+        for invalid in [
+            "bookticker",
+            "depth@1000ms",
+            "depth15",
+            "depth5@0ms",
+            "depth10@",
+            "",
+        ] {
+            assert!(!is_binance_channel(invalid), "{invalid}");
+        }
+    }
+
+    #[test]
+    fn secret_keys_match_case_insensitively_and_exactly() {
+        assert!(is_secret_key("API_KEY"));
+        assert!(is_secret_key("Token"));
+        assert!(!is_secret_key("api_key_env"));
+        assert!(!is_secret_key("tokens"));
+    }
+
+    fn venue_with(credentials: CredentialsConfig) -> VenueConfig {
+        VenueConfig {
+            name: "test".to_owned(),
+            kind: VenueKind::BinanceUsdmFutures,
+            url: Endpoint::parse("wss://example.com/stream").expect("valid url"),
+            rest_url: None,
+            symbols: vec!["BTCUSDT".to_owned()],
+            channels: vec!["bookTicker".to_owned()],
+            max_streams_per_connection: 1024,
+            tls: TlsConfig::default(),
+            reconnect: ReconnectConfig::default(),
+            staleness: StalenessConfig::default(),
+            credentials,
+        }
+    }
+
+    #[test]
+    fn api_key_from_the_environment() {
+        let venue = venue_with(CredentialsConfig {
+            api_key_env: Some("KEY".to_owned()),
+            api_key_credential: None,
+        });
+        let set = |name: &str| (name == "KEY").then(|| OsString::from("abc\r\n"));
+        assert_eq!(
+            venue.api_key_from(&set).expect("set"),
+            Some("abc".to_owned())
+        );
+        let unset = |_: &str| None;
+        assert!(matches!(
+            venue.api_key_from(&unset),
+            Err(CredentialError::EnvUnset { .. })
+        ));
+        let empty = |_: &str| Some(OsString::from("\n"));
+        assert!(matches!(
+            venue.api_key_from(&empty),
+            Err(CredentialError::Empty { .. })
+        ));
+        assert_eq!(
+            venue_with(CredentialsConfig::default())
+                .api_key_from(&unset)
+                .expect("no key configured"),
+            None
+        );
+    }
+}

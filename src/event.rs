@@ -1,0 +1,542 @@
+//! Normalized events: what every venue decoder produces and the strategy consumes.
+//!
+//! An [`Event`] is one cache line: a 32-byte [`EventHeader`] that every event carries (who, when,
+//! which venue sequence) and a 32-byte payload whose meaning the header's [`EventKind`] gives.
+//! Events are `#[repr(C)]`, `Copy` and aligned to 64 bytes, so a slot of the event ring is exactly
+//! one line and a producer and a consumer never share one (see `ring::spsc`).
+//!
+//! The payload is a union of plain-integer structs: every bit pattern is a valid value of every
+//! variant, so reading it can never be undefined behaviour, and [`Event::body`] turns it into the
+//! [`Body`] enum that strategies match on.
+
+use crate::fixed::Fixed;
+use std::fmt;
+
+/// Identifies a venue within one process (its position in the appliance's venue list).
+pub type VenueId = u16;
+/// Identifies an instrument within one process (assigned by the venue's instrument table).
+pub type InstrumentId = u32;
+
+/// What an event's payload holds.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Best bid and ask, price and size ([`Quote`]).
+    Quote = 1,
+    /// A trade print ([`Trade`]).
+    Trade = 2,
+    /// One price level of the book changed ([`BookLevel`]).
+    BookLevel = 3,
+    /// A full book follows as `BookLevel` events, until `SnapshotEnd` ([`Snapshot`]).
+    SnapshotBegin = 4,
+    /// The book announced by `SnapshotBegin` is complete and valid ([`Snapshot`]).
+    SnapshotEnd = 5,
+    /// The instrument's stream lost continuity; its book is invalid until the next `SnapshotEnd`
+    /// ([`Gap`]).
+    Gap = 6,
+    /// The venue connection or a stream changed state ([`VenueStatus`]).
+    VenueStatus = 7,
+}
+
+/// Side of a book level, or the aggressor side of a trade (`Bid` = the buyer took liquidity).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    None = 0,
+    Bid = 1,
+    Ask = 2,
+}
+
+impl Side {
+    /// Reads a side from its byte, mapping anything unknown to `None`.
+    #[inline]
+    pub const fn from_u8(byte: u8) -> Side {
+        match byte {
+            1 => Side::Bid,
+            2 => Side::Ask,
+            _ => Side::None,
+        }
+    }
+}
+
+/// Flag bits in [`EventHeader::flags`].
+pub mod flags {
+    /// The last event made from one venue message: a consumer may act on the state now.
+    pub const LAST: u8 = 1 << 0;
+    /// The event belongs to a snapshot (between `SnapshotBegin` and `SnapshotEnd`).
+    pub const SNAPSHOT: u8 = 1 << 1;
+    /// The venue sent no usable exchange timestamp; `exchange_ts_ns` is 0.
+    pub const NO_EXCHANGE_TS: u8 = 1 << 2;
+}
+
+/// The fields every event carries. 32 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventHeader {
+    /// When the venue says the event happened, ns since the Unix epoch (0 when unknown).
+    pub exchange_ts_ns: u64,
+    /// When our network thread reaped the bytes that carried it, ns since the Unix epoch
+    /// (see `clock`).
+    pub recv_ts_ns: u64,
+    /// The venue's own sequence for this stream (Binance `u`, DBN `sequence`, ...), 0 if none.
+    pub venue_seq: u64,
+    pub instrument_id: InstrumentId,
+    pub venue_id: VenueId,
+    pub kind: EventKind,
+    /// Bits from [`flags`].
+    pub flags: u8,
+}
+
+/// Best bid and offer. A side with no level has price and size 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Quote {
+    pub bid_px: Fixed,
+    pub bid_sz: Fixed,
+    pub ask_px: Fixed,
+    pub ask_sz: Fixed,
+}
+
+/// One trade print.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Trade {
+    pub price: Fixed,
+    pub size: Fixed,
+    pub trade_id: u64,
+    /// A [`Side`] as its byte; read it with [`Trade::aggressor`].
+    pub aggressor_side: u8,
+    pub _reserved: [u8; 7],
+}
+
+impl Trade {
+    pub fn new(price: Fixed, size: Fixed, trade_id: u64, aggressor: Side) -> Trade {
+        Trade {
+            price,
+            size,
+            trade_id,
+            aggressor_side: aggressor as u8,
+            _reserved: [0; 7],
+        }
+    }
+
+    pub fn aggressor(&self) -> Side {
+        Side::from_u8(self.aggressor_side)
+    }
+}
+
+impl fmt::Debug for Trade {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Trade")
+            .field("price", &self.price)
+            .field("size", &self.size)
+            .field("trade_id", &self.trade_id)
+            .field("aggressor", &self.aggressor())
+            .finish()
+    }
+}
+
+/// One price level set to a new total size; size 0 removes the level.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct BookLevel {
+    pub price: Fixed,
+    pub size: Fixed,
+    /// A [`Side`] as its byte; read it with [`BookLevel::side`].
+    pub side: u8,
+    pub _reserved: [u8; 15],
+}
+
+impl BookLevel {
+    pub fn new(side: Side, price: Fixed, size: Fixed) -> BookLevel {
+        BookLevel {
+            price,
+            size,
+            side: side as u8,
+            _reserved: [0; 15],
+        }
+    }
+
+    pub fn side(&self) -> Side {
+        Side::from_u8(self.side)
+    }
+}
+
+impl fmt::Debug for BookLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BookLevel")
+            .field("side", &self.side())
+            .field("price", &self.price)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+/// Brackets a full book: `SnapshotBegin` announces the level counts, `SnapshotEnd` repeats them
+/// once every level has been sent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Snapshot {
+    pub bid_levels: u32,
+    pub ask_levels: u32,
+    /// The venue's id of the snapshot (Binance `lastUpdateId`), 0 if none.
+    pub snapshot_id: u64,
+    pub _reserved: [u64; 2],
+}
+
+/// Why continuity was lost.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GapReason {
+    Unknown = 0,
+    /// The venue's sequence skipped (Binance `pu` != previous `u`).
+    SequenceBreak = 1,
+    /// The connection dropped and was re-established.
+    Reconnect = 2,
+    /// A ring between our own threads was full and frames were dropped.
+    RingOverflow = 3,
+    /// The stream went stale past its configured limit.
+    Stale = 4,
+}
+
+impl GapReason {
+    pub const fn from_u8(byte: u8) -> GapReason {
+        match byte {
+            1 => GapReason::SequenceBreak,
+            2 => GapReason::Reconnect,
+            3 => GapReason::RingOverflow,
+            4 => GapReason::Stale,
+            _ => GapReason::Unknown,
+        }
+    }
+}
+
+/// Continuity was lost between `expected_seq` and `received_seq`.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Gap {
+    /// The sequence that should have come next (0 if unknown).
+    pub expected_seq: u64,
+    /// The sequence that came instead (0 if unknown).
+    pub received_seq: u64,
+    /// A [`GapReason`] as its byte; read it with [`Gap::reason`].
+    pub reason: u8,
+    pub _reserved: [u8; 15],
+}
+
+impl Gap {
+    pub fn new(reason: GapReason, expected_seq: u64, received_seq: u64) -> Gap {
+        Gap {
+            expected_seq,
+            received_seq,
+            reason: reason as u8,
+            _reserved: [0; 15],
+        }
+    }
+
+    pub fn reason(&self) -> GapReason {
+        GapReason::from_u8(self.reason)
+    }
+}
+
+impl fmt::Debug for Gap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gap")
+            .field("reason", &self.reason())
+            .field("expected_seq", &self.expected_seq)
+            .field("received_seq", &self.received_seq)
+            .finish()
+    }
+}
+
+/// Connection or stream state, as the strategy sees it.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VenueState {
+    Unknown = 0,
+    Connecting = 1,
+    Live = 2,
+    /// No data for longer than the stream's staleness limit.
+    Stale = 3,
+    /// Data flows again after `Stale`.
+    Recovered = 4,
+    Disconnected = 5,
+}
+
+impl VenueState {
+    pub const fn from_u8(byte: u8) -> VenueState {
+        match byte {
+            1 => VenueState::Connecting,
+            2 => VenueState::Live,
+            3 => VenueState::Stale,
+            4 => VenueState::Recovered,
+            5 => VenueState::Disconnected,
+            _ => VenueState::Unknown,
+        }
+    }
+}
+
+/// A venue or stream changed state. `instrument_id` in the header is 0 when the whole
+/// connection is meant.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct VenueStatus {
+    /// A [`VenueState`] as its byte; read it with [`VenueStatus::state`].
+    pub state: u8,
+    pub _reserved: [u8; 7],
+    /// A reason code from the connection state machine (0 = none).
+    pub reason_code: u32,
+    pub _reserved2: u32,
+    /// Free-form detail for the reason (for example the close code or attempt number).
+    pub detail: u64,
+    pub _reserved3: u64,
+}
+
+impl VenueStatus {
+    pub fn new(state: VenueState, reason_code: u32, detail: u64) -> VenueStatus {
+        VenueStatus {
+            state: state as u8,
+            reason_code,
+            detail,
+            ..VenueStatus::default()
+        }
+    }
+
+    pub fn state(&self) -> VenueState {
+        VenueState::from_u8(self.state)
+    }
+}
+
+impl fmt::Debug for VenueStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VenueStatus")
+            .field("state", &self.state())
+            .field("reason_code", &self.reason_code)
+            .field("detail", &self.detail)
+            .finish()
+    }
+}
+
+/// The 32 payload bytes. Private: read through [`Event::body`].
+#[repr(C)]
+#[derive(Clone, Copy)]
+union Payload {
+    quote: Quote,
+    trade: Trade,
+    level: BookLevel,
+    snapshot: Snapshot,
+    gap: Gap,
+    status: VenueStatus,
+    raw: [u64; 4],
+}
+
+/// A payload read by value, to match on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    Quote(Quote),
+    Trade(Trade),
+    BookLevel(BookLevel),
+    SnapshotBegin(Snapshot),
+    SnapshotEnd(Snapshot),
+    Gap(Gap),
+    VenueStatus(VenueStatus),
+}
+
+/// One normalized event: exactly one 64-byte cache line.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+pub struct Event {
+    pub header: EventHeader,
+    payload: Payload,
+}
+
+impl Event {
+    /// Builds an event; the header's `kind` is taken from `body`.
+    #[inline]
+    pub fn new(mut header: EventHeader, body: Body) -> Event {
+        let (kind, payload) = match body {
+            Body::Quote(quote) => (EventKind::Quote, Payload { quote }),
+            Body::Trade(trade) => (EventKind::Trade, Payload { trade }),
+            Body::BookLevel(level) => (EventKind::BookLevel, Payload { level }),
+            Body::SnapshotBegin(snapshot) => (EventKind::SnapshotBegin, Payload { snapshot }),
+            Body::SnapshotEnd(snapshot) => (EventKind::SnapshotEnd, Payload { snapshot }),
+            Body::Gap(gap) => (EventKind::Gap, Payload { gap }),
+            Body::VenueStatus(status) => (EventKind::VenueStatus, Payload { status }),
+        };
+        header.kind = kind;
+        Event { header, payload }
+    }
+
+    #[inline]
+    pub fn kind(&self) -> EventKind {
+        self.header.kind
+    }
+
+    /// The payload as the header's kind says.
+    #[inline]
+    pub fn body(&self) -> Body {
+        // SAFETY: every union field is a `repr(C)` struct of integers and `Fixed` (an i64) with
+        // no padding, so any 32 bytes are a valid value of any of them; reading the field that
+        // `kind` names is therefore sound even if a caller edited `header.kind`.
+        unsafe {
+            match self.header.kind {
+                EventKind::Quote => Body::Quote(self.payload.quote),
+                EventKind::Trade => Body::Trade(self.payload.trade),
+                EventKind::BookLevel => Body::BookLevel(self.payload.level),
+                EventKind::SnapshotBegin => Body::SnapshotBegin(self.payload.snapshot),
+                EventKind::SnapshotEnd => Body::SnapshotEnd(self.payload.snapshot),
+                EventKind::Gap => Body::Gap(self.payload.gap),
+                EventKind::VenueStatus => Body::VenueStatus(self.payload.status),
+            }
+        }
+    }
+
+    /// The payload's 32 bytes as words, for hashing, logging and byte-exact comparisons.
+    #[inline]
+    pub fn payload_words(&self) -> [u64; 4] {
+        // SAFETY: `raw` is four u64s covering the whole union, which has no padding; any bytes
+        // are valid u64s.
+        unsafe { self.payload.raw }
+    }
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Event) -> bool {
+        self.header == other.header && self.payload_words() == other.payload_words()
+    }
+}
+
+impl Eq for Event {}
+
+impl fmt::Debug for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Event")
+            .field("header", &self.header)
+            .field("body", &self.body())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    //! Pins the size, alignment and field offsets of every type that crosses a ring, as `dbn`'s
+    //! layout tests do: a change here changes what consumers read.
+    use super::*;
+    use std::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn event_is_one_cache_line() {
+        assert_eq!(size_of::<Event>(), 64);
+        assert_eq!(align_of::<Event>(), 64);
+        assert_eq!(size_of::<EventHeader>(), 32);
+        assert_eq!(size_of::<Payload>(), 32);
+        assert_eq!(offset_of!(Event, header), 0);
+        assert_eq!(offset_of!(Event, payload), 32);
+    }
+
+    #[test]
+    fn header_offsets() {
+        assert_eq!(offset_of!(EventHeader, exchange_ts_ns), 0);
+        assert_eq!(offset_of!(EventHeader, recv_ts_ns), 8);
+        assert_eq!(offset_of!(EventHeader, venue_seq), 16);
+        assert_eq!(offset_of!(EventHeader, instrument_id), 24);
+        assert_eq!(offset_of!(EventHeader, venue_id), 28);
+        assert_eq!(offset_of!(EventHeader, kind), 30);
+        assert_eq!(offset_of!(EventHeader, flags), 31);
+    }
+
+    #[test]
+    fn payloads_fill_32_bytes_without_padding() {
+        assert_eq!(size_of::<Quote>(), 32);
+        assert_eq!(size_of::<Trade>(), 32);
+        assert_eq!(size_of::<BookLevel>(), 32);
+        assert_eq!(size_of::<Snapshot>(), 32);
+        assert_eq!(size_of::<Gap>(), 32);
+        assert_eq!(size_of::<VenueStatus>(), 32);
+        assert_eq!(offset_of!(Trade, aggressor_side), 24);
+        assert_eq!(offset_of!(BookLevel, side), 16);
+        assert_eq!(offset_of!(Gap, reason), 16);
+        assert_eq!(offset_of!(VenueStatus, reason_code), 8);
+        assert_eq!(offset_of!(VenueStatus, detail), 16);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> EventHeader {
+        EventHeader {
+            exchange_ts_ns: 1_723_075_200_000_000_000,
+            recv_ts_ns: 1_723_075_201_000_000_000,
+            venue_seq: 42,
+            instrument_id: 7,
+            venue_id: 1,
+            kind: EventKind::VenueStatus,
+            flags: flags::LAST,
+        }
+    }
+
+    #[test]
+    fn body_round_trips_and_sets_kind() {
+        let bodies = [
+            Body::Quote(Quote {
+                bid_px: Fixed(1),
+                bid_sz: Fixed(2),
+                ask_px: Fixed(3),
+                ask_sz: Fixed(4),
+            }),
+            Body::Trade(Trade::new(Fixed(5), Fixed(6), 7, Side::Ask)),
+            Body::BookLevel(BookLevel::new(Side::Bid, Fixed(8), Fixed::ZERO)),
+            Body::SnapshotBegin(Snapshot {
+                bid_levels: 10,
+                ask_levels: 11,
+                snapshot_id: 12,
+                _reserved: [0; 2],
+            }),
+            Body::SnapshotEnd(Snapshot::default()),
+            Body::Gap(Gap::new(GapReason::SequenceBreak, 100, 103)),
+            Body::VenueStatus(VenueStatus::new(VenueState::Stale, 3, 500)),
+        ];
+        let kinds = [
+            EventKind::Quote,
+            EventKind::Trade,
+            EventKind::BookLevel,
+            EventKind::SnapshotBegin,
+            EventKind::SnapshotEnd,
+            EventKind::Gap,
+            EventKind::VenueStatus,
+        ];
+        for (body, kind) in bodies.into_iter().zip(kinds) {
+            let event = Event::new(header(), body);
+            assert_eq!(event.kind(), kind);
+            assert_eq!(event.body(), body);
+            assert_eq!(event.header.venue_seq, 42);
+        }
+    }
+
+    #[test]
+    fn unknown_side_and_reason_bytes_read_as_unknown() {
+        let mut trade = Trade::new(Fixed(1), Fixed(1), 1, Side::Bid);
+        trade.aggressor_side = 200;
+        assert_eq!(trade.aggressor(), Side::None);
+        assert_eq!(GapReason::from_u8(99), GapReason::Unknown);
+        assert_eq!(VenueState::from_u8(99), VenueState::Unknown);
+    }
+
+    #[test]
+    fn a_retagged_event_reads_other_variant_soundly() {
+        let mut event = Event::new(
+            header(),
+            Body::Trade(Trade::new(Fixed(5), Fixed(6), 7, Side::Ask)),
+        );
+        event.header.kind = EventKind::Quote;
+        match event.body() {
+            Body::Quote(quote) => {
+                assert_eq!(quote.bid_px, Fixed(5));
+                assert_eq!(quote.ask_px, Fixed(7));
+            }
+            other => panic!("expected a quote view, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! tickwire: a low-latency market-data feed appliance for Linux.
+//!
+//! The crate is split by the path a message takes; `ARCHITECTURE.md` at the repository root is the
+//! map. In short: `ring` carries frames and events between pinned threads, `event` is what the
+//! strategy receives, `fixed` turns decimal strings into fixed-point integers, `clock` stamps
+//! receive times, `thread` pins and paces the hot threads, `metrics` counts and times them, and
+//! `config` loads the appliance and venue files.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod clock;
+pub mod config;
+pub mod event;
+pub mod fixed;
+pub mod metrics;
+pub mod ring;
+pub mod runtime;
+pub mod thread;

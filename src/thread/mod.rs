@@ -1,0 +1,293 @@
+//! Hot threads: which stages run on which thread, pinned to which core, waiting how.
+//!
+//! [`plan`] turns the `[threads.*]` config into the threads to start: one per unfused stage, with
+//! fused stages riding on the thread they are fused into (decode inline on the network thread,
+//! strategy on the decoder's thread), so one binary runs on a 2-core VM and on a host with many
+//! isolated cores. [`spawn`] starts such a thread: named, pinned with `core_affinity`, optionally
+//! `SCHED_FIFO`, and reports back whether that setup worked before the thread's work begins, so
+//! that a missing capability is an error at start, not a silent slowdown. [`lock_memory`] is the
+//! process-wide `mlockall`.
+//!
+//! **Invariant:** nothing here runs on the hot path: it is all start-up, on the control thread.
+
+pub mod wait;
+
+pub use wait::{WaitStrategy, Waiter, Wakeup};
+
+use crate::config::{PrivilegeErrorPolicy, Stage, ThreadConfig, ThreadsConfig, WaitKind};
+use std::io;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// A start-up failure of a hot thread or of the process's memory locking.
+#[derive(Debug, thiserror::Error)]
+pub enum ThreadError {
+    #[error("thread `{thread}`: core {core} does not exist or is not allowed for this process (allowed cores: {allowed})")]
+    NoSuchCore {
+        thread: String,
+        core: usize,
+        allowed: String,
+    },
+    #[error("thread `{thread}`: pinning to core {core} failed")]
+    PinFailed { thread: String, core: usize },
+    #[error("thread `{thread}`: SCHED_FIFO priority {priority} refused: {source}. This needs CAP_SYS_NICE (systemd: AmbientCapabilities=CAP_SYS_NICE) or an RLIMIT_RTPRIO of at least {priority} (LimitRTPRIO=); or remove `sched_fifo_priority`, or set process.on_privilege_error = \"warn\" to run without it")]
+    SchedFifo {
+        thread: String,
+        priority: u8,
+        source: io::Error,
+    },
+    #[error("mlockall refused: {source}. This needs CAP_IPC_LOCK (systemd: AmbientCapabilities=CAP_IPC_LOCK) or a memlock limit above the process size (LimitMEMLOCK=infinity, `ulimit -l unlimited`); or set process.mlockall = false, or process.on_privilege_error = \"warn\"")]
+    Mlockall { source: io::Error },
+    #[error("thread `{thread}` could not be started: {source}")]
+    Spawn { thread: String, source: io::Error },
+    #[error("thread `{thread}` ended during its set-up")]
+    SetupLost { thread: String },
+}
+
+/// What a hot thread is started with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadSpec {
+    /// Thread name as the OS shows it (15 bytes at most on Linux; longer names are cut).
+    pub name: String,
+    pub core: Option<usize>,
+    pub wait: WaitStrategy,
+    pub sched_fifo_priority: Option<u8>,
+    pub on_privilege_error: PrivilegeErrorPolicy,
+}
+
+/// One thread to start and the stages it runs, in pipeline order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadPlan {
+    pub spec: ThreadSpec,
+    pub stages: Vec<Stage>,
+}
+
+fn wait_strategy(config: &ThreadConfig) -> WaitStrategy {
+    match config.wait {
+        WaitKind::Spin => WaitStrategy::Spin,
+        WaitKind::SpinThenYield => WaitStrategy::SpinThenYield {
+            spins: config.spin_iterations,
+        },
+        WaitKind::Park => WaitStrategy::Park {
+            spins: config.spin_iterations,
+            timeout: Duration::from_micros(config.park_timeout_us),
+        },
+    }
+}
+
+/// The threads a (validated) config asks for, in pipeline order. A fused stage joins the thread
+/// of the stage it is fused into; fusing follows chains (strategy into decoder into net gives one
+/// thread).
+pub fn plan(threads: &ThreadsConfig, on_privilege_error: PrivilegeErrorPolicy) -> Vec<ThreadPlan> {
+    let mut plans: Vec<ThreadPlan> = Vec::new();
+    // Pipeline order puts every host stage before the stages fused into it.
+    for stage in Stage::ALL {
+        let host = threads.runs_on(stage);
+        if let Some(existing) = plans.iter_mut().find(|plan| plan.stages[0] == host) {
+            existing.stages.push(stage);
+            continue;
+        }
+        let config = threads.get(stage);
+        plans.push(ThreadPlan {
+            spec: ThreadSpec {
+                name: format!("tw-{}", stage.as_str()),
+                core: config.core,
+                wait: wait_strategy(config),
+                sched_fifo_priority: config.sched_fifo_priority,
+                on_privilege_error,
+            },
+            stages: vec![stage],
+        });
+    }
+    plans
+}
+
+/// A started hot thread.
+pub struct HotThread<R> {
+    pub name: String,
+    /// The core it is pinned to, if pinning was asked for and worked.
+    pub pinned_core: Option<usize>,
+    /// Whether it runs under SCHED_FIFO.
+    pub realtime: bool,
+    /// Wakes the thread when its wait strategy parks it; producers feeding it call this.
+    pub wakeup: Wakeup,
+    /// `None` only when set-up failed, which `spawn` reports before handing out the thread.
+    handle: JoinHandle<Option<R>>,
+}
+
+impl<R> HotThread<R> {
+    /// Waits for the thread; `Err` carries its panic payload.
+    pub fn join(self) -> std::thread::Result<R> {
+        match self.handle.join()? {
+            Some(result) => Ok(result),
+            None => Err(Box::new("thread set-up failed")),
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+}
+
+struct SetupReport {
+    pinned_core: Option<usize>,
+    realtime: bool,
+    wakeup: Option<Wakeup>,
+}
+
+/// Starts a thread as `spec` says and runs `work` on it with a [`Waiter`] for its strategy.
+/// Returns once the thread is pinned and scheduled (or has failed to be, which is an error, or
+/// a logged warning under `PrivilegeErrorPolicy::Warn`).
+pub fn spawn<R, F>(spec: &ThreadSpec, work: F) -> Result<HotThread<R>, ThreadError>
+where
+    F: FnOnce(&mut Waiter) -> R + Send + 'static,
+    R: Send + 'static,
+{
+    if let Some(core) = spec.core {
+        let allowed = allowed_cores();
+        if !allowed.contains(&core) {
+            return Err(ThreadError::NoSuchCore {
+                thread: spec.name.clone(),
+                core,
+                allowed: format_cores(&allowed),
+            });
+        }
+    }
+    let (report_tx, report_rx) = std::sync::mpsc::sync_channel(1);
+    let thread_spec = spec.clone();
+    let handle = std::thread::Builder::new()
+        .name(spec.name.clone())
+        .spawn(move || {
+            let mut waiter = Waiter::new(thread_spec.wait);
+            let report = set_up_current_thread(&thread_spec).map(|mut report| {
+                report.wakeup = Some(waiter.wakeup());
+                report
+            });
+            let ok = report.is_ok();
+            if report_tx.send(report).is_err() || !ok {
+                return None;
+            }
+            Some(work(&mut waiter))
+        })
+        .map_err(|source| ThreadError::Spawn {
+            thread: spec.name.clone(),
+            source,
+        })?;
+    let report = report_rx.recv().map_err(|_| ThreadError::SetupLost {
+        thread: spec.name.clone(),
+    })?;
+    let setup = match report {
+        Ok(setup) => setup,
+        Err(error) => {
+            // The thread returns at once after a failed set-up.
+            let _ = handle.join();
+            return Err(error);
+        }
+    };
+    let Some(wakeup) = setup.wakeup else {
+        return Err(ThreadError::SetupLost {
+            thread: spec.name.clone(),
+        });
+    };
+    Ok(HotThread {
+        name: spec.name.clone(),
+        pinned_core: setup.pinned_core,
+        realtime: setup.realtime,
+        wakeup,
+        handle,
+    })
+}
+
+fn set_up_current_thread(spec: &ThreadSpec) -> Result<SetupReport, ThreadError> {
+    let mut report = SetupReport {
+        pinned_core: None,
+        realtime: false,
+        wakeup: None,
+    };
+    if let Some(core) = spec.core {
+        if core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+            report.pinned_core = Some(core);
+        } else {
+            let error = ThreadError::PinFailed {
+                thread: spec.name.clone(),
+                core,
+            };
+            downgrade_or_fail(spec.on_privilege_error, error)?;
+        }
+    }
+    if let Some(priority) = spec.sched_fifo_priority {
+        match set_sched_fifo(priority) {
+            Ok(()) => report.realtime = true,
+            Err(source) => downgrade_or_fail(
+                spec.on_privilege_error,
+                ThreadError::SchedFifo {
+                    thread: spec.name.clone(),
+                    priority,
+                    source,
+                },
+            )?,
+        }
+    }
+    Ok(report)
+}
+
+fn downgrade_or_fail(policy: PrivilegeErrorPolicy, error: ThreadError) -> Result<(), ThreadError> {
+    match policy {
+        PrivilegeErrorPolicy::Fail => Err(error),
+        PrivilegeErrorPolicy::Warn => {
+            tracing::warn!(
+                "{error}; continuing without it (process.on_privilege_error = \"warn\")"
+            );
+            Ok(())
+        }
+    }
+}
+
+fn set_sched_fifo(priority: u8) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: i32::from(priority),
+    };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+    let result = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Locks all current and future pages of the process in memory, so that no page fault on a hot
+/// thread ever waits for swap.
+pub fn lock_memory(policy: PrivilegeErrorPolicy) -> Result<bool, ThreadError> {
+    // SAFETY: mlockall takes flags only and has no memory-safety preconditions.
+    let result = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    if result == 0 {
+        return Ok(true);
+    }
+    let error = ThreadError::Mlockall {
+        source: io::Error::last_os_error(),
+    };
+    downgrade_or_fail(policy, error).map(|()| false)
+}
+
+/// The cores this process may run on (its affinity mask), sorted.
+pub fn allowed_cores() -> Vec<usize> {
+    let mut cores: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|core| core.id)
+        .collect();
+    cores.sort_unstable();
+    cores
+}
+
+fn format_cores(cores: &[usize]) -> String {
+    if cores.is_empty() {
+        return "none found".to_owned();
+    }
+    cores
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}

@@ -1,0 +1,739 @@
+//! Integration tests of `tickwire::config`: the shipped examples load, and every kind of mistake
+//! is reported against the right file, line, column and key with a message that says what is
+//! valid.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use tempfile::TempDir;
+use tickwire::config::{
+    self, ConfigError, ConfigErrors, CredentialError, FileKind, Scheme, Stage, VenueKind, WaitKind,
+};
+
+const MINIMAL_VENUE: &str = r#"name = "test-venue"
+kind = "binance-usdm-futures"
+url = "wss://127.0.0.1:9443/stream"
+symbols = ["BTCUSDT"]
+channels = ["bookTicker"]
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("create test directory");
+    }
+    std::fs::write(&path, text).expect("write test file");
+    path
+}
+
+fn errors<T: std::fmt::Debug>(result: Result<T, ConfigErrors>) -> Vec<ConfigError> {
+    match result {
+        Ok(value) => panic!("expected config errors, got {value:#?}"),
+        Err(errors) => {
+            assert!(!errors.is_empty(), "an Err never holds an empty list");
+            errors.0
+        }
+    }
+}
+
+fn only_error<T: std::fmt::Debug>(result: Result<T, ConfigErrors>) -> ConfigError {
+    let mut all = errors(result);
+    assert_eq!(all.len(), 1, "expected exactly one error, got {all:#?}");
+    all.remove(0)
+}
+
+fn keys(errors: &[ConfigError]) -> Vec<&str> {
+    errors.iter().map(|error| error.key.as_str()).collect()
+}
+
+/// The shipped `config/` tree copied into a temporary directory, with the simulator's CA path
+/// pointed at a file that exists, so that the examples can be loaded whether or not a simulator
+/// has run on this machine.
+struct ShippedCopy {
+    dir: TempDir,
+    ca_file: PathBuf,
+}
+
+const SIM_CA_LINE: &str = "extra_ca_file = \"/tmp/tickwire-sim/ca.pem\"";
+
+fn shipped_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
+}
+
+fn shipped_toml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read config directory") {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "toml") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn copy_shipped() -> ShippedCopy {
+    let source = shipped_dir();
+    let dir = TempDir::new().expect("temp dir");
+    let ca_file = write(
+        dir.path(),
+        "ca.pem",
+        "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+    );
+    let mut rewrote_ca = false;
+    for file in shipped_toml_files(&source) {
+        let relative = file.strip_prefix(&source).expect("file under config/");
+        let mut text = std::fs::read_to_string(&file).expect("read shipped file");
+        if text.contains(SIM_CA_LINE) {
+            text = text.replace(
+                SIM_CA_LINE,
+                &format!("extra_ca_file = {:?}", ca_file.display().to_string()),
+            );
+            rewrote_ca = true;
+        }
+        write(dir.path(), &relative.to_string_lossy(), &text);
+    }
+    assert!(rewrote_ca, "the simulator venue file sets {SIM_CA_LINE}");
+    ShippedCopy { dir, ca_file }
+}
+
+#[test]
+fn every_shipped_example_file_loads() {
+    let copy = copy_shipped();
+    let files = shipped_toml_files(copy.dir.path());
+    assert!(
+        files.len() >= 4,
+        "expected the appliance file and three venues, found {files:?}"
+    );
+    for file in &files {
+        let kind = config::check_file(file).unwrap_or_else(|errors| panic!("{errors}"));
+        let expected = if file.ends_with("tickwire.toml") {
+            FileKind::Appliance
+        } else {
+            FileKind::Venue
+        };
+        assert_eq!(kind, expected, "{}", file.display());
+    }
+}
+
+#[test]
+fn shipped_appliance_file_loads_with_its_venue() {
+    let copy = copy_shipped();
+    let path = copy.dir.path().join("tickwire.toml");
+    let loaded = config::load_with_cpu_count(&path, 1).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(loaded.path, path);
+    assert_eq!(
+        loaded.appliance.venues,
+        [PathBuf::from("venues/binance-usdm.toml")]
+    );
+    assert_eq!(loaded.appliance.threads.decoder.fuse_into, Some(Stage::Net));
+    assert_eq!(loaded.appliance.threads.runs_on(Stage::Decoder), Stage::Net);
+    assert_eq!(loaded.venues.len(), 1);
+    assert_eq!(
+        loaded.venues[0].path,
+        copy.dir.path().join("venues/binance-usdm.toml")
+    );
+    assert_eq!(loaded.venues[0].venue.kind, VenueKind::BinanceUsdmFutures);
+}
+
+#[test]
+fn shipped_simulator_venue_loads() {
+    let copy = copy_shipped();
+    let sim_path = copy.dir.path().join("venues/binance-usdm-sim.toml");
+    let venue = config::load_venue(&sim_path).unwrap_or_else(|errors| panic!("{errors}"));
+    let sim = config::LoadedVenue {
+        path: sim_path.clone(),
+        venue,
+    };
+    assert_eq!(sim.path, sim_path);
+    assert_eq!(sim.venue.name, "binance-sim");
+    assert_eq!(sim.venue.kind, VenueKind::BinanceUsdmFutures);
+    assert_eq!(sim.venue.url.scheme, Scheme::Wss);
+    assert_eq!(
+        (sim.venue.url.host.as_str(), sim.venue.url.port),
+        ("127.0.0.1", 9443)
+    );
+    assert_eq!(sim.venue.url.path, "/stream");
+    let rest = sim.venue.rest_url.as_ref().expect("sim has a rest_url");
+    assert_eq!((rest.scheme, rest.port), (Scheme::Https, 9443));
+    assert_eq!(
+        sim.venue.tls.extra_ca_file.as_deref(),
+        Some(copy.ca_file.as_path())
+    );
+    assert_eq!(sim.venue.max_streams_per_connection, 1024);
+    assert_eq!(sim.venue.staleness.threshold_ms("bookTicker"), Some(500));
+    assert_eq!(sim.venue.staleness.threshold_ms("aggTrade"), Some(2000));
+}
+
+#[test]
+fn shipped_files_load_in_place() {
+    let dir = shipped_dir();
+    for venue in ["binance-usdm.toml", "binance-usdm-testnet.toml"] {
+        let path = dir.join("venues").join(venue);
+        config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
+    }
+    // The shipped appliance file (mainnet venue) loads as it is: the check-config of the README.
+    config::load(&dir.join("tickwire.toml")).unwrap_or_else(|errors| panic!("{errors}"));
+    // The simulator venue needs the CA file the simulator writes. Without it the only complaint
+    // may be that file, reported against the venue file's `tls.extra_ca_file` line.
+    let sim = dir.join("venues/binance-usdm-sim.toml");
+    if Path::new("/tmp/tickwire-sim/ca.pem").is_file() {
+        config::load_venue(&sim).unwrap_or_else(|errors| panic!("{errors}"));
+    } else {
+        let error = only_error(config::load_venue(&sim));
+        assert_eq!(error.file, sim);
+        assert_eq!(error.key, "tls.extra_ca_file");
+        assert!(
+            error.message.contains("/tmp/tickwire-sim/ca.pem"),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_typo_in_a_key_names_file_line_column_key_and_the_valid_keys() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "tickwire.toml",
+        "[threads.net]\ncore = 0\n  wiat = \"spin\"\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(error.file, path);
+    assert_eq!((error.line, error.column), (3, 3));
+    assert_eq!(error.key, "threads.net.wiat");
+    assert_eq!(
+        error.message,
+        "unknown key `wiat`; valid keys here: core, wait, spin_iterations, park_timeout_us, \
+         sched_fifo_priority"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}:3:3: key `threads.net.wiat`: unknown key `wiat`; valid keys here: core, wait, \
+             spin_iterations, park_timeout_us, sched_fifo_priority",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_top_level_key_below_a_table_header_gets_a_hint() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(dir.path(), "a.toml", "[threads]\nvenues = []\n");
+    let error = only_error(config::load(&path));
+    assert_eq!(error.key, "threads.venues");
+    assert!(
+        error
+            .message
+            .contains("must come before the first [table] header"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_password_in_a_url_is_rejected_without_echoing_it() {
+    let dir = TempDir::new().expect("temp dir");
+    let text = MINIMAL_VENUE.replace("wss://127.0.0.1", "wss://me:hunter2@127.0.0.1");
+    let error = only_error(config::load_venue(&write(dir.path(), "v.toml", &text)));
+    assert_eq!(error.key, "url");
+    assert!(!error.to_string().contains("hunter2"), "{error}");
+}
+
+#[test]
+fn net_has_no_fuse_into() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads.net]\nfuse_into = \"decoder\"\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(error.key, "threads.net.fuse_into");
+    assert!(
+        error.message.starts_with("unknown key `fuse_into`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_bad_enum_value_lists_the_valid_values() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads.strategy]\nwait = \"spinn\"\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(error.key, "threads.strategy.wait");
+    assert_eq!((error.line, error.column), (2, 8));
+    assert_eq!(
+        error.message,
+        "invalid value \"spinn\"; valid values: \"spin\", \"spin-then-yield\", \"park\""
+    );
+
+    let path = write(
+        dir.path(),
+        "b.toml",
+        "[threads.decoder]\nfuse_into = \"strategy\"\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(error.key, "threads.decoder.fuse_into");
+    assert_eq!(
+        error.message,
+        "invalid value \"strategy\"; valid values: \"net\""
+    );
+
+    let venue = MINIMAL_VENUE.replace("binance-usdm-futures", "binance-spot");
+    let path = write(dir.path(), "venue.toml", &venue);
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(
+        (error.key.as_str(), error.line, error.column),
+        ("kind", 2, 8)
+    );
+    assert!(
+        error
+            .message
+            .contains("\"binance-usdm-futures\", \"databento\", \"thalex\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_wrong_type_is_reported_at_the_value() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(dir.path(), "a.toml", "[threads.net]\ncore = -1\n");
+    let error = only_error(config::load(&path));
+    assert_eq!(
+        (error.key.as_str(), error.line, error.column),
+        ("threads.net.core", 2, 8)
+    );
+    assert!(
+        error.message.contains("expected a non-negative integer"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_ring_size_must_be_a_power_of_two() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads]\n\n[rings]\nframe_ring_bytes = 100000\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(error.key, "rings.frame_ring_bytes");
+    assert_eq!((error.line, error.column), (4, 1));
+    assert!(error.message.contains("not a power of two"), "{error}");
+    assert!(error.message.contains("65536 and 131072"), "{error}");
+}
+
+#[test]
+fn reconnect_max_delay_below_initial_is_rejected() {
+    let dir = TempDir::new().expect("temp dir");
+    let text =
+        format!("{MINIMAL_VENUE}\n[reconnect]\ninitial_delay_ms = 500\nmax_delay_ms = 100\n");
+    let path = write(dir.path(), "venue.toml", &text);
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.file, path);
+    assert_eq!(error.key, "reconnect.max_delay_ms");
+    assert_eq!((error.line, error.column), (9, 1));
+    assert!(
+        error
+            .message
+            .contains("less than reconnect.initial_delay_ms (500)"),
+        "{error}"
+    );
+}
+
+#[test]
+fn secrets_in_a_venue_file_are_rejected_wherever_they_are() {
+    let dir = TempDir::new().expect("temp dir");
+    let text = format!(
+        "{MINIMAL_VENUE}Token = \"hunter2\"\n[credentials]\napi_key_env = \"X\"\nAPI_SECRET = \"hunter3\"\n"
+    );
+    let path = write(dir.path(), "venue.toml", &text);
+    let all = errors(config::load_venue(&path));
+    assert_eq!(keys(&all), ["Token", "credentials.API_SECRET"]);
+    assert_eq!((all[0].line, all[0].column), (6, 1));
+    for error in &all {
+        assert!(error.message.contains("credentials.api_key_env"), "{error}");
+        assert!(
+            error.message.contains("credentials.api_key_credential"),
+            "{error}"
+        );
+        assert!(
+            !error.to_string().contains("hunter"),
+            "the secret is echoed: {error}"
+        );
+    }
+}
+
+#[test]
+fn venue_names_must_be_unique_across_files() {
+    let dir = TempDir::new().expect("temp dir");
+    write(dir.path(), "venues/a.toml", MINIMAL_VENUE);
+    let second = write(dir.path(), "venues/b.toml", MINIMAL_VENUE);
+    let path = write(
+        dir.path(),
+        "tickwire.toml",
+        "venues = [\"venues/a.toml\", \"venues/b.toml\"]\n[threads]\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(error.file, second);
+    assert_eq!(
+        (error.key.as_str(), error.line, error.column),
+        ("name", 1, 1)
+    );
+    assert!(error.message.contains("already used by"), "{error}");
+    assert!(error.message.contains("a.toml"), "{error}");
+}
+
+#[test]
+fn a_fused_stage_must_not_set_thread_keys() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads.decoder]\nfuse_into = \"net\"\ncore = 0\nwait = \"spin\"\n",
+    );
+    let all = errors(config::load(&path));
+    assert_eq!(keys(&all), ["threads.decoder.core", "threads.decoder.wait"]);
+    assert_eq!((all[0].line, all[0].column), (3, 1));
+    assert!(
+        all[0]
+            .message
+            .starts_with("has no effect when fuse_into is set"),
+        "{}",
+        all[0]
+    );
+}
+
+#[test]
+fn strategy_fused_into_net_needs_the_decoder_fused_too() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads.strategy]\nfuse_into = \"net\"\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(
+        (error.key.as_str(), error.line),
+        ("threads.strategy.fuse_into", 2)
+    );
+    assert!(
+        error
+            .message
+            .contains("threads.decoder.fuse_into = \"net\""),
+        "{error}"
+    );
+
+    let path = write(
+        dir.path(),
+        "b.toml",
+        "[threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nfuse_into = \"net\"\n",
+    );
+    let loaded = config::load(&path).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(
+        loaded.appliance.threads.runs_on(Stage::Strategy),
+        Stage::Net
+    );
+}
+
+#[test]
+fn two_spinning_threads_on_one_core_are_rejected() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads.net]\ncore = 0\nwait = \"spin\"\n\n[threads.decoder]\ncore = 0\nwait = \"spin\"\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(
+        (error.key.as_str(), error.line),
+        ("threads.decoder.core", 6)
+    );
+    assert!(error.message.contains("starve each other"), "{error}");
+}
+
+#[test]
+fn cores_are_checked_against_the_cpu_count() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads.net]\ncore = 3\nwait = \"spin\"\n",
+    );
+    let error = only_error(config::load_with_cpu_count(&path, 2));
+    assert_eq!(error.key, "threads.net.core");
+    assert!(error.message.contains("this host has 2 CPUs"), "{error}");
+    let loaded = config::load_with_cpu_count(&path, 4).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(loaded.appliance.threads.net.wait, WaitKind::Spin);
+    assert_eq!(loaded.appliance.pinned_cores(), [3]);
+}
+
+#[test]
+fn a_missing_venue_file_is_reported_at_the_appliance_entry() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "tickwire.toml",
+        "# Venue files.\nvenues = [\n  \"venues/missing.toml\",\n]\n\n[threads]\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(error.file, path);
+    assert_eq!(error.key, "venues[0]");
+    assert_eq!((error.line, error.column), (3, 3));
+    assert!(error.message.contains("cannot read venue file"), "{error}");
+    assert!(error.message.contains("missing.toml"), "{error}");
+}
+
+#[test]
+fn a_missing_file_is_an_error_against_that_file() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("absent.toml");
+    let error = only_error(config::load(&path));
+    assert_eq!(
+        (error.file.as_path(), error.line, error.column),
+        (path.as_path(), 1, 1)
+    );
+    assert_eq!(error.key, "");
+    assert!(
+        error.to_string().contains(": cannot read this file: "),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_toml_syntax_error_gives_line_and_column() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads]\n\n[rings]\nframe_ring_bytes = \n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(error.file, path);
+    assert_eq!((error.line, error.column), (4, 20));
+    assert_eq!(error.key, "");
+    assert!(error.message.starts_with("TOML syntax error"), "{error}");
+    assert!(
+        !error.message.contains('\n'),
+        "one error, one line: {error:?}"
+    );
+
+    // The same inside a venue file listed by an appliance file is reported against the venue file.
+    let venue = write(dir.path(), "venue.toml", "name = \"x\"\nkind = = 1\n");
+    let appliance = write(
+        dir.path(),
+        "b.toml",
+        "venues = [\"venue.toml\"]\n[threads]\n",
+    );
+    let error = only_error(config::load(&appliance));
+    assert_eq!((error.file, error.line, error.column), (venue, 2, 8));
+}
+
+#[test]
+fn several_semantic_errors_are_all_reported_in_line_order() {
+    let dir = TempDir::new().expect("temp dir");
+    let appliance = write(
+        dir.path(),
+        "tickwire.toml",
+        "venues = [\"venue.toml\", \"venue.toml\"]\n\
+         [metrics]\nreport_interval_ms = 5\n\
+         [rings]\nframe_ring_bytes = 1000\nevent_ring_slots = 3000000000\n\
+         [threads.net]\ncore = 9\nsched_fifo_priority = 0\npark_timeout_us = 0\n",
+    );
+    let venue = write(
+        dir.path(),
+        "venue.toml",
+        r#"name = "Bad Name"
+kind = "binance-usdm-futures"
+url = "tcp://127.0.0.1:9443"
+rest_url = "wss://127.0.0.1:9443"
+symbols = ["btcusdt", "ETHUSDT", "ETHUSDT"]
+channels = ["bookTicker", "depth@1s"]
+max_streams_per_connection = 2000
+
+[reconnect]
+factor = 1.0
+max_attempts_per_minute = 0
+
+[staleness.channels]
+"aggTrade" = 100
+
+[credentials]
+api_key_env = "1BAD"
+"#,
+    );
+    let all = errors(config::load_with_cpu_count(&appliance, 4));
+    let appliance_errors: Vec<&ConfigError> = all.iter().filter(|e| e.file == appliance).collect();
+    let venue_errors: Vec<&ConfigError> = all.iter().filter(|e| e.file == venue).collect();
+    assert_eq!(appliance_errors.len() + venue_errors.len(), all.len());
+    assert_eq!(
+        appliance_errors
+            .iter()
+            .map(|e| e.key.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "venues[1]",
+            "metrics.report_interval_ms",
+            "rings.frame_ring_bytes",
+            "rings.event_ring_slots",
+            "threads.net.core",
+            "threads.net.sched_fifo_priority",
+            "threads.net.park_timeout_us",
+        ]
+    );
+    assert_eq!(
+        venue_errors
+            .iter()
+            .map(|e| e.key.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "name",
+            "url",
+            "rest_url",
+            "symbols[0]",
+            "symbols[2]",
+            "channels[1]",
+            "max_streams_per_connection",
+            "reconnect.factor",
+            "reconnect.max_attempts_per_minute",
+            "staleness.channels.aggTrade",
+            "credentials.api_key_env",
+        ]
+    );
+    let lines: Vec<usize> = venue_errors.iter().map(|e| e.line).collect();
+    assert_eq!(lines, [1, 3, 4, 5, 5, 6, 7, 10, 11, 14, 17]);
+    let url = venue_errors[1];
+    assert!(url.message.contains("use wss:// or ws://"), "{url}");
+    let channel = venue_errors[5];
+    assert!(
+        channel.message.contains("valid channels: bookTicker"),
+        "{channel}"
+    );
+    // The whole list displays one error per line.
+    let display = ConfigErrors(all.clone()).to_string();
+    assert_eq!(display.lines().count(), all.len());
+}
+
+#[test]
+fn a_missing_required_key_is_named() {
+    let dir = TempDir::new().expect("temp dir");
+    let text = MINIMAL_VENUE.replace("url = \"wss://127.0.0.1:9443/stream\"\n", "");
+    let path = write(dir.path(), "venue.toml", &text);
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.key, "url");
+    assert_eq!(error.message, "missing required key `url`");
+}
+
+#[test]
+fn tls_ca_file_must_exist_and_is_resolved_against_the_venue_file() {
+    let dir = TempDir::new().expect("temp dir");
+    let text = format!("{MINIMAL_VENUE}[tls]\nextra_ca_file = \"certs/ca.pem\"\n");
+    let path = write(dir.path(), "venue.toml", &text);
+    let error = only_error(config::load_venue(&path));
+    assert_eq!((error.key.as_str(), error.line), ("tls.extra_ca_file", 7));
+
+    let ca = write(dir.path(), "certs/ca.pem", "not checked here\n");
+    let venue = config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(venue.tls.extra_ca_file, Some(ca));
+}
+
+#[test]
+fn detect_kind_tells_the_files_apart() {
+    let dir = TempDir::new().expect("temp dir");
+    let appliance = write(dir.path(), "a.toml", "[threads.net]\n");
+    let venue = write(dir.path(), "v.toml", MINIMAL_VENUE);
+    let neither = write(dir.path(), "n.toml", "[log]\nlevel = \"info\"\n");
+    assert_eq!(
+        config::detect_kind(&appliance).ok(),
+        Some(FileKind::Appliance)
+    );
+    assert_eq!(config::detect_kind(&venue).ok(), Some(FileKind::Venue));
+    let error = only_error(config::detect_kind(&neither));
+    assert!(error.message.contains("[threads]"), "{error}");
+    assert!(error.message.contains("`kind`"), "{error}");
+    assert_eq!(config::check_file(&venue).ok(), Some(FileKind::Venue));
+}
+
+#[test]
+fn api_key_comes_from_an_environment_variable() {
+    let dir = TempDir::new().expect("temp dir");
+    // A name of this test's own keeps it independent of every other test running in parallel.
+    let variable = "TICKWIRE_TEST_API_KEY_FROM_ENV";
+    let text = format!("{MINIMAL_VENUE}[credentials]\napi_key_env = \"{variable}\"\n");
+    let venue = config::load_venue(&write(dir.path(), "v.toml", &text))
+        .unwrap_or_else(|errors| panic!("{errors}"));
+
+    std::env::remove_var(variable);
+    let error = venue.api_key().expect_err("variable is unset");
+    assert!(matches!(error, CredentialError::EnvUnset { .. }), "{error}");
+    assert!(error.to_string().contains(variable), "{error}");
+
+    std::env::set_var(variable, "abc123\n");
+    assert_eq!(
+        venue.api_key().expect("variable is set"),
+        Some("abc123".to_owned())
+    );
+    std::env::remove_var(variable);
+
+    let public = config::load_venue(&write(dir.path(), "p.toml", MINIMAL_VENUE))
+        .unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(public.api_key().expect("no key configured"), None);
+}
+
+/// `CREDENTIALS_DIRECTORY` has a fixed name, so the tests that set it take turns.
+static CREDENTIALS_DIRECTORY: Mutex<()> = Mutex::new(());
+
+#[test]
+fn api_key_comes_from_a_systemd_credential() {
+    let dir = TempDir::new().expect("temp dir");
+    let text = format!("{MINIMAL_VENUE}[credentials]\napi_key_credential = \"venue-key\"\n");
+    let venue = config::load_venue(&write(dir.path(), "v.toml", &text))
+        .unwrap_or_else(|errors| panic!("{errors}"));
+    let credentials = TempDir::new().expect("credentials dir");
+
+    let _turn = CREDENTIALS_DIRECTORY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    std::env::remove_var("CREDENTIALS_DIRECTORY");
+    let error = venue.api_key().expect_err("no credentials directory");
+    assert!(
+        matches!(error, CredentialError::CredentialsDirectoryUnset { .. }),
+        "{error}"
+    );
+
+    std::env::set_var("CREDENTIALS_DIRECTORY", credentials.path());
+    let error = venue.api_key().expect_err("credential file missing");
+    assert!(
+        matches!(error, CredentialError::CredentialUnreadable { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("venue-key"), "{error}");
+
+    write(credentials.path(), "venue-key", "s3cr3t-key\n");
+    let key = venue.api_key();
+    std::env::remove_var("CREDENTIALS_DIRECTORY");
+    assert_eq!(
+        key.expect("credential is readable"),
+        Some("s3cr3t-key".to_owned())
+    );
+}
+
+#[test]
+fn only_one_credential_source_may_be_set() {
+    let dir = TempDir::new().expect("temp dir");
+    let text =
+        format!("{MINIMAL_VENUE}[credentials]\napi_key_env = \"K\"\napi_key_credential = \"k\"\n");
+    let error = only_error(config::load_venue(&write(dir.path(), "v.toml", &text)));
+    assert_eq!(error.key, "credentials.api_key_credential");
+}
