@@ -16,4 +16,7 @@ pub mod fixed;
 pub mod metrics;
 pub mod ring;
 pub mod runtime;
+pub mod systemd;
 pub mod thread;
+pub mod tls;
+pub mod ws;

@@ -1,11 +1,13 @@
 //! `tickwire run`: the control thread of a running appliance.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
 use tickwire::config::{self, LoadedConfig, LogFormat};
 use tickwire::runtime::Runtime;
+use tickwire::systemd::{HeartbeatCheck, Notifier};
 use tickwire::thread;
 
 pub fn run(config_path: &Path, log_level: Option<&str>) -> ExitCode {
@@ -32,7 +34,8 @@ fn init_logging(loaded: &LoadedConfig, level_override: Option<&str>) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     // A second initialisation (tests calling in) is harmless: the first subscriber stays.
     let _ = match loaded.appliance.log.format {
         LogFormat::Text => builder.try_init(),
@@ -58,35 +61,84 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
             "this build has no network engine yet: the venue is configured but not connected"
         );
     }
+    let notifier = match Notifier::from_env() {
+        Ok(notifier) => notifier,
+        Err(error) => {
+            tracing::warn!("{error}; running without systemd notifications");
+            Notifier::disabled()
+        }
+    };
     let mut runtime = Runtime::start(loaded, clock)?;
-    let interval = Duration::from_millis(appliance.metrics.report_interval_ms);
+    let report_interval = Duration::from_millis(appliance.metrics.report_interval_ms);
+    // systemd wants a ping well within WatchdogSec: wake at half of it.
+    let tick = match notifier.watchdog_interval() {
+        Some(watchdog) => report_interval.min(watchdog / 2),
+        None => report_interval,
+    };
+    let threads = runtime.heartbeats.len();
+    if loaded.venues.is_empty() {
+        let status = format!("running: {threads} hot threads, no venues configured");
+        log_notify_error(notifier.ready(&status));
+    } else {
+        // READY=1 means the configured venues are live, which this build cannot make them.
+        log_notify_error(notifier.status(&format!(
+            "running: {threads} hot threads; 0/{} venues live (no network engine in this build)",
+            loaded.venues.len()
+        )));
+    }
     tracing::info!(config = %loaded.path.display(), "running; SIGINT or SIGTERM stops");
-    let mut last_beats: Vec<u64> = runtime
-        .heartbeats
-        .iter()
-        .map(|(_, beats)| beats.get())
-        .collect();
+    let beats = |runtime: &Runtime| -> Vec<u64> {
+        runtime
+            .heartbeats
+            .iter()
+            .map(|(_, beats)| beats.get())
+            .collect()
+    };
+    let mut last_beats = beats(&runtime);
+    let mut watchdog = HeartbeatCheck::new(last_beats.clone());
+    let mut watchdog_withheld = false;
+    let mut last_report = Instant::now();
     let stop_reason = loop {
-        if let Some(signal) = signals.wait(interval)? {
+        if let Some(signal) = signals.wait(tick)? {
             break format!("signal {signal}");
         }
         if !runtime.all_running() {
             break "a hot thread ended".to_owned();
         }
+        if notifier.watchdog_interval().is_some() {
+            match watchdog.advance(beats(&runtime)) {
+                Ok(()) => {
+                    log_notify_error(notifier.watchdog_ping());
+                    watchdog_withheld = false;
+                }
+                Err(stuck) if !watchdog_withheld => {
+                    let names: Vec<&str> = stuck
+                        .iter()
+                        .map(|&index| runtime.heartbeats[index].0.as_str())
+                        .collect();
+                    tracing::error!(
+                        threads = %names.join(", "),
+                        "hot threads made no progress; withholding the systemd watchdog ping"
+                    );
+                    watchdog_withheld = true;
+                }
+                Err(_) => {}
+            }
+        }
+        if last_report.elapsed() < report_interval {
+            continue;
+        }
+        last_report = Instant::now();
         runtime.wire_to_strategy.collect();
         let latency = runtime.wire_to_strategy.take_interval();
-        let beats: Vec<u64> = runtime
-            .heartbeats
-            .iter()
-            .map(|(_, beats)| beats.get())
-            .collect();
+        let now_beats = beats(&runtime);
         let loops: Vec<String> = runtime
             .heartbeats
             .iter()
-            .zip(beats.iter().zip(&last_beats))
+            .zip(now_beats.iter().zip(&last_beats))
             .map(|((name, _), (now, before))| format!("{name}={}", now - before))
             .collect();
-        last_beats = beats;
+        last_beats = now_beats;
         tracing::info!(
             poll_loops = %loops.join(" "),
             events = runtime.events_received.get(),
@@ -98,6 +150,7 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
         );
     };
     tracing::info!(reason = %stop_reason, "stopping");
+    log_notify_error(notifier.stopping(&format!("stopping: {stop_reason}")));
     let failed = runtime.shutdown();
     if !failed.is_empty() {
         anyhow::bail!("hot threads panicked: {}", failed.join(", "));
@@ -106,6 +159,12 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
         anyhow::bail!("{stop_reason}");
     }
     Ok(())
+}
+
+fn log_notify_error(result: std::io::Result<()>) {
+    if let Err(error) = result {
+        tracing::warn!("notifying systemd failed: {error}");
+    }
 }
 
 /// SIGINT and SIGTERM, blocked for the whole process and taken synchronously.

@@ -291,3 +291,153 @@ fn format_cores(cores: &[usize]) -> String {
         .collect::<Vec<_>>()
         .join(",")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn threads(text: &str) -> ThreadsConfig {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tickwire.toml");
+        std::fs::write(&path, text).unwrap();
+        crate::config::load_with_cpu_count(&path, 8)
+            .unwrap_or_else(|errors| panic!("{errors}"))
+            .appliance
+            .threads
+    }
+
+    fn stages(plans: &[ThreadPlan]) -> Vec<(String, Vec<Stage>)> {
+        plans
+            .iter()
+            .map(|plan| (plan.spec.name.clone(), plan.stages.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn unfused_stages_get_a_thread_each() {
+        let config = threads(
+            "[threads.net]\ncore = 1\nwait = \"spin\"\n[threads.decoder]\ncore = 2\n\
+             [threads.strategy]\ncore = 3\nwait = \"park\"\npark_timeout_us = 250\n",
+        );
+        let plans = plan(&config, PrivilegeErrorPolicy::Fail);
+        assert_eq!(
+            stages(&plans),
+            [
+                ("tw-net".to_owned(), vec![Stage::Net]),
+                ("tw-decoder".to_owned(), vec![Stage::Decoder]),
+                ("tw-strategy".to_owned(), vec![Stage::Strategy]),
+            ]
+        );
+        assert_eq!(plans[0].spec.core, Some(1));
+        assert_eq!(plans[0].spec.wait, WaitStrategy::Spin);
+        assert_eq!(
+            plans[2].spec.wait,
+            WaitStrategy::Park {
+                spins: 10_000,
+                timeout: Duration::from_micros(250)
+            }
+        );
+    }
+
+    #[test]
+    fn fused_stages_ride_on_their_host_thread() {
+        let config = threads(
+            "[threads.net]\ncore = 1\n[threads.decoder]\nfuse_into = \"net\"\n\
+             [threads.strategy]\ncore = 2\n",
+        );
+        assert_eq!(
+            stages(&plan(&config, PrivilegeErrorPolicy::Fail)),
+            [
+                ("tw-net".to_owned(), vec![Stage::Net, Stage::Decoder]),
+                ("tw-strategy".to_owned(), vec![Stage::Strategy]),
+            ]
+        );
+        let config = threads(
+            "[threads.net]\n[threads.decoder]\nfuse_into = \"net\"\n\
+             [threads.strategy]\nfuse_into = \"net\"\n",
+        );
+        assert_eq!(
+            stages(&plan(&config, PrivilegeErrorPolicy::Fail)),
+            [(
+                "tw-net".to_owned(),
+                vec![Stage::Net, Stage::Decoder, Stage::Strategy]
+            )]
+        );
+        let config = threads(
+            "[threads.net]\n[threads.decoder]\ncore = 1\n[threads.strategy]\nfuse_into = \"decoder\"\n",
+        );
+        assert_eq!(
+            stages(&plan(&config, PrivilegeErrorPolicy::Fail)),
+            [
+                ("tw-net".to_owned(), vec![Stage::Net]),
+                (
+                    "tw-decoder".to_owned(),
+                    vec![Stage::Decoder, Stage::Strategy]
+                ),
+            ]
+        );
+    }
+
+    fn spec(core: Option<usize>, sched_fifo_priority: Option<u8>) -> ThreadSpec {
+        ThreadSpec {
+            name: "tw-test".to_owned(),
+            core,
+            wait: WaitStrategy::SpinThenYield { spins: 10 },
+            sched_fifo_priority,
+            on_privilege_error: PrivilegeErrorPolicy::Fail,
+        }
+    }
+
+    #[test]
+    fn a_spawned_thread_is_named_pinned_and_runs_its_work() {
+        let core = *allowed_cores().last().expect("at least one core");
+        let thread = spawn(&spec(Some(core), None), move |waiter| {
+            let name = std::thread::current().name().map(str::to_owned);
+            // The thread runs where it was pinned.
+            // SAFETY: sched_getcpu has no preconditions.
+            let cpu = unsafe { libc::sched_getcpu() };
+            (name, cpu, waiter.strategy())
+        })
+        .unwrap();
+        assert_eq!(thread.pinned_core, Some(core));
+        assert!(!thread.realtime);
+        let (name, cpu, strategy) = thread.join().unwrap();
+        assert_eq!(name.as_deref(), Some("tw-test"));
+        assert_eq!(cpu, core as i32);
+        assert_eq!(strategy, WaitStrategy::SpinThenYield { spins: 10 });
+    }
+
+    #[test]
+    fn a_core_outside_the_affinity_mask_is_a_clear_error() {
+        let error = match spawn(&spec(Some(4096), None), |_| ()) {
+            Err(error) => error,
+            Ok(_) => panic!("core 4096 accepted"),
+        };
+        let message = error.to_string();
+        assert!(
+            message.contains("core 4096 does not exist") && message.contains("allowed cores: "),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn refused_sched_fifo_fails_or_downgrades_as_configured() {
+        // A priority outside 1..=99 is refused by the kernel whatever the privileges (EINVAL),
+        // which exercises the same path as a missing CAP_SYS_NICE (EPERM) without needing to
+        // drop privileges. The thread does no work, so no real-time thread ever spins here.
+        let error = match spawn(&spec(None, Some(200)), |_| ()) {
+            Err(error) => error,
+            Ok(_) => panic!("priority 200 accepted"),
+        };
+        let message = error.to_string();
+        assert!(
+            message.contains("SCHED_FIFO priority 200 refused") && message.contains("CAP_SYS_NICE"),
+            "{message}"
+        );
+        let mut warn_spec = spec(None, Some(200));
+        warn_spec.on_privilege_error = PrivilegeErrorPolicy::Warn;
+        let thread = spawn(&warn_spec, |_| 7).unwrap();
+        assert!(!thread.realtime);
+        assert_eq!(thread.join().unwrap(), 7);
+    }
+}

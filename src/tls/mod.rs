@@ -1,0 +1,1 @@
+//! TLS client over byte buffers (rustls).

@@ -1,0 +1,1 @@
+//! WebSocket client (RFC 6455), sans-IO.

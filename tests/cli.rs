@@ -1,0 +1,210 @@
+//! The `tickwire` binary as a user runs it: exit codes, error text, and `run` starting its hot
+//! threads and stopping cleanly on SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn tickwire() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tickwire"))
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+#[test]
+fn check_config_accepts_the_shipped_appliance_file() {
+    let output = tickwire()
+        .args(["check-config"])
+        .arg(repo("config/tickwire.toml"))
+        .arg(repo("config/venues/binance-usdm.toml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        stdout.contains("tickwire.toml: ok (appliance config)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("binance-usdm.toml: ok (venue config)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_config_names_file_line_and_key_of_a_typo() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.toml");
+    std::fs::write(&path, "[threads]\n[threads.net]\nwiat = \"spin\"\n").unwrap();
+    let output = tickwire().arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("{}:3:1: key `threads.net.wiat`", path.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("valid keys here: core, wait"), "{stderr}");
+}
+
+#[test]
+fn check_config_prints_pinned_cores_for_the_tuning_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &path,
+        "[threads.net]\ncore = 1\n[threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\ncore = 0\n",
+    )
+    .unwrap();
+    let output = tickwire()
+        .args(["check-config", "--pinned-cores"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "0,1\n");
+}
+
+#[test]
+fn run_refuses_an_invalid_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tickwire.toml");
+    std::fs::write(&path, "[threads.net]\nwait = \"sleepy\"\n").unwrap();
+    let output = tickwire()
+        .arg("run")
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("threads.net.wait"), "{stderr}");
+    assert!(stderr.contains("spin-then-yield"), "{stderr}");
+}
+
+/// Writes an appliance file with no venues, yielding waits and a short report interval.
+pub fn quiet_appliance(dir: &Path) -> PathBuf {
+    let path = dir.join("tickwire.toml");
+    std::fs::write(
+        &path,
+        "[metrics]\nreport_interval_ms = 200\n[threads.net]\nwait = \"park\"\n\
+         [threads.decoder]\nwait = \"park\"\n[threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn run_starts_its_threads_reports_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = quiet_appliance(dir.path());
+    let mut child = tickwire()
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (line_tx, line_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let mut reports = 0;
+    while reports < 2 && Instant::now() < deadline {
+        if let Ok(line) = line_rx.recv_timeout(Duration::from_millis(100)) {
+            if line.contains("report") {
+                reports += 1;
+            }
+            seen.push(line);
+        }
+    }
+    let log = seen.join("\n");
+    assert_eq!(reports, 2, "no periodic reports:\n{log}");
+    for thread in ["tw-net", "tw-decoder", "tw-strategy"] {
+        assert!(
+            log.contains(&format!("thread={thread}")),
+            "{thread} not started:\n{log}"
+        );
+    }
+    // SAFETY: kill with a valid pid of our own child and a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    while let Ok(line) = line_rx.recv_timeout(Duration::from_secs(2)) {
+        seen.push(line);
+    }
+    let log = seen.join("\n");
+    assert!(status.success(), "exit {status:?}:\n{log}");
+    assert!(
+        log.contains("stopping") && log.contains("signal 15"),
+        "{log}"
+    );
+}
+
+/// `tickwire run` as `systemd/tickwire.service` starts it (Type=notify, WatchdogSec): READY=1,
+/// then WATCHDOG=1 pings while the hot threads make progress, then STOPPING=1 on SIGTERM, all
+/// on a notify socket this test provides.
+#[test]
+fn run_notifies_systemd_ready_watchdog_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let config = quiet_appliance(dir.path());
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut child = tickwire()
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("NOTIFY_SOCKET", &socket_path)
+        // 400 ms: the appliance pings every 200 ms.
+        .env("WATCHDOG_USEC", "400000")
+        .env_remove("WATCHDOG_PID")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut messages = Vec::new();
+    let mut buf = [0u8; 1024];
+    let mut pings = 0;
+    while pings < 3 {
+        let Ok(len) = socket.recv(&mut buf) else {
+            break;
+        };
+        let message = String::from_utf8_lossy(&buf[..len]).into_owned();
+        if message == "WATCHDOG=1" {
+            pings += 1;
+        }
+        messages.push(message);
+    }
+    // SAFETY: kill with a valid pid of our own child and a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    while let Ok(len) = socket.recv(&mut buf) {
+        messages.push(String::from_utf8_lossy(&buf[..len]).into_owned());
+        if messages.last().is_some_and(|m| m.starts_with("STOPPING=1")) {
+            break;
+        }
+    }
+    assert!(status.success(), "{status:?}");
+    assert!(
+        messages[0].starts_with("READY=1\nSTATUS=running: 3 hot threads"),
+        "{messages:?}"
+    );
+    assert_eq!(pings, 3, "{messages:?}");
+    assert!(
+        messages
+            .last()
+            .is_some_and(|m| m.starts_with("STOPPING=1\nSTATUS=stopping: signal 15")),
+        "{messages:?}"
+    );
+}
