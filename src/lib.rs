@@ -14,6 +14,7 @@ pub mod config;
 pub mod event;
 pub mod fixed;
 pub mod metrics;
+pub mod net;
 pub mod ring;
 pub mod runtime;
 pub mod systemd;
