@@ -737,3 +737,39 @@ fn only_one_credential_source_may_be_set() {
     let error = only_error(config::load_venue(&write(dir.path(), "v.toml", &text)));
     assert_eq!(error.key, "credentials.api_key_credential");
 }
+
+#[test]
+fn net_settings_load_and_are_checked_against_the_frame_ring() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(
+        dir.path(),
+        "tickwire.toml",
+        "[rings]\nframe_ring_bytes = 1048576\n[net]\nbackend = \"epoll\"\nwait = \"busy-poll\"\n\
+         max_message_bytes = 600000\nrecv_buffers = 100\n[threads]\n",
+    );
+    let all = errors(config::load(&path));
+    // Reported in line order.
+    assert_eq!(keys(&all), ["net.max_message_bytes", "net.recv_buffers"]);
+    assert!(
+        all[0].message.contains("valid values are 1024 to 524272"),
+        "{}",
+        all[0]
+    );
+    assert_eq!((all[0].line, all[0].column), (6, 1));
+    let path = write(
+        dir.path(),
+        "tickwire.toml",
+        "[rings]\nframe_ring_bytes = 1048576\n[net]\nbackend = \"epoll\"\nwait = \"busy-poll\"\n\
+         max_message_bytes = 500000\n[threads]\n",
+    );
+    let loaded = config::load(&path).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(loaded.appliance.net.backend, config::NetBackend::Epoll);
+    assert_eq!(loaded.appliance.net.wait, config::NetWait::BusyPoll);
+    let error = only_error(config::load(&write(
+        dir.path(),
+        "tickwire.toml",
+        "[net]\nbackend = \"uring\"\n[threads]\n",
+    )));
+    assert_eq!(error.key, "net.backend");
+    assert!(error.message.contains("io-uring"), "{error}");
+}

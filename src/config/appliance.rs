@@ -20,6 +20,7 @@ pub struct ApplianceConfig {
     pub metrics: MetricsConfig,
     pub rings: RingsConfig,
     pub process: ProcessConfig,
+    pub net: NetConfig,
     pub threads: ThreadsConfig,
     /// Venue files as written in the appliance file, relative to its directory unless absolute.
     /// `LoadedConfig::venues` holds them resolved and loaded.
@@ -126,7 +127,9 @@ pub struct RingsConfig {
 impl Default for RingsConfig {
     fn default() -> Self {
         Self {
-            frame_ring_bytes: 4 * 1024 * 1024,
+            // Twice the default largest message (net.max_message_bytes, 16 MiB) and then some:
+            // a frame may take at most half the ring.
+            frame_ring_bytes: 64 * 1024 * 1024,
             event_ring_slots: 65_536,
         }
     }
@@ -138,6 +141,76 @@ const FRAME_RING_BYTES_MAX: usize = 1024 * 1024 * 1024;
 const EVENT_RING_SLOTS_MIN: usize = 1024;
 const EVENT_RING_SLOTS_MAX: usize = 16 * 1024 * 1024;
 const REPORT_INTERVAL_MS_MIN: u64 = 100;
+
+/// `[net]`: the network thread's I/O backend and its sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetConfig {
+    pub backend: NetBackend,
+    pub wait: NetWait,
+    /// Longest sleep in the kernel per poll for `wait = "block"`.
+    pub block_timeout_us: u64,
+    pub connect_timeout_ms: u64,
+    pub max_connections: u32,
+    /// Size of one receive buffer; a read never returns more.
+    pub recv_buffer_bytes: u32,
+    /// Provided receive buffers for io_uring (a power of two).
+    pub recv_buffers: u16,
+    /// `SO_RCVBUF`; absent keeps the kernel's autotuning.
+    pub rcvbuf_bytes: Option<u32>,
+    /// `SO_BUSY_POLL` in microseconds; absent leaves it off.
+    pub busy_poll_us: Option<u32>,
+    /// Largest WebSocket frame or message accepted; a larger one closes the connection (1009).
+    pub max_message_bytes: u32,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        Self {
+            backend: NetBackend::Auto,
+            wait: NetWait::Block,
+            block_timeout_us: 1_000,
+            connect_timeout_ms: 5_000,
+            max_connections: 64,
+            recv_buffer_bytes: 64 * 1024,
+            recv_buffers: 64,
+            rcvbuf_bytes: None,
+            busy_poll_us: None,
+            max_message_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// Which I/O backend the network thread uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetBackend {
+    /// io_uring where it can be set up, epoll otherwise (one log line says which and why).
+    #[default]
+    Auto,
+    IoUring,
+    Epoll,
+}
+
+/// How the network thread waits for I/O.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetWait {
+    /// Reap completions without sleeping: lowest latency, a whole core.
+    BusyPoll,
+    /// Sleep in the kernel until I/O completes or `block_timeout_us` passes.
+    #[default]
+    Block,
+}
+
+const BLOCK_TIMEOUT_US_MAX: u64 = 1_000_000;
+const CONNECT_TIMEOUT_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=120_000;
+const MAX_CONNECTIONS_MAX: u32 = 4_096;
+const RECV_BUFFER_BYTES_RANGE: std::ops::RangeInclusive<u32> = 4_096..=(1 << 20);
+const RECV_BUFFERS_MAX: u16 = 32_768;
+/// The frame ring stores each message behind a 16-byte header and timestamp, and a frame may
+/// take at most half the ring (see `ring::bytes`).
+const FRAME_OVERHEAD_BYTES: usize = 16;
 
 /// `[process]`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -278,8 +351,9 @@ impl ThreadsConfig {
 }
 
 /// The keys of `RawAppliance`, for the hint about keys written below a table header.
-pub(crate) const TOP_LEVEL_KEYS: &[&str] =
-    &["log", "metrics", "rings", "process", "threads", "venues"];
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
+    "log", "metrics", "rings", "process", "net", "threads", "venues",
+];
 
 /// The appliance file as serde sees it; `validate` turns it into an `ApplianceConfig`.
 #[derive(Debug, Deserialize)]
@@ -293,6 +367,8 @@ pub(crate) struct RawAppliance {
     rings: RingsConfig,
     #[serde(default)]
     process: ProcessConfig,
+    #[serde(default)]
+    net: NetConfig,
     /// Required, even though every thread setting has a default, because a top-level `threads`
     /// table is how `detect_kind` recognises an appliance file.
     threads: RawThreads,
@@ -496,6 +572,16 @@ pub(crate) fn validate(
         EVENT_RING_SLOTS_MAX,
     );
 
+    // The message limit is checked against the ring only when the ring size itself is valid:
+    // an invalid ring size has its own error.
+    let frame_ring_valid = raw.rings.frame_ring_bytes.is_power_of_two()
+        && (FRAME_RING_BYTES_MIN..=FRAME_RING_BYTES_MAX).contains(&raw.rings.frame_ring_bytes);
+    check_net(
+        &mut problems,
+        &raw.net,
+        frame_ring_valid.then_some(raw.rings.frame_ring_bytes),
+    );
+
     let written = raw.threads.written();
     for thread in &written {
         check_thread(&mut problems, thread, cpu_count);
@@ -513,6 +599,7 @@ pub(crate) fn validate(
         metrics: raw.metrics,
         rings: raw.rings,
         process: raw.process,
+        net: raw.net,
         threads: ThreadsConfig {
             net: net.resolve(),
             decoder: decoder.resolve(),
@@ -520,6 +607,73 @@ pub(crate) fn validate(
         },
         venues: raw.venues,
     })
+}
+
+fn check_net(problems: &mut Vec<Problem>, net: &NetConfig, frame_ring_bytes: Option<usize>) {
+    let mut out_of_range = |key: &str, value: String, valid: String| {
+        problems.push(Problem::new(
+            KeyPath::dotted("net").key(key),
+            format!("{value} is out of range; valid values are {valid}"),
+        ));
+    };
+    if !(1..=BLOCK_TIMEOUT_US_MAX).contains(&net.block_timeout_us) {
+        out_of_range(
+            "block_timeout_us",
+            net.block_timeout_us.to_string(),
+            format!("1 to {BLOCK_TIMEOUT_US_MAX}"),
+        );
+    }
+    if !CONNECT_TIMEOUT_MS_RANGE.contains(&net.connect_timeout_ms) {
+        out_of_range(
+            "connect_timeout_ms",
+            net.connect_timeout_ms.to_string(),
+            format!(
+                "{} to {}",
+                CONNECT_TIMEOUT_MS_RANGE.start(),
+                CONNECT_TIMEOUT_MS_RANGE.end()
+            ),
+        );
+    }
+    if !(1..=MAX_CONNECTIONS_MAX).contains(&net.max_connections) {
+        out_of_range(
+            "max_connections",
+            net.max_connections.to_string(),
+            format!("1 to {MAX_CONNECTIONS_MAX}"),
+        );
+    }
+    if !RECV_BUFFER_BYTES_RANGE.contains(&net.recv_buffer_bytes) {
+        out_of_range(
+            "recv_buffer_bytes",
+            net.recv_buffer_bytes.to_string(),
+            format!(
+                "{} to {}",
+                RECV_BUFFER_BYTES_RANGE.start(),
+                RECV_BUFFER_BYTES_RANGE.end()
+            ),
+        );
+    }
+    if !(net.recv_buffers.is_power_of_two() && (2..=RECV_BUFFERS_MAX).contains(&net.recv_buffers)) {
+        out_of_range(
+            "recv_buffers",
+            net.recv_buffers.to_string(),
+            format!("powers of two from 2 to {RECV_BUFFERS_MAX}"),
+        );
+    }
+    let Some(frame_ring_bytes) = frame_ring_bytes else {
+        return;
+    };
+    let largest_frame = (frame_ring_bytes / 2).saturating_sub(FRAME_OVERHEAD_BYTES);
+    if net.max_message_bytes as usize > largest_frame || net.max_message_bytes < 1024 {
+        problems.push(Problem::new(
+            KeyPath::dotted("net.max_message_bytes"),
+            format!(
+                "{} does not fit: a message must fit in half the frame ring less {FRAME_OVERHEAD_BYTES} \
+                 bytes, so with rings.frame_ring_bytes = {frame_ring_bytes} valid values are 1024 \
+                 to {largest_frame}; raise rings.frame_ring_bytes or lower this",
+                net.max_message_bytes
+            ),
+        ));
+    }
 }
 
 fn check_ring_size(problems: &mut Vec<Problem>, key: &str, size: usize, min: usize, max: usize) {
