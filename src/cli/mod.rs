@@ -1,12 +1,14 @@
 //! The command line: argument parsing and the subcommands. The edge of the program, where
 //! `anyhow` and printing are at home.
 
+mod autobahn;
 mod run;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tickwire::config::{self, FileKind};
+use tickwire::net::{BackendChoice, WaitMode};
 
 /// tickwire: a low-latency market-data feed appliance.
 ///
@@ -55,12 +57,51 @@ enum Command {
         #[arg(long)]
         pinned_cores: bool,
     },
+    /// Run the Autobahn|Testsuite WebSocket client cases over tickwire's own network stack.
+    ///
+    /// Connects to a running fuzzing server (`wstest -m fuzzingserver`), echoes every message of
+    /// every case back, then asks the server to write its reports. Normally started by
+    /// `../shared/tools/autobahn/run-client-suite.sh -- tickwire autobahn`, which starts the
+    /// server and prints the verdicts.
+    Autobahn {
+        /// The fuzzing server (default: $AUTOBAHN_URL, else ws://127.0.0.1:9001).
+        #[arg(long, env = "AUTOBAHN_URL", default_value = "ws://127.0.0.1:9001")]
+        url: String,
+        /// The agent name the reports are filed under.
+        #[arg(long, default_value = "tickwire")]
+        agent: String,
+        /// Network backend: auto, io-uring or epoll.
+        #[arg(long, default_value = "auto", value_parser = ["auto", "io-uring", "epoll"])]
+        backend: String,
+        /// Wait mode of the network loop: busy-poll or block.
+        #[arg(long, default_value = "block", value_parser = ["busy-poll", "block"])]
+        wait: String,
+    },
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { config, log_level } => run::run(&config, log_level.as_deref()),
+        Command::Autobahn {
+            url,
+            agent,
+            backend,
+            wait,
+        } => {
+            let backend = match backend.as_str() {
+                "io-uring" => BackendChoice::IoUring,
+                "epoll" => BackendChoice::Epoll,
+                _ => BackendChoice::Auto,
+            };
+            let wait = match wait.as_str() {
+                "busy-poll" => WaitMode::BusyPoll,
+                _ => WaitMode::Block {
+                    timeout: std::time::Duration::from_millis(1),
+                },
+            };
+            autobahn::autobahn(&url, &agent, backend, wait)
+        }
         Command::CheckConfig {
             files,
             pinned_cores,

@@ -23,6 +23,7 @@
 //! **Invariant:** no allocation in `poll` or `send` in steady state: receive buffers are
 //! registered once, send buffers are per connection and keep their capacity.
 
+pub mod engine;
 pub mod epoll;
 pub mod socket;
 pub mod uring;

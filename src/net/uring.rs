@@ -194,6 +194,10 @@ pub struct UringTransport {
     pub(super) warnings: Vec<String>,
     /// Times the kernel had no free receive buffer (the receive is re-armed).
     pub buffer_exhaustions: u64,
+    /// Send buffers of closed connections whose send was still in flight, kept alive (the
+    /// kernel may still read them) until that send's completion arrives: (slot, generation of
+    /// the send, buffer). Only closes with a send in flight put anything here.
+    retired: Vec<(ConnId, u32, Vec<u8>)>,
 }
 
 fn build_ring(entries: u32) -> Result<(IoUring, bool, &'static str), io::Error> {
@@ -275,6 +279,7 @@ impl UringTransport {
             cqes: Vec::with_capacity(CQE_BATCH),
             warnings: Vec::new(),
             buffer_exhaustions: 0,
+            retired: Vec::new(),
         })
     }
 
@@ -298,12 +303,10 @@ impl UringTransport {
     }
 
     pub fn connect(&mut self, conn: ConnId, addr: SocketAddr) -> Result<(), NetError> {
-        // A slot whose last send is still in flight (closed before its completion was reaped)
-        // cannot be reused yet: the kernel may still read that send buffer.
         if self
             .slots
             .get(conn as usize)
-            .is_none_or(|slot| slot.state != State::Free || slot.sending)
+            .is_none_or(|slot| slot.state != State::Free)
         {
             return Err(NetError::BadSlot(conn));
         }
@@ -400,6 +403,14 @@ impl UringTransport {
             return;
         }
         slot.state = State::Free;
+        if slot.sending {
+            // The kernel may still read the send buffer: keep it alive until the (now stale)
+            // completion of that send arrives, and give the slot a fresh one.
+            let buffer = std::mem::take(&mut slot.inflight);
+            self.retired.push((conn, slot.generation, buffer));
+            slot.sending = false;
+            slot.inflight_pos = 0;
+        }
         // A new generation makes every completion still in flight for this slot stale.
         slot.generation = slot.generation.wrapping_add(1);
         if let Some(fd) = slot.fd.take() {
@@ -410,8 +421,6 @@ impl UringTransport {
             drop(fd);
         }
         let _ = self.ring.submitter().register_files_update(conn, &[-1]);
-        // A send in flight keeps `sending` set until its (now stale) completion is reaped, so
-        // the kernel may read `inflight` until then; `connect` refuses the slot meanwhile.
         self.slots[conn as usize].queued.clear();
     }
 
@@ -522,7 +531,12 @@ impl UringTransport {
                 self.buffers.recycle(bid);
             }
             if op == OP_SEND {
-                slot.sending = false;
+                if let Some(index) = self.retired.iter().position(|(slot, send_generation, _)| {
+                    *slot == conn && *send_generation == generation
+                }) {
+                    // That send is over: its buffer can go.
+                    self.retired.swap_remove(index);
+                }
             }
             return 0;
         }

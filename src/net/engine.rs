@@ -1,0 +1,742 @@
+//! The network thread's loop body: streams (TCP, optionally TLS, optionally WebSocket) over a
+//! [`Transport`], with every received message written into the decoder's frame ring.
+//!
+//! Per received chunk of bytes the path is: TLS decrypt (`tls::TlsClient`) into the stream's
+//! plaintext buffer, WebSocket unframe (`ws::Client`) in place, and one copy of each message's
+//! payload into the frame ring behind its receive timestamp. A stream without WebSocket (a
+//! binary feed such as DBN) hands every received chunk to the ring as it is. Control traffic the
+//! protocol owes the server (pongs, close echoes, TLS records) is sent in the same poll.
+//!
+//! Frame layout in the ring: 8 bytes of receive time (ns since the epoch, little-endian), then the
+//! payload. The frame's tag is the stream's [`ConnId`] in its low 24 bits and a [`FrameKind`] in
+//! its top 8 bits.
+//!
+//! **Invariant:** a full frame ring never blocks the network thread: the message is dropped,
+//! counted against its stream, and the stream is flagged ([`StreamStats::overflowed`]) so that the
+//! venue layer resynchronises.
+
+use super::{ConnId, IoEvent, NetError, Transport, WaitMode};
+use crate::ring::FrameProducer;
+use crate::tls::{ReadOutcome, TlsClient, TlsError};
+use crate::ws::{self, HandshakeStatus};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Bytes of receive timestamp in front of every frame's payload.
+pub const FRAME_TS_BYTES: usize = 8;
+/// Bits of a frame tag that hold the connection id.
+pub const TAG_CONN_MASK: u32 = 0x00ff_ffff;
+
+/// What a frame's payload is (top 8 bits of its tag).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameKind {
+    /// A chunk of a raw byte stream (no WebSocket).
+    Bytes = 0,
+    /// A WebSocket text message.
+    Text = 1,
+    /// A WebSocket binary message.
+    Binary = 2,
+}
+
+impl FrameKind {
+    pub fn from_tag(tag: u32) -> FrameKind {
+        match tag >> 24 {
+            1 => FrameKind::Text,
+            2 => FrameKind::Binary,
+            _ => FrameKind::Bytes,
+        }
+    }
+}
+
+/// Splits a frame tag into its connection and kind.
+pub fn split_tag(tag: u32) -> (ConnId, FrameKind) {
+    (tag & TAG_CONN_MASK, FrameKind::from_tag(tag))
+}
+
+/// Splits a frame into its receive timestamp and payload (`None` for a frame too short to have
+/// been written by the engine).
+pub fn split_frame(frame: &[u8]) -> Option<(u64, &[u8])> {
+    let (ts, payload) = frame.split_first_chunk::<FRAME_TS_BYTES>()?;
+    Some((u64::from_le_bytes(*ts), payload))
+}
+
+/// The WebSocket part of a stream.
+#[derive(Clone, Debug)]
+pub struct WebSocketTarget {
+    /// Host for the `Host` header (a name or an IP literal).
+    pub host: String,
+    pub port: u16,
+    /// The request target: path and query.
+    pub path: String,
+    pub secure: bool,
+    pub max_message_bytes: usize,
+}
+
+/// What to connect to and which layers to run.
+#[derive(Clone)]
+pub struct StreamSpec {
+    pub addr: SocketAddr,
+    pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+    pub websocket: Option<WebSocketTarget>,
+}
+
+/// A stream's state change, reported to the caller of [`NetEngine::poll`].
+#[derive(Debug)]
+pub enum StreamEvent {
+    /// Connected and upgraded: messages flow and [`NetEngine::send_text`] works.
+    Open,
+    /// Closed: cleanly (`error` none; `close_code` set when the server sent a WebSocket close)
+    /// or by a failure. The slot is free again.
+    Closed {
+        close_code: Option<u16>,
+        error: Option<StreamError>,
+    },
+}
+
+/// Why a stream ended.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("connect failed: {0}")]
+    Connect(io::Error),
+    #[error("connection lost: {0}")]
+    Io(io::Error),
+    #[error("TLS: {0}")]
+    Tls(#[from] TlsError),
+    #[error("WebSocket handshake: {0}")]
+    Handshake(ws::HandshakeError),
+    #[error("WebSocket protocol error: {0} (closed with {code})", code = .0.close_code())]
+    WebSocket(ws::Error),
+    #[error("the server closed the connection before the WebSocket handshake completed")]
+    ClosedDuringHandshake,
+    #[error("the server closed the TCP connection without a WebSocket close")]
+    ClosedWithoutClose,
+}
+
+/// Per-stream counters, readable through [`NetEngine::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    pub messages: u64,
+    pub bytes: u64,
+    /// Messages dropped because the frame ring was full.
+    pub dropped: u64,
+    /// Set when a message was dropped; cleared by [`NetEngine::take_overflow`].
+    pub overflowed: bool,
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Phase {
+    Connecting,
+    /// TCP is up; TLS and/or the WebSocket upgrade are in progress.
+    Handshaking,
+    Open,
+}
+
+struct Stream {
+    spec_ws: Option<WebSocketTarget>,
+    phase: Phase,
+    tls: Option<TlsClient>,
+    handshake: Option<ws::Handshake>,
+    ws: Option<ws::Client>,
+    /// Plaintext received and not yet consumed: `plaintext[start..end]`.
+    plaintext: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Reused buffers for outgoing bytes (WebSocket output, TLS records).
+    out_plain: Vec<u8>,
+    out_cipher: Vec<u8>,
+    stats: StreamStats,
+    /// The server's WebSocket close code, once it sent one.
+    close_code: Option<u16>,
+}
+
+/// The plaintext buffer: large enough for a TLS record and for the unfragmented frames that are
+/// unframed in place; longer frames are assembled by `ws::Client` itself.
+const PLAINTEXT_BYTES: usize = 256 * 1024;
+/// The longest frame header (RFC 6455 section 5.2).
+const WS_HEADER_BYTES: usize = 14;
+
+/// Streams over one transport, writing messages into one frame ring.
+pub struct NetEngine {
+    transport: Transport,
+    frames: FrameProducer,
+    streams: Vec<Option<Stream>>,
+    wait: WaitMode,
+    /// Events produced while handling I/O, handed out at the end of `poll`.
+    pending: Vec<(ConnId, StreamEvent)>,
+    /// Streams that received bytes in this poll: the only ones that may owe the server bytes
+    /// or have finished their closing handshake.
+    touched: Vec<ConnId>,
+}
+
+impl NetEngine {
+    pub fn new(
+        transport: Transport,
+        frames: FrameProducer,
+        wait: WaitMode,
+        max_connections: u32,
+    ) -> NetEngine {
+        NetEngine {
+            transport,
+            frames,
+            streams: (0..max_connections).map(|_| None).collect(),
+            wait,
+            pending: Vec::with_capacity(max_connections as usize),
+            touched: Vec::with_capacity(max_connections as usize),
+        }
+    }
+
+    pub fn transport(&self) -> &Transport {
+        &self.transport
+    }
+
+    /// Starts a stream in slot `conn`; `StreamEvent::Open` or `Closed` follows from `poll`.
+    pub fn open(&mut self, conn: ConnId, spec: StreamSpec) -> Result<(), StreamOpenError> {
+        if self.streams.get(conn as usize).is_none_or(Option::is_some) {
+            return Err(StreamOpenError::SlotBusy(conn));
+        }
+        let tls = match spec.tls {
+            Some((config, name)) => Some(TlsClient::new(config, name)?),
+            None => None,
+        };
+        self.transport.connect(conn, spec.addr)?;
+        self.streams[conn as usize] = Some(Stream {
+            spec_ws: spec.websocket,
+            phase: Phase::Connecting,
+            tls,
+            handshake: None,
+            ws: None,
+            plaintext: vec![0; PLAINTEXT_BYTES],
+            start: 0,
+            end: 0,
+            out_plain: Vec::with_capacity(4096),
+            out_cipher: Vec::with_capacity(16 * 1024),
+            stats: StreamStats::default(),
+            close_code: None,
+        });
+        Ok(())
+    }
+
+    /// Sends a WebSocket text message (a subscription request, say) on an open stream.
+    pub fn send_text(&mut self, conn: ConnId, text: &str) -> Result<(), StreamSendError> {
+        self.send_message(conn, ws::MessageKind::Text, text.as_bytes())
+    }
+
+    /// Sends a WebSocket message of either kind on an open stream.
+    pub fn send_message(
+        &mut self,
+        conn: ConnId,
+        kind: ws::MessageKind,
+        payload: &[u8],
+    ) -> Result<(), StreamSendError> {
+        let stream = self
+            .streams
+            .get_mut(conn as usize)
+            .and_then(Option::as_mut)
+            .filter(|stream| stream.phase == Phase::Open)
+            .ok_or(StreamSendError::NotOpen(conn))?;
+        let client = stream
+            .ws
+            .as_mut()
+            .ok_or(StreamSendError::NotWebSocket(conn))?;
+        client
+            .send(kind, payload)
+            .map_err(StreamSendError::WebSocket)?;
+        if let Err(error) = flush(&mut self.transport, conn, stream) {
+            let event = self.fail(conn, error);
+            self.pending.push((conn, event));
+        }
+        Ok(())
+    }
+
+    /// Starts the WebSocket closing handshake (or closes a raw stream at once).
+    pub fn close(&mut self, conn: ConnId, code: u16) {
+        let Some(stream) = self.streams.get_mut(conn as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        match stream.ws.as_mut() {
+            Some(client) if stream.phase == Phase::Open => {
+                let _ = client.close(code, "");
+                if let Err(error) = flush(&mut self.transport, conn, stream) {
+                    let event = self.fail(conn, error);
+                    self.pending.push((conn, event));
+                }
+            }
+            _ => {
+                self.transport.close(conn);
+                self.streams[conn as usize] = None;
+                self.pending.push((
+                    conn,
+                    StreamEvent::Closed {
+                        close_code: None,
+                        error: None,
+                    },
+                ));
+            }
+        }
+    }
+
+    pub fn stats(&self, conn: ConnId) -> Option<StreamStats> {
+        self.streams
+            .get(conn as usize)
+            .and_then(Option::as_ref)
+            .map(|stream| stream.stats)
+    }
+
+    /// Whether messages were dropped on `conn` since the last call (and clears the flag).
+    pub fn take_overflow(&mut self, conn: ConnId) -> bool {
+        self.streams
+            .get_mut(conn as usize)
+            .and_then(Option::as_mut)
+            .is_some_and(|stream| std::mem::take(&mut stream.stats.overflowed))
+    }
+
+    /// Frames written but not yet published are published at the end of each poll.
+    pub fn poll(
+        &mut self,
+        on_event: &mut impl FnMut(ConnId, StreamEvent),
+    ) -> Result<usize, NetError> {
+        let mut events = std::mem::take(&mut self.pending);
+        let transport = &mut self.transport;
+        let streams = &mut self.streams;
+        let frames = &mut self.frames;
+        let touched = &mut self.touched;
+        touched.clear();
+        let mut failures: Vec<(ConnId, StreamError)> = Vec::new();
+        let io_events = transport.poll(self.wait, &mut |conn, event| {
+            let Some(Some(stream)) = streams.get_mut(conn as usize) else {
+                return;
+            };
+            match event {
+                IoEvent::Connected => {
+                    stream.phase = Phase::Handshaking;
+                    if let Some(target) = &stream.spec_ws {
+                        match ws::Handshake::new().and_then(|mut handshake| {
+                            let request = ws::Request {
+                                host: &target.host,
+                                port: target.port,
+                                secure: target.secure,
+                                path: &target.path,
+                                headers: &[],
+                            };
+                            let bytes = handshake.request(&request)?;
+                            Ok((handshake, bytes))
+                        }) {
+                            Ok((handshake, bytes)) => {
+                                stream.handshake = Some(handshake);
+                                stream.out_plain.extend_from_slice(&bytes);
+                            }
+                            Err(error) => failures.push((conn, StreamError::Handshake(error))),
+                        }
+                    }
+                    if stream.tls.is_none() && stream.spec_ws.is_none() {
+                        stream.phase = Phase::Open;
+                        events.push((conn, StreamEvent::Open));
+                    }
+                }
+                IoEvent::ConnectFailed(error) => {
+                    streams[conn as usize] = None;
+                    events.push((
+                        conn,
+                        StreamEvent::Closed {
+                            close_code: None,
+                            error: Some(StreamError::Connect(error)),
+                        },
+                    ));
+                    return;
+                }
+                IoEvent::Data { bytes, recv_ts_ns } => {
+                    if let Err(error) =
+                        receive(stream, conn, bytes, recv_ts_ns, frames, &mut events)
+                    {
+                        failures.push((conn, error));
+                        return;
+                    }
+                }
+                IoEvent::Closed(error) => {
+                    // After a completed closing handshake, how TCP ends (FIN or a reset by a
+                    // server that aborts once it has our close) does not matter.
+                    let handshake_done = stream
+                        .ws
+                        .as_ref()
+                        .is_some_and(|client| client.state() == ws::State::Closed);
+                    let error = match (error, stream.phase) {
+                        (_, Phase::Open) if handshake_done => None,
+                        (Some(error), _) => Some(StreamError::Io(error)),
+                        (None, Phase::Open)
+                            if stream.ws.is_some() && stream.close_code.is_none() =>
+                        {
+                            Some(StreamError::ClosedWithoutClose)
+                        }
+                        (None, Phase::Open) => None,
+                        (None, _) => Some(match stream.tls.as_mut().map(TlsClient::feed_eof) {
+                            Some(Err(tls)) => StreamError::Tls(tls),
+                            _ => StreamError::ClosedDuringHandshake,
+                        }),
+                    };
+                    let close_code = stream.close_code;
+                    streams[conn as usize] = None;
+                    events.push((conn, StreamEvent::Closed { close_code, error }));
+                    return;
+                }
+            }
+            // Whatever the protocol owes the server goes out in the same poll.
+            if let Some(Some(stream)) = streams.get_mut(conn as usize) {
+                if let Err(error) = flush_queued(conn, stream) {
+                    failures.push((conn, error));
+                }
+                if touched.last() != Some(&conn) {
+                    touched.push(conn);
+                }
+            }
+        })?;
+        // Sends happen outside the transport's callback (which borrows the transport).
+        for index in 0..self.touched.len() {
+            let conn = self.touched[index];
+            let Some(stream) = self.streams[conn as usize].as_mut() else {
+                continue;
+            };
+            if stream.out_cipher.is_empty() && stream.out_plain.is_empty() {
+                continue;
+            }
+            if let Err(error) = flush(&mut self.transport, conn, stream) {
+                failures.push((conn, error));
+            }
+        }
+        for (conn, error) in failures {
+            let event = self.fail(conn, error);
+            events.push((conn, event));
+        }
+        // A stream whose closing handshake is complete is closed here.
+        for index in 0..self.touched.len() {
+            let conn = self.touched[index];
+            let finished = self.streams[conn as usize]
+                .as_ref()
+                .and_then(|stream| stream.ws.as_ref().map(ws::Client::is_finished))
+                .unwrap_or(false);
+            if finished && self.transport.unsent(conn) == 0 {
+                let close_code = self.streams[conn as usize]
+                    .as_ref()
+                    .and_then(|s| s.close_code);
+                self.transport.close(conn);
+                self.streams[conn as usize] = None;
+                events.push((
+                    conn,
+                    StreamEvent::Closed {
+                        close_code,
+                        error: None,
+                    },
+                ));
+            }
+        }
+        self.frames.publish();
+        let count = events.len();
+        for (conn, event) in events.drain(..) {
+            on_event(conn, event);
+        }
+        self.pending = events;
+        Ok(io_events.max(count))
+    }
+
+    /// Ends a stream after an error: sends what is queued (a close frame, a TLS alert), closes.
+    fn fail(&mut self, conn: ConnId, error: StreamError) -> StreamEvent {
+        if let Some(stream) = self.streams[conn as usize].as_mut() {
+            let _ = flush(&mut self.transport, conn, stream);
+        }
+        let close_code = self.streams[conn as usize]
+            .as_ref()
+            .and_then(|s| s.close_code);
+        self.transport.close(conn);
+        self.streams[conn as usize] = None;
+        StreamEvent::Closed {
+            close_code,
+            error: Some(error),
+        }
+    }
+}
+
+/// Why a stream could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamOpenError {
+    #[error("stream slot {0} is in use or out of range")]
+    SlotBusy(ConnId),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Net(#[from] NetError),
+}
+
+/// Why a message could not be sent.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamSendError {
+    #[error("stream {0} is not open")]
+    NotOpen(ConnId),
+    #[error("stream {0} is not a WebSocket stream")]
+    NotWebSocket(ConnId),
+    #[error("{0}")]
+    WebSocket(ws::SendError),
+}
+
+/// Handles received bytes: decrypt, unframe, write messages to the ring.
+fn receive(
+    stream: &mut Stream,
+    conn: ConnId,
+    bytes: &[u8],
+    recv_ts_ns: u64,
+    frames: &mut FrameProducer,
+    events: &mut Vec<(ConnId, StreamEvent)>,
+) -> Result<(), StreamError> {
+    if stream.tls.is_none() {
+        if stream.spec_ws.is_none() {
+            // A raw byte stream: every chunk is a frame.
+            write_frame(
+                &mut stream.stats,
+                conn,
+                FrameKind::Bytes,
+                bytes,
+                recv_ts_ns,
+                frames,
+            );
+            return Ok(());
+        }
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let room = stream.plaintext.len() - stream.end;
+            let take = room.min(rest.len());
+            stream.plaintext[stream.end..stream.end + take].copy_from_slice(&rest[..take]);
+            stream.end += take;
+            rest = &rest[take..];
+            process_plaintext(stream, conn, recv_ts_ns, frames, events)?;
+            if take == 0 {
+                // Cannot happen: processing always frees room (frames longer than the buffer
+                // are assembled by the WebSocket client). Guard against a stuck loop anyway.
+                return Err(StreamError::Io(io::Error::other(
+                    "plaintext buffer stuck full",
+                )));
+            }
+        }
+        return Ok(());
+    }
+    let mut rest = bytes;
+    loop {
+        let tls = stream
+            .tls
+            .as_mut()
+            .ok_or(StreamError::ClosedDuringHandshake)?;
+        let taken = tls.feed_tls(rest)?;
+        rest = &rest[taken..];
+        // Drain the plaintext this produced.
+        loop {
+            if stream.end == stream.plaintext.len() {
+                process_plaintext(stream, conn, recv_ts_ns, frames, events)?;
+                if stream.end == stream.plaintext.len() {
+                    return Err(StreamError::Io(io::Error::other(
+                        "plaintext buffer stuck full",
+                    )));
+                }
+            }
+            let Some(tls) = stream.tls.as_mut() else {
+                break;
+            };
+            match tls.read_plaintext(&mut stream.plaintext[stream.end..]) {
+                Ok(ReadOutcome::Data(count)) if count > 0 => {
+                    stream.end += count;
+                    process_plaintext(stream, conn, recv_ts_ns, frames, events)?;
+                }
+                Ok(_) => break,
+                Err(error) => return Err(error.into()),
+            }
+        }
+        // The TLS handshake finishing opens a raw TLS stream.
+        if stream.phase == Phase::Handshaking
+            && stream.spec_ws.is_none()
+            && stream.tls.as_ref().is_some_and(|tls| !tls.is_handshaking())
+        {
+            stream.phase = Phase::Open;
+            events.push((conn, StreamEvent::Open));
+        }
+        if rest.is_empty() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Parses what the plaintext buffer holds: the upgrade response, then WebSocket frames.
+fn process_plaintext(
+    stream: &mut Stream,
+    conn: ConnId,
+    recv_ts_ns: u64,
+    frames: &mut FrameProducer,
+    events: &mut Vec<(ConnId, StreamEvent)>,
+) -> Result<(), StreamError> {
+    if stream.spec_ws.is_none() {
+        // Raw TLS stream: hand the plaintext over as it is.
+        if stream.end > stream.start {
+            write_frame(
+                &mut stream.stats,
+                conn,
+                FrameKind::Bytes,
+                &stream.plaintext[stream.start..stream.end],
+                recv_ts_ns,
+                frames,
+            );
+        }
+        stream.start = 0;
+        stream.end = 0;
+        return Ok(());
+    }
+    if let Some(handshake) = stream.handshake.as_mut() {
+        match handshake
+            .parse_response(&stream.plaintext[stream.start..stream.end])
+            .map_err(StreamError::Handshake)?
+        {
+            HandshakeStatus::NeedMore => return Ok(()),
+            HandshakeStatus::Done { consumed } => {
+                stream.start += consumed;
+                stream.handshake = None;
+                let max_message_bytes = stream
+                    .spec_ws
+                    .as_ref()
+                    .map_or(16 << 20, |target| target.max_message_bytes);
+                let config = ws::Config {
+                    max_frame_bytes: max_message_bytes,
+                    max_message_bytes,
+                    max_borrowed_payload_bytes: PLAINTEXT_BYTES / 2 - WS_HEADER_BYTES,
+                };
+                stream.ws = Some(
+                    ws::Client::new(config)
+                        .map_err(|error| StreamError::Io(io::Error::other(error.to_string())))?,
+                );
+                stream.phase = Phase::Open;
+                events.push((conn, StreamEvent::Open));
+            }
+        }
+    }
+    let Some(client) = stream.ws.as_mut() else {
+        return Ok(());
+    };
+    loop {
+        let input = &stream.plaintext[stream.start..stream.end];
+        let read = client.read(input).map_err(StreamError::WebSocket)?;
+        let consumed = read.consumed;
+        match read.event {
+            ws::Event::NeedMore | ws::Event::Closed => {
+                stream.start += consumed;
+                break;
+            }
+            ws::Event::Message { kind, payload } => {
+                let frame_kind = match kind {
+                    ws::MessageKind::Text => FrameKind::Text,
+                    ws::MessageKind::Binary => FrameKind::Binary,
+                };
+                write_frame(
+                    &mut stream.stats,
+                    conn,
+                    frame_kind,
+                    payload,
+                    recv_ts_ns,
+                    frames,
+                );
+            }
+            ws::Event::Close { code, .. } => {
+                stream.close_code = code.or(Some(1005));
+            }
+            ws::Event::Partial
+            | ws::Event::Ping { .. }
+            | ws::Event::Pong { .. }
+            | ws::Event::Discarded => {}
+        }
+        stream.start += consumed;
+    }
+    // Move the unparsed tail to the front once the buffer's back half is in use, so that a
+    // frame can always be completed in place.
+    if stream.start == stream.end {
+        stream.start = 0;
+        stream.end = 0;
+    } else if stream.start > 0 && stream.end > stream.plaintext.len() / 2 {
+        stream.plaintext.copy_within(stream.start..stream.end, 0);
+        stream.end -= stream.start;
+        stream.start = 0;
+    }
+    // Control frames the client queued (pongs, close echoes) are collected for sending.
+    if !client.output().is_empty() {
+        stream.out_plain.extend_from_slice(client.output());
+        let pending = client.output().len();
+        client.consume_output(pending);
+    }
+    Ok(())
+}
+
+/// The one copy: a message into the frame ring, behind its receive timestamp. A full ring drops
+/// the message and flags the stream.
+#[inline]
+fn write_frame(
+    stats: &mut StreamStats,
+    conn: ConnId,
+    kind: FrameKind,
+    payload: &[u8],
+    recv_ts_ns: u64,
+    frames: &mut FrameProducer,
+) {
+    let len = FRAME_TS_BYTES + payload.len();
+    match frames.reserve(len) {
+        Ok(mut grant) => {
+            let buf = grant.buf();
+            buf[..FRAME_TS_BYTES].copy_from_slice(&recv_ts_ns.to_le_bytes());
+            buf[FRAME_TS_BYTES..].copy_from_slice(payload);
+            grant.commit_deferred(len, (conn & TAG_CONN_MASK) | ((kind as u32) << 24));
+            stats.messages += 1;
+            stats.bytes += payload.len() as u64;
+        }
+        Err(_) => {
+            stats.dropped += 1;
+            stats.overflowed = true;
+        }
+    }
+}
+
+/// Moves queued plaintext through TLS (if any) into the ciphertext queue.
+fn flush_queued(_conn: ConnId, stream: &mut Stream) -> Result<(), StreamError> {
+    if let Some(tls) = stream.tls.as_mut() {
+        if !stream.out_plain.is_empty() && !tls.is_handshaking() {
+            let mut written = 0;
+            while written < stream.out_plain.len() {
+                let taken = tls.write_plaintext(&stream.out_plain[written..])?;
+                if taken == 0 {
+                    tls.write_tls_to_vec(&mut stream.out_cipher);
+                    continue;
+                }
+                written += taken;
+            }
+            stream.out_plain.clear();
+        }
+        tls.write_tls_to_vec(&mut stream.out_cipher);
+    } else if !stream.out_plain.is_empty() {
+        stream.out_cipher.extend_from_slice(&stream.out_plain);
+        stream.out_plain.clear();
+    }
+    Ok(())
+}
+
+/// Sends everything queued for the stream.
+fn flush(transport: &mut Transport, conn: ConnId, stream: &mut Stream) -> Result<(), StreamError> {
+    if let Some(client) = stream.ws.as_mut() {
+        if !client.output().is_empty() {
+            stream.out_plain.extend_from_slice(client.output());
+            let pending = client.output().len();
+            client.consume_output(pending);
+        }
+    }
+    flush_queued(conn, stream)?;
+    if !stream.out_cipher.is_empty() {
+        transport
+            .send(conn, &stream.out_cipher)
+            .map_err(|error| StreamError::Io(io::Error::other(error.to_string())))?;
+        stream.out_cipher.clear();
+    }
+    Ok(())
+}

@@ -1,0 +1,851 @@
+//! `tls::TlsClient` against a rustls server: in memory (bytes shuttled between the two in a loop)
+//! for the handshake, data and every failure a venue can cause, and once over a loopback TCP
+//! socket pair to show the buffer-driving API over a real socket.
+//!
+//! Certificates are generated with rcgen for each test: a throwaway CA whose PEM file is written
+//! to a temporary directory and given to the client as `tls.extra_ca_file`, as a simulator's CA
+//! would be.
+
+use proptest::prelude::*;
+use rcgen::{date_time_ymd, BasicConstraints, CertificateParams, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{
+    AlertDescription, ClientConfig, ProtocolVersion, RootCertStore, ServerConfig, ServerConnection,
+    SupportedProtocolVersion,
+};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tickwire::tls::{
+    server_name, ReadOutcome, TlsClient, TlsConfigError, TlsError, TlsSettings, TlsVersions,
+};
+
+const TLS12: &[&SupportedProtocolVersion] = &[&rustls::version::TLS12];
+const TLS13: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13];
+const BOTH: &[&SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A throwaway certificate authority.
+struct Ca {
+    certificate: rcgen::Certificate,
+    key: KeyPair,
+}
+
+/// When a server certificate is valid.
+#[derive(Clone, Copy)]
+enum Validity {
+    /// rcgen's default: 1975 to 4096.
+    Always,
+    /// 2000 to 2001.
+    Expired,
+    /// 2090 to 2100.
+    NotYet,
+}
+
+/// A server's certificate chain and key.
+struct Identity {
+    chain: Vec<CertificateDer<'static>>,
+    key_pkcs8: Vec<u8>,
+}
+
+impl Ca {
+    fn new() -> Self {
+        let key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let certificate = params.self_signed(&key).expect("CA certificate");
+        Self { certificate, key }
+    }
+
+    /// A server certificate for `names` (DNS names or IP addresses, as rcgen reads them).
+    fn issue(&self, names: &[&str], validity: Validity) -> Identity {
+        let key = KeyPair::generate().expect("server key");
+        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+        let mut params = CertificateParams::new(names).expect("server params");
+        match validity {
+            Validity::Always => {}
+            Validity::Expired => {
+                params.not_before = date_time_ymd(2000, 1, 1);
+                params.not_after = date_time_ymd(2001, 1, 1);
+            }
+            Validity::NotYet => {
+                params.not_before = date_time_ymd(2090, 1, 1);
+                params.not_after = date_time_ymd(2100, 1, 1);
+            }
+        }
+        let certificate = params
+            .signed_by(&key, &self.certificate, &self.key)
+            .expect("server certificate");
+        Identity {
+            chain: vec![certificate.der().clone()],
+            key_pkcs8: key.serialize_der(),
+        }
+    }
+
+    fn pem(&self) -> String {
+        self.certificate.pem()
+    }
+}
+
+/// A CA PEM file in a temporary directory, removed when dropped.
+struct CaFile {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn write_ca_file(contents: &str) -> CaFile {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("venue-ca.pem");
+    std::fs::write(&path, contents).expect("write CA file");
+    CaFile { _dir: dir, path }
+}
+
+/// A client configuration that trusts `ca` through an extra CA file.
+fn client_config(ca: &Ca, versions: TlsVersions) -> Arc<ClientConfig> {
+    let file = write_ca_file(&ca.pem());
+    TlsSettings::new()
+        .extra_ca_file(&file.path)
+        .versions(versions)
+        .build()
+        .expect("client config")
+}
+
+fn server_config(
+    identity: &Identity,
+    versions: &[&'static SupportedProtocolVersion],
+) -> Arc<ServerConfig> {
+    let config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(versions)
+        .expect("server versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            identity.chain.clone(),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(identity.key_pkcs8.clone())),
+        )
+        .expect("server config");
+    Arc::new(config)
+}
+
+fn name(text: &str) -> ServerName<'static> {
+    server_name(text, None).expect("a valid server name")
+}
+
+/// Client and server, connected by a loop that moves bytes between them.
+struct Pair {
+    client: TlsClient,
+    server: ServerConnection,
+    server_error: Option<rustls::Error>,
+}
+
+impl Pair {
+    fn new(client_config: Arc<ClientConfig>, server_name: &str, server: Arc<ServerConfig>) -> Self {
+        Self {
+            client: TlsClient::new(client_config, name(server_name)).expect("client"),
+            server: ServerConnection::new(server).expect("server"),
+            server_error: None,
+        }
+    }
+
+    /// Moves bytes both ways until neither side has anything to send, or the client fails.
+    /// Plaintext the client receives is appended to `received`.
+    fn run(&mut self, received: &mut Vec<u8>) -> Result<(), TlsError> {
+        let mut wire = Vec::new();
+        let mut plaintext = vec![0_u8; 16 * 1024];
+        for _ in 0..10_000 {
+            wire.clear();
+            self.client.write_tls_to_vec(&mut wire);
+            let client_sent = !wire.is_empty();
+            let mut rest = &wire[..];
+            while !rest.is_empty() && self.server_error.is_none() {
+                match self.server.read_tls(&mut rest) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if let Err(error) = self.server.process_new_packets() {
+                            self.server_error = Some(error);
+                        }
+                    }
+                }
+            }
+
+            wire.clear();
+            while self.server.wants_write() {
+                self.server.write_tls(&mut wire).expect("server write");
+            }
+            let server_sent = !wire.is_empty();
+            let mut rest = &wire[..];
+            loop {
+                let taken = self.client.feed_tls(rest)?;
+                rest = &rest[taken..];
+                drain(&mut self.client, &mut plaintext, received)?;
+                if rest.is_empty() {
+                    break;
+                }
+            }
+            if !client_sent && !server_sent {
+                return Ok(());
+            }
+        }
+        panic!("the in-memory exchange did not settle");
+    }
+
+    /// Server plaintext to the client, then the exchange.
+    fn server_sends(&mut self, data: &[u8], received: &mut Vec<u8>) -> Result<(), TlsError> {
+        self.server.writer().write_all(data).expect("server write");
+        self.run(received)
+    }
+
+    /// What the server has received so far.
+    fn server_received(&mut self) -> Vec<u8> {
+        let mut received = Vec::new();
+        match self.server.reader().read_to_end(&mut received) {
+            Ok(_) => {}
+            Err(error) => assert_eq!(error.kind(), std::io::ErrorKind::WouldBlock),
+        }
+        received
+    }
+}
+
+/// Reads the client's plaintext until it has none.
+fn drain(
+    client: &mut TlsClient,
+    plaintext: &mut [u8],
+    received: &mut Vec<u8>,
+) -> Result<(), TlsError> {
+    while let ReadOutcome::Data(count) = client.read_plaintext(plaintext)? {
+        received.extend_from_slice(&plaintext[..count]);
+    }
+    Ok(())
+}
+
+/// The client's error for a server with `identity`, reached as `server_name`.
+fn handshake_error(ca: &Ca, identity: &Identity, server_name: &str) -> TlsError {
+    let mut pair = Pair::new(
+        client_config(ca, TlsVersions::default()),
+        server_name,
+        server_config(identity, BOTH),
+    );
+    pair.run(&mut Vec::new())
+        .expect_err("the handshake should fail")
+}
+
+#[test]
+fn handshake_then_data_both_ways_on_tls13_and_tls12() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    for (versions, expected) in [
+        (TLS13, ProtocolVersion::TLSv1_3),
+        (TLS12, ProtocolVersion::TLSv1_2),
+    ] {
+        let mut pair = Pair::new(
+            client_config(&ca, TlsVersions::default()),
+            "localhost",
+            server_config(&identity, versions),
+        );
+        // Written before the handshake, as the WebSocket upgrade is: held until it may go.
+        let request = b"GET /stream HTTP/1.1\r\nHost: localhost\r\n\r\n";
+        assert_eq!(pair.client.write_plaintext(request), Ok(request.len()));
+        assert!(pair.client.is_handshaking());
+        let mut received = Vec::new();
+        pair.run(&mut received).expect("handshake");
+        assert!(!pair.client.is_handshaking());
+        assert_eq!(pair.client.protocol_version(), Some(expected));
+        assert_eq!(pair.server.server_name(), Some("localhost"), "SNI is sent");
+        assert_eq!(pair.server_received(), request);
+
+        let response = b"HTTP/1.1 101 Switching Protocols\r\n\r\n";
+        pair.server_sends(response, &mut received).expect("data");
+        assert_eq!(received, response);
+
+        pair.client.write_plaintext(b"ping").expect("write");
+        pair.run(&mut received).expect("data");
+        assert_eq!(pair.server_received(), b"ping");
+    }
+}
+
+#[test]
+fn ten_mib_arrive_intact_through_small_reads_and_odd_buffers() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    let mut pair = Pair::new(
+        client_config(&ca, TlsVersions::default()),
+        "localhost",
+        server_config(&identity, BOTH),
+    );
+    pair.run(&mut Vec::new()).expect("handshake");
+
+    // Counter bytes with a multiplier, so that a dropped, repeated or reordered piece shows.
+    let stream: Vec<u8> = (0..10 * 1024 * 1024_u32)
+        .map(|index| (index.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    pair.server
+        .writer()
+        .write_all(&stream)
+        .expect("server write");
+    pair.server.send_close_notify();
+    let mut ciphertext = Vec::new();
+    while pair.server.wants_write() {
+        pair.server
+            .write_tls(&mut ciphertext)
+            .expect("server write");
+    }
+    assert!(
+        ciphertext.len() > stream.len(),
+        "records are 16 KiB, split by the server"
+    );
+
+    // Socket reads that cut records anywhere; a plaintext buffer smaller than a record.
+    let mut received = Vec::with_capacity(stream.len());
+    let mut plaintext = vec![0_u8; 7001];
+    let mut outcome = ReadOutcome::WouldBlock;
+    for mut piece in ciphertext.chunks(65_521) {
+        while !piece.is_empty() {
+            let taken = pair.client.feed_tls(piece).expect("feed");
+            piece = &piece[taken..];
+            loop {
+                outcome = pair.client.read_plaintext(&mut plaintext).expect("read");
+                match outcome {
+                    ReadOutcome::Data(count) => received.extend_from_slice(&plaintext[..count]),
+                    _ => break,
+                }
+            }
+        }
+    }
+    assert_eq!(outcome, ReadOutcome::CloseNotify);
+    assert!(
+        received == stream,
+        "the 10 MiB read back differ from those sent"
+    );
+    // Bytes after close_notify are taken and ignored.
+    assert_eq!(pair.client.feed_tls(b"ignored"), Ok(7));
+}
+
+#[test]
+fn an_ip_address_is_verified_against_ip_sans_and_not_sent_as_sni() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["127.0.0.1"], Validity::Always);
+    let mut pair = Pair::new(
+        client_config(&ca, TlsVersions::default()),
+        "127.0.0.1",
+        server_config(&identity, BOTH),
+    );
+    pair.run(&mut Vec::new()).expect("handshake");
+    assert!(!pair.client.is_handshaking());
+    assert_eq!(pair.server.server_name(), None, "no SNI for an IP address");
+}
+
+#[test]
+fn an_ip_address_missing_from_the_certificate_is_a_name_mismatch() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    let error = handshake_error(&ca, &identity, "127.0.0.1");
+    assert_eq!(
+        error,
+        TlsError::NameMismatch {
+            expected: "127.0.0.1".to_owned(),
+            presented: vec!["localhost".to_owned()],
+        }
+    );
+}
+
+#[test]
+fn a_certificate_for_another_name_says_both_names() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["wrong.example", "10.1.2.3"], Validity::Always);
+    let error = handshake_error(&ca, &identity, "localhost");
+    assert!(matches!(error, TlsError::NameMismatch { .. }), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "the server's certificate is not valid for \"localhost\" (the name this client verifies: \
+         the URL's host or tls.sni); it is valid for \"wrong.example\", \"10.1.2.3\""
+    );
+}
+
+#[test]
+fn an_expired_certificate_says_when_it_expired() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Expired);
+    let error = handshake_error(&ca, &identity, "localhost");
+    assert!(
+        matches!(
+            error,
+            TlsError::CertificateExpired {
+                not_after_unix_s: Some(978_307_200),
+                now_unix_s: Some(_)
+            }
+        ),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.starts_with("the server's certificate expired at 2001-01-01 00:00:00 UTC;"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_certificate_not_valid_yet_points_at_the_clock() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::NotYet);
+    let error = handshake_error(&ca, &identity, "localhost");
+    assert!(
+        matches!(error, TlsError::CertificateNotYetValid { .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("check this host's clock"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_certificate_from_another_ca_is_untrusted() {
+    let trusted = Ca::new();
+    let other = Ca::new();
+    let identity = other.issue(&["localhost"], Validity::Always);
+    let error = handshake_error(&trusted, &identity, "localhost");
+    assert_eq!(error, TlsError::UntrustedCertificate);
+    assert_eq!(
+        error.to_string(),
+        "the server's certificate is not signed by a trusted CA; for a local simulator set \
+         tls.extra_ca_file to the simulator's CA certificate (PEM)"
+    );
+}
+
+#[test]
+fn without_the_extra_ca_a_private_ca_is_untrusted() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    let config = TlsSettings::new()
+        .build()
+        .expect("platform and webpki roots");
+    let mut pair = Pair::new(config, "localhost", server_config(&identity, BOTH));
+    let error = pair.run(&mut Vec::new()).expect_err("untrusted");
+    assert_eq!(error, TlsError::UntrustedCertificate);
+    // The server is told why (RFC 8446 section 6.2: unknown_ca).
+    assert!(
+        matches!(
+            pair.server_error,
+            Some(rustls::Error::AlertReceived(AlertDescription::UnknownCA))
+        ),
+        "{:?}",
+        pair.server_error
+    );
+}
+
+#[test]
+fn a_ca_file_with_several_certificates_trusts_each() {
+    let first = Ca::new();
+    let second = Ca::new();
+    let file = write_ca_file(&format!("{}\n{}", first.pem(), second.pem()));
+    let settings = TlsSettings::new().extra_ca_file(&file.path);
+    let (_, counts) = settings.trust_anchors().expect("two CAs");
+    assert_eq!(counts.extra, 2);
+    let identity = second.issue(&["localhost"], Validity::Always);
+    let mut pair = Pair::new(
+        settings.build().expect("config"),
+        "localhost",
+        server_config(&identity, BOTH),
+    );
+    pair.run(&mut Vec::new()).expect("handshake");
+}
+
+#[test]
+fn server_tls12_against_client_tls13_only_is_a_protocol_version_alert() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    let mut pair = Pair::new(
+        client_config(&ca, TlsVersions::Tls13Only),
+        "localhost",
+        server_config(&identity, TLS12),
+    );
+    let error = pair.run(&mut Vec::new()).expect_err("no common version");
+    assert_eq!(
+        error,
+        TlsError::AlertReceived {
+            alert: AlertDescription::ProtocolVersion
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        "the server sent the TLS alert ProtocolVersion; the server and this client have no TLS \
+         version in common"
+    );
+}
+
+#[test]
+fn a_server_requiring_a_client_certificate_sends_an_alert() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    let mut client_roots = RootCertStore::empty();
+    client_roots
+        .add(ca.certificate.der().clone())
+        .expect("CA as client root");
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(client_roots), provider())
+        .build()
+        .expect("client verifier");
+    let server = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(TLS13)
+        .expect("versions")
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            identity.chain.clone(),
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(identity.key_pkcs8.clone())),
+        )
+        .expect("server config");
+    let mut pair = Pair::new(
+        client_config(&ca, TlsVersions::default()),
+        "localhost",
+        Arc::new(server),
+    );
+    let error = pair
+        .run(&mut Vec::new())
+        .expect_err("client certificate required");
+    assert_eq!(
+        error,
+        TlsError::AlertReceived {
+            alert: AlertDescription::CertificateRequired
+        }
+    );
+    assert!(
+        error.to_string().contains("requires a client certificate"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_http_answer_is_not_tls() {
+    let ca = Ca::new();
+    let mut client = TlsClient::new(
+        client_config(&ca, TlsVersions::default()),
+        name("localhost"),
+    )
+    .expect("client");
+    let mut hello = Vec::new();
+    assert!(
+        client.write_tls_to_vec(&mut hello) > 0,
+        "the ClientHello is ready"
+    );
+    let error = client
+        .feed_tls(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        .expect_err("not TLS");
+    assert!(matches!(error, TlsError::NotTls { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message
+            .starts_with("the server did not answer with TLS (it sent \"HTTP/1.1 400 Bad Request"),
+        "{message}"
+    );
+    // The session stays failed.
+    assert!(client.feed_tls(b"more").is_err());
+}
+
+#[test]
+fn a_few_non_tls_bytes_then_eof_are_not_tls() {
+    let ca = Ca::new();
+    let mut client = TlsClient::new(
+        client_config(&ca, TlsVersions::default()),
+        name("localhost"),
+    )
+    .expect("client");
+    assert_eq!(client.feed_tls(b"SSH"), Ok(3));
+    let error = client.feed_eof().expect_err("not TLS");
+    assert_eq!(
+        error,
+        TlsError::NotTls {
+            first_bytes: "SSH".to_owned()
+        }
+    );
+}
+
+#[test]
+fn eof_during_the_handshake_is_reported_as_such() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    // Silence, then the end of the stream.
+    let mut client = TlsClient::new(
+        client_config(&ca, TlsVersions::default()),
+        name("localhost"),
+    )
+    .expect("client");
+    assert_eq!(client.feed_eof(), Err(TlsError::PeerClosedDuringHandshake));
+
+    // Half of the server's first flight, then the end.
+    let mut client = TlsClient::new(
+        client_config(&ca, TlsVersions::default()),
+        name("localhost"),
+    )
+    .expect("client");
+    let mut server = ServerConnection::new(server_config(&identity, BOTH)).expect("server");
+    let mut wire = Vec::new();
+    client.write_tls_to_vec(&mut wire);
+    server.read_tls(&mut &wire[..]).expect("server read");
+    server.process_new_packets().expect("server");
+    wire.clear();
+    server.write_tls(&mut wire).expect("server write");
+    let half = wire.len() / 2;
+    assert_eq!(client.feed_tls(&wire[..half]), Ok(half));
+    assert!(client.is_handshaking());
+    assert_eq!(client.feed_eof(), Err(TlsError::PeerClosedDuringHandshake));
+    assert!(TlsError::PeerClosedDuringHandshake
+        .to_string()
+        .contains("closed the connection during the TLS handshake"));
+}
+
+#[test]
+fn eof_without_close_notify_after_data_is_eof_not_close_notify() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    let mut pair = Pair::new(
+        client_config(&ca, TlsVersions::default()),
+        "localhost",
+        server_config(&identity, BOTH),
+    );
+    pair.run(&mut Vec::new()).expect("handshake");
+    pair.server
+        .writer()
+        .write_all(b"last")
+        .expect("server write");
+    let mut wire = Vec::new();
+    pair.server.write_tls(&mut wire).expect("server write");
+    assert_eq!(pair.client.feed_tls(&wire), Ok(wire.len()));
+    assert_eq!(pair.client.feed_eof(), Ok(()));
+    let mut plaintext = [0_u8; 64];
+    assert_eq!(
+        pair.client.read_plaintext(&mut plaintext),
+        Ok(ReadOutcome::Data(4))
+    );
+    assert_eq!(&plaintext[..4], b"last");
+    assert_eq!(
+        pair.client.read_plaintext(&mut plaintext),
+        Ok(ReadOutcome::Eof)
+    );
+}
+
+#[test]
+fn close_notify_from_the_client_reaches_the_server() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    let mut pair = Pair::new(
+        client_config(&ca, TlsVersions::default()),
+        "localhost",
+        server_config(&identity, BOTH),
+    );
+    pair.run(&mut Vec::new()).expect("handshake");
+    pair.client.send_close_notify();
+    assert!(pair.client.wants_write());
+    // Taken through a buffer smaller than the alert record, a few bytes at a time.
+    let mut wire = Vec::new();
+    let mut small = [0_u8; 5];
+    loop {
+        let count = pair.client.write_tls(&mut small);
+        if count == 0 {
+            break;
+        }
+        wire.extend_from_slice(&small[..count]);
+    }
+    assert!(!pair.client.wants_write());
+    pair.server.read_tls(&mut &wire[..]).expect("server read");
+    let state = pair.server.process_new_packets().expect("server");
+    assert!(state.peer_has_closed());
+}
+
+#[test]
+fn ca_file_errors_name_the_file() {
+    let missing = TlsSettings::new()
+        .extra_ca_file("/nonexistent/venue-ca.pem")
+        .build()
+        .expect_err("missing file");
+    assert!(matches!(missing, TlsConfigError::CaFileUnreadable { .. }));
+    assert!(missing
+        .to_string()
+        .starts_with("tls.extra_ca_file /nonexistent/venue-ca.pem: cannot read it: "));
+
+    let empty = write_ca_file("");
+    let error = TlsSettings::new()
+        .extra_ca_file(&empty.path)
+        .build()
+        .expect_err("empty file");
+    assert!(matches!(error, TlsConfigError::CaFileEmpty { .. }));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "tls.extra_ca_file {}: no certificate in it; expected one or more PEM blocks \
+             starting with -----BEGIN CERTIFICATE-----",
+            empty.path.display()
+        )
+    );
+
+    // A key alone is no certificate.
+    let key_only = write_ca_file(&KeyPair::generate().expect("key").serialize_pem());
+    let error = TlsSettings::new()
+        .extra_ca_file(&key_only.path)
+        .build()
+        .expect_err("no certificate");
+    assert!(
+        matches!(error, TlsConfigError::CaFileEmpty { .. }),
+        "{error:?}"
+    );
+
+    let truncated = write_ca_file("-----BEGIN CERTIFICATE-----\nMIIB\n");
+    let error = TlsSettings::new()
+        .extra_ca_file(&truncated.path)
+        .build()
+        .expect_err("truncated PEM");
+    assert!(
+        matches!(error, TlsConfigError::CaFileNotPem { .. }),
+        "{error:?}"
+    );
+    assert!(error
+        .to_string()
+        .contains(&truncated.path.display().to_string()));
+
+    let not_der = write_ca_file("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    let error = TlsSettings::new()
+        .extra_ca_file(&not_der.path)
+        .build()
+        .expect_err("not a certificate");
+    assert!(
+        matches!(
+            error,
+            TlsConfigError::CaCertificateUnusable { number: 1, .. }
+        ),
+        "{error:?}"
+    );
+}
+
+/// A server that connects fine, for the robustness properties below.
+fn established_pair() -> Pair {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    let mut pair = Pair::new(
+        client_config(&ca, TlsVersions::default()),
+        "localhost",
+        server_config(&identity, BOTH),
+    );
+    pair.run(&mut Vec::new()).expect("handshake");
+    pair
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Whatever a server sends, during the handshake or after it, the client answers with a
+    /// value (data, nothing, or an error), never a panic.
+    #[test]
+    fn arbitrary_server_bytes_never_panic(
+        first in proptest::collection::vec(any::<u8>(), 0..600),
+        tls_header in any::<bool>(),
+        after_handshake in any::<bool>(),
+    ) {
+        let mut bytes = first;
+        if tls_header && bytes.len() >= 5 {
+            // Make it look like a record so that the parser gets past the header.
+            bytes[0] = 22;
+            bytes[1] = 3;
+            bytes[2] = 3;
+        }
+        let mut client = if after_handshake {
+            established_pair().client
+        } else {
+            let ca = Ca::new();
+            TlsClient::new(client_config(&ca, TlsVersions::default()), name("localhost"))
+                .expect("client")
+        };
+        let mut plaintext = [0_u8; 256];
+        let mut rest = &bytes[..];
+        while let Ok(taken) = client.feed_tls(rest) {
+            rest = &rest[taken..];
+            let _ = client.read_plaintext(&mut plaintext);
+            if rest.is_empty() || taken == 0 {
+                break;
+            }
+        }
+        let _ = client.feed_eof();
+        let _ = client.read_plaintext(&mut plaintext);
+        client.write_tls_to_vec(&mut Vec::new());
+    }
+}
+
+/// The loopback test: a rustls server on a thread with a blocking `StreamOwned`, and the client
+/// driven by hand over a blocking `TcpStream` the way the network loop drives it: flush
+/// `write_tls`, read the socket, `feed_tls`, `read_plaintext`.
+#[test]
+fn loopback_tcp_socket_pair() {
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost", "127.0.0.1"], Validity::Always);
+    let server_config = server_config(&identity, BOTH);
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let address = listener.local_addr().expect("address");
+    const BODY_BYTES: usize = 1 << 20;
+
+    let server = std::thread::spawn(move || {
+        let (socket, _) = listener.accept().expect("accept");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let connection = ServerConnection::new(server_config).expect("server");
+        let mut stream = rustls::StreamOwned::new(connection, socket);
+        let mut request = [0_u8; 5];
+        stream.read_exact(&mut request).expect("request");
+        assert_eq!(&request, b"hello");
+        let body: Vec<u8> = (0..BODY_BYTES).map(|index| (index % 251) as u8).collect();
+        stream.write_all(&body).expect("body");
+        stream.conn.send_close_notify();
+        stream.flush().expect("flush");
+    });
+
+    let mut socket = TcpStream::connect(address).expect("connect");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut client = TlsClient::new(
+        client_config(&ca, TlsVersions::default()),
+        name(&address.ip().to_string()),
+    )
+    .expect("client");
+    client.write_plaintext(b"hello").expect("request");
+
+    let mut outgoing = vec![0_u8; 16 * 1024];
+    let mut incoming = vec![0_u8; 64 * 1024];
+    let mut plaintext = vec![0_u8; 64 * 1024];
+    let mut body = Vec::with_capacity(BODY_BYTES);
+    'connection: loop {
+        while client.wants_write() {
+            let count = client.write_tls(&mut outgoing);
+            socket.write_all(&outgoing[..count]).expect("send");
+        }
+        let received = socket.read(&mut incoming).expect("receive");
+        if received == 0 {
+            client.feed_eof().expect("the handshake was over");
+        }
+        let mut rest = &incoming[..received];
+        loop {
+            let taken = client.feed_tls(rest).expect("feed");
+            rest = &rest[taken..];
+            loop {
+                match client.read_plaintext(&mut plaintext).expect("read") {
+                    ReadOutcome::Data(count) => body.extend_from_slice(&plaintext[..count]),
+                    ReadOutcome::WouldBlock => break,
+                    ReadOutcome::CloseNotify => break 'connection,
+                    ReadOutcome::Eof => panic!("the server closed without close_notify"),
+                }
+            }
+            if rest.is_empty() {
+                break;
+            }
+        }
+    }
+    server.join().expect("server thread");
+    assert_eq!(body.len(), BODY_BYTES);
+    assert!(body
+        .iter()
+        .enumerate()
+        .all(|(index, byte)| *byte == (index % 251) as u8));
+}
