@@ -383,6 +383,8 @@ impl Client {
         offset: usize,
         mut streaming: Streaming,
     ) -> Result<(usize, Step<'a>), Error> {
+        // A frame that started before our close frame is dropped from then on too.
+        streaming.discard |= self.state == State::Closing;
         let available = input.get(offset..).unwrap_or_default();
         let take = match usize::try_from(streaming.remaining_bytes) {
             Ok(remaining) => remaining.min(available.len()),
@@ -546,6 +548,8 @@ impl Client {
         }
         self.queue_close(code, reason.as_bytes());
         self.state = State::Closing;
+        // Data frames are now dropped without validation, so no partial check carries over.
+        self.pending_utf8_valid_bytes = 0;
         Ok(())
     }
 

@@ -189,8 +189,8 @@ pub fn apply_mask(payload: &mut [u8], mask: [u8; 4]) {
         }
     }
     // The tail (at most 7 bytes) starts at a multiple of 8, so at mask phase 0.
-    for (byte, mask_byte) in chunks.into_remainder().iter_mut().zip(mask.iter().cycle()) {
-        *byte ^= mask_byte;
+    for (index, byte) in chunks.into_remainder().iter_mut().enumerate() {
+        *byte ^= mask[index & 3];
     }
 }
 
