@@ -154,11 +154,12 @@ fn run_to_close(
     engine: &mut NetEngine,
     frames: &mut FrameConsumer,
     on_open: &[&str],
+    already_open: bool,
 ) -> Outcome {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut messages = Vec::new();
     let mut closed = None;
-    let mut opened = false;
+    let mut opened = already_open;
     let mut last_ts = 0;
     while closed.is_none() {
         assert!(
@@ -210,7 +211,8 @@ fn websocket_over_tls_against_python_websockets() {
         engine
             .open(7, wss_spec(server.port, &ca, "localhost"))
             .unwrap();
-        let (messages, code, error) = run_to_close(&name, &mut engine, &mut frames, &["subscribe"]);
+        let (messages, code, error) =
+            run_to_close(&name, &mut engine, &mut frames, &["subscribe"], false);
         assert!(error.is_none(), "{name}: {error:?}");
         assert_eq!(code, Some(4000), "{name}");
         let texts: Vec<String> = messages
@@ -253,7 +255,7 @@ fn a_certificate_for_another_name_is_a_clear_tls_error() {
         engine
             .open(7, wss_spec(server.port, &ca, "localhost"))
             .unwrap();
-        let (messages, _, error) = run_to_close(&name, &mut engine, &mut frames, &[]);
+        let (messages, _, error) = run_to_close(&name, &mut engine, &mut frames, &[], false);
         assert!(messages.is_empty(), "{name}");
         let message = error.map(|e| e.to_string()).unwrap_or_default();
         assert!(
@@ -278,7 +280,7 @@ fn a_plain_http_server_is_a_clear_error() {
         engine
             .open(7, wss_spec(server.port, &ca, "localhost"))
             .unwrap();
-        let (_, _, error) = run_to_close(&name, &mut engine, &mut frames, &[]);
+        let (_, _, error) = run_to_close(&name, &mut engine, &mut frames, &[], false);
         let message = error.map(|e| e.to_string()).unwrap_or_default();
         assert!(message.contains("TLS"), "{name}: {message}");
         drop(server);
@@ -296,11 +298,107 @@ fn a_plain_http_server_is_a_clear_error() {
             }),
         };
         engine.open(7, spec).unwrap();
-        let (_, _, error) = run_to_close(&name, &mut engine, &mut frames, &[]);
+        let (_, _, error) = run_to_close(&name, &mut engine, &mut frames, &[], false);
         let message = error.map(|e| e.to_string()).unwrap_or_default();
         assert!(
             message.contains("200") && message.contains("101"),
             "{name}: {message}"
         );
+    }
+}
+
+/// A full frame ring never blocks the network loop: the message is dropped, counted against its
+/// stream and the stream flagged; once the decoder catches up, messages flow again.
+#[test]
+fn a_full_frame_ring_drops_counts_and_flags_without_blocking() {
+    use std::io::{Read, Write};
+    const FIRST: usize = 200;
+    for (name, mut engine, mut frames) in engines(64 * 1024) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = stream.read(&mut buf).unwrap();
+                request.extend_from_slice(&buf[..n]);
+            }
+            let text = String::from_utf8_lossy(&request).to_string();
+            let key = text
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    name.eq_ignore_ascii_case("sec-websocket-key")
+                        .then(|| value.trim().to_owned())
+                })
+                .unwrap();
+            let accept = tickwire::ws::accept_key(key.as_bytes());
+            write!(
+                stream,
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                 Sec-WebSocket-Accept: {}\r\n\r\n",
+                String::from_utf8_lossy(&accept)
+            )
+            .unwrap();
+            // 200 binary messages of 1000 bytes: 200 KB into a 64 KiB ring nobody drains.
+            for seq in 0..FIRST {
+                let mut frame = vec![0x82, 126];
+                frame.extend_from_slice(&1000u16.to_be_bytes());
+                frame.extend(std::iter::repeat_n(seq as u8, 1000));
+                stream.write_all(&frame).unwrap();
+            }
+            go_rx.recv().unwrap();
+            // After the test drained the ring: one more message, then a close.
+            stream.write_all(&[0x81, 0x04]).unwrap();
+            stream.write_all(b"last").unwrap();
+            stream.write_all(&[0x88, 0x02, 0x03, 0xe8]).unwrap();
+            let _ = stream.read(&mut buf);
+        });
+        let spec = StreamSpec {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            tls: None,
+            websocket: Some(WebSocketTarget {
+                host: "127.0.0.1".to_owned(),
+                port,
+                path: "/".to_owned(),
+                secure: false,
+                max_message_bytes: 1 << 20,
+            }),
+        };
+        engine.open(7, spec).unwrap();
+        // Poll without draining until every message was either written or dropped.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            engine.poll(&mut |_, _| {}).unwrap();
+            let stats = engine.stats(7).expect("stream open");
+            if stats.messages + stats.dropped == FIRST as u64 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name}: {stats:?}");
+        }
+        let stats = engine.stats(7).unwrap();
+        assert!(stats.dropped > 0 && stats.overflowed, "{name}: {stats:?}");
+        assert!(engine.take_overflow(7), "{name}");
+        assert!(
+            !engine.take_overflow(7),
+            "{name}: the flag clears once taken"
+        );
+        // What was kept is whole and in order.
+        let mut kept = Vec::new();
+        frames.drain(usize::MAX, |_, frame| {
+            let (_, payload) = split_frame(frame).unwrap();
+            assert_eq!(payload.len(), 1000);
+            kept.push(payload[0]);
+        });
+        assert_eq!(kept.len() as u64, stats.messages, "{name}");
+        assert!(kept.windows(2).all(|pair| pair[0] < pair[1]), "{name}");
+        go_tx.send(()).unwrap();
+        let (messages, code, error) = run_to_close(&name, &mut engine, &mut frames, &[], true);
+        assert!(error.is_none(), "{name}: {error:?}");
+        assert_eq!(code, Some(1000), "{name}");
+        assert_eq!(messages, [(FrameKind::Text, b"last".to_vec())], "{name}");
+        server.join().unwrap();
     }
 }
