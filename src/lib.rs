@@ -20,4 +20,5 @@ pub mod runtime;
 pub mod systemd;
 pub mod thread;
 pub mod tls;
+pub mod venue;
 pub mod ws;

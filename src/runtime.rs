@@ -7,19 +7,26 @@
 //! ```
 //!
 //! Each hot thread runs the stages the plan gave it, in pipeline order, in one poll loop: poll
-//! every stage, count a heartbeat, and wait as its strategy says when no stage had work. The
-//! network stage holds the frame ring's producer and no connections yet: the network engine plugs
-//! in there. The decoder stage counts frames it has no venue decoder for (none yet) and the
-//! strategy stage records wire-to-strategy latency for every event it receives.
+//! every stage, count a heartbeat, and wait as its strategy says when no stage had work.
+//!
+//! The network stage owns a [`NetEngine`], created on the network thread itself (io_uring's
+//! SINGLE_ISSUER ties the ring to the thread that made it). The control thread prepares each
+//! venue's stream (DNS, TLS settings: blocking work) and hands it over through a command ring;
+//! the network thread reports streams opening and closing through a status ring. The decoder
+//! stage counts frames it has no venue decoder for (none yet) and the strategy stage records
+//! wire-to-strategy latency for every event it receives.
 
 use crate::clock::Clock;
-use crate::config::{LoadedConfig, Stage};
+use crate::config::{LoadedConfig, NetBackend, NetWait, Stage};
 use crate::event::Event;
 use crate::metrics::{self, CounterReader, CounterWriter, LatencyCollector, LatencyRecorder};
+use crate::net::engine::{NetEngine, StreamEvent, StreamSpec};
+use crate::net::{BackendChoice, ConnId, SocketOptions, Transport, TransportConfig, WaitMode};
 use crate::ring::{self, FrameConsumer, FrameProducer, RingStats};
 use crate::thread::{self, HotThread, ThreadError, Wakeup};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Events the decoder writes before publishing them as one batch.
 const EVENT_BATCH: usize = 64;
@@ -29,19 +36,120 @@ const HIGHEST_LATENCY_NS: u64 = 10_000_000_000;
 /// One stage's state on its thread. `poll` does a bounded amount of work and says whether it
 /// found any.
 trait StagePoll: Send {
+    /// Called once on the stage's own thread before the first poll.
+    fn start(&mut self) -> Result<(), String> {
+        Ok(())
+    }
     fn poll(&mut self) -> bool;
     /// Called when the thread is about to stop.
     fn finish(&mut self) {}
 }
 
-/// The network stage: owns the frame ring's producer. Venue connections attach here.
+/// A request from the control thread to the network thread.
+pub enum NetCommand {
+    /// Open venue stream `conn` (the venue's index in the config).
+    Open { conn: ConnId, spec: Box<StreamSpec> },
+    /// Close it (WebSocket close 1000).
+    Close { conn: ConnId },
+}
+
+/// A stream state change, from the network thread to the control thread.
+#[derive(Debug)]
+pub enum NetStatus {
+    Open {
+        conn: ConnId,
+    },
+    Closed {
+        conn: ConnId,
+        close_code: Option<u16>,
+        error: Option<String>,
+    },
+    /// An `Open` command the engine refused.
+    OpenFailed {
+        conn: ConnId,
+        error: String,
+    },
+}
+
+/// What the network stage needs to build its engine on its own thread.
+struct NetSetup {
+    backend: BackendChoice,
+    wait: WaitMode,
+    transport: TransportConfig,
+    clock: Clock,
+    frames: FrameProducer,
+}
+
+/// The network stage: a `NetEngine` over the configured backend, fed by the command ring.
 struct NetStage {
-    _frames: FrameProducer,
+    setup: Option<NetSetup>,
+    engine: Option<NetEngine>,
+    commands: ring::Consumer<NetCommand>,
+    statuses: ring::Producer<NetStatus>,
+    /// The backend line for the log, filled in by `start`.
+    backend: Arc<std::sync::Mutex<String>>,
+}
+
+impl NetStage {
+    fn report(&mut self, status: NetStatus) {
+        // The status ring is sized for every stream's changes between two control ticks; a full
+        // ring means the control thread is wedged, and the watchdog will say so.
+        let _ = self.statuses.try_push(status);
+    }
 }
 
 impl StagePoll for NetStage {
+    fn start(&mut self) -> Result<(), String> {
+        let setup = self.setup.take().ok_or("network stage started twice")?;
+        let (transport, why) = Transport::open(setup.backend, setup.transport, setup.clock)
+            .map_err(|error| error.to_string())?;
+        if let Ok(mut backend) = self.backend.lock() {
+            *backend = why;
+        }
+        self.engine = Some(NetEngine::new(
+            transport,
+            setup.frames,
+            setup.wait,
+            setup.transport.max_connections,
+        ));
+        Ok(())
+    }
+
     fn poll(&mut self) -> bool {
-        false
+        let Some(mut engine) = self.engine.take() else {
+            return false;
+        };
+        while let Some(command) = self.commands.try_pop() {
+            match command {
+                NetCommand::Open { conn, spec } => {
+                    if let Err(error) = engine.open(conn, *spec) {
+                        self.report(NetStatus::OpenFailed {
+                            conn,
+                            error: error.to_string(),
+                        });
+                    }
+                }
+                NetCommand::Close { conn } => engine.close(conn, 1000),
+            }
+        }
+        let mut statuses = Vec::new();
+        let worked = match engine.poll(&mut |conn, event| statuses.push((conn, event))) {
+            Ok(count) => count > 0,
+            Err(_) => false,
+        };
+        for (conn, event) in statuses {
+            let status = match event {
+                StreamEvent::Open => NetStatus::Open { conn },
+                StreamEvent::Closed { close_code, error } => NetStatus::Closed {
+                    conn,
+                    close_code,
+                    error: error.map(|error| error.to_string()),
+                },
+            };
+            self.report(status);
+        }
+        self.engine = Some(engine);
+        worked
     }
 }
 
@@ -108,6 +216,11 @@ pub struct Runtime {
     pub frame_ring: RingStats,
     /// Refusals of the decoder-to-strategy event ring (the strategy fell behind).
     pub event_ring: RingStats,
+    /// The network backend in use and why, for the log.
+    pub net_backend: String,
+    commands: ring::Producer<NetCommand>,
+    statuses: ring::Consumer<NetStatus>,
+    net_wakeup: Option<Wakeup>,
 }
 
 impl Runtime {
@@ -123,7 +236,41 @@ impl Runtime {
             metrics::latency("wire_to_strategy", HIGHEST_LATENCY_NS, 3)?;
         let frame_ring = frame_rx.stats();
         let event_ring = event_rx.stats();
-        let mut net = Some(NetStage { _frames: frame_tx });
+        let net_config = &appliance.net;
+        let (commands, command_rx) = ring::ring::<NetCommand>(256);
+        let (status_tx, statuses) = ring::ring::<NetStatus>(1024);
+        let backend_line = Arc::new(std::sync::Mutex::new(String::new()));
+        let mut net = Some(NetStage {
+            setup: Some(NetSetup {
+                backend: match net_config.backend {
+                    NetBackend::Auto => BackendChoice::Auto,
+                    NetBackend::IoUring => BackendChoice::IoUring,
+                    NetBackend::Epoll => BackendChoice::Epoll,
+                },
+                wait: match net_config.wait {
+                    NetWait::BusyPoll => WaitMode::BusyPoll,
+                    NetWait::Block => WaitMode::Block {
+                        timeout: Duration::from_micros(net_config.block_timeout_us),
+                    },
+                },
+                transport: TransportConfig {
+                    max_connections: net_config.max_connections,
+                    recv_buffer_bytes: net_config.recv_buffer_bytes,
+                    recv_buffers: net_config.recv_buffers,
+                    connect_timeout: Duration::from_millis(net_config.connect_timeout_ms),
+                    socket: SocketOptions {
+                        rcvbuf_bytes: net_config.rcvbuf_bytes,
+                        busy_poll_us: net_config.busy_poll_us,
+                    },
+                },
+                clock,
+                frames: frame_tx,
+            }),
+            engine: None,
+            commands: command_rx,
+            statuses: status_tx,
+            backend: backend_line.clone(),
+        });
         let mut decoder = Some(DecoderStage {
             frames: frame_rx,
             _events: event_tx,
@@ -141,6 +288,7 @@ impl Runtime {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         let mut heartbeats = Vec::new();
+        let mut net_wakeup = None;
         // Start the plan's threads from the last stage backwards.
         for plan in plans.iter().rev() {
             let mut stages: Vec<Box<dyn StagePoll>> = Vec::new();
@@ -166,7 +314,15 @@ impl Runtime {
             let (mut heartbeat, heartbeat_reader) = metrics::counter();
             heartbeats.push((plan.spec.name.clone(), heartbeat_reader));
             let thread_stop = stop.clone();
+            let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), String>>(1);
             let hot = thread::spawn(&plan.spec, move |waiter| {
+                for stage in stages.iter_mut() {
+                    if let Err(error) = stage.start() {
+                        let _ = ready_tx.send(Err(error));
+                        return;
+                    }
+                }
+                let _ = ready_tx.send(Ok(()));
                 while !thread_stop.load(Ordering::Relaxed) {
                     let mut worked = false;
                     for stage in stages.iter_mut() {
@@ -190,6 +346,27 @@ impl Runtime {
                     return Err(error.into());
                 }
             };
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    let _ = hot.join();
+                    stop_all(&stop, threads);
+                    return Err(RuntimeError::Stage {
+                        thread: plan.spec.name.clone(),
+                        error,
+                    });
+                }
+                Err(_) => {
+                    stop_all(&stop, threads);
+                    return Err(RuntimeError::Stage {
+                        thread: plan.spec.name.clone(),
+                        error: "the thread ended during start-up".to_owned(),
+                    });
+                }
+            }
+            if plan.stages.first() == Some(&Stage::Net) {
+                net_wakeup = Some(hot.wakeup.clone());
+            }
             tracing::info!(
                 thread = %hot.name,
                 stages = ?plan.stages,
@@ -207,6 +384,10 @@ impl Runtime {
             threads.push(hot);
         }
         heartbeats.reverse();
+        let net_backend = backend_line
+            .lock()
+            .map(|line| line.clone())
+            .unwrap_or_default();
         Ok(Runtime {
             stop,
             threads,
@@ -216,7 +397,35 @@ impl Runtime {
             wire_to_strategy,
             frame_ring,
             event_ring,
+            net_backend,
+            commands,
+            statuses,
+            net_wakeup,
         })
+    }
+
+    /// Hands a prepared stream to the network thread (prepare it with `venue::stream_spec` on
+    /// this, the control thread). `conn` must be below `net.max_connections`.
+    pub fn open_stream(&mut self, conn: ConnId, spec: StreamSpec) -> Result<(), RuntimeError> {
+        self.commands
+            .try_push(NetCommand::Open {
+                conn,
+                spec: Box::new(spec),
+            })
+            .map_err(|_| RuntimeError::CommandRingFull)?;
+        if let Some(wakeup) = &self.net_wakeup {
+            wakeup.wake();
+        }
+        Ok(())
+    }
+
+    /// Stream state changes the network thread reported since the last call.
+    pub fn take_statuses(&mut self) -> Vec<NetStatus> {
+        let mut out = Vec::new();
+        while let Some(status) = self.statuses.try_pop() {
+            out.push(status);
+        }
+        out
     }
 
     /// Whether every hot thread is still running.
@@ -254,4 +463,8 @@ pub enum RuntimeError {
     Thread(#[from] ThreadError),
     #[error(transparent)]
     Histogram(#[from] metrics::HistogramError),
+    #[error("thread `{thread}` could not start its stages: {error}")]
+    Stage { thread: String, error: String },
+    #[error("the network thread's command ring is full")]
+    CommandRingFull,
 }

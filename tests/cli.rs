@@ -208,3 +208,134 @@ fn run_notifies_systemd_ready_watchdog_and_stopping() {
         "{messages:?}"
     );
 }
+
+/// `tickwire run` with one venue: it resolves and connects the venue's stream (TLS with the
+/// venue's extra CA, the WebSocket upgrade for the configured symbols and channels) on its
+/// network thread, sends READY=1 once the venue is live, and the frames reach the decoder stage.
+#[test]
+fn run_connects_a_venue_and_is_ready_once_it_is_live() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    use std::os::unix::net::UnixDatagram;
+    let python_ok = Command::new("python3")
+        .args(["-c", "import websockets.asyncio.server"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !python_ok {
+        assert!(
+            std::env::var("TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS").as_deref() != Ok("1"),
+            "python3 with websockets is required here"
+        );
+        println!("SKIPPED: python3 with the websockets package is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let (ca_path, cert_path, key_path) = (
+        dir.path().join("ca.pem"),
+        dir.path().join("server.pem"),
+        dir.path().join("server.key"),
+    );
+    std::fs::write(&ca_path, ca.pem()).unwrap();
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let mut server = Command::new("python3")
+        .arg(repo("tests/support/ws_server.py"))
+        .args(["stream", "--cert"])
+        .arg(&cert_path)
+        .arg("--key")
+        .arg(&key_path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().strip_prefix("READY ").unwrap().parse().unwrap();
+    std::fs::create_dir_all(dir.path().join("venues")).unwrap();
+    std::fs::write(
+        dir.path().join("venues/local.toml"),
+        format!(
+            "name = \"local\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://localhost:{port}/stream\"\n\
+             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\"]\n[tls]\nextra_ca_file = \"{}\"\n",
+            ca_path.display()
+        ),
+    )
+    .unwrap();
+    let config = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &config,
+        "venues = [\"venues/local.toml\"]\n[metrics]\nreport_interval_ms = 200\n\
+         [threads.net]\nwait = \"park\"\n[threads.decoder]\nfuse_into = \"net\"\n\
+         [threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut child = tickwire()
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (line_tx, line_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut buf = [0u8; 1024];
+    let mut ready = None;
+    while ready.is_none() {
+        let Ok(len) = socket.recv(&mut buf) else {
+            break;
+        };
+        let message = String::from_utf8_lossy(&buf[..len]).into_owned();
+        if message.starts_with("READY=1") {
+            ready = Some(message);
+        }
+    }
+    // Frames flow: a report counts them at the decoder stage.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut log = Vec::new();
+    let mut frames_seen = false;
+    while !frames_seen && Instant::now() < deadline {
+        if let Ok(line) = line_rx.recv_timeout(Duration::from_millis(100)) {
+            frames_seen = line.contains("report")
+                && !line.contains("frames_undecoded=0 ")
+                && line.contains("frames_undecoded=");
+            log.push(line);
+        }
+    }
+    // SAFETY: kill with a valid pid of our own child and a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let log = log.join("\n");
+    assert_eq!(
+        ready.as_deref(),
+        Some("READY=1\nSTATUS=running: 2 hot threads; 1/1 venues live"),
+        "{log}"
+    );
+    assert!(frames_seen, "no frames reached the decoder:\n{log}");
+    assert!(log.contains("venue live"), "{log}");
+    assert!(status.success(), "{status:?}\n{log}");
+}

@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
 use tickwire::config::{self, LoadedConfig, LogFormat};
-use tickwire::runtime::Runtime;
+use tickwire::runtime::{NetStatus, Runtime};
 use tickwire::systemd::{HeartbeatCheck, Notifier};
 use tickwire::thread;
+use tickwire::venue;
 
 pub fn run(config_path: &Path, log_level: Option<&str>) -> ExitCode {
     let loaded = match config::load(config_path) {
@@ -54,13 +55,6 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
     }
     let clock = Clock::calibrate();
     tracing::info!(source = ?clock.source(), tsc_hz = ?clock.tsc_hz(), "clock calibrated");
-    for venue in &loaded.venues {
-        tracing::warn!(
-            venue = %venue.venue.name,
-            file = %venue.path.display(),
-            "this build has no network engine yet: the venue is configured but not connected"
-        );
-    }
     let notifier = match Notifier::from_env() {
         Ok(notifier) => notifier,
         Err(error) => {
@@ -69,6 +63,18 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
         }
     };
     let mut runtime = Runtime::start(loaded, clock)?;
+    tracing::info!("{}", runtime.net_backend);
+    // Venue streams: prepared here (DNS and TLS files may block), opened on the network thread.
+    let mut venues = VenueTracker::new(loaded);
+    for (index, venue) in loaded.venues.iter().enumerate() {
+        match venue::stream_spec(&venue.venue, &appliance.net) {
+            Ok(spec) => {
+                tracing::info!(venue = %venue.venue.name, addr = %spec.addr, "connecting");
+                runtime.open_stream(index as u32, spec)?;
+            }
+            Err(error) => tracing::error!("{error}"),
+        }
+    }
     let report_interval = Duration::from_millis(appliance.metrics.report_interval_ms);
     // systemd wants a ping well within WatchdogSec: wake at half of it.
     let tick = match notifier.watchdog_interval() {
@@ -76,15 +82,13 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
         None => report_interval,
     };
     let threads = runtime.heartbeats.len();
+    let mut ready_sent = false;
     if loaded.venues.is_empty() {
         let status = format!("running: {threads} hot threads, no venues configured");
         log_notify_error(notifier.ready(&status));
+        ready_sent = true;
     } else {
-        // READY=1 means the configured venues are live, which this build cannot make them.
-        log_notify_error(notifier.status(&format!(
-            "running: {threads} hot threads; 0/{} venues live (no network engine in this build)",
-            loaded.venues.len()
-        )));
+        log_notify_error(notifier.status(&venues.status_line(threads)));
     }
     tracing::info!(config = %loaded.path.display(), "running; SIGINT or SIGTERM stops");
     let beats = |runtime: &Runtime| -> Vec<u64> {
@@ -104,6 +108,19 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
         }
         if !runtime.all_running() {
             break "a hot thread ended".to_owned();
+        }
+        let statuses = runtime.take_statuses();
+        if !statuses.is_empty() {
+            for status in statuses {
+                venues.apply(status);
+            }
+            // READY=1 once every configured venue is live (sd_notify ignores a second one).
+            if !ready_sent && venues.all_live() {
+                log_notify_error(notifier.ready(&venues.status_line(threads)));
+                ready_sent = true;
+            } else {
+                log_notify_error(notifier.status(&venues.status_line(threads)));
+            }
         }
         if notifier.watchdog_interval().is_some() {
             match watchdog.advance(beats(&runtime)) {
@@ -159,6 +176,70 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
         anyhow::bail!("{stop_reason}");
     }
     Ok(())
+}
+
+/// Which venues are live, from the network thread's status reports; logs each transition once.
+struct VenueTracker {
+    names: Vec<String>,
+    live: Vec<bool>,
+}
+
+impl VenueTracker {
+    fn new(loaded: &LoadedConfig) -> VenueTracker {
+        VenueTracker {
+            names: loaded.venues.iter().map(|v| v.venue.name.clone()).collect(),
+            live: vec![false; loaded.venues.len()],
+        }
+    }
+
+    fn name(&self, conn: u32) -> &str {
+        self.names.get(conn as usize).map_or("?", String::as_str)
+    }
+
+    fn apply(&mut self, status: NetStatus) {
+        match status {
+            NetStatus::Open { conn } => {
+                tracing::info!(venue = %self.name(conn), "venue live");
+                if let Some(live) = self.live.get_mut(conn as usize) {
+                    *live = true;
+                }
+            }
+            NetStatus::Closed {
+                conn,
+                close_code,
+                error,
+            } => {
+                match &error {
+                    Some(error) => {
+                        tracing::warn!(venue = %self.name(conn), ?close_code, "venue stream ended: {error}")
+                    }
+                    None => {
+                        tracing::warn!(venue = %self.name(conn), ?close_code, "venue closed the stream")
+                    }
+                }
+                // Reconnecting is the connection lifecycle's job (backoff, resubscribe); until
+                // it exists the venue stays down and the status says so.
+                if let Some(live) = self.live.get_mut(conn as usize) {
+                    *live = false;
+                }
+            }
+            NetStatus::OpenFailed { conn, error } => {
+                tracing::error!(venue = %self.name(conn), "cannot open the venue stream: {error}");
+            }
+        }
+    }
+
+    fn all_live(&self) -> bool {
+        self.live.iter().all(|live| *live)
+    }
+
+    fn status_line(&self, threads: usize) -> String {
+        let live = self.live.iter().filter(|live| **live).count();
+        format!(
+            "running: {threads} hot threads; {live}/{} venues live",
+            self.live.len()
+        )
+    }
 }
 
 fn log_notify_error(result: std::io::Result<()>) {

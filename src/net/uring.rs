@@ -76,6 +76,11 @@ struct Mapping {
     len: usize,
 }
 
+// SAFETY: a `Mapping` owns its pages exclusively (nothing else holds the pointer but the
+// kernel, through the ring owned alongside it); moving the owner to another thread moves that
+// ownership, as with a `Box`.
+unsafe impl Send for Mapping {}
+
 impl Mapping {
     fn new(len: usize) -> io::Result<Mapping> {
         // SAFETY: an anonymous private mapping with no address hint; the result is checked.

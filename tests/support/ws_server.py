@@ -7,6 +7,9 @@ Prints "READY <port>" once listening, serves one connection, then exits.
 Scenarios:
   script     hello, a fragmented message, a ping that must be answered, a 10 MiB binary
              message, an echo of the client's first message, then close with 4000 "bye".
+  stream     a Binance-like combined stream: checks the request asks for
+             streams=btcusdt@bookTicker, then sends a bookTicker message every 10 ms until the
+             client leaves.
   http       not WebSocket at all: answers every request with a plain HTTP 200.
 """
 import asyncio
@@ -30,6 +33,23 @@ async def script(ws):
     message = await ws.recv()
     await ws.send("echo:" + message)
     await ws.close(4000, "bye")
+
+
+async def stream(ws):
+    import json
+    if "streams=btcusdt@bookTicker" not in ws.request.path:
+        await ws.close(4001, "unexpected path " + ws.request.path)
+        return
+    update = 0
+    try:
+        while True:
+            update += 1
+            await ws.send(json.dumps({"stream": "btcusdt@bookTicker", "data": {
+                "e": "bookTicker", "u": update, "s": "BTCUSDT", "b": "61234.50", "B": "1.250",
+                "a": "61234.60", "A": "0.730", "T": 1723075200000, "E": 1723075200001}}))
+            await asyncio.sleep(0.01)
+    except Exception:
+        return
 
 
 async def plain_http(reader, writer):
@@ -57,7 +77,7 @@ async def main():
 
         async def handle(ws):
             try:
-                await script(ws)
+                await (stream(ws) if scenario == "stream" else script(ws))
             finally:
                 done.set()
         server = await serve(handle, "127.0.0.1", 0, ssl=context, max_size=None,
