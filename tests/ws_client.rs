@@ -560,6 +560,25 @@ fn our_close_discards_data_until_the_server_closes() {
 }
 
 #[test]
+fn our_close_mid_frame_drops_the_rest_of_it() {
+    let mut client = client_with(Config {
+        max_borrowed_payload_bytes: 100,
+        ..Config::default()
+    });
+    let mut wire = frame(true, TEXT, &[b'a'; 1000]);
+    wire.extend(close_frame(1000, b""));
+    // Header and the first 300 payload bytes are streamed into the message buffer...
+    let read = client.read(&wire[..304]).unwrap();
+    assert_eq!((read.consumed, read.event), (304, Event::Partial));
+    // ...then we close, and the rest of the frame is dropped, not delivered.
+    client.close(1001, "").unwrap();
+    let (outs, error) = drive(&mut client, &wire[304..], &[]);
+    assert_eq!(error, None);
+    assert_eq!(outs, vec![Out::Close(Some(1000), String::new())]);
+    assert_eq!(client.state(), State::Closed);
+}
+
+#[test]
 fn send_rules() {
     let mut client = new_client();
     assert_eq!(
