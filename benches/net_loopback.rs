@@ -28,7 +28,10 @@ const PACE: Duration = Duration::from_micros(50);
 
 fn cores() -> (usize, usize) {
     if let Ok(text) = std::env::var("TICKWIRE_BENCH_CORES") {
-        let cores: Vec<usize> = text.split(',').filter_map(|c| c.trim().parse().ok()).collect();
+        let cores: Vec<usize> = text
+            .split(',')
+            .filter_map(|c| c.trim().parse().ok())
+            .collect();
         if let [server, engine] = cores[..] {
             return (server, engine);
         }
@@ -86,7 +89,10 @@ fn server(listener: TcpListener, clock: Clock, count: u64, paced: bool, core: us
     let text = String::from_utf8_lossy(&request);
     let key = text
         .lines()
-        .find_map(|line| line.strip_prefix("Sec-WebSocket-Key: ").or_else(|| line.strip_prefix("sec-websocket-key: ")))
+        .find_map(|line| {
+            line.strip_prefix("Sec-WebSocket-Key: ")
+                .or_else(|| line.strip_prefix("sec-websocket-key: "))
+        })
         .expect("key")
         .trim()
         .to_owned();
@@ -121,7 +127,13 @@ struct Result {
     messages: u64,
 }
 
-fn run_engine(backend: BackendChoice, wait: WaitMode, clock: Clock, count: u64, paced: bool) -> Option<Result> {
+fn run_engine(
+    backend: BackendChoice,
+    wait: WaitMode,
+    clock: Clock,
+    count: u64,
+    paced: bool,
+) -> Option<Result> {
     let (server_core, engine_core) = cores();
     let config = TransportConfig {
         max_connections: 4,
@@ -279,18 +291,32 @@ fn main() {
         clock.source()
     );
     let variants = [
-        (BackendChoice::IoUring, "io_uring", WaitMode::BusyPoll, "busy-poll"),
         (
             BackendChoice::IoUring,
             "io_uring",
-            WaitMode::Block { timeout: Duration::from_millis(1) },
+            WaitMode::BusyPoll,
+            "busy-poll",
+        ),
+        (
+            BackendChoice::IoUring,
+            "io_uring",
+            WaitMode::Block {
+                timeout: Duration::from_millis(1),
+            },
             "block",
         ),
-        (BackendChoice::Epoll, "epoll", WaitMode::BusyPoll, "busy-poll"),
         (
             BackendChoice::Epoll,
             "epoll",
-            WaitMode::Block { timeout: Duration::from_millis(1) },
+            WaitMode::BusyPoll,
+            "busy-poll",
+        ),
+        (
+            BackendChoice::Epoll,
+            "epoll",
+            WaitMode::Block {
+                timeout: Duration::from_millis(1),
+            },
             "block",
         ),
     ];

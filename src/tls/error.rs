@@ -55,6 +55,13 @@ pub enum TlsError {
     )]
     UntrustedCertificate,
     #[error(
+        "the server's certificate names a trusted CA as its issuer but its signature does not \
+         verify with that CA's key: if the simulator's CA was regenerated, point \
+         tls.extra_ca_file at its current CA certificate; otherwise the connection may be \
+         intercepted"
+    )]
+    CaKeyMismatch,
+    #[error(
         "the server's certificate is not valid for \"{expected}\" (the name this client \
          verifies: the URL's host or tls.sni); {}",
         PresentedNames(.presented)
@@ -142,12 +149,13 @@ impl TlsError {
         use CertificateError as C;
         match error {
             C::UnknownIssuer => Self::UntrustedCertificate,
+            C::BadSignature => Self::CaKeyMismatch,
             C::NotValidForNameContext {
                 expected,
                 presented,
             } => Self::NameMismatch {
                 expected: expected.to_str().into_owned(),
-                presented,
+                presented: presented.into_iter().map(readable_name).collect(),
             },
             C::NotValidForName => Self::NameMismatch {
                 expected: expected.to_str().into_owned(),
@@ -183,6 +191,23 @@ pub(crate) fn looks_like_tls(bytes: &[u8]) -> bool {
         [] => true,
         [content_type] => matches!(content_type, 21 | 22),
         [content_type, major, ..] => matches!(content_type, 21 | 22) && *major == 3,
+    }
+}
+
+/// A name as webpki reports it (`DnsName("example.com")`, `IpAddress(10.0.0.1)`) as the name
+/// alone; other kinds of name are left as reported.
+fn readable_name(presented: String) -> String {
+    let inner = presented
+        .strip_prefix("DnsName(\"")
+        .and_then(|rest| rest.strip_suffix("\")"))
+        .or_else(|| {
+            presented
+                .strip_prefix("IpAddress(")
+                .and_then(|rest| rest.strip_suffix(')'))
+        });
+    match inner {
+        Some(name) => name.to_owned(),
+        None => presented,
     }
 }
 
@@ -460,6 +485,17 @@ mod tests {
             &[22, 3, 3, 0, 1],
         );
         assert!(matches!(error, TlsError::Other { .. }), "{error:?}");
+    }
+
+    #[test]
+    fn presented_names_lose_their_wrappers() {
+        assert_eq!(
+            readable_name("DnsName(\"a.example\")".to_owned()),
+            "a.example"
+        );
+        assert_eq!(readable_name("IpAddress(10.1.2.3)".to_owned()), "10.1.2.3");
+        assert_eq!(readable_name("IpAddress(::1)".to_owned()), "::1");
+        assert_eq!(readable_name("DirectoryName".to_owned()), "DirectoryName");
     }
 
     #[test]
