@@ -339,3 +339,106 @@ fn run_connects_a_venue_and_is_ready_once_it_is_live() {
     assert!(log.contains("venue live"), "{log}");
     assert!(status.success(), "{status:?}\n{log}");
 }
+
+/// Where io_uring cannot be set up (here: a seccomp filter that refuses `io_uring_setup`, as a
+/// container runtime's default profile does), `run` falls back to epoll by itself and says so in
+/// one log line.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn run_falls_back_to_epoll_where_io_uring_is_refused() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = quiet_appliance(dir.path());
+    let mut command = tickwire();
+    command
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped());
+    // SAFETY: the closure runs in the child between fork and exec and only makes two prctl
+    // calls on data it owns (async-signal-safe).
+    unsafe {
+        command.pre_exec(|| {
+            // seccomp BPF: load the syscall number; io_uring_setup (425 on x86_64) gets
+            // ENOSYS, everything else is allowed.
+            #[repr(C)]
+            struct SockFilter {
+                code: u16,
+                jt: u8,
+                jf: u8,
+                k: u32,
+            }
+            #[repr(C)]
+            struct SockFprog {
+                len: u16,
+                filter: *const SockFilter,
+            }
+            let filter = [
+                SockFilter {
+                    code: 0x20,
+                    jt: 0,
+                    jf: 0,
+                    k: 0,
+                },
+                SockFilter {
+                    code: 0x15,
+                    jt: 0,
+                    jf: 1,
+                    k: 425,
+                },
+                SockFilter {
+                    code: 0x06,
+                    jt: 0,
+                    jf: 0,
+                    k: 0x0005_0000 | libc::ENOSYS as u32,
+                },
+                SockFilter {
+                    code: 0x06,
+                    jt: 0,
+                    jf: 0,
+                    k: 0x7fff_0000,
+                },
+            ];
+            let program = SockFprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr(),
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(libc::PR_SET_SECCOMP, 2, &program as *const SockFprog, 0, 0) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (line_tx, line_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut log = Vec::new();
+    let mut backend_line = None;
+    while backend_line.is_none() && Instant::now() < deadline {
+        if let Ok(line) = line_rx.recv_timeout(Duration::from_millis(100)) {
+            if line.contains("network backend:") {
+                backend_line = Some(line.clone());
+            }
+            log.push(line);
+        }
+    }
+    // SAFETY: kill with a valid pid of our own child and a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let line = backend_line.unwrap_or_else(|| panic!("no backend line:\n{}", log.join("\n")));
+    assert!(
+        line.contains("network backend: epoll, because io_uring is unavailable here"),
+        "{line}"
+    );
+    assert!(status.success(), "{status:?}");
+}
