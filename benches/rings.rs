@@ -14,12 +14,9 @@
 mod ring_peers;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use crossbeam_queue::ArrayQueue;
 use ring_peers::*;
-use std::sync::Arc;
 use std::time::Duration;
 use tickwire::event::Event;
-use tickwire::ring::ring;
 
 fn spsc_throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("spsc_throughput");
@@ -49,45 +46,9 @@ fn spsc_throughput(c: &mut Criterion) {
 
 fn spsc_round_trip(c: &mut Criterion) {
     let mut group = c.benchmark_group("spsc_round_trip");
-    group.bench_function("tickwire", |b| {
-        b.iter_custom(|iters| {
-            let _layout = shifted_layout();
-            let (a_tx, a_rx) = ring::<u64>(CAPACITY);
-            let (b_tx, b_rx) = ring::<u64>(CAPACITY);
-            round_trips(
-                TickwireEnd { tx: a_tx, rx: b_rx },
-                TickwireEnd { tx: b_tx, rx: a_rx },
-                iters,
-            )
-        })
-    });
-    group.bench_function("rtrb", |b| {
-        b.iter_custom(|iters| {
-            let _layout = shifted_layout();
-            let (a_tx, a_rx) = rtrb::RingBuffer::<u64>::new(CAPACITY);
-            let (b_tx, b_rx) = rtrb::RingBuffer::<u64>::new(CAPACITY);
-            round_trips(
-                RtrbEnd { tx: a_tx, rx: b_rx },
-                RtrbEnd { tx: b_tx, rx: a_rx },
-                iters,
-            )
-        })
-    });
-    group.bench_function("crossbeam_array_queue", |b| {
-        b.iter_custom(|iters| {
-            let _layout = shifted_layout();
-            let a = Arc::new(ArrayQueue::<u64>::new(CAPACITY));
-            let z = Arc::new(ArrayQueue::<u64>::new(CAPACITY));
-            round_trips(
-                CrossbeamEnd {
-                    tx: a.clone(),
-                    rx: z.clone(),
-                },
-                CrossbeamEnd { tx: z, rx: a },
-                iters,
-            )
-        })
-    });
+    group.bench_function("tickwire", |b| b.iter_custom(tickwire_rt));
+    group.bench_function("rtrb", |b| b.iter_custom(rtrb_rt));
+    group.bench_function("crossbeam_array_queue", |b| b.iter_custom(crossbeam_rt));
     group.finish();
 }
 

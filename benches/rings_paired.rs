@@ -38,52 +38,6 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-fn round_trip_run(ring_name: &str, iters: u64) -> Duration {
-    let _layout = shifted_layout();
-    match ring_name {
-        "tickwire" => {
-            let (a_tx, a_rx) = tickwire::ring::ring::<u64>(CAPACITY);
-            let (b_tx, b_rx) = tickwire::ring::ring::<u64>(CAPACITY);
-            round_trips(
-                TickwireEnd { tx: a_tx, rx: b_rx },
-                TickwireEnd { tx: b_tx, rx: a_rx },
-                iters,
-            )
-        }
-        "rtrb" => {
-            let (a_tx, a_rx) = rtrb::RingBuffer::<u64>::new(CAPACITY);
-            let (b_tx, b_rx) = rtrb::RingBuffer::<u64>::new(CAPACITY);
-            round_trips(
-                RtrbEnd { tx: a_tx, rx: b_rx },
-                RtrbEnd { tx: b_tx, rx: a_rx },
-                iters,
-            )
-        }
-        _ => {
-            let a = std::sync::Arc::new(crossbeam_queue::ArrayQueue::<u64>::new(CAPACITY));
-            let z = std::sync::Arc::new(crossbeam_queue::ArrayQueue::<u64>::new(CAPACITY));
-            round_trips(
-                CrossbeamEnd {
-                    tx: a.clone(),
-                    rx: z.clone(),
-                },
-                CrossbeamEnd { tx: z, rx: a },
-                iters,
-            )
-        }
-    }
-}
-
-fn tickwire_rt(iters: u64) -> Duration {
-    round_trip_run("tickwire", iters)
-}
-fn rtrb_rt(iters: u64) -> Duration {
-    round_trip_run("rtrb", iters)
-}
-fn crossbeam_rt(iters: u64) -> Duration {
-    round_trip_run("crossbeam", iters)
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` does not: then run one tiny round as
     // a smoke test.

@@ -84,6 +84,21 @@ fn run_refuses_an_invalid_config() {
     assert!(stderr.contains("spin-then-yield"), "{stderr}");
 }
 
+/// The child's stderr, line by line, read on a thread of its own so a test can wait with a
+/// timeout.
+fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (line_tx, line_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    line_rx
+}
+
 /// Writes an appliance file with no venues, yielding waits and a short report interval.
 pub fn quiet_appliance(dir: &Path) -> PathBuf {
     let path = dir.join("tickwire.toml");
@@ -108,15 +123,7 @@ fn run_starts_its_threads_reports_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (line_tx, line_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let line_rx = stderr_lines(&mut child);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = Vec::new();
     let mut reports = 0;
@@ -292,15 +299,7 @@ fn run_connects_a_venue_and_is_ready_once_it_is_live() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (line_tx, line_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let line_rx = stderr_lines(&mut child);
     let mut buf = [0u8; 1024];
     let mut ready = None;
     while ready.is_none() {
@@ -412,15 +411,7 @@ fn run_falls_back_to_epoll_where_io_uring_is_refused() {
         });
     }
     let mut child = command.spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (line_tx, line_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let line_rx = stderr_lines(&mut child);
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut log = Vec::new();
     let mut backend_line = None;

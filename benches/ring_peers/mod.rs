@@ -510,3 +510,50 @@ pub fn rtrb_frames(total: u64) -> Duration {
         },
     )
 }
+
+/// `iters` round trips over two rings of the named kind.
+pub fn round_trip_run(ring_name: &str, iters: u64) -> Duration {
+    let _layout = shifted_layout();
+    match ring_name {
+        "tickwire" => {
+            let (a_tx, a_rx) = tickwire::ring::ring::<u64>(CAPACITY);
+            let (b_tx, b_rx) = tickwire::ring::ring::<u64>(CAPACITY);
+            round_trips(
+                TickwireEnd { tx: a_tx, rx: b_rx },
+                TickwireEnd { tx: b_tx, rx: a_rx },
+                iters,
+            )
+        }
+        "rtrb" => {
+            let (a_tx, a_rx) = rtrb::RingBuffer::<u64>::new(CAPACITY);
+            let (b_tx, b_rx) = rtrb::RingBuffer::<u64>::new(CAPACITY);
+            round_trips(
+                RtrbEnd { tx: a_tx, rx: b_rx },
+                RtrbEnd { tx: b_tx, rx: a_rx },
+                iters,
+            )
+        }
+        _ => {
+            let a = Arc::new(ArrayQueue::<u64>::new(CAPACITY));
+            let z = Arc::new(ArrayQueue::<u64>::new(CAPACITY));
+            round_trips(
+                CrossbeamEnd {
+                    tx: a.clone(),
+                    rx: z.clone(),
+                },
+                CrossbeamEnd { tx: z, rx: a },
+                iters,
+            )
+        }
+    }
+}
+
+pub fn tickwire_rt(iters: u64) -> Duration {
+    round_trip_run("tickwire", iters)
+}
+pub fn rtrb_rt(iters: u64) -> Duration {
+    round_trip_run("rtrb", iters)
+}
+pub fn crossbeam_rt(iters: u64) -> Duration {
+    round_trip_run("crossbeam", iters)
+}
