@@ -36,12 +36,7 @@ fn cores() -> (usize, usize) {
             return (server, engine);
         }
     }
-    let mut ids: Vec<usize> = core_affinity::get_core_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|core| core.id)
-        .collect();
-    ids.sort_unstable();
+    let ids = tickwire::thread::allowed_cores();
     match ids[..] {
         [.., server, engine] => (server, engine),
         [only] => (only, only),

@@ -99,6 +99,16 @@ fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<St
     line_rx
 }
 
+/// A datagram socket standing in for systemd's notify socket, and its path.
+fn notify_socket(dir: &Path) -> (PathBuf, std::os::unix::net::UnixDatagram) {
+    let path = dir.join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    (path, socket)
+}
+
 /// Writes an appliance file with no venues, yielding waits and a short report interval.
 pub fn quiet_appliance(dir: &Path) -> PathBuf {
     let path = dir.join("tickwire.toml");
@@ -162,14 +172,9 @@ fn run_starts_its_threads_reports_and_stops_on_sigterm() {
 /// on a notify socket this test provides.
 #[test]
 fn run_notifies_systemd_ready_watchdog_and_stopping() {
-    use std::os::unix::net::UnixDatagram;
     let dir = tempfile::tempdir().unwrap();
     let config = quiet_appliance(dir.path());
-    let socket_path = dir.path().join("notify.sock");
-    let socket = UnixDatagram::bind(&socket_path).unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
+    let (socket_path, socket) = notify_socket(dir.path());
     let mut child = tickwire()
         .args(["run", "--config"])
         .arg(&config)
@@ -222,7 +227,6 @@ fn run_notifies_systemd_ready_watchdog_and_stopping() {
 #[test]
 fn run_connects_a_venue_and_is_ready_once_it_is_live() {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    use std::os::unix::net::UnixDatagram;
     let python_ok = Command::new("python3")
         .args(["-c", "import websockets.asyncio.server"])
         .stderr(Stdio::null())
@@ -286,11 +290,7 @@ fn run_connects_a_venue_and_is_ready_once_it_is_live() {
          [threads.strategy]\nwait = \"park\"\n",
     )
     .unwrap();
-    let socket_path = dir.path().join("notify.sock");
-    let socket = UnixDatagram::bind(&socket_path).unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
+    let (socket_path, socket) = notify_socket(dir.path());
     let mut child = tickwire()
         .args(["run", "--config"])
         .arg(&config)

@@ -35,12 +35,7 @@ pub fn find_bench_cores() -> (usize, usize) {
         }
         panic!("TICKWIRE_BENCH_CORES must be two cores, e.g. 2,3; got {text:?}");
     }
-    let mut cores: Vec<usize> = core_affinity::get_core_ids()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|core| core.id)
-        .collect();
-    cores.sort_unstable();
+    let cores = tickwire::thread::allowed_cores();
     match cores[..] {
         [.., producer, consumer] => (producer, consumer),
         [only] => {
