@@ -152,6 +152,19 @@ struct Pair {
 }
 
 impl Pair {
+    /// A client and server for `localhost` under a fresh CA, TLS 1.2 or 1.3, handshake done.
+    fn connected() -> Self {
+        let ca = Ca::new();
+        let identity = ca.issue(&["localhost"], Validity::Always);
+        let mut pair = Pair::new(
+            client_config(&ca, TlsVersions::default()),
+            "localhost",
+            server_config(&identity, BOTH),
+        );
+        pair.run(&mut Vec::new()).expect("handshake");
+        pair
+    }
+
     fn new(client_config: Arc<ClientConfig>, server_name: &str, server: Arc<ServerConfig>) -> Self {
         Self {
             client: TlsClient::new(client_config, name(server_name)).expect("client"),
@@ -278,14 +291,7 @@ fn handshake_then_data_both_ways_on_tls13_and_tls12() {
 
 #[test]
 fn ten_mib_arrive_intact_through_small_reads_and_odd_buffers() {
-    let ca = Ca::new();
-    let identity = ca.issue(&["localhost"], Validity::Always);
-    let mut pair = Pair::new(
-        client_config(&ca, TlsVersions::default()),
-        "localhost",
-        server_config(&identity, BOTH),
-    );
-    pair.run(&mut Vec::new()).expect("handshake");
+    let mut pair = Pair::connected();
     pair.server.set_buffer_limit(None);
 
     // Counter bytes with a multiplier, so that a dropped, repeated or reordered piece shows.
@@ -336,14 +342,7 @@ fn ten_mib_arrive_intact_through_small_reads_and_odd_buffers() {
 
 #[test]
 fn a_large_write_goes_out_piece_by_piece() {
-    let ca = Ca::new();
-    let identity = ca.issue(&["localhost"], Validity::Always);
-    let mut pair = Pair::new(
-        client_config(&ca, TlsVersions::default()),
-        "localhost",
-        server_config(&identity, BOTH),
-    );
-    pair.run(&mut Vec::new()).expect("handshake");
+    let mut pair = Pair::connected();
 
     // More than the session holds (16 KiB unsent, 64 KiB of ciphertext): the writer takes what
     // fits, the caller sends and comes back, as the network loop would.
@@ -374,14 +373,7 @@ fn a_large_write_goes_out_piece_by_piece() {
 
 #[test]
 fn writing_while_received_data_waits_unread_loses_nothing() {
-    let ca = Ca::new();
-    let identity = ca.issue(&["localhost"], Validity::Always);
-    let mut pair = Pair::new(
-        client_config(&ca, TlsVersions::default()),
-        "localhost",
-        server_config(&identity, BOTH),
-    );
-    pair.run(&mut Vec::new()).expect("handshake");
+    let mut pair = Pair::connected();
 
     // 80 KiB arrive and are fed, but not read, when the client has to answer (a pong).
     let data: Vec<u8> = (0..80 * 1024_u32)
@@ -755,14 +747,7 @@ fn eof_during_the_handshake_is_reported_as_such() {
 
 #[test]
 fn eof_without_close_notify_after_data_is_eof_not_close_notify() {
-    let ca = Ca::new();
-    let identity = ca.issue(&["localhost"], Validity::Always);
-    let mut pair = Pair::new(
-        client_config(&ca, TlsVersions::default()),
-        "localhost",
-        server_config(&identity, BOTH),
-    );
-    pair.run(&mut Vec::new()).expect("handshake");
+    let mut pair = Pair::connected();
     pair.server
         .writer()
         .write_all(b"last")
@@ -785,14 +770,7 @@ fn eof_without_close_notify_after_data_is_eof_not_close_notify() {
 
 #[test]
 fn close_notify_from_the_client_reaches_the_server() {
-    let ca = Ca::new();
-    let identity = ca.issue(&["localhost"], Validity::Always);
-    let mut pair = Pair::new(
-        client_config(&ca, TlsVersions::default()),
-        "localhost",
-        server_config(&identity, BOTH),
-    );
-    pair.run(&mut Vec::new()).expect("handshake");
+    let mut pair = Pair::connected();
     pair.client.send_close_notify();
     assert!(pair.client.wants_write());
     // Taken through a buffer smaller than the alert record, a few bytes at a time.
@@ -875,19 +853,6 @@ fn ca_file_errors_name_the_file() {
     );
 }
 
-/// A server that connects fine, for the robustness properties below.
-fn established_pair() -> Pair {
-    let ca = Ca::new();
-    let identity = ca.issue(&["localhost"], Validity::Always);
-    let mut pair = Pair::new(
-        client_config(&ca, TlsVersions::default()),
-        "localhost",
-        server_config(&identity, BOTH),
-    );
-    pair.run(&mut Vec::new()).expect("handshake");
-    pair
-}
-
 proptest! {
     // No regression file: this test may only write under tests/tls_*.rs; a failure prints its
     // input, to be pinned as a plain test.
@@ -913,7 +878,7 @@ proptest! {
             bytes[2] = 3;
         }
         let mut client = if after_handshake {
-            established_pair().client
+            Pair::connected().client
         } else {
             let ca = Ca::new();
             TlsClient::new(client_config(&ca, TlsVersions::default()), name("localhost"))
