@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod net;
 pub mod ring;
 pub mod runtime;
+pub mod sim;
 pub mod systemd;
 pub mod thread;
 pub mod tls;

@@ -1,0 +1,9 @@
+//! The venue simulator behind `tickwire sim`, the demo, the tests and the benchmarks: a Binance
+//! USDⓈ-M Futures compatible server on loopback (WebSocket over TLS with a certificate it makes on
+//! start, REST depth snapshots), fed by a [`source::Source`] (a capture replay or a synthetic
+//! market), with fault injection.
+//!
+//! Nothing here is on tickwire's hot path: the simulator is the other side of the wire, written
+//! for clarity and for faithful venue behaviour, and it may allocate and block.
+
+pub mod source;
