@@ -19,7 +19,7 @@ fn check_config_accepts_the_shipped_appliance_file() {
     let output = tickwire()
         .args(["check-config"])
         .arg(repo("config/tickwire.toml"))
-        .arg(repo("config/venues/binance-usdm.toml"))
+        .arg(repo("config/venues/binance-futures.toml"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -29,7 +29,7 @@ fn check_config_accepts_the_shipped_appliance_file() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("binance-usdm.toml: ok (venue config)"),
+        stdout.contains("binance-futures.toml: ok (venue config)"),
         "{stdout}"
     );
 }

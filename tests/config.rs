@@ -129,14 +129,14 @@ fn shipped_appliance_file_loads_with_its_venue() {
     assert_eq!(loaded.path, path);
     assert_eq!(
         loaded.appliance.venues,
-        [PathBuf::from("venues/binance-usdm.toml")]
+        [PathBuf::from("venues/binance-futures.toml")]
     );
     assert_eq!(loaded.appliance.threads.decoder.fuse_into, Some(Stage::Net));
     assert_eq!(loaded.appliance.threads.runs_on(Stage::Decoder), Stage::Net);
     assert_eq!(loaded.venues.len(), 1);
     assert_eq!(
         loaded.venues[0].path,
-        copy.dir.path().join("venues/binance-usdm.toml")
+        copy.dir.path().join("venues/binance-futures.toml")
     );
     assert_eq!(loaded.venues[0].venue.kind, VenueKind::BinanceUsdmFutures);
 }
@@ -144,7 +144,7 @@ fn shipped_appliance_file_loads_with_its_venue() {
 #[test]
 fn shipped_simulator_venue_loads() {
     let copy = copy_shipped();
-    let sim_path = copy.dir.path().join("venues/binance-usdm-sim.toml");
+    let sim_path = copy.dir.path().join("venues/binance-futures-sim.toml");
     let venue = config::load_venue(&sim_path).unwrap_or_else(|errors| panic!("{errors}"));
     let sim = config::LoadedVenue {
         path: sim_path.clone(),
@@ -173,7 +173,7 @@ fn shipped_simulator_venue_loads() {
 #[test]
 fn shipped_files_load_in_place() {
     let dir = shipped_dir();
-    for venue in ["binance-usdm.toml", "binance-usdm-testnet.toml"] {
+    for venue in ["binance-futures.toml", "binance-futures-testnet.toml"] {
         let path = dir.join("venues").join(venue);
         config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
     }
@@ -181,7 +181,7 @@ fn shipped_files_load_in_place() {
     config::load(&dir.join("tickwire.toml")).unwrap_or_else(|errors| panic!("{errors}"));
     // The simulator venue needs the CA file the simulator writes. Without it the only complaint
     // may be that file, reported against the venue file's `tls.extra_ca_file` line.
-    let sim = dir.join("venues/binance-usdm-sim.toml");
+    let sim = dir.join("venues/binance-futures-sim.toml");
     if Path::new("/tmp/tickwire-sim/ca.pem").is_file() {
         config::load_venue(&sim).unwrap_or_else(|errors| panic!("{errors}"));
     } else {
@@ -772,4 +772,30 @@ fn net_settings_load_and_are_checked_against_the_frame_ring() {
     )));
     assert_eq!(error.key, "net.backend");
     assert!(error.message.contains("io-uring"), "{error}");
+}
+
+#[test]
+fn book_depth_and_the_rest_url_a_depth_stream_needs_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("venue.toml");
+    std::fs::write(
+        &path,
+        "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9443/stream\"\n\
+         symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"depth@100ms\"]\nbook_depth = 7\n",
+    )
+    .unwrap();
+    let errors = tickwire::config::load_venue(&path).unwrap_err().to_string();
+    assert!(errors.contains("book_depth"), "{errors}");
+    assert!(errors.contains("5, 10, 20, 50, 100, 500, 1000"), "{errors}");
+    assert!(errors.contains("rest_url"), "{errors}");
+    assert!(errors.contains("needs rest_url"), "{errors}");
+    // A partial book stream carries its levels whole and needs no snapshot.
+    std::fs::write(
+        &path,
+        "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9443/stream\"\n\
+         symbols = [\"BTCUSDT\"]\nchannels = [\"depth5@100ms\"]\n",
+    )
+    .unwrap();
+    let venue = tickwire::config::load_venue(&path).unwrap();
+    assert_eq!(venue.book_depth, 1000);
 }

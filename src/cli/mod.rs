@@ -2,7 +2,9 @@
 //! `anyhow` and printing are at home.
 
 mod autobahn;
+mod record;
 mod run;
+mod signals;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -57,6 +59,22 @@ enum Command {
         #[arg(long)]
         pinned_cores: bool,
     },
+    /// Record a venue's raw messages with their receive times to a gzip file the simulator
+    /// replays (`<receive ns> <message>` per line).
+    ///
+    /// Exit status: 0 when the duration ends or on SIGINT/SIGTERM (the file is complete either
+    /// way), 1 when the venue cannot be reached or closes the stream.
+    Record {
+        /// The venue file to connect with.
+        #[arg(long, value_name = "FILE.toml")]
+        venue: PathBuf,
+        /// Where to write the capture (gzip).
+        #[arg(long, value_name = "FILE.gz")]
+        out: PathBuf,
+        /// Stop after this many seconds (default: until SIGINT or SIGTERM).
+        #[arg(long, value_name = "SECONDS")]
+        duration: Option<f64>,
+    },
     /// Run the Autobahn|Testsuite WebSocket client cases over tickwire's own network stack.
     ///
     /// Connects to a running fuzzing server (`wstest -m fuzzingserver`), echoes every message of
@@ -83,6 +101,18 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { config, log_level } => run::run(&config, log_level.as_deref()),
+        Command::Record {
+            venue,
+            out,
+            duration,
+        } => match duration.map(std::time::Duration::try_from_secs_f64) {
+            Some(Err(_)) => {
+                eprintln!("--duration must be a non-negative number of seconds");
+                ExitCode::from(2)
+            }
+            Some(Ok(duration)) => record::record(&venue, &out, Some(duration)),
+            None => record::record(&venue, &out, None),
+        },
         Command::Autobahn {
             url,
             agent,

@@ -30,6 +30,8 @@ pub struct VenueConfig {
     pub channels: Vec<String>,
     /// The most streams (symbol × channel) one connection carries; more open more connections.
     pub max_streams_per_connection: u32,
+    /// Levels per side asked for in a REST depth snapshot (Binance `limit`).
+    pub book_depth: u32,
     pub tls: TlsConfig,
     pub reconnect: ReconnectConfig,
     pub staleness: StalenessConfig,
@@ -257,6 +259,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "symbols",
     "channels",
     "max_streams_per_connection",
+    "book_depth",
     "tls",
     "reconnect",
     "staleness",
@@ -274,6 +277,7 @@ pub(crate) struct RawVenue {
     symbols: Vec<String>,
     channels: Vec<String>,
     max_streams_per_connection: Option<u32>,
+    book_depth: Option<u32>,
     #[serde(default)]
     tls: TlsConfig,
     #[serde(default)]
@@ -322,6 +326,31 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
         ));
     }
 
+    let book_depth = raw.book_depth.unwrap_or(DEFAULT_BOOK_DEPTH);
+    if !BOOK_DEPTHS.contains(&book_depth) {
+        problems.push(Problem::new(
+            KeyPath::dotted("book_depth"),
+            format!(
+                "{book_depth} is not a depth the venue serves; valid values are {}",
+                BOOK_DEPTHS.map(|depth| depth.to_string()).join(", ")
+            ),
+        ));
+    }
+    if raw.kind == VenueKind::BinanceUsdmFutures
+        && raw.rest_url.is_none()
+        && raw
+            .channels
+            .iter()
+            .any(|channel| is_diff_depth_channel(channel))
+    {
+        problems.push(Problem::new(
+            KeyPath::dotted("rest_url"),
+            "a diff depth channel (depth, depth@...) needs rest_url: its order book starts from \
+             a REST snapshot"
+                .to_owned(),
+        ));
+    }
+
     let uses_tls = url.as_ref().is_some_and(|url| url.scheme.is_tls())
         || rest_url.as_ref().is_some_and(|url| url.scheme.is_tls());
     let tls = check_tls(
@@ -343,6 +372,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             symbols: raw.symbols,
             channels: raw.channels,
             max_streams_per_connection,
+            book_depth,
             tls,
             reconnect: raw.reconnect,
             staleness: raw.staleness,
@@ -351,6 +381,16 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
         // A missing url always leaves a problem behind, so `problems` is not empty here.
         _ => Err(problems),
     }
+}
+
+/// The `limit` values Binance USD-M's `GET /fapi/v1/depth` accepts.
+const BOOK_DEPTHS: [u32; 7] = [5, 10, 20, 50, 100, 500, 1000];
+const DEFAULT_BOOK_DEPTH: u32 = 1000;
+
+/// A Binance diff depth stream (`depth`, `depth@100ms`, ...), as opposed to the partial book
+/// streams (`depth5`, `depth10@100ms`, ...) that carry the top levels whole.
+pub fn is_diff_depth_channel(channel: &str) -> bool {
+    channel == "depth" || channel.starts_with("depth@")
 }
 
 const NAME_MAX_CHARS: usize = 32;
@@ -715,6 +755,7 @@ mod tests {
             symbols: vec!["BTCUSDT".to_owned()],
             channels: vec!["bookTicker".to_owned()],
             max_streams_per_connection: 1024,
+            book_depth: 1000,
             tls: TlsConfig::default(),
             reconnect: ReconnectConfig::default(),
             staleness: StalenessConfig::default(),

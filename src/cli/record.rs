@@ -1,0 +1,175 @@
+//! `tickwire record`: capture a venue's raw messages with their receive times, in the line format
+//! the simulator replays (`<receive time, ns since the Unix epoch> <message>\n`, gzip), the format
+//! of the hftbacktest captures in `../shared/data/binance-futures/`.
+//!
+//! One thread does everything here: it drives a `NetEngine` in blocking mode and writes each
+//! message as it drains the frame ring. Recording is not latency work; what matters is that every
+//! message is kept, so a message the ring had to drop is counted and reported, never hidden.
+
+use super::signals::StopSignals;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use tickwire::clock::Clock;
+use tickwire::config::{self, NetConfig};
+use tickwire::net::engine::{split_frame, split_tag, FrameKind, NetEngine, StreamEvent};
+use tickwire::net::{BackendChoice, Transport, TransportConfig, WaitMode};
+use tickwire::ring::frame_ring;
+use tickwire::venue;
+
+/// The recording's one connection.
+const CONN: u32 = 0;
+/// Enough for seconds of a busy venue while the writer compresses.
+const RING_BYTES: usize = 64 << 20;
+
+pub fn record(venue_file: &Path, out: &Path, duration: Option<Duration>) -> ExitCode {
+    match run(venue_file, out, duration) {
+        Ok(summary) => {
+            eprintln!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("record: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What a recording kept and lost.
+#[derive(Default)]
+struct Tally {
+    messages: u64,
+    bytes: u64,
+    /// Messages the network thread could not hand over (frame ring full).
+    dropped: u64,
+    /// Binary or raw frames, which the text line format cannot hold.
+    not_text: u64,
+}
+
+fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Result<String> {
+    let venue = config::load_venue(venue_file).map_err(|errors| anyhow::anyhow!("{errors}"))?;
+    let net = NetConfig::default();
+    let spec = venue::stream_spec(&venue, &net)?;
+    let signals = StopSignals::block()?;
+    let file = File::create(out)
+        .map_err(|error| anyhow::anyhow!("cannot create {}: {error}", out.display()))?;
+    let mut writer = GzEncoder::new(BufWriter::new(file), Compression::default());
+    let clock = Clock::calibrate();
+    let transport_config = TransportConfig {
+        max_connections: 1,
+        connect_timeout: Duration::from_millis(net.connect_timeout_ms),
+        ..TransportConfig::default()
+    };
+    let (transport, _why) = Transport::open(BackendChoice::Auto, transport_config, clock)?;
+    let (producer, mut frames) = frame_ring(RING_BYTES);
+    let wait = WaitMode::Block {
+        timeout: Duration::from_millis(50),
+    };
+    let mut engine = NetEngine::new(transport, producer, wait, 1);
+    eprintln!("record: connecting to {} ({})", venue.url, spec.addr);
+    engine.open(CONN, spec)?;
+
+    let terminal = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut last_progress = Instant::now();
+    let mut last_messages = 0;
+    let mut ended: Option<String> = None;
+    let mut line = Vec::with_capacity(64 << 10);
+    let stop = loop {
+        if let Some(signal) = signals.wait(Duration::ZERO)? {
+            break format!("signal {signal}");
+        }
+        if duration.is_some_and(|limit| started.elapsed() >= limit) {
+            break "duration reached".to_owned();
+        }
+        if let Some(reason) = ended.take() {
+            break reason;
+        }
+        let mut events = Vec::new();
+        engine.poll(&mut |_, event| events.push(event))?;
+        let mut write_error = None;
+        frames.drain(usize::MAX, |tag, frame| {
+            let (_, kind) = split_tag(tag);
+            let Some((recv_ts_ns, payload)) = split_frame(frame) else {
+                return;
+            };
+            if kind != FrameKind::Text {
+                tally.not_text += 1;
+                return;
+            }
+            line.clear();
+            line.extend_from_slice(recv_ts_ns.to_string().as_bytes());
+            line.push(b' ');
+            line.extend_from_slice(payload);
+            line.push(b'\n');
+            if let Err(error) = writer.write_all(&line) {
+                write_error.get_or_insert(error);
+            }
+            tally.messages += 1;
+            tally.bytes += payload.len() as u64;
+        });
+        if let Some(error) = write_error {
+            anyhow::bail!("writing {}: {error}", out.display());
+        }
+        if let Some(stats) = engine.stats(CONN) {
+            tally.dropped = stats.dropped;
+        }
+        for event in events {
+            match event {
+                StreamEvent::Open => eprintln!("record: live; writing {}", out.display()),
+                StreamEvent::Closed { close_code, error } => {
+                    ended = Some(match error {
+                        Some(error) => format!("the stream ended: {error}"),
+                        None => format!("the venue closed the stream (code {close_code:?})"),
+                    });
+                }
+            }
+        }
+        if terminal && last_progress.elapsed() >= Duration::from_secs(1) {
+            let rate =
+                (tally.messages - last_messages) as f64 / last_progress.elapsed().as_secs_f64();
+            eprint!(
+                "\rrecord: {} messages, {} bytes, {rate:.0} msg/s, {} dropped   ",
+                tally.messages, tally.bytes, tally.dropped
+            );
+            last_messages = tally.messages;
+            last_progress = Instant::now();
+        }
+    };
+    if terminal {
+        eprintln!();
+    }
+    engine.close(CONN, 1000);
+    writer
+        .finish()
+        .and_then(|mut inner| inner.flush())
+        .map_err(|error| anyhow::anyhow!("finishing {}: {error}", out.display()))?;
+    let mut summary = format!(
+        "record: stopped ({stop}); {} messages, {} bytes in {:.1} s to {}",
+        tally.messages,
+        tally.bytes,
+        started.elapsed().as_secs_f64(),
+        out.display()
+    );
+    if tally.dropped > 0 {
+        summary.push_str(&format!(
+            "; {} messages DROPPED (the writer fell behind the frame ring)",
+            tally.dropped
+        ));
+    }
+    if tally.not_text > 0 {
+        summary.push_str(&format!(
+            "; {} binary messages not recorded (the line format holds text only)",
+            tally.not_text
+        ));
+    }
+    if stop.starts_with("the ") {
+        anyhow::bail!("{summary}");
+    }
+    Ok(summary)
+}

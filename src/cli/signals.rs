@@ -1,0 +1,49 @@
+//! SIGINT and SIGTERM for the commands that run until stopped.
+
+use std::time::Duration;
+
+/// SIGINT and SIGTERM, blocked for the whole process and taken synchronously.
+pub struct StopSignals {
+    set: libc::sigset_t,
+}
+
+impl StopSignals {
+    pub fn block() -> anyhow::Result<StopSignals> {
+        // SAFETY: a zeroed sigset_t is a valid argument to sigemptyset, which initialises it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is a valid sigset_t; the signal numbers are valid; the old mask pointer
+        // may be null.
+        let result = unsafe {
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
+        };
+        if result != 0 {
+            anyhow::bail!(
+                "blocking SIGINT/SIGTERM failed: {}",
+                std::io::Error::from_raw_os_error(result)
+            );
+        }
+        Ok(StopSignals { set })
+    }
+
+    /// Waits up to `timeout` for a stop signal; `Some(signal)` when one came.
+    pub fn wait(&self, timeout: Duration) -> anyhow::Result<Option<i32>> {
+        let timeout = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: `set` was initialised in `block`; the info pointer may be null; `timeout` is a
+        // valid timespec.
+        let signal = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &timeout) };
+        if signal > 0 {
+            return Ok(Some(signal));
+        }
+        let error = std::io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+            _ => Err(anyhow::anyhow!("waiting for signals failed: {error}")),
+        }
+    }
+}
