@@ -18,6 +18,7 @@ pub mod net;
 pub mod ring;
 pub mod runtime;
 pub mod sim;
+pub mod strategy;
 pub mod systemd;
 pub mod thread;
 pub mod tls;

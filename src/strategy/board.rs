@@ -62,7 +62,8 @@ impl QuoteBoard {
             return;
         };
         let sequence = slot.sequence.load(Ordering::Relaxed);
-        slot.sequence.store(sequence.wrapping_add(1), Ordering::Relaxed);
+        slot.sequence
+            .store(sequence.wrapping_add(1), Ordering::Relaxed);
         // Orders the odd sequence before the field stores, for a reader that sees any of them.
         fence(Ordering::Release);
         slot.bid_px.store(quote.bid_px.raw(), Ordering::Relaxed);
@@ -98,7 +99,7 @@ impl QuoteBoard {
             if updates == 0 {
                 return None;
             }
-            let fixed = |units: i64| Fixed::from_units(units).unwrap_or_default();
+            let fixed = Fixed;
             return Some(BoardEntry {
                 quote: Quote {
                     bid_px: fixed(raw[0]),
@@ -118,7 +119,7 @@ mod tests {
     use std::sync::Arc;
 
     fn quote(units: i64) -> Quote {
-        let fixed = |value: i64| Fixed::from_units(value).unwrap();
+        let fixed = Fixed;
         Quote {
             bid_px: fixed(units),
             bid_sz: fixed(units + 1),
