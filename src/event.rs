@@ -67,6 +67,9 @@ pub mod flags {
     pub const SNAPSHOT: u8 = 1 << 1;
     /// The venue sent no usable exchange timestamp; `exchange_ts_ns` is 0.
     pub const NO_EXCHANGE_TS: u8 = 1 << 2;
+    /// tickwire computed the event from its own state (a quote from its order book) rather than
+    /// decoding it from a venue message of that kind (a bookTicker).
+    pub const DERIVED: u8 = 1 << 3;
 }
 
 /// The fields every event carries. 32 bytes.

@@ -12,18 +12,25 @@
 //! The network stage owns a [`NetEngine`], created on the network thread itself (io_uring's
 //! SINGLE_ISSUER ties the ring to the thread that made it). The control thread prepares each
 //! venue's stream (DNS, TLS settings: blocking work) and hands it over through a command ring;
-//! the network thread reports streams opening and closing through a status ring. The decoder
-//! stage counts frames it has no venue decoder for (none yet) and the strategy stage records
-//! wire-to-strategy latency for every event it receives.
+//! the network thread reports streams opening and closing through a status ring.
+//!
+//! The decoder stage hands each frame to its connection's venue [`Feed`] (frames of a connection
+//! without one are counted as undecoded), publishes the events once per batch, and relays the
+//! feeds' snapshot requests to the control thread and the replies back. The strategy stage
+//! records wire-to-strategy latency for every event, keeps the quote board, and, when the
+//! simulator's send stamps are wired in, send-to-strategy latency per quote.
 
 use crate::clock::Clock;
 use crate::config::{LoadedConfig, NetBackend, NetWait, Stage};
-use crate::event::Event;
+use crate::event::{flags, Body, Event};
 use crate::metrics::{self, CounterReader, CounterWriter, LatencyCollector, LatencyRecorder};
 use crate::net::engine::{NetEngine, StreamEvent, StreamSpec};
 use crate::net::{BackendChoice, ConnId, SocketOptions, Transport, TransportConfig, WaitMode};
 use crate::ring::{self, FrameConsumer, FrameProducer, RingStats};
+use crate::strategy::board::QuoteBoard;
+use crate::strategy::stamps::{Stamp, StampMatcher};
 use crate::thread::{self, HotThread, ThreadError, Wakeup};
+use crate::venue::feed::{EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -153,54 +160,146 @@ impl StagePoll for NetStage {
     }
 }
 
-/// The decoder stage: drains frames, writes events.
+/// The decoder stage: drains frames into the venue feeds, writes events.
 struct DecoderStage {
     frames: FrameConsumer,
-    _events: ring::Producer<Event>,
+    events: ring::Producer<Event>,
+    /// By connection id.
+    feeds: Vec<Option<Box<dyn Feed>>>,
+    /// Events are being lost to a full event ring (see `EventSink`).
+    events_lost: bool,
     undecoded: CounterWriter,
     strategy_wakeup: Option<Wakeup>,
+    clock: Clock,
+    snapshot_requests: ring::Producer<SnapshotRequest>,
+    snapshot_replies: ring::Consumer<Box<SnapshotReply>>,
+    malformed: ring::Producer<MalformedSample>,
+    /// Connections whose stream closed: their feeds owe the strategy a gap.
+    disconnects: ring::Consumer<ConnId>,
 }
 
 impl StagePoll for DecoderStage {
     fn poll(&mut self) -> bool {
         let undecoded = &mut self.undecoded;
-        let drained = self.frames.drain(EVENT_BATCH, |_tag, _bytes| {
-            // No venue decoder is registered for this frame's connection.
-            undecoded.increment();
+        let feeds = &mut self.feeds;
+        let mut sink = EventSink::new(&mut self.events, &mut self.events_lost);
+        let drained = self.frames.drain(EVENT_BATCH, |tag, frame| {
+            let (conn, _kind) = crate::net::engine::split_tag(tag);
+            let feed = feeds.get_mut(conn as usize).and_then(Option::as_mut);
+            match (feed, crate::net::engine::split_frame(frame)) {
+                (Some(feed), Some((recv_ts_ns, payload))) => {
+                    feed.on_message(recv_ts_ns, payload, &mut sink)
+                }
+                _ => undecoded.increment(),
+            }
         });
-        if drained > 0 {
+        let mut control = 0;
+        if drained == 0 {
+            // Control work between bursts: snapshot replies, disconnects, requests.
+            let now_ns = self.clock.now_ns();
+            while let Some(reply) = self.snapshot_replies.try_pop() {
+                control += 1;
+                if let Some(feed) = feeds.get_mut(reply.venue as usize).and_then(Option::as_mut) {
+                    feed.on_snapshot(*reply, now_ns, &mut sink);
+                }
+            }
+            while let Some(conn) = self.disconnects.try_pop() {
+                control += 1;
+                if let Some(feed) = feeds.get_mut(conn as usize).and_then(Option::as_mut) {
+                    feed.on_disconnect(now_ns, &mut sink);
+                }
+            }
+            let requests = &mut self.snapshot_requests;
+            let malformed = &mut self.malformed;
+            for feed in feeds.iter_mut().flatten() {
+                feed.snapshot_requests(now_ns, &mut |request| {
+                    // The request ring holds far more than the instruments a venue has; a
+                    // full one means the control thread is wedged and the watchdog says so.
+                    let _ = requests.try_push(request);
+                });
+                if let Some(sample) = feed.take_malformed() {
+                    let _ = malformed.try_push(sample);
+                }
+            }
+        }
+        let written = sink.written();
+        self.events.publish();
+        if written > 0 {
             if let Some(wakeup) = &self.strategy_wakeup {
                 wakeup.wake();
             }
         }
-        drained > 0
+        drained > 0 || control > 0
     }
 }
 
-/// The strategy stage: drains events and records how long they took from the wire.
+/// The strategy stage: drains events, records how long they took from the wire, keeps the quote
+/// board.
 struct StrategyStage {
     events: ring::Consumer<Event>,
     clock: Clock,
     received: CounterWriter,
+    gaps: CounterWriter,
     wire_to_strategy: LatencyRecorder,
+    board: Arc<QuoteBoard>,
+    stamps: Option<(StampMatcher, LatencyRecorder, CounterWriter)>,
 }
 
 impl StagePoll for StrategyStage {
     fn poll(&mut self) -> bool {
         let clock = self.clock;
         let received = &mut self.received;
+        let gaps = &mut self.gaps;
         let latency = &mut self.wire_to_strategy;
+        let board = &self.board;
+        let stamps = &mut self.stamps;
         let drained = self.events.drain(EVENT_BATCH, |event| {
+            let now_ns = clock.now_ns();
             received.increment();
-            latency.record(clock.now_ns().saturating_sub(event.header.recv_ts_ns));
+            latency.record(now_ns.saturating_sub(event.header.recv_ts_ns));
+            match event.body() {
+                Body::Quote(quote) => {
+                    board.publish(event.header.instrument_id, &quote);
+                    // Only quotes the venue sent as such carry a simulator stamp.
+                    if event.header.flags & flags::DERIVED == 0 {
+                        if let Some((matcher, send_latency, unstamped)) = stamps.as_mut() {
+                            match matcher.send_ns(event.header.venue_seq) {
+                                Some(send_ns) => {
+                                    send_latency.record(now_ns.saturating_sub(send_ns))
+                                }
+                                None => unstamped.increment(),
+                            }
+                        }
+                    }
+                }
+                Body::Gap(_) => gaps.increment(),
+                _ => {}
+            }
         });
         self.wire_to_strategy.flush_if_requested();
+        if let Some((_, send_latency, _)) = self.stamps.as_mut() {
+            send_latency.flush_if_requested();
+        }
         drained > 0
     }
 
     fn finish(&mut self) {
         self.wire_to_strategy.flush();
+        if let Some((_, send_latency, _)) = self.stamps.as_mut() {
+            send_latency.flush();
+        }
     }
+}
+
+/// What a caller adds to the config to start an appliance.
+#[derive(Default)]
+pub struct RuntimeOptions {
+    /// By connection id (a venue's index in the config): the feed that decodes it.
+    pub feeds: Vec<Option<Box<dyn Feed>>>,
+    /// Instrument ids the quote board holds (ids at or above are not shown).
+    pub board_instruments: usize,
+    /// The simulator's send stamps, for send-to-strategy latency (the demo and benchmarks).
+    pub stamps: Option<ring::Consumer<Stamp>>,
 }
 
 /// What the control thread can read about a running appliance.
@@ -211,7 +310,15 @@ pub struct Runtime {
     pub heartbeats: Vec<(String, CounterReader)>,
     pub frames_undecoded: CounterReader,
     pub events_received: CounterReader,
+    /// Gap events the strategy received.
+    pub gaps: CounterReader,
     pub wire_to_strategy: LatencyCollector,
+    /// Simulator send to strategy, per quote, when stamps were wired in.
+    pub send_to_strategy: Option<LatencyCollector>,
+    /// Quotes that found no send stamp.
+    pub unstamped: Option<CounterReader>,
+    /// The latest quote per instrument.
+    pub board: Arc<QuoteBoard>,
     /// Refusals of the net-to-decoder frame ring (the decoder fell behind).
     pub frame_ring: RingStats,
     /// Refusals of the decoder-to-strategy event ring (the strategy fell behind).
@@ -221,17 +328,45 @@ pub struct Runtime {
     commands: ring::Producer<NetCommand>,
     statuses: ring::Consumer<NetStatus>,
     net_wakeup: Option<Wakeup>,
+    decoder_wakeup: Option<Wakeup>,
+    snapshot_requests: ring::Consumer<SnapshotRequest>,
+    snapshot_replies: ring::Producer<Box<SnapshotReply>>,
+    malformed: ring::Consumer<MalformedSample>,
+    disconnects: ring::Producer<ConnId>,
 }
 
 impl Runtime {
     /// Wires the rings and starts the hot threads the config plans, last stage first so each
     /// producer knows how to wake its consumer.
-    pub fn start(config: &LoadedConfig, clock: Clock) -> Result<Runtime, RuntimeError> {
+    pub fn start(
+        config: &LoadedConfig,
+        clock: Clock,
+        options: RuntimeOptions,
+    ) -> Result<Runtime, RuntimeError> {
         let appliance = &config.appliance;
         let (frame_tx, frame_rx) = ring::frame_ring(appliance.rings.frame_ring_bytes);
         let (event_tx, event_rx) = ring::ring::<Event>(appliance.rings.event_ring_slots);
         let (undecoded_writer, frames_undecoded) = metrics::counter();
         let (received_writer, events_received) = metrics::counter();
+        let (gaps_writer, gaps) = metrics::counter();
+        let (request_tx, snapshot_requests) = ring::ring::<SnapshotRequest>(1024);
+        let (snapshot_replies, reply_rx) = ring::ring::<Box<SnapshotReply>>(1024);
+        let (malformed_tx, malformed) = ring::ring::<MalformedSample>(64);
+        let (disconnects, disconnect_rx) = ring::ring::<ConnId>(1024);
+        let board = Arc::new(QuoteBoard::new(options.board_instruments));
+        let (stamps, send_to_strategy, unstamped) = match options.stamps {
+            Some(consumer) => {
+                let (recorder, collector) =
+                    metrics::latency("send_to_strategy", HIGHEST_LATENCY_NS, 3)?;
+                let (unstamped_writer, unstamped) = metrics::counter();
+                (
+                    Some((StampMatcher::new(consumer), recorder, unstamped_writer)),
+                    Some(collector),
+                    Some(unstamped),
+                )
+            }
+            None => (None, None, None),
+        };
         let (wire_recorder, wire_to_strategy) =
             metrics::latency("wire_to_strategy", HIGHEST_LATENCY_NS, 3)?;
         let frame_ring = frame_rx.stats();
@@ -273,15 +408,25 @@ impl Runtime {
         });
         let mut decoder = Some(DecoderStage {
             frames: frame_rx,
-            _events: event_tx,
+            events: event_tx,
+            feeds: options.feeds,
+            events_lost: false,
             undecoded: undecoded_writer,
             strategy_wakeup: None,
+            clock,
+            snapshot_requests: request_tx,
+            snapshot_replies: reply_rx,
+            malformed: malformed_tx,
+            disconnects: disconnect_rx,
         });
         let mut strategy = Some(StrategyStage {
             events: event_rx,
             clock,
             received: received_writer,
+            gaps: gaps_writer,
             wire_to_strategy: wire_recorder,
+            board: board.clone(),
+            stamps,
         });
 
         let plans = thread::plan(&appliance.threads, appliance.process.on_privilege_error);
@@ -289,6 +434,7 @@ impl Runtime {
         let mut threads = Vec::new();
         let mut heartbeats = Vec::new();
         let mut net_wakeup = None;
+        let mut decoder_wakeup = None;
         // Start the plan's threads from the last stage backwards.
         for plan in plans.iter().rev() {
             let mut stages: Vec<Box<dyn StagePoll>> = Vec::new();
@@ -367,6 +513,9 @@ impl Runtime {
             if plan.stages.first() == Some(&Stage::Net) {
                 net_wakeup = Some(hot.wakeup.clone());
             }
+            if plan.stages.contains(&Stage::Decoder) {
+                decoder_wakeup = Some(hot.wakeup.clone());
+            }
             tracing::info!(
                 thread = %hot.name,
                 stages = ?plan.stages,
@@ -394,14 +543,65 @@ impl Runtime {
             heartbeats,
             frames_undecoded,
             events_received,
+            gaps,
             wire_to_strategy,
+            send_to_strategy,
+            unstamped,
+            board,
             frame_ring,
             event_ring,
             net_backend,
             commands,
             statuses,
             net_wakeup,
+            decoder_wakeup,
+            snapshot_requests,
+            snapshot_replies,
+            malformed,
+            disconnects,
         })
+    }
+
+    /// Snapshot requests the feeds made since the last call.
+    pub fn take_snapshot_requests(&mut self) -> Vec<SnapshotRequest> {
+        let mut out = Vec::new();
+        while let Some(request) = self.snapshot_requests.try_pop() {
+            out.push(request);
+        }
+        out
+    }
+
+    /// Hands a snapshot (or its failure) to the decoder thread.
+    pub fn deliver_snapshot(&mut self, reply: SnapshotReply) -> Result<(), RuntimeError> {
+        self.snapshot_replies
+            .try_push(Box::new(reply))
+            .map_err(|_| RuntimeError::CommandRingFull)?;
+        self.wake_decoder();
+        Ok(())
+    }
+
+    /// Tells the decoder thread that `conn`'s stream dropped, so its feed emits gaps.
+    pub fn notify_disconnect(&mut self, conn: ConnId) -> Result<(), RuntimeError> {
+        self.disconnects
+            .try_push(conn)
+            .map_err(|_| RuntimeError::CommandRingFull)?;
+        self.wake_decoder();
+        Ok(())
+    }
+
+    /// Malformed messages the feeds kept for logging (at most one per feed per second).
+    pub fn take_malformed(&mut self) -> Vec<MalformedSample> {
+        let mut out = Vec::new();
+        while let Some(sample) = self.malformed.try_pop() {
+            out.push(sample);
+        }
+        out
+    }
+
+    fn wake_decoder(&self) {
+        if let Some(wakeup) = &self.decoder_wakeup {
+            wakeup.wake();
+        }
     }
 
     /// Hands a prepared stream to the network thread (prepare it with `venue::stream_spec` on
@@ -465,6 +665,6 @@ pub enum RuntimeError {
     Histogram(#[from] metrics::HistogramError),
     #[error("thread `{thread}` could not start its stages: {error}")]
     Stage { thread: String, error: String },
-    #[error("the network thread's command ring is full")]
+    #[error("a ring from the control thread to a hot thread is full")]
     CommandRingFull,
 }

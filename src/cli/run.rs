@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
 use tickwire::config::{self, LoadedConfig, LogFormat};
-use tickwire::runtime::{NetStatus, Runtime};
+use tickwire::runtime::{NetStatus, Runtime, RuntimeOptions};
 use tickwire::systemd::{HeartbeatCheck, Notifier};
 use tickwire::thread;
 use tickwire::venue;
@@ -64,7 +64,7 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
             Notifier::disabled()
         }
     };
-    let mut runtime = Runtime::start(loaded, clock)?;
+    let mut runtime = Runtime::start(loaded, clock, RuntimeOptions::default())?;
     tracing::info!("{}", runtime.net_backend);
     // Venue streams: prepared here (DNS and TLS files may block), opened on the network thread.
     let mut venues = VenueTracker::new(loaded);

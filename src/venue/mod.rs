@@ -5,7 +5,9 @@
 //! address (DNS may block: control thread only), build its TLS settings, and compose the
 //! WebSocket request target from the configured symbols and channels.
 
+pub mod feed;
 pub mod rest;
+pub mod snapshot;
 
 use crate::config::{NetConfig, VenueConfig, VenueKind};
 use crate::net::engine::{StreamSpec, WebSocketTarget};

@@ -1,0 +1,157 @@
+//! What the decoder stage needs from a venue: a [`Feed`] turns the venue's messages into events,
+//! and asks the control thread for the REST snapshots its books start from.
+//!
+//! **Invariant:** a feed never does I/O, never blocks and never allocates per message. It takes
+//! bytes and writes events into an [`EventSink`]; a snapshot it needs is a [`SnapshotRequest`]
+//! the decoder stage forwards to the control thread, and the answer comes back as a
+//! [`SnapshotReply`] through a ring.
+
+use crate::event::{Body, Event, EventHeader, EventKind, Gap, GapReason, InstrumentId, VenueId};
+use crate::fixed::Fixed;
+use crate::ring::Producer;
+
+/// The instrument id a gap carries when it concerns every instrument of a venue (events lost in
+/// a full ring, a dropped connection).
+pub const ALL_INSTRUMENTS: InstrumentId = InstrumentId::MAX;
+
+/// Where a feed writes events: the decoder-to-strategy ring, written without publishing (the
+/// stage publishes once per batch). An event the ring cannot take is counted by the ring; the
+/// first event written after such a loss is preceded by a `Gap` (`RingOverflow`) for the whole
+/// venue, so the strategy always learns that it missed something.
+pub struct EventSink<'a> {
+    events: &'a mut Producer<Event>,
+    /// Set while events are being lost; cleared once the gap announcing the loss is written.
+    lost: &'a mut bool,
+    written: usize,
+}
+
+impl<'a> EventSink<'a> {
+    pub fn new(events: &'a mut Producer<Event>, lost: &'a mut bool) -> EventSink<'a> {
+        EventSink {
+            events,
+            lost,
+            written: 0,
+        }
+    }
+
+    /// Writes one event (published with the stage's batch).
+    #[inline]
+    pub fn push(&mut self, event: Event) {
+        if *self.lost {
+            let gap = Event::new(
+                EventHeader {
+                    exchange_ts_ns: 0,
+                    recv_ts_ns: event.header.recv_ts_ns,
+                    venue_seq: 0,
+                    instrument_id: ALL_INSTRUMENTS,
+                    venue_id: event.header.venue_id,
+                    kind: EventKind::Gap,
+                    flags: crate::event::flags::NO_EXCHANGE_TS,
+                },
+                Body::Gap(Gap::new(GapReason::RingOverflow, 0, 0)),
+            );
+            if self.events.try_write(gap).is_err() {
+                return;
+            }
+            *self.lost = false;
+            self.written += 1;
+        }
+        match self.events.try_write(event) {
+            Ok(()) => self.written += 1,
+            Err(_) => *self.lost = true,
+        }
+    }
+
+    /// Events written through this sink.
+    pub fn written(&self) -> usize {
+        self.written
+    }
+}
+
+/// A feed's request for a book snapshot, by instrument (the control thread knows the symbol).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotRequest {
+    pub venue: VenueId,
+    pub instrument: InstrumentId,
+}
+
+/// A REST depth snapshot, parsed on the control thread.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct DepthSnapshot {
+    /// Binance `lastUpdateId`.
+    pub last_update_id: u64,
+    /// Best first.
+    pub bids: Vec<(Fixed, Fixed)>,
+    /// Best first.
+    pub asks: Vec<(Fixed, Fixed)>,
+}
+
+/// The control thread's answer to a [`SnapshotRequest`]. It travels boxed, so the ring slot
+/// stays small; the box is made on the control thread and freed on the decoder thread, once per
+/// snapshot (a rare event, not a per-message cost).
+#[derive(Debug)]
+pub struct SnapshotReply {
+    pub venue: VenueId,
+    pub instrument: InstrumentId,
+    pub result: Result<DepthSnapshot, String>,
+    /// When the reply was received, for the snapshot events' `recv_ts_ns`.
+    pub recv_ts_ns: u64,
+}
+
+/// A message a feed could not decode, kept for a rate-limited log line on the control thread:
+/// what went wrong and the first bytes of the message.
+#[derive(Clone, Copy)]
+pub struct MalformedSample {
+    pub venue: VenueId,
+    /// The decoder's description of the error (a static string and the byte offset).
+    pub error: &'static str,
+    pub offset: usize,
+    pub len: usize,
+    pub head: [u8; MalformedSample::HEAD_BYTES],
+    pub head_len: usize,
+}
+
+impl MalformedSample {
+    pub const HEAD_BYTES: usize = 160;
+
+    pub fn new(venue: VenueId, error: &'static str, offset: usize, message: &[u8]) -> Self {
+        let mut head = [0u8; Self::HEAD_BYTES];
+        let head_len = message.len().min(Self::HEAD_BYTES);
+        head[..head_len].copy_from_slice(&message[..head_len]);
+        MalformedSample {
+            venue,
+            error,
+            offset,
+            len: message.len(),
+            head,
+            head_len,
+        }
+    }
+
+    /// The sample as lossy text, marked when truncated.
+    pub fn text(&self) -> String {
+        let mut text = String::from_utf8_lossy(&self.head[..self.head_len]).into_owned();
+        if self.len > self.head_len {
+            text.push_str(&format!("... ({} bytes)", self.len));
+        }
+        text
+    }
+}
+
+/// One venue's decoding, driven by the decoder stage.
+pub trait Feed: Send {
+    /// One message received on the venue's connection at `recv_ts_ns`.
+    fn on_message(&mut self, recv_ts_ns: u64, payload: &[u8], sink: &mut EventSink<'_>);
+
+    /// A snapshot the feed asked for arrived (or failed).
+    fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>);
+
+    /// Snapshots the feed needs now; called once per decoder round.
+    fn snapshot_requests(&mut self, now_ns: u64, request: &mut dyn FnMut(SnapshotRequest));
+
+    /// The connection dropped: every book is invalid and a gap is due.
+    fn on_disconnect(&mut self, now_ns: u64, sink: &mut EventSink<'_>);
+
+    /// A malformed message to log, if one is waiting (at most one per second is kept).
+    fn take_malformed(&mut self) -> Option<MalformedSample>;
+}

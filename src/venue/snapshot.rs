@@ -1,0 +1,162 @@
+//! REST depth snapshots, fetched off the hot path.
+//!
+//! A [`SnapshotFetcher`] owns one worker thread that performs the blocking HTTPS calls, so that
+//! neither a hot thread nor the control thread's report loop ever waits on a venue's REST API.
+//! The control thread hands it requests and collects replies without blocking.
+
+use super::feed::{DepthSnapshot, SnapshotReply, SnapshotRequest};
+use super::rest::RestClient;
+use crate::clock::Clock;
+use crate::fixed::Fixed;
+use std::sync::mpsc;
+
+/// How to fetch one venue's snapshots.
+#[derive(Clone)]
+pub struct SnapshotTarget {
+    pub client: RestClient,
+    /// Symbols by instrument id, as the REST API spells them.
+    pub symbols: Vec<String>,
+    /// Levels per side (`limit`).
+    pub depth: u32,
+}
+
+/// The worker thread and its channels.
+pub struct SnapshotFetcher {
+    requests: Option<mpsc::Sender<SnapshotRequest>>,
+    replies: mpsc::Receiver<SnapshotReply>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SnapshotFetcher {
+    /// Starts the worker. `targets[venue]` serves requests for that venue id; a venue without a
+    /// target gets an error reply.
+    pub fn start(targets: Vec<Option<SnapshotTarget>>, clock: Clock) -> std::io::Result<Self> {
+        let (request_tx, request_rx) = mpsc::channel::<SnapshotRequest>();
+        let (reply_tx, replies) = mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .name("tw-snapshots".to_owned())
+            .spawn(move || {
+                for request in request_rx {
+                    let result = match targets.get(request.venue as usize).and_then(Option::as_ref)
+                    {
+                        Some(target) => fetch(target, request.instrument as usize),
+                        None => Err("this venue has no REST endpoint for snapshots".to_owned()),
+                    };
+                    let reply = SnapshotReply {
+                        venue: request.venue,
+                        instrument: request.instrument,
+                        result,
+                        recv_ts_ns: clock.now_ns(),
+                    };
+                    if reply_tx.send(reply).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(SnapshotFetcher {
+            requests: Some(request_tx),
+            replies,
+            worker: Some(worker),
+        })
+    }
+
+    pub fn request(&self, request: SnapshotRequest) {
+        if let Some(requests) = &self.requests {
+            // The worker only stops when this fetcher is dropped.
+            let _ = requests.send(request);
+        }
+    }
+
+    /// Replies ready now.
+    pub fn take_replies(&self) -> Vec<SnapshotReply> {
+        self.replies.try_iter().collect()
+    }
+}
+
+impl Drop for SnapshotFetcher {
+    fn drop(&mut self) {
+        // Closing the request channel ends the worker's loop after its current call.
+        self.requests.take();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// One blocking fetch of `GET /fapi/v1/depth?symbol=..&limit=..`.
+pub fn fetch(target: &SnapshotTarget, instrument: usize) -> Result<DepthSnapshot, String> {
+    let symbol = target
+        .symbols
+        .get(instrument)
+        .ok_or_else(|| format!("no symbol for instrument {instrument}"))?;
+    let path = format!("/fapi/v1/depth?symbol={symbol}&limit={}", target.depth);
+    let response = target
+        .client
+        .get(&path)
+        .map_err(|error| error.to_string())?;
+    if response.status != 200 {
+        let body = String::from_utf8_lossy(&response.body);
+        let body: String = body.chars().take(200).collect();
+        return Err(format!("{path}: HTTP {}: {body}", response.status));
+    }
+    parse_depth(&response.body).map_err(|error| format!("{path}: {error}"))
+}
+
+/// Parses a Binance depth snapshot body:
+/// `{"lastUpdateId":..,"E":..,"T":..,"bids":[["px","qty"],..],"asks":[..]}`.
+pub fn parse_depth(body: &[u8]) -> Result<DepthSnapshot, String> {
+    #[derive(serde::Deserialize)]
+    struct Raw<'a> {
+        #[serde(rename = "lastUpdateId")]
+        last_update_id: u64,
+        #[serde(borrow)]
+        bids: Vec<[&'a str; 2]>,
+        #[serde(borrow)]
+        asks: Vec<[&'a str; 2]>,
+    }
+    let raw: Raw = serde_json::from_slice(body).map_err(|error| {
+        format!(
+            "not a depth snapshot ({error}): {}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        )
+    })?;
+    let levels = |side: &[[&str; 2]]| -> Result<Vec<(Fixed, Fixed)>, String> {
+        side.iter()
+            .map(|[price, qty]| {
+                let parse = |text: &str| {
+                    Fixed::parse_str(text).map_err(|error| format!("bad decimal {text:?}: {error}"))
+                };
+                Ok((parse(price)?, parse(qty)?))
+            })
+            .collect()
+    };
+    Ok(DepthSnapshot {
+        last_update_id: raw.last_update_id,
+        bids: levels(&raw.bids)?,
+        asks: levels(&raw.asks)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_binance_snapshot() {
+        let snapshot = parse_depth(
+            br#"{"lastUpdateId":1027024,"E":1589436922972,"T":1589436922959,"bids":[["4.00000000","431.00000000"]],"asks":[["4.00000200","12.00000000"],["4.1","0"]]}"#,
+        )
+        .unwrap();
+        assert_eq!(snapshot.last_update_id, 1027024);
+        assert_eq!(
+            snapshot.bids,
+            vec![(
+                Fixed::parse_str("4").unwrap(),
+                Fixed::parse_str("431").unwrap()
+            )]
+        );
+        assert_eq!(snapshot.asks.len(), 2);
+        assert!(parse_depth(br#"{"code":-1121,"msg":"Invalid symbol."}"#).is_err());
+        assert!(parse_depth(br#"{"lastUpdateId":1,"bids":[["1e3","1"]],"asks":[]}"#).is_err());
+    }
+}
