@@ -11,6 +11,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod control;
 pub mod event;
 pub mod fixed;
 pub mod metrics;

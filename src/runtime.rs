@@ -29,6 +29,7 @@ use crate::net::{BackendChoice, ConnId, SocketOptions, Transport, TransportConfi
 use crate::ring::{self, FrameConsumer, FrameProducer, RingStats};
 use crate::strategy::board::QuoteBoard;
 use crate::strategy::stamps::{Stamp, StampMatcher};
+use crate::strategy::Strategy;
 use crate::thread::{self, HotThread, ThreadError, Wakeup};
 use crate::venue::feed::{EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -243,6 +244,7 @@ struct StrategyStage {
     wire_to_strategy: LatencyRecorder,
     board: Arc<QuoteBoard>,
     stamps: Option<(StampMatcher, LatencyRecorder, CounterWriter)>,
+    user: Option<Box<dyn Strategy>>,
 }
 
 impl StagePoll for StrategyStage {
@@ -253,6 +255,7 @@ impl StagePoll for StrategyStage {
         let latency = &mut self.wire_to_strategy;
         let board = &self.board;
         let stamps = &mut self.stamps;
+        let user = &mut self.user;
         let drained = self.events.drain(EVENT_BATCH, |event| {
             let now_ns = clock.now_ns();
             received.increment();
@@ -275,6 +278,9 @@ impl StagePoll for StrategyStage {
                 Body::Gap(_) => gaps.increment(),
                 _ => {}
             }
+            if let Some(user) = user.as_mut() {
+                user.on_event(&event, now_ns);
+            }
         });
         self.wire_to_strategy.flush_if_requested();
         if let Some((_, send_latency, _)) = self.stamps.as_mut() {
@@ -288,6 +294,9 @@ impl StagePoll for StrategyStage {
         if let Some((_, send_latency, _)) = self.stamps.as_mut() {
             send_latency.flush();
         }
+        if let Some(user) = self.user.as_mut() {
+            user.finish();
+        }
     }
 }
 
@@ -300,6 +309,8 @@ pub struct RuntimeOptions {
     pub board_instruments: usize,
     /// The simulator's send stamps, for send-to-strategy latency (the demo and benchmarks).
     pub stamps: Option<ring::Consumer<Stamp>>,
+    /// User code called for every event on the strategy thread.
+    pub strategy: Option<Box<dyn Strategy>>,
 }
 
 /// What the control thread can read about a running appliance.
@@ -427,6 +438,7 @@ impl Runtime {
             wire_to_strategy: wire_recorder,
             board: board.clone(),
             stamps,
+            user: options.strategy,
         });
 
         let plans = thread::plan(&appliance.threads, appliance.process.on_privilege_error);

@@ -2,9 +2,12 @@
 //! `anyhow` and printing are at home.
 
 mod autobahn;
+mod decode;
+mod demo;
 mod record;
 mod run;
 mod signals;
+mod sim;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -44,6 +47,51 @@ enum Command {
         /// set, overrides both.
         #[arg(long, value_name = "LEVEL")]
         log_level: Option<String>,
+        /// Also print every normalized event as a JSON line on stdout, in the format of
+        /// `tickwire decode` (logs go to stderr), so a venue can be piped.
+        #[arg(long)]
+        print_events: bool,
+    },
+    /// The simulator and the appliance in one process on loopback, with a live view: the first
+    /// thing to run. No network and no files needed.
+    ///
+    /// Shows every second each symbol's best bid and ask, spread and mid, the message rate, the
+    /// latency from the simulator's send to the strategy, and drops, gaps and reconnects; ends
+    /// with a summary after --duration or on Ctrl-C. Exit status 0, or 1 when no message reached
+    /// the appliance.
+    Demo {
+        /// Seconds to run.
+        #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+        duration: f64,
+        /// Synthetic market: number of symbols.
+        #[arg(long, default_value_t = 4)]
+        symbols: usize,
+        /// Synthetic market: messages per second over all symbols.
+        #[arg(long, default_value_t = 2000.0)]
+        rate: f64,
+        /// Replay this capture instead (plain or gzip, `<recv ns> <json>` per line).
+        #[arg(long, value_name = "FILE")]
+        source: Option<PathBuf>,
+        /// Replay pace factor (1 = as recorded).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+    },
+    /// Run the venue simulator: a Binance USDⓈ-M Futures compatible server (WebSocket streams
+    /// and REST depth snapshots over TLS) on loopback, replaying a capture or a synthetic
+    /// market, with fault injection.
+    Sim(sim::SimArgs),
+    /// Decode a capture file with the appliance's decoder and print every normalized event as a
+    /// JSON line on stdout, with a summary on stderr.
+    ///
+    /// FILE is plain or gzip; each line is one raw venue message, optionally prefixed by its
+    /// receive time in ns and a space. Exit status: 0 when the file was read (malformed lines are
+    /// counted and skipped), 1 when it cannot be read.
+    Decode {
+        /// The venue whose messages the file holds: binance-futures.
+        #[arg(long, value_name = "VENUE")]
+        venue: String,
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
     },
     /// Check appliance and venue files, printing every error with file, line, column and key.
     ///
@@ -100,7 +148,36 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { config, log_level } => run::run(&config, log_level.as_deref()),
+        Command::Run {
+            config,
+            log_level,
+            print_events,
+        } => run::run(&config, log_level.as_deref(), print_events),
+        Command::Decode { venue, file } => decode::decode(&venue, &file),
+        Command::Sim(args) => sim::sim(args),
+        Command::Demo {
+            duration,
+            symbols,
+            rate,
+            source,
+            speed,
+        } => {
+            let Ok(duration) = std::time::Duration::try_from_secs_f64(duration) else {
+                eprintln!("--duration must be a non-negative number of seconds");
+                return ExitCode::from(2);
+            };
+            if !(speed > 0.0 && speed.is_finite() && rate > 0.0 && rate.is_finite()) || symbols == 0 {
+                eprintln!("--speed and --rate must be positive numbers, --symbols at least 1");
+                return ExitCode::from(2);
+            }
+            demo::demo(demo::DemoArgs {
+                duration,
+                symbols,
+                rate,
+                source,
+                speed,
+            })
+        }
         Command::Record {
             venue,
             out,

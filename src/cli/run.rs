@@ -6,14 +6,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
 use tickwire::config::{self, LoadedConfig, LogFormat};
-use tickwire::runtime::{NetStatus, Runtime, RuntimeOptions};
+use tickwire::runtime::Runtime;
 use tickwire::systemd::{HeartbeatCheck, Notifier};
 use tickwire::thread;
-use tickwire::venue;
 
+use tickwire::control::{Session, SessionExtras};
 use super::signals::StopSignals;
 
-pub fn run(config_path: &Path, log_level: Option<&str>) -> ExitCode {
+pub fn run(config_path: &Path, log_level: Option<&str>, print_events: bool) -> ExitCode {
     let loaded = match config::load(config_path) {
         Ok(loaded) => loaded,
         Err(errors) => {
@@ -22,7 +22,7 @@ pub fn run(config_path: &Path, log_level: Option<&str>) -> ExitCode {
         }
     };
     init_logging(&loaded, log_level);
-    match serve(&loaded) {
+    match serve(&loaded, print_events) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error:#}");
@@ -46,7 +46,7 @@ fn init_logging(loaded: &LoadedConfig, level_override: Option<&str>) {
     };
 }
 
-fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
+fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
     // Block the stop signals before any thread starts, so every thread inherits the mask and the
     // signals are taken here, synchronously, by `sigtimedwait`.
     let signals = StopSignals::block()?;
@@ -64,33 +64,28 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
             Notifier::disabled()
         }
     };
-    let mut runtime = Runtime::start(loaded, clock, RuntimeOptions::default())?;
-    tracing::info!("{}", runtime.net_backend);
-    // Venue streams: prepared here (DNS and TLS files may block), opened on the network thread.
-    let mut venues = VenueTracker::new(loaded);
-    for (index, venue) in loaded.venues.iter().enumerate() {
-        match venue::stream_spec(&venue.venue, &appliance.net) {
-            Ok(spec) => {
-                tracing::info!(venue = %venue.venue.name, addr = %spec.addr, "connecting");
-                runtime.open_stream(index as u32, spec)?;
-            }
-            Err(error) => tracing::error!("{error}"),
-        }
-    }
+    let mut session = Session::start(
+        loaded,
+        clock,
+        SessionExtras {
+            print_events,
+            ..SessionExtras::default()
+        },
+    )?;
     let report_interval = Duration::from_millis(appliance.metrics.report_interval_ms);
     // systemd wants a ping well within WatchdogSec: wake at half of it.
     let tick = match notifier.watchdog_interval() {
         Some(watchdog) => report_interval.min(watchdog / 2),
         None => report_interval,
     };
-    let threads = runtime.heartbeats.len();
+    let threads = session.runtime.heartbeats.len();
     let mut ready_sent = false;
     if loaded.venues.is_empty() {
         let status = format!("running: {threads} hot threads, no venues configured");
         log_notify_error(notifier.ready(&status));
         ready_sent = true;
     } else {
-        log_notify_error(notifier.status(&venues.status_line(threads)));
+        log_notify_error(notifier.status(&session.venues.status_line(threads)));
     }
     tracing::info!(config = %loaded.path.display(), "running; SIGINT or SIGTERM stops");
     let beats = |runtime: &Runtime| -> Vec<u64> {
@@ -100,7 +95,7 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
             .map(|(_, beats)| beats.get())
             .collect()
     };
-    let mut last_beats = beats(&runtime);
+    let mut last_beats = beats(&session.runtime);
     let mut watchdog = HeartbeatCheck::new(last_beats.clone());
     let mut watchdog_withheld = false;
     let mut last_report = Instant::now();
@@ -108,24 +103,20 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
         if let Some(signal) = signals.wait(tick)? {
             break format!("signal {signal}");
         }
-        if !runtime.all_running() {
+        if !session.runtime.all_running() {
             break "a hot thread ended".to_owned();
         }
-        let statuses = runtime.take_statuses();
-        if !statuses.is_empty() {
-            for status in statuses {
-                venues.apply(status);
-            }
+        if session.tick()? {
             // READY=1 once every configured venue is live (sd_notify ignores a second one).
-            if !ready_sent && venues.all_live() {
-                log_notify_error(notifier.ready(&venues.status_line(threads)));
+            if !ready_sent && session.venues.all_live() {
+                log_notify_error(notifier.ready(&session.venues.status_line(threads)));
                 ready_sent = true;
             } else {
-                log_notify_error(notifier.status(&venues.status_line(threads)));
+                log_notify_error(notifier.status(&session.venues.status_line(threads)));
             }
         }
         if notifier.watchdog_interval().is_some() {
-            match watchdog.advance(beats(&runtime)) {
+            match watchdog.advance(beats(&session.runtime)) {
                 Ok(()) => {
                     log_notify_error(notifier.watchdog_ping());
                     watchdog_withheld = false;
@@ -133,7 +124,7 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
                 Err(stuck) if !watchdog_withheld => {
                     let names: Vec<&str> = stuck
                         .iter()
-                        .map(|&index| runtime.heartbeats[index].0.as_str())
+                        .map(|&index| session.runtime.heartbeats[index].0.as_str())
                         .collect();
                     tracing::error!(
                         threads = %names.join(", "),
@@ -148,9 +139,10 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
             continue;
         }
         last_report = Instant::now();
+        let runtime = &mut session.runtime;
         runtime.wire_to_strategy.collect();
         let latency = runtime.wire_to_strategy.take_interval();
-        let now_beats = beats(&runtime);
+        let now_beats = beats(runtime);
         let loops: Vec<String> = runtime
             .heartbeats
             .iter()
@@ -164,13 +156,31 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
             frames_undecoded = runtime.frames_undecoded.get(),
             frame_ring_overflows = runtime.frame_ring.overflows(),
             event_ring_overflows = runtime.event_ring.overflows(),
+            gaps = runtime.gaps.get(),
             wire_to_strategy = %latency,
             "report"
         );
+        for (venue, counters) in &session.feeds {
+            tracing::info!(
+                venue = %venue,
+                book_tickers = counters.book_tickers.get(),
+                depth_updates = counters.depth_updates.get(),
+                trades = counters.trades.get(),
+                malformed = counters.malformed.get(),
+                unknown = counters.unknown.get(),
+                book_syncs = counters.book_syncs.get(),
+                book_gaps = counters.book_gaps.get(),
+                "venue report"
+            );
+        }
     };
     tracing::info!(reason = %stop_reason, "stopping");
     log_notify_error(notifier.stopping(&format!("stopping: {stop_reason}")));
-    let failed = runtime.shutdown();
+    let print_dropped = session.print_dropped();
+    if print_dropped > 0 {
+        tracing::warn!(lines = print_dropped, "printed events lost: stdout did not keep up");
+    }
+    let failed = session.shutdown();
     if !failed.is_empty() {
         anyhow::bail!("hot threads panicked: {}", failed.join(", "));
     }
@@ -178,70 +188,6 @@ fn serve(loaded: &LoadedConfig) -> anyhow::Result<()> {
         anyhow::bail!("{stop_reason}");
     }
     Ok(())
-}
-
-/// Which venues are live, from the network thread's status reports; logs each transition once.
-struct VenueTracker {
-    names: Vec<String>,
-    live: Vec<bool>,
-}
-
-impl VenueTracker {
-    fn new(loaded: &LoadedConfig) -> VenueTracker {
-        VenueTracker {
-            names: loaded.venues.iter().map(|v| v.venue.name.clone()).collect(),
-            live: vec![false; loaded.venues.len()],
-        }
-    }
-
-    fn name(&self, conn: u32) -> &str {
-        self.names.get(conn as usize).map_or("?", String::as_str)
-    }
-
-    fn apply(&mut self, status: NetStatus) {
-        match status {
-            NetStatus::Open { conn } => {
-                tracing::info!(venue = %self.name(conn), "venue live");
-                if let Some(live) = self.live.get_mut(conn as usize) {
-                    *live = true;
-                }
-            }
-            NetStatus::Closed {
-                conn,
-                close_code,
-                error,
-            } => {
-                match &error {
-                    Some(error) => {
-                        tracing::warn!(venue = %self.name(conn), ?close_code, "venue stream ended: {error}")
-                    }
-                    None => {
-                        tracing::warn!(venue = %self.name(conn), ?close_code, "venue closed the stream")
-                    }
-                }
-                // Reconnecting is the connection lifecycle's job (backoff, resubscribe); until
-                // it exists the venue stays down and the status says so.
-                if let Some(live) = self.live.get_mut(conn as usize) {
-                    *live = false;
-                }
-            }
-            NetStatus::OpenFailed { conn, error } => {
-                tracing::error!(venue = %self.name(conn), "cannot open the venue stream: {error}");
-            }
-        }
-    }
-
-    fn all_live(&self) -> bool {
-        self.live.iter().all(|live| *live)
-    }
-
-    fn status_line(&self, threads: usize) -> String {
-        let live = self.live.iter().filter(|live| **live).count();
-        format!(
-            "running: {threads} hot threads; {live}/{} venues live",
-            self.live.len()
-        )
-    }
 }
 
 fn log_notify_error(result: std::io::Result<()>) {

@@ -8,3 +8,15 @@
 
 pub mod board;
 pub mod stamps;
+
+use crate::event::Event;
+
+/// User code on the strategy thread. The stage calls it for every event, in order, after its own
+/// bookkeeping (latency, quote board); it must not block.
+pub trait Strategy: Send {
+    /// One event, `now_ns` being when the stage took it off the ring.
+    fn on_event(&mut self, event: &Event, now_ns: u64);
+
+    /// The stage is stopping: the last call.
+    fn finish(&mut self) {}
+}

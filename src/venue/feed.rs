@@ -103,8 +103,9 @@ pub struct SnapshotReply {
 #[derive(Clone, Copy)]
 pub struct MalformedSample {
     pub venue: VenueId,
-    /// The decoder's description of the error (a static string and the byte offset).
-    pub error: &'static str,
+    /// The decoder's description of the error, truncated to the buffer.
+    error: [u8; MalformedSample::ERROR_BYTES],
+    error_len: usize,
     pub offset: usize,
     pub len: usize,
     pub head: [u8; MalformedSample::HEAD_BYTES],
@@ -113,19 +114,39 @@ pub struct MalformedSample {
 
 impl MalformedSample {
     pub const HEAD_BYTES: usize = 160;
+    pub const ERROR_BYTES: usize = 96;
 
-    pub fn new(venue: VenueId, error: &'static str, offset: usize, message: &[u8]) -> Self {
+    /// Formats `error` into a fixed buffer: no allocation, so a decoder thread may call it.
+    pub fn new(
+        venue: VenueId,
+        error: &dyn std::fmt::Display,
+        offset: usize,
+        message: &[u8],
+    ) -> Self {
+        let mut error_text = [0u8; Self::ERROR_BYTES];
+        let error_len = {
+            let mut cursor = std::io::Cursor::new(&mut error_text[..]);
+            // A longer description is cut at the buffer's end.
+            let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{error}"));
+            cursor.position() as usize
+        };
         let mut head = [0u8; Self::HEAD_BYTES];
         let head_len = message.len().min(Self::HEAD_BYTES);
         head[..head_len].copy_from_slice(&message[..head_len]);
         MalformedSample {
             venue,
-            error,
+            error: error_text,
+            error_len,
             offset,
             len: message.len(),
             head,
             head_len,
         }
+    }
+
+    /// What the decoder said was wrong.
+    pub fn error(&self) -> String {
+        String::from_utf8_lossy(&self.error[..self.error_len]).into_owned()
     }
 
     /// The sample as lossy text, marked when truncated.

@@ -120,3 +120,77 @@ pub fn stream_spec(venue: &VenueConfig, net: &NetConfig) -> Result<StreamSpec, V
         }),
     })
 }
+
+/// A venue's decoding feed for the decoder stage, and the counters the control thread reads.
+pub struct VenueFeed {
+    pub feed: Box<dyn feed::Feed>,
+    pub counters: binance::feed::FeedCounters,
+    /// The lines `run --print-events` prints, when asked for.
+    pub printed: Option<(crate::ring::FrameConsumer, crate::metrics::CounterReader)>,
+}
+
+/// Builds the feed for venue `venue_id`, whose instruments take ids from `instrument_base` on
+/// (one per symbol, in the file's order). `print_ring_bytes`: also print every event as a JSON
+/// line into a ring of that size.
+pub fn feed_for(
+    venue_id: crate::event::VenueId,
+    venue: &VenueConfig,
+    instrument_base: crate::event::InstrumentId,
+    print_ring_bytes: Option<usize>,
+) -> Result<VenueFeed, VenueError> {
+    match venue.kind {
+        VenueKind::BinanceUsdmFutures => {
+            let books = venue
+                .channels
+                .iter()
+                .any(|channel| crate::config::is_diff_depth_channel(channel));
+            let sync = binance::sync::SyncConfig {
+                snapshot_limit: venue.book_depth,
+                ..binance::sync::SyncConfig::default()
+            };
+            let (mut feed, counters) = binance::feed::BinanceFeed::new(binance::feed::FeedConfig {
+                venue_id,
+                venue_name: venue.name.clone(),
+                symbols: venue.symbols.clone(),
+                instrument_base,
+                books,
+                sync,
+            });
+            let printed = print_ring_bytes.map(|bytes| {
+                let (producer, consumer) = crate::ring::frame_ring(bytes);
+                let dropped = feed.print_to(producer);
+                (consumer, dropped)
+            });
+            Ok(VenueFeed {
+                feed: Box::new(feed),
+                counters,
+                printed,
+            })
+        }
+        other => Err(VenueError::Unsupported {
+            venue: venue.name.clone(),
+            kind: other.as_str(),
+        }),
+    }
+}
+
+/// How the control thread fetches a venue's REST snapshots, when it has a REST endpoint.
+pub fn snapshot_target(
+    venue: &VenueConfig,
+    instrument_base: crate::event::InstrumentId,
+) -> Result<Option<snapshot::SnapshotTarget>, VenueError> {
+    let Some(rest_url) = &venue.rest_url else {
+        return Ok(None);
+    };
+    let client = rest::client_for(rest_url, &venue.tls, std::time::Duration::from_secs(10))
+        .map_err(|reason| VenueError::Tls {
+            venue: venue.name.clone(),
+            reason,
+        })?;
+    Ok(Some(snapshot::SnapshotTarget {
+        client,
+        symbols: venue.symbols.clone(),
+        depth: venue.book_depth,
+        instrument_base,
+    }))
+}

@@ -18,6 +18,8 @@ pub struct SnapshotTarget {
     pub symbols: Vec<String>,
     /// Levels per side (`limit`).
     pub depth: u32,
+    /// The instrument id of `symbols[0]`.
+    pub instrument_base: u32,
 }
 
 /// The worker thread and its channels.
@@ -39,7 +41,10 @@ impl SnapshotFetcher {
                 for request in request_rx {
                     let result = match targets.get(request.venue as usize).and_then(Option::as_ref)
                     {
-                        Some(target) => fetch(target, request.instrument as usize),
+                        Some(target) => fetch(
+                            target,
+                            request.instrument.wrapping_sub(target.instrument_base) as usize,
+                        ),
                         None => Err("this venue has no REST endpoint for snapshots".to_owned()),
                     };
                     let reply = SnapshotReply {

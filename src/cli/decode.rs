@@ -1,0 +1,152 @@
+//! `tickwire decode`: a capture file in, normalized events out as JSON lines, with the same
+//! decoder the appliance runs.
+//!
+//! Input: plain or gzip (told apart by the gzip magic bytes, not the name); one message per line,
+//! raw JSON, optionally prefixed by its receive time in ns and a space (the hftbacktest capture
+//! format of `../shared/data/binance-futures/`). Output: one object per normalized event on
+//! stdout, a summary on stderr.
+
+use flate2::read::MultiGzDecoder;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use tickwire::venue::binance::decode::{self, Message, TradeKind};
+use tickwire::venue::binance::json;
+
+/// The venue label printed on every line.
+const VENUE: &str = "binance-futures";
+
+/// Opens `path`, decompressing when it starts with the gzip magic bytes.
+pub fn open_lines(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
+    let mut file = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let gzip = file.fill_buf()?.starts_with(&[0x1f, 0x8b]);
+    Ok(if gzip {
+        Box::new(BufReader::with_capacity(1 << 20, MultiGzDecoder::new(file)))
+    } else {
+        Box::new(file)
+    })
+}
+
+/// Splits `<ns> <json>` into its parts; a line with no numeric prefix is all message.
+pub fn split_line(line: &[u8]) -> (u64, &[u8]) {
+    if let Some(space) = line.iter().position(|&byte| byte == b' ') {
+        let prefix = &line[..space];
+        if !prefix.is_empty() && prefix.len() <= 20 && prefix.iter().all(u8::is_ascii_digit) {
+            if let Some(ns) = std::str::from_utf8(prefix)
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok())
+            {
+                return (ns, &line[space + 1..]);
+            }
+        }
+    }
+    (0, line)
+}
+
+pub fn decode(venue: &str, path: &Path) -> ExitCode {
+    if venue != VENUE {
+        eprintln!("decode: venue {venue:?} is not supported; valid: {VENUE}");
+        return ExitCode::from(2);
+    }
+    match run(path) {
+        Ok(summary) => {
+            eprintln!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("decode: {}: {error:#}", path.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(path: &Path) -> anyhow::Result<String> {
+    let mut input = open_lines(path)?;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut by_type: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut unknown_types: BTreeMap<String, u64> = BTreeMap::new();
+    let mut skipped = 0u64;
+    let mut malformed = 0u64;
+    let mut events = 0u64;
+    let mut lines = 0u64;
+    let mut raw = Vec::with_capacity(1 << 16);
+    let mut buffer = Vec::with_capacity(1 << 16);
+    loop {
+        raw.clear();
+        if input.read_until(b'\n', &mut raw)? == 0 {
+            break;
+        }
+        lines += 1;
+        let line = raw.strip_suffix(b"\n").unwrap_or(&raw);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let (recv_ts_ns, message) = split_line(line);
+        buffer.clear();
+        match decode::decode(message) {
+            Ok(Message::BookTicker(ticker)) => {
+                *by_type.entry("bookTicker").or_default() += 1;
+                json::write_quote(&mut buffer, VENUE, &ticker, recv_ts_ns);
+                events += 1;
+            }
+            Ok(Message::Trade(trade)) => {
+                let name = match trade.kind {
+                    TradeKind::Trade => "trade",
+                    TradeKind::AggTrade => "aggTrade",
+                };
+                *by_type.entry(name).or_default() += 1;
+                json::write_trade(&mut buffer, VENUE, &trade, recv_ts_ns);
+                events += 1;
+            }
+            Ok(Message::Depth(depth)) => {
+                *by_type.entry("depthUpdate").or_default() += 1;
+                json::write_levels(&mut buffer, VENUE, &depth, recv_ts_ns);
+                events += (depth.bids.len() + depth.asks.len()) as u64;
+            }
+            Ok(Message::MarkPrice(_)) => {
+                // No normalized event carries a mark price yet.
+                *by_type.entry("markPriceUpdate").or_default() += 1;
+                skipped += 1;
+            }
+            Ok(Message::Unknown { event_type, .. }) => {
+                *unknown_types
+                    .entry(String::from_utf8_lossy(event_type).into_owned())
+                    .or_default() += 1;
+                skipped += 1;
+            }
+            Ok(_) => {
+                *by_type.entry("reply").or_default() += 1;
+                skipped += 1;
+            }
+            Err(error) => {
+                malformed += 1;
+                if malformed <= 5 {
+                    eprintln!(
+                        "decode: line {lines}: {error}: {}",
+                        decode::sample(message)
+                    );
+                }
+            }
+        }
+        out.write_all(&buffer)?;
+    }
+    out.flush()?;
+    let types: Vec<String> = by_type
+        .iter()
+        .map(|(name, count)| format!("{name}={count}"))
+        .chain(
+            unknown_types
+                .iter()
+                .map(|(name, count)| format!("unknown:{name}={count}")),
+        )
+        .collect();
+    Ok(format!(
+        "decode: {lines} lines; {} messages ({}); {events} events; {skipped} skipped; {malformed} malformed",
+        by_type.values().sum::<u64>() + unknown_types.values().sum::<u64>(),
+        types.join(", ")
+    ))
+}

@@ -1,0 +1,450 @@
+//! The Binance USDⓈ-M Futures [`Feed`]: decoded messages become normalized events on the decoder
+//! thread, and depth diffs keep one synchronised order book per symbol.
+//!
+//! - bookTicker: one `Quote` (venue_seq = `u`, exchange time = `T`).
+//! - trade and aggTrade: one `Trade` (venue_seq = the trade id; aggressor `Ask` when `m`, the
+//!   buyer being the maker).
+//! - diff depth (`@depth`, `@depth@100ms`, ...): through [`BookSync`], which emits levels, a
+//!   derived `Quote` (flag `DERIVED`) when the top changes, snapshots and gaps.
+//! - partial depth (`@depth5`, ...): its levels as `BookLevel` events, no book (each message
+//!   carries the top levels whole).
+//! - markPrice, replies and unknown event types: counted; no event kind carries them yet.
+//! - a message that does not decode: counted, and one sample per second kept for the log.
+
+use super::decode::{self, DepthUpdate, Message};
+use super::json;
+use super::sync::{BookSync, DiffHeader, SyncConfig};
+use crate::event::{
+    flags, Body, BookLevel, Event, EventHeader, EventKind, InstrumentId, Side, Trade, VenueId,
+};
+use crate::metrics::{self, CounterReader, CounterWriter};
+use crate::ring::FrameProducer;
+use crate::venue::feed::{EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest};
+
+const NS_PER_MS: u64 = 1_000_000;
+/// At most one malformed sample per this many ns is kept for the log.
+const MALFORMED_SAMPLE_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// How a feed is set up.
+#[derive(Clone, Debug)]
+pub struct FeedConfig {
+    /// The venue's id in this process (its index in the appliance's venue list).
+    pub venue_id: VenueId,
+    /// The venue's name, for printed events.
+    pub venue_name: String,
+    /// Symbols as the venue spells them (upper case); a symbol's instrument id is
+    /// `instrument_base` plus its index here.
+    pub symbols: Vec<String>,
+    pub instrument_base: InstrumentId,
+    /// Whether a diff depth stream is subscribed, so the feed keeps books.
+    pub books: bool,
+    pub sync: SyncConfig,
+}
+
+/// What the control thread reads about a feed.
+pub struct FeedCounters {
+    pub book_tickers: CounterReader,
+    pub depth_updates: CounterReader,
+    pub trades: CounterReader,
+    pub mark_prices: CounterReader,
+    pub replies: CounterReader,
+    /// Error replies from the venue (a refused SUBSCRIBE, ...).
+    pub error_replies: CounterReader,
+    /// Market events of a type we do not know.
+    pub unknown: CounterReader,
+    /// Messages for a symbol the venue file does not list.
+    pub unknown_symbol: CounterReader,
+    pub malformed: CounterReader,
+    /// Book sync: `pu` breaks (each emitted as a gap).
+    pub book_gaps: CounterReader,
+    pub book_resyncs: CounterReader,
+    pub book_syncs: CounterReader,
+}
+
+struct Writers {
+    book_tickers: CounterWriter,
+    depth_updates: CounterWriter,
+    trades: CounterWriter,
+    mark_prices: CounterWriter,
+    replies: CounterWriter,
+    error_replies: CounterWriter,
+    unknown: CounterWriter,
+    unknown_symbol: CounterWriter,
+    malformed: CounterWriter,
+    book_gaps: CounterWriter,
+    book_resyncs: CounterWriter,
+    book_syncs: CounterWriter,
+}
+
+/// Symbol to index: a linear scan, which for the handful of symbols one connection carries beats
+/// hashing (it compares lengths first, and symbols differ early).
+struct Symbols {
+    names: Vec<Box<[u8]>>,
+}
+
+impl Symbols {
+    #[inline]
+    fn find(&self, symbol: &[u8]) -> Option<usize> {
+        self.names.iter().position(|name| **name == *symbol)
+    }
+}
+
+pub struct BinanceFeed {
+    config: FeedConfig,
+    symbols: Symbols,
+    books: Vec<Option<BookSync>>,
+    writers: Writers,
+    malformed_sample: Option<MalformedSample>,
+    last_sample_ns: u64,
+    /// `run --print-events`: JSON lines to the control thread, which writes them to stdout.
+    printer: Option<Printer>,
+}
+
+/// The print path: lines built in a reused buffer and copied into a byte ring.
+struct Printer {
+    ring: FrameProducer,
+    line: Vec<u8>,
+    /// Lines the control thread could not take in time (the ring was full).
+    dropped: CounterWriter,
+}
+
+impl BinanceFeed {
+    pub fn new(config: FeedConfig) -> (BinanceFeed, FeedCounters) {
+        let mut counter = || metrics::counter();
+        let (book_tickers, book_tickers_r) = counter();
+        let (depth_updates, depth_updates_r) = counter();
+        let (trades, trades_r) = counter();
+        let (mark_prices, mark_prices_r) = counter();
+        let (replies, replies_r) = counter();
+        let (error_replies, error_replies_r) = counter();
+        let (unknown, unknown_r) = counter();
+        let (unknown_symbol, unknown_symbol_r) = counter();
+        let (malformed, malformed_r) = counter();
+        let (book_gaps, book_gaps_r) = counter();
+        let (book_resyncs, book_resyncs_r) = counter();
+        let (book_syncs, book_syncs_r) = counter();
+        let books = config
+            .symbols
+            .iter()
+            .enumerate()
+            .map(|(index, _)| {
+                config.books.then(|| {
+                    BookSync::new(
+                        config.instrument_base + index as InstrumentId,
+                        config.venue_id,
+                        config.sync,
+                    )
+                })
+            })
+            .collect();
+        let symbols = Symbols {
+            names: config
+                .symbols
+                .iter()
+                .map(|symbol| symbol.as_bytes().into())
+                .collect(),
+        };
+        let feed = BinanceFeed {
+            config,
+            symbols,
+            books,
+            writers: Writers {
+                book_tickers,
+                depth_updates,
+                trades,
+                mark_prices,
+                replies,
+                error_replies,
+                unknown,
+                unknown_symbol,
+                malformed,
+                book_gaps,
+                book_resyncs,
+                book_syncs,
+            },
+            malformed_sample: None,
+            last_sample_ns: 0,
+            printer: None,
+        };
+        let counters = FeedCounters {
+            book_tickers: book_tickers_r,
+            depth_updates: depth_updates_r,
+            trades: trades_r,
+            mark_prices: mark_prices_r,
+            replies: replies_r,
+            error_replies: error_replies_r,
+            unknown: unknown_r,
+            unknown_symbol: unknown_symbol_r,
+            malformed: malformed_r,
+            book_gaps: book_gaps_r,
+            book_resyncs: book_resyncs_r,
+            book_syncs: book_syncs_r,
+        };
+        (feed, counters)
+    }
+
+    /// Prints every normalized event as a JSON line into `ring` (see `run --print-events`);
+    /// returns the counter of lines lost to a full ring.
+    pub fn print_to(&mut self, ring: FrameProducer) -> CounterReader {
+        let (dropped, reader) = metrics::counter();
+        self.printer = Some(Printer {
+            ring,
+            line: Vec::with_capacity(64 << 10),
+            dropped,
+        });
+        reader
+    }
+
+    fn header(
+        &self,
+        instrument: usize,
+        kind: EventKind,
+        exch_ms: u64,
+        recv_ts_ns: u64,
+        seq: u64,
+    ) -> EventHeader {
+        EventHeader {
+            exchange_ts_ns: exch_ms.saturating_mul(NS_PER_MS),
+            recv_ts_ns,
+            venue_seq: seq,
+            instrument_id: self.config.instrument_base + instrument as InstrumentId,
+            venue_id: self.config.venue_id,
+            kind,
+            flags: flags::LAST | if exch_ms == 0 { flags::NO_EXCHANGE_TS } else { 0 },
+        }
+    }
+
+    fn depth(
+        &mut self,
+        instrument: usize,
+        depth: &DepthUpdate<'_>,
+        recv_ts_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) {
+        let partial = depth.stream.is_some_and(is_partial_depth_stream);
+        if let (false, Some(Some(book))) = (partial, self.books.get_mut(instrument)) {
+            let before = book.stats();
+            let header = DiffHeader {
+                first_update_id: depth.first_update_id,
+                final_update_id: depth.final_update_id,
+                prev_final_update_id: depth.prev_final_update_id,
+                exch_ts_ns: depth.transaction_time_ms.saturating_mul(NS_PER_MS),
+                recv_ts_ns,
+            };
+            book.on_diff(header, depth.bids.iter(), depth.asks.iter(), &mut |event| {
+                sink.push(event)
+            });
+            let after = book.stats();
+            self.count_book(before, after);
+            return;
+        }
+        // No book for it: the levels as they came.
+        let total = depth.bids.len() + depth.asks.len();
+        let mut index = 0;
+        let sides = [(Side::Bid, depth.bids), (Side::Ask, depth.asks)];
+        for (side, levels) in sides {
+            for (price, qty) in levels {
+                index += 1;
+                let mut header = self.header(
+                    instrument,
+                    EventKind::BookLevel,
+                    depth.transaction_time_ms,
+                    recv_ts_ns,
+                    depth.final_update_id,
+                );
+                if index != total {
+                    header.flags &= !flags::LAST;
+                }
+                sink.push(Event::new(
+                    header,
+                    Body::BookLevel(BookLevel::new(side, price, qty)),
+                ));
+            }
+        }
+    }
+
+    fn count_book(&mut self, before: super::sync::SyncStats, after: super::sync::SyncStats) {
+        for _ in before.gaps..after.gaps {
+            self.writers.book_gaps.increment();
+        }
+        for _ in before.resyncs..after.resyncs {
+            self.writers.book_resyncs.increment();
+        }
+        for _ in before.syncs..after.syncs {
+            self.writers.book_syncs.increment();
+        }
+    }
+
+    fn malformed(&mut self, venue_error: decode::DecodeError, payload: &[u8], recv_ts_ns: u64) {
+        self.writers.malformed.increment();
+        if self.malformed_sample.is_none()
+            && recv_ts_ns.saturating_sub(self.last_sample_ns) >= MALFORMED_SAMPLE_INTERVAL_NS
+        {
+            self.last_sample_ns = recv_ts_ns;
+            self.malformed_sample = Some(MalformedSample::new(
+                self.config.venue_id,
+                &venue_error.kind,
+                venue_error.offset,
+                payload,
+            ));
+        }
+    }
+
+    fn print(&mut self, message: &Message<'_>, recv_ts_ns: u64) {
+        let Some(printer) = self.printer.as_mut() else {
+            return;
+        };
+        printer.line.clear();
+        let venue = self.config.venue_name.as_str();
+        match message {
+            Message::BookTicker(ticker) => {
+                json::write_quote(&mut printer.line, venue, ticker, recv_ts_ns)
+            }
+            Message::Trade(trade) => json::write_trade(&mut printer.line, venue, trade, recv_ts_ns),
+            Message::Depth(depth) => json::write_levels(&mut printer.line, venue, depth, recv_ts_ns),
+            _ => return,
+        }
+        if printer.line.is_empty() {
+            return;
+        }
+        if printer.ring.try_push(0, &printer.line).is_err() {
+            printer.dropped.increment();
+        }
+    }
+}
+
+/// `btcusdt@depth5`, `btcusdt@depth20@100ms`: a partial book stream (a digit after `@depth`).
+fn is_partial_depth_stream(stream: &[u8]) -> bool {
+    stream
+        .windows(6)
+        .position(|window| window == b"@depth")
+        .and_then(|at| stream.get(at + 6))
+        .is_some_and(u8::is_ascii_digit)
+}
+
+impl Feed for BinanceFeed {
+    fn on_message(&mut self, recv_ts_ns: u64, payload: &[u8], sink: &mut EventSink<'_>) {
+        let message = match decode::decode(payload) {
+            Ok(message) => message,
+            Err(error) => {
+                self.malformed(error, payload, recv_ts_ns);
+                return;
+            }
+        };
+        let symbol = match &message {
+            Message::BookTicker(m) => Some(m.symbol),
+            Message::Depth(m) => Some(m.symbol),
+            Message::Trade(m) => Some(m.symbol),
+            Message::MarkPrice(m) => Some(m.symbol),
+            _ => None,
+        };
+        let instrument = match symbol.map(|symbol| self.symbols.find(symbol)) {
+            Some(Some(instrument)) => Some(instrument),
+            Some(None) => {
+                self.writers.unknown_symbol.increment();
+                return;
+            }
+            None => None,
+        };
+        if self.printer.is_some() {
+            self.print(&message, recv_ts_ns);
+        }
+        match (message, instrument) {
+            (Message::BookTicker(ticker), Some(instrument)) => {
+                self.writers.book_tickers.increment();
+                let header = self.header(
+                    instrument,
+                    EventKind::Quote,
+                    ticker.transaction_time_ms,
+                    recv_ts_ns,
+                    ticker.update_id,
+                );
+                sink.push(Event::new(
+                    header,
+                    Body::Quote(crate::event::Quote {
+                        bid_px: ticker.bid_px,
+                        bid_sz: ticker.bid_qty,
+                        ask_px: ticker.ask_px,
+                        ask_sz: ticker.ask_qty,
+                    }),
+                ));
+            }
+            (Message::Trade(trade), Some(instrument)) => {
+                self.writers.trades.increment();
+                let header = self.header(
+                    instrument,
+                    EventKind::Trade,
+                    trade.trade_time_ms,
+                    recv_ts_ns,
+                    trade.trade_id,
+                );
+                let aggressor = if trade.buyer_is_maker {
+                    Side::Ask
+                } else {
+                    Side::Bid
+                };
+                sink.push(Event::new(
+                    header,
+                    Body::Trade(Trade::new(trade.price, trade.qty, trade.trade_id, aggressor)),
+                ));
+            }
+            (Message::Depth(depth), Some(instrument)) => {
+                self.writers.depth_updates.increment();
+                self.depth(instrument, &depth, recv_ts_ns, sink);
+            }
+            (Message::MarkPrice(_), _) => self.writers.mark_prices.increment(),
+            (Message::ErrorReply { .. }, _) => self.writers.error_replies.increment(),
+            (Message::Unknown { .. }, _) => self.writers.unknown.increment(),
+            (Message::Ack { .. } | Message::Subscriptions { .. } | Message::Reply { .. }, _) => {
+                self.writers.replies.increment()
+            }
+            // A REST snapshot body on the stream, or a market message without an instrument
+            // (impossible: every market message has a symbol): not ours to act on.
+            _ => self.writers.unknown.increment(),
+        }
+    }
+
+    fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>) {
+        let index = reply
+            .instrument
+            .wrapping_sub(self.config.instrument_base) as usize;
+        let Some(Some(book)) = self.books.get_mut(index) else {
+            return;
+        };
+        let before = book.stats();
+        match reply.result {
+            Ok(snapshot) => book.on_snapshot(
+                snapshot.last_update_id,
+                snapshot.bids.iter().copied(),
+                snapshot.asks.iter().copied(),
+                reply.recv_ts_ns,
+                &mut |event| sink.push(event),
+            ),
+            Err(_) => book.on_snapshot_failed(now_ns),
+        }
+        let after = book.stats();
+        self.count_book(before, after);
+    }
+
+    fn snapshot_requests(&mut self, now_ns: u64, request: &mut dyn FnMut(SnapshotRequest)) {
+        let venue = self.config.venue_id;
+        for book in self.books.iter_mut().flatten() {
+            if let Some(wanted) = book.snapshot_request(now_ns) {
+                request(SnapshotRequest {
+                    venue,
+                    instrument: wanted.instrument_id,
+                });
+            }
+        }
+    }
+
+    fn on_disconnect(&mut self, now_ns: u64, sink: &mut EventSink<'_>) {
+        for book in self.books.iter_mut().flatten() {
+            book.on_disconnect(now_ns, &mut |event| sink.push(event));
+        }
+    }
+
+    fn take_malformed(&mut self) -> Option<MalformedSample> {
+        self.malformed_sample.take()
+    }
+}
