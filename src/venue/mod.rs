@@ -5,6 +5,7 @@
 //! address (DNS may block: control thread only), build its TLS settings, and compose the
 //! WebSocket request target from the configured symbols and channels.
 
+pub mod binance;
 pub mod feed;
 pub mod rest;
 pub mod snapshot;
