@@ -5,6 +5,8 @@
 //! address (DNS may block: control thread only), build its TLS settings, and compose the
 //! WebSocket request target from the configured symbols and channels.
 
+pub mod binance;
+
 use crate::config::{NetConfig, VenueConfig, VenueKind};
 use crate::net::engine::{StreamSpec, WebSocketTarget};
 use crate::tls::{server_name, TlsSettings};
