@@ -1,14 +1,21 @@
-//! Binance USD-M Futures: what the venue's WebSocket market streams send, turned into typed,
-//! borrowed values without allocating.
+//! Binance USD-M Futures: what the venue's WebSocket market streams send, turned into
+//! normalized events.
 //!
-//! `decode` takes one complete WebSocket text message (the `ws` layer has already unframed it
-//! and checked its UTF-8) and returns a [`decode::Message`] whose strings and level arrays point
-//! into the caller's buffer. It never does I/O and never allocates, so the decoder thread can run
-//! it on bytes still sitting in the SPSC byte ring. Message formats follow the Binance USD-M
-//! "Websocket Market Streams" documentation; the real capture in
-//! `../shared/data/binance-futures/` is the ground truth the tests check against.
+//! - `decode` takes one complete WebSocket text message (the `ws` layer has already unframed it
+//!   and checked its UTF-8) and returns a [`decode::Message`] whose strings and level arrays
+//!   point into the caller's buffer. Message formats follow the Binance USD-M "Websocket Market
+//!   Streams" documentation; the real capture in `../shared/data/binance-futures/` is the ground
+//!   truth the tests check against.
+//! - `sync` is the venue's order book synchronisation ("How to manage a local order book
+//!   correctly"): diffs, the REST snapshot, the `pu` chain, gaps and resyncs.
+//! - `feed` puts both together on the decoder thread as a [`crate::venue::feed::Feed`].
+//! - `json` writes normalized events as the JSON lines `tickwire decode` prints.
 //!
-//! **Invariant:** nothing the venue sends can make this module panic or allocate; a message it
-//! cannot read is a [`decode::DecodeError`], which the caller counts and skips.
+//! **Invariant:** `decode`, `sync` and `feed` never do I/O and never allocate per message;
+//! nothing the venue sends can make them panic. A message that cannot be read is a
+//! [`decode::DecodeError`], which the feed counts and skips.
 
 pub mod decode;
+pub mod feed;
+pub mod json;
+pub mod sync;

@@ -1,0 +1,323 @@
+//! Order book benchmarks: which structure keeps a Binance book fastest.
+//!
+//! Every level change of the `btcusdt@depth@0ms` stream in
+//! `../shared/data/binance-futures/btcusdt_20240808.gz` (6,551 diffs, 443,521 level changes) is
+//! replayed, from an empty book, into three candidates:
+//!
+//! - `order_book`: `tickwire::book::OrderBook`, a sorted `Vec` per side with the best level last,
+//!   found by a linear scan of the top levels and a binary search below them;
+//! - `vec_binary`: the same layout found by binary search alone;
+//! - `btree_map`: a `BTreeMap<price, qty>` per side.
+//!
+//! - `book_levels/*`: `set` for every level change; the throughput is level changes, so
+//!   Criterion's time per element is the ns per level update.
+//! - `book_diffs/*`: the same, plus the top of book read after every diff, as `BookSync` does to
+//!   decide whether to emit a `Quote` (the `BTreeMap` pays a descent for its best ask).
+//!
+//! Before timing, each candidate replays the stream once and must end in the same book as the
+//! others, level by level, and see the same sequence of tops. Without the capture the bench
+//! prints why and times nothing. Run with `cargo bench --bench book`.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use tickwire::book::{BookSide, OrderBook};
+use tickwire::event::Quote;
+use tickwire::fixed::Fixed;
+
+/// Levels reserved per side: more than the capture's books ever hold.
+const LEVELS_PER_SIDE: usize = 4_096;
+
+/// One level change of the capture.
+#[derive(Clone, Copy)]
+struct Change {
+    side: BookSide,
+    price: Fixed,
+    qty: Fixed,
+}
+
+/// The capture's diffs as level changes, with the index where each diff ends.
+struct Replay {
+    changes: Vec<Change>,
+    diff_ends: Vec<usize>,
+}
+
+fn load_replay() -> Option<Replay> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/binance-futures/btcusdt_20240808.gz");
+    let Ok(file) = std::fs::File::open(&path) else {
+        println!(
+            "book bench SKIPPED: {} is not here; it replays that capture",
+            path.display()
+        );
+        return None;
+    };
+    let mut replay = Replay {
+        changes: Vec::new(),
+        diff_ends: Vec::new(),
+    };
+    for line in BufReader::new(flate2::read::GzDecoder::new(file)).lines() {
+        let line = line.expect("read the capture");
+        let Some((_, json)) = line.split_once(' ') else {
+            continue;
+        };
+        if !json.contains("@depth") {
+            continue;
+        }
+        let message: serde_json::Value = serde_json::from_str(json).expect("capture JSON");
+        let data = &message["data"];
+        for (key, side) in [("b", BookSide::Bid), ("a", BookSide::Ask)] {
+            for level in data[key].as_array().expect("level array") {
+                let parse = |index: usize| {
+                    Fixed::parse_str(level[index].as_str().expect("decimal string"))
+                        .expect("decimal")
+                };
+                replay.changes.push(Change {
+                    side,
+                    price: parse(0),
+                    qty: parse(1),
+                });
+            }
+        }
+        replay.diff_ends.push(replay.changes.len());
+    }
+    println!(
+        "book bench: {} diffs, {} level changes from {}",
+        replay.diff_ends.len(),
+        replay.changes.len(),
+        path.display()
+    );
+    Some(replay)
+}
+
+/// What the benchmark needs of a candidate.
+trait Book {
+    fn set(&mut self, side: BookSide, price: Fixed, qty: Fixed);
+    fn top(&self) -> Quote;
+    fn clear(&mut self);
+    /// Every level of a side, best first.
+    fn levels(&self, side: BookSide) -> Vec<(Fixed, Fixed)>;
+}
+
+impl Book for OrderBook {
+    #[inline]
+    fn set(&mut self, side: BookSide, price: Fixed, qty: Fixed) {
+        OrderBook::set(self, side, price, qty);
+    }
+    #[inline]
+    fn top(&self) -> Quote {
+        OrderBook::top(self)
+    }
+    fn clear(&mut self) {
+        OrderBook::clear(self);
+    }
+    fn levels(&self, side: BookSide) -> Vec<(Fixed, Fixed)> {
+        OrderBook::levels(self, side).collect()
+    }
+}
+
+/// The losing alternative: the same sorted `Vec` per side, best level last, found by a plain
+/// binary search. Bids are kept ascending by price and asks descending.
+struct VecBinaryBook {
+    bids: Vec<(Fixed, Fixed)>,
+    asks: Vec<(Fixed, Fixed)>,
+}
+
+impl VecBinaryBook {
+    fn with_capacity(levels_per_side: usize) -> VecBinaryBook {
+        VecBinaryBook {
+            bids: Vec::with_capacity(levels_per_side),
+            asks: Vec::with_capacity(levels_per_side),
+        }
+    }
+}
+
+impl Book for VecBinaryBook {
+    #[inline]
+    fn set(&mut self, side: BookSide, price: Fixed, qty: Fixed) {
+        let (found, levels) = match side {
+            BookSide::Bid => (
+                self.bids.binary_search_by(|level| level.0.cmp(&price)),
+                &mut self.bids,
+            ),
+            BookSide::Ask => (
+                self.asks.binary_search_by(|level| price.cmp(&level.0)),
+                &mut self.asks,
+            ),
+        };
+        match (found, qty.0 > 0) {
+            (Ok(index), true) => levels[index].1 = qty,
+            (Ok(index), false) => {
+                levels.remove(index);
+            }
+            (Err(index), true) => levels.insert(index, (price, qty)),
+            (Err(_), false) => {}
+        }
+    }
+    #[inline]
+    fn top(&self) -> Quote {
+        let (bid_px, bid_sz) = self.bids.last().copied().unwrap_or_default();
+        let (ask_px, ask_sz) = self.asks.last().copied().unwrap_or_default();
+        Quote {
+            bid_px,
+            bid_sz,
+            ask_px,
+            ask_sz,
+        }
+    }
+    fn clear(&mut self) {
+        self.bids.clear();
+        self.asks.clear();
+    }
+    fn levels(&self, side: BookSide) -> Vec<(Fixed, Fixed)> {
+        match side {
+            BookSide::Bid => self.bids.iter().rev().copied().collect(),
+            BookSide::Ask => self.asks.iter().rev().copied().collect(),
+        }
+    }
+}
+
+/// The other losing alternative: a `BTreeMap` per side (best bid last, best ask first).
+#[derive(Default)]
+struct BTreeBook {
+    bids: BTreeMap<Fixed, Fixed>,
+    asks: BTreeMap<Fixed, Fixed>,
+}
+
+impl Book for BTreeBook {
+    #[inline]
+    fn set(&mut self, side: BookSide, price: Fixed, qty: Fixed) {
+        let levels = match side {
+            BookSide::Bid => &mut self.bids,
+            BookSide::Ask => &mut self.asks,
+        };
+        if qty.0 > 0 {
+            levels.insert(price, qty);
+        } else {
+            levels.remove(&price);
+        }
+    }
+    #[inline]
+    fn top(&self) -> Quote {
+        let (bid_px, bid_sz) = self
+            .bids
+            .last_key_value()
+            .map(|(&px, &qty)| (px, qty))
+            .unwrap_or_default();
+        let (ask_px, ask_sz) = self
+            .asks
+            .first_key_value()
+            .map(|(&px, &qty)| (px, qty))
+            .unwrap_or_default();
+        Quote {
+            bid_px,
+            bid_sz,
+            ask_px,
+            ask_sz,
+        }
+    }
+    fn clear(&mut self) {
+        self.bids.clear();
+        self.asks.clear();
+    }
+    fn levels(&self, side: BookSide) -> Vec<(Fixed, Fixed)> {
+        match side {
+            BookSide::Bid => self.bids.iter().rev().map(|(&p, &q)| (p, q)).collect(),
+            BookSide::Ask => self.asks.iter().map(|(&p, &q)| (p, q)).collect(),
+        }
+    }
+}
+
+/// Replays every change into `book`.
+#[inline]
+fn replay_levels(book: &mut impl Book, changes: &[Change]) {
+    book.clear();
+    for change in changes {
+        book.set(change.side, change.price, change.qty);
+    }
+}
+
+/// Replays diff by diff, reading the top after each; returns a checksum of the tops.
+#[inline]
+fn replay_diffs(book: &mut impl Book, replay: &Replay) -> i64 {
+    book.clear();
+    let mut start = 0;
+    let mut checksum = 0i64;
+    for &end in &replay.diff_ends {
+        for change in &replay.changes[start..end] {
+            book.set(change.side, change.price, change.qty);
+        }
+        start = end;
+        let top = book.top();
+        checksum = checksum
+            .wrapping_mul(31)
+            .wrapping_add(top.bid_px.0 ^ top.ask_px.0 ^ top.bid_sz.0 ^ top.ask_sz.0);
+    }
+    checksum
+}
+
+/// Every candidate must end in the same book and see the same tops before any is timed.
+fn check_candidates_agree(replay: &Replay) {
+    let mut reference = BTreeBook::default();
+    let reference_checksum = replay_diffs(&mut reference, replay);
+    let mut order_book = OrderBook::with_capacity(LEVELS_PER_SIDE);
+    let mut vec_binary = VecBinaryBook::with_capacity(LEVELS_PER_SIDE);
+    assert_eq!(replay_diffs(&mut order_book, replay), reference_checksum);
+    assert_eq!(replay_diffs(&mut vec_binary, replay), reference_checksum);
+    for side in [BookSide::Bid, BookSide::Ask] {
+        let expected = reference.levels(side);
+        assert_eq!(Book::levels(&order_book, side), expected);
+        assert_eq!(vec_binary.levels(side), expected);
+    }
+    println!(
+        "book bench: all candidates agree; final book {} bids, {} asks",
+        reference.bids.len(),
+        reference.asks.len()
+    );
+}
+
+fn bench_books(c: &mut Criterion) {
+    let Some(replay) = load_replay() else {
+        return;
+    };
+    check_candidates_agree(&replay);
+    let elements = replay.changes.len() as u64;
+
+    let mut group = c.benchmark_group("book_levels");
+    group.throughput(Throughput::Elements(elements));
+    let mut order_book = OrderBook::with_capacity(LEVELS_PER_SIDE);
+    group.bench_function("order_book", |b| {
+        b.iter(|| replay_levels(black_box(&mut order_book), &replay.changes))
+    });
+    let mut vec_binary = VecBinaryBook::with_capacity(LEVELS_PER_SIDE);
+    group.bench_function("vec_binary", |b| {
+        b.iter(|| replay_levels(black_box(&mut vec_binary), &replay.changes))
+    });
+    let mut btree = BTreeBook::default();
+    group.bench_function("btree_map", |b| {
+        b.iter(|| replay_levels(black_box(&mut btree), &replay.changes))
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("book_diffs");
+    group.throughput(Throughput::Elements(elements));
+    group.bench_function("order_book", |b| {
+        b.iter(|| replay_diffs(black_box(&mut order_book), &replay))
+    });
+    group.bench_function("vec_binary", |b| {
+        b.iter(|| replay_diffs(black_box(&mut vec_binary), &replay))
+    });
+    group.bench_function("btree_map", |b| {
+        b.iter(|| replay_diffs(black_box(&mut btree), &replay))
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30);
+    targets = bench_books
+}
+criterion_main!(benches);
