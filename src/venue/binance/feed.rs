@@ -110,7 +110,7 @@ struct Printer {
 
 impl BinanceFeed {
     pub fn new(config: FeedConfig) -> (BinanceFeed, FeedCounters) {
-        let mut counter = || metrics::counter();
+        let counter = metrics::counter;
         let (book_tickers, book_tickers_r) = counter();
         let (depth_updates, depth_updates_r) = counter();
         let (trades, trades_r) = counter();

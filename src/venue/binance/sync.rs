@@ -706,4 +706,25 @@ impl BookSync {
             }
         }
     }
+
+    /// The stream's connection dropped: the diffs it would have carried are lost. Emits a `Gap`
+    /// (`Reconnect`) when this stream had delivered anything, invalidates the book and starts
+    /// over: the next connection's diffs are buffered until a snapshot overlaps them.
+    pub fn on_disconnect<F: FnMut(Event)>(&mut self, now_ns: u64, out: &mut F) {
+        let Some(last) = self.last_final_update_id.take() else {
+            return;
+        };
+        self.stats.gaps += 1;
+        if matches!(self.state, State::Live) {
+            self.stats.resyncs += 1;
+        }
+        let header = self.stamp.header(last, 0, now_ns, flags::LAST);
+        out(Event::new(
+            header,
+            Body::Gap(Gap::new(GapReason::Reconnect, last, 0)),
+        ));
+        self.book.clear();
+        self.buffer.clear();
+        self.state = State::Buffering;
+    }
 }

@@ -1,0 +1,131 @@
+//! `tickwire decode` as a user runs it: a file in, JSON lines out, a summary on stderr.
+
+mod common;
+
+use std::io::Write;
+use std::process::Command;
+
+fn tickwire() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tickwire"))
+}
+
+fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
+    stdout
+        .split(|&byte| byte == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice(line).expect("every output line is JSON"))
+        .collect()
+}
+
+#[test]
+fn prints_every_field_of_each_event_type_and_counts_bad_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.txt");
+    let mut file = std::fs::File::create(&path).unwrap();
+    // A prefixed bookTicker, an unprefixed raw trade, a depth update with two bids and one ask,
+    // an aggTrade, a malformed line, an unknown event type and a subscription ack.
+    writeln!(file, r#"1723161255030314667 {{"stream":"btcusdt@bookTicker","data":{{"e":"bookTicker","u":5123107831937,"s":"BTCUSDT","b":"61800.20","B":"2.909","a":"61800.30","A":"3.330","T":1723161256297,"E":1723161256299}}}}"#).unwrap();
+    writeln!(file, r#"{{"e":"trade","E":1723161256322,"T":1723161256321,"s":"BTCUSDT","t":5266583935,"p":"61800.30","q":"0.006","X":"MARKET","m":true}}"#).unwrap();
+    writeln!(file, r#"7 {{"stream":"btcusdt@depth@0ms","data":{{"e":"depthUpdate","E":1723161256299,"T":1723161256298,"s":"BTCUSDT","U":10,"u":12,"pu":9,"b":[["61800.20","0.000"],["61790.10","1.5"]],"a":[["61800.30","3.1"]]}}}}"#).unwrap();
+    writeln!(file, r#"{{"e":"aggTrade","E":1,"s":"BTCUSDT","a":77,"p":"1.5","q":"2","f":100,"l":105,"T":2,"m":false}}"#).unwrap();
+    writeln!(file, r#"{{"e":"bookTicker","u":1,"#).unwrap();
+    writeln!(file, r#"{{"e":"somethingNew","E":1,"s":"BTCUSDT"}}"#).unwrap();
+    writeln!(file, r#"{{"result":null,"id":1}}"#).unwrap();
+    drop(file);
+
+    let output = tickwire()
+        .args(["decode", "--venue", "binance-futures"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines = json_lines(&output.stdout);
+    assert_eq!(lines.len(), 6, "quote, trade, 3 levels, aggTrade: {lines:#?}");
+
+    let quote = &lines[0];
+    assert_eq!(
+        quote,
+        &serde_json::json!({"type":"quote","venue":"binance-futures","symbol":"BTCUSDT",
+            "seq":5123107831937u64,"event_ts_ns":1723161256299000000u64,
+            "exch_ts_ns":1723161256297000000u64,"recv_ts_ns":1723161255030314667u64,
+            "bid_px":"61800.2","bid_qty":"2.909","ask_px":"61800.3","ask_qty":"3.33"})
+    );
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"type":"trade","venue":"binance-futures","symbol":"BTCUSDT",
+            "trade_id":5266583935u64,"px":"61800.3","qty":"0.006","aggressor":"sell",
+            "event_ts_ns":1723161256322000000u64,"exch_ts_ns":1723161256321000000u64,
+            "recv_ts_ns":0})
+    );
+    let level = |side: &str, px: &str, qty: &str| {
+        serde_json::json!({"type":"level","venue":"binance-futures","symbol":"BTCUSDT",
+            "side":side,"px":px,"qty":qty,"seq":12,"first_seq":10,"prev_seq":9,
+            "event_ts_ns":1723161256299000000u64,"exch_ts_ns":1723161256298000000u64,
+            "recv_ts_ns":7})
+    };
+    assert_eq!(lines[2], level("bid", "61800.2", "0"));
+    assert_eq!(lines[3], level("bid", "61790.1", "1.5"));
+    assert_eq!(lines[4], level("ask", "61800.3", "3.1"));
+    assert_eq!(lines[5]["trade_id"], 77);
+    assert_eq!(lines[5]["aggressor"], "buy");
+    assert!(stderr.contains("1 malformed"), "{stderr}");
+    assert!(stderr.contains("unknown:somethingNew=1"), "{stderr}");
+    assert!(stderr.contains("line 5"), "the malformed line is named: {stderr}");
+}
+
+#[test]
+fn decodes_the_whole_capture() {
+    let Some(capture) = common::shared_data("binance-futures/btcusdt_20240808.gz") else {
+        return;
+    };
+    let output = tickwire()
+        .args(["decode", "--venue", "binance-futures"])
+        .arg(&capture)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("bookTicker=66089")
+            && stderr.contains("depthUpdate=6551")
+            && stderr.contains("trade=21313")
+            && stderr.contains("0 malformed"),
+        "{stderr}"
+    );
+    let lines = json_lines(&output.stdout);
+    let count = |kind: &str| lines.iter().filter(|line| line["type"] == kind).count();
+    assert_eq!(count("quote"), 66_089);
+    assert_eq!(count("trade"), 21_313);
+    // Every level of every depthUpdate, counted independently from the input.
+    let mut levels = 0;
+    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(
+        std::fs::File::open(&capture).unwrap(),
+    ));
+    for line in std::io::BufRead::lines(reader) {
+        let line = line.unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(line.split_once(' ').unwrap().1).unwrap();
+        if json["data"]["e"] == "depthUpdate" {
+            levels += json["data"]["b"].as_array().unwrap().len()
+                + json["data"]["a"].as_array().unwrap().len();
+        }
+    }
+    assert_eq!(count("level"), levels);
+}
+
+#[test]
+fn refuses_an_unknown_venue_and_a_missing_file() {
+    let output = tickwire()
+        .args(["decode", "--venue", "nasdaq", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("binance-futures"));
+    let output = tickwire()
+        .args(["decode", "--venue", "binance-futures", "/nonexistent/file.gz"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/file.gz"));
+}
