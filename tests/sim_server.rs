@@ -1221,3 +1221,22 @@ fn stop_closes_every_connection_and_returns() {
     // Stopping twice (and dropping after) is harmless.
     running.sim.stop();
 }
+
+#[test]
+fn starting_immediately_drops_what_nobody_subscribed_and_a_bad_speed_is_refused() {
+    let running = start(tickers(5), |options| {
+        options.start = tickwire::sim::Start::Immediately;
+    });
+    assert!(running.sim.wait_source_done(DEADLINE));
+    let stats = running.sim.stats();
+    assert_eq!((stats.messages_pulled, stats.messages_unsubscribed), (5, 5));
+    assert_eq!(stats.messages_sent, 0);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = SimOptions::new(dir.path());
+    options.pace = Pace::Recorded { speed: 0.0 };
+    let error = Sim::start(options, Box::new(VecSource::new(vec![])))
+        .err()
+        .expect("speed 0 is refused");
+    assert!(error.to_string().contains("speed"), "{error}");
+}

@@ -289,7 +289,7 @@ impl SimHandle {
 
     /// Waits until the source is exhausted; false on timeout.
     pub fn wait_source_done(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = later(Instant::now(), timeout);
         let mut control = lock(&self.shared.control);
         while !control.source_done {
             let now = Instant::now();
@@ -437,6 +437,13 @@ impl Shared {
             self.wake.notify_all();
         }
     }
+}
+
+/// `at + duration`, or a year from `at` when that overflows (`Duration::MAX` as "never").
+fn later(at: Instant, duration: Duration) -> Instant {
+    at.checked_add(duration)
+        .or_else(|| at.checked_add(Duration::from_secs(365 * 24 * 3600)))
+        .unwrap_or(at)
 }
 
 /// A mutex whose holder panicked still guards consistent data here (counters, lists, a TLS
@@ -724,7 +731,7 @@ fn run_connection(
     tcp.set_read_timeout(Some(REQUEST_TIMEOUT))?;
     if let Some(delay) = settings.faults.handshake_delay {
         if accept_index < u64::from(settings.faults.fault_connections)
-            && !shared.sleep_until(Some(Instant::now() + delay))
+            && !shared.sleep_until(Some(later(Instant::now(), delay)))
         {
             return Ok(());
         }
@@ -992,7 +999,7 @@ fn websocket_loop(shared: &Shared, conn: &Conn, leftover: Vec<u8>) -> io::Result
     let mut reader = FrameReader::new();
     reader.push(&leftover);
     let mut keepalive = Keepalive {
-        next_ping: Instant::now() + settings.ping_interval,
+        next_ping: later(Instant::now(), settings.ping_interval),
         awaiting_pong_since: None,
         incoming: VecDeque::new(),
     };
@@ -1022,11 +1029,11 @@ fn websocket_loop(shared: &Shared, conn: &Conn, leftover: Vec<u8>) -> io::Result
             let out = lock(&conn.out);
             let mut deadline = keepalive.next_ping;
             if let Some(since) = keepalive.awaiting_pong_since {
-                deadline = deadline.min(since + settings.pong_timeout);
+                deadline = deadline.min(later(since, settings.pong_timeout));
             }
             match out.state {
                 ConnState::Open => {}
-                ConnState::Closing { since } => deadline = deadline.min(since + CLOSE_GRACE),
+                ConnState::Closing { since } => deadline = deadline.min(later(since, CLOSE_GRACE)),
                 ConnState::Dead | ConnState::Reset => return Ok(()),
             }
             deadline
@@ -1177,14 +1184,14 @@ fn run_timers(shared: &Shared, conn: &Conn, keepalive: &mut Keepalive) -> Flow {
     match out.state {
         ConnState::Dead | ConnState::Reset => return Flow::Stop,
         ConnState::Closing { since } => {
-            if now >= since + CLOSE_GRACE {
+            if now >= later(since, CLOSE_GRACE) {
                 conn.kill(&mut out, "no close frame from the client in time".into());
                 return Flow::Stop;
             }
         }
         ConnState::Open => {
             if let Some(since) = keepalive.awaiting_pong_since {
-                if now >= since + settings.pong_timeout {
+                if now >= later(since, settings.pong_timeout) {
                     let reason =
                         format!("pong timeout: no pong within {:?}", settings.pong_timeout);
                     conn.start_close(&mut out, 1008, &reason);
@@ -1193,7 +1200,7 @@ fn run_timers(shared: &Shared, conn: &Conn, keepalive: &mut Keepalive) -> Flow {
                 }
             }
             if now >= keepalive.next_ping {
-                keepalive.next_ping = now + settings.ping_interval;
+                keepalive.next_ping = later(now, settings.ping_interval);
                 let stalled = out.stall_until.is_some_and(|until| now < until);
                 if !stalled {
                     let mut wire = Vec::new();
@@ -1397,7 +1404,7 @@ fn post_send_faults(conn: &Conn, out: &mut Outbound, faults: &Faults) {
     if let Some((after, duration)) = faults.stall_after {
         if !out.done.stall && sent >= after {
             out.done.stall = true;
-            out.stall_until = Some(Instant::now() + duration);
+            out.stall_until = Some(later(Instant::now(), duration));
         }
     }
     if let Some(after) = faults.close_after {
