@@ -6,4 +6,13 @@
 //! Nothing here is on tickwire's hot path: the simulator is the other side of the wire, written
 //! for clarity and for faithful venue behaviour, and it may allocate and block.
 
+mod cert;
+mod control;
+mod frame;
+mod http;
+mod options;
+mod server;
 pub mod source;
+
+pub use options::{Faults, Pace, SimOptions, Stamp, Start};
+pub use server::{ConnectionStats, Sim, SimError, SimHandle, SimStats, CLOSE_GRACE};

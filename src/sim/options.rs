@@ -1,0 +1,146 @@
+//! What a simulator run is told: where to listen, how fast to replay, the venue's limits and the
+//! faults to inject. A plain struct, so that the CLI, the demo and the tests all fill it the same
+//! way; the defaults are Binance USDⓈ-M Futures' documented behaviour.
+
+use crate::clock::Clock;
+use crate::ring::Producer;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the pacer spaces the source's messages.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pace {
+    /// Each message is due `SimMessage::offset_ns / speed` after pacing started: speed 1 replays a
+    /// capture as recorded, 10 ten times faster.
+    Recorded { speed: f64 },
+    /// Each message is written as soon as the one before it was; TCP back-pressure from the
+    /// slowest subscribed client is the only brake.
+    AsFastAsPossible,
+}
+
+/// When the pacer pulls the first message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Start {
+    /// Once a WebSocket connection is subscribed to at least one stream, so that a client that
+    /// connects after start-up still sees the replay from its first message.
+    #[default]
+    FirstSubscriber,
+    /// At once: messages for streams nobody has subscribed yet are consumed and dropped, as the
+    /// venue does.
+    Immediately,
+}
+
+/// One latency stamp: the message's key (`SimMessage::stamp_key`) and when its last byte was
+/// written to the socket, in ns since the epoch on the options' clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub key: u64,
+    pub send_ns: u64,
+}
+
+/// Fault injection, all off by default. Connection faults (everything but `rest_errors`,
+/// `handshake_delay` and `wrong_host_cert`) apply to the first `fault_connections` WebSocket
+/// connections, counted in the order their upgrade completed, so that a client that reconnects
+/// eventually gets a clean connection. Message counts are data messages sent on that connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Faults {
+    /// After N data messages, a close frame with code 1000, then the TCP close.
+    pub close_after: Option<u64>,
+    /// After N data messages, a TCP reset (SO_LINGER 0, then close) without a close frame.
+    pub reset_after: Option<u64>,
+    /// After N data messages, no data and no server pings are sent for the duration while TCP
+    /// stays open; data messages due meanwhile are lost for that connection. Replies to the
+    /// client's own requests and pings still go out.
+    pub stall_after: Option<(u64, Duration)>,
+    /// Every Nth data message goes out truncated to half its length: valid UTF-8, invalid JSON.
+    pub malformed_every: Option<u64>,
+    /// After N data messages, one text frame of the given size in bytes, once: a JSON object
+    /// whose one string is padded to the size.
+    pub oversized_after: Option<(u64, usize)>,
+    /// Each data message is sent as K frames: a text frame and K-1 continuations (fewer when the
+    /// message has fewer than K bytes).
+    pub fragment_into: Option<u32>,
+    /// After N data messages, the next message of a depth stream (`<symbol>@depth..`) is not sent
+    /// on the connection, once: the client's `pu` chain breaks there.
+    pub skip_depth_after: Option<u64>,
+    /// The first K REST depth requests are answered 503 with a JSON error body.
+    pub rest_errors: u32,
+    /// Each of the first `fault_connections` accepted TCP connections (WebSocket or REST: the
+    /// kind is unknown before the handshake) waits this long before the TLS handshake starts.
+    pub handshake_delay: Option<Duration>,
+    /// The server certificate names only `wrong-host.invalid`, so a client verifying the name
+    /// it connected to fails.
+    pub wrong_host_cert: bool,
+    /// How many connections the connection faults apply to.
+    pub fault_connections: u32,
+}
+
+impl Default for Faults {
+    fn default() -> Faults {
+        Faults {
+            close_after: None,
+            reset_after: None,
+            stall_after: None,
+            malformed_every: None,
+            oversized_after: None,
+            fragment_into: None,
+            skip_depth_after: None,
+            rest_errors: 0,
+            handshake_delay: None,
+            wrong_host_cert: false,
+            fault_connections: 1,
+        }
+    }
+}
+
+/// Everything a simulator run needs besides its source.
+pub struct SimOptions {
+    /// Where the one TLS port (WebSocket and REST) listens; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Where `ca.pem` (the run's throwaway CA) is written; created if missing.
+    pub cert_dir: PathBuf,
+    /// The server certificate's subject alternative names: IP literals become IP SANs.
+    pub cert_hosts: Vec<String>,
+    pub pace: Pace,
+    pub start: Start,
+    /// Binance USDⓈ-M: "The websocket server will send a ping frame every 3 minutes".
+    pub ping_interval: Duration,
+    /// Binance USDⓈ-M: "If the websocket server does not receive a pong frame back from the
+    /// connection within a 10 minute period, the connection will be disconnected".
+    pub pong_timeout: Duration,
+    /// Binance USDⓈ-M: "WebSocket connections have a limit of 10 incoming messages per second".
+    pub max_incoming_per_sec: u32,
+    /// Binance USDⓈ-M: "A single connection can listen to a maximum of 1024 streams".
+    pub max_streams_per_connection: usize,
+    /// How long one write to a client may block before that client is dropped, so that a slow
+    /// reader cannot stall the pacer (and so every other client) for longer.
+    pub write_timeout: Duration,
+    pub faults: Faults,
+    /// Latency stamps for benchmarks: see [`Stamp`] and the module documentation of `server`.
+    pub stamps: Option<Producer<Stamp>>,
+    /// The clock of the stamps.
+    pub clock: Clock,
+}
+
+impl SimOptions {
+    /// The defaults on `127.0.0.1:0`, with `cert_dir` for `ca.pem`. The CLI sets `listen` to
+    /// `127.0.0.1:9443`.
+    pub fn new(cert_dir: impl Into<PathBuf>) -> SimOptions {
+        SimOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            cert_dir: cert_dir.into(),
+            cert_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            pace: Pace::Recorded { speed: 1.0 },
+            start: Start::FirstSubscriber,
+            ping_interval: Duration::from_secs(180),
+            pong_timeout: Duration::from_secs(600),
+            max_incoming_per_sec: 10,
+            max_streams_per_connection: 1024,
+            write_timeout: Duration::from_secs(5),
+            faults: Faults::default(),
+            stamps: None,
+            clock: Clock::monotonic(),
+        }
+    }
+}

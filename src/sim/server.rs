@@ -1,0 +1,1467 @@
+//! The simulator's server: one TLS port on loopback speaking Binance USDⓈ-M Futures' WebSocket
+//! market streams and its REST depth snapshot, fed by one [`Source`] at a chosen pace.
+//!
+//! Threads (blocking sockets: this is the other side of the wire, not tickwire's hot path):
+//!
+//! - the accept thread takes connections and starts one connection thread each;
+//! - a connection thread does the TLS handshake, reads HTTP requests (answering REST ones), and
+//!   after a WebSocket upgrade reads the client's frames: subscription requests, pings, pongs,
+//!   close. It also keeps the connection's timers (server pings, the pong deadline, the wait
+//!   for a close echo) through its socket's read timeout, so no thread sleeps for them alone;
+//! - the pacer thread pulls messages from the source, sleeps until each is due, and writes it
+//!   to every connection subscribed to its stream.
+//!
+//! Both the pacer and the connection thread write to a connection, under its mutex, which holds
+//! the rustls session; the connection thread reads the socket without holding it, and feeds
+//! what it read to the session under it. A write that blocks longer than the write timeout
+//! drops that client, so a slow reader stalls the others at most that long.
+//!
+//! **Latency stamps:** with `SimOptions::stamps`, the first WebSocket connection to which a
+//! data message is written is the stamped one: for each message with a `stamp_key` written to
+//! it, a [`Stamp`] is pushed right after the socket write of its last byte returned. Other
+//! connections are never stamped, and once the stamped connection closes no more stamps come.
+//!
+//! **Closing:** the server closes with a close frame and waits up to [`CLOSE_GRACE`] for the
+//! client's echo before it closes TCP (RFC 6455 section 7.1.1: the server closes TCP first),
+//! except on a pong timeout, where the close frame (1008) is followed by the TCP close at once:
+//! a client that answers no ping is not expected to answer a close.
+
+use super::cert;
+use super::control::{self, Subscriptions};
+use super::frame::{self, FrameReader, Incoming};
+use super::http::{self, Request, Route};
+use super::options::{Faults, Pace, SimOptions, Stamp, Start};
+use super::source::{SimMessage, Source};
+use crate::clock::Clock;
+use crate::ring::Producer;
+use crate::ws::close_code;
+use crate::ws::frame::OpCode;
+use rustls::{ServerConfig, ServerConnection};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long the server waits for the client's close frame after sending its own.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// How long a connection may take for its TLS handshake and each HTTP request before the
+/// upgrade; a client that stays silent longer is dropped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Socket reads per call: a whole TLS record and more.
+const READ_BYTES: usize = 64 * 1024;
+
+/// Plaintext per TLS write: a record's worth, so rustls's send buffer (64 KiB by default) never
+/// fills between flushes.
+const WRITE_CHUNK_BYTES: usize = 16 * 1024;
+
+/// The payload of the server's pings.
+const PING_PAYLOAD: &[u8] = b"tickwire-sim";
+
+/// The REST depth `limit` values the venue accepts (GET /fapi/v1/depth).
+const DEPTH_LIMITS: [usize; 7] = [5, 10, 20, 50, 100, 500, 1000];
+const DEPTH_LIMIT_DEFAULT: usize = 500;
+
+/// Why the simulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: io::Error },
+    #[error("cannot write the CA certificate at {path}: {source}")]
+    CertDir { path: PathBuf, source: io::Error },
+    #[error("certificate generation failed: {0}")]
+    Certificate(rcgen::Error),
+    #[error("TLS server configuration failed: {0}")]
+    Tls(rustls::Error),
+    #[error("the replay speed must be a positive finite number, not {0}")]
+    InvalidSpeed(f64),
+    #[error("cannot start a simulator thread: {0}")]
+    Spawn(io::Error),
+}
+
+/// Counters of a run, from [`SimHandle::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// TCP connections accepted (WebSocket and REST).
+    pub connections_accepted: u64,
+    /// Completed WebSocket upgrades.
+    pub websocket_connections: u64,
+    /// HTTP requests that were not upgrades, whatever their answer.
+    pub rest_requests: u64,
+    /// Messages pulled from the source.
+    pub messages_pulled: u64,
+    /// Pulled messages no connection was subscribed to: consumed and dropped, as the venue does.
+    pub messages_unsubscribed: u64,
+    /// Data messages written, summed over connections.
+    pub messages_sent: u64,
+    /// Whether the source is exhausted.
+    pub source_done: bool,
+    pub stamps_pushed: u64,
+    /// Stamps lost to a full stamp ring.
+    pub stamp_overflows: u64,
+    /// Every WebSocket connection of the run, in upgrade order.
+    pub connections: Vec<ConnectionStats>,
+}
+
+/// One WebSocket connection's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// Its place in upgrade order, from 0 (connection faults apply below `fault_connections`).
+    pub index: u64,
+    /// The request target of its upgrade.
+    pub path: String,
+    pub messages_sent: u64,
+    /// Data messages for its streams not sent: due during a stall, or the skipped depth message.
+    pub messages_lost: u64,
+    pub open: bool,
+    /// Why it closed, as the server saw it.
+    pub close_reason: Option<String>,
+    /// The code of the client's close frame, if it sent one.
+    pub client_close_code: Option<u16>,
+}
+
+/// The simulator.
+pub struct Sim;
+
+impl Sim {
+    /// Makes the certificates, binds the port and starts the threads; the pacer begins as
+    /// `options.start` says.
+    pub fn start(options: SimOptions, source: Box<dyn Source>) -> Result<SimHandle, SimError> {
+        if let Pace::Recorded { speed } = options.pace {
+            if !(speed.is_finite() && speed > 0.0) {
+                return Err(SimError::InvalidSpeed(speed));
+            }
+        }
+        let served_hosts = if options.faults.wrong_host_cert {
+            vec![cert::WRONG_HOST.to_owned()]
+        } else {
+            options.cert_hosts.clone()
+        };
+        let (tls, ca_pem_path) = cert::server_config(&options.cert_dir, &served_hosts)?;
+        let listener = TcpListener::bind(options.listen).map_err(|source| SimError::Listen {
+            addr: options.listen,
+            source,
+        })?;
+        let addr = listener.local_addr().map_err(|source| SimError::Listen {
+            addr: options.listen,
+            source,
+        })?;
+        let url_host = url_host(&options.cert_hosts, addr);
+        let shared = Arc::new(Shared {
+            settings: Settings {
+                ping_interval: options.ping_interval,
+                pong_timeout: options.pong_timeout,
+                max_incoming_per_sec: options.max_incoming_per_sec,
+                max_streams: options.max_streams_per_connection,
+                write_timeout: options.write_timeout,
+                faults: options.faults,
+            },
+            tls,
+            source: Mutex::new(source),
+            control: Mutex::new(Control::default()),
+            wake: Condvar::new(),
+            stopping: AtomicBool::new(false),
+            registry: Mutex::new(Registry::default()),
+            counters: Counters::default(),
+        });
+        let mut handle = SimHandle {
+            shared: Arc::clone(&shared),
+            addr,
+            ca_pem_path,
+            url_host,
+            accept: None,
+            pacer: None,
+        };
+        let stamper = Stamper {
+            producer: options.stamps,
+            clock: options.clock,
+            stamped_index: None,
+        };
+        let (pace, start) = (options.pace, options.start);
+        let pacer_shared = Arc::clone(&shared);
+        handle.pacer = Some(
+            std::thread::Builder::new()
+                .name("sim-pacer".into())
+                .spawn(move || pace_messages(&pacer_shared, pace, start, stamper))
+                .map_err(SimError::Spawn)?,
+        );
+        let accept_shared = Arc::clone(&shared);
+        handle.accept = Some(
+            std::thread::Builder::new()
+                .name("sim-accept".into())
+                .spawn(move || accept_loop(&accept_shared, &listener))
+                .map_err(SimError::Spawn)?,
+        );
+        tracing::info!(%addr, ca = %handle.ca_pem_path.display(), "venue simulator listening");
+        Ok(handle)
+    }
+}
+
+/// The host name URLs use: `localhost` when the certificate names it, else its first name.
+fn url_host(cert_hosts: &[String], addr: SocketAddr) -> String {
+    let host = if cert_hosts.iter().any(|host| host == "localhost") {
+        "localhost".to_owned()
+    } else {
+        cert_hosts
+            .first()
+            .cloned()
+            .unwrap_or_else(|| addr.ip().to_string())
+    };
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    }
+}
+
+/// A running simulator; stops on [`SimHandle::stop`] or drop.
+pub struct SimHandle {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    ca_pem_path: PathBuf,
+    url_host: String,
+    accept: Option<JoinHandle<()>>,
+    pacer: Option<JoinHandle<()>>,
+}
+
+impl SimHandle {
+    /// The address bound (with the port chosen for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The run's CA certificate, for the client's `tls.extra_ca_file`.
+    pub fn ca_pem_path(&self) -> &Path {
+        &self.ca_pem_path
+    }
+
+    /// The host URLs name (`localhost` unless the certificate does not name it).
+    pub fn host(&self) -> &str {
+        &self.url_host
+    }
+
+    /// `wss://host:port/stream?streams=a/b`: a combined-stream URL.
+    pub fn ws_url(&self, streams: &[&str]) -> String {
+        format!(
+            "wss://{}:{}/stream?streams={}",
+            self.url_host,
+            self.addr.port(),
+            streams.join("/")
+        )
+    }
+
+    /// `wss://host:port/ws/<stream>`: a raw-stream URL.
+    pub fn raw_ws_url(&self, stream: &str) -> String {
+        format!("wss://{}:{}/ws/{stream}", self.url_host, self.addr.port())
+    }
+
+    /// `https://host:port`: the REST base URL.
+    pub fn rest_url(&self) -> String {
+        format!("https://{}:{}", self.url_host, self.addr.port())
+    }
+
+    pub fn stats(&self) -> SimStats {
+        let counters = &self.shared.counters;
+        let connections: Vec<ConnectionStats> = lock(&self.shared.registry)
+            .stats
+            .iter()
+            .map(|stats| stats.snapshot())
+            .collect();
+        SimStats {
+            connections_accepted: counters.connections_accepted.load(Ordering::Relaxed),
+            websocket_connections: counters.websocket_connections.load(Ordering::Relaxed),
+            rest_requests: counters.rest_requests.load(Ordering::Relaxed),
+            messages_pulled: counters.messages_pulled.load(Ordering::Relaxed),
+            messages_unsubscribed: counters.messages_unsubscribed.load(Ordering::Relaxed),
+            messages_sent: connections.iter().map(|conn| conn.messages_sent).sum(),
+            source_done: lock(&self.shared.control).source_done,
+            stamps_pushed: counters.stamps_pushed.load(Ordering::Relaxed),
+            stamp_overflows: counters.stamp_overflows.load(Ordering::Relaxed),
+            connections,
+        }
+    }
+
+    /// Waits until the source is exhausted; false on timeout.
+    pub fn wait_source_done(&self, timeout: Duration) -> bool {
+        let deadline = later(Instant::now(), timeout);
+        let mut control = lock(&self.shared.control);
+        while !control.source_done {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            control = self
+                .shared
+                .wake
+                .wait_timeout(control, deadline - now)
+                .map_or_else(|poisoned| poisoned.into_inner().0, |(guard, _)| guard);
+        }
+        true
+    }
+
+    /// Stops every thread and closes every connection; returns once all threads have ended.
+    pub fn stop(&mut self) {
+        {
+            // Set under the lock the sleepers check it under, so that no wake-up is lost.
+            let _control = lock(&self.shared.control);
+            self.shared.stopping.store(true, Ordering::SeqCst);
+        }
+        self.shared.wake.notify_all();
+        if let Some(accept) = self.accept.take() {
+            // The accept thread blocks in accept(2): one connection of our own wakes it.
+            let wake_addr = match self.addr {
+                SocketAddr::V4(addr) if addr.ip().is_unspecified() => {
+                    SocketAddr::from((Ipv4Addr::LOCALHOST, addr.port()))
+                }
+                SocketAddr::V6(addr) if addr.ip().is_unspecified() => {
+                    SocketAddr::from((Ipv6Addr::LOCALHOST, addr.port()))
+                }
+                addr => addr,
+            };
+            let _ = TcpStream::connect_timeout(&wake_addr, Duration::from_secs(1));
+            let _ = accept.join();
+        }
+        let threads = {
+            let mut registry = lock(&self.shared.registry);
+            for socket in registry.sockets.values() {
+                let _ = socket.shutdown(Shutdown::Both);
+            }
+            std::mem::take(&mut registry.threads)
+        };
+        if let Some(pacer) = self.pacer.take() {
+            let _ = pacer.join();
+        }
+        for thread in threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The options the threads read.
+struct Settings {
+    ping_interval: Duration,
+    pong_timeout: Duration,
+    max_incoming_per_sec: u32,
+    max_streams: usize,
+    write_timeout: Duration,
+    faults: Faults,
+}
+
+struct Shared {
+    settings: Settings,
+    tls: Arc<ServerConfig>,
+    source: Mutex<Box<dyn Source>>,
+    /// What the pacer and `wait_source_done` sleep on, with `wake`.
+    control: Mutex<Control>,
+    wake: Condvar,
+    /// Written under `control`'s lock (see `SimHandle::stop`), read anywhere.
+    stopping: AtomicBool,
+    registry: Mutex<Registry>,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Control {
+    /// A WebSocket connection has subscribed to at least one stream.
+    subscribed: bool,
+    source_done: bool,
+}
+
+#[derive(Default)]
+struct Registry {
+    next_socket_id: u64,
+    /// Every connection thread's socket, so that `stop` can wake each thread.
+    sockets: HashMap<u64, Arc<TcpStream>>,
+    /// The open WebSocket connections, which the pacer writes to.
+    live: Vec<Arc<Conn>>,
+    /// Every WebSocket connection of the run, for `stats`.
+    stats: Vec<Arc<ConnStats>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    connections_accepted: AtomicU64,
+    websocket_connections: AtomicU64,
+    rest_requests: AtomicU64,
+    rest_errors_served: AtomicU32,
+    messages_pulled: AtomicU64,
+    messages_unsubscribed: AtomicU64,
+    stamps_pushed: AtomicU64,
+    stamp_overflows: AtomicU64,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Sleeps until `due` (forever for `None`); false when the simulator is stopping.
+    fn sleep_until(&self, due: Option<Instant>) -> bool {
+        let mut control = lock(&self.control);
+        loop {
+            if self.stopping() {
+                return false;
+            }
+            let now = Instant::now();
+            control = match due {
+                Some(due) if now >= due => return true,
+                Some(due) => self
+                    .wake
+                    .wait_timeout(control, due - now)
+                    .map_or_else(|poisoned| poisoned.into_inner().0, |(guard, _)| guard),
+                None => self
+                    .wake
+                    .wait(control)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            };
+        }
+    }
+
+    fn mark_subscribed(&self) {
+        let mut control = lock(&self.control);
+        if !control.subscribed {
+            control.subscribed = true;
+            self.wake.notify_all();
+        }
+    }
+}
+
+/// `at + duration`, or a year from `at` when that overflows (`Duration::MAX` as "never").
+fn later(at: Instant, duration: Duration) -> Instant {
+    at.checked_add(duration)
+        .or_else(|| at.checked_add(Duration::from_secs(365 * 24 * 3600)))
+        .unwrap_or(at)
+}
+
+/// A mutex whose holder panicked still guards consistent data here (counters, lists, a TLS
+/// session that at worst is broken and fails its connection), so a poisoned lock is taken over.
+fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One WebSocket connection, shared by its connection thread and the pacer.
+struct Conn {
+    socket_id: u64,
+    tcp: Arc<TcpStream>,
+    /// Whether the connection faults apply to it.
+    faulty: bool,
+    stats: Arc<ConnStats>,
+    out: Mutex<Outbound>,
+}
+
+/// The writing side of a connection, under its mutex.
+struct Outbound {
+    tls: ServerConnection,
+    subscriptions: Subscriptions,
+    state: ConnState,
+    data_sent: u64,
+    stall_until: Option<Instant>,
+    done: FaultsDone,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ConnState {
+    Open,
+    /// Our close frame is out; waiting for the echo.
+    Closing {
+        since: Instant,
+    },
+    /// Shut down; the threads let go of it.
+    Dead,
+    /// Being reset: linger 0 is set, and TCP must not be shut down (which would send a FIN) but
+    /// only closed, when the last handle drops.
+    Reset,
+}
+
+/// The one-shot faults already fired on a connection.
+#[derive(Default)]
+struct FaultsDone {
+    oversized: bool,
+    stall: bool,
+    close: bool,
+    reset: bool,
+    skip_depth: bool,
+}
+
+struct ConnStats {
+    index: u64,
+    path: String,
+    messages_sent: AtomicU64,
+    messages_lost: AtomicU64,
+    open: AtomicBool,
+    close_reason: Mutex<Option<String>>,
+    /// 0 for none (0 is not a valid close code).
+    client_close_code: AtomicU32,
+}
+
+impl ConnStats {
+    fn snapshot(&self) -> ConnectionStats {
+        let code = self.client_close_code.load(Ordering::Relaxed);
+        ConnectionStats {
+            index: self.index,
+            path: self.path.clone(),
+            messages_sent: self.messages_sent.load(Ordering::Relaxed),
+            messages_lost: self.messages_lost.load(Ordering::Relaxed),
+            open: self.open.load(Ordering::Relaxed),
+            close_reason: lock(&self.close_reason).clone(),
+            client_close_code: u16::try_from(code).ok().filter(|code| *code != 0),
+        }
+    }
+
+    /// Records why the connection closed, unless a reason was recorded first.
+    fn set_close_reason(&self, reason: impl Into<String>) {
+        lock(&self.close_reason).get_or_insert_with(|| reason.into());
+    }
+}
+
+impl Outbound {
+    /// Encrypts and writes `plaintext`, blocking up to the socket's write timeout per write.
+    fn send(&mut self, tcp: &TcpStream, plaintext: &[u8]) -> io::Result<()> {
+        for chunk in plaintext.chunks(WRITE_CHUNK_BYTES) {
+            self.tls.writer().write_all(chunk)?;
+            flush_tls(&mut self.tls, tcp)?;
+        }
+        Ok(())
+    }
+}
+
+impl Conn {
+    /// Sends `plaintext`; a failed write (a timeout included) kills the connection.
+    fn send_or_fail(&self, out: &mut Outbound, plaintext: &[u8]) -> bool {
+        match out.send(&self.tcp, plaintext) {
+            Ok(()) => true,
+            Err(error) => {
+                self.kill(out, format!("write failed: {error}"));
+                false
+            }
+        }
+    }
+
+    /// Sends a close frame and waits (in the connection thread) for the echo.
+    fn start_close(&self, out: &mut Outbound, code: u16, reason: &str) {
+        if out.state != ConnState::Open {
+            return;
+        }
+        self.stats.set_close_reason(format!("{code} {reason}"));
+        let mut wire = Vec::new();
+        frame::write_close(&mut wire, code, reason);
+        if self.send_or_fail(out, &wire) {
+            out.state = ConnState::Closing {
+                since: Instant::now(),
+            };
+        }
+    }
+
+    /// Shuts the connection down at once; its threads let go of it.
+    fn kill(&self, out: &mut Outbound, reason: String) {
+        self.stats.set_close_reason(reason);
+        if out.state != ConnState::Reset {
+            out.state = ConnState::Dead;
+            let _ = self.tcp.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Resets the connection (fault): SO_LINGER 0 makes the kernel answer the final close with
+    /// an RST instead of a FIN. Shutting down the read side wakes the connection thread, which
+    /// lets go of the socket; the last handle to drop closes it.
+    fn reset(&self, out: &mut Outbound) {
+        self.stats.set_close_reason("reset_after fault: TCP reset");
+        if let Err(error) = set_linger_zero(&self.tcp) {
+            tracing::warn!(%error, "sim: cannot set SO_LINGER 0; the reset becomes a close");
+        }
+        out.state = ConnState::Reset;
+        let _ = self.tcp.shutdown(Shutdown::Read);
+    }
+}
+
+/// Writes what the TLS session has queued.
+fn flush_tls(tls: &mut ServerConnection, tcp: &TcpStream) -> io::Result<()> {
+    let mut writer = tcp;
+    while tls.wants_write() {
+        if tls.write_tls(&mut writer)? == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+    }
+    Ok(())
+}
+
+/// Feeds received ciphertext to the session and appends the plaintext it yields; true when the
+/// client sent close_notify.
+fn feed_tls(
+    tls: &mut ServerConnection,
+    tcp: &TcpStream,
+    mut ciphertext: &[u8],
+    plaintext: &mut Vec<u8>,
+) -> io::Result<bool> {
+    let mut peer_closed = false;
+    while !ciphertext.is_empty() {
+        tls.read_tls(&mut ciphertext)?;
+        let state = match tls.process_new_packets() {
+            Ok(state) => state,
+            Err(error) => {
+                // The alert rustls queued tells the client why.
+                let _ = flush_tls(tls, tcp);
+                return Err(io::Error::new(io::ErrorKind::InvalidData, error));
+            }
+        };
+        let ready = state.plaintext_bytes_to_read();
+        if ready > 0 {
+            let start = plaintext.len();
+            plaintext.resize(start + ready, 0);
+            tls.reader().read_exact(&mut plaintext[start..])?;
+        }
+        peer_closed |= state.peer_has_closed();
+    }
+    flush_tls(tls, tcp)?;
+    Ok(peer_closed)
+}
+
+fn set_linger_zero(tcp: &TcpStream) -> io::Result<()> {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: the descriptor is open for as long as `tcp` lives, and the option value points to
+    // a `linger` of exactly the length passed; setsockopt only reads it.
+    let result = unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    loop {
+        let accepted = listener.accept();
+        if shared.stopping() {
+            return;
+        }
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of descriptors, say: back off rather than spin on the error.
+                tracing::warn!(%error, "sim: accept failed");
+                if !shared.sleep_until(Some(Instant::now() + Duration::from_millis(100))) {
+                    return;
+                }
+                continue;
+            }
+        };
+        let mut registry = lock(&shared.registry);
+        // Checked under the lock `stop` shuts the sockets down under: a socket registered here
+        // is either shut down by `stop` or never served.
+        if shared.stopping() {
+            return;
+        }
+        let socket_id = registry.next_socket_id;
+        registry.next_socket_id += 1;
+        let tcp = Arc::new(tcp);
+        registry.sockets.insert(socket_id, Arc::clone(&tcp));
+        let accept_index = shared
+            .counters
+            .connections_accepted
+            .fetch_add(1, Ordering::Relaxed);
+        registry.threads.retain(|thread| !thread.is_finished());
+        let thread_shared = Arc::clone(shared);
+        let spawned = std::thread::Builder::new()
+            .name(format!("sim-conn-{socket_id}"))
+            .spawn(move || serve_connection(&thread_shared, tcp, peer, socket_id, accept_index));
+        match spawned {
+            Ok(thread) => registry.threads.push(thread),
+            Err(error) => {
+                tracing::warn!(%error, %peer, "sim: cannot start a connection thread");
+                registry.sockets.remove(&socket_id);
+            }
+        }
+    }
+}
+
+/// A connection thread: runs the connection, then unregisters it.
+fn serve_connection(
+    shared: &Arc<Shared>,
+    tcp: Arc<TcpStream>,
+    peer: SocketAddr,
+    socket_id: u64,
+    accept_index: u64,
+) {
+    if let Err(error) = run_connection(shared, &tcp, socket_id, accept_index) {
+        if !shared.stopping() {
+            tracing::info!(%peer, %error, "sim: connection ended with an error");
+        }
+    }
+    let mut registry = lock(&shared.registry);
+    registry.sockets.remove(&socket_id);
+    registry.live.retain(|conn| conn.socket_id != socket_id);
+}
+
+/// The TLS handshake and the HTTP requests, up to a WebSocket upgrade.
+fn run_connection(
+    shared: &Arc<Shared>,
+    tcp: &Arc<TcpStream>,
+    socket_id: u64,
+    accept_index: u64,
+) -> io::Result<()> {
+    let settings = &shared.settings;
+    tcp.set_nodelay(true)?;
+    tcp.set_write_timeout(Some(settings.write_timeout))?;
+    tcp.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    if let Some(delay) = settings.faults.handshake_delay {
+        if accept_index < u64::from(settings.faults.fault_connections)
+            && !shared.sleep_until(Some(later(Instant::now(), delay)))
+        {
+            return Ok(());
+        }
+    }
+    let mut tls = ServerConnection::new(Arc::clone(&shared.tls)).map_err(io::Error::other)?;
+    let mut io_ref: &TcpStream = tcp;
+    while tls.is_handshaking() {
+        tls.complete_io(&mut io_ref)?;
+    }
+
+    let mut buf = vec![0u8; READ_BYTES];
+    // The read that finished the handshake may have brought the request too (TLS 1.3 lets the
+    // client send it right behind its Finished): rustls holds it as plaintext already.
+    let mut plaintext = Vec::new();
+    match tls.reader().read_to_end(&mut plaintext) {
+        Ok(_) => {}
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+        Err(error) => return Err(error),
+    }
+    loop {
+        let parsed = match http::parse_request(&plaintext) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let status = if error == http::HttpError::HeadTooLarge {
+                    431
+                } else {
+                    400
+                };
+                let reply = http::json_error(status, -1, &error.to_string(), false);
+                send_final(&mut tls, tcp, &reply)?;
+                return Err(io::Error::new(io::ErrorKind::InvalidData, error));
+            }
+        };
+        let Some((request, consumed)) = parsed else {
+            let read = (&**tcp).read(&mut buf)?;
+            if read == 0 {
+                return Ok(());
+            }
+            if feed_tls(&mut tls, tcp, &buf[..read], &mut plaintext)? {
+                return Ok(());
+            }
+            continue;
+        };
+        plaintext.drain(..consumed);
+        if request.header_has_token("upgrade", "websocket") {
+            let Route::Stream { streams, combined } = http::route(&request.target) else {
+                let reply = http::json_error(404, -1, "no WebSocket endpoint here", false);
+                return send_final(&mut tls, tcp, &reply);
+            };
+            let response = match http::upgrade_response(&request) {
+                Ok(response) => response,
+                Err((status, msg)) => {
+                    let reply = http::json_error(status, -1, msg, false);
+                    return send_final(&mut tls, tcp, &reply);
+                }
+            };
+            let upgrade = Upgrade {
+                response,
+                streams,
+                combined,
+                path: request.target,
+            };
+            return run_websocket(shared, tcp, socket_id, tls, plaintext, upgrade);
+        }
+        shared
+            .counters
+            .rest_requests
+            .fetch_add(1, Ordering::Relaxed);
+        let keep_alive = request.keep_alive() && !request.has_body();
+        let reply = rest_response(shared, &request, keep_alive);
+        if !keep_alive {
+            return send_final(&mut tls, tcp, &reply);
+        }
+        send_plain(&mut tls, tcp, &reply)?;
+    }
+}
+
+/// Sends a last response, then TLS close_notify: the client can tell the end from a cut.
+fn send_final(tls: &mut ServerConnection, tcp: &TcpStream, bytes: &[u8]) -> io::Result<()> {
+    send_plain(tls, tcp, bytes)?;
+    tls.send_close_notify();
+    flush_tls(tls, tcp)
+}
+
+fn send_plain(tls: &mut ServerConnection, tcp: &TcpStream, bytes: &[u8]) -> io::Result<()> {
+    for chunk in bytes.chunks(WRITE_CHUNK_BYTES) {
+        tls.writer().write_all(chunk)?;
+        flush_tls(tls, tcp)?;
+    }
+    Ok(())
+}
+
+/// The answer to a REST request: `GET /fapi/v1/depth`, or an error in the venue's JSON shape.
+fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8> {
+    let path = request
+        .target
+        .split_once('?')
+        .map_or(request.target.as_str(), |(path, _)| path);
+    let route = http::route(&request.target);
+    if request.method != "GET" {
+        return http::json_error(405, -1, "only GET is served", keep_alive);
+    }
+    let (symbol, limit) = match route {
+        Route::Depth { symbol, limit } => (symbol, limit),
+        Route::Stream { .. } => {
+            return http::json_error(
+                400,
+                -1,
+                "this endpoint needs a WebSocket upgrade",
+                keep_alive,
+            )
+        }
+        Route::NotFound => {
+            return http::json_error(404, -1, &format!("not found: {path}"), keep_alive)
+        }
+    };
+    let rest_errors = shared.settings.faults.rest_errors;
+    let fail = shared
+        .counters
+        .rest_errors_served
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |served| {
+            (served < rest_errors).then_some(served + 1)
+        })
+        .is_ok();
+    if fail {
+        return http::json_error(
+            503,
+            -1001,
+            "Internal error; unable to process your request. Please try again.",
+            keep_alive,
+        );
+    }
+    let Some(symbol) = symbol.filter(|symbol| !symbol.is_empty()) else {
+        return http::json_error(
+            400,
+            -1102,
+            "Mandatory parameter 'symbol' was not sent, was empty/null, or malformed.",
+            keep_alive,
+        );
+    };
+    let limit = match limit {
+        None => DEPTH_LIMIT_DEFAULT,
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) if DEPTH_LIMITS.contains(&limit) => limit,
+            _ => {
+                return http::json_error(
+                    400,
+                    -1130,
+                    "Data sent for parameter 'limit' is not valid.",
+                    keep_alive,
+                )
+            }
+        },
+    };
+    match lock(&shared.source).depth_snapshot(&symbol, limit) {
+        Some(body) => http::response(200, "application/json", &body, keep_alive),
+        None => http::json_error(400, -1121, "Invalid symbol.", keep_alive),
+    }
+}
+
+/// Per-connection timers, kept by the connection thread.
+struct Keepalive {
+    next_ping: Instant,
+    /// When the oldest ping still without a pong was sent.
+    awaiting_pong_since: Option<Instant>,
+    /// When the client's recent messages arrived, for the rate limit.
+    incoming: VecDeque<Instant>,
+}
+
+/// What the connection thread does after handling a frame.
+enum Flow {
+    Continue,
+    Stop,
+}
+
+/// A request that asked for, and may have, a WebSocket upgrade.
+struct Upgrade {
+    /// The 101 response.
+    response: Vec<u8>,
+    /// The streams the URL names.
+    streams: Vec<String>,
+    combined: bool,
+    path: String,
+}
+
+/// The WebSocket phase of a connection: registers it with the pacer, then reads the client's
+/// frames and keeps the timers until the connection ends.
+///
+/// **Invariant:** a client that has the 101 response is subscribed to the URL's streams: the
+/// connection is registered, and the 101 sent, under its lock, so that no data message can
+/// come before the 101 and none due after it is missed.
+fn run_websocket(
+    shared: &Arc<Shared>,
+    tcp: &Arc<TcpStream>,
+    socket_id: u64,
+    tls: ServerConnection,
+    leftover: Vec<u8>,
+    upgrade: Upgrade,
+) -> io::Result<()> {
+    let settings = &shared.settings;
+    let index = shared
+        .counters
+        .websocket_connections
+        .fetch_add(1, Ordering::Relaxed);
+    let stats = Arc::new(ConnStats {
+        index,
+        path: upgrade.path,
+        messages_sent: AtomicU64::new(0),
+        messages_lost: AtomicU64::new(0),
+        open: AtomicBool::new(true),
+        close_reason: Mutex::new(None),
+        client_close_code: AtomicU32::new(0),
+    });
+    let mut subscriptions = Subscriptions {
+        streams: Vec::new(),
+        combined: upgrade.combined,
+    };
+    subscriptions.add(&upgrade.streams);
+    let conn = Arc::new(Conn {
+        socket_id,
+        tcp: Arc::clone(tcp),
+        faulty: index < u64::from(settings.faults.fault_connections),
+        stats: Arc::clone(&stats),
+        out: Mutex::new(Outbound {
+            tls,
+            subscriptions,
+            state: ConnState::Open,
+            data_sent: 0,
+            stall_until: None,
+            done: FaultsDone::default(),
+        }),
+    });
+    let subscribed = {
+        let mut out = lock(&conn.out);
+        {
+            let mut registry = lock(&shared.registry);
+            registry.live.push(Arc::clone(&conn));
+            registry.stats.push(Arc::clone(&stats));
+        }
+        let count = out.subscriptions.streams.len();
+        let upgraded = conn.send_or_fail(&mut out, &upgrade.response);
+        if upgraded && count > settings.max_streams {
+            let reason = too_many_streams(count, settings.max_streams);
+            conn.start_close(&mut out, 1008, &reason);
+        } else if upgraded {
+            // Faults set to fire after 0 messages fire now.
+            post_send_faults(&conn, &mut out, &settings.faults);
+        }
+        upgraded && (1..=settings.max_streams).contains(&count)
+    };
+    if subscribed {
+        shared.mark_subscribed();
+    }
+    let result = websocket_loop(shared, &conn, leftover);
+    stats.open.store(false, Ordering::Relaxed);
+    let mut out = lock(&conn.out);
+    if out.state != ConnState::Reset {
+        conn.kill(&mut out, "the client went away".into());
+    }
+    result
+}
+
+fn websocket_loop(shared: &Shared, conn: &Conn, leftover: Vec<u8>) -> io::Result<()> {
+    let settings = &shared.settings;
+    let mut reader = FrameReader::new();
+    reader.push(&leftover);
+    let mut keepalive = Keepalive {
+        next_ping: later(Instant::now(), settings.ping_interval),
+        awaiting_pong_since: None,
+        incoming: VecDeque::new(),
+    };
+    let mut buf = vec![0u8; READ_BYTES];
+    let mut plaintext = Vec::new();
+    loop {
+        loop {
+            match reader.next_incoming() {
+                Ok(Some(incoming)) => {
+                    if let Flow::Stop = handle_incoming(shared, conn, &mut keepalive, incoming) {
+                        return Ok(());
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    let mut out = lock(&conn.out);
+                    conn.start_close(&mut out, error.close_code(), &error.to_string());
+                    conn.kill(&mut out, format!("protocol error: {error}"));
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, error));
+                }
+            }
+        }
+        if let Flow::Stop = run_timers(shared, conn, &mut keepalive) {
+            return Ok(());
+        }
+        let deadline = {
+            let out = lock(&conn.out);
+            let mut deadline = keepalive.next_ping;
+            if let Some(since) = keepalive.awaiting_pong_since {
+                deadline = deadline.min(later(since, settings.pong_timeout));
+            }
+            match out.state {
+                ConnState::Open => {}
+                ConnState::Closing { since } => deadline = deadline.min(later(since, CLOSE_GRACE)),
+                ConnState::Dead | ConnState::Reset => return Ok(()),
+            }
+            deadline
+        };
+        let timeout = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        conn.tcp.set_read_timeout(Some(timeout))?;
+        match (&*conn.tcp).read(&mut buf) {
+            Ok(0) => {
+                conn.stats
+                    .set_close_reason("the client closed TCP without a close frame");
+                return Ok(());
+            }
+            Ok(read) => {
+                let mut out = lock(&conn.out);
+                if matches!(out.state, ConnState::Dead | ConnState::Reset) {
+                    return Ok(());
+                }
+                plaintext.clear();
+                match feed_tls(&mut out.tls, &conn.tcp, &buf[..read], &mut plaintext) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        conn.kill(&mut out, "the client sent TLS close_notify".into());
+                        return Ok(());
+                    }
+                    Err(error) => {
+                        conn.kill(&mut out, format!("TLS error: {error}"));
+                        return Err(error);
+                    }
+                }
+                drop(out);
+                reader.push(&plaintext);
+            }
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(error) => {
+                let mut out = lock(&conn.out);
+                conn.kill(&mut out, format!("read failed: {error}"));
+                return Err(error);
+            }
+        }
+    }
+}
+
+fn too_many_streams(count: usize, max: usize) -> String {
+    format!("too many streams: {count} subscribed, the limit is {max} per connection")
+}
+
+/// Handles one message or control frame from the client.
+fn handle_incoming(
+    shared: &Shared,
+    conn: &Conn,
+    keepalive: &mut Keepalive,
+    incoming: Incoming,
+) -> Flow {
+    let settings = &shared.settings;
+    let mut out = lock(&conn.out);
+    if !matches!(incoming, Incoming::Close(..)) {
+        // Binance counts every incoming message, pings and pongs included, against the limit.
+        let now = Instant::now();
+        keepalive.incoming.push_back(now);
+        while keepalive
+            .incoming
+            .front()
+            .is_some_and(|&at| now.duration_since(at) >= Duration::from_secs(1))
+        {
+            keepalive.incoming.pop_front();
+        }
+        if keepalive.incoming.len() > settings.max_incoming_per_sec as usize {
+            let reason = format!(
+                "too many requests: more than {} incoming messages per second",
+                settings.max_incoming_per_sec
+            );
+            conn.start_close(&mut out, 1008, &reason);
+            return Flow::Continue;
+        }
+    }
+    let open = out.state == ConnState::Open;
+    match incoming {
+        Incoming::Text(text) if open => {
+            let reply = control::handle(&text, &mut out.subscriptions);
+            let mut wire = Vec::new();
+            frame::write_frame(&mut wire, true, OpCode::Text, reply.text.as_bytes());
+            if !conn.send_or_fail(&mut out, &wire) {
+                return Flow::Stop;
+            }
+            let count = out.subscriptions.streams.len();
+            if count > settings.max_streams {
+                let reason = too_many_streams(count, settings.max_streams);
+                conn.start_close(&mut out, 1008, &reason);
+            } else if reply.subscribed {
+                drop(out);
+                shared.mark_subscribed();
+            }
+        }
+        Incoming::Binary(_) if open => {
+            tracing::debug!("sim: binary message from a client ignored");
+        }
+        Incoming::Ping(payload) if open => {
+            let mut wire = Vec::new();
+            frame::write_frame(&mut wire, true, OpCode::Pong, &payload);
+            if !conn.send_or_fail(&mut out, &wire) {
+                return Flow::Stop;
+            }
+        }
+        Incoming::Pong(_) => keepalive.awaiting_pong_since = None,
+        Incoming::Close(code, _) => {
+            conn.stats
+                .client_close_code
+                .store(code.map_or(0, u32::from), Ordering::Relaxed);
+            if open {
+                // Echo the code (section 5.5.1); an invalid one fails with 1002 instead.
+                let mut wire = Vec::new();
+                match code {
+                    None => frame::write_frame(&mut wire, true, OpCode::Close, &[]),
+                    Some(code) if close_code::is_valid(code) => {
+                        frame::write_close(&mut wire, code, "")
+                    }
+                    Some(_) => frame::write_close(&mut wire, 1002, "invalid close code"),
+                }
+                let _ = out.send(&conn.tcp, &wire);
+                let reason = code.map_or("the client closed".to_owned(), |code| {
+                    format!("the client closed with {code}")
+                });
+                conn.kill(&mut out, reason);
+            } else {
+                conn.kill(&mut out, "closing handshake complete".into());
+            }
+            return Flow::Stop;
+        }
+        // Data frames after our close frame are dropped (section 5.5.1).
+        Incoming::Text(_) | Incoming::Binary(_) | Incoming::Ping(_) => {}
+    }
+    Flow::Continue
+}
+
+/// Server pings, the pong deadline and the close grace period.
+fn run_timers(shared: &Shared, conn: &Conn, keepalive: &mut Keepalive) -> Flow {
+    let settings = &shared.settings;
+    let now = Instant::now();
+    let mut out = lock(&conn.out);
+    match out.state {
+        ConnState::Dead | ConnState::Reset => return Flow::Stop,
+        ConnState::Closing { since } => {
+            if now >= later(since, CLOSE_GRACE) {
+                conn.kill(&mut out, "no close frame from the client in time".into());
+                return Flow::Stop;
+            }
+        }
+        ConnState::Open => {
+            if let Some(since) = keepalive.awaiting_pong_since {
+                if now >= later(since, settings.pong_timeout) {
+                    let reason =
+                        format!("pong timeout: no pong within {:?}", settings.pong_timeout);
+                    conn.start_close(&mut out, 1008, &reason);
+                    conn.kill(&mut out, reason);
+                    return Flow::Stop;
+                }
+            }
+            if now >= keepalive.next_ping {
+                keepalive.next_ping = later(now, settings.ping_interval);
+                let stalled = out.stall_until.is_some_and(|until| now < until);
+                if !stalled {
+                    let mut wire = Vec::new();
+                    frame::write_frame(&mut wire, true, OpCode::Ping, PING_PAYLOAD);
+                    if !conn.send_or_fail(&mut out, &wire) {
+                        return Flow::Stop;
+                    }
+                    keepalive.awaiting_pong_since.get_or_insert(now);
+                }
+            }
+        }
+    }
+    Flow::Continue
+}
+
+/// The latency stamps: see the module documentation.
+struct Stamper {
+    producer: Option<Producer<Stamp>>,
+    clock: Clock,
+    /// The index of the stamped connection, once one received data.
+    stamped_index: Option<u64>,
+}
+
+impl Stamper {
+    fn after_write(&mut self, index: u64, key: Option<u64>, counters: &Counters) {
+        let Some(producer) = self.producer.as_mut() else {
+            return;
+        };
+        if *self.stamped_index.get_or_insert(index) != index {
+            return;
+        }
+        if let Some(key) = key {
+            let send_ns = self.clock.now_ns();
+            match producer.try_push(Stamp { key, send_ns }) {
+                Ok(()) => counters.stamps_pushed.fetch_add(1, Ordering::Relaxed),
+                Err(_) => counters.stamp_overflows.fetch_add(1, Ordering::Relaxed),
+            };
+        }
+    }
+}
+
+/// The pacer thread.
+fn pace_messages(shared: &Shared, pace: Pace, start: Start, mut stamper: Stamper) {
+    if start == Start::FirstSubscriber {
+        let mut control = lock(&shared.control);
+        while !control.subscribed {
+            if shared.stopping() {
+                return;
+            }
+            control = shared
+                .wake
+                .wait(control)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+    let started = Instant::now();
+    loop {
+        if shared.stopping() {
+            return;
+        }
+        let next = lock(&shared.source).next_message();
+        let Some(message) = next else {
+            lock(&shared.control).source_done = true;
+            shared.wake.notify_all();
+            tracing::info!("sim: the source is exhausted");
+            return;
+        };
+        shared
+            .counters
+            .messages_pulled
+            .fetch_add(1, Ordering::Relaxed);
+        if let Pace::Recorded { speed } = pace {
+            let offset = Duration::try_from_secs_f64(message.offset_ns as f64 / 1e9 / speed)
+                .unwrap_or(Duration::MAX);
+            if !shared.sleep_until(started.checked_add(offset)) {
+                return;
+            }
+        }
+        let live = lock(&shared.registry).live.clone();
+        let mut subscribed = false;
+        for conn in &live {
+            subscribed |= deliver(
+                conn,
+                &message,
+                &shared.settings.faults,
+                &mut stamper,
+                shared,
+            );
+        }
+        if !subscribed {
+            shared
+                .counters
+                .messages_unsubscribed
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Writes one data message to one connection if it is subscribed to the message's stream,
+/// applying the connection's faults; returns whether it was subscribed.
+fn deliver(
+    conn: &Conn,
+    message: &SimMessage,
+    faults: &Faults,
+    stamper: &mut Stamper,
+    shared: &Shared,
+) -> bool {
+    let mut out = lock(&conn.out);
+    if out.state != ConnState::Open || !out.subscriptions.contains(&message.stream) {
+        return false;
+    }
+    let faults = conn.faulty.then_some(faults);
+    if let Some(until) = out.stall_until {
+        if Instant::now() < until {
+            conn.stats.messages_lost.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        out.stall_until = None;
+    }
+    if let Some(after) = faults.and_then(|faults| faults.skip_depth_after) {
+        if !out.done.skip_depth && out.data_sent >= after && is_depth_stream(&message.stream) {
+            out.done.skip_depth = true;
+            conn.stats.messages_lost.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+    }
+    let payload = if out.subscriptions.combined {
+        Some(message.combined.as_slice())
+    } else {
+        message.combined.get(message.data.clone())
+    };
+    let Some(payload) = payload else {
+        tracing::warn!(stream = %message.stream, "sim: the source's data range is outside its message");
+        return true;
+    };
+    let number = out.data_sent + 1;
+    let malformed = faults
+        .and_then(|faults| faults.malformed_every)
+        .is_some_and(|every| every > 0 && number % every == 0);
+    let payload = if malformed {
+        truncated(payload)
+    } else {
+        payload
+    };
+    let fragments = faults.and_then(|faults| faults.fragment_into).unwrap_or(1);
+    let mut wire = Vec::with_capacity(payload.len() + 16);
+    frame::write_text(&mut wire, payload, fragments);
+    if !conn.send_or_fail(&mut out, &wire) {
+        return true;
+    }
+    out.data_sent = number;
+    conn.stats.messages_sent.fetch_add(1, Ordering::Relaxed);
+    stamper.after_write(conn.stats.index, message.stamp_key, &shared.counters);
+    if let Some(faults) = faults {
+        post_send_faults(conn, &mut out, faults);
+    }
+    true
+}
+
+/// `<symbol>@depth`, `<symbol>@depth@100ms`, `<symbol>@depth20`: the streams of depth updates.
+fn is_depth_stream(stream: &str) -> bool {
+    stream
+        .split_once('@')
+        .is_some_and(|(_, channel)| channel.starts_with("depth"))
+}
+
+/// The first half of a message, cut at a character boundary: still UTF-8 (a text frame must
+/// be), never valid JSON (an object cut short leaves a brace open).
+fn truncated(payload: &[u8]) -> &[u8] {
+    let mut cut = payload.len() / 2;
+    if let Ok(text) = std::str::from_utf8(payload) {
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+    }
+    &payload[..cut]
+}
+
+/// The faults that fire after the N-th data message of a faulty connection, in this order:
+/// the oversized frame, the stall, the close, the reset.
+fn post_send_faults(conn: &Conn, out: &mut Outbound, faults: &Faults) {
+    if !conn.faulty || out.state != ConnState::Open {
+        return;
+    }
+    let sent = out.data_sent;
+    if let Some((after, size_bytes)) = faults.oversized_after {
+        if !out.done.oversized && sent >= after {
+            out.done.oversized = true;
+            let mut wire = Vec::with_capacity(size_bytes + 16);
+            frame::write_frame(
+                &mut wire,
+                true,
+                OpCode::Text,
+                &oversized_payload(size_bytes),
+            );
+            if !conn.send_or_fail(out, &wire) {
+                return;
+            }
+        }
+    }
+    if let Some((after, duration)) = faults.stall_after {
+        if !out.done.stall && sent >= after {
+            out.done.stall = true;
+            out.stall_until = Some(later(Instant::now(), duration));
+        }
+    }
+    if let Some(after) = faults.close_after {
+        if !out.done.close && sent >= after {
+            out.done.close = true;
+            conn.start_close(out, 1000, "close_after fault");
+            return;
+        }
+    }
+    if let Some(after) = faults.reset_after {
+        if !out.done.reset && sent >= after {
+            out.done.reset = true;
+            conn.reset(out);
+        }
+    }
+}
+
+/// A JSON object of exactly `size_bytes` bytes (padding with `a`), or `a`s alone when it is
+/// too short for the object.
+fn oversized_payload(size_bytes: usize) -> Vec<u8> {
+    const HEAD: &[u8] = b"{\"e\":\"oversized\",\"pad\":\"";
+    const TAIL: &[u8] = b"\"}";
+    if size_bytes < HEAD.len() + TAIL.len() {
+        return vec![b'a'; size_bytes];
+    }
+    let mut payload = Vec::with_capacity(size_bytes);
+    payload.extend_from_slice(HEAD);
+    payload.resize(size_bytes - TAIL.len(), b'a');
+    payload.extend_from_slice(TAIL);
+    payload
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_keeps_utf8_and_breaks_json() {
+        let message = "{\"s\":\"é€\"}".as_bytes();
+        let cut = truncated(message);
+        assert!(std::str::from_utf8(cut).is_ok());
+        assert!(serde_json::from_slice::<serde_json::Value>(cut).is_err());
+    }
+
+    #[test]
+    fn oversized_payload_has_the_exact_size() {
+        for size in [0, 5, 26, 27, 1000] {
+            assert_eq!(oversized_payload(size).len(), size);
+        }
+        assert!(serde_json::from_slice::<serde_json::Value>(&oversized_payload(1000)).is_ok());
+    }
+
+    #[test]
+    fn depth_streams_are_recognised() {
+        assert!(is_depth_stream("btcusdt@depth@100ms"));
+        assert!(is_depth_stream("btcusdt@depth20"));
+        assert!(!is_depth_stream("btcusdt@bookTicker"));
+        assert!(!is_depth_stream("depth"));
+    }
+}
