@@ -310,6 +310,11 @@ impl NetEngine {
             let Some(Some(stream)) = streams.get_mut(conn as usize) else {
                 return;
             };
+            // A stream that failed earlier in this poll is closed below, once; what the
+            // transport still reaped for it is moot.
+            if failures.iter().any(|(failed, _)| *failed == conn) {
+                return;
+            }
             match event {
                 IoEvent::Connected => {
                     stream.phase = Phase::Handshaking;
@@ -402,11 +407,20 @@ impl NetEngine {
             if stream.out_cipher.is_empty() && stream.out_plain.is_empty() {
                 continue;
             }
+            if failures.iter().any(|(failed, _)| *failed == conn) {
+                continue;
+            }
             if let Err(error) = flush(&mut self.transport, conn, stream) {
                 failures.push((conn, error));
             }
         }
+        let mut failed: Vec<ConnId> = Vec::new();
         for (conn, error) in failures {
+            // One close per stream, for its first failure.
+            if failed.contains(&conn) {
+                continue;
+            }
+            failed.push(conn);
             let event = self.fail(conn, error);
             events.push((conn, event));
         }

@@ -32,12 +32,9 @@ pub enum Start {
 }
 
 /// One latency stamp: the message's key (`SimMessage::stamp_key`) and when its last byte was
-/// written to the socket, in ns since the epoch on the options' clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stamp {
-    pub key: u64,
-    pub send_ns: u64,
-}
+/// written to the socket, in ns since the epoch on the options' clock. The strategy side's type,
+/// so the ring runs straight from the simulator to `strategy::stamps::StampMatcher`.
+pub use crate::strategy::stamps::Stamp;
 
 /// Fault injection, all off by default. Connection faults (everything but `rest_errors`,
 /// `handshake_delay` and `wrong_host_cert`) apply to the first `fault_connections` WebSocket
