@@ -1,6 +1,33 @@
 //! Where the simulator's messages come from: a recorded capture replayed in order, or a synthetic
 //! market generated on the fly. A source also keeps the order book its depth messages describe, so
 //! the REST snapshot the simulator serves is consistent with the diffs already sent.
+//!
+//! - [`CaptureSource`] replays a recorded file (`<recv ns> <combined JSON>` per line, gzip or
+//!   plain) byte for byte and builds its depth book from the recorded diffs.
+//! - [`SyntheticSource`] generates a deterministic random-walk Binance USD-M market for any number
+//!   of symbols at any rate, with a full book behind its diffs and snapshots.
+//! - [`VecSource`] hands out a fixed list, for tests.
+
+mod capture;
+mod depth;
+mod synthetic;
+mod text;
+
+pub use capture::CaptureSource;
+pub use synthetic::{SyntheticConfig, SyntheticSource, SYNTHETIC_EPOCH_MS};
+
+/// Why a source could not be made. Once made, a source never fails: a bad capture line is counted
+/// and skipped, and a read error ends the replay (see [`CaptureSource::read_error`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot open capture {path}: {source}")]
+    Open {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("synthetic source: `{field}` {reason}")]
+    InvalidConfig { field: &'static str, reason: String },
+}
 
 /// One venue message, in the combined-stream form the venue sends on `/stream?streams=..`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,7 +64,8 @@ pub trait Source: Send {
     /// `GET /fapi/v1/depth?symbol=..&limit=..` returns it: `{"lastUpdateId":..,"E":..,"T":..,
     /// "bids":[[p,q],..],"asks":[..]}`, best levels first, at most `limit` per side. It reflects
     /// every depth message `next_message` has returned so far, and `lastUpdateId` is the `u` of
-    /// the last of them. `None` when the source has no depth stream for the symbol.
+    /// the last of them. `None` when the source has no depth stream for the symbol (a synthetic
+    /// source without depth channels returns its live book instead: see [`SyntheticSource`]).
     fn depth_snapshot(&self, symbol: &str, limit: usize) -> Option<Vec<u8>>;
 }
 
