@@ -24,8 +24,8 @@ use tickwire::clock::Clock;
 use tickwire::config;
 use tickwire::metrics::LatencySummary;
 use tickwire::ring;
-use tickwire::sim::source::capture::CaptureSource;
-use tickwire::sim::source::synthetic::{SyntheticConfig, SyntheticSource};
+use tickwire::sim::source::CaptureSource;
+use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
 use tickwire::sim::source::Source;
 use tickwire::sim::{Pace, Sim, SimOptions};
 use tickwire::strategy::stamps::Stamp;
@@ -91,8 +91,9 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
                     ..SyntheticConfig::default()
                 };
                 let channels = config.channels.clone();
-                let source = SyntheticSource::new(config);
-                let symbols = source.symbols().to_vec();
+                let source = SyntheticSource::new(config)
+                    .map_err(|error| anyhow::anyhow!("synthetic market: {error}"))?;
+                let symbols = source.symbols().map(str::to_owned).collect();
                 (Box::new(source), symbols, channels)
             }
         };
@@ -184,7 +185,7 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
         format_summary(&send)
     );
     println!(
-        "  latency, wire (receive) to strategy (all events): {}",
+        "  latency, receive to strategy (all events, book snapshots and the diffs buffered for them included): {}",
         format_summary(&wire)
     );
     println!(
@@ -433,7 +434,7 @@ fn write_configs(
          [log]\nlevel = \"warn\"\n\
          [metrics]\nreport_interval_ms = 1000\n\
          [rings]\nframe_ring_bytes = 16777216\nevent_ring_slots = 65536\n\
-         [net]\nwait = \"block\"\nblock_timeout_us = 1000\nmax_connections = 4\n\
+         [net]\nwait = \"block\"\nblock_timeout_us = 1000\nmax_connections = 4\nmax_message_bytes = 4194304\n\
          [threads.net]\nwait = \"spin-then-yield\"\nspin_iterations = 100\n\
          [threads.decoder]\nfuse_into = \"net\"\n\
          [threads.strategy]\nwait = \"park\"\nspin_iterations = 100\npark_timeout_us = 1000\n";

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tickwire::clock::Clock;
-use tickwire::sim::source::capture::CaptureSource;
-use tickwire::sim::source::synthetic::{SyntheticConfig, SyntheticSource};
+use tickwire::sim::source::CaptureSource;
+use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
 use tickwire::sim::source::Source;
 use tickwire::sim::{Faults, Pace, Sim, SimOptions, Start};
 
@@ -120,12 +120,15 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
             CaptureSource::open(path)
                 .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
         ),
-        None => Box::new(SyntheticSource::new(SyntheticConfig {
-            symbols: args.symbols,
-            rate_per_sec: args.rate,
-            seed: args.seed,
-            ..SyntheticConfig::default()
-        })),
+        None => Box::new(
+            SyntheticSource::new(SyntheticConfig {
+                symbols: args.symbols,
+                rate_per_sec: args.rate,
+                seed: args.seed,
+                ..SyntheticConfig::default()
+            })
+            .map_err(|error| anyhow::anyhow!("synthetic market: {error}"))?,
+        ),
     };
     let mut options = SimOptions::new(&args.cert_dir);
     options.listen = args.listen;

@@ -31,8 +31,8 @@ pub enum Start {
     Immediately,
 }
 
-/// One latency stamp: the message's key (`SimMessage::stamp_key`) and when its last byte was
-/// written to the socket, in ns since the epoch on the options' clock. The strategy side's type,
+/// One latency stamp: the message's key (`SimMessage::stamp_key`) and when the simulator handed
+/// it to TLS and the kernel, in ns since the epoch on the options' clock. The strategy side's type,
 /// so the ring runs straight from the simulator to `strategy::stamps::StampMatcher`.
 pub use crate::strategy::stamps::Stamp;
 

@@ -18,7 +18,8 @@
 //!
 //! **Latency stamps:** with `SimOptions::stamps`, the first WebSocket connection to which a
 //! data message is written is the stamped one: for each message with a `stamp_key` written to
-//! it, a [`Stamp`] is pushed right after the socket write of its last byte returned. Other
+//! it, a [`Stamp`] is taken and pushed just before the message is encrypted and written (so a
+//! fast client never holds a message whose stamp is not visible yet). Other
 //! connections are never stamped, and once the stamped connection closes no more stamps come.
 //!
 //! **Closing:** the server closes with a close frame and waits up to [`CLOSE_GRACE`] for the
@@ -1225,7 +1226,10 @@ struct Stamper {
 }
 
 impl Stamper {
-    fn after_write(&mut self, index: u64, key: Option<u64>, counters: &Counters) {
+    /// Stamps a message about to be encrypted and written: the time is taken just before the
+    /// TLS encryption and the `write` that hands it to the kernel, so the measured latency
+    /// includes both (it errs against the client, never for it).
+    fn before_write(&mut self, index: u64, key: Option<u64>, counters: &Counters) {
         let Some(producer) = self.producer.as_mut() else {
             return;
         };
@@ -1348,12 +1352,14 @@ fn deliver(
     let fragments = faults.and_then(|faults| faults.fragment_into).unwrap_or(1);
     let mut wire = Vec::with_capacity(payload.len() + 16);
     frame::write_text(&mut wire, payload, fragments);
+    // The stamp goes out before the bytes: a client on another core can take the message off
+    // the wire before this thread returns from the write, and must find its stamp then.
+    stamper.before_write(conn.stats.index, message.stamp_key, &shared.counters);
     if !conn.send_or_fail(&mut out, &wire) {
         return true;
     }
     out.data_sent = number;
     conn.stats.messages_sent.fetch_add(1, Ordering::Relaxed);
-    stamper.after_write(conn.stats.index, message.stamp_key, &shared.counters);
     if let Some(faults) = faults {
         post_send_faults(conn, &mut out, faults);
     }

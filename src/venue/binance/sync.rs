@@ -357,7 +357,9 @@ fn apply_diff<F: FnMut(Event)>(
     }
     let top_after = book.top();
     if top_after != top_before {
-        emitter.push(Event::new(header, Body::Quote(top_after)));
+        let mut quote_header = header;
+        quote_header.flags |= flags::DERIVED;
+        emitter.push(Event::new(quote_header, Body::Quote(top_after)));
     }
     emitter.finish_message();
 }
@@ -385,7 +387,7 @@ fn publish_snapshot<F: FnMut(Event)>(
         }
     }
     emitter.push(Event::new(header, Body::SnapshotEnd(snapshot)));
-    let quote_header = stamp.header(last_update_id, 0, recv_ts_ns, 0);
+    let quote_header = stamp.header(last_update_id, 0, recv_ts_ns, flags::DERIVED);
     emitter.push(Event::new(quote_header, Body::Quote(book.top())));
     emitter.finish_message();
 }
