@@ -2,16 +2,18 @@
 //!
 //! # Why a sorted `Vec` with the best price at the end
 //!
-//! A Binance `@depth@0ms` diff touches mostly the top 50-100 levels of a book that holds 1,000
-//! and more. Each side is therefore one `Vec` sorted from the worst price to the best, so the
-//! best level is the last element: inserting or removing near the top shifts only the few
-//! levels above it, and reading the best level is one load. A lookup scans the top
-//! [`TOP_SCAN_LEVELS`] levels linearly (where most changes land, and where a scan beats the
-//! unpredictable branches of a binary search) and falls back to a binary search below them.
+//! Each side is one `Vec` sorted from the worst price to the best, so the best level is the last
+//! element: reading it is one load, and inserting or removing a level shifts only the levels
+//! better than it, which for a book's usual traffic are few. A lookup is a binary search.
 //!
-//! `benches/book.rs` chose this layout by replaying every level change of the real capture
+//! `benches/book.rs` chose this by replaying every level change of the real capture
 //! (`../shared/data/binance-futures/btcusdt_20240808.gz`, 443,521 changes) into this book, a
-//! `BTreeMap` book and a sorted `Vec` with a plain binary search; its header records the numbers.
+//! `BTreeMap` book and this layout with a linear scan of the top 32 levels before the binary
+//! search. The capture did not bear out the expectation that changes cluster at the top: in the
+//! book its diffs build (about 5,000 levels a side by the end), half the changes land 226 or more
+//! levels below the best and only 30% within the top 100, so the scan lost (it mostly scans in
+//! vain), and the `Vec` still edged out the `BTreeMap`, which also allocates on node splits. The
+//! numbers and the machine are in the bench's header.
 //!
 //! Prices are stored as a sort key instead of as prices: a bid's key is its raw price and an
 //! ask's key is the bitwise complement of its raw price (`!x == -x - 1`, an order-reversing
@@ -27,10 +29,6 @@ use crate::event::{Quote, Side};
 use crate::fixed::Fixed;
 use std::iter::{FusedIterator, Rev, Take};
 use std::slice;
-
-/// How many levels from the top a lookup scans one by one before it binary-searches the rest.
-/// Chosen with `benches/book.rs`: most Binance diffs land within the top few dozen levels.
-pub const TOP_SCAN_LEVELS: usize = 32;
 
 /// One side of a book. Unlike [`event::Side`](crate::event::Side) it has no `None`: a level is
 /// always on one side or the other.
@@ -90,27 +88,7 @@ fn price_of(side: BookSide, key: i64) -> Fixed {
 /// would be inserted.
 #[inline]
 fn search(levels: &[Level], key: i64) -> Result<usize, usize> {
-    let scan_floor = levels.len().saturating_sub(TOP_SCAN_LEVELS);
-    // Scan down from the best level: stop at the first level whose key is not above `key`.
-    let mut index = levels.len();
-    while index > scan_floor {
-        let level_key = match levels.get(index - 1) {
-            Some(level) => level.key,
-            None => break,
-        };
-        if level_key == key {
-            return Ok(index - 1);
-        }
-        if level_key < key {
-            return Err(index);
-        }
-        index -= 1;
-    }
-    // Every scanned level is better than `key`: it lies below the scanned window.
-    match levels.get(..scan_floor) {
-        Some(rest) => rest.binary_search_by_key(&key, |level| level.key),
-        None => Err(0),
-    }
+    levels.binary_search_by_key(&key, |level| level.key)
 }
 
 /// A price-level order book for one instrument.
@@ -364,7 +342,7 @@ mod tests {
     }
 
     #[test]
-    fn deep_levels_are_found_below_the_scanned_window() {
+    fn deep_levels_are_found() {
         let mut book = OrderBook::with_capacity(256);
         for tick in 0..200i64 {
             book.set(BookSide::Ask, Fixed(1_000 + tick), Fixed(tick + 1));
