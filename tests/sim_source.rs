@@ -208,7 +208,7 @@ fn capture_replays_every_message_byte_for_byte_from_gzip_and_plain_with_an_oracl
         // by its layout, independently of the replay's scan.
         let wrapper_head = format!("{{\"stream\":\"{}\",\"data\":", message.stream);
         assert!(json.starts_with(&wrapper_head) && json.ends_with('}'));
-        assert!(message.data() == json[wrapper_head.len()..json.len() - 1].as_bytes());
+        assert!(message.data() == &json.as_bytes()[wrapper_head.len()..json.len() - 1]);
         let data: Value = serde_json::from_slice(message.data()).unwrap();
         assert!(data.is_object());
         assert!(
