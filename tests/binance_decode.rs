@@ -612,7 +612,7 @@ fn errors_say_where() {
     assert_eq!(error.offset, 17, "the number's first byte");
     assert_eq!(
         error.to_string(),
-        "`E` is not an integer in range (fraction, exponent, sign or leading zero) at byte 17"
+        "`E` is not a plain integer (fraction, exponent, misplaced sign or leading zero) at byte 17"
     );
     let error = decode(br#"{"e":"trade","p":"1.x"}"#).unwrap_err();
     assert_eq!(error.offset, 18, "the decimal's first byte");

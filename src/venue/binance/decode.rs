@@ -60,7 +60,7 @@ pub enum DecodeErrorKind {
     EscapedString(&'static str),
     #[error("invalid JSON number")]
     InvalidNumber,
-    #[error("`{0}` is not an integer in range (fraction, exponent, sign or leading zero)")]
+    #[error("`{0}` is not a plain integer (fraction, exponent, misplaced sign or leading zero)")]
     InvalidInteger(&'static str),
     #[error("integer `{0}` overflows 64 bits")]
     NumberOverflow(&'static str),
