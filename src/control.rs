@@ -63,7 +63,11 @@ pub struct Session {
 
 impl Session {
     /// Starts the hot threads and opens every venue's stream.
-    pub fn start(loaded: &LoadedConfig, clock: Clock, extras: SessionExtras) -> Result<Session, ControlError> {
+    pub fn start(
+        loaded: &LoadedConfig,
+        clock: Clock,
+        extras: SessionExtras,
+    ) -> Result<Session, ControlError> {
         let SessionExtras {
             print_events,
             stamps,
@@ -209,8 +213,7 @@ impl Session {
     /// Stops the hot threads, after writing out what is left to print.
     pub fn shutdown(mut self) -> Vec<String> {
         let _ = self.print_events();
-        let failed = self.runtime.shutdown();
-        failed
+        self.runtime.shutdown()
     }
 }
 
@@ -220,7 +223,21 @@ pub struct VenueTracker {
     live: Vec<bool>,
     /// Streams that ended (closed by the venue, reset, or failed), all venues together.
     pub streams_ended: u64,
+    /// The most recent ends, oldest first (at most `ENDS_KEPT`), for reports and tests.
+    pub ends: std::collections::VecDeque<StreamEnd>,
 }
+
+/// How a venue stream ended.
+#[derive(Clone, Debug)]
+pub struct StreamEnd {
+    pub conn: u32,
+    /// The WebSocket close code the venue sent, if it sent one.
+    pub close_code: Option<u16>,
+    /// What went wrong, if anything did.
+    pub error: Option<String>,
+}
+
+const ENDS_KEPT: usize = 64;
 
 impl VenueTracker {
     pub fn new(loaded: &LoadedConfig) -> VenueTracker {
@@ -228,6 +245,7 @@ impl VenueTracker {
             names: loaded.venues.iter().map(|v| v.venue.name.clone()).collect(),
             live: vec![false; loaded.venues.len()],
             streams_ended: 0,
+            ends: std::collections::VecDeque::new(),
         }
     }
 
@@ -249,6 +267,14 @@ impl VenueTracker {
                 error,
             } => {
                 self.streams_ended += 1;
+                if self.ends.len() == ENDS_KEPT {
+                    self.ends.pop_front();
+                }
+                self.ends.push_back(StreamEnd {
+                    conn,
+                    close_code,
+                    error: error.clone(),
+                });
                 match &error {
                     Some(error) => {
                         tracing::warn!(venue = %self.name(conn), ?close_code, "venue stream ended: {error}")
@@ -264,6 +290,12 @@ impl VenueTracker {
                 }
             }
             NetStatus::OpenFailed { conn, error } => {
+                self.streams_ended += 1;
+                self.ends.push_back(StreamEnd {
+                    conn,
+                    close_code: None,
+                    error: Some(error.clone()),
+                });
                 tracing::error!(venue = %self.name(conn), "cannot open the venue stream: {error}");
             }
         }
@@ -281,4 +313,3 @@ impl VenueTracker {
         )
     }
 }
-

@@ -511,7 +511,8 @@ fn sync_emits_snapshot_then_quote_with_exact_headers_and_flags() {
                 ask_px: px("100.5"),
                 ask_sz: px("1"),
             }),
-            flags::NO_EXCHANGE_TS | flags::LAST,
+            // Computed from the book, not sent by the venue as a bookTicker.
+            flags::NO_EXCHANGE_TS | flags::LAST | flags::DERIVED,
             100,
         ),
         // The buffered diff had no levels and cannot change the top: no events of its own.
@@ -580,7 +581,7 @@ fn diff_events_carry_levels_in_order_and_a_quote_only_when_the_top_changes() {
     );
     assert_eq!(kinds(&events), ["BookLevel", "Quote"]);
     assert_eq!(events[0].header.flags, 0);
-    assert_eq!(events[1].header.flags, flags::LAST);
+    assert_eq!(events[1].header.flags, flags::LAST | flags::DERIVED);
     assert_eq!(
         events[1].body(),
         Body::Quote(Quote {

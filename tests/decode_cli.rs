@@ -41,7 +41,11 @@ fn prints_every_field_of_each_event_type_and_counts_bad_lines() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let lines = json_lines(&output.stdout);
-    assert_eq!(lines.len(), 6, "quote, trade, 3 levels, aggTrade: {lines:#?}");
+    assert_eq!(
+        lines.len(),
+        6,
+        "quote, trade, 3 levels, aggTrade: {lines:#?}"
+    );
 
     let quote = &lines[0];
     assert_eq!(
@@ -71,7 +75,10 @@ fn prints_every_field_of_each_event_type_and_counts_bad_lines() {
     assert_eq!(lines[5]["aggressor"], "buy");
     assert!(stderr.contains("1 malformed"), "{stderr}");
     assert!(stderr.contains("unknown:somethingNew=1"), "{stderr}");
-    assert!(stderr.contains("line 5"), "the malformed line is named: {stderr}");
+    assert!(
+        stderr.contains("line 5"),
+        "the malformed line is named: {stderr}"
+    );
 }
 
 #[test]
@@ -123,7 +130,12 @@ fn refuses_an_unknown_venue_and_a_missing_file() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("binance-futures"));
     let output = tickwire()
-        .args(["decode", "--venue", "binance-futures", "/nonexistent/file.gz"])
+        .args([
+            "decode",
+            "--venue",
+            "binance-futures",
+            "/nonexistent/file.gz",
+        ])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));

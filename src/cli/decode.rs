@@ -131,10 +131,7 @@ fn run(path: &Path) -> anyhow::Result<String> {
             Err(error) => {
                 malformed += 1;
                 if malformed <= 5 {
-                    eprintln!(
-                        "decode: line {lines}: {error}: {}",
-                        decode::sample(message)
-                    );
+                    eprintln!("decode: line {lines}: {error}: {}", decode::sample(message));
                 }
             }
         }

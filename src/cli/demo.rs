@@ -12,7 +12,6 @@
 //! inline, the strategy thread parks until woken, and the simulator's threads sleep between
 //! messages, so nothing spins.
 
-use tickwire::control::{Session, SessionExtras};
 use super::signals::StopSignals;
 use hdrhistogram::Histogram;
 use std::collections::BTreeSet;
@@ -22,11 +21,12 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
 use tickwire::config;
+use tickwire::control::{Session, SessionExtras};
 use tickwire::metrics::LatencySummary;
 use tickwire::ring;
 use tickwire::sim::source::CaptureSource;
-use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
 use tickwire::sim::source::Source;
+use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
 use tickwire::sim::{Pace, Sim, SimOptions};
 use tickwire::strategy::stamps::Stamp;
 
@@ -104,13 +104,7 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
     options.clock = clock;
     let sim = Sim::start(options, source)?;
     let port = sim.addr().port();
-    let appliance_path = write_configs(
-        dir.path(),
-        port,
-        &sim.ca_pem_path(),
-        &symbols,
-        &channels,
-    )?;
+    let appliance_path = write_configs(dir.path(), port, sim.ca_pem_path(), &symbols, &channels)?;
     let loaded = config::load(&appliance_path).map_err(|errors| anyhow::anyhow!("{errors}"))?;
     let mut session = Session::start(
         &loaded,
@@ -124,11 +118,7 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let terminal = std::io::stdout().is_terminal();
     let source_name = match &args.source {
         Some(path) => format!("capture {} at {}x", path.display(), args.speed),
-        None => format!(
-            "synthetic, {} symbols, {} msg/s",
-            symbols.len(),
-            args.rate
-        ),
+        None => format!("synthetic, {} symbols, {} msg/s", symbols.len(), args.rate),
     };
     println!(
         "tickwire demo: simulator on wss://127.0.0.1:{port} ({source_name}); {}; {} s",
@@ -175,7 +165,10 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let send = LatencySummary::of(&totals.send_to_strategy);
     let wire = LatencySummary::of(&totals.wire_to_strategy);
     println!();
-    println!("tickwire demo: stopped ({stop}) after {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "tickwire demo: stopped ({stop}) after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     println!(
         "  simulator sent {} messages; the appliance decoded {} messages into {} events",
         sim_stats.messages_sent, view.messages, view.events
@@ -261,7 +254,10 @@ impl View {
             gaps: runtime.gaps.get(),
             reconnects: session.venues.streams_ended,
             malformed,
-            unstamped: runtime.unstamped.as_ref().map_or(0, |counter| counter.get()),
+            unstamped: runtime
+                .unstamped
+                .as_ref()
+                .map_or(0, |counter| counter.get()),
         }
     }
 
@@ -390,7 +386,10 @@ fn scan_streams(path: &Path) -> anyhow::Result<(Vec<String>, Vec<String>)> {
             path.display()
         );
     }
-    Ok((symbols.into_iter().collect(), channels.into_iter().collect()))
+    Ok((
+        symbols.into_iter().collect(),
+        channels.into_iter().collect(),
+    ))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

@@ -166,7 +166,8 @@ pub fn main() -> ExitCode {
                 eprintln!("--duration must be a non-negative number of seconds");
                 return ExitCode::from(2);
             };
-            if !(speed > 0.0 && speed.is_finite() && rate > 0.0 && rate.is_finite()) || symbols == 0 {
+            if !(speed > 0.0 && speed.is_finite() && rate > 0.0 && rate.is_finite()) || symbols == 0
+            {
                 eprintln!("--speed and --rate must be positive numbers, --symbols at least 1");
                 return ExitCode::from(2);
             }

@@ -10,8 +10,8 @@ use tickwire::runtime::Runtime;
 use tickwire::systemd::{HeartbeatCheck, Notifier};
 use tickwire::thread;
 
-use tickwire::control::{Session, SessionExtras};
 use super::signals::StopSignals;
+use tickwire::control::{Session, SessionExtras};
 
 pub fn run(config_path: &Path, log_level: Option<&str>, print_events: bool) -> ExitCode {
     let loaded = match config::load(config_path) {
@@ -178,7 +178,10 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
     log_notify_error(notifier.stopping(&format!("stopping: {stop_reason}")));
     let print_dropped = session.print_dropped();
     if print_dropped > 0 {
-        tracing::warn!(lines = print_dropped, "printed events lost: stdout did not keep up");
+        tracing::warn!(
+            lines = print_dropped,
+            "printed events lost: stdout did not keep up"
+        );
     }
     let failed = session.shutdown();
     if !failed.is_empty() {

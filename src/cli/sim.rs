@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tickwire::clock::Clock;
 use tickwire::sim::source::CaptureSource;
-use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
 use tickwire::sim::source::Source;
+use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
 use tickwire::sim::{Faults, Pace, Sim, SimOptions, Start};
 
 /// The simulator's options on the command line.

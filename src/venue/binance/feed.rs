@@ -210,7 +210,12 @@ impl BinanceFeed {
             instrument_id: self.config.instrument_base + instrument as InstrumentId,
             venue_id: self.config.venue_id,
             kind,
-            flags: flags::LAST | if exch_ms == 0 { flags::NO_EXCHANGE_TS } else { 0 },
+            flags: flags::LAST
+                | if exch_ms == 0 {
+                    flags::NO_EXCHANGE_TS
+                } else {
+                    0
+                },
         }
     }
 
@@ -301,7 +306,9 @@ impl BinanceFeed {
                 json::write_quote(&mut printer.line, venue, ticker, recv_ts_ns)
             }
             Message::Trade(trade) => json::write_trade(&mut printer.line, venue, trade, recv_ts_ns),
-            Message::Depth(depth) => json::write_levels(&mut printer.line, venue, depth, recv_ts_ns),
+            Message::Depth(depth) => {
+                json::write_levels(&mut printer.line, venue, depth, recv_ts_ns)
+            }
             _ => return,
         }
         if printer.line.is_empty() {
@@ -385,7 +392,12 @@ impl Feed for BinanceFeed {
                 };
                 sink.push(Event::new(
                     header,
-                    Body::Trade(Trade::new(trade.price, trade.qty, trade.trade_id, aggressor)),
+                    Body::Trade(Trade::new(
+                        trade.price,
+                        trade.qty,
+                        trade.trade_id,
+                        aggressor,
+                    )),
                 ));
             }
             (Message::Depth(depth), Some(instrument)) => {
@@ -405,9 +417,7 @@ impl Feed for BinanceFeed {
     }
 
     fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>) {
-        let index = reply
-            .instrument
-            .wrapping_sub(self.config.instrument_base) as usize;
+        let index = reply.instrument.wrapping_sub(self.config.instrument_base) as usize;
         let Some(Some(book)) = self.books.get_mut(index) else {
             return;
         };

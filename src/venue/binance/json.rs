@@ -91,7 +91,11 @@ pub fn write_trade(out: &mut Vec<u8>, venue: &str, trade: &TradePrint<'_>, recv_
     push_fixed_field(out, "qty", trade.qty);
     out.push(b',');
     // `m`: the buyer was the maker, so the taker (the aggressor) sold.
-    let aggressor: &[u8] = if trade.buyer_is_maker { b"sell" } else { b"buy" };
+    let aggressor: &[u8] = if trade.buyer_is_maker {
+        b"sell"
+    } else {
+        b"buy"
+    };
     push_str_field(out, "aggressor", aggressor);
     out.push(b',');
     push_u64_field(out, "event_ts_ns", ms_to_ns(trade.event_time_ms));

@@ -1,0 +1,227 @@
+//! `tickwire sim`, `tickwire record` and `tickwire demo` as a user runs them.
+
+use flate2::write::GzEncoder;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tickwire::sim::source::{CaptureSource, Source, SyntheticConfig, SyntheticSource};
+
+fn tickwire() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tickwire"))
+}
+
+/// Kills the child when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Writes `count` synthetic messages as a gzip capture (`<ns> <json>` lines).
+fn write_capture(path: &Path, count: u64) -> Vec<Vec<u8>> {
+    let mut source = SyntheticSource::new(SyntheticConfig {
+        symbols: 1,
+        rate_per_sec: 1000.0,
+        duration_messages: Some(count),
+        ..SyntheticConfig::default()
+    })
+    .unwrap();
+    let mut out = GzEncoder::new(
+        std::fs::File::create(path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    let mut messages = Vec::new();
+    while let Some(message) = source.next_message() {
+        write!(out, "{} ", 1_700_000_000_000_000_000 + message.offset_ns).unwrap();
+        out.write_all(&message.combined).unwrap();
+        out.write_all(b"\n").unwrap();
+        messages.push(message.combined);
+    }
+    out.finish().unwrap();
+    messages
+}
+
+fn replayed(path: &Path) -> Vec<Vec<u8>> {
+    let mut source = CaptureSource::open(path).unwrap();
+    let mut out = Vec::new();
+    while let Some(message) = source.next_message() {
+        out.push(message.combined);
+    }
+    out
+}
+
+/// Starts `tickwire sim` and returns it with the address it printed.
+fn start_sim(args: &[&str]) -> (Running, String) {
+    let mut child = tickwire()
+        .arg("sim")
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let running = Running(child);
+    let mut lines = BufReader::new(stderr).lines();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        if let Some(addr) = line.strip_prefix("sim: listening on ") {
+            let addr = addr.split_whitespace().next().unwrap().to_owned();
+            // Keep draining stderr so the simulator never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines {});
+            return (running, addr);
+        }
+        seen.push(line);
+    }
+    panic!("the simulator did not say where it listens: {seen:#?}");
+}
+
+#[test]
+fn record_against_the_simulator_replays_byte_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.gz");
+    let original = write_capture(&input, 2000);
+    let cert_dir = dir.path().join("ca");
+    let (_sim, addr) = start_sim(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--source",
+        input.to_str().unwrap(),
+        "--as-fast-as-possible",
+    ]);
+    let port = addr.rsplit(':').next().unwrap();
+    let venue = dir.path().join("venue.toml");
+    std::fs::write(
+        &venue,
+        format!(
+            "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
+             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
+             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"depth@100ms\", \"aggTrade\"]\n\
+             [tls]\nextra_ca_file = {:?}\n",
+            cert_dir.join("ca.pem").display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("recorded.gz");
+    let output = tickwire()
+        .args(["record", "--venue"])
+        .arg(&venue)
+        .arg("--out")
+        .arg(&out)
+        .args(["--duration", "4"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("2000 messages"), "{stderr}");
+
+    // Each recorded line is a receive time and the message exactly as the simulator sent it.
+    let recorded = std::io::read_to_string(flate2::read::GzDecoder::new(
+        std::fs::File::open(&out).unwrap(),
+    ))
+    .unwrap();
+    let mut previous_ns = 0u64;
+    let mut bodies = Vec::new();
+    for line in recorded.lines() {
+        let (ns, body) = line.split_once(' ').unwrap();
+        let ns: u64 = ns.parse().expect("a receive time in ns");
+        assert!(ns >= previous_ns, "receive times do not go back");
+        previous_ns = ns;
+        bodies.push(body.as_bytes().to_vec());
+    }
+    assert_eq!(
+        bodies, original,
+        "the recording holds the sent bytes, in order"
+    );
+    // And the simulator replays the recording as it replayed the original.
+    assert_eq!(replayed(&out), replayed(&input));
+}
+
+#[test]
+fn sim_refuses_bad_options_with_a_clear_message() {
+    let output = tickwire()
+        .args([
+            "sim",
+            "--source",
+            "/nonexistent/capture.gz",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/capture.gz"));
+    let output = tickwire()
+        .args(["sim", "--speed", "0", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--speed"));
+}
+
+#[test]
+fn record_fails_clearly_when_the_venue_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = dir.path().join("venue.toml");
+    // Port 9 on loopback: nothing listens there.
+    std::fs::write(
+        &venue,
+        "name = \"down\"\nkind = \"binance-usdm-futures\"\nurl = \"ws://127.0.0.1:9/stream\"\n\
+         symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\"]\n",
+    )
+    .unwrap();
+    let output = tickwire()
+        .args(["record", "--venue"])
+        .arg(&venue)
+        .arg("--out")
+        .arg(dir.path().join("out.gz"))
+        .args(["--duration", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("stream ended") || stderr.contains("refused"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn demo_runs_on_its_own_and_reports_latency() {
+    let output = tickwire()
+        .args(["demo", "--duration", "3"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    // Live lines for the default symbols, then the summary.
+    assert!(stdout.contains("BTCUSDT bid"), "{stdout}");
+    let summary = stdout
+        .lines()
+        .find(|line| line.contains("the appliance decoded"))
+        .unwrap_or_else(|| panic!("no summary: {stdout}"));
+    let decoded: u64 = summary
+        .split("decoded ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(decoded > 0, "{summary}");
+    let latency = stdout
+        .lines()
+        .find(|line| line.contains("simulator send to strategy"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        latency.contains("p50") && latency.contains("p99.9"),
+        "{latency}"
+    );
+    assert!(stdout.contains("drops 0"), "{stdout}");
+}

@@ -1,0 +1,582 @@
+//! The appliance against the simulator, on loopback: a capture replayed to the strategy message
+//! for message, and each fault the simulator injects, with what the appliance does about it.
+//!
+//! Each test starts a real `Sim` (TLS, WebSocket, REST) and a real appliance `Session` (hot
+//! threads, io_uring or epoll, decoder, book sync, snapshot fetcher) configured through ordinary
+//! config files, with a recording strategy on the strategy thread.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tickwire::clock::Clock;
+use tickwire::config;
+use tickwire::control::{Session, SessionExtras};
+use tickwire::event::{flags, Body, Event, GapReason};
+use tickwire::sim::source::{CaptureSource, Source, SyntheticConfig, SyntheticSource};
+use tickwire::sim::{Faults, Pace, Sim, SimHandle, SimOptions};
+use tickwire::strategy::Strategy;
+
+/// Every event the strategy thread saw, in order.
+#[derive(Clone, Default)]
+struct Recorded {
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Strategy for Recorded {
+    fn on_event(&mut self, event: &Event, _now_ns: u64) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(*event);
+        }
+    }
+}
+
+impl Recorded {
+    fn snapshot(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+struct Pair {
+    sim: SimHandle,
+    session: Session,
+    recorded: Recorded,
+    _dir: tempfile::TempDir,
+}
+
+struct Setup {
+    symbols: Vec<&'static str>,
+    channels: Vec<&'static str>,
+    max_message_bytes: usize,
+    connect_timeout_ms: u64,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            symbols: vec!["BTCUSDT"],
+            channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
+            max_message_bytes: 1 << 20,
+            connect_timeout_ms: 5_000,
+        }
+    }
+}
+
+fn quote_list(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|item| format!("{item:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn write_configs(dir: &Path, sim: &SimHandle, setup: &Setup) -> PathBuf {
+    let port = sim.addr().port();
+    std::fs::write(
+        dir.join("venue.toml"),
+        format!(
+            "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
+             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
+             symbols = [{}]\nchannels = [{}]\n[tls]\nextra_ca_file = {:?}\n",
+            quote_list(&setup.symbols),
+            quote_list(&setup.channels),
+            sim.ca_pem_path().display().to_string()
+        ),
+    )
+    .unwrap();
+    let appliance = dir.join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        format!(
+            "venues = [\"venue.toml\"]\n[log]\nlevel = \"warn\"\n\
+             [rings]\nframe_ring_bytes = 16777216\nevent_ring_slots = 262144\n\
+             [net]\nwait = \"block\"\nblock_timeout_us = 1000\nmax_connections = 4\n\
+             max_message_bytes = {}\nconnect_timeout_ms = {}\n\
+             [threads.net]\nwait = \"spin-then-yield\"\nspin_iterations = 100\n\
+             [threads.decoder]\nfuse_into = \"net\"\n\
+             [threads.strategy]\nwait = \"park\"\nspin_iterations = 100\npark_timeout_us = 1000\n",
+            setup.max_message_bytes, setup.connect_timeout_ms
+        ),
+    )
+    .unwrap();
+    appliance
+}
+
+fn start(source: Box<dyn Source>, options: impl FnOnce(&mut SimOptions), setup: Setup) -> Pair {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::calibrate();
+    let mut sim_options = SimOptions::new(dir.path().join("sim"));
+    sim_options.clock = clock;
+    options(&mut sim_options);
+    let sim = Sim::start(sim_options, source).expect("the simulator starts");
+    let appliance = write_configs(dir.path(), &sim, &setup);
+    let loaded = config::load(&appliance).expect("the test config is valid");
+    let recorded = Recorded::default();
+    let session = Session::start(
+        &loaded,
+        clock,
+        SessionExtras {
+            strategy: Some(Box::new(recorded.clone())),
+            ..SessionExtras::default()
+        },
+    )
+    .expect("the appliance starts");
+    Pair {
+        sim,
+        session,
+        recorded,
+        _dir: dir,
+    }
+}
+
+fn synthetic(rate: f64) -> Box<dyn Source> {
+    Box::new(
+        SyntheticSource::new(SyntheticConfig {
+            symbols: 1,
+            rate_per_sec: rate,
+            ..SyntheticConfig::default()
+        })
+        .unwrap(),
+    )
+}
+
+impl Pair {
+    /// Runs the control thread's work until `done` says so; panics after `timeout`.
+    fn run_until(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        mut done: impl FnMut(&mut Pair) -> bool,
+    ) {
+        let started = Instant::now();
+        loop {
+            self.session.tick().expect("control tick");
+            assert!(self.session.runtime.all_running(), "a hot thread ended");
+            if done(self) {
+                return;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "timed out after {timeout:?} waiting for: {what}; ends {:?}; sim {:?}",
+                self.session.venues.ends,
+                self.sim.stats().connections
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn counters(&self) -> &tickwire::venue::binance::feed::FeedCounters {
+        &self.session.feeds[0].1
+    }
+
+    fn decoded(&self) -> u64 {
+        let counters = self.counters();
+        counters.book_tickers.get() + counters.depth_updates.get() + counters.trades.get()
+    }
+
+    fn gaps(&self, reason: GapReason) -> usize {
+        self.recorded
+            .snapshot()
+            .iter()
+            .filter(|event| matches!(event.body(), Body::Gap(gap) if gap.reason() == reason))
+            .count()
+    }
+
+    fn finish(self) -> Vec<Event> {
+        let failed = self.session.shutdown();
+        assert!(failed.is_empty(), "threads panicked: {failed:?}");
+        self.recorded.snapshot()
+    }
+}
+
+/// The capture's messages as the venue sent them, by type, in order.
+struct CaptureFacts {
+    book_ticker_ids: Vec<u64>,
+    trade_ids: Vec<u64>,
+    /// (U, u) of every depthUpdate.
+    diffs: Vec<(u64, u64)>,
+}
+
+fn capture_facts(path: &Path) -> CaptureFacts {
+    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(
+        std::fs::File::open(path).unwrap(),
+    ));
+    let mut facts = CaptureFacts {
+        book_ticker_ids: Vec::new(),
+        trade_ids: Vec::new(),
+        diffs: Vec::new(),
+    };
+    for line in std::io::BufRead::lines(reader) {
+        let line = line.unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(line.split_once(' ').unwrap().1).unwrap();
+        let data = &json["data"];
+        match data["e"].as_str() {
+            Some("bookTicker") => facts.book_ticker_ids.push(data["u"].as_u64().unwrap()),
+            Some("trade") => facts.trade_ids.push(data["t"].as_u64().unwrap()),
+            Some("depthUpdate") => facts
+                .diffs
+                .push((data["U"].as_u64().unwrap(), data["u"].as_u64().unwrap())),
+            _ => {}
+        }
+    }
+    facts
+}
+
+fn replay_capture(speed: f64) {
+    let Some(path) = common::shared_data("binance-futures/btcusdt_20240808.gz") else {
+        return;
+    };
+    let facts = capture_facts(&path);
+    let source = Box::new(CaptureSource::open(&path).unwrap());
+    let mut pair = start(
+        source,
+        |options| options.pace = Pace::Recorded { speed },
+        Setup {
+            channels: vec!["bookTicker", "depth@0ms", "trade"],
+            ..Setup::default()
+        },
+    );
+    let stream_messages =
+        (facts.book_ticker_ids.len() + facts.trade_ids.len() + facts.diffs.len()) as u64;
+    // The capture lasts ~345 s at recorded pace.
+    let timeout = Duration::from_secs_f64(345.0 / speed + 60.0);
+    pair.run_until(timeout, "every capture message decoded", |pair| {
+        pair.sim.stats().source_done && pair.decoded() >= stream_messages
+    });
+    // Let the strategy drain what the decoder wrote last.
+    let sent = pair.sim.stats().messages_sent;
+    pair.run_until(Duration::from_secs(10), "the strategy drained", |pair| {
+        pair.recorded
+            .snapshot()
+            .iter()
+            .filter(|event| matches!(event.body(), Body::Trade(_)))
+            .count()
+            == facts.trade_ids.len()
+    });
+    let counters = pair.counters();
+    assert_eq!(
+        counters.book_tickers.get(),
+        facts.book_ticker_ids.len() as u64
+    );
+    assert_eq!(counters.trades.get(), facts.trade_ids.len() as u64);
+    assert_eq!(counters.depth_updates.get(), facts.diffs.len() as u64);
+    assert_eq!(counters.malformed.get(), 0);
+    assert_eq!(counters.unknown.get(), 0);
+    assert_eq!(
+        counters.book_gaps.get(),
+        0,
+        "the capture's pu chain is continuous"
+    );
+    assert_eq!(counters.book_syncs.get(), 1);
+    assert_eq!(sent, stream_messages);
+    let runtime = &pair.session.runtime;
+    assert_eq!(runtime.frame_ring.overflows(), 0, "no frame dropped");
+    assert_eq!(runtime.event_ring.overflows(), 0, "no event dropped");
+    assert_eq!(pair.session.venues.streams_ended, 0);
+    let events = pair.finish();
+
+    // Quotes and trades: every one, in the venue's order.
+    let quotes: Vec<u64> = events
+        .iter()
+        .filter(|event| {
+            matches!(event.body(), Body::Quote(_)) && event.header.flags & flags::DERIVED == 0
+        })
+        .map(|event| event.header.venue_seq)
+        .collect();
+    assert_eq!(quotes, facts.book_ticker_ids, "bookTickers, in order");
+    let trades: Vec<u64> = events
+        .iter()
+        .filter_map(|event| match event.body() {
+            Body::Trade(trade) => Some(trade.trade_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(trades, facts.trade_ids, "trades, in order");
+    // Depth: each diff is either inside the snapshot the book started from or applied, once,
+    // in order.
+    let snapshot_id = events
+        .iter()
+        .find_map(|event| match event.body() {
+            Body::SnapshotEnd(snapshot) => Some(snapshot.snapshot_id),
+            _ => None,
+        })
+        .expect("the book synced from a snapshot");
+    let mut applied: Vec<u64> = events
+        .iter()
+        .filter(|event| {
+            matches!(event.body(), Body::BookLevel(_)) && event.header.flags & flags::SNAPSHOT == 0
+        })
+        .map(|event| event.header.venue_seq)
+        .collect();
+    applied.dedup();
+    let expected: Vec<u64> = facts
+        .diffs
+        .iter()
+        .filter(|(_, last)| *last >= snapshot_id)
+        .map(|(_, last)| *last)
+        .collect();
+    assert_eq!(
+        applied, expected,
+        "diffs from the snapshot on, each once, in order"
+    );
+    assert!(
+        facts
+            .diffs
+            .iter()
+            .any(|(first, last)| *first <= snapshot_id && snapshot_id <= *last),
+        "the snapshot's lastUpdateId falls inside a diff"
+    );
+}
+
+#[test]
+fn the_capture_at_10x_reaches_the_strategy_whole_and_in_order() {
+    replay_capture(10.0);
+}
+
+/// About six minutes: `cargo test --test sim_appliance -- --ignored`.
+#[test]
+#[ignore = "replays the capture at its recorded pace (about 6 minutes)"]
+fn the_capture_at_recorded_pace_reaches_the_strategy_whole_and_in_order() {
+    replay_capture(1.0);
+}
+
+fn with_faults(faults: Faults) -> impl FnOnce(&mut SimOptions) {
+    move |options| options.faults = faults
+}
+
+fn book_live(pair: &Pair) -> bool {
+    pair.counters().book_syncs.get() >= 1
+}
+
+#[test]
+fn a_clean_close_ends_the_stream_with_its_code_and_a_reconnect_gap() {
+    let mut pair = start(
+        synthetic(500.0),
+        with_faults(Faults {
+            close_after: Some(300),
+            ..Faults::default()
+        }),
+        Setup::default(),
+    );
+    pair.run_until(Duration::from_secs(20), "the venue's close", |pair| {
+        pair.session.venues.streams_ended > 0
+    });
+    let end = pair.session.venues.ends[0].clone();
+    assert_eq!(end.close_code, Some(1000));
+    assert_eq!(end.error, None, "a clean close is not an error");
+    assert!(pair.decoded() >= 300);
+    pair.run_until(Duration::from_secs(5), "the reconnect gap", |pair| {
+        pair.gaps(GapReason::Reconnect) == 1
+    });
+}
+
+#[test]
+fn a_reset_is_an_error_and_a_gap() {
+    let mut pair = start(
+        synthetic(500.0),
+        with_faults(Faults {
+            reset_after: Some(300),
+            ..Faults::default()
+        }),
+        Setup::default(),
+    );
+    pair.run_until(Duration::from_secs(20), "the reset", |pair| {
+        pair.session.venues.streams_ended > 0
+    });
+    let end = pair.session.venues.ends[0].clone();
+    assert_eq!(end.close_code, None);
+    assert!(
+        end.error.is_some(),
+        "a reset without a close frame is an error: {end:?}"
+    );
+    pair.run_until(Duration::from_secs(5), "the reconnect gap", |pair| {
+        pair.gaps(GapReason::Reconnect) == 1
+    });
+}
+
+#[test]
+fn a_stall_loses_messages_the_book_notices_and_resyncs() {
+    let mut pair = start(
+        synthetic(500.0),
+        with_faults(Faults {
+            stall_after: Some((300, Duration::from_secs(1))),
+            ..Faults::default()
+        }),
+        Setup::default(),
+    );
+    pair.run_until(Duration::from_secs(30), "a gap and a second sync", |pair| {
+        pair.counters().book_gaps.get() >= 1 && pair.counters().book_syncs.get() >= 2
+    });
+    assert_eq!(
+        pair.session.venues.streams_ended, 0,
+        "the TCP connection stayed up"
+    );
+    assert!(pair.sim.stats().connections[0].messages_lost > 0);
+    assert!(pair.gaps(GapReason::SequenceBreak) >= 1);
+}
+
+#[test]
+fn malformed_messages_are_counted_and_everything_else_decoded() {
+    // A market of exactly 2,000 messages, so the counts can be compared once it is over.
+    let source = SyntheticSource::new(SyntheticConfig {
+        symbols: 1,
+        rate_per_sec: 1000.0,
+        duration_messages: Some(2000),
+        ..SyntheticConfig::default()
+    })
+    .unwrap();
+    let mut pair = start(
+        Box::new(source),
+        with_faults(Faults {
+            malformed_every: Some(10),
+            ..Faults::default()
+        }),
+        Setup::default(),
+    );
+    pair.run_until(Duration::from_secs(30), "every message seen", |pair| {
+        let stats = pair.sim.stats();
+        stats.source_done
+            && pair.decoded() + pair.counters().malformed.get()
+                == stats.connections[0].messages_sent
+    });
+    let sent = pair.sim.stats().connections[0].messages_sent;
+    let malformed = pair.counters().malformed.get();
+    assert_eq!(
+        malformed,
+        sent / 10,
+        "every tenth message, no more, no less"
+    );
+    assert_eq!(pair.decoded() + malformed, sent);
+    assert!(
+        sent > 1500,
+        "most of the market reached the subscriber: {sent}"
+    );
+}
+
+#[test]
+fn an_oversized_frame_closes_the_stream_with_1009() {
+    let mut pair = start(
+        synthetic(500.0),
+        with_faults(Faults {
+            oversized_after: Some((100, 2 << 20)),
+            ..Faults::default()
+        }),
+        Setup {
+            max_message_bytes: 1 << 20,
+            ..Setup::default()
+        },
+    );
+    pair.run_until(Duration::from_secs(20), "the stream closed", |pair| {
+        pair.session.venues.streams_ended > 0
+    });
+    let end = pair.session.venues.ends[0].clone();
+    let error = end.error.unwrap_or_default();
+    assert!(
+        error.contains("1048576") || error.contains("too large") || error.contains("1009"),
+        "{error}"
+    );
+    assert!(pair.decoded() >= 100);
+}
+
+#[test]
+fn fragmented_messages_decode_like_whole_ones() {
+    let mut pair = start(
+        synthetic(1000.0),
+        with_faults(Faults {
+            fragment_into: Some(3),
+            ..Faults::default()
+        }),
+        Setup::default(),
+    );
+    pair.run_until(Duration::from_secs(20), "800 messages", |pair| {
+        pair.decoded() >= 800
+    });
+    assert_eq!(pair.counters().malformed.get(), 0);
+    assert_eq!(pair.counters().book_gaps.get(), 0);
+    assert!(book_live(&pair));
+}
+
+#[test]
+fn a_skipped_depth_update_is_a_gap_and_a_resync() {
+    let mut pair = start(
+        synthetic(500.0),
+        with_faults(Faults {
+            skip_depth_after: Some(200),
+            ..Faults::default()
+        }),
+        Setup::default(),
+    );
+    pair.run_until(Duration::from_secs(30), "the gap and the resync", |pair| {
+        pair.counters().book_gaps.get() == 1 && pair.counters().book_syncs.get() == 2
+    });
+    assert_eq!(pair.gaps(GapReason::SequenceBreak), 1);
+    assert_eq!(pair.counters().book_resyncs.get(), 1);
+    assert_eq!(pair.session.venues.streams_ended, 0);
+}
+
+#[test]
+fn rest_snapshot_errors_are_retried_until_the_book_syncs() {
+    let mut pair = start(
+        synthetic(500.0),
+        with_faults(Faults {
+            rest_errors: 2,
+            ..Faults::default()
+        }),
+        Setup::default(),
+    );
+    pair.run_until(Duration::from_secs(30), "the book synced", |pair| {
+        book_live(pair)
+    });
+    assert_eq!(
+        pair.sim.stats().rest_requests,
+        3,
+        "two failures, then the snapshot"
+    );
+}
+
+#[test]
+fn a_slow_handshake_only_delays_the_stream() {
+    let mut pair = start(
+        synthetic(500.0),
+        with_faults(Faults {
+            handshake_delay: Some(Duration::from_millis(800)),
+            ..Faults::default()
+        }),
+        Setup::default(),
+    );
+    let started = Instant::now();
+    pair.run_until(Duration::from_secs(20), "the stream live", |pair| {
+        pair.session.venues.all_live()
+    });
+    assert!(started.elapsed() >= Duration::from_millis(700));
+    pair.run_until(Duration::from_secs(20), "data", |pair| {
+        pair.decoded() >= 100
+    });
+}
+
+#[test]
+fn a_certificate_for_another_host_is_refused() {
+    let mut pair = start(
+        synthetic(500.0),
+        with_faults(Faults {
+            wrong_host_cert: true,
+            ..Faults::default()
+        }),
+        Setup::default(),
+    );
+    pair.run_until(Duration::from_secs(20), "the TLS failure", |pair| {
+        pair.session.venues.streams_ended > 0
+    });
+    let error = pair.session.venues.ends[0]
+        .error
+        .clone()
+        .unwrap_or_default();
+    assert!(error.to_lowercase().contains("certificate"), "{error}");
+    assert_eq!(
+        pair.decoded(),
+        0,
+        "nothing is read from an unverified server"
+    );
+}
