@@ -225,3 +225,66 @@ fn demo_runs_on_its_own_and_reports_latency() {
     );
     assert!(stdout.contains("drops 0"), "{stdout}");
 }
+
+#[test]
+fn run_print_events_pipes_a_venue_as_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert_dir = dir.path().join("ca");
+    let (_sim, addr) = start_sim(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--rate",
+        "500",
+        "--symbols",
+        "1",
+    ]);
+    let port = addr.rsplit(':').next().unwrap();
+    std::fs::write(
+        dir.path().join("venue.toml"),
+        format!(
+            "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
+             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
+             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"depth@100ms\", \"aggTrade\"]\n\
+             [tls]\nextra_ca_file = {:?}\n",
+            cert_dir.join("ca.pem").display().to_string()
+        ),
+    )
+    .unwrap();
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"venue.toml\"]\n[rings]\nframe_ring_bytes = 16777216\n\
+         [net]\nmax_message_bytes = 1048576\n[threads.net]\nwait = \"spin-then-yield\"\n\
+         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let child = tickwire()
+        .args(["run", "--print-events", "--config"])
+        .arg(&appliance)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut kinds = std::collections::BTreeSet::new();
+    for line in stdout.lines() {
+        let json: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
+        assert_eq!(json["venue"], "sim");
+        assert_eq!(json["symbol"], "BTCUSDT");
+        kinds.insert(json["type"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        ["level", "quote", "trade"],
+        "{stderr}"
+    );
+}
