@@ -916,3 +916,36 @@ fn capture_syncs_from_a_built_snapshot_stays_uncrossed_and_matches_the_oracle() 
     assert!(!sync.book().is_crossed());
     assert_book_equals(&sync, &oracle, "at the end");
 }
+
+#[test]
+fn a_disconnect_is_a_reconnect_gap_and_the_next_stream_syncs_afresh() {
+    let mut sync = live_sync();
+    assert!(sync.is_live());
+    let last = sync.book().best_bid().is_some();
+    assert!(last, "the live book has levels");
+    let mut events = Vec::new();
+    sync.on_disconnect(5 * MS, &mut |event| events.push(event));
+    assert_eq!(kinds(&events), ["Gap"]);
+    match events[0].body() {
+        Body::Gap(gap) => assert_eq!(gap.reason(), GapReason::Reconnect),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(events[0].header.flags & flags::LAST, flags::LAST);
+    assert!(!sync.is_live());
+    assert!(
+        sync.book().best_bid().is_none(),
+        "the book is invalid until resynced"
+    );
+    assert_eq!(sync.stats().resyncs, 1);
+    // A second disconnect with nothing received in between says nothing new.
+    let mut again = Vec::new();
+    sync.on_disconnect(6 * MS, &mut |event| again.push(event));
+    assert!(again.is_empty());
+    // The new connection's first diff (any pu) is buffered and asks for a snapshot.
+    let events = feed(&mut sync, diff(500, 510, 400), &levels(&[("99", "1")]), &[]);
+    assert!(events.is_empty(), "no sequence break across a reconnect");
+    assert!(
+        sync.next_snapshot_request_at_ns().is_some(),
+        "a snapshot is wanted"
+    );
+}

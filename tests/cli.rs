@@ -311,15 +311,15 @@ fn run_connects_a_venue_and_is_ready_once_it_is_live() {
             ready = Some(message);
         }
     }
-    // Frames flow: a report counts them at the decoder stage.
+    // Messages flow: the venue report counts the bookTickers the feed decoded.
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut log = Vec::new();
     let mut frames_seen = false;
     while !frames_seen && Instant::now() < deadline {
         if let Ok(line) = line_rx.recv_timeout(Duration::from_millis(100)) {
-            frames_seen = line.contains("report")
-                && !line.contains("frames_undecoded=0 ")
-                && line.contains("frames_undecoded=");
+            frames_seen = line.contains("venue report")
+                && line.contains("book_tickers=")
+                && !line.contains("book_tickers=0 ");
             log.push(line);
         }
     }
@@ -334,7 +334,7 @@ fn run_connects_a_venue_and_is_ready_once_it_is_live() {
         Some("READY=1\nSTATUS=running: 2 hot threads; 1/1 venues live"),
         "{log}"
     );
-    assert!(frames_seen, "no frames reached the decoder:\n{log}");
+    assert!(frames_seen, "no message was decoded:\n{log}");
     assert!(log.contains("venue live"), "{log}");
     assert!(status.success(), "{status:?}\n{log}");
 }

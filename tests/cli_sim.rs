@@ -276,8 +276,8 @@ fn run_print_events_pipes_a_venue_as_json_lines() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let mut kinds = std::collections::BTreeSet::new();
     for line in stdout.lines() {
-        let json: serde_json::Value = serde_json::from_str(line)
-            .unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
+        let json: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
         assert_eq!(json["venue"], "sim");
         assert_eq!(json["symbol"], "BTCUSDT");
         kinds.insert(json["type"].as_str().unwrap().to_owned());
