@@ -87,7 +87,8 @@ fn record_against_the_simulator_replays_byte_identically() {
     let input = dir.path().join("input.gz");
     let original = write_capture(&input, 2000);
     let cert_dir = dir.path().join("ca");
-    let (_sim, addr) = start_sim(&[
+    let stamps = dir.path().join("stamps.bin");
+    let (mut sim, addr) = start_sim(&[
         "--listen",
         "127.0.0.1:0",
         "--cert-dir",
@@ -95,6 +96,8 @@ fn record_against_the_simulator_replays_byte_identically() {
         "--source",
         input.to_str().unwrap(),
         "--as-fast-as-possible",
+        "--stamps",
+        stamps.to_str().unwrap(),
     ]);
     let port = addr.rsplit(':').next().unwrap();
     let venue = dir.path().join("venue.toml");
@@ -142,6 +145,44 @@ fn record_against_the_simulator_replays_byte_identically() {
     );
     // And the simulator replays the recording as it replayed the original.
     assert_eq!(replayed(&out), replayed(&input));
+
+    // The simulator stamped every bookTicker it sent, in order, with its send time.
+    // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
+    unsafe { libc::kill(sim.0.id() as i32, libc::SIGTERM) };
+    assert!(sim.0.wait().unwrap().success());
+    let bytes = std::fs::read(&stamps).unwrap();
+    assert_eq!(bytes.len() % 16, 0);
+    let records: Vec<(u64, u64)> = bytes
+        .chunks_exact(16)
+        .map(|record| {
+            let (key, send_ns) = record.split_at(8);
+            (
+                u64::from_le_bytes(key.try_into().unwrap()),
+                u64::from_le_bytes(send_ns.try_into().unwrap()),
+            )
+        })
+        .collect();
+    let book_tickers: Vec<u64> = original
+        .iter()
+        .filter_map(|message| {
+            let json: serde_json::Value = serde_json::from_slice(message).unwrap();
+            (json["data"]["e"] == "bookTicker").then(|| json["data"]["u"].as_u64().unwrap())
+        })
+        .collect();
+    let keys: Vec<u64> = records.iter().map(|(key, _)| *key).collect();
+    assert_eq!(keys, book_tickers);
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    for pair in records.windows(2) {
+        assert!(pair[0].1 <= pair[1].1, "send times in order");
+    }
+    let first = records.first().unwrap().1;
+    assert!(
+        now_ns - first < 120_000_000_000,
+        "send times are wall-clock ns"
+    );
 }
 
 #[test]

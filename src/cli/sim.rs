@@ -90,6 +90,12 @@ pub struct SimArgs {
     /// Connection faults apply to the first K connections.
     #[arg(long, default_value_t = 1, value_name = "K")]
     fault_connections: u32,
+    /// Latency stamps for benchmarks: write one record per bookTicker sent on the first
+    /// connection, 16 bytes: its update id `u`, then the send time in ns since the Unix epoch
+    /// (CLOCK_REALTIME-based), both u64 little-endian. A client on this host joins them with its
+    /// own receive times by `u`. The bytes on the wire do not change.
+    #[arg(long, value_name = "FILE")]
+    stamps: Option<PathBuf>,
 }
 
 fn seconds(value: f64, name: &str) -> anyhow::Result<Duration> {
@@ -162,6 +168,14 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         wrong_host_cert: args.wrong_host_cert,
         fault_connections: args.fault_connections,
     };
+    let stamp_writer = match &args.stamps {
+        Some(path) => {
+            let (producer, consumer) = tickwire::ring::ring(1 << 16);
+            options.stamps = Some(producer);
+            Some(StampWriter::start(path, consumer)?)
+        }
+        None => None,
+    };
     let sim = Sim::start(options, source)?;
     let addr = sim.addr();
     eprintln!("sim: listening on {addr} (WebSocket and REST over TLS)");
@@ -180,9 +194,71 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         }
     }
     let stats = sim.stats();
+    drop(sim);
     eprintln!(
         "sim: {} connections, {} messages sent",
         stats.connections_accepted, stats.messages_sent
     );
+    if let Some(writer) = stamp_writer {
+        let written = writer.finish()?;
+        eprintln!(
+            "sim: {written} stamps written ({} lost to a full ring)",
+            stats.stamp_overflows
+        );
+    }
     Ok(())
+}
+
+/// Drains the stamp ring to a file on a thread of its own.
+struct StampWriter {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<std::io::Result<u64>>,
+}
+
+impl StampWriter {
+    fn start(
+        path: &std::path::Path,
+        mut stamps: tickwire::ring::Consumer<tickwire::strategy::stamps::Stamp>,
+    ) -> anyhow::Result<StampWriter> {
+        use std::io::Write;
+        let file = std::fs::File::create(path)
+            .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread_stop = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("sim-stamps".to_owned())
+            .spawn(move || -> std::io::Result<u64> {
+                let mut out = std::io::BufWriter::new(file);
+                let mut written = 0u64;
+                loop {
+                    let stopping = thread_stop.load(std::sync::atomic::Ordering::Acquire);
+                    let mut result = Ok(());
+                    let drained = stamps.drain(usize::MAX, |stamp| {
+                        if result.is_ok() {
+                            result = out
+                                .write_all(&stamp.key.to_le_bytes())
+                                .and_then(|()| out.write_all(&stamp.send_ns.to_le_bytes()));
+                            written += 1;
+                        }
+                    });
+                    result?;
+                    if stopping && drained == 0 {
+                        out.flush()?;
+                        return Ok(written);
+                    }
+                    if drained == 0 {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+            })?;
+        Ok(StampWriter { stop, thread })
+    }
+
+    fn finish(self) -> anyhow::Result<u64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the stamp writer panicked"))?
+            .map_err(|error| anyhow::anyhow!("writing stamps: {error}"))
+    }
 }
