@@ -79,7 +79,7 @@ enum Command {
     /// Run the venue simulator: a Binance USDⓈ-M Futures compatible server (WebSocket streams
     /// and REST depth snapshots over TLS) on loopback, replaying a capture or a synthetic
     /// market, with fault injection.
-    Sim(sim::SimArgs),
+    Sim(Box<sim::SimArgs>),
     /// Decode a capture file with the appliance's decoder and print every normalized event as a
     /// JSON line on stdout, with a summary on stderr.
     ///
@@ -154,7 +154,7 @@ pub fn main() -> ExitCode {
             print_events,
         } => run::run(&config, log_level.as_deref(), print_events),
         Command::Decode { venue, file } => decode::decode(&venue, &file),
-        Command::Sim(args) => sim::sim(args),
+        Command::Sim(args) => sim::sim(*args),
         Command::Demo {
             duration,
             symbols,
