@@ -13,6 +13,9 @@ use tickwire::thread;
 use super::signals::StopSignals;
 use tickwire::control::{Session, SessionExtras};
 
+/// How often the control thread does its routine work when no signal comes.
+const CONTROL_TICK: Duration = Duration::from_millis(20);
+
 pub fn run(config_path: &Path, log_level: Option<&str>, print_events: bool) -> ExitCode {
     let loaded = match config::load(config_path) {
         Ok(loaded) => loaded,
@@ -73,11 +76,12 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
         },
     )?;
     let report_interval = Duration::from_millis(appliance.metrics.report_interval_ms);
-    // systemd wants a ping well within WatchdogSec: wake at half of it.
-    let tick = match notifier.watchdog_interval() {
-        Some(watchdog) => report_interval.min(watchdog / 2),
-        None => report_interval,
-    };
+    // The control thread's routine work (stream status, snapshot requests and replies, printed
+    // events) cannot wait for the next report, so it wakes every CONTROL_TICK; the hot threads'
+    // heartbeats are judged at half of WatchdogSec, as systemd wants a ping well within it.
+    let tick = CONTROL_TICK;
+    let watchdog_every = notifier.watchdog_interval().map(|watchdog| watchdog / 2);
+    let mut last_watchdog = Instant::now();
     let threads = session.runtime.heartbeats.len();
     let mut ready_sent = false;
     if loaded.venues.is_empty() {
@@ -115,7 +119,8 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
                 log_notify_error(notifier.status(&session.venues.status_line(threads)));
             }
         }
-        if notifier.watchdog_interval().is_some() {
+        if watchdog_every.is_some_and(|every| last_watchdog.elapsed() >= every) {
+            last_watchdog = Instant::now();
             match watchdog.advance(beats(&session.runtime)) {
                 Ok(()) => {
                     log_notify_error(notifier.watchdog_ping());
