@@ -255,6 +255,9 @@ pub struct Levels<'a> {
     /// Every level is spelled as the venue does and was checked by `scan::short_level_pair`,
     /// so iterating may read them with `scan::trusted_level_pair`.
     compact: bool,
+    /// `bytes` and what follows it in the message: the checked decimals' nine-byte windows
+    /// (see `scan::short_level_pair`), which may reach past the array's `]`.
+    scan_bytes: &'a [u8],
 }
 
 impl<'a> Levels<'a> {
@@ -277,7 +280,11 @@ impl<'a> Levels<'a> {
         LevelIter {
             // Skip the opening `[`.
             cursor: Cursor {
-                bytes: self.bytes,
+                bytes: if self.compact {
+                    self.scan_bytes
+                } else {
+                    self.bytes
+                },
                 pos: 1,
             },
             remaining: self.count,
@@ -626,6 +633,7 @@ mod fast {
                 bytes: self.bytes.get(start..self.pos)?,
                 count,
                 compact: true,
+                scan_bytes: self.bytes.get(start..)?,
             })
         }
 
@@ -1514,6 +1522,7 @@ impl<'a> Cursor<'a> {
             bytes: self.slice(start, self.pos),
             count,
             compact: false,
+            scan_bytes: self.slice(start, self.pos),
         })
     }
 

@@ -72,10 +72,9 @@ fn digit_run(values: u64) -> usize {
 }
 
 /// The number written by the first `count` lanes of `values` (1..=8 lanes, each 0..=9, the
-/// first lane the most significant digit).
+/// first lane the most significant digit; any other `count` gives a meaningless number).
 #[inline(always)]
 fn run_value(values: u64, count: usize) -> u64 {
-    debug_assert!((1..=8).contains(&count));
     // Move the run to the top lanes; the lanes shifted in below are zeros, which read as
     // leading zeros of an eight-digit number.
     let shift_bits = 64 - 8 * (count as u32);
@@ -241,28 +240,43 @@ pub(super) fn trusted_level_pair(bytes: &[u8], pos: usize) -> Option<(Fixed, Fix
     Some((price, qty, end + 1))
 }
 
-/// [`short_quoted_decimal`] without its checks: see [`trusted_level_pair`]. Dropping the point
-/// the same way works when there is none: the lane after an integer's closing quote is the
-/// level's `,` or `]`, never a digit, so the run still ends at the integer's last digit.
+/// [`short_quoted_decimal`] without its checks: see [`trusted_level_pair`].
+///
+/// Two shortcuts hold only on checked bytes. A digit run ends at the first lane below `'0'`
+/// (the point or the quote, the only non-digits inside a checked decimal), found with one
+/// subtraction: the lowest lane that borrows is the first such lane, whatever the borrow does
+/// to the lanes above it. And an integer without a point is its own digit run.
 #[inline(always)]
 fn trusted_decimal(bytes: &[u8], pos: usize) -> Option<(Fixed, usize)> {
-    // `bytes` is the level array alone, which may end within nine bytes of the last
-    // quantity's start; the padded loads read the same digits and quote.
-    let word = load8(bytes, pos);
-    let next = load8(bytes, pos + 1);
-    let integer_len = digit_run(digit_values(word));
+    let window = bytes.get(pos..)?.first_chunk::<9>()?;
+    let (word_bytes, _) = window.split_first_chunk::<8>()?;
+    let (_, next_bytes) = window.split_last_chunk::<8>()?;
+    let word = u64::from_le_bytes(*word_bytes);
+    let next = u64::from_le_bytes(*next_bytes);
+    let integer_len = run_before_point_or_quote(word);
     let integer_bits = (8 * integer_len) as u32;
-    let has_point = usize::from(word.wrapping_shr(integer_bits) as u8 == b'.');
-    let before_point = 1u64.wrapping_shl(integer_bits).wrapping_sub(1);
-    let joined_values = digit_values((word & before_point) | (next & !before_point));
-    let digits_len = digit_run(joined_values).max(1);
-    let fraction_len = digits_len.checked_sub(integer_len)? * has_point;
-    let scale = POW10.get(9usize.checked_sub(fraction_len)?)?;
-    let digits = run_value(joined_values, digits_len);
+    let has_point = word.wrapping_shr(integer_bits) as u8 == b'.';
+    let (joined, digits_len) = if has_point {
+        let before_point = 1u64.wrapping_shl(integer_bits).wrapping_sub(1);
+        let joined = (word & before_point) | (next & !before_point);
+        (joined, run_before_point_or_quote(joined))
+    } else {
+        (word, integer_len)
+    };
+    let fraction_len = digits_len.wrapping_sub(integer_len);
+    let scale = POW10.get(9usize.wrapping_sub(fraction_len))?;
+    let digits = run_value(digit_values(joined), digits_len);
     Some((
-        Fixed((digits * scale) as i64),
-        pos + digits_len + has_point + 1,
+        Fixed(digits.wrapping_mul(*scale) as i64),
+        pos + digits_len + usize::from(has_point) + 1,
     ))
+}
+
+/// How many lanes, from the low end, come before the first lane below `'0'`.
+#[inline(always)]
+fn run_before_point_or_quote(word: u64) -> usize {
+    let borrows = word.wrapping_sub(ASCII_ZEROS) & LANE_TOPS;
+    (borrows.trailing_zeros() / 8) as usize
 }
 
 /// One depth level as the venue writes it, `["61800.20","2.909"]`, from its `[`: price,
