@@ -25,8 +25,22 @@
 //! Before timing, every decoder's output is compared with tickwire's for every message (update
 //! ids, times, symbol, each decimal parsed to `Fixed`, every depth level); the bench panics on
 //! the first disagreement. Run with `cargo bench --bench binance_decode`.
+//!
+//! Wall-clock numbers on a shared VM are noisy; instruction counts are not. With
+//! `BINANCE_DECODE_PASS=<decoder>:<corpus>` set (decoder `tickwire`, `serde_json`,
+//! `serde_json+fixed`, `sonic_rs`; corpus `book_ticker`, `depth_update`, `trade`) the binary skips
+//! Criterion and runs one pass of that decoder over that corpus inside `measured_pass`, for
+//! callgrind to count:
+//!
+//! ```text
+//! cargo bench --bench binance_decode --no-run   # prints the binary's path
+//! BINANCE_DECODE_PASS=tickwire:book_ticker valgrind --tool=callgrind \
+//!     --toggle-collect='*measured_pass*' target/release/deps/binance_decode-<hash>
+//! ```
+//!
+//! and divide the collected instructions (`Ir`) by the message count it prints.
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 use serde::Deserialize;
 use std::hint::black_box;
 use std::io::{BufRead, BufReader};
@@ -466,5 +480,43 @@ fn binance_decode(c: &mut Criterion) {
     }
 }
 
+/// One pass of `decoder` over `corpus`, not inlined so callgrind can count just this.
+#[inline(never)]
+fn measured_pass(decoder: &str, corpus: &Corpus) -> usize {
+    match decoder {
+        "tickwire" => tickwire_all(corpus) as usize,
+        "serde_json" => typed_peer!(serde_json::from_slice, corpus, false),
+        "serde_json+fixed" => typed_peer!(serde_json::from_slice, corpus, true),
+        "sonic_rs" => typed_peer!(sonic_rs::from_slice, corpus, false),
+        other => panic!("unknown decoder {other}"),
+    }
+}
+
+/// `BINANCE_DECODE_PASS=<decoder>:<corpus>`: see the module documentation.
+fn single_pass(spec: &str) {
+    let Some(corpora) = load() else {
+        return;
+    };
+    let (decoder, corpus_name) = spec.split_once(':').expect("<decoder>:<corpus>");
+    let corpus = corpora
+        .iter()
+        .find(|corpus| corpus.name == corpus_name)
+        .unwrap_or_else(|| panic!("unknown corpus {corpus_name}"));
+    let checksum = measured_pass(decoder, black_box(corpus));
+    eprintln!(
+        "binance_decode: one {decoder} pass over {} {} messages (checksum {checksum})",
+        corpus.ends.len(),
+        corpus.name
+    );
+}
+
 criterion_group!(benches, binance_decode);
-criterion_main!(benches);
+
+fn main() {
+    if let Ok(spec) = std::env::var("BINANCE_DECODE_PASS") {
+        single_pass(&spec);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -773,6 +773,69 @@ proptest! {
     }
 }
 
+/// A `depthUpdate` in the venue's layout whose levels hold `bids` and `asks` as written.
+fn depth_message(bids: &[(String, String)], asks: &[(String, String)]) -> String {
+    let side = |levels: &[(String, String)]| {
+        let pairs: Vec<String> = levels
+            .iter()
+            .map(|(price, qty)| format!(r#"["{price}","{qty}"]"#))
+            .collect();
+        format!("[{}]", pairs.join(","))
+    };
+    format!(
+        r#"{{"stream":"btcusdt@depth@0ms","data":{{"e":"depthUpdate","E":1,"T":2,"s":"BTCUSDT","U":3,"u":4,"pu":5,"b":{},"a":{}}}}}"#,
+        side(bids),
+        side(asks)
+    )
+}
+
+/// Decimals near the venue's form, and some that are not (signs, long runs, stray bytes).
+fn level_decimal() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "[0-9]{1,7}\\.[0-9]{1,3}",
+        1 => "[0-9]{1,3}",
+        1 => "[-+]?[0-9]{0,9}\\.?[0-9]{0,10}",
+        1 => "[0-9.e ]{0,6}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// The venue's layout (read by the fast path, levels iterated without checks) and the
+    /// same message with spaces (read by the general path) give the same levels, and each is
+    /// what `Fixed::parse` makes of its string; a message with a bad decimal is refused.
+    #[test]
+    fn depth_levels_agree_with_fixed_parse_in_both_layouts(
+        bids in prop::collection::vec((level_decimal(), level_decimal()), 0..6),
+        asks in prop::collection::vec((level_decimal(), level_decimal()), 0..6),
+    ) {
+        let compact = depth_message(&bids, &asks);
+        let spaced = compact.replace(',', " , ");
+        let expected: Option<Vec<(Fixed, Fixed)>> = bids
+            .iter()
+            .chain(&asks)
+            .map(|(price, qty)| Some((Fixed::parse_str(price).ok()?, Fixed::parse_str(qty).ok()?)))
+            .collect();
+        for layout in [&compact, &spaced] {
+            match (decode(layout.as_bytes()), &expected) {
+                (Ok(Message::Depth(depth)), Some(expected)) => {
+                    let levels: Vec<_> = depth.bids.iter().chain(depth.asks.iter()).collect();
+                    prop_assert_eq!(&levels, expected, "{}", layout);
+                    prop_assert_eq!(depth.bids.len(), bids.len());
+                    prop_assert_eq!(depth.asks.len(), asks.len());
+                }
+                (Err(error), None) => {
+                    prop_assert!(matches!(error.kind, DecodeErrorKind::BadDecimal(_)), "{}", layout);
+                }
+                (decoded, expected) => {
+                    prop_assert!(false, "{layout}: {decoded:?}, expected {expected:?}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn the_seeds_themselves_decode() {
     for seed in SEEDS {

@@ -26,6 +26,7 @@
 //! byte offset where the problem was seen. The caller counts it and logs a [`sample`] of the
 //! message (rate-limited, off the hot path).
 
+use super::scan;
 use crate::fixed::{Fixed, ParseError};
 use std::fmt::{self, Write as _};
 
@@ -251,6 +252,12 @@ pub struct DepthSnapshot<'a> {
 pub struct Levels<'a> {
     bytes: &'a [u8],
     count: usize,
+    /// Every level is spelled as the venue does and was checked by `scan::short_level_pair`,
+    /// so iterating may read them with `scan::trusted_level_pair`.
+    compact: bool,
+    /// `bytes` and what follows it in the message: the checked decimals' nine-byte windows
+    /// (see `scan::short_level_pair`), which may reach past the array's `]`.
+    scan_bytes: &'a [u8],
 }
 
 impl<'a> Levels<'a> {
@@ -273,10 +280,15 @@ impl<'a> Levels<'a> {
         LevelIter {
             // Skip the opening `[`.
             cursor: Cursor {
-                bytes: self.bytes,
+                bytes: if self.compact {
+                    self.scan_bytes
+                } else {
+                    self.bytes
+                },
                 pos: 1,
             },
             remaining: self.count,
+            compact: self.compact,
         }
     }
 }
@@ -309,6 +321,9 @@ impl<'a> IntoIterator for Levels<'a> {
 pub struct LevelIter<'a> {
     cursor: Cursor<'a>,
     remaining: usize,
+    /// See [`Levels`]: each level is read without checks, the next one starts one byte
+    /// (its `,`) after the previous `]`.
+    compact: bool,
 }
 
 impl Iterator for LevelIter<'_> {
@@ -320,6 +335,27 @@ impl Iterator for LevelIter<'_> {
             return None;
         }
         self.remaining -= 1;
+        if self.compact {
+            let Some((price, qty, end)) =
+                scan::trusted_level_pair(self.cursor.bytes, self.cursor.pos)
+            else {
+                // Unreachable: `decode` checked these bytes. Ending is the safe answer anyway.
+                self.remaining = 0;
+                return None;
+            };
+            self.cursor.pos = end + 1;
+            return Some((price, qty));
+        }
+        // The venue's spelling first, without whitespace; anything else goes the general way.
+        let bytes = self.cursor.bytes;
+        let mut pos = self.cursor.pos;
+        if bytes.get(pos) == Some(&b',') {
+            pos += 1;
+        }
+        if let Some((price, qty, end)) = scan::level_pair(bytes, pos) {
+            self.cursor.pos = end;
+            return Some((price, qty));
+        }
         if self.cursor.peek_value().ok()? == b',' {
             self.cursor.pos += 1;
         }
@@ -399,6 +435,15 @@ macro_rules! read_once {
 /// The whole input must be one JSON object (surrounding whitespace allowed). See the module
 /// documentation for what is accepted.
 pub fn decode(bytes: &[u8]) -> Result<Message<'_>> {
+    if let Some(message) = fast::message(bytes) {
+        return Ok(message);
+    }
+    decode_general(bytes)
+}
+
+/// [`decode`] for any key order and spacing, and for every error.
+#[cold]
+fn decode_general(bytes: &[u8]) -> Result<Message<'_>> {
     let mut cursor = Cursor { bytes, pos: 0 };
     let first = cursor.peek_value()?;
     if first != b'{' {
@@ -412,6 +457,225 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>> {
         return Err(cursor.error(DecodeErrorKind::TrailingBytes));
     }
     Ok(message)
+}
+
+/// The venue's own layout, read with literal compares: the keys in the order Binance sends
+/// them, no whitespace. It answers `None` at the first byte that differs, and [`decode`] then
+/// reads the message again from its start with the general reader, so nothing here decides
+/// what is accepted: whatever it returns, the general reader returns for the same bytes (the
+/// tests decode every capture message both ways).
+mod fast {
+    use super::{scan, BookTicker, DepthUpdate, Kind, Levels, Message, TradeKind, TradePrint};
+    use crate::fixed::Fixed;
+
+    /// The message's bytes and how far they have been read.
+    struct Reader<'a> {
+        bytes: &'a [u8],
+        pos: usize,
+    }
+
+    pub(super) fn message(bytes: &[u8]) -> Option<Message<'_>> {
+        let mut reader = Reader { bytes, pos: 0 };
+        let stream = if reader.literal(b"{\"stream\":\"") {
+            let stream = reader.plain_string()?;
+            reader.expect(b",\"data\":{\"e\":\"")?;
+            Some(stream)
+        } else {
+            reader.expect(b"{\"e\":\"")?;
+            None
+        };
+        let (message, kind) = if reader.literal(b"bookTicker\"") {
+            (Message::BookTicker(reader.book_ticker()?), Kind::BookTicker)
+        } else if reader.literal(b"depthUpdate\"") {
+            (Message::Depth(reader.depth_update()?), Kind::Depth)
+        } else if reader.literal(b"trade\"") {
+            (Message::Trade(reader.trade()?), Kind::Trade)
+        } else {
+            return None;
+        };
+        let mut message = message;
+        if let Some(name) = stream {
+            // The general reader refuses a stream name promising another kind, and takes one
+            // promising none (a channel it does not know); both are left to it.
+            if Kind::from_stream(name) != Some(kind) {
+                return None;
+            }
+            reader.expect(b"}")?;
+            message.set_stream(name);
+        }
+        // The object's `}`, and nothing after it.
+        (reader.bytes.get(reader.pos..)? == b"}").then_some(message)
+    }
+
+    impl<'a> Reader<'a> {
+        /// Consumes `expected` if the input continues with it.
+        #[inline(always)]
+        fn literal(&mut self, expected: &[u8]) -> bool {
+            let end = self.pos + expected.len();
+            if self.bytes.get(self.pos..end) == Some(expected) {
+                self.pos = end;
+                true
+            } else {
+                false
+            }
+        }
+
+        #[inline(always)]
+        fn expect(&mut self, expected: &[u8]) -> Option<()> {
+            self.literal(expected).then_some(())
+        }
+
+        /// A string's content after its opening quote, through its closing quote.
+        #[inline(always)]
+        fn plain_string(&mut self) -> Option<&'a [u8]> {
+            let (content, end) = scan::plain_string(self.bytes, self.pos)?;
+            self.pos = end;
+            Some(content)
+        }
+
+        /// A decimal string's content after its opening quote, through its closing quote.
+        #[inline(always)]
+        fn decimal(&mut self) -> Option<Fixed> {
+            let (value, end) = scan::quoted_decimal(self.bytes, self.pos)?;
+            self.pos = end;
+            Some(value)
+        }
+
+        #[inline(always)]
+        fn integer(&mut self) -> Option<u64> {
+            let (value, end) = scan::integer(self.bytes, self.pos)?;
+            self.pos = end;
+            Some(value)
+        }
+
+        /// `,"u":5123107839020,"s":"BTCUSDT","b":"61800.20","B":"2.507","a":"61800.30",
+        /// "A":"2.510","T":1723161256313,"E":1723161256313`
+        fn book_ticker(&mut self) -> Option<BookTicker<'a>> {
+            self.expect(b",\"u\":")?;
+            let update_id = self.integer()?;
+            self.expect(b",\"s\":\"")?;
+            let symbol = self.plain_string()?;
+            self.expect(b",\"b\":\"")?;
+            let bid_px = self.decimal()?;
+            self.expect(b",\"B\":\"")?;
+            let bid_qty = self.decimal()?;
+            self.expect(b",\"a\":\"")?;
+            let ask_px = self.decimal()?;
+            self.expect(b",\"A\":\"")?;
+            let ask_qty = self.decimal()?;
+            self.expect(b",\"T\":")?;
+            let transaction_time_ms = self.integer()?;
+            self.expect(b",\"E\":")?;
+            let event_time_ms = self.integer()?;
+            Some(BookTicker {
+                stream: None,
+                symbol,
+                update_id,
+                event_time_ms,
+                transaction_time_ms,
+                bid_px,
+                bid_qty,
+                ask_px,
+                ask_qty,
+            })
+        }
+
+        /// `,"E":..,"T":..,"s":"BTCUSDT","U":..,"u":..,"pu":..,"b":[..],"a":[..]`
+        fn depth_update(&mut self) -> Option<DepthUpdate<'a>> {
+            self.expect(b",\"E\":")?;
+            let event_time_ms = self.integer()?;
+            self.expect(b",\"T\":")?;
+            let transaction_time_ms = self.integer()?;
+            self.expect(b",\"s\":\"")?;
+            let symbol = self.plain_string()?;
+            self.expect(b",\"U\":")?;
+            let first_update_id = self.integer()?;
+            self.expect(b",\"u\":")?;
+            let final_update_id = self.integer()?;
+            self.expect(b",\"pu\":")?;
+            let prev_final_update_id = self.integer()?;
+            self.expect(b",\"b\":")?;
+            let bids = self.levels()?;
+            self.expect(b",\"a\":")?;
+            let asks = self.levels()?;
+            Some(DepthUpdate {
+                stream: None,
+                symbol,
+                first_update_id,
+                final_update_id,
+                prev_final_update_id,
+                event_time_ms,
+                transaction_time_ms,
+                bids,
+                asks,
+            })
+        }
+
+        /// `[["61800.20","2.909"],["61800.10","0.696"]]`, every decimal checked.
+        fn levels(&mut self) -> Option<Levels<'a>> {
+            let start = self.pos;
+            self.expect(b"[")?;
+            let mut count = 0usize;
+            if !self.literal(b"]") {
+                loop {
+                    // Checked here, computed when iterated (`LevelIter::next`). A level in
+                    // any other form sends the whole message to the general reader.
+                    let end = scan::short_level_pair(self.bytes, self.pos)?;
+                    self.pos = end;
+                    count += 1;
+                    if !self.literal(b",") {
+                        self.expect(b"]")?;
+                        break;
+                    }
+                }
+            }
+            Some(Levels {
+                bytes: self.bytes.get(start..self.pos)?,
+                count,
+                compact: true,
+                scan_bytes: self.bytes.get(start..)?,
+            })
+        }
+
+        /// `,"E":..,"T":..,"s":"BTCUSDT","t":..,"p":"61800.30","q":"0.006","X":"MARKET",
+        /// "m":false`
+        fn trade(&mut self) -> Option<TradePrint<'a>> {
+            self.expect(b",\"E\":")?;
+            let event_time_ms = self.integer()?;
+            self.expect(b",\"T\":")?;
+            let trade_time_ms = self.integer()?;
+            self.expect(b",\"s\":\"")?;
+            let symbol = self.plain_string()?;
+            self.expect(b",\"t\":")?;
+            let trade_id = self.integer()?;
+            self.expect(b",\"p\":\"")?;
+            let price = self.decimal()?;
+            self.expect(b",\"q\":\"")?;
+            let qty = self.decimal()?;
+            // `X`, the execution type, is not read; the general reader skips it too.
+            self.expect(b",\"X\":\"")?;
+            self.plain_string()?;
+            let buyer_is_maker = if self.literal(b",\"m\":false") {
+                false
+            } else {
+                self.expect(b",\"m\":true")?;
+                true
+            };
+            Some(TradePrint {
+                stream: None,
+                symbol,
+                kind: TradeKind::Trade,
+                trade_id,
+                first_trade_id: 0,
+                last_trade_id: 0,
+                price,
+                qty,
+                buyer_is_maker,
+                event_time_ms,
+                trade_time_ms,
+            })
+        }
+    }
 }
 
 /// The market event types we decode.
@@ -1010,6 +1274,10 @@ impl<'a> Cursor<'a> {
             return Err(self.type_error(first, field));
         }
         self.pos += 1;
+        if let Some((content, end)) = scan::plain_string(self.bytes, self.pos) {
+            self.pos = end;
+            return Ok(content);
+        }
         let start = self.pos;
         loop {
             match self.peek() {
@@ -1053,6 +1321,16 @@ impl<'a> Cursor<'a> {
     /// than 64 bits.
     #[inline]
     fn digits(&mut self, field: &'static str) -> Result<u64> {
+        if let Some((value, end)) = scan::integer(self.bytes, self.pos) {
+            self.pos = end;
+            return Ok(value);
+        }
+        self.digits_exact(field)
+    }
+
+    /// [`Cursor::digits`] byte by byte, for what the fast reader leaves: errors and 20 digits.
+    #[cold]
+    fn digits_exact(&mut self, field: &'static str) -> Result<u64> {
         let start = self.pos;
         let mut value: u64 = 0;
         while let Some(byte @ b'0'..=b'9') = self.peek() {
@@ -1153,12 +1431,31 @@ impl<'a> Cursor<'a> {
     /// A decimal string (`"61800.20"`) read straight into a [`Fixed`].
     #[inline]
     fn decimal(&mut self, field: &'static str) -> Result<Fixed> {
+        let first = self.peek_value()?;
+        if first == b'"' {
+            if let Some((value, end)) = scan::quoted_decimal(self.bytes, self.pos + 1) {
+                self.pos = end;
+                return Ok(value);
+            }
+        }
+        self.decimal_exact(field)
+    }
+
+    /// [`Cursor::decimal`] through [`Fixed::parse`], for what the fast reader leaves.
+    #[cold]
+    fn decimal_exact(&mut self, field: &'static str) -> Result<Fixed> {
         let text = self.decimal_text(field)?;
         self.parse_decimal(text)
     }
 
     /// A decimal string that may be empty (`"r":""` for a delivery contract).
     fn optional_decimal(&mut self, field: &'static str) -> Result<Option<Fixed>> {
+        if self.peek_value()? == b'"' {
+            if let Some((value, end)) = scan::quoted_decimal(self.bytes, self.pos + 1) {
+                self.pos = end;
+                return Ok(Some(value));
+            }
+        }
         let text = self.decimal_text(field)?;
         if text.is_empty() {
             return Ok(None);
@@ -1224,6 +1521,8 @@ impl<'a> Cursor<'a> {
         Ok(Levels {
             bytes: self.slice(start, self.pos),
             count,
+            compact: false,
+            scan_bytes: self.slice(start, self.pos),
         })
     }
 
@@ -1428,6 +1727,54 @@ mod tests {
         let text = sample(&long).to_string();
         assert!(text.starts_with(&"x".repeat(SAMPLE_BYTES)));
         assert!(text.ends_with(&format!("... ({} bytes)", SAMPLE_BYTES + 5)));
+    }
+
+    /// Real messages from the capture (see `tests/binance_decode.rs`), in the venue's layout.
+    const VENUE_LAYOUT: [&str; 4] = [
+        r#"{"stream":"btcusdt@bookTicker","data":{"e":"bookTicker","u":5123107839020,"s":"BTCUSDT","b":"61800.20","B":"2.507","a":"61800.30","A":"2.510","T":1723161256313,"E":1723161256313}}"#,
+        r#"{"stream":"btcusdt@trade","data":{"e":"trade","E":1723161256322,"T":1723161256322,"s":"BTCUSDT","t":5266583935,"p":"61800.30","q":"0.006","X":"MARKET","m":false}}"#,
+        r#"{"stream":"btcusdt@depth@0ms","data":{"e":"depthUpdate","E":1723161292602,"T":1723161292597,"s":"BTCUSDT","U":5123110716482,"u":5123110718158,"pu":5123110716158,"b":[["1000.00","606.675"],["61812.60","4.802"]],"a":[["61812.70","3.053"],["61821.00","0.757"],["61998.10","0.000"]]}}"#,
+        r#"{"e":"trade","E":1723161256322,"T":1723161256322,"s":"BTCUSDT","t":5266583935,"p":"61800.30","q":"0.006","X":"MARKET","m":true}"#,
+    ];
+
+    #[test]
+    fn venue_layout_takes_the_fast_path_and_agrees_with_the_general_one() {
+        for text in VENUE_LAYOUT {
+            let fast = fast::message(text.as_bytes());
+            assert!(fast.is_some(), "{text}");
+            assert_eq!(
+                fast,
+                Some(decode_general(text.as_bytes()).unwrap()),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn any_other_layout_leaves_the_fast_path() {
+        for text in VENUE_LAYOUT {
+            // A space, another key order, a stream that promises another kind, trailing
+            // bytes, a truncation: each is for the general reader to accept or refuse.
+            for other in [
+                text.replacen(':', ": ", 3),
+                text.replacen(r#","s":"BTCUSDT""#, "", 1).replacen(
+                    r#"","#,
+                    r#"","s":"BTCUSDT","#,
+                    1,
+                ),
+                text.replacen("@trade", "@aggTrade", 1)
+                    .replacen("@bookTicker", "@trade", 1)
+                    .replacen("@depth@0ms", "@kline_1m", 1),
+                format!("{text} "),
+                text[..text.len() - 1].to_string(),
+            ] {
+                if other == text {
+                    // A raw event has no stream name to change.
+                    continue;
+                }
+                assert_eq!(fast::message(other.as_bytes()), None, "{other}");
+            }
+        }
     }
 
     #[test]

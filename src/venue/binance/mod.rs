@@ -18,4 +18,5 @@
 pub mod decode;
 pub mod feed;
 pub mod json;
+mod scan;
 pub mod sync;
