@@ -259,7 +259,11 @@ impl StagePoll for StrategyStage {
         let drained = self.events.drain(EVENT_BATCH, |event| {
             let now_ns = clock.now_ns();
             received.increment();
-            latency.record(now_ns.saturating_sub(event.header.recv_ts_ns));
+            // A snapshot's levels came over REST, not the wire: their receive time is the
+            // snapshot's, so they would measure the sync, not the pipeline.
+            if event.header.flags & flags::SNAPSHOT == 0 {
+                latency.record(now_ns.saturating_sub(event.header.recv_ts_ns));
+            }
             match event.body() {
                 Body::Quote(quote) => {
                     board.publish(event.header.instrument_id, &quote);

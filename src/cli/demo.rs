@@ -178,7 +178,7 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
         format_summary(&send)
     );
     println!(
-        "  latency, receive to strategy (all events, book snapshots and the diffs buffered for them included): {}",
+        "  latency, receive to strategy (every stream event; diffs buffered during a book sync included): {}",
         format_summary(&wire)
     );
     println!(
