@@ -510,6 +510,24 @@ mod tests {
             check_integer(&bytes)?;
         }
 
+        /// What `short_level_pair` accepts, `trusted_level_pair` reads as `level_pair` does
+        /// (which the tests above tie to `Fixed::parse`), ending at the same byte.
+        #[test]
+        fn trusted_levels_read_what_the_checked_reader_reads(
+            price in "[-+]?[0-9]{0,8}(\\.[0-9]{0,9})?[x.]?",
+            qty in "[-+]?[0-9]{0,8}(\\.[0-9]{0,9})?[x.]?",
+            tail in "[\\],]{0,3}",
+        ) {
+            let level = format!(r#"["{price}","{qty}"]{tail}"#);
+            let bytes = level.as_bytes();
+            if let Some(end) = short_level_pair(bytes, 0) {
+                let checked = level_pair(bytes, 0);
+                prop_assert!(checked.is_some(), "{}", level);
+                prop_assert_eq!(checked.map(|(_, _, end)| end), Some(end));
+                prop_assert_eq!(trusted_level_pair(bytes, 0), checked, "{}", level);
+            }
+        }
+
         #[test]
         fn every_u64_reads_back(value in any::<u64>(), tail in "[,}\\]]?") {
             let text = format!("{value}{tail}");
