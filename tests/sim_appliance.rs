@@ -328,6 +328,49 @@ fn replay_capture(speed: f64) {
             .any(|(first, last)| *first <= snapshot_id && snapshot_id <= *last),
         "the snapshot's lastUpdateId falls inside a diff"
     );
+    // The book the strategy can rebuild from the events is never crossed once synced: after
+    // the snapshot and after every applied diff (the event carrying LAST), best bid < best ask.
+    let mut bids = std::collections::BTreeMap::new();
+    let mut asks = std::collections::BTreeMap::new();
+    let mut synced = false;
+    let mut checks = 0usize;
+    for event in &events {
+        match event.body() {
+            Body::SnapshotBegin(_) => {
+                bids.clear();
+                asks.clear();
+            }
+            Body::SnapshotEnd(_) => synced = true,
+            Body::BookLevel(level) => {
+                let side = match level.side() {
+                    tickwire::event::Side::Bid => &mut bids,
+                    _ => &mut asks,
+                };
+                if level.size.raw() == 0 {
+                    side.remove(&level.price.raw());
+                } else {
+                    side.insert(level.price.raw(), level.size.raw());
+                }
+            }
+            _ => {}
+        }
+        let is_book_event = matches!(
+            event.body(),
+            Body::BookLevel(_) | Body::SnapshotEnd(_) | Body::Quote(_)
+        );
+        if synced && is_book_event && event.header.flags & flags::LAST != 0 {
+            if let (Some((bid, _)), Some((ask, _))) =
+                (bids.last_key_value(), asks.first_key_value())
+            {
+                assert!(bid < ask, "crossed after update {}", event.header.venue_seq);
+                checks += 1;
+            }
+        }
+    }
+    assert!(
+        checks >= expected.len(),
+        "checked after every diff: {checks}"
+    );
 }
 
 #[test]
