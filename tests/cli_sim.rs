@@ -81,6 +81,24 @@ fn start_sim(args: &[&str]) -> (Running, String) {
     panic!("the simulator did not say where it listens: {seen:#?}");
 }
 
+/// Writes `venue.toml` in `dir` for the simulator at `addr` whose CA is in `cert_dir`.
+fn write_sim_venue(dir: &Path, addr: &str, cert_dir: &Path) -> std::path::PathBuf {
+    let port = addr.rsplit(':').next().unwrap();
+    let venue = dir.join("venue.toml");
+    std::fs::write(
+        &venue,
+        format!(
+            "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
+             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
+             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"depth@100ms\", \"aggTrade\"]\n\
+             [tls]\nextra_ca_file = {:?}\n",
+            cert_dir.join("ca.pem").display().to_string()
+        ),
+    )
+    .unwrap();
+    venue
+}
+
 #[test]
 fn record_against_the_simulator_replays_byte_identically() {
     let dir = tempfile::tempdir().unwrap();
@@ -99,19 +117,7 @@ fn record_against_the_simulator_replays_byte_identically() {
         "--stamps",
         stamps.to_str().unwrap(),
     ]);
-    let port = addr.rsplit(':').next().unwrap();
-    let venue = dir.path().join("venue.toml");
-    std::fs::write(
-        &venue,
-        format!(
-            "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
-             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
-             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"depth@100ms\", \"aggTrade\"]\n\
-             [tls]\nextra_ca_file = {:?}\n",
-            cert_dir.join("ca.pem").display().to_string()
-        ),
-    )
-    .unwrap();
+    let venue = write_sim_venue(dir.path(), &addr, &cert_dir);
     let out = dir.path().join("recorded.gz");
     let output = tickwire()
         .args(["record", "--venue"])
@@ -281,18 +287,7 @@ fn run_print_events_pipes_a_venue_as_json_lines() {
         "--symbols",
         "1",
     ]);
-    let port = addr.rsplit(':').next().unwrap();
-    std::fs::write(
-        dir.path().join("venue.toml"),
-        format!(
-            "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
-             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
-             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"depth@100ms\", \"aggTrade\"]\n\
-             [tls]\nextra_ca_file = {:?}\n",
-            cert_dir.join("ca.pem").display().to_string()
-        ),
-    )
-    .unwrap();
+    write_sim_venue(dir.path(), &addr, &cert_dir);
     let appliance = dir.path().join("tickwire.toml");
     std::fs::write(
         &appliance,
