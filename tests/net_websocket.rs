@@ -8,6 +8,8 @@
 //! it the tests skip with a printed reason, unless `TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS=1` (set by
 //! `.ci/run`) turns the skip into a failure.
 
+mod common;
+
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -24,24 +26,6 @@ use tickwire::ring::{frame_ring, FrameConsumer};
 use tickwire::tls::{server_name, TlsSettings};
 
 const BIG: usize = 10 * 1024 * 1024;
-
-fn python_websockets_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import websockets.asyncio.server"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !ok {
-        let required =
-            std::env::var("TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS").is_ok_and(|value| value == "1");
-        assert!(
-            !required,
-            "TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS=1 but python3 -c 'import websockets' fails"
-        );
-        println!("SKIPPED: python3 with the websockets package is not installed (pip install websockets)");
-    }
-    ok
-}
 
 /// A throwaway CA and a server certificate for `names`, as PEM files in `dir`.
 fn certificates(dir: &Path, names: &[&str]) -> (PathBuf, PathBuf, PathBuf) {
@@ -201,7 +185,7 @@ fn run_to_close(
 
 #[test]
 fn websocket_over_tls_against_python_websockets() {
-    if !python_websockets_available() {
+    if !common::python_websockets_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -245,7 +229,7 @@ fn websocket_over_tls_against_python_websockets() {
 
 #[test]
 fn a_certificate_for_another_name_is_a_clear_tls_error() {
-    if !python_websockets_available() {
+    if !common::python_websockets_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -269,7 +253,7 @@ fn a_certificate_for_another_name_is_a_clear_tls_error() {
 
 #[test]
 fn a_plain_http_server_is_a_clear_error() {
-    if !python_websockets_available() {
+    if !common::python_websockets_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

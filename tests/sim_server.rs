@@ -9,6 +9,8 @@
 //!
 //! Run: `cargo test --test sim_server`.
 
+mod common;
+
 use rustls::{ClientConnection, StreamOwned};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -1097,27 +1099,9 @@ fn stamps_are_pushed_in_send_order_for_the_first_connection() {
 // ---------------------------------------------------------------------------------------------
 // Python websockets
 
-fn python_websockets_available() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import websockets.asyncio.client"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !ok {
-        let required =
-            std::env::var("TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS").is_ok_and(|value| value == "1");
-        assert!(
-            !required,
-            "TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS=1 but python3 -c 'import websockets' fails"
-        );
-        println!("SKIPPED: python3 with the websockets package is not installed (pip install websockets)");
-    }
-    ok
-}
-
 #[test]
 fn python_websockets_receives_the_exact_bytes_and_a_reply() {
-    if !python_websockets_available() {
+    if !common::python_websockets_available() {
         return;
     }
     let messages = vec![ticker(1, 0), depth(2, 0), ticker(3, 0)];

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 /// The shared captures folder (`../shared/data` beside the checkout), or `None` with a printed
 /// reason when it is absent. Under `TICKWIRE_REQUIRE_SHARED_DATA=1` (set by `.ci/run`, which
 /// always has the folder) a missing file is a failure instead of a skip.
+#[allow(dead_code, reason = "each test binary uses some of these helpers")]
 pub fn shared_data(relative: &str) -> Option<PathBuf> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/data")
@@ -23,4 +24,29 @@ pub fn shared_data(relative: &str) -> Option<PathBuf> {
         path.display()
     );
     None
+}
+
+/// Whether python3 with the `websockets` package (client and server) is here, the independent
+/// WebSocket implementation some tests talk to; prints why a test skips when it is not. Under
+/// `TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS=1` (set by `.ci/run`, which installs it) its absence fails.
+#[allow(dead_code, reason = "each test binary uses some of these helpers")]
+pub fn python_websockets_available() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import websockets.asyncio.server, websockets.asyncio.client",
+        ])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !ok {
+        let required =
+            std::env::var("TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS").is_ok_and(|value| value == "1");
+        assert!(
+            !required,
+            "TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS=1 but python3 -c 'import websockets' fails"
+        );
+        println!("SKIPPED: python3 with the websockets package is not installed (pip install websockets)");
+    }
+    ok
 }
