@@ -12,98 +12,101 @@ use std::io::Write;
 /// ns in a ms, for the venue's millisecond times.
 const NS_PER_MS: u64 = 1_000_000;
 
-fn push_str_field(out: &mut Vec<u8>, key: &str, value: &[u8]) {
-    out.push(b'"');
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(b"\":\"");
-    // Venue names and symbols are checked to need no escaping: config names are [a-z0-9-] and
-    // the decoder refuses escapes in symbols. Anything else is escaped all the same.
-    for &byte in value {
-        match byte {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0..=0x1f => {
-                let _ = write!(out, "\\u{byte:04x}");
-            }
-            _ => out.push(byte),
-        }
+/// One JSON object being written as a line: fields separated by commas, closed by `end`.
+struct Line<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl<'a> Line<'a> {
+    fn start(out: &'a mut Vec<u8>, kind: &str, venue: &str, symbol: &[u8]) -> Line<'a> {
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(kind.as_bytes());
+        out.push(b'"');
+        let mut line = Line { out };
+        line.string("venue", venue.as_bytes());
+        line.string("symbol", symbol);
+        line
     }
-    out.push(b'"');
-}
 
-fn push_u64_field(out: &mut Vec<u8>, key: &str, value: u64) {
-    out.push(b'"');
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(b"\":");
-    let _ = write!(out, "{value}");
-}
+    fn key(&mut self, key: &str) {
+        self.out.extend_from_slice(b",\"");
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
 
-fn push_fixed_field(out: &mut Vec<u8>, key: &str, value: Fixed) {
-    out.push(b'"');
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(b"\":\"");
-    let mut digits = [0u8; 21];
-    let len = value.write_to(&mut digits);
-    out.extend_from_slice(&digits[..len]);
-    out.push(b'"');
-}
+    fn string(&mut self, key: &str, value: &[u8]) {
+        self.key(key);
+        self.out.push(b'"');
+        // Venue names and symbols need no escaping (config names are [a-z0-9-], the decoder
+        // refuses escapes in symbols); anything else is escaped all the same.
+        for &byte in value {
+            match byte {
+                b'"' => self.out.extend_from_slice(b"\\\""),
+                b'\\' => self.out.extend_from_slice(b"\\\\"),
+                0..=0x1f => {
+                    let _ = write!(self.out, "\\u{byte:04x}");
+                }
+                _ => self.out.push(byte),
+            }
+        }
+        self.out.push(b'"');
+    }
 
-fn ms_to_ns(ms: u64) -> u64 {
-    ms.saturating_mul(NS_PER_MS)
+    fn number(&mut self, key: &str, value: u64) {
+        self.key(key);
+        let _ = write!(self.out, "{value}");
+    }
+
+    /// A venue time in ms, written in ns.
+    fn time_ms(&mut self, key: &str, ms: u64) {
+        self.number(key, ms.saturating_mul(NS_PER_MS));
+    }
+
+    fn decimal(&mut self, key: &str, value: Fixed) {
+        self.key(key);
+        let mut digits = [0u8; 21];
+        let len = value.write_to(&mut digits);
+        self.out.push(b'"');
+        self.out.extend_from_slice(&digits[..len]);
+        self.out.push(b'"');
+    }
+
+    fn end(self) {
+        self.out.extend_from_slice(b"}\n");
+    }
 }
 
 /// One `quote` line (from a bookTicker), newline included.
 pub fn write_quote(out: &mut Vec<u8>, venue: &str, ticker: &BookTicker<'_>, recv_ts_ns: u64) {
-    out.extend_from_slice(b"{\"type\":\"quote\",");
-    push_str_field(out, "venue", venue.as_bytes());
-    out.push(b',');
-    push_str_field(out, "symbol", ticker.symbol);
-    out.push(b',');
-    push_u64_field(out, "seq", ticker.update_id);
-    out.push(b',');
-    push_u64_field(out, "event_ts_ns", ms_to_ns(ticker.event_time_ms));
-    out.push(b',');
-    push_u64_field(out, "exch_ts_ns", ms_to_ns(ticker.transaction_time_ms));
-    out.push(b',');
-    push_u64_field(out, "recv_ts_ns", recv_ts_ns);
-    out.push(b',');
-    push_fixed_field(out, "bid_px", ticker.bid_px);
-    out.push(b',');
-    push_fixed_field(out, "bid_qty", ticker.bid_qty);
-    out.push(b',');
-    push_fixed_field(out, "ask_px", ticker.ask_px);
-    out.push(b',');
-    push_fixed_field(out, "ask_qty", ticker.ask_qty);
-    out.extend_from_slice(b"}\n");
+    let mut line = Line::start(out, "quote", venue, ticker.symbol);
+    line.number("seq", ticker.update_id);
+    line.time_ms("event_ts_ns", ticker.event_time_ms);
+    line.time_ms("exch_ts_ns", ticker.transaction_time_ms);
+    line.number("recv_ts_ns", recv_ts_ns);
+    line.decimal("bid_px", ticker.bid_px);
+    line.decimal("bid_qty", ticker.bid_qty);
+    line.decimal("ask_px", ticker.ask_px);
+    line.decimal("ask_qty", ticker.ask_qty);
+    line.end();
 }
 
 /// One `trade` line (from a trade or an aggTrade), newline included.
 pub fn write_trade(out: &mut Vec<u8>, venue: &str, trade: &TradePrint<'_>, recv_ts_ns: u64) {
-    out.extend_from_slice(b"{\"type\":\"trade\",");
-    push_str_field(out, "venue", venue.as_bytes());
-    out.push(b',');
-    push_str_field(out, "symbol", trade.symbol);
-    out.push(b',');
-    push_u64_field(out, "trade_id", trade.trade_id);
-    out.push(b',');
-    push_fixed_field(out, "px", trade.price);
-    out.push(b',');
-    push_fixed_field(out, "qty", trade.qty);
-    out.push(b',');
+    let mut line = Line::start(out, "trade", venue, trade.symbol);
+    line.number("trade_id", trade.trade_id);
+    line.decimal("px", trade.price);
+    line.decimal("qty", trade.qty);
     // `m`: the buyer was the maker, so the taker (the aggressor) sold.
     let aggressor: &[u8] = if trade.buyer_is_maker {
         b"sell"
     } else {
         b"buy"
     };
-    push_str_field(out, "aggressor", aggressor);
-    out.push(b',');
-    push_u64_field(out, "event_ts_ns", ms_to_ns(trade.event_time_ms));
-    out.push(b',');
-    push_u64_field(out, "exch_ts_ns", ms_to_ns(trade.trade_time_ms));
-    out.push(b',');
-    push_u64_field(out, "recv_ts_ns", recv_ts_ns);
-    out.extend_from_slice(b"}\n");
+    line.string("aggressor", aggressor);
+    line.time_ms("event_ts_ns", trade.event_time_ms);
+    line.time_ms("exch_ts_ns", trade.trade_time_ms);
+    line.number("recv_ts_ns", recv_ts_ns);
+    line.end();
 }
 
 /// One `level` line per price level of a depthUpdate, bids then asks, each in message order.
@@ -111,29 +114,38 @@ pub fn write_levels(out: &mut Vec<u8>, venue: &str, depth: &DepthUpdate<'_>, rec
     let sides: [(&[u8], _); 2] = [(b"bid", depth.bids), (b"ask", depth.asks)];
     for (side, levels) in sides {
         for (price, qty) in levels {
-            out.extend_from_slice(b"{\"type\":\"level\",");
-            push_str_field(out, "venue", venue.as_bytes());
-            out.push(b',');
-            push_str_field(out, "symbol", depth.symbol);
-            out.push(b',');
-            push_str_field(out, "side", side);
-            out.push(b',');
-            push_fixed_field(out, "px", price);
-            out.push(b',');
-            push_fixed_field(out, "qty", qty);
-            out.push(b',');
-            push_u64_field(out, "seq", depth.final_update_id);
-            out.push(b',');
-            push_u64_field(out, "first_seq", depth.first_update_id);
-            out.push(b',');
-            push_u64_field(out, "prev_seq", depth.prev_final_update_id);
-            out.push(b',');
-            push_u64_field(out, "event_ts_ns", ms_to_ns(depth.event_time_ms));
-            out.push(b',');
-            push_u64_field(out, "exch_ts_ns", ms_to_ns(depth.transaction_time_ms));
-            out.push(b',');
-            push_u64_field(out, "recv_ts_ns", recv_ts_ns);
-            out.extend_from_slice(b"}\n");
+            let mut line = Line::start(out, "level", venue, depth.symbol);
+            line.string("side", side);
+            line.decimal("px", price);
+            line.decimal("qty", qty);
+            line.number("seq", depth.final_update_id);
+            line.number("first_seq", depth.first_update_id);
+            line.number("prev_seq", depth.prev_final_update_id);
+            line.time_ms("event_ts_ns", depth.event_time_ms);
+            line.time_ms("exch_ts_ns", depth.transaction_time_ms);
+            line.number("recv_ts_ns", recv_ts_ns);
+            line.end();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::venue::binance::decode::{decode, Message};
+
+    #[test]
+    fn a_line_is_valid_json_whatever_the_venue_name_holds() {
+        let bytes = br#"{"e":"trade","E":1,"T":2,"s":"BTCUSDT","t":3,"p":"1.5","q":"2","X":"MARKET","m":false}"#;
+        let Ok(Message::Trade(trade)) = decode(bytes) else {
+            panic!("a trade");
+        };
+        let mut out = Vec::new();
+        write_trade(&mut out, "a\"b\\c\u{1}", &trade, 9);
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(json["venue"], "a\"b\\c\u{1}");
+        assert_eq!(json["aggressor"], "buy");
+        assert_eq!(json["event_ts_ns"], 1_000_000);
+        assert!(out.ends_with(b"}\n"));
     }
 }
