@@ -269,14 +269,16 @@ impl BinanceFeed {
     }
 
     fn count_book(&mut self, before: super::sync::SyncStats, after: super::sync::SyncStats) {
-        for _ in before.gaps..after.gaps {
-            self.writers.book_gaps.increment();
-        }
-        for _ in before.resyncs..after.resyncs {
-            self.writers.book_resyncs.increment();
-        }
-        for _ in before.syncs..after.syncs {
-            self.writers.book_syncs.increment();
+        // Rare events: most diffs change none of these, and then nothing is stored.
+        let pairs = [
+            (&mut self.writers.book_gaps, after.gaps - before.gaps),
+            (&mut self.writers.book_resyncs, after.resyncs - before.resyncs),
+            (&mut self.writers.book_syncs, after.syncs - before.syncs),
+        ];
+        for (writer, added) in pairs {
+            if added > 0 {
+                writer.add(added);
+            }
         }
     }
 
