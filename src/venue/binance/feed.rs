@@ -272,7 +272,10 @@ impl BinanceFeed {
         // Rare events: most diffs change none of these, and then nothing is stored.
         let pairs = [
             (&mut self.writers.book_gaps, after.gaps - before.gaps),
-            (&mut self.writers.book_resyncs, after.resyncs - before.resyncs),
+            (
+                &mut self.writers.book_resyncs,
+                after.resyncs - before.resyncs,
+            ),
             (&mut self.writers.book_syncs, after.syncs - before.syncs),
         ];
         for (writer, added) in pairs {
