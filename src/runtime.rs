@@ -22,7 +22,9 @@
 
 use crate::clock::Clock;
 use crate::config::{LoadedConfig, NetBackend, NetWait, Stage};
-use crate::event::{flags, Body, Event};
+use crate::event::{flags, Body, Event, InstrumentId, VenueId};
+use crate::lifecycle::{self, Reason};
+use std::ops::Range;
 use crate::metrics::{self, CounterReader, CounterWriter, LatencyCollector, LatencyRecorder};
 use crate::net::engine::{NetEngine, StreamEvent, StreamSpec};
 use crate::net::{BackendChoice, ConnId, SocketOptions, Transport, TransportConfig, WaitMode};
@@ -31,7 +33,9 @@ use crate::strategy::board::QuoteBoard;
 use crate::strategy::stamps::{Stamp, StampMatcher};
 use crate::strategy::Strategy;
 use crate::thread::{self, HotThread, ThreadError, Wakeup};
-use crate::venue::feed::{EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest};
+use crate::venue::feed::{
+    EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, VenueReply,
+};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,28 +59,55 @@ trait StagePoll: Send {
 
 /// A request from the control thread to the network thread.
 pub enum NetCommand {
-    /// Open venue stream `conn` (the venue's index in the config).
-    Open { conn: ConnId, spec: Box<StreamSpec> },
-    /// Close it (WebSocket close 1000).
+    /// Open stream slot `conn`; its statuses carry `generation`, so that a late report about a
+    /// slot's previous stream is never taken for one about the new one.
+    Open {
+        conn: ConnId,
+        generation: u32,
+        spec: Box<StreamSpec>,
+    },
+    /// Start the WebSocket closing handshake (code 1000).
     Close { conn: ConnId },
+    /// Drop the socket at once, without an event.
+    Abort { conn: ConnId },
+    /// Send a text message (a subscription request) on an open stream.
+    Send { conn: ConnId, text: String },
 }
 
 /// A stream state change, from the network thread to the control thread.
 #[derive(Debug)]
-pub enum NetStatus {
-    Open {
-        conn: ConnId,
-    },
+pub struct NetStatus {
+    pub conn: ConnId,
+    pub generation: u32,
+    pub kind: NetStatusKind,
+}
+
+#[derive(Debug)]
+pub enum NetStatusKind {
+    Connected,
+    Secured,
+    Open,
     Closed {
-        conn: ConnId,
         close_code: Option<u16>,
+        /// The lifecycle's name for how it ended.
+        reason: Reason,
         error: Option<String>,
     },
     /// An `Open` command the engine refused.
-    OpenFailed {
-        conn: ConnId,
-        error: String,
+    OpenFailed { error: String },
+}
+
+/// Work the control thread hands the decoder thread.
+#[derive(Debug)]
+pub enum DecoderCommand {
+    /// The connection carrying these instruments of a venue dropped: gaps are due.
+    Disconnected {
+        venue: VenueId,
+        instruments: Range<InstrumentId>,
     },
+    /// A status event for the strategy (a connection or a stream changed state), written in
+    /// order with the market events.
+    Status(Event),
 }
 
 /// What the network stage needs to build its engine on its own thread.
@@ -96,6 +127,8 @@ struct NetStage {
     statuses: ring::Producer<NetStatus>,
     /// The backend line for the log, filled in by `start`.
     backend: Arc<std::sync::Mutex<String>>,
+    /// Per slot: the generation of its current stream.
+    generations: Vec<u32>,
 }
 
 impl NetStage {
@@ -127,17 +160,34 @@ impl StagePoll for NetStage {
         let Some(mut engine) = self.engine.take() else {
             return false;
         };
+        let mut commanded = false;
         while let Some(command) = self.commands.try_pop() {
+            commanded = true;
             match command {
-                NetCommand::Open { conn, spec } => {
+                NetCommand::Open {
+                    conn,
+                    generation,
+                    spec,
+                } => {
+                    if let Some(slot) = self.generations.get_mut(conn as usize) {
+                        *slot = generation;
+                    }
                     if let Err(error) = engine.open(conn, *spec) {
-                        self.report(NetStatus::OpenFailed {
+                        self.report(NetStatus {
                             conn,
-                            error: error.to_string(),
+                            generation,
+                            kind: NetStatusKind::OpenFailed {
+                                error: error.to_string(),
+                            },
                         });
                     }
                 }
                 NetCommand::Close { conn } => engine.close(conn, 1000),
+                NetCommand::Abort { conn } => engine.abort(conn),
+                // A stream that closed meanwhile cannot take it; its Closed status says why.
+                NetCommand::Send { conn, text } => {
+                    let _ = engine.send_text(conn, &text);
+                }
             }
         }
         let mut statuses = Vec::new();
@@ -146,16 +196,24 @@ impl StagePoll for NetStage {
             Err(_) => false,
         };
         for (conn, event) in statuses {
-            let status = match event {
-                StreamEvent::Open => NetStatus::Open { conn },
-                StreamEvent::Closed { close_code, error } => NetStatus::Closed {
-                    conn,
+            let kind = match event {
+                StreamEvent::Connected => NetStatusKind::Connected,
+                StreamEvent::Secured => NetStatusKind::Secured,
+                StreamEvent::Open => NetStatusKind::Open,
+                StreamEvent::Closed { close_code, error } => NetStatusKind::Closed {
                     close_code,
+                    reason: lifecycle::reason_of(error.as_ref()),
                     error: error.map(|error| error.to_string()),
                 },
             };
-            self.report(status);
+            let generation = self.generations.get(conn as usize).copied().unwrap_or(0);
+            self.report(NetStatus {
+                conn,
+                generation,
+                kind,
+            });
         }
+        let worked = worked || commanded;
         self.engine = Some(engine);
         worked
     }
@@ -165,8 +223,11 @@ impl StagePoll for NetStage {
 struct DecoderStage {
     frames: FrameConsumer,
     events: ring::Producer<Event>,
-    /// By connection id.
-    feeds: Vec<Option<Box<dyn Feed>>>,
+    /// By venue id.
+    feeds: Vec<Box<dyn Feed>>,
+    /// By connection slot: the venue whose feed decodes it (`VenueId::MAX`: none).
+    conn_venues: Vec<VenueId>,
+    replies: ring::Producer<VenueReply>,
     /// Events are being lost to a full event ring (see `EventSink`).
     events_lost: bool,
     undecoded: CounterWriter,
@@ -175,44 +236,61 @@ struct DecoderStage {
     snapshot_requests: ring::Producer<SnapshotRequest>,
     snapshot_replies: ring::Consumer<Box<SnapshotReply>>,
     malformed: ring::Producer<MalformedSample>,
-    /// Connections whose stream closed: their feeds owe the strategy a gap.
-    disconnects: ring::Consumer<ConnId>,
+    /// Disconnections (gaps due) and status events from the control thread.
+    commands: ring::Consumer<DecoderCommand>,
 }
 
 impl StagePoll for DecoderStage {
     fn poll(&mut self) -> bool {
         let undecoded = &mut self.undecoded;
         let feeds = &mut self.feeds;
+        let conn_venues = &self.conn_venues;
         let mut sink = EventSink::new(&mut self.events, &mut self.events_lost);
         let drained = self.frames.drain(EVENT_BATCH, |tag, frame| {
             let (conn, _kind) = crate::net::engine::split_tag(tag);
-            let feed = feeds.get_mut(conn as usize).and_then(Option::as_mut);
+            let feed = conn_venues
+                .get(conn as usize)
+                .and_then(|&venue| feeds.get_mut(venue as usize));
             match (feed, crate::net::engine::split_frame(frame)) {
                 (Some(feed), Some((recv_ts_ns, payload))) => {
-                    feed.on_message(recv_ts_ns, payload, &mut sink)
+                    feed.on_message(conn, recv_ts_ns, payload, &mut sink)
                 }
                 _ => undecoded.increment(),
             }
         });
+        // Replies to the control thread's requests go out at once: a connection waits on them.
         let mut control = 0;
+        for feed in feeds.iter_mut() {
+            while let Some(reply) = feed.take_reply() {
+                control += 1;
+                // Sized for many requests per connection; a full ring means the control thread
+                // is wedged, and its ack timeout will recycle the connection.
+                let _ = self.replies.try_push(reply);
+            }
+        }
         if drained == 0 {
             // Control work between bursts: snapshot replies, disconnects, requests.
             let now_ns = self.clock.now_ns();
             while let Some(reply) = self.snapshot_replies.try_pop() {
                 control += 1;
-                if let Some(feed) = feeds.get_mut(reply.venue as usize).and_then(Option::as_mut) {
+                if let Some(feed) = feeds.get_mut(reply.venue as usize) {
                     feed.on_snapshot(*reply, now_ns, &mut sink);
                 }
             }
-            while let Some(conn) = self.disconnects.try_pop() {
+            while let Some(command) = self.commands.try_pop() {
                 control += 1;
-                if let Some(feed) = feeds.get_mut(conn as usize).and_then(Option::as_mut) {
-                    feed.on_disconnect(now_ns, &mut sink);
+                match command {
+                    DecoderCommand::Disconnected { venue, instruments } => {
+                        if let Some(feed) = feeds.get_mut(venue as usize) {
+                            feed.on_disconnect(instruments, now_ns, &mut sink);
+                        }
+                    }
+                    DecoderCommand::Status(event) => sink.push(event),
                 }
             }
             let requests = &mut self.snapshot_requests;
             let malformed = &mut self.malformed;
-            for feed in feeds.iter_mut().flatten() {
+            for feed in feeds.iter_mut() {
                 feed.snapshot_requests(now_ns, &mut |request| {
                     // The request ring holds far more than the instruments a venue has; a
                     // full one means the control thread is wedged and the watchdog says so.
@@ -307,8 +385,11 @@ impl StagePoll for StrategyStage {
 /// What a caller adds to the config to start an appliance.
 #[derive(Default)]
 pub struct RuntimeOptions {
-    /// By connection id (a venue's index in the config): the feed that decodes it.
-    pub feeds: Vec<Option<Box<dyn Feed>>>,
+    /// By venue id (the venue's index in the config): the feed that decodes it.
+    pub feeds: Vec<Box<dyn Feed>>,
+    /// By connection slot: the venue id whose feed decodes the slot's frames (`VenueId::MAX`
+    /// for none).
+    pub conn_venues: Vec<VenueId>,
     /// Instrument ids the quote board holds (ids at or above are not shown).
     pub board_instruments: usize,
     /// The simulator's send stamps, for send-to-strategy latency (the demo and benchmarks).
@@ -347,7 +428,10 @@ pub struct Runtime {
     snapshot_requests: ring::Consumer<SnapshotRequest>,
     snapshot_replies: ring::Producer<Box<SnapshotReply>>,
     malformed: ring::Consumer<MalformedSample>,
-    disconnects: ring::Producer<ConnId>,
+    decoder_commands: ring::Producer<DecoderCommand>,
+    replies: ring::Consumer<VenueReply>,
+    /// Per hot thread: whether its last poll round found no work (for draining at shutdown).
+    idle: Vec<Arc<AtomicBool>>,
 }
 
 impl Runtime {
@@ -367,7 +451,8 @@ impl Runtime {
         let (request_tx, snapshot_requests) = ring::ring::<SnapshotRequest>(1024);
         let (snapshot_replies, reply_rx) = ring::ring::<Box<SnapshotReply>>(1024);
         let (malformed_tx, malformed) = ring::ring::<MalformedSample>(64);
-        let (disconnects, disconnect_rx) = ring::ring::<ConnId>(1024);
+        let (decoder_commands, decoder_command_rx) = ring::ring::<DecoderCommand>(4096);
+        let (reply_tx, replies) = ring::ring::<VenueReply>(1024);
         let board = Arc::new(QuoteBoard::new(options.board_instruments));
         let (stamps, send_to_strategy, unstamped) = match options.stamps {
             Some(consumer) => {
@@ -420,11 +505,14 @@ impl Runtime {
             commands: command_rx,
             statuses: status_tx,
             backend: backend_line.clone(),
+            generations: vec![0; net_config.max_connections as usize],
         });
         let mut decoder = Some(DecoderStage {
             frames: frame_rx,
             events: event_tx,
             feeds: options.feeds,
+            conn_venues: options.conn_venues,
+            replies: reply_tx,
             events_lost: false,
             undecoded: undecoded_writer,
             strategy_wakeup: None,
@@ -432,7 +520,7 @@ impl Runtime {
             snapshot_requests: request_tx,
             snapshot_replies: reply_rx,
             malformed: malformed_tx,
-            disconnects: disconnect_rx,
+            commands: decoder_command_rx,
         });
         let mut strategy = Some(StrategyStage {
             events: event_rx,
@@ -451,6 +539,7 @@ impl Runtime {
         let mut heartbeats = Vec::new();
         let mut net_wakeup = None;
         let mut decoder_wakeup = None;
+        let mut idle = Vec::new();
         // Start the plan's threads from the last stage backwards.
         for plan in plans.iter().rev() {
             let mut stages: Vec<Box<dyn StagePoll>> = Vec::new();
@@ -476,6 +565,8 @@ impl Runtime {
             let (mut heartbeat, heartbeat_reader) = metrics::counter();
             heartbeats.push((plan.spec.name.clone(), heartbeat_reader));
             let thread_stop = stop.clone();
+            let thread_idle = Arc::new(AtomicBool::new(false));
+            idle.push(thread_idle.clone());
             let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), String>>(1);
             let hot = thread::spawn(&plan.spec, move |waiter| {
                 for stage in stages.iter_mut() {
@@ -491,6 +582,7 @@ impl Runtime {
                         worked |= stage.poll();
                     }
                     heartbeat.increment();
+                    thread_idle.store(!worked, Ordering::Relaxed);
                     if worked {
                         waiter.reset();
                     } else {
@@ -574,7 +666,9 @@ impl Runtime {
             snapshot_requests,
             snapshot_replies,
             malformed,
-            disconnects,
+            decoder_commands,
+            replies,
+            idle,
         })
     }
 
@@ -596,13 +690,37 @@ impl Runtime {
         Ok(())
     }
 
-    /// Tells the decoder thread that `conn`'s stream dropped, so its feed emits gaps.
-    pub fn notify_disconnect(&mut self, conn: ConnId) -> Result<(), RuntimeError> {
-        self.disconnects
-            .try_push(conn)
+    /// Tells the decoder thread that the connection carrying `instruments` of `venue` dropped,
+    /// so its feed emits gaps.
+    pub fn notify_disconnect(
+        &mut self,
+        venue: VenueId,
+        instruments: Range<InstrumentId>,
+    ) -> Result<(), RuntimeError> {
+        self.decoder_command(DecoderCommand::Disconnected { venue, instruments })
+    }
+
+    /// Hands a status event to the decoder thread, which writes it in order with the market
+    /// events.
+    pub fn send_status(&mut self, event: Event) -> Result<(), RuntimeError> {
+        self.decoder_command(DecoderCommand::Status(event))
+    }
+
+    fn decoder_command(&mut self, command: DecoderCommand) -> Result<(), RuntimeError> {
+        self.decoder_commands
+            .try_push(command)
             .map_err(|_| RuntimeError::CommandRingFull)?;
         self.wake_decoder();
         Ok(())
+    }
+
+    /// Replies to the control thread's requests that the feeds relayed.
+    pub fn take_replies(&mut self) -> Vec<VenueReply> {
+        let mut out = Vec::new();
+        while let Some(reply) = self.replies.try_pop() {
+            out.push(reply);
+        }
+        out
     }
 
     /// Malformed messages the feeds kept for logging (at most one per feed per second).
@@ -620,19 +738,66 @@ impl Runtime {
         }
     }
 
-    /// Hands a prepared stream to the network thread (prepare it with `venue::stream_spec` on
-    /// this, the control thread). `conn` must be below `net.max_connections`.
-    pub fn open_stream(&mut self, conn: ConnId, spec: StreamSpec) -> Result<(), RuntimeError> {
+    /// Hands a prepared stream to the network thread (prepare it with `venue::subscribe_spec`
+    /// on this, the control thread). `conn` must be below `net.max_connections`.
+    pub fn open_stream(
+        &mut self,
+        conn: ConnId,
+        generation: u32,
+        spec: StreamSpec,
+    ) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Open {
+            conn,
+            generation,
+            spec: Box::new(spec),
+        })
+    }
+
+    /// Starts the WebSocket closing handshake on `conn`.
+    pub fn close_stream(&mut self, conn: ConnId) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Close { conn })
+    }
+
+    /// Drops `conn`'s socket at once.
+    pub fn abort_stream(&mut self, conn: ConnId) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Abort { conn })
+    }
+
+    /// Sends a text message on `conn`.
+    pub fn send_text(&mut self, conn: ConnId, text: String) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Send { conn, text })
+    }
+
+    fn net_command(&mut self, command: NetCommand) -> Result<(), RuntimeError> {
         self.commands
-            .try_push(NetCommand::Open {
-                conn,
-                spec: Box::new(spec),
-            })
+            .try_push(command)
             .map_err(|_| RuntimeError::CommandRingFull)?;
         if let Some(wakeup) = &self.net_wakeup {
             wakeup.wake();
         }
         Ok(())
+    }
+
+    /// Waits until every hot thread has found no work twice in a row (the rings are drained),
+    /// or `timeout` passes; returns whether they went idle.
+    pub fn drain(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut quiet_rounds = 0;
+        while std::time::Instant::now() < deadline {
+            for thread in &self.threads {
+                thread.wakeup.wake();
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            if self.idle.iter().all(|idle| idle.load(Ordering::Relaxed)) {
+                quiet_rounds += 1;
+                if quiet_rounds == 2 {
+                    return true;
+                }
+            } else {
+                quiet_rounds = 0;
+            }
+        }
+        false
     }
 
     /// Stream state changes the network thread reported since the last call.

@@ -173,6 +173,7 @@ fn run_to_close(
                     }
                 }
                 StreamEvent::Closed { close_code, error } => closed = Some((close_code, error)),
+                StreamEvent::Connected | StreamEvent::Secured => {}
             }
         }
     }

@@ -207,6 +207,7 @@ impl EngineClient {
                 StreamEvent::Closed { close_code, error } => {
                     self.closed.get_or_insert((close_code, error));
                 }
+                StreamEvent::Connected | StreamEvent::Secured => {}
             }
         }
     }

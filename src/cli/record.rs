@@ -128,6 +128,7 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
                         None => format!("the venue closed the stream (code {close_code:?})"),
                     });
                 }
+                StreamEvent::Connected | StreamEvent::Secured => {}
             }
         }
         if terminal && last_progress.elapsed() >= Duration::from_secs(1) {

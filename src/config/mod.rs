@@ -32,7 +32,8 @@ pub use appliance::{
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
 pub use venue::{
-    is_diff_depth_channel, CredentialsConfig, ReconnectConfig, StalenessConfig, TlsConfig,
+    is_diff_depth_channel, CredentialsConfig, LifecycleConfig, ReconnectConfig, StalenessConfig,
+    TlsConfig,
     VenueConfig, VenueKind,
 };
 

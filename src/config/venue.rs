@@ -34,6 +34,7 @@ pub struct VenueConfig {
     pub book_depth: u32,
     pub tls: TlsConfig,
     pub reconnect: ReconnectConfig,
+    pub lifecycle: LifecycleConfig,
     pub staleness: StalenessConfig,
     pub credentials: CredentialsConfig,
 }
@@ -121,6 +122,37 @@ impl Default for ReconnectConfig {
             max_attempts: None,
             reset_after_live_ms: 60_000,
             max_attempts_per_minute: 10,
+        }
+    }
+}
+
+/// `[lifecycle]`: how long each step of a connection may take, and when a connection is
+/// replaced before the venue's own lifetime limit ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LifecycleConfig {
+    /// From the TCP connection being up to the WebSocket upgrade being done (TLS included).
+    pub handshake_timeout_ms: u64,
+    /// How long the venue may take to acknowledge a subscription request.
+    pub ack_timeout_ms: u64,
+    /// A live connection is replaced (make-before-break) after this long; 0 never rotates.
+    pub rotate_after_ms: u64,
+    /// How long the old and the new connection may run side by side before the switch is made
+    /// even though some stream has not shown both agreeing on an update id yet.
+    pub rotation_overlap_ms: u64,
+    /// How long a WebSocket closing handshake may take before the socket is dropped.
+    pub close_timeout_ms: u64,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        Self {
+            handshake_timeout_ms: 10_000,
+            ack_timeout_ms: 5_000,
+            // Binance closes every connection after 24 h; rotate an hour before.
+            rotate_after_ms: 23 * 3_600_000,
+            rotation_overlap_ms: 10_000,
+            close_timeout_ms: 1_000,
         }
     }
 }
@@ -262,6 +294,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "book_depth",
     "tls",
     "reconnect",
+    "lifecycle",
     "staleness",
     "credentials",
 ];
@@ -282,6 +315,8 @@ pub(crate) struct RawVenue {
     tls: TlsConfig,
     #[serde(default)]
     reconnect: ReconnectConfig,
+    #[serde(default)]
+    lifecycle: LifecycleConfig,
     #[serde(default)]
     staleness: StalenessConfig,
     #[serde(default)]
@@ -360,6 +395,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
         url.is_some() && !uses_tls,
     );
     check_reconnect(&mut problems, &raw.reconnect);
+    check_lifecycle(&mut problems, &raw.lifecycle);
     check_staleness(&mut problems, &raw.staleness, &raw.channels);
     check_credentials(&mut problems, &raw.credentials);
 
@@ -375,6 +411,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             book_depth,
             tls,
             reconnect: raw.reconnect,
+            lifecycle: raw.lifecycle,
             staleness: raw.staleness,
             credentials: raw.credentials,
         }),
@@ -638,6 +675,43 @@ fn check_reconnect(problems: &mut Vec<Problem>, reconnect: &ReconnectConfig) {
     }
 }
 
+fn check_lifecycle(problems: &mut Vec<Problem>, lifecycle: &LifecycleConfig) {
+    let path = KeyPath::dotted("lifecycle");
+    let mut in_range = |key: &str, value: u64, low: u64, high: u64, extra: &str| {
+        if !(low..=high).contains(&value) {
+            problems.push(Problem::new(
+                path.key(key),
+                format!("{value} is out of range; valid values are {low} to {high}{extra}"),
+            ));
+        }
+    };
+    in_range(
+        "handshake_timeout_ms",
+        lifecycle.handshake_timeout_ms,
+        100,
+        600_000,
+        "",
+    );
+    in_range("ack_timeout_ms", lifecycle.ack_timeout_ms, 100, 600_000, "");
+    in_range(
+        "rotation_overlap_ms",
+        lifecycle.rotation_overlap_ms,
+        100,
+        600_000,
+        "",
+    );
+    in_range("close_timeout_ms", lifecycle.close_timeout_ms, 10, 60_000, "");
+    if lifecycle.rotate_after_ms != 0 {
+        in_range(
+            "rotate_after_ms",
+            lifecycle.rotate_after_ms,
+            1_000,
+            7 * 24 * 3_600_000,
+            " (or 0 to never rotate)",
+        );
+    }
+}
+
 fn check_staleness(problems: &mut Vec<Problem>, staleness: &StalenessConfig, channels: &[String]) {
     const ZERO: &str = "0 is too small; the minimum is 1 ms (remove the key to never report \
                         staleness)";
@@ -758,6 +832,7 @@ mod tests {
             book_depth: 1000,
             tls: TlsConfig::default(),
             reconnect: ReconnectConfig::default(),
+            lifecycle: LifecycleConfig::default(),
             staleness: StalenessConfig::default(),
             credentials,
         }

@@ -87,6 +87,10 @@ pub struct StreamSpec {
 /// A stream's state change, reported to the caller of [`NetEngine::poll`].
 #[derive(Debug)]
 pub enum StreamEvent {
+    /// The TCP connection is up; TLS and the WebSocket upgrade (when the stream has them) follow.
+    Connected,
+    /// The TLS handshake finished (TLS streams only); the WebSocket upgrade (if any) follows.
+    Secured,
     /// Connected and upgraded: messages flow and [`NetEngine::send_text`] works.
     Open,
     /// Closed: cleanly (`error` none; `close_code` set when the server sent a WebSocket close)
@@ -151,6 +155,8 @@ struct Stream {
     stats: StreamStats,
     /// The server's WebSocket close code, once it sent one.
     close_code: Option<u16>,
+    /// `StreamEvent::Secured` was reported.
+    secured: bool,
 }
 
 /// The plaintext buffer: large enough for a TLS record and for the unfragmented frames that are
@@ -216,6 +222,7 @@ impl NetEngine {
             out_cipher: Vec::with_capacity(16 * 1024),
             stats: StreamStats::default(),
             close_code: None,
+            secured: false,
         });
         Ok(())
     }
@@ -279,6 +286,17 @@ impl NetEngine {
         }
     }
 
+    /// Drops a stream at once, whatever its phase: no close frame, no event. For a peer that
+    /// does not finish a handshake or a closing handshake in time.
+    pub fn abort(&mut self, conn: ConnId) {
+        if let Some(slot) = self.streams.get_mut(conn as usize) {
+            if slot.take().is_some() {
+                self.transport.close(conn);
+            }
+        }
+        self.pending.retain(|(pending, _)| *pending != conn);
+    }
+
     pub fn stats(&self, conn: ConnId) -> Option<StreamStats> {
         self.streams
             .get(conn as usize)
@@ -318,6 +336,7 @@ impl NetEngine {
             match event {
                 IoEvent::Connected => {
                     stream.phase = Phase::Handshaking;
+                    events.push((conn, StreamEvent::Connected));
                     if let Some(target) = &stream.spec_ws {
                         match ws::Handshake::new().and_then(|mut handshake| {
                             let request = ws::Request {
@@ -542,6 +561,10 @@ fn receive(
             .ok_or(StreamError::ClosedDuringHandshake)?;
         let taken = tls.feed_tls(rest)?;
         rest = &rest[taken..];
+        if !stream.secured && !tls.is_handshaking() {
+            stream.secured = true;
+            events.push((conn, StreamEvent::Secured));
+        }
         // Drain the plaintext this produced.
         loop {
             if stream.end == stream.plaintext.len() {

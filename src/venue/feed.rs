@@ -159,10 +159,125 @@ impl MalformedSample {
     }
 }
 
+/// A venue's answer to a request the control thread sent (a subscription), relayed by the
+/// decoder stage: `id` is the request's id, `error` the venue's error code when it refused.
+#[derive(Clone, Copy)]
+pub struct VenueReply {
+    pub venue: VenueId,
+    pub id: u64,
+    pub error: Option<i64>,
+    message: [u8; VenueReply::MESSAGE_BYTES],
+    message_len: usize,
+}
+
+impl VenueReply {
+    pub const MESSAGE_BYTES: usize = 120;
+
+    /// A reply; `message` (the venue's error text) is cut to `MESSAGE_BYTES`. No allocation.
+    pub fn new(venue: VenueId, id: u64, error: Option<i64>, message: &[u8]) -> VenueReply {
+        let mut text = [0u8; Self::MESSAGE_BYTES];
+        let message_len = message.len().min(Self::MESSAGE_BYTES);
+        text[..message_len].copy_from_slice(&message[..message_len]);
+        VenueReply {
+            venue,
+            id,
+            error,
+            message: text,
+            message_len,
+        }
+    }
+
+    /// The venue's error text, if it sent one.
+    pub fn message(&self) -> String {
+        String::from_utf8_lossy(&self.message[..self.message_len]).into_owned()
+    }
+}
+
+impl std::fmt::Debug for VenueReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VenueReply")
+            .field("venue", &self.venue)
+            .field("id", &self.id)
+            .field("error", &self.error)
+            .field("message", &self.message())
+            .finish()
+    }
+}
+
+/// Per stream (symbol and channel) of a venue, what the decoder thread last saw, for the control
+/// thread's staleness watchdog and rotation switch. Stream `symbol * channels + channel`, in the
+/// venue file's order.
+///
+/// **Invariant:** one writer (the decoder thread), relaxed stores of whole words: the control
+/// thread reads a recent value of each, never a torn one, and nothing on the hot path waits.
+pub struct StreamActivity {
+    channels: usize,
+    /// Receive time of the stream's latest message that reached the strategy (0: none yet).
+    last_ns: Box<[std::sync::atomic::AtomicU64]>,
+    /// Receive time of the latest message that two connections both delivered (the second
+    /// copy was dropped): they agree on that update id.
+    agree_ns: Box<[std::sync::atomic::AtomicU64]>,
+}
+
+impl StreamActivity {
+    pub fn new(symbols: usize, channels: usize) -> StreamActivity {
+        let zeros = || {
+            (0..symbols * channels)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect()
+        };
+        StreamActivity {
+            channels,
+            last_ns: zeros(),
+            agree_ns: zeros(),
+        }
+    }
+
+    pub fn streams(&self) -> usize {
+        self.last_ns.len()
+    }
+
+    pub fn channels(&self) -> usize {
+        self.channels
+    }
+
+    #[inline]
+    pub fn saw(&self, stream: usize, recv_ts_ns: u64) {
+        if let Some(cell) = self.last_ns.get(stream) {
+            cell.store(recv_ts_ns, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
+    pub fn agreed(&self, stream: usize, recv_ts_ns: u64) {
+        if let Some(cell) = self.agree_ns.get(stream) {
+            cell.store(recv_ts_ns, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    pub fn last_ns(&self, stream: usize) -> u64 {
+        self.last_ns
+            .get(stream)
+            .map_or(0, |cell| cell.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    pub fn agree_ns(&self, stream: usize) -> u64 {
+        self.agree_ns
+            .get(stream)
+            .map_or(0, |cell| cell.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 /// One venue's decoding, driven by the decoder stage.
 pub trait Feed: Send {
-    /// One message received on the venue's connection at `recv_ts_ns`.
-    fn on_message(&mut self, recv_ts_ns: u64, payload: &[u8], sink: &mut EventSink<'_>);
+    /// One message received on connection `conn` (one of the venue's) at `recv_ts_ns`.
+    fn on_message(
+        &mut self,
+        conn: crate::net::ConnId,
+        recv_ts_ns: u64,
+        payload: &[u8],
+        sink: &mut EventSink<'_>,
+    );
 
     /// A snapshot the feed asked for arrived (or failed).
     fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>);
@@ -170,9 +285,18 @@ pub trait Feed: Send {
     /// Snapshots the feed needs now; called once per decoder round.
     fn snapshot_requests(&mut self, now_ns: u64, request: &mut dyn FnMut(SnapshotRequest));
 
-    /// The connection dropped: every book is invalid and a gap is due.
-    fn on_disconnect(&mut self, now_ns: u64, sink: &mut EventSink<'_>);
+    /// The connection carrying `instruments` dropped: their books are invalid and each owes
+    /// the strategy a gap.
+    fn on_disconnect(
+        &mut self,
+        instruments: std::ops::Range<InstrumentId>,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    );
 
     /// A malformed message to log, if one is waiting (at most one per second is kept).
     fn take_malformed(&mut self) -> Option<MalformedSample>;
+
+    /// A reply to one of the control thread's requests, if one is waiting.
+    fn take_reply(&mut self) -> Option<VenueReply>;
 }

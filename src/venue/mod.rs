@@ -27,12 +27,14 @@ pub enum VenueError {
     },
     #[error("venue `{venue}`: TLS: {reason}")]
     Tls { venue: String, reason: String },
-    #[error("venue `{venue}`: {streams} streams exceed max_streams_per_connection = {max}; splitting a venue across connections is not supported yet")]
+    #[error("venue `{venue}`: {streams} streams exceed max_streams_per_connection = {max} (a symbol's channels share one connection)")]
     TooManyStreams {
         venue: String,
         streams: usize,
         max: u32,
     },
+    #[error("venue `{venue}`: its connections need more stream slots than net.max_connections = {max} (two per connection: one for rotation)")]
+    TooManyConnections { venue: String, max: u32 },
     #[error("venue `{venue}`: kind {kind} has no network feed in this build yet")]
     Unsupported { venue: String, kind: &'static str },
 }
@@ -52,10 +54,47 @@ pub fn binance_streams(venue: &VenueConfig) -> Vec<String> {
         .collect()
 }
 
-/// Resolves the venue's address and builds everything the network thread needs to open its
-/// stream. Blocking (DNS, reading CA files): call it on the control thread.
+/// Resolves the venue's address and builds everything the network thread needs to open a
+/// stream that names every stream in its URL (`/stream?streams=a/b`: live at once, no
+/// subscription requests; what `tickwire record` uses). Blocking (DNS, reading CA files): call
+/// it on the control thread.
 pub fn stream_spec(venue: &VenueConfig, net: &NetConfig) -> Result<StreamSpec, VenueError> {
+    build_spec(venue, net, true)
+}
+
+/// Like [`stream_spec`], for a connection that subscribes after the upgrade (the appliance's
+/// connections, run by the lifecycle): the URL as configured.
+pub fn subscribe_spec(venue: &VenueConfig, net: &NetConfig) -> Result<StreamSpec, VenueError> {
+    build_spec(venue, net, false)
+}
+
+/// A venue's connections: which symbols each carries and its subscription requests.
+pub fn shards(venue: &VenueConfig) -> Result<Vec<binance::subscribe::Shard>, VenueError> {
+    match venue.kind {
+        VenueKind::BinanceUsdmFutures => binance::subscribe::shards(
+            &venue.symbols,
+            &venue.channels,
+            venue.max_streams_per_connection as usize,
+        )
+        .ok_or_else(|| VenueError::TooManyStreams {
+            venue: venue.name.clone(),
+            streams: venue.channels.len(),
+            max: venue.max_streams_per_connection,
+        }),
+        other => Err(VenueError::Unsupported {
+            venue: venue.name.clone(),
+            kind: other.as_str(),
+        }),
+    }
+}
+
+fn build_spec(
+    venue: &VenueConfig,
+    net: &NetConfig,
+    streams_in_url: bool,
+) -> Result<StreamSpec, VenueError> {
     let (path, websocket) = match venue.kind {
+        VenueKind::BinanceUsdmFutures if !streams_in_url => (venue.url.path.clone(), true),
         VenueKind::BinanceUsdmFutures => {
             let streams = binance_streams(venue);
             if streams.len() > venue.max_streams_per_connection as usize {
@@ -153,6 +192,7 @@ pub fn feed_for(
                 venue_id,
                 venue_name: venue.name.clone(),
                 symbols: venue.symbols.clone(),
+                channels: venue.channels.clone(),
                 instrument_base,
                 books,
                 sync,

@@ -19,7 +19,13 @@ use crate::event::{
 };
 use crate::metrics::{self, CounterReader, CounterWriter};
 use crate::ring::FrameProducer;
-use crate::venue::feed::{EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest};
+use crate::event::{Gap, GapReason};
+use crate::net::ConnId;
+use crate::venue::feed::{
+    EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+};
+use std::collections::VecDeque;
+use std::sync::Arc;
 
 const NS_PER_MS: u64 = 1_000_000;
 /// At most one malformed sample per this many ns is kept for the log.
@@ -35,6 +41,8 @@ pub struct FeedConfig {
     /// Symbols as the venue spells them (upper case); a symbol's instrument id is
     /// `instrument_base` plus its index here.
     pub symbols: Vec<String>,
+    /// The subscribed channels, in the venue file's order (streams are symbol × channel).
+    pub channels: Vec<String>,
     pub instrument_base: InstrumentId,
     /// Whether a diff depth stream is subscribed, so the feed keeps books.
     pub books: bool,
@@ -59,6 +67,13 @@ pub struct FeedCounters {
     pub book_gaps: CounterReader,
     pub book_resyncs: CounterReader,
     pub book_syncs: CounterReader,
+    /// Messages dropped because their update id was already delivered (the same message from
+    /// a second connection during a rotation, or an older one).
+    pub duplicates: CounterReader,
+    /// Replies to requests the control thread could not take in time.
+    pub replies_dropped: CounterReader,
+    /// Per stream: when it last delivered, when two connections agreed on it.
+    pub activity: Arc<StreamActivity>,
 }
 
 struct Writers {
@@ -74,7 +89,48 @@ struct Writers {
     book_gaps: CounterWriter,
     book_resyncs: CounterWriter,
     book_syncs: CounterWriter,
+    duplicates: CounterWriter,
+    replies_dropped: CounterWriter,
 }
+
+/// The kinds of stream a symbol can have, each mapped to its position in the venue's channels.
+#[derive(Clone, Copy)]
+enum StreamKind {
+    BookTicker = 0,
+    DiffDepth = 1,
+    PartialDepth = 2,
+    Trade = 3,
+    AggTrade = 4,
+    MarkPrice = 5,
+}
+
+const STREAM_KINDS: usize = 6;
+
+fn channel_kind(channel: &str) -> Option<StreamKind> {
+    let partial = channel
+        .strip_prefix("depth")
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()));
+    Some(match channel {
+        "bookTicker" => StreamKind::BookTicker,
+        "trade" => StreamKind::Trade,
+        "aggTrade" => StreamKind::AggTrade,
+        _ if crate::config::is_diff_depth_channel(channel) => StreamKind::DiffDepth,
+        _ if partial => StreamKind::PartialDepth,
+        _ if channel.starts_with("markPrice") => StreamKind::MarkPrice,
+        _ => return None,
+    })
+}
+
+/// A stream's duplicate filter: the highest update id delivered, and which connection
+/// delivered it.
+#[derive(Clone, Copy, Default)]
+struct Floor {
+    id: u64,
+    conn: ConnId,
+}
+
+/// Replies kept for the control thread; more than this many waiting means it is wedged.
+const REPLIES_KEPT: usize = 64;
 
 /// Symbol to index: a linear scan, which for the handful of symbols one connection carries beats
 /// hashing (it compares lengths first, and symbols differ early).
@@ -98,6 +154,12 @@ pub struct BinanceFeed {
     last_sample_ns: u64,
     /// `run --print-events`: JSON lines to the control thread, which writes them to stdout.
     printer: Option<Printer>,
+    /// Per stream kind, its channel's position in `config.channels`.
+    channel_of: [Option<usize>; STREAM_KINDS],
+    /// Per stream: the duplicate filter.
+    floors: Vec<Floor>,
+    activity: Arc<StreamActivity>,
+    replies: VecDeque<VenueReply>,
 }
 
 /// The print path: lines built in a reused buffer and copied into a byte ring.
@@ -123,6 +185,17 @@ impl BinanceFeed {
         let (book_gaps, book_gaps_r) = counter();
         let (book_resyncs, book_resyncs_r) = counter();
         let (book_syncs, book_syncs_r) = counter();
+        let (duplicates, duplicates_r) = counter();
+        let (replies_dropped, replies_dropped_r) = counter();
+        let mut channel_of = [None; STREAM_KINDS];
+        for (position, channel) in config.channels.iter().enumerate() {
+            if let Some(kind) = channel_kind(channel) {
+                channel_of[kind as usize].get_or_insert(position);
+            }
+        }
+        let channels = config.channels.len().max(1);
+        let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
+        let floors = vec![Floor::default(); config.symbols.len() * channels];
         let books = config
             .symbols
             .iter()
@@ -161,10 +234,16 @@ impl BinanceFeed {
                 book_gaps,
                 book_resyncs,
                 book_syncs,
+                duplicates,
+                replies_dropped,
             },
             malformed_sample: None,
             last_sample_ns: 0,
             printer: None,
+            channel_of,
+            floors,
+            activity: activity.clone(),
+            replies: VecDeque::with_capacity(REPLIES_KEPT),
         };
         let counters = FeedCounters {
             book_tickers: book_tickers_r,
@@ -179,6 +258,9 @@ impl BinanceFeed {
             book_gaps: book_gaps_r,
             book_resyncs: book_resyncs_r,
             book_syncs: book_syncs_r,
+            duplicates: duplicates_r,
+            replies_dropped: replies_dropped_r,
+            activity,
         };
         (feed, counters)
     }
@@ -193,6 +275,47 @@ impl BinanceFeed {
             dropped,
         });
         reader
+    }
+
+    /// The duplicate filter: whether message `id` of `kind` for `instrument`, received on
+    /// `conn`, is new. A message whose id was delivered already (the same update from a second
+    /// connection during a rotation) is dropped and counted; when the copy came from another
+    /// connection than the first, both agree on that id, which the rotation switch waits for.
+    #[inline]
+    fn admit(
+        &mut self,
+        instrument: usize,
+        kind: StreamKind,
+        id: u64,
+        conn: ConnId,
+        recv_ts_ns: u64,
+    ) -> bool {
+        let Some(channel) = self.channel_of[kind as usize] else {
+            // A stream the venue file does not subscribe: nothing to compare it with.
+            return true;
+        };
+        let stream = instrument * self.activity.channels() + channel;
+        let Some(floor) = self.floors.get_mut(stream) else {
+            return true;
+        };
+        if id <= floor.id {
+            if conn != floor.conn {
+                self.activity.agreed(stream, recv_ts_ns);
+            }
+            self.writers.duplicates.increment();
+            return false;
+        }
+        *floor = Floor { id, conn };
+        self.activity.saw(stream, recv_ts_ns);
+        true
+    }
+
+    fn reply(&mut self, reply: VenueReply) {
+        if self.replies.len() == REPLIES_KEPT {
+            self.writers.replies_dropped.increment();
+            return;
+        }
+        self.replies.push_back(reply);
     }
 
     fn header(
@@ -335,7 +458,13 @@ fn is_partial_depth_stream(stream: &[u8]) -> bool {
 }
 
 impl Feed for BinanceFeed {
-    fn on_message(&mut self, recv_ts_ns: u64, payload: &[u8], sink: &mut EventSink<'_>) {
+    fn on_message(
+        &mut self,
+        conn: ConnId,
+        recv_ts_ns: u64,
+        payload: &[u8],
+        sink: &mut EventSink<'_>,
+    ) {
         let message = match decode::decode(payload) {
             Ok(message) => message,
             Err(error) => {
@@ -358,6 +487,35 @@ impl Feed for BinanceFeed {
             }
             None => None,
         };
+        if let Some(instrument) = instrument {
+            let fresh = match &message {
+                Message::BookTicker(m) => {
+                    self.admit(instrument, StreamKind::BookTicker, m.update_id, conn, recv_ts_ns)
+                }
+                Message::Depth(m) => {
+                    let kind = if m.stream.is_some_and(is_partial_depth_stream) {
+                        StreamKind::PartialDepth
+                    } else {
+                        StreamKind::DiffDepth
+                    };
+                    self.admit(instrument, kind, m.final_update_id, conn, recv_ts_ns)
+                }
+                Message::Trade(m) => {
+                    let kind = match m.kind {
+                        decode::TradeKind::Trade => StreamKind::Trade,
+                        decode::TradeKind::AggTrade => StreamKind::AggTrade,
+                    };
+                    self.admit(instrument, kind, m.trade_id, conn, recv_ts_ns)
+                }
+                Message::MarkPrice(m) => {
+                    self.admit(instrument, StreamKind::MarkPrice, m.event_time_ms, conn, recv_ts_ns)
+                }
+                _ => true,
+            };
+            if !fresh {
+                return;
+            }
+        }
         if self.printer.is_some() {
             self.print(&message, recv_ts_ns);
         }
@@ -410,9 +568,20 @@ impl Feed for BinanceFeed {
                 self.depth(instrument, &depth, recv_ts_ns, sink);
             }
             (Message::MarkPrice(_), _) => self.writers.mark_prices.increment(),
-            (Message::ErrorReply { .. }, _) => self.writers.error_replies.increment(),
+            (Message::ErrorReply { id, code, msg }, _) => {
+                self.writers.error_replies.increment();
+                if let Some(id) = id {
+                    self.reply(VenueReply::new(self.config.venue_id, id, Some(code), msg));
+                }
+            }
             (Message::Unknown { .. }, _) => self.writers.unknown.increment(),
-            (Message::Ack { .. } | Message::Subscriptions { .. } | Message::Reply { .. }, _) => {
+            (Message::Ack { id }, _) => {
+                self.writers.replies.increment();
+                if let Some(id) = id {
+                    self.reply(VenueReply::new(self.config.venue_id, id, None, b""));
+                }
+            }
+            (Message::Subscriptions { .. } | Message::Reply { .. }, _) => {
                 self.writers.replies.increment()
             }
             // A REST snapshot body on the stream, or a market message without an instrument
@@ -453,13 +622,47 @@ impl Feed for BinanceFeed {
         }
     }
 
-    fn on_disconnect(&mut self, now_ns: u64, sink: &mut EventSink<'_>) {
-        for book in self.books.iter_mut().flatten() {
-            book.on_disconnect(now_ns, &mut |event| sink.push(event));
+    fn on_disconnect(
+        &mut self,
+        instruments: std::ops::Range<InstrumentId>,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) {
+        let base = self.config.instrument_base;
+        for instrument in instruments {
+            let index = instrument.wrapping_sub(base) as usize;
+            if index >= self.books.len() {
+                continue;
+            }
+            let before = self.books[index].as_ref().map(BookSync::stats);
+            match self.books[index].as_mut() {
+                // The book emits the gap and resynchronises.
+                Some(book) => book.on_disconnect(now_ns, &mut |event| sink.push(event)),
+                None => sink.push(Event::new(
+                    EventHeader {
+                        exchange_ts_ns: 0,
+                        recv_ts_ns: now_ns,
+                        venue_seq: 0,
+                        instrument_id: instrument,
+                        venue_id: self.config.venue_id,
+                        kind: EventKind::Gap,
+                        flags: flags::NO_EXCHANGE_TS | flags::LAST,
+                    },
+                    Body::Gap(Gap::new(GapReason::Reconnect, 0, 0)),
+                )),
+            }
+            if let (Some(before), Some(book)) = (before, self.books[index].as_ref()) {
+                let after = book.stats();
+                self.count_book(before, after);
+            }
         }
     }
 
     fn take_malformed(&mut self) -> Option<MalformedSample> {
         self.malformed_sample.take()
+    }
+
+    fn take_reply(&mut self) -> Option<VenueReply> {
+        self.replies.pop_front()
     }
 }

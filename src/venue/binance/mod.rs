@@ -19,4 +19,5 @@ pub mod decode;
 pub mod feed;
 pub mod json;
 mod scan;
+pub mod subscribe;
 pub mod sync;

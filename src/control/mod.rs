@@ -8,13 +8,17 @@ use crate::config::LoadedConfig;
 use crate::event::InstrumentId;
 use crate::metrics::CounterReader;
 use crate::ring::{self, FrameConsumer};
-use crate::runtime::{NetStatus, Runtime, RuntimeOptions};
+use crate::runtime::{Runtime, RuntimeOptions};
 use crate::strategy::stamps::Stamp;
 use crate::strategy::Strategy;
 use crate::venue::binance::feed::FeedCounters;
 use crate::venue::snapshot::SnapshotFetcher;
 use crate::venue::{self, feed::SnapshotReply};
 use std::io::Write;
+
+pub mod links;
+
+pub use links::{LinkCounters, StreamEnd, Venues};
 
 /// Bytes of printed JSON lines buffered between the decoder and stdout.
 const PRINT_RING_BYTES: usize = 64 << 20;
@@ -52,7 +56,8 @@ pub struct SessionExtras {
 
 pub struct Session {
     pub runtime: Runtime,
-    pub venues: VenueTracker,
+    /// Every venue's connections and their lifecycle.
+    pub venues: Venues,
     /// Per venue: its name and its feed's counters.
     pub feeds: Vec<(String, FeedCounters)>,
     pub instruments: Vec<Instrument>,
@@ -62,7 +67,7 @@ pub struct Session {
 }
 
 impl Session {
-    /// Starts the hot threads and opens every venue's stream.
+    /// Starts the hot threads and every venue's connections.
     pub fn start(
         loaded: &LoadedConfig,
         clock: Clock,
@@ -78,6 +83,7 @@ impl Session {
         let mut printed = Vec::new();
         let mut targets = Vec::new();
         let mut instruments = Vec::new();
+        let mut plans = Vec::new();
         let mut base: InstrumentId = 0;
         for (index, loaded_venue) in loaded.venues.iter().enumerate() {
             let config = &loaded_venue.venue;
@@ -88,10 +94,28 @@ impl Session {
                 base,
                 print_events.then_some(PRINT_RING_BYTES),
             )?;
-            feeds.push(Some(built.feed));
+            feeds.push(built.feed);
+            let activity = built.counters.activity.clone();
             counters.push((config.name.clone(), built.counters));
             printed.extend(built.printed);
             targets.push(venue::snapshot_target(config, base)?);
+            let spec = match venue::subscribe_spec(config, &loaded.appliance.net) {
+                Ok(spec) => {
+                    tracing::info!(venue = %config.name, addr = %spec.addr, "connecting");
+                    Some(spec)
+                }
+                Err(error) => {
+                    tracing::error!("{error}");
+                    None
+                }
+            };
+            plans.push(links::VenuePlan {
+                config,
+                id: venue_id,
+                instrument_base: base,
+                activity,
+                spec,
+            });
             for symbol in &config.symbols {
                 instruments.push(Instrument {
                     id: base,
@@ -101,8 +125,12 @@ impl Session {
                 base += 1;
             }
         }
+        let seed = clock.now_ns() ^ u64::from(std::process::id());
+        let (mut venues, conn_venues) =
+            Venues::plan(plans, loaded.appliance.net.max_connections, seed)?;
         let options = RuntimeOptions {
             feeds,
+            conn_venues,
             board_instruments: base as usize,
             stamps,
             strategy,
@@ -110,19 +138,10 @@ impl Session {
         let mut runtime = Runtime::start(loaded, clock, options)?;
         tracing::info!("{}", runtime.net_backend);
         let fetcher = SnapshotFetcher::start(targets, clock)?;
-        for (index, loaded_venue) in loaded.venues.iter().enumerate() {
-            let config = &loaded_venue.venue;
-            match venue::stream_spec(config, &loaded.appliance.net) {
-                Ok(spec) => {
-                    tracing::info!(venue = %config.name, addr = %spec.addr, "connecting");
-                    runtime.open_stream(index as u32, spec)?;
-                }
-                Err(error) => tracing::error!("{error}"),
-            }
-        }
+        venues.start(clock.now_ns(), &mut runtime)?;
         Ok(Session {
             runtime,
-            venues: VenueTracker::new(loaded),
+            venues,
             feeds: counters,
             instruments,
             printed,
@@ -133,16 +152,18 @@ impl Session {
 
     /// The control thread's routine work; returns whether a stream changed state.
     pub fn tick(&mut self) -> Result<bool, ControlError> {
+        let now_ns = self.clock.now_ns();
         let statuses = self.runtime.take_statuses();
         let changed = !statuses.is_empty();
         for status in statuses {
-            if let NetStatus::Closed { conn, .. } = &status {
-                self.runtime.notify_disconnect(*conn)?;
-            }
-            self.venues.apply(status);
+            self.venues.on_status(now_ns, status, &mut self.runtime)?;
         }
+        for reply in self.runtime.take_replies() {
+            self.venues.on_reply(now_ns, reply, &mut self.runtime)?;
+        }
+        self.venues.tick(now_ns, &mut self.runtime)?;
         for request in self.runtime.take_snapshot_requests() {
-            let name = self.venues.name(u32::from(request.venue)).to_owned();
+            let name = self.venues.name(usize::from(request.venue)).to_owned();
             tracing::info!(venue = %name, instrument = request.instrument, "fetching a depth snapshot");
             self.fetcher.request(request);
         }
@@ -152,7 +173,7 @@ impl Session {
         }
         for sample in self.runtime.take_malformed() {
             tracing::warn!(
-                venue = %self.venues.name(u32::from(sample.venue)),
+                venue = %self.venues.name(usize::from(sample.venue)),
                 error = %sample.error(),
                 offset = sample.offset,
                 "malformed message skipped (one sample per second at most): {}",
@@ -164,7 +185,7 @@ impl Session {
     }
 
     fn log_snapshot(&self, reply: &SnapshotReply) {
-        let venue = self.venues.name(u32::from(reply.venue));
+        let venue = self.venues.name(usize::from(reply.venue));
         match &reply.result {
             Ok(snapshot) => tracing::info!(
                 venue,
@@ -210,106 +231,42 @@ impl Session {
         self.clock.now_ns()
     }
 
-    /// Stops the hot threads, after writing out what is left to print.
-    pub fn shutdown(mut self) -> Vec<String> {
+    /// Stops cleanly: close frames on every connection (each answered or given up on within
+    /// `close_timeout`), the rings drained into the strategy (within `drain_timeout`), what is
+    /// left to print written out, then the hot threads stopped. Returns the names of threads
+    /// that panicked.
+    pub fn shutdown_within(
+        mut self,
+        close_timeout: std::time::Duration,
+        drain_timeout: std::time::Duration,
+    ) -> Vec<String> {
+        let deadline = std::time::Instant::now() + close_timeout;
+        if self
+            .venues
+            .close_all(self.clock.now_ns(), &mut self.runtime)
+            .is_ok()
+        {
+            while !self.venues.all_closed() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                if self.tick().is_err() {
+                    break;
+                }
+            }
+        }
+        if !self.runtime.drain(drain_timeout) {
+            tracing::warn!("the rings did not drain in time; stopping anyway");
+        }
         let _ = self.print_events();
         self.runtime.shutdown()
     }
-}
 
-/// Which venues are live, from the network thread's status reports; logs each transition once.
-pub struct VenueTracker {
-    names: Vec<String>,
-    live: Vec<bool>,
-    /// Streams that ended (closed by the venue, reset, or failed), all venues together.
-    pub streams_ended: u64,
-    /// The most recent ends, oldest first (at most `ENDS_KEPT`), for reports and tests.
-    pub ends: std::collections::VecDeque<StreamEnd>,
-}
-
-/// How a venue stream ended.
-#[derive(Clone, Debug)]
-pub struct StreamEnd {
-    pub conn: u32,
-    /// The WebSocket close code the venue sent, if it sent one.
-    pub close_code: Option<u16>,
-    /// What went wrong, if anything did.
-    pub error: Option<String>,
-}
-
-const ENDS_KEPT: usize = 64;
-
-impl VenueTracker {
-    pub fn new(loaded: &LoadedConfig) -> VenueTracker {
-        VenueTracker {
-            names: loaded.venues.iter().map(|v| v.venue.name.clone()).collect(),
-            live: vec![false; loaded.venues.len()],
-            streams_ended: 0,
-            ends: std::collections::VecDeque::new(),
-        }
-    }
-
-    pub fn name(&self, conn: u32) -> &str {
-        self.names.get(conn as usize).map_or("?", String::as_str)
-    }
-
-    pub fn apply(&mut self, status: NetStatus) {
-        match status {
-            NetStatus::Open { conn } => {
-                tracing::info!(venue = %self.name(conn), "venue live");
-                if let Some(live) = self.live.get_mut(conn as usize) {
-                    *live = true;
-                }
-            }
-            NetStatus::Closed {
-                conn,
-                close_code,
-                error,
-            } => {
-                self.streams_ended += 1;
-                if self.ends.len() == ENDS_KEPT {
-                    self.ends.pop_front();
-                }
-                self.ends.push_back(StreamEnd {
-                    conn,
-                    close_code,
-                    error: error.clone(),
-                });
-                match &error {
-                    Some(error) => {
-                        tracing::warn!(venue = %self.name(conn), ?close_code, "venue stream ended: {error}")
-                    }
-                    None => {
-                        tracing::warn!(venue = %self.name(conn), ?close_code, "venue closed the stream")
-                    }
-                }
-                // Reconnecting is the connection lifecycle's job (backoff, resubscribe); until
-                // it exists the venue stays down and the status says so.
-                if let Some(live) = self.live.get_mut(conn as usize) {
-                    *live = false;
-                }
-            }
-            NetStatus::OpenFailed { conn, error } => {
-                self.streams_ended += 1;
-                self.ends.push_back(StreamEnd {
-                    conn,
-                    close_code: None,
-                    error: Some(error.clone()),
-                });
-                tracing::error!(venue = %self.name(conn), "cannot open the venue stream: {error}");
-            }
-        }
-    }
-
-    pub fn all_live(&self) -> bool {
-        self.live.iter().all(|live| *live)
-    }
-
-    pub fn status_line(&self, threads: usize) -> String {
-        let live = self.live.iter().filter(|live| **live).count();
-        format!(
-            "running: {threads} hot threads; {live}/{} venues live",
-            self.live.len()
+    /// [`Session::shutdown_within`] with the appliance's budget: 1 s for the closes, 0.5 s to
+    /// drain, so that a stop signal is done within 2 s.
+    pub fn shutdown(self) -> Vec<String> {
+        self.shutdown_within(
+            std::time::Duration::from_millis(1_000),
+            std::time::Duration::from_millis(500),
         )
     }
 }
+

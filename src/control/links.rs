@@ -1,0 +1,773 @@
+//! The control thread's side of the connection lifecycle: every venue's connections with their
+//! state machines ([`crate::lifecycle::Connection`]), subscriptions, the staleness watchdog and
+//! planned rotation.
+//!
+//! A venue's streams (symbol × channel) are split into shards of at most
+//! `max_streams_per_connection` streams, a symbol's channels always together. Each shard owns two
+//! stream slots: the active connection, and a spare that a rotation opens beside it
+//! (make-before-break). The decoder's feed drops whatever update id it has delivered already, so
+//! while both run the strategy sees each message once; the switch waits until, on every stream
+//! with recent traffic, both connections delivered the same update id (or until
+//! `lifecycle.rotation_overlap_ms` has passed).
+//!
+//! The strategy hears about it all through `VenueStatus` events, written by the decoder thread
+//! in order with the market events: a shard's connection going live (`Live`, instrument
+//! [`ALL_INSTRUMENTS`], detail = shard) and down (`Disconnected`), and each stream going stale
+//! and recovering (`Stale` / `Recovered`, the stream's instrument, detail = channel index).
+
+use crate::config::{LoadedConfig, VenueConfig};
+use crate::event::{
+    flags, Body, Event, EventHeader, EventKind, InstrumentId, VenueId, VenueState, VenueStatus,
+};
+use crate::lifecycle::{Action, ConnState, Connection, Reason, ReasonCounts, StormBreaker, Timing};
+use crate::net::engine::StreamSpec;
+use crate::net::ConnId;
+use crate::runtime::{NetStatus, NetStatusKind, Runtime, RuntimeError};
+use crate::venue::binance::subscribe::subscribe_request;
+use crate::venue::feed::{StreamActivity, VenueReply, ALL_INSTRUMENTS};
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::sync::Arc;
+
+const NS_PER_MS: u64 = 1_000_000;
+/// After a failed rotation, the next try waits this long.
+const ROTATION_RETRY_NS: u64 = 60_000 * NS_PER_MS;
+/// A stream counts as active for the rotation switch if it delivered within this window.
+const ACTIVE_WINDOW_NS: u64 = 2_000 * NS_PER_MS;
+/// Stream ends kept for reports and tests.
+const ENDS_KEPT: usize = 64;
+
+/// How a venue stream ended.
+#[derive(Clone, Debug)]
+pub struct StreamEnd {
+    pub conn: u32,
+    /// The WebSocket close code the venue sent, if it sent one.
+    pub close_code: Option<u16>,
+    /// What went wrong, if anything did.
+    pub error: Option<String>,
+}
+
+struct Shard {
+    instruments: Range<InstrumentId>,
+    /// Streams of the venue's activity table this shard carries.
+    streams: Range<usize>,
+    requests: Vec<Vec<String>>,
+    conns: [Connection; 2],
+    generations: [u32; 2],
+    /// Which of `conns` carries the shard.
+    active: usize,
+    /// When the running rotation started.
+    rotation: Option<u64>,
+    next_rotation_ns: u64,
+    /// Per stream of the shard: since when it is stale.
+    stale_since: Vec<Option<u64>>,
+}
+
+struct VenueLinks {
+    name: String,
+    symbols: Vec<String>,
+    id: VenueId,
+    channels: Vec<String>,
+    /// Per channel: its staleness threshold.
+    thresholds: Vec<Option<u64>>,
+    rotate_after_ns: u64,
+    rotation_overlap_ns: u64,
+    breaker: StormBreaker,
+    /// `None` when the stream could not be prepared (the error was logged).
+    spec: Option<StreamSpec>,
+    shards: Vec<Shard>,
+    activity: Arc<StreamActivity>,
+}
+
+/// Counters of a venue's lifecycle, for reports and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounters {
+    /// Transitions per reason, every connection of the venue together.
+    pub transitions: ReasonCounts,
+    pub attempts: u64,
+    /// Attempts the storm breaker postponed.
+    pub postponed: u64,
+    pub rotations: u64,
+    /// Rotations switched before every active stream agreed (the overlap ran out).
+    pub forced_rotations: u64,
+    pub stale_streams: u64,
+    pub recovered_streams: u64,
+    pub refused_requests: u64,
+}
+
+/// Every venue's connections.
+pub struct Venues {
+    venues: Vec<VenueLinks>,
+    /// By slot: (venue, shard, which of the pair).
+    slots: Vec<Option<(usize, usize, usize)>>,
+    counters: Vec<LinkCounters>,
+    /// Streams that ended (closed by the venue, reset, or failed), all venues together.
+    pub streams_ended: u64,
+    /// The most recent ends, oldest first (at most 64).
+    pub ends: VecDeque<StreamEnd>,
+    out: Vec<Action>,
+}
+
+/// What a venue contributes to the slot plan.
+pub struct VenuePlan<'a> {
+    pub config: &'a VenueConfig,
+    pub id: VenueId,
+    pub instrument_base: InstrumentId,
+    pub activity: Arc<StreamActivity>,
+    pub spec: Option<StreamSpec>,
+}
+
+impl Venues {
+    /// Plans every venue's shards and slots. Returns the slot-to-venue map for the decoder.
+    pub fn plan(
+        plans: Vec<VenuePlan<'_>>,
+        max_connections: u32,
+        seed: u64,
+    ) -> Result<(Venues, Vec<VenueId>), crate::venue::VenueError> {
+        let mut venues = Vec::new();
+        let mut slots: Vec<Option<(usize, usize, usize)>> = Vec::new();
+        let mut conn_venues = Vec::new();
+        for (venue_index, plan) in plans.into_iter().enumerate() {
+            let config = plan.config;
+            let timing = Timing::new(&config.reconnect, &config.lifecycle);
+            let secure = config.url.scheme.is_tls();
+            let channels = config.channels.len().max(1);
+            let mut shards = Vec::new();
+            for (shard_index, shard) in crate::venue::shards(config)?.into_iter().enumerate() {
+                let first = slots.len() as ConnId;
+                if first + 2 > max_connections {
+                    return Err(crate::venue::VenueError::TooManyConnections {
+                        venue: config.name.clone(),
+                        max: max_connections,
+                    });
+                }
+                let batches = shard.requests.len();
+                let conn = |slot: ConnId| {
+                    Connection::new(
+                        slot,
+                        secure,
+                        timing,
+                        &config.reconnect,
+                        batches,
+                        seed ^ (u64::from(slot) << 17),
+                    )
+                };
+                for which in 0..2 {
+                    slots.push(Some((venue_index, shard_index, which)));
+                    conn_venues.push(plan.id);
+                }
+                let base = plan.instrument_base;
+                let symbols = shard.symbols.clone();
+                shards.push(Shard {
+                    instruments: base + symbols.start as InstrumentId
+                        ..base + symbols.end as InstrumentId,
+                    streams: symbols.start * channels..symbols.end * channels,
+                    stale_since: vec![None; symbols.len() * channels],
+                    requests: shard.requests,
+                    conns: [conn(first), conn(first + 1)],
+                    generations: [0; 2],
+                    active: 0,
+                    rotation: None,
+                    next_rotation_ns: 0,
+                });
+            }
+            venues.push(VenueLinks {
+                name: config.name.clone(),
+                symbols: config.symbols.clone(),
+                id: plan.id,
+                thresholds: config
+                    .channels
+                    .iter()
+                    .map(|channel| {
+                        config
+                            .staleness
+                            .threshold_ms(channel)
+                            .map(|ms| ms * NS_PER_MS)
+                    })
+                    .collect(),
+                channels: config.channels.clone(),
+                rotate_after_ns: config.lifecycle.rotate_after_ms * NS_PER_MS,
+                rotation_overlap_ns: config.lifecycle.rotation_overlap_ms * NS_PER_MS,
+                breaker: StormBreaker::new(config.reconnect.max_attempts_per_minute),
+                spec: plan.spec,
+                shards,
+                activity: plan.activity,
+            });
+        }
+        let counters = vec![LinkCounters::default(); venues.len()];
+        Ok((
+            Venues {
+                venues,
+                slots,
+                counters,
+                streams_ended: 0,
+                ends: VecDeque::new(),
+                out: Vec::new(),
+            },
+            conn_venues,
+        ))
+    }
+
+    /// Starts every shard's first connection.
+    pub fn start(&mut self, now_ns: u64, runtime: &mut Runtime) -> Result<(), RuntimeError> {
+        for venue in 0..self.venues.len() {
+            if self.venues[venue].spec.is_none() {
+                continue;
+            }
+            for shard in 0..self.venues[venue].shards.len() {
+                let links = &mut self.venues[venue];
+                let active = links.shards[shard].active;
+                links.shards[shard].conns[active].start(now_ns, &mut links.breaker, &mut self.out);
+                self.apply(venue, shard, active, now_ns, runtime)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn name(&self, venue: usize) -> &str {
+        self.venues.get(venue).map_or("?", |links| links.name.as_str())
+    }
+
+    /// A status report from the network thread.
+    pub fn on_status(
+        &mut self,
+        now_ns: u64,
+        status: NetStatus,
+        runtime: &mut Runtime,
+    ) -> Result<(), RuntimeError> {
+        let Some(Some((venue, shard, which))) = self.slots.get(status.conn as usize).copied()
+        else {
+            return Ok(());
+        };
+        if self.venues[venue].shards[shard].generations[which] != status.generation {
+            // About a stream this slot no longer has.
+            return Ok(());
+        }
+        let name = self.venues[venue].name.clone();
+        let conn = &mut self.venues[venue].shards[shard].conns[which];
+        match status.kind {
+            NetStatusKind::Connected => conn.on_connected(now_ns, &mut self.out),
+            NetStatusKind::Secured => conn.on_secured(now_ns, &mut self.out),
+            NetStatusKind::Open => conn.on_open(now_ns, &mut self.out),
+            NetStatusKind::Closed {
+                close_code,
+                reason,
+                error,
+            } => {
+                let expected = conn.state() == ConnState::Closing;
+                if !expected {
+                    self.streams_ended += 1;
+                    match &error {
+                        Some(error) => {
+                            tracing::warn!(venue = %name, conn = status.conn, ?close_code, "venue stream ended: {error}")
+                        }
+                        None => {
+                            tracing::warn!(venue = %name, conn = status.conn, ?close_code, "venue closed the stream")
+                        }
+                    }
+                    if self.ends.len() == ENDS_KEPT {
+                        self.ends.pop_front();
+                    }
+                    self.ends.push_back(StreamEnd {
+                        conn: status.conn,
+                        close_code,
+                        error,
+                    });
+                }
+                conn.on_closed(now_ns, reason, &mut self.out);
+            }
+            NetStatusKind::OpenFailed { error } => {
+                self.streams_ended += 1;
+                tracing::error!(venue = %name, conn = status.conn, "cannot open the venue stream: {error}");
+                self.ends.push_back(StreamEnd {
+                    conn: status.conn,
+                    close_code: None,
+                    error: Some(error),
+                });
+                conn.on_closed(now_ns, Reason::OpenRefused, &mut self.out);
+            }
+        }
+        self.apply(venue, shard, which, now_ns, runtime)
+    }
+
+    /// A venue's answer to a subscription request.
+    pub fn on_reply(
+        &mut self,
+        now_ns: u64,
+        reply: VenueReply,
+        runtime: &mut Runtime,
+    ) -> Result<(), RuntimeError> {
+        let slot = (reply.id >> 32) as usize;
+        let Some(Some((venue, shard, which))) = self.slots.get(slot).copied() else {
+            return Ok(());
+        };
+        if self.venues[venue].id != reply.venue {
+            return Ok(());
+        }
+        let name = self.venues[venue].name.clone();
+        let conn = &mut self.venues[venue].shards[shard].conns[which];
+        if !conn.awaits(reply.id) {
+            return Ok(());
+        }
+        match reply.error {
+            None => conn.on_ack(now_ns, reply.id, &mut self.out),
+            Some(code) => {
+                tracing::error!(
+                    venue = %name,
+                    conn = slot,
+                    request = reply.id & 0xffff_ffff,
+                    code,
+                    "the venue refused a subscription request: {}; its streams stay silent \
+                     (check symbols and channels)",
+                    reply.message()
+                );
+                self.counters[venue].refused_requests += 1;
+                conn.on_refused(now_ns, reply.id, &mut self.out);
+            }
+        }
+        self.apply(venue, shard, which, now_ns, runtime)
+    }
+
+    /// Timers, staleness and rotation; call every control tick.
+    pub fn tick(&mut self, now_ns: u64, runtime: &mut Runtime) -> Result<(), RuntimeError> {
+        for venue in 0..self.venues.len() {
+            for shard in 0..self.venues[venue].shards.len() {
+                for which in 0..2 {
+                    let links = &mut self.venues[venue];
+                    links.shards[shard].conns[which].tick(
+                        now_ns,
+                        &mut links.breaker,
+                        &mut self.out,
+                    );
+                    self.apply(venue, shard, which, now_ns, runtime)?;
+                }
+                self.staleness(venue, shard, now_ns, runtime)?;
+                self.rotation(venue, shard, now_ns, runtime)?;
+            }
+            self.counters[venue].postponed = self.venues[venue].breaker.postponed;
+        }
+        Ok(())
+    }
+
+    /// Closes every connection for good (shutdown); `all_closed` says when they are.
+    pub fn close_all(&mut self, now_ns: u64, runtime: &mut Runtime) -> Result<(), RuntimeError> {
+        for venue in 0..self.venues.len() {
+            for shard in 0..self.venues[venue].shards.len() {
+                for which in 0..2 {
+                    self.venues[venue].shards[shard].conns[which].retire(
+                        now_ns,
+                        Reason::Shutdown,
+                        &mut self.out,
+                    );
+                    self.apply(venue, shard, which, now_ns, runtime)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether no connection has a socket any more.
+    pub fn all_closed(&self) -> bool {
+        self.venues
+            .iter()
+            .flat_map(|links| &links.shards)
+            .flat_map(|shard| &shard.conns)
+            .all(|conn| !conn.state().has_socket())
+    }
+
+    /// Whether every shard of every venue is live.
+    pub fn all_live(&self) -> bool {
+        self.venues.iter().all(|links| {
+            links.spec.is_some()
+                && links
+                    .shards
+                    .iter()
+                    .all(|shard| shard.conns[shard.active].state() == ConnState::Live)
+        })
+    }
+
+    /// Venues whose every shard is live, of all venues.
+    pub fn live_count(&self) -> (usize, usize) {
+        let live = self
+            .venues
+            .iter()
+            .filter(|links| {
+                links.spec.is_some()
+                    && links
+                        .shards
+                        .iter()
+                        .all(|shard| shard.conns[shard.active].state() == ConnState::Live)
+            })
+            .count();
+        (live, self.venues.len())
+    }
+
+    pub fn status_line(&self, threads: usize) -> String {
+        let (live, all) = self.live_count();
+        format!("running: {threads} hot threads; {live}/{all} venues live")
+    }
+
+    /// A venue's lifecycle counters.
+    pub fn counters(&self, venue: usize) -> LinkCounters {
+        let mut counters = self.counters.get(venue).cloned().unwrap_or_default();
+        if let Some(links) = self.venues.get(venue) {
+            counters.transitions = ReasonCounts::default();
+            counters.attempts = 0;
+            for conn in links.shards.iter().flat_map(|shard| &shard.conns) {
+                counters.transitions.merge(conn.counts());
+                counters.attempts += conn.attempts;
+            }
+        }
+        counters
+    }
+
+    /// The state of each shard's active connection of a venue.
+    pub fn states(&self, venue: usize) -> Vec<ConnState> {
+        self.venues.get(venue).map_or_else(Vec::new, |links| {
+            links
+                .shards
+                .iter()
+                .map(|shard| shard.conns[shard.active].state())
+                .collect()
+        })
+    }
+
+    /// Carries out what a connection's machine asked for.
+    fn apply(
+        &mut self,
+        venue: usize,
+        shard_index: usize,
+        which: usize,
+        now_ns: u64,
+        runtime: &mut Runtime,
+    ) -> Result<(), RuntimeError> {
+        let links = &mut self.venues[venue];
+        let shard = &mut links.shards[shard_index];
+        let slot = shard.conns[which].slot();
+        let is_active = shard.active == which;
+        for action in self.out.drain(..) {
+            match action {
+                Action::Open => {
+                    let Some(spec) = links.spec.clone() else {
+                        continue;
+                    };
+                    shard.generations[which] = shard.generations[which].wrapping_add(1);
+                    runtime.open_stream(slot, shard.generations[which], spec)?;
+                }
+                Action::Subscribe { id, batch } => {
+                    if let Some(streams) = shard.requests.get(batch) {
+                        runtime.send_text(slot, subscribe_request(id, streams))?;
+                    }
+                }
+                Action::Close => runtime.close_stream(slot)?,
+                Action::Abort => runtime.abort_stream(slot)?,
+                Action::Down { gap } => {
+                    if gap && is_active {
+                        runtime.notify_disconnect(links.id, shard.instruments.clone())?;
+                    }
+                }
+                Action::Transition { from, to, reason } => {
+                    let conn = &shard.conns[which];
+                    let role = if is_active { "active" } else { "spare" };
+                    let retry_in_ms = conn
+                        .retry_at_ns()
+                        .map(|at| at.saturating_sub(now_ns) / NS_PER_MS);
+                    match to {
+                        ConnState::BackingOff | ConnState::Stale => tracing::warn!(
+                            venue = %links.name,
+                            conn = slot,
+                            role,
+                            from = from.name(),
+                            to = to.name(),
+                            reason = reason.name(),
+                            failures = conn.failures(),
+                            ?retry_in_ms,
+                            "connection state"
+                        ),
+                        ConnState::GaveUp => tracing::error!(
+                            venue = %links.name,
+                            conn = slot,
+                            failures = conn.failures(),
+                            "connection state: gave up after reconnect.max_attempts failures in \
+                             a row; the venue stays down until restarted"
+                        ),
+                        _ => tracing::info!(
+                            venue = %links.name,
+                            conn = slot,
+                            role,
+                            from = from.name(),
+                            to = to.name(),
+                            reason = reason.name(),
+                            "connection state"
+                        ),
+                    }
+                    if !is_active {
+                        continue;
+                    }
+                    let state = if to == ConnState::Live {
+                        Some(VenueState::Live)
+                    } else if matches!(from, ConnState::Live | ConnState::Stale)
+                        && !matches!(to, ConnState::Live | ConnState::Stale)
+                    {
+                        Some(VenueState::Disconnected)
+                    } else {
+                        None
+                    };
+                    if let Some(state) = state {
+                        runtime.send_status(status_event(
+                            links.id,
+                            ALL_INSTRUMENTS,
+                            state,
+                            reason,
+                            shard_index as u64,
+                            now_ns,
+                        ))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The per-stream watchdog of a shard's live connection.
+    fn staleness(
+        &mut self,
+        venue: usize,
+        shard_index: usize,
+        now_ns: u64,
+        runtime: &mut Runtime,
+    ) -> Result<(), RuntimeError> {
+        let links = &mut self.venues[venue];
+        let channels = links.channels.len().max(1);
+        let shard = &mut links.shards[shard_index];
+        let active = &shard.conns[shard.active];
+        let Some(live_since) = active.live_since_ns() else {
+            return Ok(());
+        };
+        if active.state() != ConnState::Live {
+            return Ok(());
+        }
+        let mut watched = 0;
+        let mut stale = 0;
+        let mut newly_stale = Vec::new();
+        for stream in shard.streams.clone() {
+            let Some(threshold) = links.thresholds.get(stream % channels).copied().flatten()
+            else {
+                continue;
+            };
+            watched += 1;
+            let last = links.activity.last_ns(stream);
+            let index = stream - shard.streams.start;
+            let instrument = shard.instruments.start + (index / channels) as InstrumentId;
+            match shard.stale_since[index] {
+                None => {
+                    if now_ns.saturating_sub(last.max(live_since)) > threshold {
+                        shard.stale_since[index] = Some(now_ns);
+                        stale += 1;
+                        self.counters[venue].stale_streams += 1;
+                        newly_stale.push(stream);
+                        runtime.send_status(status_event(
+                            links.id,
+                            instrument,
+                            VenueState::Stale,
+                            Reason::AllStreamsStale,
+                            (stream % channels) as u64,
+                            now_ns,
+                        ))?;
+                    }
+                }
+                Some(since) => {
+                    if last > since.saturating_sub(threshold) && now_ns - last <= threshold {
+                        shard.stale_since[index] = None;
+                        self.counters[venue].recovered_streams += 1;
+                        tracing::info!(
+                            venue = %links.name,
+                            stream = %stream_name(&links.symbols, &links.channels, stream),
+                            "stream recovered"
+                        );
+                        runtime.send_status(status_event(
+                            links.id,
+                            instrument,
+                            VenueState::Recovered,
+                            Reason::Recovered,
+                            (stream % channels) as u64,
+                            now_ns,
+                        ))?;
+                    } else {
+                        stale += 1;
+                    }
+                }
+            }
+        }
+        if !newly_stale.is_empty() {
+            let names: Vec<String> = newly_stale
+                .iter()
+                .map(|&stream| stream_name(&links.symbols, &links.channels, stream))
+                .collect();
+            tracing::warn!(venue = %links.name, streams = %names.join(" "), "streams stale");
+        }
+        if watched > 0 && stale == watched {
+            let active = shard.active;
+            shard.conns[active].recycle(now_ns, &mut self.out);
+            self.apply(venue, shard_index, active, now_ns, runtime)?;
+        }
+        Ok(())
+    }
+
+    /// Planned rotation: open the spare, switch when both agree, retire the old one.
+    fn rotation(
+        &mut self,
+        venue: usize,
+        shard_index: usize,
+        now_ns: u64,
+        runtime: &mut Runtime,
+    ) -> Result<(), RuntimeError> {
+        let links = &mut self.venues[venue];
+        let shard = &mut links.shards[shard_index];
+        let active = shard.active;
+        let spare = 1 - active;
+        let Some(started) = shard.rotation else {
+            let due = links.rotate_after_ns > 0
+                && now_ns >= shard.next_rotation_ns
+                && shard.conns[active].state() == ConnState::Live
+                && shard.conns[active]
+                    .live_since_ns()
+                    .is_some_and(|since| now_ns.saturating_sub(since) >= links.rotate_after_ns)
+                && shard.conns[spare].state() == ConnState::Idle;
+            if due {
+                tracing::info!(
+                    venue = %links.name,
+                    conn = shard.conns[active].slot(),
+                    spare = shard.conns[spare].slot(),
+                    "rotation: opening a replacement connection"
+                );
+                shard.rotation = Some(now_ns);
+                shard.conns[spare].start(now_ns, &mut links.breaker, &mut self.out);
+                self.apply(venue, shard_index, spare, now_ns, runtime)?;
+            }
+            return Ok(());
+        };
+        let spare_state = shard.conns[spare].state();
+        let active_state = shard.conns[active].state();
+        if !matches!(active_state, ConnState::Live | ConnState::Stale) {
+            // The old connection dropped mid-rotation: a live spare takes over, anything else
+            // is abandoned and the active connection's own reconnect carries on.
+            shard.rotation = None;
+            if spare_state == ConnState::Live {
+                shard.active = spare;
+                self.counters[venue].rotations += 1;
+                tracing::warn!(venue = %links.name, "rotation: the old connection dropped; the replacement takes over");
+                runtime.send_status(status_event(
+                    links.id,
+                    ALL_INSTRUMENTS,
+                    VenueState::Live,
+                    Reason::Rotation,
+                    shard_index as u64,
+                    now_ns,
+                ))?;
+            } else {
+                shard.next_rotation_ns = now_ns + ROTATION_RETRY_NS;
+                shard.conns[spare].retire(now_ns, Reason::Rotation, &mut self.out);
+                self.apply(venue, shard_index, spare, now_ns, runtime)?;
+            }
+            return Ok(());
+        }
+        match spare_state {
+            ConnState::Live => {
+                let since = shard.conns[spare].live_since_ns().unwrap_or(now_ns);
+                let mut active_streams = 0;
+                let mut agreed = 0;
+                for stream in shard.streams.clone() {
+                    if now_ns.saturating_sub(links.activity.last_ns(stream)) <= ACTIVE_WINDOW_NS {
+                        active_streams += 1;
+                        if links.activity.agree_ns(stream) >= since {
+                            agreed += 1;
+                        }
+                    }
+                }
+                let forced = now_ns.saturating_sub(since) >= links.rotation_overlap_ns;
+                if agreed == active_streams || forced {
+                    let forced = forced && agreed < active_streams;
+                    self.counters[venue].rotations += 1;
+                    if forced {
+                        self.counters[venue].forced_rotations += 1;
+                    }
+                    tracing::info!(
+                        venue = %links.name,
+                        old = shard.conns[active].slot(),
+                        new = shard.conns[spare].slot(),
+                        agreed,
+                        active_streams,
+                        forced,
+                        overlap_ms = now_ns.saturating_sub(started) / NS_PER_MS,
+                        "rotation: switched to the replacement connection"
+                    );
+                    shard.active = spare;
+                    shard.rotation = None;
+                    shard.conns[active].retire(now_ns, Reason::Retired, &mut self.out);
+                    self.apply(venue, shard_index, active, now_ns, runtime)?;
+                }
+            }
+            ConnState::BackingOff | ConnState::GaveUp | ConnState::Idle => {
+                tracing::warn!(
+                    venue = %links.name,
+                    "rotation: the replacement connection failed; the current one carries on \
+                     and the rotation is retried in a minute"
+                );
+                shard.rotation = None;
+                shard.next_rotation_ns = now_ns + ROTATION_RETRY_NS;
+                shard.conns[spare].retire(now_ns, Reason::Rotation, &mut self.out);
+                self.apply(venue, shard_index, spare, now_ns, runtime)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn stream_name(symbols: &[String], channels: &[String], stream: usize) -> String {
+    let count = channels.len().max(1);
+    format!(
+        "{}@{}",
+        symbols
+            .get(stream / count)
+            .map_or("?", String::as_str)
+            .to_ascii_lowercase(),
+        channels.get(stream % count).map_or("?", String::as_str)
+    )
+}
+
+fn status_event(
+    venue: VenueId,
+    instrument: InstrumentId,
+    state: VenueState,
+    reason: Reason,
+    detail: u64,
+    now_ns: u64,
+) -> Event {
+    Event::new(
+        EventHeader {
+            exchange_ts_ns: 0,
+            recv_ts_ns: now_ns,
+            venue_seq: 0,
+            instrument_id: instrument,
+            venue_id: venue,
+            kind: EventKind::VenueStatus,
+            flags: flags::NO_EXCHANGE_TS | flags::LAST,
+        },
+        Body::VenueStatus(VenueStatus::new(state, reason as u32, detail)),
+    )
+}
+
+/// The slots a loaded config needs: two per shard of every venue.
+pub fn slots_needed(loaded: &LoadedConfig) -> usize {
+    loaded
+        .venues
+        .iter()
+        .map(|venue| {
+            crate::venue::shards(&venue.venue)
+                .map(|shards| shards.len() * 2)
+                .unwrap_or(0)
+        })
+        .sum()
+}

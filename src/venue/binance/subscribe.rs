@@ -1,0 +1,121 @@
+//! Subscriptions as desired state: the streams a venue file asks for, split into connections
+//! and requests within Binance USD-M's limits, and the `SUBSCRIBE` request text.
+//!
+//! Limits (Binance USD-M "Websocket Market Streams"): at most 1024 streams per connection
+//! (`max_streams_per_connection`, which may set fewer) and 10 incoming messages per second per
+//! connection, pings and pongs included. The venue documents no limit on the streams one
+//! request may name; [`MAX_STREAMS_PER_REQUEST`] keeps each request a modest frame anyway, so a
+//! full connection takes six requests, sent at most [`crate::lifecycle::REQUESTS_PER_SEC`] a
+//! second.
+
+use std::ops::Range;
+
+/// Streams named in one `SUBSCRIBE` request at most.
+pub const MAX_STREAMS_PER_REQUEST: usize = 200;
+
+/// One connection's share of a venue: a run of its symbols, every channel of each (so that a
+/// symbol's book and quotes never straddle two connections), in requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// Indexes into the venue file's `symbols`.
+    pub symbols: Range<usize>,
+    /// Stream names per request, `<symbol lowercase>@<channel>`.
+    pub requests: Vec<Vec<String>>,
+}
+
+/// Splits `symbols` × `channels` into connections of at most `max_streams` streams.
+/// `None` when one symbol's channels alone exceed `max_streams`.
+pub fn shards(symbols: &[String], channels: &[String], max_streams: usize) -> Option<Vec<Shard>> {
+    let per_symbol = channels.len().max(1);
+    let symbols_per_shard = max_streams / per_symbol;
+    if symbols_per_shard == 0 {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < symbols.len() {
+        let end = (start + symbols_per_shard).min(symbols.len());
+        let streams: Vec<String> = symbols[start..end]
+            .iter()
+            .flat_map(|symbol| {
+                let symbol = symbol.to_ascii_lowercase();
+                channels
+                    .iter()
+                    .map(move |channel| format!("{symbol}@{channel}"))
+            })
+            .collect();
+        out.push(Shard {
+            symbols: start..end,
+            requests: streams
+                .chunks(MAX_STREAMS_PER_REQUEST)
+                .map(<[String]>::to_vec)
+                .collect(),
+        });
+        start = end;
+    }
+    Some(out)
+}
+
+/// `{"method":"SUBSCRIBE","params":[..],"id":N}`.
+pub fn subscribe_request(id: u64, streams: &[String]) -> String {
+    let mut text = String::with_capacity(48 + streams.iter().map(|s| s.len() + 3).sum::<usize>());
+    text.push_str(r#"{"method":"SUBSCRIBE","params":["#);
+    for (index, stream) in streams.iter().enumerate() {
+        if index > 0 {
+            text.push(',');
+        }
+        // Stream names are `[a-z0-9@_]` and channel names from a validated config: no escapes.
+        text.push('"');
+        text.push_str(stream);
+        text.push('"');
+    }
+    text.push_str(r#"],"id":"#);
+    text.push_str(&id.to_string());
+    text.push('}');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(prefix: &str, count: usize) -> Vec<String> {
+        (0..count).map(|i| format!("{prefix}{i}")).collect()
+    }
+
+    #[test]
+    fn splits_by_symbol_within_the_stream_limit() {
+        let symbols = names("SYM", 700);
+        let channels = vec!["bookTicker".to_owned(), "aggTrade".to_owned()];
+        let shards = shards(&symbols, &channels, 1024).expect("fits");
+        // 512 symbols (1024 streams) on the first connection, 188 on the second.
+        assert_eq!(shards.len(), 2);
+        assert_eq!(shards[0].symbols, 0..512);
+        assert_eq!(shards[1].symbols, 512..700);
+        let sizes: Vec<usize> = shards[0].requests.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [200, 200, 200, 200, 200, 24]);
+        assert_eq!(shards[0].requests[0][0], "sym0@bookTicker");
+        assert_eq!(shards[0].requests[0][1], "sym0@aggTrade");
+        let total: usize = shards.iter().flat_map(|s| &s.requests).map(Vec::len).sum();
+        assert_eq!(total, 1400);
+    }
+
+    #[test]
+    fn a_symbol_whose_channels_do_not_fit_is_refused() {
+        let channels = names("c", 3);
+        assert_eq!(shards(&names("S", 1), &channels, 2), None);
+        assert_eq!(shards(&names("S", 1), &channels, 3).map(|s| s.len()), Some(1));
+    }
+
+    #[test]
+    fn request_text_is_json() {
+        let text = subscribe_request(
+            (2 << 32) | 7,
+            &["btcusdt@bookTicker".to_owned(), "btcusdt@depth@100ms".to_owned()],
+        );
+        let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(value["method"], "SUBSCRIBE");
+        assert_eq!(value["params"][1], "btcusdt@depth@100ms");
+        assert_eq!(value["id"].as_u64(), Some((2 << 32) | 7));
+    }
+}
