@@ -87,6 +87,9 @@ pub struct SimArgs {
     /// Fault: serve a certificate for another host name.
     #[arg(long)]
     wrong_host_cert: bool,
+    /// Fault: ignore the client's requests (SUBSCRIBE, ...): no reply, no subscription.
+    #[arg(long)]
+    ignore_requests: bool,
     /// Connection faults apply to the first K connections.
     #[arg(long, default_value_t = 1, value_name = "K")]
     fault_connections: u32,
@@ -166,6 +169,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         rest_errors: args.rest_errors,
         handshake_delay: args.handshake_delay_ms.map(Duration::from_millis),
         wrong_host_cert: args.wrong_host_cert,
+        ignore_requests: args.ignore_requests,
         fault_connections: args.fault_connections,
     };
     let stamp_writer = match &args.stamps {

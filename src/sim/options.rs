@@ -69,6 +69,9 @@ pub struct Faults {
     /// The server certificate names only `wrong-host.invalid`, so a client verifying the name
     /// it connected to fails.
     pub wrong_host_cert: bool,
+    /// Text requests (SUBSCRIBE, ...) on a faulty connection are read and ignored: no reply,
+    /// no effect, as if the venue lost them.
+    pub ignore_requests: bool,
     /// How many connections the connection faults apply to.
     pub fault_connections: u32,
 }
@@ -86,6 +89,7 @@ impl Default for Faults {
             rest_errors: 0,
             handshake_delay: None,
             wrong_host_cert: false,
+            ignore_requests: false,
             fault_connections: 1,
         }
     }

@@ -1120,6 +1120,9 @@ fn handle_incoming(
     }
     let open = out.state == ConnState::Open;
     match incoming {
+        Incoming::Text(_) if open && conn.faulty && settings.faults.ignore_requests => {
+            tracing::debug!("sim: request ignored (fault)");
+        }
         Incoming::Text(text) if open => {
             let reply = control::handle(&text, &mut out.subscriptions);
             let mut wire = Vec::new();

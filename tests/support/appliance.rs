@@ -1,0 +1,198 @@
+//! The appliance against the simulator, as the integration tests start them: a real `Sim`
+//! (TLS, WebSocket, REST) and a real appliance `Session` configured through ordinary config
+//! files, with a recording strategy on the strategy thread. Included with `#[path]` by the tests
+//! that need it.
+
+#![allow(dead_code, reason = "each test file uses a different part")]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tickwire::clock::Clock;
+use tickwire::config;
+use tickwire::control::{Session, SessionExtras};
+use tickwire::event::{Body, Event, GapReason};
+use tickwire::sim::source::{Source, SyntheticConfig, SyntheticSource};
+use tickwire::sim::{Sim, SimHandle, SimOptions};
+use tickwire::strategy::Strategy;
+
+/// Every event the strategy thread saw, in order.
+#[derive(Clone, Default)]
+pub struct Recorded {
+    pub 
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Strategy for Recorded {
+    fn on_event(&mut self, event: &Event, _now_ns: u64) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(*event);
+        }
+    }
+}
+
+impl Recorded {
+    pub fn snapshot(&self) -> Vec<Event> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+pub struct Pair {
+    pub sim: SimHandle,
+    pub session: Session,
+    pub recorded: Recorded,
+    pub dir: tempfile::TempDir,
+}
+
+pub struct Setup {
+    pub symbols: Vec<&'static str>,
+    pub channels: Vec<&'static str>,
+    pub max_message_bytes: usize,
+    pub connect_timeout_ms: u64,
+    /// TOML appended to the venue file (`[reconnect]`, `[lifecycle]`, `[staleness]`, ...).
+    pub venue_extra: String,
+    /// Connect here instead of the simulator's port (a proxy in front of it, a closed port).
+    pub port: Option<u16>,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            symbols: vec!["BTCUSDT"],
+            channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
+            max_message_bytes: 1 << 20,
+            connect_timeout_ms: 5_000,
+            venue_extra: String::new(),
+            port: None,
+        }
+    }
+}
+
+pub fn quote_list(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|item| format!("{item:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn write_configs(dir: &Path, sim: &SimHandle, setup: &Setup) -> PathBuf {
+    let port = setup.port.unwrap_or(sim.addr().port());
+    std::fs::write(
+        dir.join("venue.toml"),
+        format!(
+            "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
+             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
+             symbols = [{}]\nchannels = [{}]\n[tls]\nextra_ca_file = {:?}\n{}\n",
+            quote_list(&setup.symbols),
+            quote_list(&setup.channels),
+            sim.ca_pem_path().display().to_string(),
+            setup.venue_extra
+        ),
+    )
+    .unwrap();
+    let appliance = dir.join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        format!(
+            "venues = [\"venue.toml\"]\n[log]\nlevel = \"warn\"\n\
+             [rings]\nframe_ring_bytes = 16777216\nevent_ring_slots = 262144\n\
+             [net]\nwait = \"block\"\nblock_timeout_us = 1000\nmax_connections = 4\n\
+             max_message_bytes = {}\nconnect_timeout_ms = {}\n\
+             [threads.net]\nwait = \"spin-then-yield\"\nspin_iterations = 100\n\
+             [threads.decoder]\nfuse_into = \"net\"\n\
+             [threads.strategy]\nwait = \"park\"\nspin_iterations = 100\npark_timeout_us = 1000\n",
+            setup.max_message_bytes, setup.connect_timeout_ms
+        ),
+    )
+    .unwrap();
+    appliance
+}
+
+pub fn start(source: Box<dyn Source>, options: impl FnOnce(&mut SimOptions), setup: Setup) -> Pair {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::calibrate();
+    let mut sim_options = SimOptions::new(dir.path().join("sim"));
+    sim_options.clock = clock;
+    options(&mut sim_options);
+    let sim = Sim::start(sim_options, source).expect("the simulator starts");
+    let appliance = write_configs(dir.path(), &sim, &setup);
+    let loaded = config::load(&appliance).expect("the test config is valid");
+    let recorded = Recorded::default();
+    let session = Session::start(
+        &loaded,
+        clock,
+        SessionExtras {
+            strategy: Some(Box::new(recorded.clone())),
+            ..SessionExtras::default()
+        },
+    )
+    .expect("the appliance starts");
+    Pair {
+        sim,
+        session,
+        recorded,
+        dir,
+    }
+}
+
+pub fn synthetic(rate: f64) -> Box<dyn Source> {
+    Box::new(
+        SyntheticSource::new(SyntheticConfig {
+            symbols: 1,
+            rate_per_sec: rate,
+            ..SyntheticConfig::default()
+        })
+        .unwrap(),
+    )
+}
+
+impl Pair {
+    /// Runs the control thread's work until `done` says so; panics after `timeout`.
+    pub fn run_until(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        mut done: impl FnMut(&mut Pair) -> bool,
+    ) {
+        let started = Instant::now();
+        loop {
+            self.session.tick().expect("control tick");
+            assert!(self.session.runtime.all_running(), "a hot thread ended");
+            if done(self) {
+                return;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "timed out after {timeout:?} waiting for: {what}; ends {:?}; sim {:?}",
+                self.session.venues.ends,
+                self.sim.stats().connections
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn counters(&self) -> &tickwire::venue::binance::feed::FeedCounters {
+        &self.session.feeds[0].1
+    }
+
+    pub fn decoded(&self) -> u64 {
+        let counters = self.counters();
+        counters.book_tickers.get() + counters.depth_updates.get() + counters.trades.get()
+    }
+
+    pub fn gaps(&self, reason: GapReason) -> usize {
+        self.recorded
+            .snapshot()
+            .iter()
+            .filter(|event| matches!(event.body(), Body::Gap(gap) if gap.reason() == reason))
+            .count()
+    }
+
+    pub fn finish(self) -> Vec<Event> {
+        let failed = self.session.shutdown();
+        assert!(failed.is_empty(), "threads panicked: {failed:?}");
+        self.recorded.snapshot()
+    }
+}
+
