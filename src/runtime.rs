@@ -24,7 +24,6 @@ use crate::clock::Clock;
 use crate::config::{LoadedConfig, NetBackend, NetWait, Stage};
 use crate::event::{flags, Body, Event, InstrumentId, VenueId};
 use crate::lifecycle::{self, Reason};
-use std::ops::Range;
 use crate::metrics::{self, CounterReader, CounterWriter, LatencyCollector, LatencyRecorder};
 use crate::net::engine::{NetEngine, StreamEvent, StreamSpec};
 use crate::net::{BackendChoice, ConnId, SocketOptions, Transport, TransportConfig, WaitMode};
@@ -36,6 +35,7 @@ use crate::thread::{self, HotThread, ThreadError, Wakeup};
 use crate::venue::feed::{
     EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, VenueReply,
 };
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,7 +94,9 @@ pub enum NetStatusKind {
         error: Option<String>,
     },
     /// An `Open` command the engine refused.
-    OpenFailed { error: String },
+    OpenFailed {
+        error: String,
+    },
 }
 
 /// Work the control thread hands the decoder thread.

@@ -4,9 +4,9 @@
 //! strategy saw every message at most once and in order, with gap and status events where data
 //! was lost.
 
-mod common;
 #[path = "support/appliance.rs"]
 mod appliance;
+mod common;
 
 use appliance::{start, synthetic, Pair, Setup};
 use std::io;
@@ -106,20 +106,32 @@ fn a_clean_close_reconnects_resubscribes_and_owes_one_gap() {
     );
     end_then_recover(&mut pair, "the venue's close");
     let before = pair.decoded();
-    pair.run_until(Duration::from_secs(10), "data after the reconnect", |pair| {
-        pair.decoded() > before + 200 && pair.counters().book_syncs.get() >= 2
-    });
+    pair.run_until(
+        Duration::from_secs(10),
+        "data after the reconnect",
+        |pair| pair.decoded() > before + 200 && pair.counters().book_syncs.get() >= 2,
+    );
     assert_eq!(pair.session.venues.ends[0].close_code, Some(1000));
     assert_eq!(transitions(&pair, Reason::ClosedByVenue), 1);
     assert_eq!(transitions(&pair, Reason::Subscribed), 2);
-    assert_eq!(pair.sim.stats().connections.len(), 2, "one WebSocket connection per attempt");
+    assert_eq!(
+        pair.sim.stats().connections.len(),
+        2,
+        "one WebSocket connection per attempt"
+    );
     let events = pair.finish();
     assert_once_and_in_order(&events);
     let gaps: Vec<_> = events
         .iter()
-        .filter(|event| matches!(event.body(), Body::Gap(gap) if gap.reason() == GapReason::Reconnect))
+        .filter(
+            |event| matches!(event.body(), Body::Gap(gap) if gap.reason() == GapReason::Reconnect),
+        )
         .collect();
-    assert_eq!(gaps.len(), 1, "one reconnect, one gap for the one instrument");
+    assert_eq!(
+        gaps.len(),
+        1,
+        "one reconnect, one gap for the one instrument"
+    );
     let connection = statuses(&events)
         .into_iter()
         .filter(|(instrument, _)| *instrument == ALL_INSTRUMENTS)
@@ -149,9 +161,11 @@ fn a_reset_reconnects_with_a_gap() {
     );
     end_then_recover(&mut pair, "the reset");
     let before = pair.decoded();
-    pair.run_until(Duration::from_secs(10), "data after the reconnect", |pair| {
-        pair.decoded() > before + 200
-    });
+    pair.run_until(
+        Duration::from_secs(10),
+        "data after the reconnect",
+        |pair| pair.decoded() > before + 200,
+    );
     assert!(pair.session.venues.ends[0].error.is_some());
     assert_eq!(transitions(&pair, Reason::ConnectionLost), 1);
     assert_eq!(transitions(&pair, Reason::Subscribed), 2);
@@ -189,7 +203,10 @@ fn a_stall_with_the_socket_open_goes_stale_and_the_connection_is_recycled() {
         "stale, closing, backing off"
     );
     assert_eq!(counters.stale_streams, 1);
-    assert_eq!(pair.session.venues.streams_ended, 0, "we closed it, the venue did not");
+    assert_eq!(
+        pair.session.venues.streams_ended, 0,
+        "we closed it, the venue did not"
+    );
     assert!(pair.sim.stats().connections[0].messages_lost > 0);
     let events = pair.finish();
     assert_once_and_in_order(&events);
@@ -203,9 +220,9 @@ fn a_stall_with_the_socket_open_goes_stale_and_the_connection_is_recycled() {
         .position(|&(instrument, state)| instrument == 0 && state == VenueState::Recovered)
         .expect("a recovered status for the instrument");
     assert!(stale < recovered);
-    assert!(events
-        .iter()
-        .any(|event| matches!(event.body(), Body::Gap(gap) if gap.reason() == GapReason::Reconnect)));
+    assert!(events.iter().any(
+        |event| matches!(event.body(), Body::Gap(gap) if gap.reason() == GapReason::Reconnect)
+    ));
 }
 
 #[test]
@@ -219,19 +236,25 @@ fn a_tls_handshake_that_hangs_times_out_and_the_next_attempt_connects() {
         setup(""),
     );
     let started = Instant::now();
-    pair.run_until(Duration::from_secs(20), "live after the hung handshake", |pair| {
-        pair.session.venues.all_live()
-    });
+    pair.run_until(
+        Duration::from_secs(20),
+        "live after the hung handshake",
+        |pair| pair.session.venues.all_live(),
+    );
     assert!(started.elapsed() < RECOVERY_BOUND);
     assert_eq!(transitions(&pair, Reason::HandshakeTimeout), 1);
     assert_eq!(transitions(&pair, Reason::TlsEstablished), 1);
     assert_eq!(transitions(&pair, Reason::Subscribed), 1);
     let before = pair.decoded();
-    pair.run_until(Duration::from_secs(10), "data", |pair| pair.decoded() > before + 50);
+    pair.run_until(Duration::from_secs(10), "data", |pair| {
+        pair.decoded() > before + 50
+    });
     let events = pair.finish();
     assert_once_and_in_order(&events);
     // No data flowed on the hung connection: nothing was lost, so no gap.
-    assert!(!events.iter().any(|event| matches!(event.body(), Body::Gap(_))));
+    assert!(!events
+        .iter()
+        .any(|event| matches!(event.body(), Body::Gap(_))));
 }
 
 #[test]
@@ -244,13 +267,21 @@ fn a_subscription_ack_that_never_comes_times_out_and_the_connection_is_replaced(
         }),
         setup(""),
     );
-    pair.run_until(Duration::from_secs(20), "live on the second connection", |pair| {
-        pair.session.venues.all_live()
-    });
-    assert_eq!(transitions(&pair, Reason::AckTimeout), 2, "closing, then backing off");
+    pair.run_until(
+        Duration::from_secs(20),
+        "live on the second connection",
+        |pair| pair.session.venues.all_live(),
+    );
+    assert_eq!(
+        transitions(&pair, Reason::AckTimeout),
+        2,
+        "closing, then backing off"
+    );
     assert_eq!(transitions(&pair, Reason::Subscribed), 1);
     let before = pair.decoded();
-    pair.run_until(Duration::from_secs(10), "data", |pair| pair.decoded() > before + 50);
+    pair.run_until(Duration::from_secs(10), "data", |pair| {
+        pair.decoded() > before + 50
+    });
     let events = pair.finish();
     assert_once_and_in_order(&events);
 }
@@ -307,7 +338,9 @@ fn connections_refused_for_a_while_then_accepted() {
     let recovery = accepting.elapsed();
     assert!(recovery < RECOVERY_BOUND, "{recovery:?}");
     let before = pair.decoded();
-    pair.run_until(Duration::from_secs(10), "data", |pair| pair.decoded() > before + 50);
+    pair.run_until(Duration::from_secs(10), "data", |pair| {
+        pair.decoded() > before + 50
+    });
     let counters = pair.session.venues.counters(0);
     assert_eq!(
         counters.attempts,
@@ -333,22 +366,40 @@ fn rotation_while_messages_flow_loses_nothing_and_duplicates_nothing() {
         pair.session.venues.counters(0).rotations >= 2
     });
     // Let the retired connection finish closing.
-    pair.run_until(Duration::from_secs(5), "the old connection closed", |pair| {
-        pair.session.venues.counters(0).transitions.get(Reason::Retired) >= 4
-    });
+    pair.run_until(
+        Duration::from_secs(5),
+        "the old connection closed",
+        |pair| {
+            pair.session
+                .venues
+                .counters(0)
+                .transitions
+                .get(Reason::Retired)
+                >= 4
+        },
+    );
     let counters = pair.session.venues.counters(0);
-    assert_eq!(counters.forced_rotations, 0, "every stream agreed before the switch");
+    assert_eq!(
+        counters.forced_rotations, 0,
+        "every stream agreed before the switch"
+    );
     assert_eq!(pair.session.venues.streams_ended, 0);
     assert!(
         pair.counters().duplicates.get() > 0,
         "both connections delivered while they overlapped"
     );
-    assert_eq!(pair.counters().book_syncs.get(), 1, "the book never resynchronised");
+    assert_eq!(
+        pair.counters().book_syncs.get(),
+        1,
+        "the book never resynchronised"
+    );
     assert_eq!(pair.counters().book_gaps.get(), 0);
     let events = pair.finish();
     assert_once_and_in_order(&events);
     assert!(
-        !events.iter().any(|event| matches!(event.body(), Body::Gap(_))),
+        !events
+            .iter()
+            .any(|event| matches!(event.body(), Body::Gap(_))),
         "no gap reached the strategy"
     );
     // Live once, and down only at the shutdown's close.

@@ -5,9 +5,9 @@
 //! threads, io_uring or epoll, decoder, book sync, snapshot fetcher) configured through ordinary
 //! config files, with a recording strategy on the strategy thread.
 
-mod common;
 #[path = "support/appliance.rs"]
 mod appliance;
+mod common;
 
 use appliance::{start, synthetic, Pair, Setup};
 use std::path::Path;

@@ -165,21 +165,12 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
             wire_to_strategy = %latency,
             "report"
         );
-        for (venue, counters) in &session.feeds {
-            tracing::info!(
-                venue = %venue,
-                book_tickers = counters.book_tickers.get(),
-                depth_updates = counters.depth_updates.get(),
-                trades = counters.trades.get(),
-                malformed = counters.malformed.get(),
-                unknown = counters.unknown.get(),
-                book_syncs = counters.book_syncs.get(),
-                book_gaps = counters.book_gaps.get(),
-                "venue report"
-            );
-        }
+        venue_reports(&session);
     };
     tracing::info!(reason = %stop_reason, "stopping");
+    if stop_reason.starts_with("signal") {
+        signals.exit_on_next();
+    }
     log_notify_error(notifier.stopping(&format!("stopping: {stop_reason}")));
     let print_dropped = session.print_dropped();
     if print_dropped > 0 {
@@ -188,7 +179,14 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
             "printed events lost: stdout did not keep up"
         );
     }
+    let stopping = Instant::now();
+    // What the last report interval saw, then the clean stop: close frames, rings drained.
+    venue_reports(&session);
     let failed = session.shutdown();
+    tracing::info!(
+        took_ms = stopping.elapsed().as_millis() as u64,
+        "stopped: connections closed, rings drained"
+    );
     if !failed.is_empty() {
         anyhow::bail!("hot threads panicked: {}", failed.join(", "));
     }
@@ -196,6 +194,43 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
         anyhow::bail!("{stop_reason}");
     }
     Ok(())
+}
+
+/// One line per venue: what its feed decoded, and its connections' lifecycle.
+fn venue_reports(session: &tickwire::control::Session) {
+    for (index, (venue, counters)) in session.feeds.iter().enumerate() {
+        let lifecycle = session.venues.counters(index);
+        let reasons: Vec<String> = lifecycle
+            .transitions
+            .nonzero()
+            .map(|(reason, count)| format!("{}:{count}", reason.name()))
+            .collect();
+        let states: Vec<&str> = session
+            .venues
+            .states(index)
+            .iter()
+            .map(|state| state.name())
+            .collect();
+        tracing::info!(
+            venue = %venue,
+            book_tickers = counters.book_tickers.get(),
+            depth_updates = counters.depth_updates.get(),
+            trades = counters.trades.get(),
+            malformed = counters.malformed.get(),
+            unknown = counters.unknown.get(),
+            duplicates = counters.duplicates.get(),
+            book_syncs = counters.book_syncs.get(),
+            book_gaps = counters.book_gaps.get(),
+            connections = %states.join(","),
+            attempts = lifecycle.attempts,
+            postponed_attempts = lifecycle.postponed,
+            rotations = lifecycle.rotations,
+            stale_streams = lifecycle.stale_streams,
+            recovered_streams = lifecycle.recovered_streams,
+            transitions = %reasons.join(" "),
+            "venue report"
+        );
+    }
 }
 
 fn log_notify_error(result: std::io::Result<()>) {

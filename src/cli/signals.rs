@@ -28,6 +28,22 @@ impl StopSignals {
         Ok(StopSignals { set })
     }
 
+    /// From now on, another stop signal ends the process at once (exit 128 + signal), while
+    /// the first one's clean stop is under way.
+    pub fn exit_on_next(&self) {
+        let waiter = StopSignals { set: self.set };
+        std::thread::spawn(move || loop {
+            match waiter.wait(Duration::from_secs(1)) {
+                Ok(Some(signal)) => {
+                    eprintln!("tickwire: second signal ({signal}): exiting at once");
+                    std::process::exit(128 + signal);
+                }
+                Ok(None) => {}
+                Err(_) => return,
+            }
+        });
+    }
+
     /// Waits up to `timeout` for a stop signal; `Some(signal)` when one came.
     pub fn wait(&self, timeout: Duration) -> anyhow::Result<Option<i32>> {
         let timeout = libc::timespec {

@@ -33,8 +33,7 @@ pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
 pub use venue::{
     is_diff_depth_channel, CredentialsConfig, LifecycleConfig, ReconnectConfig, StalenessConfig,
-    TlsConfig,
-    VenueConfig, VenueKind,
+    TlsConfig, VenueConfig, VenueKind,
 };
 
 use source::{KeyPath, Problem, SourceFile};

@@ -700,7 +700,13 @@ fn check_lifecycle(problems: &mut Vec<Problem>, lifecycle: &LifecycleConfig) {
         600_000,
         "",
     );
-    in_range("close_timeout_ms", lifecycle.close_timeout_ms, 10, 60_000, "");
+    in_range(
+        "close_timeout_ms",
+        lifecycle.close_timeout_ms,
+        10,
+        60_000,
+        "",
+    );
     if lifecycle.rotate_after_ms != 0 {
         in_range(
             "rotate_after_ms",

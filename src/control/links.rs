@@ -225,7 +225,9 @@ impl Venues {
     }
 
     pub fn name(&self, venue: usize) -> &str {
-        self.venues.get(venue).map_or("?", |links| links.name.as_str())
+        self.venues
+            .get(venue)
+            .map_or("?", |links| links.name.as_str())
     }
 
     /// A status report from the network thread.
@@ -551,8 +553,7 @@ impl Venues {
         let mut stale = 0;
         let mut newly_stale = Vec::new();
         for stream in shard.streams.clone() {
-            let Some(threshold) = links.thresholds.get(stream % channels).copied().flatten()
-            else {
+            let Some(threshold) = links.thresholds.get(stream % channels).copied().flatten() else {
                 continue;
             };
             watched += 1;

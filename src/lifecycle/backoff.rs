@@ -193,7 +193,10 @@ mod tests {
         assert_eq!(breaker.earliest(3 * second), BREAKER_WINDOW_NS);
         assert_eq!(breaker.earliest(BREAKER_WINDOW_NS), BREAKER_WINDOW_NS);
         breaker.record(BREAKER_WINDOW_NS);
-        assert_eq!(breaker.earliest(BREAKER_WINDOW_NS), BREAKER_WINDOW_NS + second);
+        assert_eq!(
+            breaker.earliest(BREAKER_WINDOW_NS),
+            BREAKER_WINDOW_NS + second
+        );
         assert_eq!(breaker.attempts_in_window(BREAKER_WINDOW_NS), 3);
     }
 }

@@ -698,11 +698,14 @@ mod tests {
                 (ConnState::Live, Reason::Subscribed),
             ]
         );
-        assert_eq!(out.first(), Some(&Action::Transition {
-            from: ConnState::Idle,
-            to: ConnState::Connecting,
-            reason: Reason::Start
-        }));
+        assert_eq!(
+            out.first(),
+            Some(&Action::Transition {
+                from: ConnState::Idle,
+                to: ConnState::Connecting,
+                reason: Reason::Start
+            })
+        );
         assert!(out.contains(&Action::Open));
         // Request ids carry the slot in their high half, so replies find their connection.
         assert!(out.contains(&Action::Subscribe {
@@ -722,12 +725,18 @@ mod tests {
         assert!(out.contains(&Action::Down { gap: true }));
         assert_eq!(conn.state(), ConnState::BackingOff);
         let retry = conn.retry_at_ns().expect("a retry is scheduled");
-        assert!((5 * MS + MS..=5 * MS + 100 * MS).contains(&retry), "{retry}");
+        assert!(
+            (5 * MS + MS..=5 * MS + 100 * MS).contains(&retry),
+            "{retry}"
+        );
         out.clear();
         conn.tick(retry - 1, &mut breaker, &mut out);
         assert!(out.is_empty(), "no attempt before the delay: {out:?}");
         conn.tick(retry, &mut breaker, &mut out);
-        assert_eq!(transitions(&out), [(ConnState::Connecting, Reason::BackoffElapsed)]);
+        assert_eq!(
+            transitions(&out),
+            [(ConnState::Connecting, Reason::BackoffElapsed)]
+        );
         assert!(out.contains(&Action::Open));
     }
 
@@ -761,7 +770,10 @@ mod tests {
         assert!(out.contains(&Action::Close));
         out.clear();
         conn.on_closed(now + 5_001 * MS, Reason::ClosedByVenue, &mut out);
-        assert_eq!(transitions(&out), [(ConnState::BackingOff, Reason::AckTimeout)]);
+        assert_eq!(
+            transitions(&out),
+            [(ConnState::BackingOff, Reason::AckTimeout)]
+        );
         assert_eq!(conn.counts().get(Reason::AckTimeout), 2);
     }
 
@@ -841,7 +853,11 @@ mod tests {
         conn.on_secured(now, &mut out);
         out.clear();
         conn.on_open(now, &mut out);
-        let Some(Action::Subscribe { id, .. }) = out.iter().find(|a| matches!(a, Action::Subscribe { .. })).cloned() else {
+        let Some(Action::Subscribe { id, .. }) = out
+            .iter()
+            .find(|a| matches!(a, Action::Subscribe { .. }))
+            .cloned()
+        else {
             panic!("no request: {out:?}");
         };
         assert!(conn.awaits(id));

@@ -19,8 +19,7 @@ use tickwire::strategy::Strategy;
 /// Every event the strategy thread saw, in order.
 #[derive(Clone, Default)]
 pub struct Recorded {
-    pub 
-    events: Arc<Mutex<Vec<Event>>>,
+    pub events: Arc<Mutex<Vec<Event>>>,
 }
 
 impl Strategy for Recorded {
@@ -195,4 +194,3 @@ impl Pair {
         self.recorded.snapshot()
     }
 }
-

@@ -7,9 +7,9 @@ Prints "READY <port>" once listening, serves one connection, then exits.
 Scenarios:
   script     hello, a fragmented message, a ping that must be answered, a 10 MiB binary
              message, an echo of the client's first message, then close with 4000 "bye".
-  stream     a Binance-like combined stream: checks the request asks for
-             streams=btcusdt@bookTicker, then sends a bookTicker message every 10 ms until the
-             client leaves.
+  stream     a Binance-like combined stream subscribed live: waits for a SUBSCRIBE request
+             naming btcusdt@bookTicker, acknowledges it ({"result":null,"id":N}), then sends a
+             bookTicker message every 10 ms until the client leaves.
   http       not WebSocket at all: answers every request with a plain HTTP 200.
 """
 import asyncio
@@ -37,9 +37,11 @@ async def script(ws):
 
 async def stream(ws):
     import json
-    if "streams=btcusdt@bookTicker" not in ws.request.path:
-        await ws.close(4001, "unexpected path " + ws.request.path)
+    request = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    if request.get("method") != "SUBSCRIBE" or "btcusdt@bookTicker" not in request.get("params", []):
+        await ws.close(4001, "unexpected request " + json.dumps(request))
         return
+    await ws.send(json.dumps({"result": None, "id": request["id"]}))
     update = 0
     try:
         while True:

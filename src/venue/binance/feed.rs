@@ -17,10 +17,10 @@ use super::sync::{BookSync, DiffHeader, SyncConfig};
 use crate::event::{
     flags, Body, BookLevel, Event, EventHeader, EventKind, InstrumentId, Side, Trade, VenueId,
 };
-use crate::metrics::{self, CounterReader, CounterWriter};
-use crate::ring::FrameProducer;
 use crate::event::{Gap, GapReason};
+use crate::metrics::{self, CounterReader, CounterWriter};
 use crate::net::ConnId;
+use crate::ring::FrameProducer;
 use crate::venue::feed::{
     EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
@@ -489,9 +489,13 @@ impl Feed for BinanceFeed {
         };
         if let Some(instrument) = instrument {
             let fresh = match &message {
-                Message::BookTicker(m) => {
-                    self.admit(instrument, StreamKind::BookTicker, m.update_id, conn, recv_ts_ns)
-                }
+                Message::BookTicker(m) => self.admit(
+                    instrument,
+                    StreamKind::BookTicker,
+                    m.update_id,
+                    conn,
+                    recv_ts_ns,
+                ),
                 Message::Depth(m) => {
                     let kind = if m.stream.is_some_and(is_partial_depth_stream) {
                         StreamKind::PartialDepth
@@ -507,9 +511,13 @@ impl Feed for BinanceFeed {
                     };
                     self.admit(instrument, kind, m.trade_id, conn, recv_ts_ns)
                 }
-                Message::MarkPrice(m) => {
-                    self.admit(instrument, StreamKind::MarkPrice, m.event_time_ms, conn, recv_ts_ns)
-                }
+                Message::MarkPrice(m) => self.admit(
+                    instrument,
+                    StreamKind::MarkPrice,
+                    m.event_time_ms,
+                    conn,
+                    recv_ts_ns,
+                ),
                 _ => true,
             };
             if !fresh {

@@ -104,14 +104,20 @@ mod tests {
     fn a_symbol_whose_channels_do_not_fit_is_refused() {
         let channels = names("c", 3);
         assert_eq!(shards(&names("S", 1), &channels, 2), None);
-        assert_eq!(shards(&names("S", 1), &channels, 3).map(|s| s.len()), Some(1));
+        assert_eq!(
+            shards(&names("S", 1), &channels, 3).map(|s| s.len()),
+            Some(1)
+        );
     }
 
     #[test]
     fn request_text_is_json() {
         let text = subscribe_request(
             (2 << 32) | 7,
-            &["btcusdt@bookTicker".to_owned(), "btcusdt@depth@100ms".to_owned()],
+            &[
+                "btcusdt@bookTicker".to_owned(),
+                "btcusdt@depth@100ms".to_owned(),
+            ],
         );
         let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         assert_eq!(value["method"], "SUBSCRIBE");
