@@ -353,6 +353,25 @@ fn reconnect_max_delay_below_initial_is_rejected() {
 }
 
 #[test]
+fn lifecycle_timers_are_checked_and_default_when_absent() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(dir.path(), "venue.toml", MINIMAL_VENUE);
+    let loaded = config::load_venue(&path).expect("valid");
+    assert_eq!(loaded.lifecycle, config::LifecycleConfig::default());
+    assert_eq!(loaded.lifecycle.rotate_after_ms, 23 * 3_600_000);
+    let text = format!("{MINIMAL_VENUE}\n[lifecycle]\nrotate_after_ms = 500\n");
+    let path = write(dir.path(), "venue.toml", &text);
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.key, "lifecycle.rotate_after_ms");
+    assert!(error.message.contains("or 0 to never rotate"), "{error}");
+    let text = format!("{MINIMAL_VENUE}\n[lifecycle]\nrotate_after_ms = 0\nack_timeout_ms = 5\n");
+    let path = write(dir.path(), "venue.toml", &text);
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.key, "lifecycle.ack_timeout_ms");
+    assert!(error.message.contains("100 to 600000"), "{error}");
+}
+
+#[test]
 fn secrets_in_a_venue_file_are_rejected_wherever_they_are() {
     let dir = TempDir::new().expect("temp dir");
     let text = format!(
