@@ -30,7 +30,7 @@ use crate::net::{BackendChoice, ConnId, SocketOptions, Transport, TransportConfi
 use crate::ring::{self, FrameConsumer, FrameProducer, RingStats};
 use crate::strategy::board::QuoteBoard;
 use crate::strategy::stamps::{Stamp, StampMatcher};
-use crate::strategy::Strategy;
+use crate::strategy::{Market, Strategy};
 use crate::thread::{self, HotThread, ThreadError, Wakeup};
 use crate::venue::feed::{
     EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, VenueReply,
@@ -325,6 +325,10 @@ struct StrategyStage {
     board: Arc<QuoteBoard>,
     stamps: Option<(StampMatcher, LatencyRecorder, CounterWriter)>,
     user: Option<Box<dyn Strategy>>,
+    market: Market,
+    /// The events of the current batch, for the user's strategy (capacity `EVENT_BATCH`).
+    batch: Vec<Event>,
+    next_timer_ns: u64,
 }
 
 impl StagePoll for StrategyStage {
@@ -335,7 +339,9 @@ impl StagePoll for StrategyStage {
         let latency = &mut self.wire_to_strategy;
         let board = &self.board;
         let stamps = &mut self.stamps;
-        let user = &mut self.user;
+        let market = &mut self.market;
+        let batch = &mut self.batch;
+        let keep = self.user.is_some();
         let drained = self.events.drain(EVENT_BATCH, |event| {
             let now_ns = clock.now_ns();
             received.increment();
@@ -362,10 +368,26 @@ impl StagePoll for StrategyStage {
                 Body::Gap(_) => gaps.increment(),
                 _ => {}
             }
-            if let Some(user) = user.as_mut() {
-                user.on_event(&event, now_ns);
+            market.apply(&event);
+            if keep {
+                batch.push(event);
             }
         });
+        if let Some(user) = self.user.as_mut() {
+            let now_ns = self.clock.now_ns();
+            if !self.batch.is_empty() {
+                user.on_events(&self.batch, &self.market, now_ns);
+                self.batch.clear();
+            }
+            if let Some(interval) = user.timer_interval_ns() {
+                if now_ns >= self.next_timer_ns {
+                    if self.next_timer_ns > 0 {
+                        user.on_timer(&self.market, now_ns);
+                    }
+                    self.next_timer_ns = now_ns + interval;
+                }
+            }
+        }
         self.wire_to_strategy.flush_if_requested();
         if let Some((_, send_latency, _)) = self.stamps.as_mut() {
             send_latency.flush_if_requested();
@@ -379,7 +401,7 @@ impl StagePoll for StrategyStage {
             send_latency.flush();
         }
         if let Some(user) = self.user.as_mut() {
-            user.finish();
+            user.finish(&self.market);
         }
     }
 }
@@ -533,6 +555,9 @@ impl Runtime {
             board: board.clone(),
             stamps,
             user: options.strategy,
+            market: Market::new(options.board_instruments),
+            batch: Vec::with_capacity(EVENT_BATCH),
+            next_timer_ns: 0,
         });
 
         let plans = thread::plan(&appliance.threads, appliance.process.on_privilege_error);

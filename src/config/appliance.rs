@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::source::{KeyPath, Problem};
 
 /// The validated appliance file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ApplianceConfig {
     pub log: LogConfig,
     pub metrics: MetricsConfig,
@@ -22,6 +22,7 @@ pub struct ApplianceConfig {
     pub process: ProcessConfig,
     pub net: NetConfig,
     pub threads: ThreadsConfig,
+    pub strategy: StrategyConfig,
     /// Venue files as written in the appliance file, relative to its directory unless absolute.
     /// `LoadedConfig::venues` holds them resolved and loaded.
     pub venues: Vec<PathBuf>,
@@ -192,6 +193,73 @@ pub enum NetBackend {
     Epoll,
 }
 
+/// `[strategy]`: which built-in strategy the strategy thread runs, and its settings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StrategyConfig {
+    pub name: StrategyName,
+    /// `mid`: where to write one record per venue quote at exit (its update id and the time its
+    /// mid was computed, 16 bytes little-endian, as the benchmark peers write them).
+    pub record_file: Option<PathBuf>,
+    /// `mid`: records kept in memory (preallocated; quotes beyond are counted, not kept).
+    pub record_capacity: usize,
+    /// `mid`, `quoter`: how often a one-line summary is logged, in milliseconds (0: never).
+    pub summary_interval_ms: u64,
+    pub quoter: QuoterConfig,
+}
+
+impl Default for StrategyConfig {
+    fn default() -> Self {
+        Self {
+            name: StrategyName::None,
+            record_file: None,
+            record_capacity: 1 << 20,
+            summary_interval_ms: 10_000,
+            quoter: QuoterConfig::default(),
+        }
+    }
+}
+
+/// The built-in strategies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StrategyName {
+    /// Only the strategy stage's own bookkeeping (latency, quote board).
+    #[default]
+    None,
+    /// Every event as a JSON line on stdout, as `tickwire decode` prints them.
+    Print,
+    /// Mid price, microprice and spread of every quote.
+    Mid,
+    /// A two-sided quote around the microprice with inventory skew: computed, never sent.
+    Quoter,
+}
+
+/// `[strategy.quoter]`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuoterConfig {
+    /// Distance of each side from the microprice, in basis points.
+    pub half_spread_bps: f64,
+    /// Shift of both sides per unit of position, in basis points (long: lower, to sell).
+    pub skew_bps_per_unit: f64,
+    /// Size of each side of the quote.
+    pub quote_size: f64,
+    /// No bid above this long position, no ask below its negative.
+    pub max_position: f64,
+}
+
+impl Default for QuoterConfig {
+    fn default() -> Self {
+        Self {
+            half_spread_bps: 2.0,
+            skew_bps_per_unit: 1.0,
+            quote_size: 1.0,
+            max_position: 10.0,
+        }
+    }
+}
+
 /// How the network thread waits for I/O.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -352,7 +420,7 @@ impl ThreadsConfig {
 
 /// The keys of `RawAppliance`, for the hint about keys written below a table header.
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
-    "log", "metrics", "rings", "process", "net", "threads", "venues",
+    "log", "metrics", "rings", "process", "net", "threads", "strategy", "venues",
 ];
 
 /// The appliance file as serde sees it; `validate` turns it into an `ApplianceConfig`.
@@ -372,6 +440,8 @@ pub(crate) struct RawAppliance {
     /// Required, even though every thread setting has a default, because a top-level `threads`
     /// table is how `detect_kind` recognises an appliance file.
     threads: RawThreads,
+    #[serde(default)]
+    strategy: StrategyConfig,
     #[serde(default)]
     pub(crate) venues: Vec<PathBuf>,
 }
@@ -589,6 +659,7 @@ pub(crate) fn validate(
     check_fusion_chain(&mut problems, &written);
     check_shared_spinning_cores(&mut problems, &written, cpu_count);
     check_venue_paths(&mut problems, &raw.venues);
+    check_strategy(&mut problems, &raw.strategy);
 
     if !problems.is_empty() {
         return Err(problems);
@@ -605,8 +676,59 @@ pub(crate) fn validate(
             decoder: decoder.resolve(),
             strategy: strategy.resolve(),
         },
+        strategy: raw.strategy,
         venues: raw.venues,
     })
+}
+
+fn check_strategy(problems: &mut Vec<Problem>, strategy: &StrategyConfig) {
+    if !(1..=1 << 28).contains(&strategy.record_capacity) {
+        problems.push(Problem::new(
+            KeyPath::dotted("strategy.record_capacity"),
+            format!(
+                "{} is out of range; valid values are 1 to {}",
+                strategy.record_capacity,
+                1 << 28
+            ),
+        ));
+    }
+    let quoter = &strategy.quoter;
+    let path = KeyPath::dotted("strategy.quoter");
+    // Negated comparisons, so that NaN fails them.
+    let checks = [
+        (
+            "half_spread_bps",
+            quoter.half_spread_bps,
+            quoter.half_spread_bps > 0.0 && quoter.half_spread_bps <= 10_000.0,
+            "above 0 and at most 10000",
+        ),
+        (
+            "skew_bps_per_unit",
+            quoter.skew_bps_per_unit,
+            quoter.skew_bps_per_unit >= 0.0 && quoter.skew_bps_per_unit.is_finite(),
+            "0 or more",
+        ),
+        (
+            "quote_size",
+            quoter.quote_size,
+            quoter.quote_size > 0.0 && quoter.quote_size.is_finite(),
+            "above 0",
+        ),
+        (
+            "max_position",
+            quoter.max_position,
+            quoter.max_position > 0.0 && quoter.max_position.is_finite(),
+            "above 0",
+        ),
+    ];
+    for (key, value, valid, what) in checks {
+        if !valid {
+            problems.push(Problem::new(
+                path.key(key),
+                format!("{value} is out of range; valid values are {what}"),
+            ));
+        }
+    }
 }
 
 fn check_net(problems: &mut Vec<Problem>, net: &NetConfig, frame_ring_bytes: Option<usize>) {

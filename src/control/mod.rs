@@ -128,6 +128,18 @@ impl Session {
         let seed = clock.now_ns() ^ u64::from(std::process::id());
         let (mut venues, conn_venues) =
             Venues::plan(plans, loaded.appliance.net.max_connections, seed)?;
+        let strategy = strategy.or_else(|| {
+            crate::strategy::builtin::from_config(
+                &loaded.appliance.strategy,
+                instruments
+                    .iter()
+                    .map(|instrument| crate::strategy::builtin::InstrumentName {
+                        venue: instrument.venue.clone(),
+                        symbol: instrument.symbol.clone(),
+                    })
+                    .collect(),
+            )
+        });
         let options = RuntimeOptions {
             feeds,
             conn_venues,

@@ -7,16 +7,28 @@
 //!   receives, for latency from the venue's send to the strategy.
 
 pub mod board;
+pub mod builtin;
+pub mod market;
 pub mod stamps;
 
 use crate::event::Event;
+pub use market::{InstrumentState, Market};
 
-/// User code on the strategy thread. The stage calls it for every event, in order, after its own
-/// bookkeeping (latency, quote board); it must not block.
+/// User code on the strategy thread. The stage calls it once per batch of events (at most 64, in
+/// order), after its own bookkeeping (latency, quote board) and after `market` has applied the
+/// batch; and on a timer when it asks for one. It must not block.
 pub trait Strategy: Send {
-    /// One event, `now_ns` being when the stage took it off the ring.
-    fn on_event(&mut self, event: &Event, now_ns: u64);
+    /// A batch of events; `now_ns` is when the stage took the batch off the ring.
+    fn on_events(&mut self, events: &[Event], market: &Market, now_ns: u64);
+
+    /// How often `on_timer` is called, if at all (checked between batches, so at the strategy
+    /// thread's wake-up granularity).
+    fn timer_interval_ns(&self) -> Option<u64> {
+        None
+    }
+
+    fn on_timer(&mut self, _market: &Market, _now_ns: u64) {}
 
     /// The stage is stopping: the last call.
-    fn finish(&mut self) {}
+    fn finish(&mut self, _market: &Market) {}
 }

@@ -14,7 +14,7 @@ use tickwire::control::{Session, SessionExtras};
 use tickwire::event::{Body, Event, GapReason};
 use tickwire::sim::source::{Source, SyntheticConfig, SyntheticSource};
 use tickwire::sim::{Sim, SimHandle, SimOptions};
-use tickwire::strategy::Strategy;
+use tickwire::strategy::{Market, Strategy};
 
 /// Every event the strategy thread saw, in order.
 #[derive(Clone, Default)]
@@ -23,9 +23,9 @@ pub struct Recorded {
 }
 
 impl Strategy for Recorded {
-    fn on_event(&mut self, event: &Event, _now_ns: u64) {
+    fn on_events(&mut self, batch: &[Event], _market: &Market, _now_ns: u64) {
         if let Ok(mut events) = self.events.lock() {
-            events.push(*event);
+            events.extend_from_slice(batch);
         }
     }
 }

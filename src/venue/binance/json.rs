@@ -6,6 +6,7 @@
 //! library's `Display`, and decimals with `Fixed::write_to`: exact, no exponent, no rounding.
 
 use super::decode::{BookTicker, DepthUpdate, TradePrint};
+use crate::event::Event;
 use crate::fixed::Fixed;
 use std::io::Write;
 
@@ -127,6 +128,83 @@ pub fn write_levels(out: &mut Vec<u8>, venue: &str, depth: &DepthUpdate<'_>, rec
             line.end();
         }
     }
+}
+
+/// One line for a normalized event, in the same format (the fields an event carries: no
+/// separate event time, no `first_seq`/`prev_seq` on levels), plus `gap`, `status` and
+/// `snapshot_begin`/`snapshot_end` lines. What the `print` strategy writes.
+pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event) {
+    use crate::event::{Body, Side};
+    let header = &event.header;
+    let side_name = |side: Side| -> &'static [u8] {
+        match side {
+            Side::Bid => b"bid",
+            Side::Ask => b"ask",
+            Side::None => b"none",
+        }
+    };
+    let mut line;
+    match event.body() {
+        Body::Quote(quote) => {
+            line = Line::start(out, "quote", venue, symbol);
+            line.number("seq", header.venue_seq);
+            line.number("exch_ts_ns", header.exchange_ts_ns);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+            line.decimal("bid_px", quote.bid_px);
+            line.decimal("bid_qty", quote.bid_sz);
+            line.decimal("ask_px", quote.ask_px);
+            line.decimal("ask_qty", quote.ask_sz);
+            if header.flags & crate::event::flags::DERIVED != 0 {
+                line.string("source", b"book");
+            }
+        }
+        Body::Trade(trade) => {
+            line = Line::start(out, "trade", venue, symbol);
+            line.number("trade_id", trade.trade_id);
+            line.decimal("px", trade.price);
+            line.decimal("qty", trade.size);
+            let aggressor: &[u8] = match trade.aggressor() {
+                Side::Bid => b"buy",
+                Side::Ask => b"sell",
+                Side::None => b"unknown",
+            };
+            line.string("aggressor", aggressor);
+            line.number("exch_ts_ns", header.exchange_ts_ns);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
+        Body::BookLevel(level) => {
+            line = Line::start(out, "level", venue, symbol);
+            line.string("side", side_name(level.side()));
+            line.decimal("px", level.price);
+            line.decimal("qty", level.size);
+            line.number("seq", header.venue_seq);
+            line.number("exch_ts_ns", header.exchange_ts_ns);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
+        Body::SnapshotBegin(_) | Body::SnapshotEnd(_) => {
+            let kind = if header.kind == crate::event::EventKind::SnapshotBegin {
+                "snapshot_begin"
+            } else {
+                "snapshot_end"
+            };
+            line = Line::start(out, kind, venue, symbol);
+            line.number("seq", header.venue_seq);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
+        Body::Gap(gap) => {
+            line = Line::start(out, "gap", venue, symbol);
+            line.string("reason", format!("{:?}", gap.reason()).as_bytes());
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
+        Body::VenueStatus(status) => {
+            line = Line::start(out, "status", venue, symbol);
+            line.string("state", format!("{:?}", status.state()).as_bytes());
+            line.number("reason_code", u64::from(status.reason_code));
+            line.number("detail", status.detail);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
+    }
+    line.end();
 }
 
 #[cfg(test)]

@@ -1,0 +1,433 @@
+//! The built-in strategies, chosen by `[strategy] name` in the appliance file.
+//!
+//! - `print`: every event as a JSON line on stdout (the `tickwire decode` format).
+//! - `mid`: mid price, microprice and spread of every quote, as the published Rust and Node.js
+//!   price-feed comparison computed them; optionally one record per venue quote (update id and
+//!   the time its mid was computed) for the end-to-end benchmark.
+//! - `quoter`: a two-sided quote around the microprice, skewed against the position that
+//!   simulated fills (trades through the quote) build up. Computed, never sent.
+
+use super::market::{self, Market};
+use super::Strategy;
+use crate::clock::system_realtime_ns;
+use crate::config::{QuoterConfig, StrategyConfig, StrategyName};
+use crate::event::{flags, Body, Event, Side};
+use std::io::Write;
+use std::path::PathBuf;
+
+const NS_PER_MS: u64 = 1_000_000;
+
+/// An instrument's venue and symbol, for printed lines and summaries.
+#[derive(Clone, Debug)]
+pub struct InstrumentName {
+    pub venue: String,
+    pub symbol: String,
+}
+
+/// The strategy the config names, or `None` for `name = "none"`.
+pub fn from_config(
+    config: &StrategyConfig,
+    instruments: Vec<InstrumentName>,
+) -> Option<Box<dyn Strategy>> {
+    let summary_ns =
+        (config.summary_interval_ms > 0).then(|| config.summary_interval_ms * NS_PER_MS);
+    match config.name {
+        StrategyName::None => None,
+        StrategyName::Print => Some(Box::new(Print::new(instruments, std::io::stdout()))),
+        StrategyName::Mid => Some(Box::new(Mid::new(
+            config.record_file.clone(),
+            config.record_capacity,
+            summary_ns,
+        ))),
+        StrategyName::Quoter => Some(Box::new(Quoter::new(
+            config.quoter,
+            instruments,
+            summary_ns,
+        ))),
+    }
+}
+
+/// `print`: JSON lines, buffered, flushed after every batch.
+pub struct Print<W: Write + Send> {
+    names: Vec<InstrumentName>,
+    out: std::io::BufWriter<W>,
+    line: Vec<u8>,
+    failed: bool,
+}
+
+impl<W: Write + Send> Print<W> {
+    pub fn new(names: Vec<InstrumentName>, out: W) -> Print<W> {
+        Print {
+            names,
+            out: std::io::BufWriter::with_capacity(1 << 16, out),
+            line: Vec::with_capacity(1024),
+            failed: false,
+        }
+    }
+
+    /// The writer, flushed (for tests).
+    pub fn into_inner(self) -> Option<W> {
+        self.out.into_inner().ok()
+    }
+}
+
+impl<W: Write + Send> Strategy for Print<W> {
+    fn on_events(&mut self, events: &[Event], _market: &Market, _now_ns: u64) {
+        if self.failed {
+            return;
+        }
+        for event in events {
+            let (venue, symbol) = match self.names.get(event.header.instrument_id as usize) {
+                Some(name) => (name.venue.as_str(), name.symbol.as_bytes()),
+                None => ("", &b"*"[..]),
+            };
+            self.line.clear();
+            crate::venue::binance::json::write_event(&mut self.line, venue, symbol, event);
+            if self.out.write_all(&self.line).is_err() {
+                self.failed = true;
+                return;
+            }
+        }
+        if self.out.flush().is_err() {
+            self.failed = true;
+        }
+    }
+
+    fn finish(&mut self, _market: &Market) {
+        let _ = self.out.flush();
+    }
+}
+
+/// `mid`: per quote the venue sent, mid, microprice and spread.
+pub struct Mid {
+    /// Quotes seen, and the running sums that keep the computation observable.
+    pub quotes: u64,
+    pub mid_sum: f64,
+    pub microprice_sum: f64,
+    pub spread_sum: f64,
+    /// `(update id, ns since the epoch when the mid was computed)` per venue quote.
+    records: Vec<(u64, u64)>,
+    record_file: Option<PathBuf>,
+    /// Quotes not recorded because the record buffer was full.
+    pub unrecorded: u64,
+    summary_ns: Option<u64>,
+    last_summary: (u64, u64),
+}
+
+impl Mid {
+    pub fn new(record_file: Option<PathBuf>, capacity: usize, summary_ns: Option<u64>) -> Mid {
+        Mid {
+            quotes: 0,
+            mid_sum: 0.0,
+            microprice_sum: 0.0,
+            spread_sum: 0.0,
+            records: if record_file.is_some() {
+                Vec::with_capacity(capacity)
+            } else {
+                Vec::new()
+            },
+            record_file,
+            unrecorded: 0,
+            summary_ns,
+            last_summary: (0, 0),
+        }
+    }
+
+    pub fn records(&self) -> &[(u64, u64)] {
+        &self.records
+    }
+}
+
+impl Strategy for Mid {
+    fn on_events(&mut self, events: &[Event], _market: &Market, _now_ns: u64) {
+        for event in events {
+            let Body::Quote(quote) = event.body() else {
+                continue;
+            };
+            self.quotes += 1;
+            self.mid_sum += market::mid(&quote);
+            self.microprice_sum += market::microprice(&quote).unwrap_or(f64::NAN);
+            self.spread_sum += market::spread(&quote);
+            if self.record_file.is_some() && event.header.flags & flags::DERIVED == 0 {
+                // CLOCK_REALTIME, as the simulator's send stamps and the peers' records.
+                let done = system_realtime_ns();
+                if self.records.len() < self.records.capacity() {
+                    self.records.push((event.header.venue_seq, done));
+                } else {
+                    self.unrecorded += 1;
+                }
+            }
+        }
+    }
+
+    fn timer_interval_ns(&self) -> Option<u64> {
+        self.summary_ns
+    }
+
+    fn on_timer(&mut self, market: &Market, now_ns: u64) {
+        let (quotes, at) = self.last_summary;
+        let seconds = now_ns.saturating_sub(at) as f64 / 1e9;
+        if at > 0 && seconds > 0.0 {
+            let rate = (self.quotes - quotes) as f64 / seconds;
+            let first = market
+                .get(0)
+                .and_then(|state| state.top.map(|q| market::mid(&q)));
+            tracing::info!(quotes = self.quotes, per_sec = rate as u64, first_mid = ?first, "mid");
+        }
+        self.last_summary = (self.quotes, now_ns);
+    }
+
+    fn finish(&mut self, _market: &Market) {
+        let Some(path) = &self.record_file else {
+            return;
+        };
+        let mut bytes = Vec::with_capacity(self.records.len() * 16);
+        for (id, ns) in &self.records {
+            bytes.extend_from_slice(&id.to_le_bytes());
+            bytes.extend_from_slice(&ns.to_le_bytes());
+        }
+        if let Err(error) = std::fs::write(path, bytes) {
+            tracing::error!(path = %path.display(), "mid: cannot write the records: {error}");
+        }
+    }
+}
+
+/// One instrument's quoter state.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QuoterBook {
+    pub position: f64,
+    /// The current quote: `(bid, ask)`, either side `None` at the position limit.
+    pub bid: Option<f64>,
+    pub ask: Option<f64>,
+    pub fills: u64,
+}
+
+/// `quoter`: bid and ask at `microprice ∓ half_spread`, both shifted by
+/// `-skew_bps_per_unit * position`; a trade print through a side fills it (up to the quote size).
+pub struct Quoter {
+    config: QuoterConfig,
+    names: Vec<InstrumentName>,
+    pub books: Vec<QuoterBook>,
+    pub requotes: u64,
+    summary_ns: Option<u64>,
+}
+
+impl Quoter {
+    pub fn new(
+        config: QuoterConfig,
+        names: Vec<InstrumentName>,
+        summary_ns: Option<u64>,
+    ) -> Quoter {
+        Quoter {
+            config,
+            books: vec![QuoterBook::default(); names.len()],
+            names,
+            requotes: 0,
+            summary_ns,
+        }
+    }
+
+    fn requote(&mut self, instrument: usize, microprice: f64) {
+        let Some(book) = self.books.get_mut(instrument) else {
+            return;
+        };
+        let bps = microprice * 1e-4;
+        let center = microprice - self.config.skew_bps_per_unit * book.position * bps;
+        let half = self.config.half_spread_bps * bps;
+        book.bid = (book.position < self.config.max_position).then_some(center - half);
+        book.ask = (book.position > -self.config.max_position).then_some(center + half);
+        self.requotes += 1;
+    }
+
+    fn fill(&mut self, instrument: usize, price: f64, size: f64, aggressor: Side) {
+        let Some(book) = self.books.get_mut(instrument) else {
+            return;
+        };
+        let room_long = self.config.max_position - book.position;
+        let room_short = self.config.max_position + book.position;
+        match (aggressor, book.bid, book.ask) {
+            // A seller hit down to our bid or through it: we buy.
+            (Side::Ask, Some(bid), _) if price <= bid && room_long > 0.0 => {
+                book.position += size.min(self.config.quote_size).min(room_long);
+                book.fills += 1;
+            }
+            (Side::Bid, _, Some(ask)) if price >= ask && room_short > 0.0 => {
+                book.position -= size.min(self.config.quote_size).min(room_short);
+                book.fills += 1;
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Strategy for Quoter {
+    fn on_events(&mut self, events: &[Event], _market: &Market, _now_ns: u64) {
+        for event in events {
+            let instrument = event.header.instrument_id as usize;
+            match event.body() {
+                Body::Quote(quote) => {
+                    if let Some(microprice) = market::microprice(&quote) {
+                        self.requote(instrument, microprice);
+                    }
+                }
+                Body::Trade(trade) => {
+                    self.fill(
+                        instrument,
+                        trade.price.to_f64(),
+                        trade.size.to_f64(),
+                        trade.aggressor(),
+                    );
+                }
+                // The book may be out of date: pull the quote until the next one.
+                Body::Gap(_) => {
+                    if let Some(book) = self.books.get_mut(instrument) {
+                        book.bid = None;
+                        book.ask = None;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn timer_interval_ns(&self) -> Option<u64> {
+        self.summary_ns
+    }
+
+    fn on_timer(&mut self, _market: &Market, _now_ns: u64) {
+        for (name, book) in self.names.iter().zip(&self.books) {
+            tracing::info!(
+                venue = %name.venue,
+                symbol = %name.symbol,
+                bid = ?book.bid,
+                ask = ?book.ask,
+                position = book.position,
+                fills = book.fills,
+                "quoter"
+            );
+        }
+    }
+
+    fn finish(&mut self, market: &Market) {
+        self.on_timer(market, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventHeader, EventKind, Quote, Trade};
+    use crate::fixed::Fixed;
+
+    fn event(kind: EventKind, body: Body, seq: u64) -> Event {
+        Event::new(
+            EventHeader {
+                exchange_ts_ns: 1,
+                recv_ts_ns: 2,
+                venue_seq: seq,
+                instrument_id: 0,
+                venue_id: 0,
+                kind,
+                flags: flags::LAST,
+            },
+            body,
+        )
+    }
+
+    fn quote(bid: &str, ask: &str) -> Body {
+        Body::Quote(Quote {
+            bid_px: Fixed::parse_str(bid).unwrap(),
+            bid_sz: Fixed::parse_str("1").unwrap(),
+            ask_px: Fixed::parse_str(ask).unwrap(),
+            ask_sz: Fixed::parse_str("1").unwrap(),
+        })
+    }
+
+    fn names() -> Vec<InstrumentName> {
+        vec![InstrumentName {
+            venue: "v".to_owned(),
+            symbol: "BTCUSDT".to_owned(),
+        }]
+    }
+
+    #[test]
+    fn print_writes_decode_style_lines() {
+        let mut print = Print::new(names(), Vec::new());
+        let market = Market::new(1);
+        print.on_events(
+            &[event(EventKind::Quote, quote("100", "101"), 7)],
+            &market,
+            0,
+        );
+        let out = String::from_utf8(print.into_inner().unwrap()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(json["type"], "quote");
+        assert_eq!(json["symbol"], "BTCUSDT");
+        assert_eq!(json["seq"], 7);
+        assert_eq!(json["ask_px"], "101");
+    }
+
+    #[test]
+    fn mid_records_each_venue_quote() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records");
+        let mut mid = Mid::new(Some(path.clone()), 4, None);
+        let market = Market::new(1);
+        let events = [
+            event(EventKind::Quote, quote("100", "102"), 1),
+            event(EventKind::Quote, quote("100", "101"), 2),
+        ];
+        mid.on_events(&events, &market, 0);
+        assert_eq!(mid.quotes, 2);
+        assert_eq!(mid.mid_sum, 101.0 + 100.5);
+        assert_eq!(
+            mid.records().iter().map(|r| r.0).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        mid.finish(&market);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 32);
+        assert_eq!(u64::from_le_bytes(bytes[16..24].try_into().unwrap()), 2);
+    }
+
+    #[test]
+    fn quoter_quotes_around_the_microprice_and_skews_with_position() {
+        let config = QuoterConfig {
+            half_spread_bps: 10.0,
+            skew_bps_per_unit: 5.0,
+            quote_size: 1.0,
+            max_position: 1.0,
+        };
+        let mut quoter = Quoter::new(config, names(), None);
+        let market = Market::new(1);
+        quoter.on_events(
+            &[event(EventKind::Quote, quote("1000", "1000"), 1)],
+            &market,
+            0,
+        );
+        let book = quoter.books[0];
+        assert!((book.bid.unwrap() - 999.0).abs() < 1e-9);
+        assert!((book.ask.unwrap() - 1001.0).abs() < 1e-9);
+        // A seller trades through our bid: we buy one, hit the limit, and stop bidding.
+        let trade = Body::Trade(Trade::new(
+            Fixed::parse_str("998").unwrap(),
+            Fixed::parse_str("3").unwrap(),
+            1,
+            Side::Ask,
+        ));
+        quoter.on_events(
+            &[
+                event(EventKind::Trade, trade, 1),
+                event(EventKind::Quote, quote("1000", "1000"), 2),
+            ],
+            &market,
+            0,
+        );
+        let book = quoter.books[0];
+        assert_eq!(book.position, 1.0);
+        assert_eq!(book.fills, 1);
+        assert_eq!(book.bid, None, "at the long limit");
+        // Long: the ask moves down by the skew (5 bps of 1000 = 0.5).
+        assert!((book.ask.unwrap() - 1000.5).abs() < 1e-9, "{book:?}");
+    }
+}
