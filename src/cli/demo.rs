@@ -178,7 +178,7 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
         format_summary(&send)
     );
     println!(
-        "  latency, receive to strategy (every stream event; diffs buffered during a book sync included): {}",
+        "  latency, receive to strategy (every event but snapshot levels; diffs buffered during a book sync included): {}",
         format_summary(&wire)
     );
     println!(

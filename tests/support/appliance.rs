@@ -48,6 +48,8 @@ pub struct Setup {
     pub channels: Vec<&'static str>,
     pub max_message_bytes: usize,
     pub connect_timeout_ms: u64,
+    /// How long the network thread blocks in the kernel waiting for data.
+    pub block_timeout_us: u64,
     /// TOML appended to the venue file (`[reconnect]`, `[lifecycle]`, `[staleness]`, ...).
     pub venue_extra: String,
     /// Connect here instead of the simulator's port (a proxy in front of it, a closed port).
@@ -61,6 +63,7 @@ impl Default for Setup {
             channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
             max_message_bytes: 1 << 20,
             connect_timeout_ms: 5_000,
+            block_timeout_us: 1_000,
             venue_extra: String::new(),
             port: None,
         }
@@ -96,12 +99,12 @@ pub fn write_configs(dir: &Path, sim: &SimHandle, setup: &Setup) -> PathBuf {
         format!(
             "venues = [\"venue.toml\"]\n[log]\nlevel = \"warn\"\n\
              [rings]\nframe_ring_bytes = 16777216\nevent_ring_slots = 262144\n\
-             [net]\nwait = \"block\"\nblock_timeout_us = 1000\nmax_connections = 4\n\
+             [net]\nwait = \"block\"\nblock_timeout_us = {}\nmax_connections = 4\n\
              max_message_bytes = {}\nconnect_timeout_ms = {}\n\
              [threads.net]\nwait = \"spin-then-yield\"\nspin_iterations = 100\n\
              [threads.decoder]\nfuse_into = \"net\"\n\
              [threads.strategy]\nwait = \"park\"\nspin_iterations = 100\npark_timeout_us = 1000\n",
-            setup.max_message_bytes, setup.connect_timeout_ms
+            setup.block_timeout_us, setup.max_message_bytes, setup.connect_timeout_ms
         ),
     )
     .unwrap();
