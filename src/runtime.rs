@@ -246,22 +246,44 @@ struct DecoderStage {
     commands: ring::Consumer<DecoderCommand>,
     /// When the control work last ran (see `DecoderStage::poll`).
     last_control_ns: u64,
+    /// Per venue: messages and bytes handed to its feed.
+    traffic: Vec<(CounterWriter, CounterWriter)>,
+    receive_to_decoded: LatencyRecorder,
+    /// Receive times of the current batch's frames, for `receive_to_decoded`.
+    batch_recv_ns: [u64; EVENT_BATCH],
 }
 
 impl StagePoll for DecoderStage {
+    fn finish(&mut self) {
+        self.receive_to_decoded.flush();
+    }
+
     fn poll(&mut self) -> bool {
         let undecoded = &mut self.undecoded;
         let feeds = &mut self.feeds;
         let conn_venues = &self.conn_venues;
+        let traffic = &mut self.traffic;
+        let batch_recv_ns = &mut self.batch_recv_ns;
+        let mut decoded = 0;
         let mut sink = EventSink::new(&mut self.events, &mut self.events_lost);
         let drained = self.frames.drain(EVENT_BATCH, |tag, frame| {
             let (conn, _kind) = crate::net::engine::split_tag(tag);
-            let feed = conn_venues
+            let venue = conn_venues
                 .get(conn as usize)
-                .and_then(|&venue| feeds.get_mut(venue as usize));
+                .copied()
+                .unwrap_or(VenueId::MAX);
+            let feed = feeds.get_mut(venue as usize);
             match (feed, crate::net::engine::split_frame(frame)) {
                 (Some(feed), Some((recv_ts_ns, payload))) => {
-                    feed.on_message(conn, recv_ts_ns, payload, &mut sink)
+                    feed.on_message(conn, recv_ts_ns, payload, &mut sink);
+                    if let Some((messages, bytes)) = traffic.get_mut(venue as usize) {
+                        messages.increment();
+                        bytes.add(payload.len() as u64);
+                    }
+                    if let Some(slot) = batch_recv_ns.get_mut(decoded) {
+                        *slot = recv_ts_ns;
+                        decoded += 1;
+                    }
                 }
                 _ => undecoded.increment(),
             }
@@ -284,6 +306,12 @@ impl StagePoll for DecoderStage {
         // evenly paced stream may not make for seconds, while every book waiting for its
         // snapshot buffers diffs (the demo's receive-to-strategy p99 reached seconds).
         let now_ns = self.clock.now_ns();
+        // One clock read per batch: each frame's decode finished by now.
+        for &recv_ts_ns in &self.batch_recv_ns[..decoded] {
+            self.receive_to_decoded
+                .record(now_ns.saturating_sub(recv_ts_ns));
+        }
+        self.receive_to_decoded.flush_if_requested();
         let caught_up = drained < EVENT_BATCH;
         if caught_up || now_ns.saturating_sub(self.last_control_ns) >= CONTROL_MAX_DEFER_NS {
             self.last_control_ns = now_ns;
@@ -447,6 +475,10 @@ pub struct Runtime {
     /// Gap events the strategy received.
     pub gaps: CounterReader,
     pub wire_to_strategy: LatencyCollector,
+    /// Receive to decoded (the decoder stage's batch done), per message.
+    pub receive_to_decoded: LatencyCollector,
+    /// Per venue: messages and bytes its feed was handed.
+    pub venue_traffic: Vec<(CounterReader, CounterReader)>,
     /// Simulator send to strategy, per quote, when stamps were wired in.
     pub send_to_strategy: Option<LatencyCollector>,
     /// Quotes that found no send stamp.
@@ -507,6 +539,17 @@ impl Runtime {
         };
         let (wire_recorder, wire_to_strategy) =
             metrics::latency("wire_to_strategy", HIGHEST_LATENCY_NS, 3)?;
+        let (decoded_recorder, receive_to_decoded) =
+            metrics::latency("receive_to_decoded", HIGHEST_LATENCY_NS, 3)?;
+        let (traffic, venue_traffic): (Vec<_>, Vec<_>) = options
+            .feeds
+            .iter()
+            .map(|_| {
+                let (messages, messages_r) = metrics::counter();
+                let (bytes, bytes_r) = metrics::counter();
+                ((messages, bytes), (messages_r, bytes_r))
+            })
+            .unzip();
         let frame_ring = frame_rx.stats();
         let event_ring = event_rx.stats();
         let net_config = &appliance.net;
@@ -560,6 +603,9 @@ impl Runtime {
             malformed: malformed_tx,
             commands: decoder_command_rx,
             last_control_ns: 0,
+            traffic,
+            receive_to_decoded: decoded_recorder,
+            batch_recv_ns: [0; EVENT_BATCH],
         });
         let mut strategy = Some(StrategyStage {
             events: event_rx,
@@ -695,6 +741,8 @@ impl Runtime {
             events_received,
             gaps,
             wire_to_strategy,
+            receive_to_decoded,
+            venue_traffic,
             send_to_strategy,
             unstamped,
             board,
@@ -988,6 +1036,9 @@ mod tests {
                 malformed: malformed_tx,
                 commands: command_rx,
                 last_control_ns: 0,
+                traffic: Vec::new(),
+                receive_to_decoded: metrics::latency("t", 1_000_000, 2).unwrap().0,
+                batch_recv_ns: [0; EVENT_BATCH],
             };
             Bench {
                 stage,

@@ -147,6 +147,9 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
         let runtime = &mut session.runtime;
         runtime.wire_to_strategy.collect();
         let latency = runtime.wire_to_strategy.take_interval();
+        runtime.receive_to_decoded.collect();
+        let decode_latency = runtime.receive_to_decoded.take_interval();
+        let (rss_kb, _) = tickwire::control::memory_kb();
         let now_beats = beats(runtime);
         let loops: Vec<String> = runtime
             .heartbeats
@@ -162,7 +165,9 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
             frame_ring_overflows = runtime.frame_ring.overflows(),
             event_ring_overflows = runtime.event_ring.overflows(),
             gaps = runtime.gaps.get(),
+            receive_to_decoded = %decode_latency,
             wire_to_strategy = %latency,
+            rss_kb,
             "report"
         );
         venue_reports(&session);

@@ -17,6 +17,9 @@ use crate::venue::{self, feed::SnapshotReply};
 use std::io::Write;
 
 pub mod links;
+mod metrics;
+
+pub use metrics::memory_kb;
 
 pub use links::{LinkCounters, StreamEnd, Venues};
 
@@ -41,6 +44,11 @@ pub enum ControlError {
     Io(#[from] std::io::Error),
     #[error("more venues than venue ids (65536)")]
     TooManyVenues,
+    #[error("metrics endpoint: cannot listen on {addr}: {source}")]
+    MetricsListen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// What a session adds to its config.
@@ -64,6 +72,8 @@ pub struct Session {
     printed: Vec<(FrameConsumer, CounterReader)>,
     fetcher: SnapshotFetcher,
     clock: Clock,
+    /// The metrics endpoint, when `metrics.listen` is set.
+    endpoint: Option<crate::metrics::endpoint::MetricsEndpoint>,
 }
 
 impl Session {
@@ -78,6 +88,19 @@ impl Session {
             stamps,
             strategy,
         } = extras;
+        // Bound first: a port in use fails the start before any thread runs.
+        let endpoint = match loaded.appliance.metrics.listen {
+            Some(addr) => {
+                let endpoint = crate::metrics::endpoint::MetricsEndpoint::bind(addr)
+                    .map_err(|source| ControlError::MetricsListen { addr, source })?;
+                tracing::info!(
+                    addr = %endpoint.local_addr().unwrap_or(addr),
+                    "metrics endpoint: /metrics (Prometheus text), /healthz"
+                );
+                Some(endpoint)
+            }
+            None => None,
+        };
         let mut feeds = Vec::new();
         let mut counters = Vec::new();
         let mut printed = Vec::new();
@@ -159,7 +182,23 @@ impl Session {
             printed,
             fetcher,
             clock,
+            endpoint,
         })
+    }
+
+    /// Where the metrics endpoint listens (with the port the kernel chose for port 0).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.endpoint
+            .as_ref()
+            .and_then(|endpoint| endpoint.local_addr().ok())
+    }
+
+    /// Answers what the metrics endpoint has received.
+    fn serve_metrics(&mut self) {
+        if let Some(mut endpoint) = self.endpoint.take() {
+            endpoint.poll(&mut |path| self.respond(path));
+            self.endpoint = Some(endpoint);
+        }
     }
 
     /// The control thread's routine work; returns whether a stream changed state.
@@ -193,6 +232,11 @@ impl Session {
             );
         }
         self.print_events()?;
+        // Keep the stage histograms flowing to this thread, so a scrape or a report sees them
+        // whole (each recorder hands over at its next poll after a request).
+        self.runtime.receive_to_decoded.collect();
+        self.runtime.wire_to_strategy.collect();
+        self.serve_metrics();
         Ok(changed)
     }
 

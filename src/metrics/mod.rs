@@ -14,6 +14,8 @@
 //! the control thread falls behind, the hot thread keeps recording into the histogram it has and
 //! nothing is lost, only reported later.
 
+pub mod endpoint;
+
 use crate::ring::spsc;
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
@@ -108,6 +110,7 @@ pub fn latency(
         saturated: CachePadded::new(AtomicU64::new(0)),
     });
     let interval = make()?;
+    let total = make()?;
     Ok((
         LatencyRecorder {
             current,
@@ -123,6 +126,7 @@ pub fn latency(
             empty_tx,
             shared,
             interval,
+            total,
         },
     ))
 }
@@ -196,6 +200,8 @@ pub struct LatencyCollector {
     empty_tx: spsc::Producer<Box<Histogram<u64>>>,
     shared: Arc<RecorderShared>,
     interval: Histogram<u64>,
+    /// Everything collected since start (for the metrics endpoint).
+    total: Histogram<u64>,
 }
 
 impl LatencyCollector {
@@ -217,6 +223,7 @@ impl LatencyCollector {
             // Both come from the same bounds, so adding cannot fail; on the impossible error the
             // values are dropped from the report, never the hot path.
             let _ = self.interval.add(&*histogram);
+            let _ = self.total.add(&*histogram);
             histogram.reset();
             if self.empty_tx.try_push(histogram).is_err() {
                 unreachable!("the ring holds every histogram in circulation");
@@ -229,6 +236,11 @@ impl LatencyCollector {
     /// Everything collected since the last [`LatencyCollector::take_interval`].
     pub fn interval(&self) -> &Histogram<u64> {
         &self.interval
+    }
+
+    /// Everything collected since start.
+    pub fn total(&self) -> &Histogram<u64> {
+        &self.total
     }
 
     /// Returns a summary of the interval and starts a new one.

@@ -217,6 +217,8 @@ pub struct StreamActivity {
     /// Receive time of the latest message that two connections both delivered (the second
     /// copy was dropped): they agree on that update id.
     agree_ns: Box<[std::sync::atomic::AtomicU64]>,
+    /// Messages delivered per stream (one writer: a load and a store, no locked instruction).
+    messages: Box<[std::sync::atomic::AtomicU64]>,
 }
 
 impl StreamActivity {
@@ -230,6 +232,7 @@ impl StreamActivity {
             channels,
             last_ns: zeros(),
             agree_ns: zeros(),
+            messages: zeros(),
         }
     }
 
@@ -243,9 +246,18 @@ impl StreamActivity {
 
     #[inline]
     pub fn saw(&self, stream: usize, recv_ts_ns: u64) {
-        if let Some(cell) = self.last_ns.get(stream) {
-            cell.store(recv_ts_ns, std::sync::atomic::Ordering::Relaxed);
+        use std::sync::atomic::Ordering::Relaxed;
+        if let (Some(last), Some(count)) = (self.last_ns.get(stream), self.messages.get(stream)) {
+            last.store(recv_ts_ns, Relaxed);
+            count.store(count.load(Relaxed) + 1, Relaxed);
         }
+    }
+
+    /// Messages the stream delivered.
+    pub fn messages(&self, stream: usize) -> u64 {
+        self.messages
+            .get(stream)
+            .map_or(0, |cell| cell.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     #[inline]

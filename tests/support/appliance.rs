@@ -52,6 +52,8 @@ pub struct Setup {
     pub block_timeout_us: u64,
     /// TOML appended to the venue file (`[reconnect]`, `[lifecycle]`, `[staleness]`, ...).
     pub venue_extra: String,
+    /// TOML appended to the appliance file (`[metrics]`, `[strategy]`, ...).
+    pub appliance_extra: String,
     /// Connect here instead of the simulator's port (a proxy in front of it, a closed port).
     pub port: Option<u16>,
 }
@@ -65,6 +67,7 @@ impl Default for Setup {
             connect_timeout_ms: 5_000,
             block_timeout_us: 1_000,
             venue_extra: String::new(),
+            appliance_extra: String::new(),
             port: None,
         }
     }
@@ -103,8 +106,11 @@ pub fn write_configs(dir: &Path, sim: &SimHandle, setup: &Setup) -> PathBuf {
              max_message_bytes = {}\nconnect_timeout_ms = {}\n\
              [threads.net]\nwait = \"spin-then-yield\"\nspin_iterations = 100\n\
              [threads.decoder]\nfuse_into = \"net\"\n\
-             [threads.strategy]\nwait = \"park\"\nspin_iterations = 100\npark_timeout_us = 1000\n",
-            setup.block_timeout_us, setup.max_message_bytes, setup.connect_timeout_ms
+             [threads.strategy]\nwait = \"park\"\nspin_iterations = 100\npark_timeout_us = 1000\n{}\n",
+            setup.block_timeout_us,
+            setup.max_message_bytes,
+            setup.connect_timeout_ms,
+            setup.appliance_extra
         ),
     )
     .unwrap();

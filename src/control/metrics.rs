@@ -1,0 +1,233 @@
+//! What the metrics endpoint serves for a session: `/metrics` in the Prometheus text exposition
+//! format (0.0.4), `/healthz` (200 when every venue is live and no stream is stale, 503 with the
+//! reasons otherwise). Rendered on the control thread from counters and histograms the hot
+//! threads publish.
+
+use super::Session;
+use crate::metrics::endpoint::Response;
+use crate::metrics::LatencyCollector;
+use std::fmt::Write;
+
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+impl Session {
+    /// The answer for one request path.
+    pub fn respond(&mut self, path: &str) -> Response {
+        let path = path.split('?').next().unwrap_or(path);
+        match path {
+            "/metrics" => Response {
+                status: 200,
+                content_type: PROMETHEUS_TEXT,
+                body: self.render_metrics(),
+            },
+            "/healthz" => {
+                let problems = self.health_problems();
+                if problems.is_empty() {
+                    Response {
+                        status: 200,
+                        content_type: "text/plain; charset=utf-8",
+                        body: "ok\n".to_owned(),
+                    }
+                } else {
+                    Response {
+                        status: 503,
+                        content_type: "text/plain; charset=utf-8",
+                        body: problems.join("\n") + "\n",
+                    }
+                }
+            }
+            _ => Response {
+                status: 404,
+                content_type: "text/plain; charset=utf-8",
+                body: "not found: try /metrics or /healthz\n".to_owned(),
+            },
+        }
+    }
+
+    /// Why the appliance is not healthy; empty when every venue is live and fresh and every hot
+    /// thread runs.
+    pub fn health_problems(&self) -> Vec<String> {
+        let mut problems = self.venues.health_problems();
+        if !self.runtime.all_running() {
+            problems.push("a hot thread ended".to_owned());
+        }
+        problems
+    }
+
+    /// Every metric, in the Prometheus text format.
+    pub fn render_metrics(&mut self) -> String {
+        let mut out = String::with_capacity(16 << 10);
+        let runtime = &mut self.runtime;
+        let counters: [(&str, &str, u64); 4] = [
+            (
+                "tickwire_events_total",
+                "Events the strategy thread received.",
+                runtime.events_received.get(),
+            ),
+            (
+                "tickwire_gap_events_total",
+                "Gap events the strategy thread received.",
+                runtime.gaps.get(),
+            ),
+            (
+                "tickwire_frames_undecoded_total",
+                "Frames from a connection without a feed.",
+                runtime.frames_undecoded.get(),
+            ),
+            (
+                "tickwire_print_lines_dropped_total",
+                "Printed event lines lost because stdout did not keep up.",
+                self.printed.iter().map(|(_, dropped)| dropped.get()).sum(),
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_ring_drops_total Items a full ring refused (dropped and counted, never blocked on).\n\
+             # TYPE tickwire_ring_drops_total counter\n\
+             tickwire_ring_drops_total{{ring=\"frame\"}} {}\n\
+             tickwire_ring_drops_total{{ring=\"event\"}} {}",
+            runtime.frame_ring.overflows(),
+            runtime.event_ring.overflows()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_thread_loops_total Poll-loop rounds per hot thread (its heartbeat).\n\
+             # TYPE tickwire_thread_loops_total counter"
+        );
+        for (name, beats) in &runtime.heartbeats {
+            let _ = writeln!(
+                out,
+                "tickwire_thread_loops_total{{thread=\"{}\"}} {}",
+                super::links::label(name),
+                beats.get()
+            );
+        }
+        // Venue feeds: messages by type, bytes, book events.
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_venue_messages_total Venue messages decoded, by type.\n\
+             # TYPE tickwire_venue_messages_total counter"
+        );
+        for (venue, feed) in &self.feeds {
+            let venue = super::links::label(venue);
+            for (kind, value) in [
+                ("book_ticker", feed.book_tickers.get()),
+                ("depth_update", feed.depth_updates.get()),
+                ("trade", feed.trades.get()),
+                ("mark_price", feed.mark_prices.get()),
+                ("reply", feed.replies.get()),
+                ("error_reply", feed.error_replies.get()),
+                ("unknown", feed.unknown.get()),
+                ("unknown_symbol", feed.unknown_symbol.get()),
+                ("malformed", feed.malformed.get()),
+                ("duplicate", feed.duplicates.get()),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "tickwire_venue_messages_total{{venue=\"{venue}\",type=\"{kind}\"}} {value}"
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_venue_book_events_total Order book synchronisation events.\n\
+             # TYPE tickwire_venue_book_events_total counter"
+        );
+        for (venue, feed) in &self.feeds {
+            let venue = super::links::label(venue);
+            for (kind, value) in [
+                ("sync", feed.book_syncs.get()),
+                ("gap", feed.book_gaps.get()),
+                ("resync", feed.book_resyncs.get()),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "tickwire_venue_book_events_total{{venue=\"{venue}\",event=\"{kind}\"}} {value}"
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_venue_received_bytes_total Payload bytes handed to the venue's decoder.\n\
+             # TYPE tickwire_venue_received_bytes_total counter"
+        );
+        for ((venue, _), (_, bytes)) in self.feeds.iter().zip(&runtime.venue_traffic) {
+            let _ = writeln!(
+                out,
+                "tickwire_venue_received_bytes_total{{venue=\"{}\"}} {}",
+                super::links::label(venue),
+                bytes.get()
+            );
+        }
+        self.venues.render_metrics(&mut out, self.clock.now_ns());
+        // Latency per stage, since start.
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_latency_seconds Per-stage latency since start: receive (the network \
+             thread reaping the bytes) to decoded, and receive to the strategy thread.\n\
+             # TYPE tickwire_latency_seconds summary"
+        );
+        let mut stages: Vec<(&str, &mut LatencyCollector)> = vec![
+            ("receive_to_decoded", &mut runtime.receive_to_decoded),
+            ("receive_to_strategy", &mut runtime.wire_to_strategy),
+        ];
+        if let Some(send) = runtime.send_to_strategy.as_mut() {
+            stages.push(("send_to_strategy", send));
+        }
+        for (stage, collector) in stages {
+            collector.collect();
+            let total = collector.total();
+            for quantile in [0.5, 0.9, 0.99, 0.999] {
+                let _ = writeln!(
+                    out,
+                    "tickwire_latency_seconds{{stage=\"{stage}\",quantile=\"{quantile}\"}} {:.9}",
+                    total.value_at_quantile(quantile) as f64 / 1e9
+                );
+            }
+            let sum: f64 = total
+                .iter_recorded()
+                .map(|value| value.value_iterated_to() as f64 * value.count_at_value() as f64)
+                .sum();
+            let _ = writeln!(
+                out,
+                "tickwire_latency_seconds_sum{{stage=\"{stage}\"}} {:.9}\n\
+                 tickwire_latency_seconds_count{{stage=\"{stage}\"}} {}",
+                sum / 1e9,
+                total.len()
+            );
+        }
+        let (rss, peak) = memory_kb();
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_resident_memory_bytes Resident set size.\n\
+             # TYPE tickwire_resident_memory_bytes gauge\ntickwire_resident_memory_bytes {}\n\
+             # HELP tickwire_resident_memory_peak_bytes Peak resident set size.\n\
+             # TYPE tickwire_resident_memory_peak_bytes gauge\ntickwire_resident_memory_peak_bytes {}",
+            rss * 1024,
+            peak * 1024
+        );
+        out
+    }
+}
+
+/// `VmRSS` and `VmHWM` from `/proc/self/status`, in KiB (0 where unreadable).
+pub fn memory_kb() -> (u64, u64) {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return (0, 0);
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kb| kb.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
