@@ -2,6 +2,7 @@
 //! `anyhow` and printing are at home.
 
 mod autobahn;
+mod bench;
 mod decode;
 mod demo;
 mod record;
@@ -123,6 +124,9 @@ enum Command {
         #[arg(long, value_name = "SECONDS")]
         duration: Option<f64>,
     },
+    /// Benchmarks with their peers in one run.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Run the Autobahn|Testsuite WebSocket client cases over tickwire's own network stack.
     ///
     /// Connects to a running fuzzing server (`wstest -m fuzzingserver`), echoes every message of
@@ -154,6 +158,47 @@ pub fn main() -> ExitCode {
             print_events,
         } => run::run(&config, log_level.as_deref(), print_events),
         Command::Decode { venue, file } => decode::decode(&venue, &file),
+        Command::Bench(BenchCommand::E2e {
+            rate,
+            duration,
+            json,
+            out,
+            quick,
+            symbols,
+            clients,
+            sim_core,
+            client_core,
+            no_search,
+        }) => {
+            let (rates, duration) = if quick {
+                (vec![rate.first().copied().unwrap_or(10_000.0)], duration.unwrap_or(3.0))
+            } else if rate.is_empty() {
+                (vec![1_000.0, 10_000.0, 100_000.0], duration.unwrap_or(10.0))
+            } else {
+                (rate, duration.unwrap_or(10.0))
+            };
+            let valid_rates = rates.iter().all(|r| *r > 0.0 && r.is_finite());
+            let Ok(duration) = std::time::Duration::try_from_secs_f64(duration) else {
+                eprintln!("--duration must be a non-negative number of seconds");
+                return ExitCode::from(2);
+            };
+            if !valid_rates || symbols == 0 || duration.is_zero() {
+                eprintln!("--rate must be positive, --symbols at least 1, --duration above 0");
+                return ExitCode::from(2);
+            }
+            bench::e2e(bench::E2eArgs {
+                rates,
+                duration,
+                json,
+                out,
+                quick,
+                symbols,
+                clients,
+                sim_core,
+                client_core,
+                search: !no_search,
+            })
+        }
         Command::Sim(args) => sim::sim(*args),
         Command::Demo {
             duration,
@@ -268,4 +313,47 @@ fn print_pinned_cores(files: &[PathBuf]) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// End to end: the simulator on one core, each client on the other, computing the mid price
+    /// of every bookTicker: tickwire (io_uring spinning, io_uring blocking, epoll), a
+    /// tokio-tungstenite peer, a Node.js `ws` peer and the tcp-floor. Prints a table with ratios
+    /// to tickwire-uring-spin and writes JSON, a Markdown report and latency plots (SVG).
+    ///
+    /// Builds the Rust peers with cargo and installs the Node.js one with npm on first use; a
+    /// client that cannot be prepared is skipped with the reason.
+    E2e {
+        /// Messages per second (repeat for several); default 1000, 10000 and 100000.
+        #[arg(long)]
+        rate: Vec<f64>,
+        /// Seconds per run (default 10; 3 with --quick).
+        #[arg(long, value_name = "SECONDS")]
+        duration: Option<f64>,
+        /// Where to write the JSON results (default OUT/e2e.json).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Directory for the JSON, the Markdown report and the plots.
+        #[arg(long, value_name = "DIR", default_value = "target/bench-e2e")]
+        out: PathBuf,
+        /// One rate (the first --rate, else 10000) for 3 s, no search for the highest lossless rate.
+        #[arg(long)]
+        quick: bool,
+        /// Symbols in the synthetic market.
+        #[arg(long, default_value_t = 10)]
+        symbols: usize,
+        /// Only these clients (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        clients: Option<Vec<String>>,
+        /// The simulator's core.
+        #[arg(long, default_value_t = 0)]
+        sim_core: usize,
+        /// The clients' core.
+        #[arg(long, default_value_t = 1)]
+        client_core: usize,
+        /// Skip the search for each client's highest lossless rate.
+        #[arg(long)]
+        no_search: bool,
+    },
 }
