@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
+use tickwire::metrics::perf::ProcessCounters;
 use tickwire::sim::source::{Source, SyntheticConfig, SyntheticSource};
 use tickwire::sim::{Pace, Sim, SimOptions, Start};
 use tickwire::strategy::stamps::Stamp;
@@ -57,8 +58,12 @@ enum Client {
         spin: bool,
     },
     /// A peer program: the command up to its own flags.
-    Peer { program: Vec<String> },
-    TcpFloor { exe: PathBuf },
+    Peer {
+        program: Vec<String>,
+    },
+    TcpFloor {
+        exe: PathBuf,
+    },
 }
 
 /// One client at one rate.
@@ -75,6 +80,8 @@ struct Outcome {
     rss_kb: u64,
     cpu_user_s: f64,
     cpu_sys_s: f64,
+    /// The client's performance counters over the run (hardware ones where the host has them).
+    counters: Vec<tickwire::metrics::perf::Reading>,
     note: Option<String>,
 }
 
@@ -108,7 +115,10 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
         Some(list) => {
             for name in list {
                 if !CLIENTS.contains(&name.as_str()) {
-                    bail!("unknown client `{name}`; the clients are {}", CLIENTS.join(", "));
+                    bail!(
+                        "unknown client `{name}`; the clients are {}",
+                        CLIENTS.join(", ")
+                    );
                 }
             }
             list.clone()
@@ -189,7 +199,10 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
     let table = render_table(&outcomes, &lossless);
     println!("{table}");
     let json = render_json(&outcomes, &lossless, &machine);
-    let json_path = args.json.clone().unwrap_or_else(|| args.out.join("e2e.json"));
+    let json_path = args
+        .json
+        .clone()
+        .unwrap_or_else(|| args.out.join("e2e.json"));
     std::fs::write(&json_path, json).with_context(|| format!("writing {}", json_path.display()))?;
     let report = format!(
         "# tickwire bench e2e\n\n```text\n{machine}\n```\n\nOne-way latency from the simulator's \
@@ -224,7 +237,10 @@ fn prepare(name: &str) -> anyhow::Result<Client> {
     let cargo_peer = |dir: &str, bin: &str| -> anyhow::Result<PathBuf> {
         let manifest = root.join("benches/peers").join(dir).join("Cargo.toml");
         if !manifest.exists() {
-            bail!("{} not found (run from a tickwire clone)", manifest.display());
+            bail!(
+                "{} not found (run from a tickwire clone)",
+                manifest.display()
+            );
         }
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
             .args(["build", "--release", "--quiet", "--manifest-path"])
@@ -285,7 +301,10 @@ fn prepare(name: &str) -> anyhow::Result<Client> {
                 }
             }
             Client::Peer {
-                program: vec!["node".to_owned(), dir.join("index.js").display().to_string()],
+                program: vec![
+                    "node".to_owned(),
+                    dir.join("index.js").display().to_string(),
+                ],
             }
         }
         other => bail!("unknown client {other}"),
@@ -394,6 +413,7 @@ fn measure(
     let (stamp_tx, mut stamp_rx) = tickwire::ring::ring::<Stamp>(ring_slots);
     let wait_budget = duration * 3 + Duration::from_secs(20);
     let mut child;
+    let counters;
     let sent;
     let achieved;
     match client {
@@ -411,6 +431,7 @@ fn measure(
                 .arg((duration.as_secs_f64() + 10.0).ceil().to_string())
                 .stdout(Stdio::null());
             child = spawn_pinned(command, args.client_core)?;
+            counters = ProcessCounters::open(child.id() as libc::pid_t);
             let mut source = source(args.symbols, rate, messages)?;
             let (count, elapsed) = plain_stream(&listener, source.as_mut(), stamp_tx, clock)?;
             sent = count;
@@ -467,6 +488,7 @@ fn measure(
             let mut command = command;
             command.stdout(Stdio::null()).stderr(Stdio::piped());
             child = spawn_pinned(command, args.client_core)?;
+            counters = ProcessCounters::open(child.id() as libc::pid_t);
             let started = Instant::now();
             if !sim.wait_source_done(wait_budget) {
                 eprintln!("  the simulator did not finish its messages in time");
@@ -477,7 +499,10 @@ fn measure(
             sent = stats.stamps_pushed;
             achieved = stats.messages_sent as f64 / started.elapsed().as_secs_f64().max(1e-9);
             if stats.stamp_overflows > 0 {
-                eprintln!("  {} send stamps lost to a full ring", stats.stamp_overflows);
+                eprintln!(
+                    "  {} send stamps lost to a full ring",
+                    stats.stamp_overflows
+                );
             }
             if let Client::Tickwire { .. } = client {
                 // SAFETY: kill with our own child's pid and a valid signal.
@@ -487,6 +512,7 @@ fn measure(
         }
     }
     let (clean, usage) = wait_with_usage(&mut child, wait_budget)?;
+    let counters = counters.read();
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
         use std::io::Read;
@@ -543,6 +569,7 @@ fn measure(
         rss_kb: usage.ru_maxrss as u64,
         cpu_user_s: seconds(usage.ru_utime),
         cpu_sys_s: seconds(usage.ru_stime),
+        counters,
         note: (!notes.is_empty()).then(|| notes.join("; ")),
     })
 }
@@ -683,7 +710,39 @@ fn us(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e3)
 }
 
+/// Each counter per message received: `instructions 1234/msg`, or why it is missing.
+fn per_message(o: &Outcome) -> Vec<(String, Option<f64>, String)> {
+    o.counters
+        .iter()
+        .map(|reading| match &reading.value {
+            Ok(value) if o.received > 0 => (
+                reading.name.to_owned(),
+                Some(*value as f64 / o.received as f64),
+                format!(
+                    "{} {:.1}/msg",
+                    reading.name,
+                    *value as f64 / o.received as f64
+                ),
+            ),
+            Ok(_) => (reading.name.to_owned(), None, format!("{} -", reading.name)),
+            Err(why) => (
+                reading.name.to_owned(),
+                None,
+                format!("{} {why}", reading.name),
+            ),
+        })
+        .collect()
+}
+
 fn summary_line(o: &Outcome) -> String {
+    let counters: Vec<String> = per_message(o)
+        .into_iter()
+        .map(|(_, _, text)| text)
+        .collect();
+    format!("{}\n  counters: {}", summary(o), counters.join("; "))
+}
+
+fn summary(o: &Outcome) -> String {
     format!(
         "sent {} received {} lost {}; p50 {} us p99 {} us max {} us; rss {} KiB; cpu {:.2}+{:.2} s{}",
         o.sent,
@@ -737,8 +796,21 @@ fn rows(outcomes: &[Outcome]) -> Vec<Vec<String>> {
 }
 
 const HEADERS: [&str; 15] = [
-    "client", "rate", "sent/s", "received", "lost", "p50 us", "p90 us", "p99 us", "p99.9 us",
-    "max us", "p50 ratio", "p99 ratio", "RSS MiB", "user s", "sys s",
+    "client",
+    "rate",
+    "sent/s",
+    "received",
+    "lost",
+    "p50 us",
+    "p90 us",
+    "p99 us",
+    "p99.9 us",
+    "max us",
+    "p50 ratio",
+    "p99 ratio",
+    "RSS MiB",
+    "user s",
+    "sys s",
 ];
 
 fn render_table(outcomes: &[Outcome], lossless: &[(String, f64, String)]) -> String {
@@ -763,7 +835,13 @@ fn render_table(outcomes: &[Outcome], lossless: &[(String, f64, String)]) -> Str
         line(row, &mut out);
     }
     for o in outcomes.iter().filter(|o| o.note.is_some()) {
-        let _ = writeln!(out, "note: {} at {}: {}", o.client, o.rate, o.note.as_deref().unwrap_or(""));
+        let _ = writeln!(
+            out,
+            "note: {} at {}: {}",
+            o.client,
+            o.rate,
+            o.note.as_deref().unwrap_or("")
+        );
     }
     if !lossless.is_empty() {
         let _ = writeln!(out, "\nhighest lossless rate (msg/s):");
@@ -782,13 +860,40 @@ fn render_markdown(outcomes: &[Outcome], lossless: &[(String, f64, String)]) -> 
         let _ = writeln!(out, "| {} |", row.join(" | "));
     }
     if !lossless.is_empty() {
-        let _ = writeln!(out, "\n| client | highest lossless rate (msg/s) | limit |\n| --- | --- | --- |");
+        let _ = writeln!(
+            out,
+            "\n| client | highest lossless rate (msg/s) | limit |\n| --- | --- | --- |"
+        );
         for (client, rate, why) in lossless {
             let _ = writeln!(out, "| {client} | {rate:.0} | {why} |");
         }
     }
+    let _ = writeln!(
+        out,
+        "\nPerformance counters per message (perf_event_open on the client process, kernel \
+         included; hardware counters where the host exposes them):\n"
+    );
+    for o in outcomes {
+        let counters: Vec<String> = per_message(o)
+            .into_iter()
+            .map(|(_, _, text)| text)
+            .collect();
+        let _ = writeln!(
+            out,
+            "- {} at {}: {}",
+            o.client,
+            o.rate as u64,
+            counters.join("; ")
+        );
+    }
     for o in outcomes.iter().filter(|o| o.note.is_some()) {
-        let _ = writeln!(out, "\nNote: {} at {}: {}", o.client, o.rate, o.note.as_deref().unwrap_or(""));
+        let _ = writeln!(
+            out,
+            "\nNote: {} at {}: {}",
+            o.client,
+            o.rate,
+            o.note.as_deref().unwrap_or("")
+        );
     }
     out
 }
@@ -819,6 +924,12 @@ fn render_json(outcomes: &[Outcome], lossless: &[(String, f64, String)], machine
                             "rss_kb": o.rss_kb,
                             "cpu_user_s": o.cpu_user_s,
                             "cpu_sys_s": o.cpu_sys_s,
+                            "per_message": per_message(o)
+                                .into_iter()
+                                .map(|(name, value, text)| {
+                                    (name, value.map_or(serde_json::Value::String(text), serde_json::Value::from))
+                                })
+                                .collect::<serde_json::Map<String, serde_json::Value>>(),
                             "note": o.note,
                         }),
                     )
@@ -853,7 +964,9 @@ fn render_svg(runs: &[&Outcome], rate: f64) -> String {
     const BOTTOM: f64 = 60.0;
     const TOP: f64 = 40.0;
     const RIGHT: f64 = 200.0;
-    const COLORS: [&str; 6] = ["#1f77b4", "#2ca02c", "#17becf", "#d62728", "#ff7f0e", "#7f7f7f"];
+    const COLORS: [&str; 6] = [
+        "#1f77b4", "#2ca02c", "#17becf", "#d62728", "#ff7f0e", "#7f7f7f",
+    ];
     let max_x = 1e5_f64; // up to the 99.999th percentile
     let (mut lo, mut hi) = (f64::MAX, 1.0_f64);
     for run in runs {
@@ -866,7 +979,10 @@ fn render_svg(runs: &[&Outcome], rate: f64) -> String {
         lo = 1_000.0;
         hi = 1_000_000.0;
     }
-    let (ylo, yhi) = (lo.log10().floor(), hi.log10().ceil().max(lo.log10().floor() + 1.0));
+    let (ylo, yhi) = (
+        lo.log10().floor(),
+        hi.log10().ceil().max(lo.log10().floor() + 1.0),
+    );
     let x = |inv: f64| LEFT + (inv.log10() / max_x.log10()) * (W - LEFT - RIGHT);
     let y = |ns: f64| H - BOTTOM - ((ns.max(1.0).log10() - ylo) / (yhi - ylo)) * (H - BOTTOM - TOP);
     let mut svg = format!(
@@ -875,7 +991,14 @@ fn render_svg(runs: &[&Outcome], rate: f64) -> String {
          <text x=\"{LEFT}\" y=\"24\" font-size=\"15\">Latency by percentile, simulator send to mid computed, {} msg/s</text>\n",
         rate as u64
     );
-    for (label, inv) in [("0%", 1.0), ("90%", 10.0), ("99%", 100.0), ("99.9%", 1e3), ("99.99%", 1e4), ("99.999%", 1e5)] {
+    for (label, inv) in [
+        ("0%", 1.0),
+        ("90%", 10.0),
+        ("99%", 100.0),
+        ("99.9%", 1e3),
+        ("99.99%", 1e4),
+        ("99.999%", 1e5),
+    ] {
         let px = x(inv);
         let _ = writeln!(
             svg,
@@ -917,7 +1040,11 @@ fn render_svg(runs: &[&Outcome], rate: f64) -> String {
         let mut inv = 1.0_f64;
         while inv <= max_x {
             let q = 1.0 - 1.0 / inv;
-            points.push(format!("{:.1},{:.1}", x(inv), y(run.latency.value_at_quantile(q) as f64)));
+            points.push(format!(
+                "{:.1},{:.1}",
+                x(inv),
+                y(run.latency.value_at_quantile(q) as f64)
+            ));
             inv *= 1.2;
         }
         let _ = writeln!(

@@ -171,7 +171,10 @@ pub fn main() -> ExitCode {
             no_search,
         }) => {
             let (rates, duration) = if quick {
-                (vec![rate.first().copied().unwrap_or(10_000.0)], duration.unwrap_or(3.0))
+                (
+                    vec![rate.first().copied().unwrap_or(10_000.0)],
+                    duration.unwrap_or(3.0),
+                )
             } else if rate.is_empty() {
                 (vec![1_000.0, 10_000.0, 100_000.0], duration.unwrap_or(10.0))
             } else {

@@ -15,6 +15,7 @@
 //! nothing is lost, only reported later.
 
 pub mod endpoint;
+pub mod perf;
 
 use crate::ring::spsc;
 use crossbeam_utils::CachePadded;

@@ -1,0 +1,66 @@
+//! `tickwire bench e2e` as a user runs it, cut down to what a test may take: two clients
+//! (tickwire blocking on io_uring or epoll, and the tcp-floor, which the harness builds with
+//! cargo) at 1000 messages per second for a second. Checks what the run must produce, never its
+//! timings: every message each client was sent reached it, and the table, the JSON, the
+//! Markdown report and the plot are written.
+
+use std::process::Command;
+
+#[test]
+fn bench_e2e_quick_writes_the_table_json_report_and_plot() {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_tickwire"))
+        .args([
+            "bench",
+            "e2e",
+            "--quick",
+            "--rate",
+            "1000",
+            "--duration",
+            "1",
+            "--symbols",
+            "3",
+            "--clients",
+            "tickwire-uring-block,tcp-floor",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .expect("tickwire runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    for client in ["tickwire-uring-block", "tcp-floor"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|line| line.trim_start().starts_with(client)),
+            "no row for {client}:\n{stdout}"
+        );
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("e2e.json")).unwrap()).unwrap();
+    let run = &json["runs"][0];
+    assert_eq!(run["rate"], 1000.0);
+    for client in ["tickwire-uring-block", "tcp-floor"] {
+        let result = &run["clients"][client];
+        let sent = result["sent"].as_u64().expect("sent");
+        assert_eq!(sent, 1000, "{client}: {result}");
+        assert_eq!(
+            result["received"].as_u64(),
+            Some(sent),
+            "{client}: {result}"
+        );
+        assert_eq!(result["lost"].as_u64(), Some(0), "{client}: {result}");
+        assert!(result["p50_ns"].as_u64().unwrap() > 0, "{client}: {result}");
+        assert!(result["rss_kb"].as_u64().unwrap() > 0, "{client}: {result}");
+        assert!(
+            result["per_message"]["task_clock_ns"].is_number()
+                || result["per_message"]["task_clock_ns"].is_string()
+        );
+    }
+    let report = std::fs::read_to_string(out.path().join("e2e.md")).unwrap();
+    assert!(report.contains("| tcp-floor |"), "{report}");
+    let plot = std::fs::read_to_string(out.path().join("e2e-1000.svg")).unwrap();
+    assert_eq!(plot.matches("<polyline").count(), 2, "one curve per client");
+}
