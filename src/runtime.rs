@@ -42,6 +42,11 @@ use std::time::Duration;
 
 /// Events the decoder writes before publishing them as one batch.
 const EVENT_BATCH: usize = 64;
+/// Batches a stage handles per poll round at most, while there are full ones.
+const BATCHES_PER_POLL: usize = 16;
+/// Free event slots the decoder wants before it decodes another batch in the same round (a
+/// frame may become many events: a depth diff is one per level).
+const EVENT_ROOM_PER_BATCH: usize = 4096;
 /// The longest the decoder defers its control work (snapshot requests and replies, disconnects)
 /// while frames keep filling whole batches. Far below a REST round trip, so a book's sync is never
 /// held back by it, and far above a batch's decoding time, so a backlog is not interrupted often.
@@ -264,30 +269,55 @@ impl StagePoll for DecoderStage {
         let conn_venues = &self.conn_venues;
         let traffic = &mut self.traffic;
         let batch_recv_ns = &mut self.batch_recv_ns;
-        let mut decoded = 0;
         let mut sink = EventSink::new(&mut self.events, &mut self.events_lost);
-        let drained = self.frames.drain(EVENT_BATCH, |tag, frame| {
-            let (conn, _kind) = crate::net::engine::split_tag(tag);
-            let venue = conn_venues
-                .get(conn as usize)
-                .copied()
-                .unwrap_or(VenueId::MAX);
-            let feed = feeds.get_mut(venue as usize);
-            match (feed, crate::net::engine::split_frame(frame)) {
-                (Some(feed), Some((recv_ts_ns, payload))) => {
-                    feed.on_message(conn, recv_ts_ns, payload, &mut sink);
-                    if let Some((messages, bytes)) = traffic.get_mut(venue as usize) {
-                        messages.increment();
-                        bytes.add(payload.len() as u64);
+        let mut drained = 0;
+        let mut now_ns = 0;
+        let mut caught_up = true;
+        // Up to `BATCHES_PER_POLL` batches while the frame ring has full ones and the event ring
+        // has room, each published at once: a network stage on the same thread can hand over
+        // far more than one batch per round at high rates, and one batch a round would let the
+        // frame ring overflow.
+        for _ in 0..BATCHES_PER_POLL {
+            let mut decoded = 0;
+            let batch = self.frames.drain(EVENT_BATCH, |tag, frame| {
+                let (conn, _kind) = crate::net::engine::split_tag(tag);
+                let venue = conn_venues
+                    .get(conn as usize)
+                    .copied()
+                    .unwrap_or(VenueId::MAX);
+                let feed = feeds.get_mut(venue as usize);
+                match (feed, crate::net::engine::split_frame(frame)) {
+                    (Some(feed), Some((recv_ts_ns, payload))) => {
+                        feed.on_message(conn, recv_ts_ns, payload, &mut sink);
+                        if let Some((messages, bytes)) = traffic.get_mut(venue as usize) {
+                            messages.increment();
+                            bytes.add(payload.len() as u64);
+                        }
+                        if let Some(slot) = batch_recv_ns.get_mut(decoded) {
+                            *slot = recv_ts_ns;
+                            decoded += 1;
+                        }
                     }
-                    if let Some(slot) = batch_recv_ns.get_mut(decoded) {
-                        *slot = recv_ts_ns;
-                        decoded += 1;
-                    }
+                    _ => undecoded.increment(),
                 }
-                _ => undecoded.increment(),
+            });
+            drained += batch;
+            now_ns = self.clock.now_ns();
+            // One clock read per batch: each frame's decode finished by now.
+            for &recv_ts_ns in &batch_recv_ns[..decoded] {
+                self.receive_to_decoded
+                    .record(now_ns.saturating_sub(recv_ts_ns));
             }
-        });
+            caught_up = batch < EVENT_BATCH;
+            if caught_up || sink.free_slots() < EVENT_ROOM_PER_BATCH {
+                break;
+            }
+            if sink.publish() > 0 {
+                if let Some(wakeup) = &self.strategy_wakeup {
+                    wakeup.wake();
+                }
+            }
+        }
         // Replies to the control thread's requests go out at once: a connection waits on them.
         let mut control = 0;
         for feed in feeds.iter_mut() {
@@ -305,14 +335,7 @@ impl StagePoll for DecoderStage {
         // stream flows, and an empty ring then comes only with a pause in the stream, which an
         // evenly paced stream may not make for seconds, while every book waiting for its
         // snapshot buffers diffs (the demo's receive-to-strategy p99 reached seconds).
-        let now_ns = self.clock.now_ns();
-        // One clock read per batch: each frame's decode finished by now.
-        for &recv_ts_ns in &self.batch_recv_ns[..decoded] {
-            self.receive_to_decoded
-                .record(now_ns.saturating_sub(recv_ts_ns));
-        }
         self.receive_to_decoded.flush_if_requested();
-        let caught_up = drained < EVENT_BATCH;
         if caught_up || now_ns.saturating_sub(self.last_control_ns) >= CONTROL_MAX_DEFER_NS {
             self.last_control_ns = now_ns;
             while let Some(reply) = self.snapshot_replies.try_pop() {
@@ -345,8 +368,7 @@ impl StagePoll for DecoderStage {
                 }
             }
         }
-        let written = sink.written();
-        self.events.publish();
+        let written = sink.publish();
         if written > 0 {
             if let Some(wakeup) = &self.strategy_wakeup {
                 wakeup.wake();
@@ -375,6 +397,33 @@ struct StrategyStage {
 
 impl StagePoll for StrategyStage {
     fn poll(&mut self) -> bool {
+        // Several batches per round while they are full, so that a backlog drains at the rate
+        // a decoder on the same thread can produce it.
+        let mut drained = 0;
+        for _ in 0..BATCHES_PER_POLL {
+            let batch = self.poll_batch();
+            drained += batch;
+            if batch < EVENT_BATCH {
+                break;
+            }
+        }
+        drained > 0
+    }
+
+    fn finish(&mut self) {
+        self.wire_to_strategy.flush();
+        if let Some((_, send_latency, _)) = self.stamps.as_mut() {
+            send_latency.flush();
+        }
+        if let Some(user) = self.user.as_mut() {
+            user.finish(&self.market);
+        }
+    }
+}
+
+impl StrategyStage {
+    /// One batch of events: bookkeeping, the market, the user's strategy; returns how many.
+    fn poll_batch(&mut self) -> usize {
         let clock = self.clock;
         let received = &mut self.received;
         let gaps = &mut self.gaps;
@@ -434,17 +483,7 @@ impl StagePoll for StrategyStage {
         if let Some((_, send_latency, _)) = self.stamps.as_mut() {
             send_latency.flush_if_requested();
         }
-        drained > 0
-    }
-
-    fn finish(&mut self) {
-        self.wire_to_strategy.flush();
-        if let Some((_, send_latency, _)) = self.stamps.as_mut() {
-            send_latency.flush();
-        }
-        if let Some(user) = self.user.as_mut() {
-            user.finish(&self.market);
-        }
+        drained
     }
 }
 
@@ -1108,7 +1147,7 @@ mod tests {
         bench.stage.poll();
         assert!(bench.requests.try_pop().is_some());
         bench.reply();
-        bench.receive(3 * EVENT_BATCH);
+        bench.receive((BATCHES_PER_POLL + 4) * EVENT_BATCH);
         bench.stage.last_control_ns = bench.stage.clock.now_ns();
         bench.stage.poll();
         assert_eq!(

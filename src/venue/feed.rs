@@ -66,6 +66,17 @@ impl<'a> EventSink<'a> {
     pub fn written(&self) -> usize {
         self.written
     }
+
+    /// Publishes what was written since the last call; returns how many events that was.
+    pub fn publish(&mut self) -> usize {
+        self.events.publish();
+        std::mem::take(&mut self.written)
+    }
+
+    /// Slots the event ring has free.
+    pub fn free_slots(&mut self) -> usize {
+        self.events.free_slots()
+    }
 }
 
 /// A feed's request for a book snapshot, by instrument (the control thread knows the symbol).
