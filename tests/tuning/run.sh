@@ -649,7 +649,8 @@ fi
 # shell lint
 # ---------------------------------------------------------------------------------------------
 SCRIPTS=("$T"/check-host "$T"/set-governor "$T"/set-aslr "$T"/set-thp "$T"/isolate-cores "$T"/irq-affinity
-    "$T"/apply-sysctl "$T"/bench "$T"/lib.sh "$REPO"/scripts/install.sh "$REPO"/tests/tuning/run.sh)
+    "$T"/apply-sysctl "$T"/bench "$T"/lib.sh "$REPO"/scripts/install.sh "$REPO"/scripts/callgrind-e2e
+    "$REPO"/tests/tuning/run.sh)
 if command -v shellcheck >/dev/null 2>&1; then
     for f in "${SCRIPTS[@]}"; do
         run shellcheck -x "$f"
