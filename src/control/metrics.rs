@@ -97,6 +97,15 @@ impl Session {
         );
         let _ = writeln!(
             out,
+            "# HELP tickwire_ring_high_water The most a ring's consumer found waiting in one drain (frame ring: bytes; event ring: events).\n\
+             # TYPE tickwire_ring_high_water gauge\n\
+             tickwire_ring_high_water{{ring=\"frame\"}} {}\n\
+             tickwire_ring_high_water{{ring=\"event\"}} {}",
+            runtime.frame_ring.high_water(),
+            runtime.event_ring.high_water()
+        );
+        let _ = writeln!(
+            out,
             "# HELP tickwire_thread_loops_total Poll-loop rounds per hot thread (its heartbeat).\n\
              # TYPE tickwire_thread_loops_total counter"
         );

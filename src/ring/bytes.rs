@@ -129,6 +129,7 @@ pub fn frame_ring(capacity_bytes: usize) -> (FrameProducer, FrameConsumer) {
             head: 0,
             released_head: 0,
             cached_tail: 0,
+            high_water: 0,
             _not_sync: PhantomData,
         },
     )
@@ -307,6 +308,8 @@ pub struct FrameConsumer {
     released_head: usize,
     /// The producer's tail as last read.
     cached_tail: usize,
+    /// The most bytes found waiting in one drain (mirrored in `Counters::high_water`).
+    high_water: u64,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -401,6 +404,7 @@ impl FrameConsumer {
     /// one store. Returns how many were handed over.
     #[inline]
     pub fn drain(&mut self, max: usize, mut on_frame: impl FnMut(u32, &[u8])) -> usize {
+        let start = self.head;
         let mut count = 0;
         while count < max {
             let Some((tag, start, len)) = self.next_frame() else {
@@ -411,6 +415,10 @@ impl FrameConsumer {
             let bytes = unsafe { std::slice::from_raw_parts(self.shared.base.add(start), len) };
             on_frame(tag, bytes);
             count += 1;
+        }
+        if count > 0 {
+            self.counters
+                .saw_waiting(&mut self.high_water, (self.cached_tail - start) as u64);
         }
         self.release();
         count
@@ -446,6 +454,19 @@ impl Drop for Frame<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn high_water_counts_the_bytes_found_waiting() {
+        let (mut tx, mut rx) = super::frame_ring(4096);
+        let stats = rx.stats();
+        for _ in 0..3 {
+            tx.try_push(7, &[1u8; 20]).unwrap();
+        }
+        tx.publish();
+        assert_eq!(rx.drain(usize::MAX, |_, _| {}), 3);
+        // Each frame: an 8-byte header and 20 bytes padded to 24.
+        assert_eq!(stats.high_water(), 3 * 32);
+    }
+
     use super::*;
     use std::collections::VecDeque;
 

@@ -31,6 +31,9 @@ use std::sync::Arc;
 struct Counters {
     overflows: CachePadded<AtomicU64>,
     oversize: AtomicU64,
+    /// The most the consumer found waiting in one drain (slots, or bytes for a frame ring);
+    /// written by the consumer only, on its own cache line.
+    high_water: CachePadded<AtomicU64>,
 }
 
 /// A read-only view of a ring's refusal counters, for the control thread.
@@ -48,6 +51,23 @@ impl RingStats {
     /// Reservations refused because the frame could never fit (frame rings only).
     pub fn oversize(&self) -> u64 {
         self.counters.oversize.load(Ordering::Relaxed)
+    }
+
+    /// The most the consumer found waiting when it drained: items for a slot ring, bytes
+    /// (headers and padding included) for a frame ring.
+    pub fn high_water(&self) -> u64 {
+        self.counters.high_water.load(Ordering::Relaxed)
+    }
+}
+
+impl Counters {
+    /// The consumer saw `waiting` units; stored only when it is a new high (rare after start).
+    #[inline]
+    fn saw_waiting(&self, local_high: &mut u64, waiting: u64) {
+        if waiting > *local_high {
+            *local_high = waiting;
+            self.high_water.store(waiting, Ordering::Relaxed);
+        }
     }
 }
 

@@ -99,6 +99,7 @@ pub fn ring<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
             counters,
             head: 0,
             cached_tail: 0,
+            high_water: 0,
             _not_sync: PhantomData,
         },
     )
@@ -250,6 +251,8 @@ pub struct Consumer<T> {
     /// The producer's tail as last read. It only grows, so a stale copy can only make the ring
     /// look emptier than it is.
     cached_tail: usize,
+    /// The most items found waiting in one drain (mirrored in `Counters::high_water`).
+    high_water: u64,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -314,10 +317,13 @@ impl<T> Consumer<T> {
     /// Returns how many were handed over.
     #[inline]
     pub fn drain(&mut self, max: usize, mut on_item: impl FnMut(T)) -> usize {
-        let count = self.available(max).min(max);
+        let waiting = self.available(max);
+        let count = waiting.min(max);
         if count == 0 {
             return 0;
         }
+        self.counters
+            .saw_waiting(&mut self.high_water, waiting as u64);
         // Publishes the head on the way out, also if `on_item` panics, so that no item is read
         // twice (or dropped again by `Shared::drop`).
         struct Release<'a, T> {
@@ -464,6 +470,21 @@ mod tests {
             assert_eq!(Arc::strong_count(&marker), 3);
         }
         assert_eq!(Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
+    fn high_water_is_the_most_found_waiting() {
+        let (mut tx, mut rx) = ring::<u32>(16);
+        let stats = rx.stats();
+        for i in 0..10 {
+            tx.try_push(i).unwrap();
+        }
+        assert_eq!(rx.drain(4, |_| {}), 4);
+        assert_eq!(stats.high_water(), 10);
+        rx.drain(usize::MAX, |_| {});
+        tx.try_push(1).unwrap();
+        rx.drain(usize::MAX, |_| {});
+        assert_eq!(stats.high_water(), 10, "a lower level does not lower it");
     }
 
     #[test]
