@@ -312,10 +312,7 @@ fn forward(port: u16, target: SocketAddr) -> io::Result<()> {
 #[test]
 fn connections_refused_for_a_while_then_accepted() {
     // A port with nothing behind it, until the forwarder starts there.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let port = appliance::free_port();
     let mut pair = start(
         synthetic(200.0),
         |_| {},

@@ -7,7 +7,6 @@ mod appliance;
 mod common;
 
 use appliance::{start, synthetic, Setup};
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 use tickwire::lifecycle::Reason;
 
@@ -29,10 +28,7 @@ fn cpu_time() -> Duration {
 
 #[test]
 fn a_venue_refusing_every_connection_for_a_minute_gets_at_most_the_configured_attempts() {
-    let closed_port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let closed_port = appliance::free_port();
     // A backoff that alone would retry every few milliseconds: only the breaker holds it back.
     let mut pair = start(
         synthetic(10.0),

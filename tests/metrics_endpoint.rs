@@ -9,7 +9,7 @@ mod common;
 use appliance::{start, synthetic, Pair, Setup};
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
 /// One request; the control loop keeps ticking while the answer is awaited, as it does in `run`.
@@ -139,10 +139,7 @@ fn metrics_and_health_during_a_session() {
 
 #[test]
 fn health_says_why_when_the_venue_is_down() {
-    let closed_port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let closed_port = appliance::free_port();
     let mut pair = start(
         synthetic(100.0),
         |_| {},

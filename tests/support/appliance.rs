@@ -203,3 +203,11 @@ impl Pair {
         self.recorded.snapshot()
     }
 }
+
+/// A loopback port with nothing listening on it (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
