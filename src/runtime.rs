@@ -256,6 +256,31 @@ struct DecoderStage {
     receive_to_decoded: LatencyRecorder,
     /// Receive times of the current batch's frames, for `receive_to_decoded`.
     batch_recv_ns: [u64; EVENT_BATCH],
+    /// Per publication: events published so far and when, for decoded-to-strategy latency.
+    publish_marks: ring::Producer<PublishMark>,
+    published: u64,
+}
+
+/// A publication of the decoder: after it, `events` events in all had been published, at
+/// `at_ns`. The strategy stage finds each event's publication by its position.
+#[derive(Clone, Copy, Debug)]
+struct PublishMark {
+    events: u64,
+    at_ns: u64,
+}
+
+impl DecoderStage {
+    /// Notes a publication of `count` events, before it is made (a full mark ring drops the
+    /// mark: the strategy then times those events against a later publication).
+    fn mark_published(&mut self, count: usize, at_ns: u64) {
+        if count > 0 {
+            self.published += count as u64;
+            let _ = self.publish_marks.try_push(PublishMark {
+                events: self.published,
+                at_ns,
+            });
+        }
+    }
 }
 
 impl StagePoll for DecoderStage {
@@ -311,6 +336,16 @@ impl StagePoll for DecoderStage {
             caught_up = batch < EVENT_BATCH;
             if caught_up || sink.free_slots() < EVENT_ROOM_PER_BATCH {
                 break;
+            }
+            // The mark goes out before the events, so the strategy never takes an event whose
+            // publication it cannot find.
+            let pending = sink.written();
+            if pending > 0 {
+                self.published += pending as u64;
+                let _ = self.publish_marks.try_push(PublishMark {
+                    events: self.published,
+                    at_ns: now_ns,
+                });
             }
             if sink.publish() > 0 {
                 if let Some(wakeup) = &self.strategy_wakeup {
@@ -368,8 +403,11 @@ impl StagePoll for DecoderStage {
                 }
             }
         }
-        let written = sink.publish();
-        if written > 0 {
+        let pending = sink.written();
+        drop(sink);
+        self.mark_published(pending, self.clock.now_ns());
+        self.events.publish();
+        if pending > 0 {
             if let Some(wakeup) = &self.strategy_wakeup {
                 wakeup.wake();
             }
@@ -390,6 +428,11 @@ struct StrategyStage {
     stamps: Option<(StampMatcher, LatencyRecorder, CounterWriter)>,
     user: Option<Box<dyn Strategy>>,
     market: Market,
+    decoded_to_strategy: LatencyRecorder,
+    publish_marks: ring::Consumer<PublishMark>,
+    /// The publication the next events belong to, and how many events were taken so far.
+    mark: PublishMark,
+    taken: u64,
     /// The events of the current batch, for the user's strategy (capacity `EVENT_BATCH`).
     batch: Vec<Event>,
     next_timer_ns: u64,
@@ -412,6 +455,7 @@ impl StagePoll for StrategyStage {
 
     fn finish(&mut self) {
         self.wire_to_strategy.flush();
+        self.decoded_to_strategy.flush();
         if let Some((_, send_latency, _)) = self.stamps.as_mut() {
             send_latency.flush();
         }
@@ -433,9 +477,24 @@ impl StrategyStage {
         let market = &mut self.market;
         let batch = &mut self.batch;
         let keep = self.user.is_some();
+        let decoded_latency = &mut self.decoded_to_strategy;
+        let marks = &mut self.publish_marks;
+        let mark = &mut self.mark;
+        let taken = &mut self.taken;
         let drained = self.events.drain(EVENT_BATCH, |event| {
             let now_ns = clock.now_ns();
             received.increment();
+            // The event's publication: the first mark that covers its position.
+            *taken += 1;
+            while mark.events < *taken {
+                match marks.try_pop() {
+                    Some(next) => *mark = next,
+                    None => break,
+                }
+            }
+            if mark.events >= *taken {
+                decoded_latency.record(now_ns.saturating_sub(mark.at_ns));
+            }
             // A snapshot's levels came over REST, not the wire: their receive time is the
             // snapshot's, so they would measure the sync, not the pipeline.
             if event.header.flags & flags::SNAPSHOT == 0 {
@@ -480,6 +539,7 @@ impl StrategyStage {
             }
         }
         self.wire_to_strategy.flush_if_requested();
+        self.decoded_to_strategy.flush_if_requested();
         if let Some((_, send_latency, _)) = self.stamps.as_mut() {
             send_latency.flush_if_requested();
         }
@@ -516,6 +576,8 @@ pub struct Runtime {
     pub wire_to_strategy: LatencyCollector,
     /// Receive to decoded (the decoder stage's batch done), per message.
     pub receive_to_decoded: LatencyCollector,
+    /// Decoded (the decoder published the event) to the strategy taking it, per event.
+    pub decoded_to_strategy: LatencyCollector,
     /// Per venue: messages and bytes its feed was handed.
     pub venue_traffic: Vec<(CounterReader, CounterReader)>,
     /// Simulator send to strategy, per quote, when stamps were wired in.
@@ -580,6 +642,12 @@ impl Runtime {
             metrics::latency("wire_to_strategy", HIGHEST_LATENCY_NS, 3)?;
         let (decoded_recorder, receive_to_decoded) =
             metrics::latency("receive_to_decoded", HIGHEST_LATENCY_NS, 3)?;
+        let (to_strategy_recorder, decoded_to_strategy) =
+            metrics::latency("decoded_to_strategy", HIGHEST_LATENCY_NS, 3)?;
+        // A mark per publication; the event ring holds at most this many publications of one
+        // event each, so the mark ring never fills before the event ring does.
+        let (mark_tx, mark_rx) =
+            ring::ring::<PublishMark>(appliance.rings.event_ring_slots.next_power_of_two());
         let (traffic, venue_traffic): (Vec<_>, Vec<_>) = options
             .feeds
             .iter()
@@ -645,6 +713,8 @@ impl Runtime {
             traffic,
             receive_to_decoded: decoded_recorder,
             batch_recv_ns: [0; EVENT_BATCH],
+            publish_marks: mark_tx,
+            published: 0,
         });
         let mut strategy = Some(StrategyStage {
             events: event_rx,
@@ -656,6 +726,13 @@ impl Runtime {
             stamps,
             user: options.strategy,
             market: Market::new(options.board_instruments),
+            decoded_to_strategy: to_strategy_recorder,
+            publish_marks: mark_rx,
+            mark: PublishMark {
+                events: 0,
+                at_ns: 0,
+            },
+            taken: 0,
             batch: Vec::with_capacity(EVENT_BATCH),
             next_timer_ns: 0,
         });
@@ -781,6 +858,7 @@ impl Runtime {
             gaps,
             wire_to_strategy,
             receive_to_decoded,
+            decoded_to_strategy,
             venue_traffic,
             send_to_strategy,
             unstamped,
@@ -1078,6 +1156,8 @@ mod tests {
                 traffic: Vec::new(),
                 receive_to_decoded: metrics::latency("t", 1_000_000, 2).unwrap().0,
                 batch_recv_ns: [0; EVENT_BATCH],
+                publish_marks: ring::ring::<PublishMark>(16).0,
+                published: 0,
             };
             Bench {
                 stage,

@@ -104,7 +104,11 @@ fn metrics_and_health_during_a_session() {
     // Messages flowed through both rings, so each consumer found at least one waiting.
     assert!(value("tickwire_ring_high_water{ring=\"frame\"}") > 0.0);
     assert!(value("tickwire_ring_high_water{ring=\"event\"}") >= 1.0);
-    for stage in ["receive_to_decoded", "receive_to_strategy"] {
+    for stage in [
+        "receive_to_decoded",
+        "decoded_to_strategy",
+        "receive_to_strategy",
+    ] {
         let count = value(&format!(
             "tickwire_latency_seconds_count{{stage=\"{stage}\"}}"
         ));

@@ -149,6 +149,8 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
         let latency = runtime.wire_to_strategy.take_interval();
         runtime.receive_to_decoded.collect();
         let decode_latency = runtime.receive_to_decoded.take_interval();
+        runtime.decoded_to_strategy.collect();
+        let ring_latency = runtime.decoded_to_strategy.take_interval();
         let (rss_kb, _) = tickwire::control::memory_kb();
         let now_beats = beats(runtime);
         let loops: Vec<String> = runtime
@@ -166,6 +168,7 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
             event_ring_overflows = runtime.event_ring.overflows(),
             gaps = runtime.gaps.get(),
             receive_to_decoded = %decode_latency,
+            decoded_to_strategy = %ring_latency,
             wire_to_strategy = %latency,
             rss_kb,
             "report"

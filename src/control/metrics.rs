@@ -179,11 +179,13 @@ impl Session {
         let _ = writeln!(
             out,
             "# HELP tickwire_latency_seconds Per-stage latency since start: receive (the network \
-             thread reaping the bytes) to decoded, and receive to the strategy thread.\n\
+             thread reaping the bytes) to decoded (the decoder's batch done), decoded (published) \
+             to the strategy taking the event, receive to the strategy.\n\
              # TYPE tickwire_latency_seconds summary"
         );
         let mut stages: Vec<(&str, &mut LatencyCollector)> = vec![
             ("receive_to_decoded", &mut runtime.receive_to_decoded),
+            ("decoded_to_strategy", &mut runtime.decoded_to_strategy),
             ("receive_to_strategy", &mut runtime.wire_to_strategy),
         ];
         if let Some(send) = runtime.send_to_strategy.as_mut() {

@@ -235,6 +235,7 @@ impl Session {
         // Keep the stage histograms flowing to this thread, so a scrape or a report sees them
         // whole (each recorder hands over at its next poll after a request).
         self.runtime.receive_to_decoded.collect();
+        self.runtime.decoded_to_strategy.collect();
         self.runtime.wire_to_strategy.collect();
         self.serve_metrics();
         Ok(changed)

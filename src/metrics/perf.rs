@@ -11,7 +11,8 @@ struct Counter {
     fd: Result<i32, String>,
 }
 
-/// Counters attached to one process (and the threads it starts after they are opened).
+/// Counters attached to one process (its main thread and the threads started after they are
+/// opened: open them right after spawning it), or to one thread given its thread id.
 pub struct ProcessCounters {
     counters: Vec<Counter>,
 }
@@ -173,9 +174,11 @@ mod tests {
 
     #[test]
     fn software_counters_count_and_hardware_ones_say_why_not() {
-        // SAFETY: getpid cannot fail.
-        let pid = unsafe { libc::getpid() };
-        let counters = ProcessCounters::open(pid);
+        // This thread, not the process: a test runs on a worker thread, and a counter on the
+        // process id follows only the main thread (and threads started after it was opened).
+        // SAFETY: gettid cannot fail.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t;
+        let counters = ProcessCounters::open(tid);
         let mut sum = 0u64;
         for i in 0..2_000_000u64 {
             sum = sum.wrapping_add(std::hint::black_box(i));
