@@ -404,7 +404,6 @@ impl StagePoll for DecoderStage {
             }
         }
         let pending = sink.written();
-        drop(sink);
         self.mark_published(pending, self.clock.now_ns());
         self.events.publish();
         if pending > 0 {
