@@ -91,7 +91,10 @@ fn end_then_recover(pair: &mut Pair, what: &str) -> Duration {
     pair.run_until(RECOVERY_BOUND, "live again", |pair| {
         pair.session.venues.all_live()
     });
-    ended.elapsed()
+    let recovery = ended.elapsed();
+    // For the record (`--nocapture`); the bound above is what the test asserts.
+    println!("{what}: live again after {recovery:?}");
+    recovery
 }
 
 #[test]

@@ -106,6 +106,8 @@ pub struct Venues {
     /// The most recent ends, oldest first (at most 64).
     pub ends: VecDeque<StreamEnd>,
     out: Vec<Action>,
+    /// A connection changed state since `take_changed` was last called.
+    changed: bool,
 }
 
 /// What a venue contributes to the slot plan.
@@ -203,6 +205,7 @@ impl Venues {
                 streams_ended: 0,
                 ends: VecDeque::new(),
                 out: Vec::new(),
+                changed: false,
             },
             conn_venues,
         ))
@@ -368,6 +371,11 @@ impl Venues {
         Ok(())
     }
 
+    /// Whether a connection changed state since the last call (and clears it).
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
+    }
+
     /// Whether no connection has a socket any more.
     pub fn all_closed(&self) -> bool {
         self.venues
@@ -469,6 +477,7 @@ impl Venues {
                     }
                 }
                 Action::Transition { from, to, reason } => {
+                    self.changed = true;
                     let conn = &shard.conns[which];
                     let role = if is_active { "active" } else { "spare" };
                     let retry_in_ms = conn

@@ -201,11 +201,11 @@ impl Session {
         }
     }
 
-    /// The control thread's routine work; returns whether a stream changed state.
+    /// The control thread's routine work; returns whether a connection changed state (a
+    /// network status, an acknowledgement, a timer: whatever moved a lifecycle).
     pub fn tick(&mut self) -> Result<bool, ControlError> {
         let now_ns = self.clock.now_ns();
         let statuses = self.runtime.take_statuses();
-        let changed = !statuses.is_empty();
         for status in statuses {
             self.venues.on_status(now_ns, status, &mut self.runtime)?;
         }
@@ -238,7 +238,7 @@ impl Session {
         self.runtime.decoded_to_strategy.collect();
         self.runtime.wire_to_strategy.collect();
         self.serve_metrics();
-        Ok(changed)
+        Ok(self.venues.take_changed())
     }
 
     fn log_snapshot(&self, reply: &SnapshotReply) {
