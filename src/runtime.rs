@@ -269,17 +269,21 @@ struct PublishMark {
     at_ns: u64,
 }
 
-impl DecoderStage {
-    /// Notes a publication of `count` events, before it is made (a full mark ring drops the
-    /// mark: the strategy then times those events against a later publication).
-    fn mark_published(&mut self, count: usize, at_ns: u64) {
-        if count > 0 {
-            self.published += count as u64;
-            let _ = self.publish_marks.try_push(PublishMark {
-                events: self.published,
-                at_ns,
-            });
-        }
+/// Notes a publication of `count` events, before it is made, so that the strategy never takes
+/// an event whose publication it cannot find (a full mark ring drops the mark: the strategy then
+/// times those events against a later publication).
+fn mark_publication(
+    marks: &mut ring::Producer<PublishMark>,
+    published: &mut u64,
+    count: usize,
+    at_ns: u64,
+) {
+    if count > 0 {
+        *published += count as u64;
+        let _ = marks.try_push(PublishMark {
+            events: *published,
+            at_ns,
+        });
     }
 }
 
@@ -337,16 +341,12 @@ impl StagePoll for DecoderStage {
             if caught_up || sink.free_slots() < EVENT_ROOM_PER_BATCH {
                 break;
             }
-            // The mark goes out before the events, so the strategy never takes an event whose
-            // publication it cannot find.
-            let pending = sink.written();
-            if pending > 0 {
-                self.published += pending as u64;
-                let _ = self.publish_marks.try_push(PublishMark {
-                    events: self.published,
-                    at_ns: now_ns,
-                });
-            }
+            mark_publication(
+                &mut self.publish_marks,
+                &mut self.published,
+                sink.written(),
+                now_ns,
+            );
             if sink.publish() > 0 {
                 if let Some(wakeup) = &self.strategy_wakeup {
                     wakeup.wake();
@@ -404,7 +404,13 @@ impl StagePoll for DecoderStage {
             }
         }
         let pending = sink.written();
-        self.mark_published(pending, self.clock.now_ns());
+        // The batch's clock read serves: control work adds a few events at most.
+        mark_publication(
+            &mut self.publish_marks,
+            &mut self.published,
+            pending,
+            now_ns,
+        );
         self.events.publish();
         if pending > 0 {
             if let Some(wakeup) = &self.strategy_wakeup {
@@ -480,8 +486,10 @@ impl StrategyStage {
         let marks = &mut self.publish_marks;
         let mark = &mut self.mark;
         let taken = &mut self.taken;
+        let mut last_ns = 0;
         let drained = self.events.drain(EVENT_BATCH, |event| {
             let now_ns = clock.now_ns();
+            last_ns = now_ns;
             received.increment();
             // The event's publication: the first mark that covers its position.
             *taken += 1;
@@ -523,12 +531,17 @@ impl StrategyStage {
             }
         });
         if let Some(user) = self.user.as_mut() {
-            let now_ns = self.clock.now_ns();
             if !self.batch.is_empty() {
-                user.on_events(&self.batch, &self.market, now_ns);
+                user.on_events(&self.batch, &self.market, last_ns);
                 self.batch.clear();
             }
             if let Some(interval) = user.timer_interval_ns() {
+                // The batch's last clock read, or one now for an idle round.
+                let now_ns = if drained > 0 {
+                    last_ns
+                } else {
+                    self.clock.now_ns()
+                };
                 if now_ns >= self.next_timer_ns {
                     if self.next_timer_ns > 0 {
                         user.on_timer(&self.market, now_ns);

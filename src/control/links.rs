@@ -63,6 +63,17 @@ struct Shard {
     stale_since: Vec<Option<u64>>,
 }
 
+impl VenueLinks {
+    /// Whether the venue could be prepared and every shard's active connection is live.
+    fn live(&self) -> bool {
+        self.spec.is_some()
+            && self
+                .shards
+                .iter()
+                .all(|shard| shard.conns[shard.active].state() == ConnState::Live)
+    }
+}
+
 struct VenueLinks {
     name: String,
     symbols: Vec<String>,
@@ -387,28 +398,12 @@ impl Venues {
 
     /// Whether every shard of every venue is live.
     pub fn all_live(&self) -> bool {
-        self.venues.iter().all(|links| {
-            links.spec.is_some()
-                && links
-                    .shards
-                    .iter()
-                    .all(|shard| shard.conns[shard.active].state() == ConnState::Live)
-        })
+        self.venues.iter().all(VenueLinks::live)
     }
 
     /// Venues whose every shard is live, of all venues.
     pub fn live_count(&self) -> (usize, usize) {
-        let live = self
-            .venues
-            .iter()
-            .filter(|links| {
-                links.spec.is_some()
-                    && links
-                        .shards
-                        .iter()
-                        .all(|shard| shard.conns[shard.active].state() == ConnState::Live)
-            })
-            .count();
+        let live = self.venues.iter().filter(|links| links.live()).count();
         (live, self.venues.len())
     }
 
@@ -841,11 +836,7 @@ impl Venues {
              # TYPE tickwire_venue_live gauge"
         );
         for links in &self.venues {
-            let live = links.spec.is_some()
-                && links
-                    .shards
-                    .iter()
-                    .all(|shard| shard.conns[shard.active].state() == ConnState::Live);
+            let live = links.live();
             let _ = writeln!(
                 out,
                 "tickwire_venue_live{{venue=\"{}\"}} {}",
@@ -858,8 +849,10 @@ impl Venues {
             "# HELP tickwire_connection_transitions_total Connection state transitions, by reason.\n\
              # TYPE tickwire_connection_transitions_total counter"
         );
-        for (index, links) in self.venues.iter().enumerate() {
-            let counters = self.counters(index);
+        let counters: Vec<LinkCounters> = (0..self.venues.len())
+            .map(|index| self.counters(index))
+            .collect();
+        for (links, counters) in self.venues.iter().zip(&counters) {
             for reason in crate::lifecycle::Reason::ALL {
                 let _ = writeln!(
                     out,
@@ -913,12 +906,12 @@ impl Venues {
         ];
         for (name, help, value) in families {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (index, links) in self.venues.iter().enumerate() {
+            for (links, counters) in self.venues.iter().zip(&counters) {
                 let _ = writeln!(
                     out,
                     "{name}{{venue=\"{}\"}} {}",
                     label(&links.name),
-                    value(&self.counters(index))
+                    value(counters)
                 );
             }
         }

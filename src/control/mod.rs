@@ -74,7 +74,12 @@ pub struct Session {
     clock: Clock,
     /// The metrics endpoint, when `metrics.listen` is set.
     endpoint: Option<crate::metrics::endpoint::MetricsEndpoint>,
+    /// When the stage histograms were last collected.
+    collected_ns: u64,
 }
+
+/// How often the control thread collects the stage histograms.
+const COLLECT_EVERY_NS: u64 = 100_000_000;
 
 impl Session {
     /// Starts the hot threads and every venue's connections.
@@ -183,6 +188,7 @@ impl Session {
             fetcher,
             clock,
             endpoint,
+            collected_ns: 0,
         })
     }
 
@@ -233,10 +239,14 @@ impl Session {
         }
         self.print_events()?;
         // Keep the stage histograms flowing to this thread, so a scrape or a report sees them
-        // whole (each recorder hands over at its next poll after a request).
-        self.runtime.receive_to_decoded.collect();
-        self.runtime.decoded_to_strategy.collect();
-        self.runtime.wire_to_strategy.collect();
+        // whole (each recorder hands over at its next poll after a request); every
+        // `COLLECT_EVERY_NS`, not every tick: a merge walks the whole histogram.
+        if now_ns.saturating_sub(self.collected_ns) >= COLLECT_EVERY_NS {
+            self.collected_ns = now_ns;
+            self.runtime.receive_to_decoded.collect();
+            self.runtime.decoded_to_strategy.collect();
+            self.runtime.wire_to_strategy.collect();
+        }
         self.serve_metrics();
         Ok(self.venues.take_changed())
     }

@@ -18,7 +18,7 @@ pub use market::{InstrumentState, Market};
 /// order), after its own bookkeeping (latency, quote board) and after `market` has applied the
 /// batch; and on a timer when it asks for one. It must not block.
 pub trait Strategy: Send {
-    /// A batch of events; `now_ns` is when the stage took the batch off the ring.
+    /// A batch of events; `now_ns` is when the stage took the batch's last event off the ring.
     fn on_events(&mut self, events: &[Event], market: &Market, now_ns: u64);
 
     /// How often `on_timer` is called, if at all (checked between batches, so at the strategy
