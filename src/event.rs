@@ -36,6 +36,9 @@ pub enum EventKind {
     Gap = 6,
     /// The venue connection or a stream changed state ([`VenueStatus`]).
     VenueStatus = 7,
+    /// A reference price that is not a tradable quote: mark price, index price
+    /// ([`Reference`]).
+    Reference = 8,
 }
 
 /// Side of a book level, or the aggressor side of a trade (`Bid` = the buyer took liquidity).
@@ -320,6 +323,69 @@ impl fmt::Debug for VenueStatus {
     }
 }
 
+/// What a [`Reference`] price is.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReferenceKind {
+    Unknown = 0,
+    /// The venue's mark price for the instrument.
+    Mark = 1,
+    /// The price of the instrument's underlying index.
+    Index = 2,
+}
+
+impl ReferenceKind {
+    pub const fn from_u8(byte: u8) -> ReferenceKind {
+        match byte {
+            1 => ReferenceKind::Mark,
+            2 => ReferenceKind::Index,
+            _ => ReferenceKind::Unknown,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReferenceKind::Unknown => "unknown",
+            ReferenceKind::Mark => "mark",
+            ReferenceKind::Index => "index",
+        }
+    }
+}
+
+/// A mark or index price for an instrument.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reference {
+    pub price: Fixed,
+    /// A [`ReferenceKind`] as its byte; read it with [`Reference::kind`].
+    pub kind: u8,
+    pub _reserved: [u8; 7],
+    pub _reserved2: [u64; 2],
+}
+
+impl Reference {
+    pub fn new(kind: ReferenceKind, price: Fixed) -> Reference {
+        Reference {
+            price,
+            kind: kind as u8,
+            ..Reference::default()
+        }
+    }
+
+    pub fn kind(&self) -> ReferenceKind {
+        ReferenceKind::from_u8(self.kind)
+    }
+}
+
+impl fmt::Debug for Reference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reference")
+            .field("kind", &self.kind())
+            .field("price", &self.price)
+            .finish()
+    }
+}
+
 /// The 32 payload bytes. Private: read through [`Event::body`].
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -330,6 +396,7 @@ union Payload {
     snapshot: Snapshot,
     gap: Gap,
     status: VenueStatus,
+    reference: Reference,
     raw: [u64; 4],
 }
 
@@ -343,6 +410,7 @@ pub enum Body {
     SnapshotEnd(Snapshot),
     Gap(Gap),
     VenueStatus(VenueStatus),
+    Reference(Reference),
 }
 
 /// One normalized event: exactly one 64-byte cache line.
@@ -365,6 +433,7 @@ impl Event {
             Body::SnapshotEnd(snapshot) => (EventKind::SnapshotEnd, Payload { snapshot }),
             Body::Gap(gap) => (EventKind::Gap, Payload { gap }),
             Body::VenueStatus(status) => (EventKind::VenueStatus, Payload { status }),
+            Body::Reference(reference) => (EventKind::Reference, Payload { reference }),
         };
         header.kind = kind;
         Event { header, payload }
@@ -390,6 +459,7 @@ impl Event {
                 EventKind::SnapshotEnd => Body::SnapshotEnd(self.payload.snapshot),
                 EventKind::Gap => Body::Gap(self.payload.gap),
                 EventKind::VenueStatus => Body::VenueStatus(self.payload.status),
+                EventKind::Reference => Body::Reference(self.payload.reference),
             }
         }
     }
@@ -456,6 +526,8 @@ mod layout_tests {
         assert_eq!(size_of::<Snapshot>(), 32);
         assert_eq!(size_of::<Gap>(), 32);
         assert_eq!(size_of::<VenueStatus>(), 32);
+        assert_eq!(size_of::<Reference>(), 32);
+        assert_eq!(offset_of!(Reference, kind), 8);
         assert_eq!(offset_of!(Trade, aggressor_side), 24);
         assert_eq!(offset_of!(BookLevel, side), 16);
         assert_eq!(offset_of!(Gap, reason), 16);
@@ -500,6 +572,7 @@ mod tests {
             Body::SnapshotEnd(Snapshot::default()),
             Body::Gap(Gap::new(GapReason::SequenceBreak, 100, 103)),
             Body::VenueStatus(VenueStatus::new(VenueState::Stale, 3, 500)),
+            Body::Reference(Reference::new(ReferenceKind::Index, Fixed(9))),
         ];
         let kinds = [
             EventKind::Quote,
@@ -509,6 +582,7 @@ mod tests {
             EventKind::SnapshotEnd,
             EventKind::Gap,
             EventKind::VenueStatus,
+            EventKind::Reference,
         ];
         for (body, kind) in bodies.into_iter().zip(kinds) {
             let event = Event::new(header(), body);

@@ -66,6 +66,15 @@ impl VenueKind {
         }
     }
 
+    /// The heartbeat defaults: (ping interval, read timeout) in ms. Thalex asks clients to
+    /// ping; Binance pings its clients and closes the ones that do not answer.
+    pub fn default_heartbeat_ms(self) -> (Option<u64>, Option<u64>) {
+        match self {
+            VenueKind::Thalex => (Some(5_000), Some(7_000)),
+            VenueKind::BinanceUsdmFutures | VenueKind::Databento => (None, None),
+        }
+    }
+
     /// Binance documents "a single connection can listen to a maximum of 1024 streams" (USDⓈ-M
     /// Futures, WebSocket Market Streams). The other venues document no per-connection limit, so
     /// they share the same cap, which also bounds the size of one subscribe message.
@@ -142,6 +151,25 @@ pub struct LifecycleConfig {
     pub rotation_overlap_ms: u64,
     /// How long a WebSocket closing handshake may take before the socket is dropped.
     pub close_timeout_ms: u64,
+    /// Send a WebSocket ping this often on every open connection, as the heartbeat. Unset: the
+    /// kind's default (Thalex 5000, Binance none: Binance pings the client); 0: never.
+    pub ping_interval_ms: Option<u64>,
+    /// Recycle a connection that has read nothing (data, pongs, anything) for this long. Unset:
+    /// the kind's default (Thalex 7000, Binance none: its per-stream staleness watches it); 0:
+    /// never.
+    pub read_timeout_ms: Option<u64>,
+}
+
+impl LifecycleConfig {
+    /// The ping interval in effect, if any.
+    pub fn ping_interval(&self) -> Option<u64> {
+        self.ping_interval_ms.filter(|&ms| ms > 0)
+    }
+
+    /// The read timeout in effect, if any.
+    pub fn read_timeout(&self) -> Option<u64> {
+        self.read_timeout_ms.filter(|&ms| ms > 0)
+    }
 }
 
 impl Default for LifecycleConfig {
@@ -153,6 +181,8 @@ impl Default for LifecycleConfig {
             rotate_after_ms: 23 * 3_600_000,
             rotation_overlap_ms: 10_000,
             close_timeout_ms: 1_000,
+            ping_interval_ms: None,
+            read_timeout_ms: None,
         }
     }
 }
@@ -187,6 +217,9 @@ pub struct CredentialsConfig {
     /// The name of a systemd credential holding the key, read from
     /// `$CREDENTIALS_DIRECTORY/<name>` (systemd.exec(5), "Credentials").
     pub api_key_credential: Option<String>,
+    /// The id of the API key, where the venue needs one beside the key (Thalex: the `kid` of
+    /// the login token, whose key is the RSA private key in PEM). Not a secret.
+    pub key_id: Option<String>,
 }
 
 impl VenueConfig {
@@ -345,8 +378,14 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             "rest_url",
         )
     });
-    check_symbols(&mut problems, &raw.symbols);
+    check_symbols(&mut problems, raw.kind, &raw.symbols);
     check_channels(&mut problems, raw.kind, &raw.channels);
+    if raw.kind == VenueKind::Thalex && raw.rest_url.is_some() {
+        problems.push(Problem::new(
+            KeyPath::dotted("rest_url"),
+            "has no use for a thalex venue: its books start from the stream's own snapshot",
+        ));
+    }
 
     let max_streams_per_connection = raw
         .max_streams_per_connection
@@ -395,7 +434,26 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
         url.is_some() && !uses_tls,
     );
     check_reconnect(&mut problems, &raw.reconnect);
-    check_lifecycle(&mut problems, &raw.lifecycle);
+    let mut lifecycle = raw.lifecycle;
+    let (ping_default, read_default) = raw.kind.default_heartbeat_ms();
+    lifecycle.ping_interval_ms = lifecycle.ping_interval_ms.or(ping_default);
+    lifecycle.read_timeout_ms = lifecycle.read_timeout_ms.or(read_default);
+    check_lifecycle(&mut problems, &lifecycle);
+    if raw.kind == VenueKind::Thalex {
+        let has_key =
+            raw.credentials.api_key_env.is_some() || raw.credentials.api_key_credential.is_some();
+        match (has_key, &raw.credentials.key_id) {
+            (true, None) => problems.push(Problem::new(
+                KeyPath::dotted("credentials.key_id"),
+                "is missing: a Thalex login token names its key by id (the `kid` shown beside                  the API key); set it, or remove the key settings to use public data only",
+            )),
+            (false, Some(_)) => problems.push(Problem::new(
+                KeyPath::dotted("credentials.key_id"),
+                "has no key to go with it: set credentials.api_key_env or                  credentials.api_key_credential to where the RSA private key (PEM) is",
+            )),
+            _ => {}
+        }
+    }
     check_staleness(&mut problems, &raw.staleness, &raw.channels);
     check_credentials(&mut problems, &raw.credentials);
 
@@ -411,7 +469,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             book_depth,
             tls,
             reconnect: raw.reconnect,
-            lifecycle: raw.lifecycle,
+            lifecycle,
             staleness: raw.staleness,
             credentials: raw.credentials,
         }),
@@ -482,7 +540,7 @@ fn check_endpoint(
     Some(endpoint)
 }
 
-fn check_symbols(problems: &mut Vec<Problem>, symbols: &[String]) {
+fn check_symbols(problems: &mut Vec<Problem>, kind: VenueKind, symbols: &[String]) {
     if symbols.is_empty() {
         problems.push(Problem::new(
             KeyPath::dotted("symbols"),
@@ -494,7 +552,13 @@ fn check_symbols(problems: &mut Vec<Problem>, symbols: &[String]) {
         let valid_chars = symbol.bytes().all(|byte| {
             byte.is_ascii_uppercase() || byte.is_ascii_digit() || matches!(byte, b'_' | b'-' | b'.')
         });
-        if symbol.is_empty() || !valid_chars {
+        // Thalex instrument names: perpetuals, futures, options, combinations in brackets.
+        let thalex_problem = (kind == VenueKind::Thalex)
+            .then(|| crate::venue::thalex::channel::check_symbol(symbol).err())
+            .flatten();
+        if let Some(message) = thalex_problem {
+            problems.push(Problem::new(path, message));
+        } else if kind != VenueKind::Thalex && (symbol.is_empty() || !valid_chars) {
             problems.push(Problem::new(
                 path,
                 format!(
@@ -550,6 +614,11 @@ fn check_channels(problems: &mut Vec<Problem>, kind: VenueKind, channels: &[Stri
         let path = KeyPath::dotted("channels").index(index);
         if channel.is_empty() {
             problems.push(Problem::new(path, "is empty; expected a channel name"));
+        } else if let (VenueKind::Thalex, Err(message)) = (
+            kind,
+            crate::venue::thalex::channel::Template::parse(channel),
+        ) {
+            problems.push(Problem::new(path, message));
         } else if kind == VenueKind::BinanceUsdmFutures && !is_binance_channel(channel) {
             problems.push(Problem::new(
                 path,
@@ -716,6 +785,33 @@ fn check_lifecycle(problems: &mut Vec<Problem>, lifecycle: &LifecycleConfig) {
             " (or 0 to never rotate)",
         );
     }
+    if let Some(ping) = lifecycle.ping_interval() {
+        in_range(
+            "ping_interval_ms",
+            ping,
+            100,
+            600_000,
+            " (or 0 to never ping)",
+        );
+    }
+    if let Some(read) = lifecycle.read_timeout() {
+        in_range(
+            "read_timeout_ms",
+            read,
+            100,
+            3_600_000,
+            " (or 0 to never time out)",
+        );
+        if let Some(ping) = lifecycle.ping_interval().filter(|&ping| read <= ping) {
+            problems.push(Problem::new(
+                path.key("read_timeout_ms"),
+                format!(
+                    "{read} must be longer than ping_interval_ms = {ping}: a quiet but healthy \
+                     connection reads only the answers to its pings"
+                ),
+            ));
+        }
+    }
 }
 
 fn check_staleness(problems: &mut Vec<Problem>, staleness: &StalenessConfig, channels: &[String]) {
@@ -849,6 +945,7 @@ mod tests {
         let venue = venue_with(CredentialsConfig {
             api_key_env: Some("KEY".to_owned()),
             api_key_credential: None,
+            key_id: None,
         });
         let set = |name: &str| (name == "KEY").then(|| OsString::from("abc\r\n"));
         assert_eq!(

@@ -15,7 +15,7 @@
 //! [`ALL_INSTRUMENTS`], detail = shard) and down (`Disconnected`), and each stream going stale
 //! and recovering (`Stale` / `Recovered`, the stream's instrument, detail = channel index).
 
-use crate::config::{LoadedConfig, VenueConfig};
+use crate::config::{LoadedConfig, VenueConfig, VenueKind};
 use crate::event::{
     flags, Body, Event, EventHeader, EventKind, InstrumentId, VenueId, VenueState, VenueStatus,
 };
@@ -24,7 +24,7 @@ use crate::net::engine::StreamSpec;
 use crate::net::ConnId;
 use crate::runtime::{NetStatus, NetStatusKind, Runtime, RuntimeError};
 use crate::venue::binance::subscribe::subscribe_request;
-use crate::venue::feed::{StreamActivity, VenueReply, ALL_INSTRUMENTS};
+use crate::venue::feed::{ReplyKind, StreamActivity, VenueReply, ALL_INSTRUMENTS};
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
@@ -52,7 +52,13 @@ struct Shard {
     /// Streams of the venue's activity table this shard carries.
     streams: Range<usize>,
     requests: Vec<Vec<String>>,
+    /// Per request, per name: the stream it subscribes (`None` for the `system` channel).
+    request_streams: Vec<Vec<Option<usize>>>,
     conns: [Connection; 2],
+    /// When each connection last sent a heartbeat ping.
+    pinged_ns: [u64; 2],
+    /// The venue announced it will close the active connection: rotate now.
+    rotate_requested: bool,
     generations: [u32; 2],
     /// Which of `conns` carries the shard.
     active: usize,
@@ -74,9 +80,30 @@ impl VenueLinks {
     }
 }
 
+/// A venue login: the key id and the private key (PEM). Never printed.
+#[derive(Clone)]
+pub struct Login {
+    pub key_id: String,
+    pub private_key_pem: String,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Login")
+            .field("key_id", &self.key_id)
+            .finish_non_exhaustive()
+    }
+}
+
 struct VenueLinks {
     name: String,
-    symbols: Vec<String>,
+    kind: VenueKind,
+    /// Sent as the first request of every connection, when the venue file has a key.
+    login: Option<Login>,
+    ping_interval_ns: Option<u64>,
+    read_timeout_ns: Option<u64>,
+    /// Per stream, its name in logs and metrics.
+    stream_names: Vec<String>,
     id: VenueId,
     channels: Vec<String>,
     /// Per channel: its staleness threshold.
@@ -104,6 +131,12 @@ pub struct LinkCounters {
     pub stale_streams: u64,
     pub recovered_streams: u64,
     pub refused_requests: u64,
+    /// Channels the venue left out of a subscription's answer (Thalex drops invalid ones).
+    pub rejected_channels: u64,
+    /// Logins the venue refused.
+    pub refused_logins: u64,
+    /// Announcements that the venue will close a connection soon (Thalex `reconnect`).
+    pub reconnect_notices: u64,
 }
 
 /// Every venue's connections.
@@ -128,6 +161,7 @@ pub struct VenuePlan<'a> {
     pub instrument_base: InstrumentId,
     pub activity: Arc<StreamActivity>,
     pub spec: Option<StreamSpec>,
+    pub login: Option<Login>,
 }
 
 impl Venues {
@@ -154,7 +188,7 @@ impl Venues {
                         max: max_connections,
                     });
                 }
-                let batches = shard.requests.len();
+                let batches = shard.requests.len() + usize::from(plan.login.is_some());
                 let conn = |slot: ConnId| {
                     Connection::new(
                         slot,
@@ -171,7 +205,28 @@ impl Venues {
                 }
                 let base = plan.instrument_base;
                 let symbols = shard.symbols.clone();
+                let mut next_stream = symbols.start * channels;
+                let request_streams = shard
+                    .requests
+                    .iter()
+                    .map(|names| {
+                        names
+                            .iter()
+                            .map(|name| {
+                                let system = config.kind == VenueKind::Thalex
+                                    && name == crate::venue::thalex::channel::SYSTEM_CHANNEL;
+                                (!system).then(|| {
+                                    next_stream += 1;
+                                    next_stream - 1
+                                })
+                            })
+                            .collect()
+                    })
+                    .collect();
                 shards.push(Shard {
+                    request_streams,
+                    pinged_ns: [0; 2],
+                    rotate_requested: false,
                     instruments: base + symbols.start as InstrumentId
                         ..base + symbols.end as InstrumentId,
                     streams: symbols.start * channels..symbols.end * channels,
@@ -186,7 +241,11 @@ impl Venues {
             }
             venues.push(VenueLinks {
                 name: config.name.clone(),
-                symbols: config.symbols.clone(),
+                kind: config.kind,
+                login: plan.login,
+                ping_interval_ns: config.lifecycle.ping_interval().map(|ms| ms * NS_PER_MS),
+                read_timeout_ns: config.lifecycle.read_timeout().map(|ms| ms * NS_PER_MS),
+                stream_names: crate::venue::stream_names(config),
                 id: plan.id,
                 thresholds: config
                     .channels
@@ -321,10 +380,48 @@ impl Venues {
             return Ok(());
         }
         let name = self.venues[venue].name.clone();
-        let conn = &mut self.venues[venue].shards[shard].conns[which];
-        if !conn.awaits(reply.id) {
+        if reply.kind == ReplyKind::ReconnectNotice {
+            self.counters[venue].reconnect_notices += 1;
+            let shard = &mut self.venues[venue].shards[shard];
+            if shard.active == which {
+                tracing::info!(
+                    venue = %name,
+                    conn = slot,
+                    "the venue announced it will close the connection: opening a replacement \
+                     before it does"
+                );
+                shard.rotate_requested = true;
+            }
             return Ok(());
         }
+        let links = &self.venues[venue];
+        let Some(batch) = links.shards[shard].conns[which].batch_of(reply.id) else {
+            return Ok(());
+        };
+        let login_batches = usize::from(links.login.is_some());
+        if batch < login_batches {
+            let conn = &mut self.venues[venue].shards[shard].conns[which];
+            match reply.error {
+                None => tracing::info!(venue = %name, conn = slot, "logged in"),
+                Some(code) => {
+                    tracing::error!(
+                        venue = %name,
+                        conn = slot,
+                        code,
+                        "the venue refused the login: {}; public channels carry on, private ones \
+                         stay silent (check credentials.key_id and the key)",
+                        reply.message()
+                    );
+                    self.counters[venue].refused_logins += 1;
+                }
+            }
+            conn.on_ack(now_ns, reply.id, &mut self.out);
+            return self.apply(venue, shard, which, now_ns, runtime);
+        }
+        if reply.error.is_none() && links.kind == VenueKind::Thalex {
+            self.check_accepted(venue, shard, which, batch - login_batches);
+        }
+        let conn = &mut self.venues[venue].shards[shard].conns[which];
         match reply.error {
             None => conn.on_ack(now_ns, reply.id, &mut self.out),
             Some(code) => {
@@ -342,6 +439,32 @@ impl Venues {
             }
         }
         self.apply(venue, shard, which, now_ns, runtime)
+    }
+
+    /// After a subscription answer: which of the batch's streams the venue left out.
+    fn check_accepted(&mut self, venue: usize, shard: usize, which: usize, batch: usize) {
+        let links = &self.venues[venue];
+        let slot = links.shards[shard].conns[which].slot();
+        let Some(streams) = links.shards[shard].request_streams.get(batch) else {
+            return;
+        };
+        let rejected: Vec<&str> = streams
+            .iter()
+            .flatten()
+            .filter(|&&stream| links.activity.accepted_on(stream) != Some(slot))
+            .map(|&stream| links.stream_names[stream].as_str())
+            .collect();
+        if rejected.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            venue = %links.name,
+            conn = slot,
+            channels = %rejected.join(" "),
+            "the venue left channels out of its subscription answer (an unknown instrument or \
+             parameter): they stay silent (check symbols and channels)"
+        );
+        self.counters[venue].rejected_channels += rejected.len() as u64;
     }
 
     /// Timers, staleness and rotation; call every control tick.
@@ -460,9 +583,35 @@ impl Venues {
                     runtime.open_stream(slot, shard.generations[which], spec)?;
                 }
                 Action::Subscribe { id, batch } => {
-                    if let Some(streams) = shard.requests.get(batch) {
-                        runtime.send_text(slot, subscribe_request(id, streams))?;
+                    let login_batches = usize::from(links.login.is_some());
+                    if batch < login_batches {
+                        if let Some(login) = &links.login {
+                            match login_request(id, login) {
+                                Ok(text) => runtime.send_text(slot, text)?,
+                                // Checked at start-up, so this cannot happen unless the clock
+                                // is before 1970; the ack timeout then recycles the connection.
+                                Err(error) => {
+                                    tracing::error!(venue = %links.name, "login token: {error}")
+                                }
+                            }
+                        }
+                        continue;
                     }
+                    let batch = batch - login_batches;
+                    let Some(names) = shard.requests.get(batch) else {
+                        continue;
+                    };
+                    let text = match links.kind {
+                        VenueKind::Thalex => {
+                            // The answer names what the venue accepted; forget older answers.
+                            for stream in shard.request_streams[batch].iter().flatten() {
+                                links.activity.clear_accepted(*stream);
+                            }
+                            crate::venue::thalex::subscribe::subscribe_request(id, names)
+                        }
+                        _ => subscribe_request(id, names),
+                    };
+                    runtime.send_text(slot, text)?;
                 }
                 Action::Close => runtime.close_stream(slot)?,
                 Action::Abort => runtime.abort_stream(slot)?,
@@ -587,7 +736,7 @@ impl Venues {
                         self.counters[venue].recovered_streams += 1;
                         tracing::info!(
                             venue = %links.name,
-                            stream = %stream_name(&links.symbols, &links.channels, stream),
+                            stream = %links.stream_names[stream].clone(),
                             "stream recovered"
                         );
                         runtime.send_status(status_event(
@@ -607,7 +756,7 @@ impl Venues {
         if !newly_stale.is_empty() {
             let names: Vec<String> = newly_stale
                 .iter()
-                .map(|&stream| stream_name(&links.symbols, &links.channels, stream))
+                .map(|&stream| links.stream_names[stream].clone())
                 .collect();
             tracing::warn!(venue = %links.name, streams = %names.join(" "), "streams stale");
         }
@@ -632,14 +781,16 @@ impl Venues {
         let active = shard.active;
         let spare = 1 - active;
         let Some(started) = shard.rotation else {
-            let due = links.rotate_after_ns > 0
+            let planned = links.rotate_after_ns > 0
                 && now_ns >= shard.next_rotation_ns
-                && shard.conns[active].state() == ConnState::Live
                 && shard.conns[active]
                     .live_since_ns()
-                    .is_some_and(|since| now_ns.saturating_sub(since) >= links.rotate_after_ns)
+                    .is_some_and(|since| now_ns.saturating_sub(since) >= links.rotate_after_ns);
+            let due = (planned || shard.rotate_requested)
+                && shard.conns[active].state() == ConnState::Live
                 && shard.conns[spare].state() == ConnState::Idle;
             if due {
+                shard.rotate_requested = false;
                 tracing::info!(
                     venue = %links.name,
                     conn = shard.conns[active].slot(),
@@ -730,16 +881,14 @@ impl Venues {
     }
 }
 
-fn stream_name(symbols: &[String], channels: &[String], stream: usize) -> String {
-    let count = channels.len().max(1);
-    format!(
-        "{}@{}",
-        symbols
-            .get(stream / count)
-            .map_or("?", String::as_str)
-            .to_ascii_lowercase(),
-        channels.get(stream % count).map_or("?", String::as_str)
-    )
+/// The `public/login` request for `login`, with a token made now.
+fn login_request(id: u64, login: &Login) -> Result<String, crate::venue::thalex::auth::AuthError> {
+    let iat = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let token =
+        crate::venue::thalex::auth::login_token(&login.key_id, &login.private_key_pem, iat)?;
+    Ok(crate::venue::thalex::auth::login_request(id, &token))
 }
 
 fn status_event(
@@ -818,7 +967,7 @@ impl Venues {
                         problems.push(format!(
                             "venue {}: stream {} stale",
                             links.name,
-                            stream_name(&links.symbols, &links.channels, stream)
+                            links.stream_names[stream].clone()
                         ));
                     }
                 }
@@ -863,7 +1012,7 @@ impl Venues {
                 );
             }
         }
-        let families: [CounterFamily; 7] = [
+        let families: [CounterFamily; 10] = [
             (
                 "tickwire_connection_attempts_total",
                 "Connection attempts started.",
@@ -903,6 +1052,21 @@ impl Venues {
                 "Subscription requests the venue refused.",
                 |c| c.refused_requests,
             ),
+            (
+                "tickwire_subscription_channels_rejected_total",
+                "Channels a venue left out of its answer to a subscription.",
+                |c| c.rejected_channels,
+            ),
+            (
+                "tickwire_logins_refused_total",
+                "Logins the venue refused.",
+                |c| c.refused_logins,
+            ),
+            (
+                "tickwire_reconnect_notices_total",
+                "Announcements that the venue would soon close a connection.",
+                |c| c.reconnect_notices,
+            ),
         ];
         for (name, help, value) in families {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -925,7 +1089,7 @@ impl Venues {
         for links in &self.venues {
             for shard in &links.shards {
                 for stream in shard.streams.clone() {
-                    let name = stream_name(&links.symbols, &links.channels, stream);
+                    let name = links.stream_names[stream].clone();
                     let labels = format!(
                         "venue=\"{}\",stream=\"{}\"",
                         label(&links.name),

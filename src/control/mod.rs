@@ -137,7 +137,9 @@ impl Session {
                     None
                 }
             };
+            let login = venue::login_for(config)?;
             plans.push(links::VenuePlan {
+                login,
                 config,
                 id: venue_id,
                 instrument_base: base,

@@ -122,10 +122,12 @@ pub enum Reason {
     OpenRefused = 21,
     /// Data flows again on a stale connection.
     Recovered = 22,
+    /// Nothing at all was read for `lifecycle.read_timeout_ms` (not even pongs).
+    ReadTimeout = 23,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::Start,
         Reason::TcpConnected,
         Reason::TlsEstablished,
@@ -148,6 +150,7 @@ impl Reason {
         Reason::AttemptsExhausted,
         Reason::OpenRefused,
         Reason::Recovered,
+        Reason::ReadTimeout,
     ];
 
     pub fn name(self) -> &'static str {
@@ -174,6 +177,7 @@ impl Reason {
             Reason::AttemptsExhausted => "attempts-exhausted",
             Reason::OpenRefused => "open-refused",
             Reason::Recovered => "recovered",
+            Reason::ReadTimeout => "read-timeout",
         }
     }
 
@@ -296,7 +300,8 @@ pub struct Connection {
     next_batch: usize,
     next_id: u64,
     /// Requests sent and not acknowledged: `(id, deadline)`.
-    outstanding: Vec<(u64, u64)>,
+    /// Requests awaiting an answer: (id, deadline, batch).
+    outstanding: Vec<(u64, u64, usize)>,
     /// When the requests of the last second went out (pacing).
     sent: VecDeque<u64>,
     /// Requests the venue refused (logged by the control thread).
@@ -457,13 +462,17 @@ impl Connection {
 
     /// The venue acknowledged request `id`.
     pub fn on_ack(&mut self, now_ns: u64, id: u64, out: &mut Vec<Action>) {
-        self.outstanding.retain(|&(pending, _)| pending != id);
+        self.outstanding.retain(|&(pending, _, _)| pending != id);
         self.maybe_live(now_ns, out);
     }
 
     /// The venue refused request `id` (counted; the connection stays up for the other streams).
     pub fn on_refused(&mut self, now_ns: u64, id: u64, out: &mut Vec<Action>) {
-        if self.outstanding.iter().any(|&(pending, _)| pending == id) {
+        if self
+            .outstanding
+            .iter()
+            .any(|&(pending, _, _)| pending == id)
+        {
             self.refused += 1;
         }
         self.on_ack(now_ns, id, out);
@@ -471,7 +480,17 @@ impl Connection {
 
     /// Whether `id` is a request of this connection's current socket that awaits an answer.
     pub fn awaits(&self, id: u64) -> bool {
-        self.outstanding.iter().any(|&(pending, _)| pending == id)
+        self.outstanding
+            .iter()
+            .any(|&(pending, _, _)| pending == id)
+    }
+
+    /// The batch request `id` sent, while it awaits an answer.
+    pub fn batch_of(&self, id: u64) -> Option<usize> {
+        self.outstanding
+            .iter()
+            .find(|&&(pending, _, _)| pending == id)
+            .map(|&(_, _, batch)| batch)
     }
 
     fn maybe_live(&mut self, now_ns: u64, out: &mut Vec<Action>) {
@@ -503,10 +522,13 @@ impl Connection {
                 id,
                 batch: self.next_batch,
             });
+            self.outstanding.push((
+                id,
+                now_ns.saturating_add(self.timing.ack_timeout_ns),
+                self.next_batch,
+            ));
             self.next_batch += 1;
             self.sent.push_back(now_ns);
-            self.outstanding
-                .push((id, now_ns.saturating_add(self.timing.ack_timeout_ns)));
         }
     }
 
@@ -584,11 +606,16 @@ impl Connection {
 
     /// Every stream of the live connection went silent: recycle it.
     pub fn recycle(&mut self, now_ns: u64, out: &mut Vec<Action>) {
-        if self.state != ConnState::Live {
+        self.recycle_for(now_ns, Reason::AllStreamsStale, out);
+    }
+
+    /// The live (or subscribing) connection is unhealthy for `reason`: close it and reconnect.
+    pub fn recycle_for(&mut self, now_ns: u64, reason: Reason, out: &mut Vec<Action>) {
+        if !matches!(self.state, ConnState::Live | ConnState::Subscribing) {
             return;
         }
-        self.go(now_ns, ConnState::Stale, Reason::AllStreamsStale, out);
-        self.close(now_ns, Reason::AllStreamsStale, ConnState::BackingOff, out);
+        self.go(now_ns, ConnState::Stale, reason, out);
+        self.close(now_ns, reason, ConnState::BackingOff, out);
     }
 
     /// Closes the connection for good (after a rotation, or at shutdown).
@@ -612,7 +639,7 @@ impl Connection {
                 if self
                     .outstanding
                     .iter()
-                    .any(|&(_, deadline)| now_ns >= deadline)
+                    .any(|&(_, deadline, _)| now_ns >= deadline)
                 {
                     self.close(now_ns, Reason::AckTimeout, ConnState::BackingOff, out);
                 } else {

@@ -5,7 +5,7 @@
 //! **Invariant:** one array indexed by instrument id, sized at start; updating it never
 //! allocates, and instruments beyond it are ignored.
 
-use crate::event::{Body, Event, Quote, Side, VenueState};
+use crate::event::{Body, Event, Quote, ReferenceKind, Side, VenueState};
 use crate::fixed::Fixed;
 
 /// One instrument's top of book and last trade.
@@ -18,6 +18,10 @@ pub struct InstrumentState {
     pub last_trade: Option<LastTrade>,
     /// A gap, a disconnect or a stale stream since the latest quote: the top may be out of date.
     pub suspect: bool,
+    /// The venue's latest mark price, where it sends one.
+    pub mark: Option<Fixed>,
+    /// The latest price of the instrument's underlying index, where the venue sends one.
+    pub index: Option<Fixed>,
 }
 
 /// The latest trade print.
@@ -111,6 +115,15 @@ impl Market {
                         aggressor: trade.aggressor(),
                         recv_ns: event.header.recv_ts_ns,
                     });
+                }
+            }
+            Body::Reference(reference) => {
+                if let Some(state) = self.instruments.get_mut(instrument as usize) {
+                    match reference.kind() {
+                        ReferenceKind::Mark => state.mark = Some(reference.price),
+                        ReferenceKind::Index => state.index = Some(reference.price),
+                        ReferenceKind::Unknown => {}
+                    }
                 }
             }
             Body::Gap(_) => self.mark_suspect(instrument),

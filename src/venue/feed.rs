@@ -8,7 +8,9 @@
 
 use crate::event::{Body, Event, EventHeader, EventKind, Gap, GapReason, InstrumentId, VenueId};
 use crate::fixed::Fixed;
+use crate::metrics::{CounterReader, CounterWriter};
 use crate::ring::Producer;
+use std::sync::Arc;
 
 /// The instrument id a gap carries when it concerns every instrument of a venue (events lost in
 /// a full ring, a dropped connection).
@@ -170,6 +172,15 @@ impl MalformedSample {
     }
 }
 
+/// What a [`VenueReply`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyKind {
+    /// The answer to request `id`.
+    Response,
+    /// The venue will close the connection soon: replace it before it does.
+    ReconnectNotice,
+}
+
 /// A venue's answer to a request the control thread sent (a subscription), relayed by the
 /// decoder stage: `id` is the request's id, `error` the venue's error code when it refused.
 #[derive(Clone, Copy)]
@@ -177,6 +188,7 @@ pub struct VenueReply {
     pub venue: VenueId,
     pub id: u64,
     pub error: Option<i64>,
+    pub kind: ReplyKind,
     message: [u8; VenueReply::MESSAGE_BYTES],
     message_len: usize,
 }
@@ -193,8 +205,18 @@ impl VenueReply {
             venue,
             id,
             error,
+            kind: ReplyKind::Response,
             message: text,
             message_len,
+        }
+    }
+
+    /// The venue announced that it will soon close connection `conn` (Thalex's `system`
+    /// `reconnect` event): `id` carries the slot in its upper half, like a request id.
+    pub fn reconnect_notice(venue: VenueId, conn: crate::net::ConnId) -> VenueReply {
+        VenueReply {
+            kind: ReplyKind::ReconnectNotice,
+            ..VenueReply::new(venue, u64::from(conn) << 32, None, b"")
         }
     }
 
@@ -210,6 +232,7 @@ impl std::fmt::Debug for VenueReply {
             .field("venue", &self.venue)
             .field("id", &self.id)
             .field("error", &self.error)
+            .field("kind", &self.kind)
             .field("message", &self.message())
             .finish()
     }
@@ -230,6 +253,11 @@ pub struct StreamActivity {
     agree_ns: Box<[std::sync::atomic::AtomicU64]>,
     /// Messages delivered per stream (one writer: a load and a store, no locked instruction).
     messages: Box<[std::sync::atomic::AtomicU64]>,
+    /// Per stream: 1 + the connection whose subscription the venue last confirmed by naming the
+    /// stream in its answer (0: none since the control thread cleared it). Venues that list
+    /// what they accepted (Thalex) set it; the control thread clears a request's streams before
+    /// sending it and reads which the answer left out.
+    accepted: Box<[std::sync::atomic::AtomicU64]>,
 }
 
 impl StreamActivity {
@@ -244,6 +272,7 @@ impl StreamActivity {
             last_ns: zeros(),
             agree_ns: zeros(),
             messages: zeros(),
+            accepted: zeros(),
         }
     }
 
@@ -284,6 +313,30 @@ impl StreamActivity {
             .map_or(0, |cell| cell.load(std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// The venue confirmed `stream` on connection `conn`.
+    #[inline]
+    pub fn accept(&self, stream: usize, conn: crate::net::ConnId) {
+        if let Some(cell) = self.accepted.get(stream) {
+            cell.store(u64::from(conn) + 1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets any confirmation of `stream` (before asking for it again).
+    pub fn clear_accepted(&self, stream: usize) {
+        if let Some(cell) = self.accepted.get(stream) {
+            cell.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The connection the venue last confirmed `stream` on, if any since it was cleared.
+    pub fn accepted_on(&self, stream: usize) -> Option<crate::net::ConnId> {
+        let value = self
+            .accepted
+            .get(stream)
+            .map_or(0, |cell| cell.load(std::sync::atomic::Ordering::Relaxed));
+        (value > 0).then(|| (value - 1) as crate::net::ConnId)
+    }
+
     pub fn agree_ns(&self, stream: usize) -> u64 {
         self.agree_ns
             .get(stream)
@@ -322,4 +375,106 @@ pub trait Feed: Send {
 
     /// A reply to one of the control thread's requests, if one is waiting.
     fn take_reply(&mut self) -> Option<VenueReply>;
+}
+
+/// What the control thread reads about a feed. The names are Binance's; a Thalex feed counts
+/// `ticker` and `lwt` messages as `book_tickers`, `book` as `depth_updates`, `recent_trades` as
+/// `trades` and `price_index` as `mark_prices`.
+pub struct FeedCounters {
+    pub book_tickers: CounterReader,
+    pub depth_updates: CounterReader,
+    pub trades: CounterReader,
+    pub mark_prices: CounterReader,
+    pub replies: CounterReader,
+    /// Error replies from the venue (a refused SUBSCRIBE, ...).
+    pub error_replies: CounterReader,
+    /// Market events of a type we do not know.
+    pub unknown: CounterReader,
+    /// Messages for a symbol the venue file does not list.
+    pub unknown_symbol: CounterReader,
+    pub malformed: CounterReader,
+    /// Book sync: `pu` breaks (each emitted as a gap).
+    pub book_gaps: CounterReader,
+    pub book_resyncs: CounterReader,
+    pub book_syncs: CounterReader,
+    /// Messages dropped because their update id was already delivered (the same message from
+    /// a second connection during a rotation, or an older one).
+    pub duplicates: CounterReader,
+    /// Replies to requests the control thread could not take in time.
+    pub replies_dropped: CounterReader,
+    /// Per stream: when it last delivered, when two connections agreed on it.
+    pub activity: Arc<StreamActivity>,
+}
+
+/// The decoder thread's side of [`FeedCounters`].
+pub struct FeedWriters {
+    pub book_tickers: CounterWriter,
+    pub depth_updates: CounterWriter,
+    pub trades: CounterWriter,
+    pub mark_prices: CounterWriter,
+    pub replies: CounterWriter,
+    pub error_replies: CounterWriter,
+    pub unknown: CounterWriter,
+    pub unknown_symbol: CounterWriter,
+    pub malformed: CounterWriter,
+    pub book_gaps: CounterWriter,
+    pub book_resyncs: CounterWriter,
+    pub book_syncs: CounterWriter,
+    pub duplicates: CounterWriter,
+    pub replies_dropped: CounterWriter,
+}
+
+impl FeedCounters {
+    /// A feed's counters: the decoder thread's writers and the control thread's readers.
+    pub fn new(activity: Arc<StreamActivity>) -> (FeedWriters, FeedCounters) {
+        let counter = crate::metrics::counter;
+        let (book_tickers, book_tickers_r) = counter();
+        let (depth_updates, depth_updates_r) = counter();
+        let (trades, trades_r) = counter();
+        let (mark_prices, mark_prices_r) = counter();
+        let (replies, replies_r) = counter();
+        let (error_replies, error_replies_r) = counter();
+        let (unknown, unknown_r) = counter();
+        let (unknown_symbol, unknown_symbol_r) = counter();
+        let (malformed, malformed_r) = counter();
+        let (book_gaps, book_gaps_r) = counter();
+        let (book_resyncs, book_resyncs_r) = counter();
+        let (book_syncs, book_syncs_r) = counter();
+        let (duplicates, duplicates_r) = counter();
+        let (replies_dropped, replies_dropped_r) = counter();
+        let writers = FeedWriters {
+            book_tickers,
+            depth_updates,
+            trades,
+            mark_prices,
+            replies,
+            error_replies,
+            unknown,
+            unknown_symbol,
+            malformed,
+            book_gaps,
+            book_resyncs,
+            book_syncs,
+            duplicates,
+            replies_dropped,
+        };
+        let counters = FeedCounters {
+            book_tickers: book_tickers_r,
+            depth_updates: depth_updates_r,
+            trades: trades_r,
+            mark_prices: mark_prices_r,
+            replies: replies_r,
+            error_replies: error_replies_r,
+            unknown: unknown_r,
+            unknown_symbol: unknown_symbol_r,
+            malformed: malformed_r,
+            book_gaps: book_gaps_r,
+            book_resyncs: book_resyncs_r,
+            book_syncs: book_syncs_r,
+            duplicates: duplicates_r,
+            replies_dropped: replies_dropped_r,
+            activity,
+        };
+        (writers, counters)
+    }
 }

@@ -9,6 +9,7 @@ pub mod binance;
 pub mod feed;
 pub mod rest;
 pub mod snapshot;
+pub mod thalex;
 
 use crate::config::{NetConfig, VenueConfig, VenueKind};
 use crate::net::engine::{StreamSpec, WebSocketTarget};
@@ -35,6 +36,8 @@ pub enum VenueError {
     },
     #[error("venue `{venue}`: its connections need more stream slots than net.max_connections = {max} (two per connection: one for rotation)")]
     TooManyConnections { venue: String, max: u32 },
+    #[error("venue `{venue}`: login: {reason}")]
+    Login { venue: String, reason: String },
     #[error("venue `{venue}`: kind {kind} has no network feed in this build yet")]
     Unsupported { venue: String, kind: &'static str },
 }
@@ -68,24 +71,107 @@ pub fn subscribe_spec(venue: &VenueConfig, net: &NetConfig) -> Result<StreamSpec
     build_spec(venue, net, false)
 }
 
-/// A venue's connections: which symbols each carries and its subscription requests.
-pub fn shards(venue: &VenueConfig) -> Result<Vec<binance::subscribe::Shard>, VenueError> {
-    match venue.kind {
-        VenueKind::BinanceUsdmFutures => binance::subscribe::shards(
-            &venue.symbols,
-            &venue.channels,
-            venue.max_streams_per_connection as usize,
-        )
-        .ok_or_else(|| VenueError::TooManyStreams {
-            venue: venue.name.clone(),
-            streams: venue.channels.len(),
-            max: venue.max_streams_per_connection,
-        }),
-        other => Err(VenueError::Unsupported {
-            venue: venue.name.clone(),
-            kind: other.as_str(),
-        }),
+/// One connection's share of a venue: a run of its symbols, every channel of each (so that a
+/// symbol's book and quotes never straddle two connections), in requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// Indexes into the venue file's `symbols`.
+    pub symbols: std::ops::Range<usize>,
+    /// Stream names per request, in the venue's own spelling.
+    pub requests: Vec<Vec<String>>,
+}
+
+/// Splits `symbols` (each with `channels` streams, named by `names`) into connections of at
+/// most `max_streams` streams and requests of at most `per_request` names. `None` when one
+/// symbol's channels alone exceed `max_streams`.
+pub fn plan_shards(
+    symbols: &[String],
+    channels: usize,
+    max_streams: usize,
+    per_request: usize,
+    names: impl Fn(&str) -> Vec<String>,
+) -> Option<Vec<Shard>> {
+    let symbols_per_shard = max_streams / channels.max(1);
+    if symbols_per_shard == 0 {
+        return None;
     }
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < symbols.len() {
+        let end = (start + symbols_per_shard).min(symbols.len());
+        let streams: Vec<String> = symbols[start..end]
+            .iter()
+            .flat_map(|symbol| names(symbol))
+            .collect();
+        out.push(Shard {
+            symbols: start..end,
+            requests: streams
+                .chunks(per_request.max(1))
+                .map(<[String]>::to_vec)
+                .collect(),
+        });
+        start = end;
+    }
+    Some(out)
+}
+
+/// The login a venue's connections start with, when its file points at a key (Thalex only).
+/// The key is read and a token made once here, so that a missing or unusable key stops the
+/// start with a clear error instead of failing on every connection.
+pub fn login_for(venue: &VenueConfig) -> Result<Option<crate::control::links::Login>, VenueError> {
+    if venue.kind != VenueKind::Thalex {
+        return Ok(None);
+    }
+    let error = |reason: String| VenueError::Login {
+        venue: venue.name.clone(),
+        reason,
+    };
+    let Some(pem) = venue.api_key().map_err(|e| error(e.to_string()))? else {
+        return Ok(None);
+    };
+    let key_id = venue
+        .credentials
+        .key_id
+        .clone()
+        .ok_or_else(|| error("credentials.key_id is not set".to_owned()))?;
+    thalex::auth::login_token(&key_id, &pem, 0).map_err(|e| error(e.to_string()))?;
+    Ok(Some(crate::control::links::Login {
+        key_id,
+        private_key_pem: pem,
+    }))
+}
+
+/// Every stream's name as the venue spells it, symbol-major (stream `symbol * channels +
+/// channel`), for logs and metrics: `btcusdt@bookTicker`, `ticker.BTC-PERPETUAL.100ms`.
+pub fn stream_names(venue: &VenueConfig) -> Vec<String> {
+    match venue.kind {
+        VenueKind::Thalex => {
+            thalex::feed::ThalexFeed::channel_names(&venue.symbols, &venue.channels)
+        }
+        _ => binance_streams(venue),
+    }
+}
+
+/// A venue's connections: which symbols each carries and its subscription requests.
+pub fn shards(venue: &VenueConfig) -> Result<Vec<Shard>, VenueError> {
+    let max = venue.max_streams_per_connection as usize;
+    let planned = match venue.kind {
+        VenueKind::BinanceUsdmFutures => {
+            binance::subscribe::shards(&venue.symbols, &venue.channels, max)
+        }
+        VenueKind::Thalex => thalex::subscribe::shards(&venue.symbols, &venue.channels, max),
+        other => {
+            return Err(VenueError::Unsupported {
+                venue: venue.name.clone(),
+                kind: other.as_str(),
+            })
+        }
+    };
+    planned.ok_or_else(|| VenueError::TooManyStreams {
+        venue: venue.name.clone(),
+        streams: venue.channels.len(),
+        max: venue.max_streams_per_connection,
+    })
 }
 
 fn build_spec(
@@ -94,7 +180,9 @@ fn build_spec(
     streams_in_url: bool,
 ) -> Result<StreamSpec, VenueError> {
     let (path, websocket) = match venue.kind {
-        VenueKind::BinanceUsdmFutures if !streams_in_url => (venue.url.path.clone(), true),
+        VenueKind::BinanceUsdmFutures | VenueKind::Thalex if !streams_in_url => {
+            (venue.url.path.clone(), true)
+        }
         VenueKind::BinanceUsdmFutures => {
             let streams = binance_streams(venue);
             if streams.len() > venue.max_streams_per_connection as usize {
@@ -206,6 +294,23 @@ pub fn feed_for(
                 feed: Box::new(feed),
                 counters,
                 printed,
+            })
+        }
+        VenueKind::Thalex => {
+            let (feed, counters) = thalex::feed::ThalexFeed::new(thalex::feed::FeedConfig {
+                venue_id,
+                venue_name: venue.name.clone(),
+                symbols: venue.symbols.clone(),
+                channels: venue.channels.clone(),
+                instrument_base,
+            });
+            if print_ring_bytes.is_some() {
+                tracing::warn!(venue = %venue.name, "--print-events prints Binance venues only; this venue's events are not printed");
+            }
+            Ok(VenueFeed {
+                feed: Box::new(feed),
+                counters,
+                printed: None,
             })
         }
         other => Err(VenueError::Unsupported {

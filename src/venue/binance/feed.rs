@@ -49,49 +49,8 @@ pub struct FeedConfig {
     pub sync: SyncConfig,
 }
 
-/// What the control thread reads about a feed.
-pub struct FeedCounters {
-    pub book_tickers: CounterReader,
-    pub depth_updates: CounterReader,
-    pub trades: CounterReader,
-    pub mark_prices: CounterReader,
-    pub replies: CounterReader,
-    /// Error replies from the venue (a refused SUBSCRIBE, ...).
-    pub error_replies: CounterReader,
-    /// Market events of a type we do not know.
-    pub unknown: CounterReader,
-    /// Messages for a symbol the venue file does not list.
-    pub unknown_symbol: CounterReader,
-    pub malformed: CounterReader,
-    /// Book sync: `pu` breaks (each emitted as a gap).
-    pub book_gaps: CounterReader,
-    pub book_resyncs: CounterReader,
-    pub book_syncs: CounterReader,
-    /// Messages dropped because their update id was already delivered (the same message from
-    /// a second connection during a rotation, or an older one).
-    pub duplicates: CounterReader,
-    /// Replies to requests the control thread could not take in time.
-    pub replies_dropped: CounterReader,
-    /// Per stream: when it last delivered, when two connections agreed on it.
-    pub activity: Arc<StreamActivity>,
-}
-
-struct Writers {
-    book_tickers: CounterWriter,
-    depth_updates: CounterWriter,
-    trades: CounterWriter,
-    mark_prices: CounterWriter,
-    replies: CounterWriter,
-    error_replies: CounterWriter,
-    unknown: CounterWriter,
-    unknown_symbol: CounterWriter,
-    malformed: CounterWriter,
-    book_gaps: CounterWriter,
-    book_resyncs: CounterWriter,
-    book_syncs: CounterWriter,
-    duplicates: CounterWriter,
-    replies_dropped: CounterWriter,
-}
+pub use crate::venue::feed::FeedCounters;
+use crate::venue::feed::FeedWriters as Writers;
 
 /// The kinds of stream a symbol can have, each mapped to its position in the venue's channels.
 #[derive(Clone, Copy)]
@@ -172,21 +131,6 @@ struct Printer {
 
 impl BinanceFeed {
     pub fn new(config: FeedConfig) -> (BinanceFeed, FeedCounters) {
-        let counter = metrics::counter;
-        let (book_tickers, book_tickers_r) = counter();
-        let (depth_updates, depth_updates_r) = counter();
-        let (trades, trades_r) = counter();
-        let (mark_prices, mark_prices_r) = counter();
-        let (replies, replies_r) = counter();
-        let (error_replies, error_replies_r) = counter();
-        let (unknown, unknown_r) = counter();
-        let (unknown_symbol, unknown_symbol_r) = counter();
-        let (malformed, malformed_r) = counter();
-        let (book_gaps, book_gaps_r) = counter();
-        let (book_resyncs, book_resyncs_r) = counter();
-        let (book_syncs, book_syncs_r) = counter();
-        let (duplicates, duplicates_r) = counter();
-        let (replies_dropped, replies_dropped_r) = counter();
         let mut channel_of = [None; STREAM_KINDS];
         for (position, channel) in config.channels.iter().enumerate() {
             if let Some(kind) = channel_kind(channel) {
@@ -195,6 +139,7 @@ impl BinanceFeed {
         }
         let channels = config.channels.len().max(1);
         let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
+        let (writers, counters) = FeedCounters::new(activity.clone());
         let floors = vec![Floor::default(); config.symbols.len() * channels];
         let books = config
             .symbols
@@ -221,22 +166,7 @@ impl BinanceFeed {
             config,
             symbols,
             books,
-            writers: Writers {
-                book_tickers,
-                depth_updates,
-                trades,
-                mark_prices,
-                replies,
-                error_replies,
-                unknown,
-                unknown_symbol,
-                malformed,
-                book_gaps,
-                book_resyncs,
-                book_syncs,
-                duplicates,
-                replies_dropped,
-            },
+            writers,
             malformed_sample: None,
             last_sample_ns: 0,
             printer: None,
@@ -244,23 +174,6 @@ impl BinanceFeed {
             floors,
             activity: activity.clone(),
             replies: VecDeque::with_capacity(REPLIES_KEPT),
-        };
-        let counters = FeedCounters {
-            book_tickers: book_tickers_r,
-            depth_updates: depth_updates_r,
-            trades: trades_r,
-            mark_prices: mark_prices_r,
-            replies: replies_r,
-            error_replies: error_replies_r,
-            unknown: unknown_r,
-            unknown_symbol: unknown_symbol_r,
-            malformed: malformed_r,
-            book_gaps: book_gaps_r,
-            book_resyncs: book_resyncs_r,
-            book_syncs: book_syncs_r,
-            duplicates: duplicates_r,
-            replies_dropped: replies_dropped_r,
-            activity,
         };
         (feed, counters)
     }

@@ -203,6 +203,12 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.number("detail", status.detail);
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
+        Body::Reference(reference) => {
+            line = Line::start(out, reference.kind().as_str(), venue, symbol);
+            line.decimal("px", reference.price);
+            line.number("exch_ts_ns", header.exchange_ts_ns);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
     }
     line.end();
 }

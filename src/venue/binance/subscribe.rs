@@ -8,52 +8,27 @@
 //! full connection takes six requests, sent at most [`crate::lifecycle::REQUESTS_PER_SEC`] a
 //! second.
 
-use std::ops::Range;
-
 /// Streams named in one `SUBSCRIBE` request at most.
 pub const MAX_STREAMS_PER_REQUEST: usize = 200;
 
-/// One connection's share of a venue: a run of its symbols, every channel of each (so that a
-/// symbol's book and quotes never straddle two connections), in requests.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Shard {
-    /// Indexes into the venue file's `symbols`.
-    pub symbols: Range<usize>,
-    /// Stream names per request, `<symbol lowercase>@<channel>`.
-    pub requests: Vec<Vec<String>>,
-}
+pub use crate::venue::Shard;
 
-/// Splits `symbols` × `channels` into connections of at most `max_streams` streams.
-/// `None` when one symbol's channels alone exceed `max_streams`.
+/// Splits `symbols` × `channels` into connections of at most `max_streams` streams, named
+/// `<symbol lowercase>@<channel>`. `None` when one symbol's channels alone exceed `max_streams`.
 pub fn shards(symbols: &[String], channels: &[String], max_streams: usize) -> Option<Vec<Shard>> {
-    let per_symbol = channels.len().max(1);
-    let symbols_per_shard = max_streams / per_symbol;
-    if symbols_per_shard == 0 {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < symbols.len() {
-        let end = (start + symbols_per_shard).min(symbols.len());
-        let streams: Vec<String> = symbols[start..end]
-            .iter()
-            .flat_map(|symbol| {
-                let symbol = symbol.to_ascii_lowercase();
-                channels
-                    .iter()
-                    .map(move |channel| format!("{symbol}@{channel}"))
-            })
-            .collect();
-        out.push(Shard {
-            symbols: start..end,
-            requests: streams
-                .chunks(MAX_STREAMS_PER_REQUEST)
-                .map(<[String]>::to_vec)
-                .collect(),
-        });
-        start = end;
-    }
-    Some(out)
+    crate::venue::plan_shards(
+        symbols,
+        channels.len(),
+        max_streams,
+        MAX_STREAMS_PER_REQUEST,
+        |symbol| {
+            let symbol = symbol.to_ascii_lowercase();
+            channels
+                .iter()
+                .map(|channel| format!("{symbol}@{channel}"))
+                .collect()
+        },
+    )
 }
 
 /// `{"method":"SUBSCRIBE","params":[..],"id":N}`.

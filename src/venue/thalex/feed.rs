@@ -1,0 +1,637 @@
+//! The Thalex feed: routes each message by its first bytes, decodes it in place and writes
+//! normalized events.
+//!
+//! **Routes.** Every stream (instrument × channel template) has a channel name; the route table
+//! maps the name's bytes to the instruments and streams it feeds (a `price_index` channel can
+//! feed several instruments of one underlying). The table is built once and owned by the
+//! decoder thread: a lookup hashes the name in place, with no lock, allocation or copy.
+//!
+//! **No sequence numbers.** Thalex books carry none, so a book is only ever rebuilt from a
+//! snapshot: a dropped connection gives each of its instruments a `Gap(Reconnect)`, the book is
+//! invalid until the resubscription's snapshot arrives, and changes before it are dropped.
+//!
+//! **Two connections at once** (a rotation, or the venue's `reconnect` notice): with no update
+//! ids to compare, each stream has an owner connection and only its messages pass. The venue
+//! naming a stream in a subscription answer makes that connection the stream's newest; the
+//! newest takes ownership with its next message (for a book: with its next snapshot, so the
+//! book switches whole). A message from any other connection is dropped as a duplicate. The
+//! switch marks the stream as agreed, which is what the control thread's rotation waits for.
+
+use super::channel::Template;
+use super::decode::{self, Body as Notification, DecodeError, Message, Outcome, Scratch};
+use crate::book::{BookSide, OrderBook};
+use crate::event::{
+    flags, Body, BookLevel, Event, EventHeader, EventKind, Gap, GapReason, InstrumentId, Quote,
+    Reference, ReferenceKind, Side, Snapshot, Trade, VenueId,
+};
+use crate::fixed::Fixed;
+use crate::net::ConnId;
+use crate::venue::feed::{
+    EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, SnapshotReply, SnapshotRequest,
+    StreamActivity, VenueReply,
+};
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+/// At most one malformed sample per this many ns is kept for the log.
+const MALFORMED_SAMPLE_INTERVAL_NS: u64 = 1_000_000_000;
+/// Replies kept for the control thread; more than this many waiting means it is wedged.
+const REPLIES_KEPT: usize = 64;
+/// Levels a book holds per side before it grows (Thalex sends at most 40).
+const BOOK_LEVELS: usize = 64;
+const NO_CONN: ConnId = ConnId::MAX;
+
+/// How a Thalex feed is set up.
+#[derive(Clone, Debug)]
+pub struct FeedConfig {
+    pub venue_id: VenueId,
+    pub venue_name: String,
+    /// Instrument names; an instrument's id is `instrument_base` plus its index here.
+    pub symbols: Vec<String>,
+    /// Channel templates (`ticker.100ms`, ...), already validated by the config.
+    pub channels: Vec<String>,
+    pub instrument_base: InstrumentId,
+}
+
+/// Multiply-rotate hashing (the Fx hash of rustc): a handful of cycles per word for the short
+/// channel names the route table holds. Not DoS-resistant, which a table the feed builds from
+/// its own config does not need.
+#[derive(Default)]
+pub struct NameHasher(u64);
+
+impl Hasher for NameHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut hash = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            hash = (hash.rotate_left(5) ^ word).wrapping_mul(K);
+        }
+        let mut tail = [0u8; 8];
+        let rest = chunks.remainder();
+        tail[..rest.len()].copy_from_slice(rest);
+        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(tail) ^ rest.len() as u64).wrapping_mul(K);
+        self.0 = hash;
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// One stream a channel feeds.
+#[derive(Clone, Copy, Debug)]
+struct Target {
+    /// Index into the config's symbols.
+    instrument: usize,
+    stream: usize,
+}
+
+/// Channel name to the streams it feeds.
+struct Routes {
+    by_name: HashMap<Box<[u8]>, Box<[Target]>, BuildHasherDefault<NameHasher>>,
+}
+
+impl Routes {
+    #[inline]
+    fn get(&self, name: &[u8]) -> Option<&[Target]> {
+        self.by_name.get(name).map(|targets| &**targets)
+    }
+}
+
+/// Per stream: who may deliver it.
+#[derive(Clone, Copy)]
+struct Owner {
+    /// The connection whose messages pass.
+    current: ConnId,
+    /// The connection the venue most recently confirmed the stream on.
+    newest: ConnId,
+}
+
+struct BookState {
+    book: OrderBook,
+    /// Built from a snapshot and not broken since.
+    valid: bool,
+    /// The top of book last published, to publish a derived quote only when it changes.
+    top: Quote,
+}
+
+pub struct ThalexFeed {
+    config: FeedConfig,
+    routes: Routes,
+    owners: Vec<Owner>,
+    /// Per instrument, when a book channel is subscribed.
+    books: Vec<Option<BookState>>,
+    scratch: Scratch,
+    writers: FeedWriters,
+    activity: Arc<StreamActivity>,
+    replies: VecDeque<VenueReply>,
+    malformed_sample: Option<MalformedSample>,
+    last_sample_ns: u64,
+}
+
+impl ThalexFeed {
+    /// Builds the feed and its counters. Channel templates must have passed the config's check;
+    /// one that does not parse is left out (and would be reported by the config first).
+    pub fn new(config: FeedConfig) -> (ThalexFeed, FeedCounters) {
+        let channels = config.channels.len().max(1);
+        let templates: Vec<Option<Template>> = config
+            .channels
+            .iter()
+            .map(|template| Template::parse(template).ok())
+            .collect();
+        let mut by_name: HashMap<Box<[u8]>, Vec<Target>, BuildHasherDefault<NameHasher>> =
+            HashMap::default();
+        for (instrument, symbol) in config.symbols.iter().enumerate() {
+            for (position, template) in templates.iter().enumerate() {
+                let Some(template) = template else { continue };
+                by_name
+                    .entry(template.channel(symbol).into_bytes().into_boxed_slice())
+                    .or_default()
+                    .push(Target {
+                        instrument,
+                        stream: instrument * channels + position,
+                    });
+            }
+        }
+        let routes = Routes {
+            by_name: by_name
+                .into_iter()
+                .map(|(name, targets)| (name, targets.into_boxed_slice()))
+                .collect::<HashMap<_, _, BuildHasherDefault<NameHasher>>>(),
+        };
+        let has_book = templates
+            .iter()
+            .flatten()
+            .any(|template| template.kind == super::channel::ChannelKind::Book);
+        let books = (0..config.symbols.len())
+            .map(|_| {
+                has_book.then(|| BookState {
+                    book: OrderBook::with_capacity(BOOK_LEVELS),
+                    valid: false,
+                    top: Quote::default(),
+                })
+            })
+            .collect();
+        let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
+        let (writers, counters) = FeedCounters::new(activity.clone());
+        let owners = vec![
+            Owner {
+                current: NO_CONN,
+                newest: NO_CONN,
+            };
+            config.symbols.len() * channels
+        ];
+        let scratch = Scratch {
+            bids: Vec::with_capacity(BOOK_LEVELS),
+            asks: Vec::with_capacity(BOOK_LEVELS),
+            trades: Vec::with_capacity(64),
+            channels: Vec::with_capacity(64),
+        };
+        let feed = ThalexFeed {
+            config,
+            routes,
+            owners,
+            books,
+            scratch,
+            writers,
+            activity,
+            replies: VecDeque::with_capacity(REPLIES_KEPT),
+            malformed_sample: None,
+            last_sample_ns: 0,
+        };
+        (feed, counters)
+    }
+
+    /// Every channel name a shard of `symbols` subscribes, stream by stream (symbol-major, as
+    /// the activity table counts streams).
+    pub fn channel_names(symbols: &[String], channels: &[String]) -> Vec<String> {
+        let templates: Vec<Template> = channels
+            .iter()
+            .filter_map(|template| Template::parse(template).ok())
+            .collect();
+        symbols
+            .iter()
+            .flat_map(|symbol| {
+                templates
+                    .iter()
+                    .map(move |template| template.channel(symbol))
+            })
+            .collect()
+    }
+
+    /// Whether a message for `target` from `conn` passes (see the module docs), and the
+    /// bookkeeping that goes with it. `snapshot`: the message carries the stream's whole state
+    /// (a book or trades snapshot), which may replace whatever another connection delivered.
+    /// `book`: the stream is a book, which only a snapshot may move to another connection.
+    #[inline]
+    fn admit(
+        &mut self,
+        target: Target,
+        conn: ConnId,
+        snapshot: bool,
+        book: bool,
+        recv_ts_ns: u64,
+    ) -> bool {
+        let Some(owner) = self.owners.get_mut(target.stream) else {
+            return false;
+        };
+        if owner.current == conn {
+            self.activity.saw(target.stream, recv_ts_ns);
+            return true;
+        }
+        let unclaimed = owner.current == NO_CONN;
+        if unclaimed || snapshot || (owner.newest == conn && !book) {
+            owner.current = conn;
+            if !unclaimed {
+                self.activity.agreed(target.stream, recv_ts_ns);
+            }
+            self.activity.saw(target.stream, recv_ts_ns);
+            return true;
+        }
+        self.writers.duplicates.increment();
+        false
+    }
+
+    fn header(&self, instrument: usize, exchange_ts_ns: u64, recv_ts_ns: u64) -> EventHeader {
+        EventHeader {
+            exchange_ts_ns,
+            recv_ts_ns,
+            venue_seq: 0,
+            instrument_id: self.config.instrument_base + instrument as InstrumentId,
+            venue_id: self.config.venue_id,
+            kind: EventKind::Quote,
+            flags: if exchange_ts_ns == 0 {
+                flags::NO_EXCHANGE_TS
+            } else {
+                0
+            },
+        }
+    }
+
+    fn reply(&mut self, reply: VenueReply) {
+        if self.replies.len() == REPLIES_KEPT {
+            self.writers.replies_dropped.increment();
+            return;
+        }
+        self.replies.push_back(reply);
+    }
+
+    fn malformed(&mut self, error: DecodeError, payload: &[u8], recv_ts_ns: u64) {
+        self.writers.malformed.increment();
+        if self.malformed_sample.is_none()
+            && recv_ts_ns.saturating_sub(self.last_sample_ns) >= MALFORMED_SAMPLE_INTERVAL_NS
+        {
+            self.last_sample_ns = recv_ts_ns;
+            self.malformed_sample = Some(MalformedSample::new(
+                self.config.venue_id,
+                &error,
+                error.offset(),
+                payload,
+            ));
+        }
+    }
+
+    /// A subscription answer named these channels: they are now `conn`'s newest.
+    fn accepted(&mut self, payload: &[u8], conn: ConnId) {
+        for index in 0..self.scratch.channels.len() {
+            let (start, end) = self.scratch.channels[index];
+            let Some(targets) = payload
+                .get(start..end)
+                .and_then(|name| self.routes.get(name))
+            else {
+                continue;
+            };
+            for target in targets {
+                if let Some(owner) = self.owners.get_mut(target.stream) {
+                    owner.newest = conn;
+                }
+                self.activity.accept(target.stream, conn);
+            }
+        }
+    }
+
+    #[inline]
+    fn quote(
+        &self,
+        instrument: usize,
+        exchange_ts_ns: u64,
+        recv_ts_ns: u64,
+        quote: Quote,
+        last: bool,
+        sink: &mut EventSink<'_>,
+    ) {
+        let mut header = self.header(instrument, exchange_ts_ns, recv_ts_ns);
+        if last {
+            header.flags |= flags::LAST;
+        }
+        sink.push(Event::new(header, Body::Quote(quote)));
+    }
+
+    #[inline]
+    fn reference(
+        &self,
+        instrument: usize,
+        kind: ReferenceKind,
+        price: Fixed,
+        exchange_ts_ns: u64,
+        recv_ts_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) {
+        let mut header = self.header(instrument, exchange_ts_ns, recv_ts_ns);
+        header.flags |= flags::LAST;
+        sink.push(Event::new(
+            header,
+            Body::Reference(Reference::new(kind, price)),
+        ));
+    }
+
+    fn trades(&self, instrument: usize, recv_ts_ns: u64, sink: &mut EventSink<'_>) {
+        let count = self.scratch.trades.len();
+        for (index, trade) in self.scratch.trades.iter().enumerate() {
+            let mut header = self.header(instrument, trade.time_ns, recv_ts_ns);
+            header.venue_seq = trade.id;
+            if index + 1 == count {
+                header.flags |= flags::LAST;
+            }
+            let aggressor = if trade.buy { Side::Bid } else { Side::Ask };
+            sink.push(Event::new(
+                header,
+                Body::Trade(Trade::new(trade.price, trade.amount, trade.id, aggressor)),
+            ));
+        }
+    }
+
+    /// A book message for `instrument`: a snapshot replaces the book, changes update it.
+    fn book(
+        &mut self,
+        instrument: usize,
+        snapshot: bool,
+        time_ns: u64,
+        recv_ts_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) {
+        let mut header = self.header(instrument, time_ns, recv_ts_ns);
+        let Some(state) = self.books.get_mut(instrument).and_then(Option::as_mut) else {
+            return;
+        };
+        let scratch = &self.scratch;
+        if snapshot {
+            state.book.clear();
+            for &(price, amount) in &scratch.bids {
+                state.book.set(BookSide::Bid, price, amount);
+            }
+            for &(price, amount) in &scratch.asks {
+                state.book.set(BookSide::Ask, price, amount);
+            }
+            state.valid = true;
+            self.writers.book_syncs.increment();
+            let levels = Snapshot {
+                bid_levels: state.book.len(BookSide::Bid) as u32,
+                ask_levels: state.book.len(BookSide::Ask) as u32,
+                snapshot_id: 0,
+                _reserved: [0; 2],
+            };
+            header.flags |= flags::SNAPSHOT;
+            sink.push(Event::new(header, Body::SnapshotBegin(levels)));
+            for side in [BookSide::Bid, BookSide::Ask] {
+                let event_side = match side {
+                    BookSide::Bid => Side::Bid,
+                    BookSide::Ask => Side::Ask,
+                };
+                for (price, size) in state.book.levels(side) {
+                    sink.push(Event::new(
+                        header,
+                        Body::BookLevel(BookLevel::new(event_side, price, size)),
+                    ));
+                }
+            }
+            header.flags &= !flags::SNAPSHOT;
+            sink.push(Event::new(header, Body::SnapshotEnd(levels)));
+        } else if state.valid {
+            let sides = [
+                (BookSide::Bid, Side::Bid, &scratch.bids),
+                (BookSide::Ask, Side::Ask, &scratch.asks),
+            ];
+            for (side, event_side, levels) in sides {
+                for &(price, amount) in levels.iter() {
+                    state.book.set(side, price, amount);
+                    sink.push(Event::new(
+                        header,
+                        Body::BookLevel(BookLevel::new(event_side, price, amount)),
+                    ));
+                }
+            }
+        } else {
+            // Changes before the snapshot that rebuilds the book: nothing to apply them to.
+            return;
+        }
+        let top = state.book.top();
+        if top != state.top {
+            state.top = top;
+            header.flags |= flags::DERIVED;
+            sink.push(Event::new(header, Body::Quote(top)));
+        }
+    }
+
+    fn notification(
+        &mut self,
+        conn: ConnId,
+        recv_ts_ns: u64,
+        channel: &[u8],
+        snapshot: bool,
+        body: Notification<'_>,
+        sink: &mut EventSink<'_>,
+    ) {
+        if let Notification::System { event } = body {
+            self.writers.replies.increment();
+            if event == b"reconnect" {
+                self.reply(VenueReply::reconnect_notice(self.config.venue_id, conn));
+            }
+            return;
+        }
+        // The table is moved out for the loop so that the handlers may borrow the feed
+        // mutably (a move of three words, no copy of the table).
+        let routes = std::mem::take(&mut self.routes.by_name);
+        let Some(targets) = routes.get(channel) else {
+            self.routes.by_name = routes;
+            self.writers.unknown_symbol.increment();
+            return;
+        };
+        let is_book = matches!(body, Notification::Book { .. });
+        // A price index can feed several instruments; every other channel feeds one.
+        for &target in targets.iter() {
+            if !self.admit(target, conn, snapshot, is_book, recv_ts_ns) {
+                continue;
+            }
+            let instrument = target.instrument;
+            match body {
+                Notification::Ticker(ticker) => {
+                    self.writers.book_tickers.increment();
+                    let has_quote = ticker.bid_px.is_some() || ticker.ask_px.is_some();
+                    if has_quote {
+                        let quote = Quote {
+                            bid_px: ticker.bid_px.unwrap_or_default(),
+                            bid_sz: ticker.bid_amount.unwrap_or_default(),
+                            ask_px: ticker.ask_px.unwrap_or_default(),
+                            ask_sz: ticker.ask_amount.unwrap_or_default(),
+                        };
+                        let last = ticker.mark_px.is_none();
+                        self.quote(instrument, ticker.mark_ts_ns, recv_ts_ns, quote, last, sink);
+                    }
+                    if let Some(mark) = ticker.mark_px {
+                        self.reference(
+                            instrument,
+                            ReferenceKind::Mark,
+                            mark,
+                            ticker.mark_ts_ns,
+                            recv_ts_ns,
+                            sink,
+                        );
+                    }
+                }
+                Notification::Lwt(lwt) => {
+                    self.writers.book_tickers.increment();
+                    let (bid_px, bid_sz) = lwt.bid.unwrap_or_default();
+                    let (ask_px, ask_sz) = lwt.ask.unwrap_or_default();
+                    let quote = Quote {
+                        bid_px,
+                        bid_sz,
+                        ask_px,
+                        ask_sz,
+                    };
+                    self.quote(
+                        instrument,
+                        0,
+                        recv_ts_ns,
+                        quote,
+                        lwt.mark_px.is_none(),
+                        sink,
+                    );
+                    if let Some(mark) = lwt.mark_px {
+                        self.reference(instrument, ReferenceKind::Mark, mark, 0, recv_ts_ns, sink);
+                    }
+                }
+                Notification::Book { time_ns } => {
+                    self.writers.depth_updates.increment();
+                    self.book(instrument, snapshot, time_ns, recv_ts_ns, sink);
+                    if !self.scratch.trades.is_empty() {
+                        self.writers.trades.increment();
+                        self.trades(instrument, recv_ts_ns, sink);
+                    }
+                }
+                Notification::Trades => {
+                    self.writers.trades.increment();
+                    self.trades(instrument, recv_ts_ns, sink);
+                }
+                Notification::Index(index) => {
+                    self.writers.mark_prices.increment();
+                    self.reference(
+                        instrument,
+                        ReferenceKind::Index,
+                        index.price,
+                        index.time_ns,
+                        recv_ts_ns,
+                        sink,
+                    );
+                }
+                Notification::System { .. } | Notification::Other => {
+                    self.writers.unknown.increment();
+                }
+            }
+        }
+        self.routes.by_name = routes;
+    }
+}
+
+impl Feed for ThalexFeed {
+    #[inline]
+    fn on_message(
+        &mut self,
+        conn: ConnId,
+        recv_ts_ns: u64,
+        payload: &[u8],
+        sink: &mut EventSink<'_>,
+    ) {
+        match decode::decode(payload, &mut self.scratch) {
+            Ok(Message::Notification {
+                channel,
+                snapshot,
+                body,
+            }) => self.notification(conn, recv_ts_ns, channel, snapshot, body, sink),
+            Ok(Message::Response { id, outcome }) => {
+                let venue = self.config.venue_id;
+                match outcome {
+                    Outcome::Error { code, message } => {
+                        self.writers.error_replies.increment();
+                        // `id: null` (a request the venue could not read) is still worth a
+                        // log line: it goes to the connection's slot, request 0.
+                        let id = id.unwrap_or(u64::from(conn) << 32);
+                        self.reply(VenueReply::new(venue, id, Some(code), message));
+                    }
+                    Outcome::Channels | Outcome::Done => {
+                        self.writers.replies.increment();
+                        if outcome == Outcome::Channels {
+                            self.accepted(payload, conn);
+                        }
+                        if let Some(id) = id {
+                            self.reply(VenueReply::new(venue, id, None, b""));
+                        }
+                    }
+                }
+            }
+            Err(error) => self.malformed(error, payload, recv_ts_ns),
+        }
+    }
+
+    fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
+        // Thalex books start from the stream's own snapshot; no REST snapshot is ever asked for.
+    }
+
+    fn snapshot_requests(&mut self, _now_ns: u64, _request: &mut dyn FnMut(SnapshotRequest)) {}
+
+    fn on_disconnect(
+        &mut self,
+        instruments: std::ops::Range<InstrumentId>,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) {
+        let base = self.config.instrument_base;
+        for instrument in instruments {
+            let index = instrument.wrapping_sub(base) as usize;
+            if index >= self.config.symbols.len() {
+                continue;
+            }
+            if let Some(Some(state)) = self.books.get_mut(index) {
+                state.valid = false;
+                state.book.clear();
+                state.top = Quote::default();
+                self.writers.book_gaps.increment();
+            }
+            sink.push(Event::new(
+                EventHeader {
+                    exchange_ts_ns: 0,
+                    recv_ts_ns: now_ns,
+                    venue_seq: 0,
+                    instrument_id: instrument,
+                    venue_id: self.config.venue_id,
+                    kind: EventKind::Gap,
+                    flags: flags::NO_EXCHANGE_TS | flags::LAST,
+                },
+                Body::Gap(Gap::new(GapReason::Reconnect, 0, 0)),
+            ));
+        }
+    }
+
+    fn take_malformed(&mut self) -> Option<MalformedSample> {
+        self.malformed_sample.take()
+    }
+
+    fn take_reply(&mut self) -> Option<VenueReply> {
+        self.replies.pop_front()
+    }
+}

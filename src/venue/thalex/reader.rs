@@ -1,0 +1,525 @@
+//! A borrowing JSON reader for Thalex messages: a cursor over the payload that reads exactly the
+//! shapes the decoders ask for, with no DOM, no allocation and no copy.
+//!
+//! Thalex sends prices, amounts and times as JSON numbers, integers (`50000`) or floats
+//! (`50000.5`, `1e-05`). [`Reader::number`] turns the number's text straight into a [`Fixed`],
+//! digit by digit, so `0.1` is exactly 0.1 and a float never exists on the way. Timestamps are
+//! float seconds: as a `Fixed` (1e-9 units) their raw value is nanoseconds.
+//!
+//! Strings are returned as the raw bytes between their quotes: escapes are stepped over, not
+//! decoded. Every name the decoders compare with (keys, channel names, directions) is plain
+//! ASCII, so a name with an escape in it simply does not match.
+
+use crate::fixed::{Fixed, SCALE};
+
+/// Why a message could not be read. Small and `Copy`: it is returned on the decode path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    #[error("unexpected end of message")]
+    End,
+    #[error("expected {expected} at offset {offset}")]
+    Expected {
+        expected: &'static str,
+        offset: usize,
+    },
+    #[error("number at offset {offset} has more than 9 decimals or is beyond the i64 range of 1e-9 units")]
+    Number { offset: usize },
+    #[error("nesting deeper than {MAX_DEPTH} levels at offset {offset}")]
+    TooDeep { offset: usize },
+}
+
+impl ReadError {
+    /// Where the reader stopped.
+    pub fn offset(&self) -> usize {
+        match *self {
+            ReadError::End => usize::MAX,
+            ReadError::Expected { offset, .. }
+            | ReadError::Number { offset }
+            | ReadError::TooDeep { offset } => offset,
+        }
+    }
+}
+
+/// Nesting `skip_value` follows at most; deeper input is refused rather than recursed into.
+pub const MAX_DEPTH: usize = 64;
+
+/// A cursor over one JSON text.
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    #[inline]
+    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { bytes, pos: 0 }
+    }
+
+    /// A reader placed at `pos`.
+    #[inline]
+    pub fn at(bytes: &'a [u8], pos: usize) -> Reader<'a> {
+        Reader { bytes, pos }
+    }
+
+    #[inline]
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(&byte) = self.bytes.get(self.pos) {
+            if !matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    fn expected(&self, expected: &'static str) -> ReadError {
+        if self.pos >= self.bytes.len() {
+            ReadError::End
+        } else {
+            ReadError::Expected {
+                expected,
+                offset: self.pos,
+            }
+        }
+    }
+
+    /// The next byte after whitespace, not consumed.
+    #[inline]
+    pub fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Consumes `byte` (after whitespace) if it is next.
+    #[inline]
+    pub fn eat(&mut self, byte: u8) -> bool {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    #[inline]
+    fn expect(&mut self, byte: u8, expected: &'static str) -> Result<(), ReadError> {
+        if self.eat(byte) {
+            Ok(())
+        } else {
+            Err(self.expected(expected))
+        }
+    }
+
+    /// Consumes `literal` if the bytes at the cursor (no whitespace skipped) are exactly it.
+    #[inline]
+    pub fn literal(&mut self, literal: &[u8]) -> bool {
+        let matches = self
+            .bytes
+            .get(self.pos..self.pos + literal.len())
+            .is_some_and(|bytes| bytes == literal);
+        if matches {
+            self.pos += literal.len();
+        }
+        matches
+    }
+
+    /// A string's raw contents (escapes left as they are).
+    #[inline]
+    pub fn string(&mut self) -> Result<&'a [u8], ReadError> {
+        self.expect(b'"', "a string")?;
+        let start = self.pos;
+        loop {
+            match self.bytes.get(self.pos) {
+                None => return Err(ReadError::End),
+                Some(b'"') => {
+                    let text = &self.bytes[start..self.pos];
+                    self.pos += 1;
+                    return Ok(text);
+                }
+                Some(b'\\') => self.pos += 2,
+                Some(_) => self.pos += 1,
+            }
+        }
+    }
+
+    /// Opens an object: `{`.
+    #[inline]
+    pub fn begin_object(&mut self) -> Result<(), ReadError> {
+        self.expect(b'{', "an object")
+    }
+
+    /// The next key of an open object and its `:`, or `None` at its `}`. Call it again only after
+    /// reading or skipping the key's value.
+    #[inline]
+    pub fn next_key(&mut self) -> Result<Option<&'a [u8]>, ReadError> {
+        match self.peek() {
+            Some(b'}') => {
+                self.pos += 1;
+                return Ok(None);
+            }
+            Some(b',') => self.pos += 1,
+            Some(b'"') => {}
+            _ => return Err(self.expected("a key, `,` or `}`")),
+        }
+        let key = self.string()?;
+        self.expect(b':', "`:`")?;
+        Ok(Some(key))
+    }
+
+    /// Opens an array: `[`.
+    #[inline]
+    pub fn begin_array(&mut self) -> Result<(), ReadError> {
+        self.expect(b'[', "an array")
+    }
+
+    /// Whether an open array has another item (and steps over its `,`); `false` consumes `]`.
+    /// `first` says whether no item was read yet.
+    #[inline]
+    pub fn next_item(&mut self, first: bool) -> Result<bool, ReadError> {
+        match self.peek() {
+            Some(b']') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(b',') if !first => {
+                self.pos += 1;
+                Ok(true)
+            }
+            Some(_) if first => Ok(true),
+            _ => Err(self.expected("`,` or `]`")),
+        }
+    }
+
+    /// `null`, consumed if it is next.
+    #[inline]
+    pub fn null(&mut self) -> bool {
+        self.ws();
+        self.literal(b"null")
+    }
+
+    /// `true` or `false`.
+    pub fn boolean(&mut self) -> Result<bool, ReadError> {
+        self.ws();
+        if self.literal(b"true") {
+            Ok(true)
+        } else if self.literal(b"false") {
+            Ok(false)
+        } else {
+            Err(self.expected("`true` or `false`"))
+        }
+    }
+
+    /// A non-negative JSON integer.
+    #[inline]
+    pub fn unsigned(&mut self) -> Result<u64, ReadError> {
+        self.ws();
+        let start = self.pos;
+        let mut value: u64 = 0;
+        while let Some(&byte) = self.bytes.get(self.pos) {
+            if !byte.is_ascii_digit() {
+                break;
+            }
+            value = value
+                .checked_mul(10)
+                .and_then(|value| value.checked_add(u64::from(byte - b'0')))
+                .ok_or(ReadError::Number { offset: start })?;
+            self.pos += 1;
+        }
+        if self.pos == start {
+            return Err(self.expected("an integer"));
+        }
+        Ok(value)
+    }
+
+    /// A JSON number as a [`Fixed`], exactly: refused when it has more than nine significant
+    /// decimals or does not fit.
+    #[inline]
+    pub fn number(&mut self) -> Result<Fixed, ReadError> {
+        self.ws();
+        let start = self.pos;
+        let negative = self.bytes.get(self.pos) == Some(&b'-');
+        if negative {
+            self.pos += 1;
+        }
+        // The digits, integer part then fraction, as one decimal mantissa with `scale` digits
+        // after the point.
+        let mut mantissa: u64 = 0;
+        let mut digits = 0u32;
+        let mut scale: i32 = 0;
+        let mut lost_nonzero = false;
+        let mut seen_point = false;
+        let mut any = false;
+        while let Some(&byte) = self.bytes.get(self.pos) {
+            match byte {
+                b'0'..=b'9' => {
+                    any = true;
+                    let digit = u64::from(byte - b'0');
+                    if seen_point {
+                        scale += 1;
+                    }
+                    if mantissa == 0 && digit == 0 {
+                        // Leading zeros carry no precision.
+                    } else if digits < 19 {
+                        mantissa = mantissa * 10 + digit;
+                        digits += 1;
+                    } else if seen_point {
+                        // Past 19 significant digits in the fraction: only zeros may be dropped.
+                        scale -= 1;
+                        lost_nonzero |= digit != 0;
+                    } else {
+                        return Err(ReadError::Number { offset: start });
+                    }
+                }
+                b'.' if !seen_point => seen_point = true,
+                _ => break,
+            }
+            self.pos += 1;
+        }
+        if !any {
+            self.pos = start;
+            return Err(self.expected("a number"));
+        }
+        let mut exponent: i32 = 0;
+        if matches!(self.bytes.get(self.pos), Some(b'e' | b'E')) {
+            self.pos += 1;
+            let exp_negative = match self.bytes.get(self.pos) {
+                Some(b'-') => {
+                    self.pos += 1;
+                    true
+                }
+                Some(b'+') => {
+                    self.pos += 1;
+                    false
+                }
+                _ => false,
+            };
+            let exp_start = self.pos;
+            while let Some(&byte) = self.bytes.get(self.pos) {
+                if !byte.is_ascii_digit() {
+                    break;
+                }
+                exponent = (exponent * 10 + i32::from(byte - b'0')).min(1000);
+                self.pos += 1;
+            }
+            if self.pos == exp_start {
+                return Err(self.expected("exponent digits"));
+            }
+            if exp_negative {
+                exponent = -exponent;
+            }
+        }
+        if lost_nonzero {
+            return Err(ReadError::Number { offset: start });
+        }
+        // value = mantissa * 10^(exponent - scale); raw = value * 10^9.
+        let shift = exponent - scale + 9;
+        let raw = if mantissa == 0 {
+            0
+        } else if shift >= 0 {
+            10u64
+                .checked_pow(shift as u32)
+                .and_then(|power| mantissa.checked_mul(power))
+                .filter(|&raw| raw <= i64::MAX as u64 + u64::from(negative))
+                .ok_or(ReadError::Number { offset: start })?
+        } else {
+            let power = 10u64
+                .checked_pow((-shift) as u32)
+                .ok_or(ReadError::Number { offset: start })?;
+            if mantissa % power != 0 {
+                return Err(ReadError::Number { offset: start });
+            }
+            mantissa / power
+        };
+        Ok(if negative {
+            Fixed((raw as i64).wrapping_neg())
+        } else {
+            Fixed(raw as i64)
+        })
+    }
+
+    /// A number, or `None` for `null`.
+    #[inline]
+    pub fn number_or_null(&mut self) -> Result<Option<Fixed>, ReadError> {
+        if self.null() {
+            Ok(None)
+        } else {
+            self.number().map(Some)
+        }
+    }
+
+    /// Float seconds since the epoch as nanoseconds (0 for `null` or a negative time).
+    #[inline]
+    pub fn seconds_as_ns(&mut self) -> Result<u64, ReadError> {
+        Ok(self
+            .number_or_null()?
+            .map_or(0, |seconds| u64::try_from(seconds.raw()).unwrap_or(0)))
+    }
+
+    /// Steps over any one value: strings, literals and numbers are read, brackets must balance;
+    /// separators inside a skipped container are not checked (a skipped value's contents are
+    /// never used).
+    pub fn skip_value(&mut self) -> Result<(), ReadError> {
+        let mut depth = 0usize;
+        loop {
+            match self.peek() {
+                None => return Err(ReadError::End),
+                Some(b'{' | b'[') => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(ReadError::TooDeep { offset: self.pos });
+                    }
+                    self.pos += 1;
+                    continue;
+                }
+                Some(b'}' | b']') if depth > 0 => {
+                    self.pos += 1;
+                    depth -= 1;
+                }
+                Some(b',' | b':') if depth > 0 => {
+                    self.pos += 1;
+                    continue;
+                }
+                Some(b'"') => {
+                    self.string()?;
+                }
+                Some(b't' | b'f') => {
+                    self.boolean()?;
+                }
+                Some(b'n') => {
+                    if !self.null() {
+                        return Err(self.expected("a value"));
+                    }
+                }
+                Some(b'-' | b'0'..=b'9') => {
+                    self.skip_number();
+                }
+                Some(_) => return Err(self.expected("a value")),
+            }
+            if depth == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    fn skip_number(&mut self) {
+        while let Some(&byte) = self.bytes.get(self.pos) {
+            if !matches!(byte, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                break;
+            }
+            self.pos += 1;
+        }
+    }
+
+    /// Whether only whitespace is left.
+    pub fn at_end(&mut self) -> bool {
+        self.peek().is_none()
+    }
+}
+
+/// A `Fixed` from whole units, for tests and callers that have an integer.
+pub fn units(value: i64) -> Fixed {
+    Fixed(value * SCALE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn number(text: &str) -> Result<Fixed, ReadError> {
+        Reader::new(text.as_bytes()).number()
+    }
+
+    #[test]
+    fn numbers_become_exact_fixed_points() {
+        let cases = [
+            ("50000", "50000"),
+            ("50000.5", "50000.5"),
+            ("-0.001", "-0.001"),
+            ("0.1", "0.1"),
+            ("1e-05", "0.00001"),
+            ("1.5E+3", "1500"),
+            ("2e-9", "0.000000002"),
+            ("1234567890.123456", "1234567890.123456"),
+            ("0.000000001", "0.000000001"),
+            ("0.1000000000000000000000", "0.1"),
+            ("0", "0"),
+            ("-0", "0"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(
+                number(text),
+                Ok(Fixed::parse_str(expected).unwrap()),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_that_do_not_fit_are_refused() {
+        for text in [
+            "0.0000000001",
+            "1e-10",
+            "10000000000",
+            "1e20",
+            "0.12345678912",
+            "2.5e-9",
+        ] {
+            assert!(
+                matches!(number(text), Err(ReadError::Number { .. })),
+                "{text}"
+            );
+        }
+        assert!(matches!(number("x"), Err(ReadError::Expected { .. })));
+        assert_eq!(number(""), Err(ReadError::End));
+        assert!(matches!(number("1e"), Err(ReadError::End)));
+    }
+
+    #[test]
+    fn times_in_float_seconds_become_nanoseconds() {
+        let mut reader = Reader::new(b"1234567890.123");
+        assert_eq!(reader.seconds_as_ns(), Ok(1_234_567_890_123_000_000));
+        let mut reader = Reader::new(b"null");
+        assert_eq!(reader.seconds_as_ns(), Ok(0));
+    }
+
+    #[test]
+    fn objects_arrays_and_skips() {
+        let text = br#" {"a" : [1, {"x":"y\"z"}, null, true], "b":"c", "d":{}} "#;
+        let mut reader = Reader::new(text);
+        reader.begin_object().unwrap();
+        assert_eq!(reader.next_key().unwrap(), Some(&b"a"[..]));
+        reader.skip_value().unwrap();
+        assert_eq!(reader.next_key().unwrap(), Some(&b"b"[..]));
+        assert_eq!(reader.string().unwrap(), b"c");
+        assert_eq!(reader.next_key().unwrap(), Some(&b"d"[..]));
+        reader.skip_value().unwrap();
+        assert_eq!(reader.next_key().unwrap(), None);
+        assert!(reader.at_end());
+    }
+
+    #[test]
+    fn broken_input_is_an_error_never_a_panic() {
+        let inputs: [&[u8]; 7] = [
+            b"{",
+            b"{\"a\"",
+            b"{\"a\":",
+            b"[[[[",
+            b"\"\\",
+            b"{\"a\":tru}",
+            b"}",
+        ];
+        for input in inputs {
+            let mut reader = Reader::new(input);
+            assert!(reader.skip_value().is_err(), "{input:?}");
+        }
+        let deep = vec![b'['; MAX_DEPTH + 1];
+        assert!(matches!(
+            Reader::new(&deep).skip_value(),
+            Err(ReadError::TooDeep { .. })
+        ));
+    }
+}
