@@ -125,6 +125,33 @@ impl Template {
         })
     }
 
+    /// Splits a channel name into its template and its target (instrument or underlying),
+    /// reading the parameters from the end, so an instrument name's own punctuation never
+    /// matters. `None` for a name that no template makes.
+    pub fn split(name: &str) -> Option<(Template, &str)> {
+        let (kind_text, rest) = name.split_once('.')?;
+        let params = match kind_text {
+            "ticker" | "lwt" | "recent_trades" => 1,
+            "book" => 3,
+            "price_index" => 0,
+            _ => return None,
+        };
+        let mut target = rest;
+        let mut cut = rest.len();
+        for _ in 0..params {
+            cut = target.rfind('.')?;
+            target = &target[..cut];
+        }
+        let params = rest.get(cut + 1..).unwrap_or("");
+        let template_text = if params.is_empty() {
+            kind_text.to_owned()
+        } else {
+            format!("{kind_text}.{params}")
+        };
+        let template = Template::parse(&template_text).ok()?;
+        (!target.is_empty()).then_some((template, target))
+    }
+
     /// The channel name for `symbol`.
     pub fn channel(&self, symbol: &str) -> String {
         let target = match self.kind {
@@ -204,6 +231,26 @@ mod tests {
             let parsed = Template::parse(template).unwrap();
             assert_eq!(parsed.channel(symbol), channel);
             assert_eq!(parsed.to_string(), template);
+        }
+    }
+
+    #[test]
+    fn names_split_back_into_template_and_target() {
+        let combo = "[BTC-30MAY25-93000-C:-1,BTC-30MAY25-95000-C:1]";
+        for (template, symbol) in [
+            ("ticker.100ms", "BTC-PERPETUAL"),
+            ("book.5.20.raw", combo),
+            ("recent_trades.block", "ETH-27JUN25-3000-P"),
+            ("lwt.1000ms", "BTC.ODD.NAME"),
+        ] {
+            let parsed = Template::parse(template).unwrap();
+            let name = parsed.channel(symbol);
+            assert_eq!(Template::split(&name), Some((parsed, symbol)), "{name}");
+        }
+        let (template, target) = Template::split("price_index.BTCUSD").unwrap();
+        assert_eq!((template.to_string().as_str(), target), ("price_index", "BTCUSD"));
+        for name in ["system", "ticker.X", "book.X.1.10", "ticker..100ms", "account.orders"] {
+            assert_eq!(Template::split(name), None, "{name}");
         }
     }
 

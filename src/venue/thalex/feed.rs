@@ -138,25 +138,89 @@ impl ThalexFeed {
     /// Builds the feed and its counters. Channel templates must have passed the config's check;
     /// one that does not parse is left out (and would be reported by the config first).
     pub fn new(config: FeedConfig) -> (ThalexFeed, FeedCounters) {
-        let channels = config.channels.len().max(1);
         let templates: Vec<Option<Template>> = config
             .channels
             .iter()
             .map(|template| Template::parse(template).ok())
             .collect();
-        let mut by_name: HashMap<Box<[u8]>, Vec<Target>, BuildHasherDefault<NameHasher>> =
-            HashMap::default();
+        let mut routes = Vec::new();
         for (instrument, symbol) in config.symbols.iter().enumerate() {
             for (position, template) in templates.iter().enumerate() {
-                let Some(template) = template else { continue };
-                by_name
-                    .entry(template.channel(symbol).into_bytes().into_boxed_slice())
-                    .or_default()
-                    .push(Target {
-                        instrument,
-                        stream: instrument * channels + position,
-                    });
+                if let Some(template) = template {
+                    routes.push((template.channel(symbol), instrument, position));
+                }
             }
+        }
+        let has_book = templates
+            .iter()
+            .flatten()
+            .any(|template| template.kind == super::channel::ChannelKind::Book);
+        ThalexFeed::with_routes(config, routes, has_book)
+    }
+
+    /// A feed for the channels named (`tickwire decode`, where no venue file says what was
+    /// subscribed): each name's target becomes an instrument (an underlying too, for a
+    /// `price_index`), in order of first appearance; names no template makes are left out.
+    pub fn for_channels(
+        venue_id: VenueId,
+        venue_name: &str,
+        names: &[String],
+    ) -> (ThalexFeed, FeedCounters) {
+        let mut symbols: Vec<String> = Vec::new();
+        let mut channels: Vec<String> = Vec::new();
+        let mut routes = Vec::new();
+        let mut has_book = false;
+        for name in names {
+            let Some((template, target)) = Template::split(name) else {
+                continue;
+            };
+            has_book |= template.kind == super::channel::ChannelKind::Book;
+            let position = |list: &mut Vec<String>, item: String| match list
+                .iter()
+                .position(|known| *known == item)
+            {
+                Some(index) => index,
+                None => {
+                    list.push(item);
+                    list.len() - 1
+                }
+            };
+            let instrument = position(&mut symbols, target.to_owned());
+            let channel = position(&mut channels, template.to_string());
+            routes.push((name.clone(), instrument, channel));
+        }
+        let config = FeedConfig {
+            venue_id,
+            venue_name: venue_name.to_owned(),
+            symbols,
+            channels,
+            instrument_base: 0,
+        };
+        ThalexFeed::with_routes(config, routes, has_book)
+    }
+
+    /// The instrument names, by instrument index.
+    pub fn symbols(&self) -> &[String] {
+        &self.config.symbols
+    }
+
+    /// Builds the feed from (channel name, instrument index, channel position) routes.
+    fn with_routes(
+        config: FeedConfig,
+        list: Vec<(String, usize, usize)>,
+        has_book: bool,
+    ) -> (ThalexFeed, FeedCounters) {
+        let channels = config.channels.len().max(1);
+        let mut by_name: HashMap<Box<[u8]>, Vec<Target>, BuildHasherDefault<NameHasher>> =
+            HashMap::default();
+        for (name, instrument, position) in list {
+            by_name
+                .entry(name.into_bytes().into_boxed_slice())
+                .or_default()
+                .push(Target {
+                    instrument,
+                    stream: instrument * channels + position,
+                });
         }
         let routes = Routes {
             by_name: by_name
@@ -164,10 +228,6 @@ impl ThalexFeed {
                 .map(|(name, targets)| (name, targets.into_boxed_slice()))
                 .collect::<HashMap<_, _, BuildHasherDefault<NameHasher>>>(),
         };
-        let has_book = templates
-            .iter()
-            .flatten()
-            .any(|template| template.kind == super::channel::ChannelKind::Book);
         let books = (0..config.symbols.len())
             .map(|_| {
                 has_book.then(|| BookState {
