@@ -12,7 +12,8 @@
 //! The network stage owns a [`NetEngine`], created on the network thread itself (io_uring's
 //! SINGLE_ISSUER ties the ring to the thread that made it). The control thread prepares each
 //! venue's stream (DNS, TLS settings: blocking work) and hands it over through a command ring;
-//! the network thread reports streams opening and closing through a status ring.
+//! the network thread reports streams opening and closing through a status ring, and stores each
+//! slot's last-read time where the control thread loads it without a lock.
 //!
 //! The decoder stage hands each frame to its connection's venue [`Feed`] (frames of a connection
 //! without one are counted as undecoded), publishes the events once per batch, and relays the
@@ -36,7 +37,7 @@ use crate::venue::feed::{
     EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, VenueReply,
 };
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,6 +82,9 @@ pub enum NetCommand {
     Abort { conn: ConnId },
     /// Send a text message (a subscription request) on an open stream.
     Send { conn: ConnId, text: String },
+    /// Send a WebSocket ping on an open stream (a venue whose heartbeat is the client's ping);
+    /// nothing when the slot has no open WebSocket stream.
+    Ping { conn: ConnId },
 }
 
 /// A stream state change, from the network thread to the control thread.
@@ -128,6 +132,8 @@ struct NetSetup {
     transport: TransportConfig,
     clock: Clock,
     frames: FrameProducer,
+    /// Per slot: the engine's last-read times, shared with `Runtime::last_read_ns`.
+    last_read: Arc<[AtomicU64]>,
 }
 
 /// The network stage: a `NetEngine` over the configured backend, fed by the command ring.
@@ -158,11 +164,11 @@ impl StagePoll for NetStage {
         if let Ok(mut backend) = self.backend.lock() {
             *backend = why;
         }
-        self.engine = Some(NetEngine::new(
+        self.engine = Some(NetEngine::with_last_read(
             transport,
             setup.frames,
             setup.wait,
-            setup.transport.max_connections,
+            setup.last_read,
         ));
         Ok(())
     }
@@ -198,6 +204,11 @@ impl StagePoll for NetStage {
                 // A stream that closed meanwhile cannot take it; its Closed status says why.
                 NetCommand::Send { conn, text } => {
                     let _ = engine.send_text(conn, &text);
+                }
+                // Likewise: a ping that finds its stream gone (a stale command after a close)
+                // is dropped; there is nothing to keep alive.
+                NetCommand::Ping { conn } => {
+                    let _ = engine.ping(conn);
                 }
             }
         }
@@ -604,6 +615,8 @@ pub struct Runtime {
     pub event_ring: RingStats,
     /// The network backend in use and why, for the log.
     pub net_backend: String,
+    /// Per slot: the network thread's last-read times (`Runtime::last_read_ns`).
+    last_read: Arc<[AtomicU64]>,
     commands: ring::Producer<NetCommand>,
     statuses: ring::Consumer<NetStatus>,
     net_wakeup: Option<Wakeup>,
@@ -675,6 +688,9 @@ impl Runtime {
         let (commands, command_rx) = ring::ring::<NetCommand>(256);
         let (status_tx, statuses) = ring::ring::<NetStatus>(1024);
         let backend_line = Arc::new(std::sync::Mutex::new(String::new()));
+        let last_read: Arc<[AtomicU64]> = (0..net_config.max_connections)
+            .map(|_| AtomicU64::new(0))
+            .collect();
         let mut net = Some(NetStage {
             setup: Some(NetSetup {
                 backend: match net_config.backend {
@@ -700,6 +716,7 @@ impl Runtime {
                 },
                 clock,
                 frames: frame_tx,
+                last_read: last_read.clone(),
             }),
             engine: None,
             commands: command_rx,
@@ -878,6 +895,7 @@ impl Runtime {
             frame_ring,
             event_ring,
             net_backend,
+            last_read,
             commands,
             statuses,
             net_wakeup,
@@ -985,6 +1003,26 @@ impl Runtime {
     /// Sends a text message on `conn`.
     pub fn send_text(&mut self, conn: ConnId, text: String) -> Result<(), RuntimeError> {
         self.net_command(NetCommand::Send { conn, text })
+    }
+
+    /// Sends a WebSocket ping on `conn` (RFC 6455 section 5.5.2, its payload the send time),
+    /// for a venue whose heartbeat is the client's ping. A slot without an open WebSocket stream
+    /// ignores it, so a ping racing a close fails nothing. The server's pong is never delivered
+    /// as a message; it shows only as a read in [`Runtime::last_read_ns`].
+    pub fn ping(&mut self, conn: ConnId) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Ping { conn })
+    }
+
+    /// When `conn` last read anything (data, pongs, TLS records): the receive timestamp of the
+    /// network thread's latest completion on the slot, in ns since the epoch on the clock of
+    /// frames' receive times; the time its stream was opened until it reads anything; 0 for a
+    /// slot never opened or out of range. A lock-free load of a word the network thread stores.
+    /// Meaningful once the slot's `Open` status arrived: before the network thread takes an
+    /// `Open` command, the slot still shows its previous stream.
+    pub fn last_read_ns(&self, conn: ConnId) -> u64 {
+        self.last_read
+            .get(conn as usize)
+            .map_or(0, |slot| slot.load(Ordering::Relaxed))
     }
 
     fn net_command(&mut self, command: NetCommand) -> Result<(), RuntimeError> {

@@ -7,6 +7,11 @@
 //! binary feed such as DBN) hands every received chunk to the ring as it is. Control traffic the
 //! protocol owes the server (pongs, close echoes, TLS records) is sent in the same poll.
 //!
+//! Per slot the engine also keeps when the stream last read anything (data, pongs, TLS records):
+//! the receive timestamp of its latest completion, in a table of atomics that other threads read
+//! without a lock ([`NetEngine::last_read`]). A venue whose heartbeat is our ping
+//! ([`NetEngine::ping`]) is judged dead by that time standing still.
+//!
 //! Frame layout in the ring: 8 bytes of receive time (ns since the epoch, little-endian), then the
 //! payload. The frame's tag is the stream's [`ConnId`] in its low 24 bits and a [`FrameKind`] in
 //! its top 8 bits.
@@ -23,6 +28,7 @@ use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Bytes of receive timestamp in front of every frame's payload.
@@ -176,6 +182,8 @@ pub struct NetEngine {
     /// Streams that received bytes in this poll: the only ones that may owe the server bytes
     /// or have finished their closing handshake.
     touched: Vec<ConnId>,
+    /// Per slot: the receive timestamp of the stream's latest read (see [`NetEngine::last_read`]).
+    last_read: Arc<[AtomicU64]>,
 }
 
 impl NetEngine {
@@ -185,14 +193,46 @@ impl NetEngine {
         wait: WaitMode,
         max_connections: u32,
     ) -> NetEngine {
+        let last_read = (0..max_connections).map(|_| AtomicU64::new(0)).collect();
+        NetEngine::with_last_read(transport, frames, wait, last_read)
+    }
+
+    /// Like [`NetEngine::new`], with the per-slot last-read times written into `last_read`, a
+    /// table the caller made so that it can hand it to other threads before the engine exists
+    /// (the engine is built on the network thread). One slot per entry.
+    pub fn with_last_read(
+        transport: Transport,
+        frames: FrameProducer,
+        wait: WaitMode,
+        last_read: Arc<[AtomicU64]>,
+    ) -> NetEngine {
+        let slots = last_read.len();
         NetEngine {
             transport,
             frames,
-            streams: (0..max_connections).map(|_| None).collect(),
+            streams: (0..slots).map(|_| None).collect(),
             wait,
-            pending: Vec::with_capacity(max_connections as usize),
-            touched: Vec::with_capacity(max_connections as usize),
+            pending: Vec::with_capacity(slots),
+            touched: Vec::with_capacity(slots),
+            last_read,
         }
+    }
+
+    /// Per slot: the receive timestamp (ns since the epoch, the clock of frames' `recv_ts_ns`)
+    /// of the latest bytes read on the slot's stream, whatever they were (data, pongs, TLS
+    /// records); the time its stream was opened until it reads anything; 0 for a slot never
+    /// opened. Written by the network thread alone with one relaxed store per receive
+    /// completion (the completion's own timestamp, no extra clock read); any thread may load
+    /// it. A slot keeps its last value after its stream closes.
+    pub fn last_read(&self) -> &Arc<[AtomicU64]> {
+        &self.last_read
+    }
+
+    /// `conn`'s entry of [`NetEngine::last_read`] (0 out of range).
+    pub fn last_read_ns(&self, conn: ConnId) -> u64 {
+        self.last_read
+            .get(conn as usize)
+            .map_or(0, |slot| slot.load(Ordering::Relaxed))
     }
 
     pub fn transport(&self) -> &Transport {
@@ -209,6 +249,11 @@ impl NetEngine {
             None => None,
         };
         self.transport.connect(conn, spec.addr)?;
+        // A new stream has read nothing yet: its silence is counted from now, not from the
+        // slot's previous stream.
+        if let Some(slot) = self.last_read.get(conn as usize) {
+            slot.store(self.transport.now_ns(), Ordering::Relaxed);
+        }
         self.streams[conn as usize] = Some(Stream {
             spec_ws: spec.websocket,
             phase: Phase::Connecting,
@@ -239,6 +284,24 @@ impl NetEngine {
         kind: ws::MessageKind,
         payload: &[u8],
     ) -> Result<(), StreamSendError> {
+        self.send_with(conn, |client| client.send(kind, payload))
+    }
+
+    /// Sends a WebSocket ping (RFC 6455 section 5.5.2) on an open stream, for a venue that
+    /// wants the client's pings as its heartbeat. The payload is the send time (ns since the
+    /// epoch, 8 bytes little-endian). The server's pong is read like any pong: it counts as a
+    /// read in [`NetEngine::last_read`] and is never written to the frame ring.
+    pub fn ping(&mut self, conn: ConnId) -> Result<(), StreamSendError> {
+        let sent_ns = self.transport.now_ns();
+        self.send_with(conn, |client| client.send_ping(&sent_ns.to_le_bytes()))
+    }
+
+    /// Queues a frame on an open WebSocket stream with `queue` and sends it at once.
+    fn send_with(
+        &mut self,
+        conn: ConnId,
+        queue: impl FnOnce(&mut ws::Client) -> Result<(), ws::SendError>,
+    ) -> Result<(), StreamSendError> {
         let stream = self
             .streams
             .get_mut(conn as usize)
@@ -249,9 +312,7 @@ impl NetEngine {
             .ws
             .as_mut()
             .ok_or(StreamSendError::NotWebSocket(conn))?;
-        client
-            .send(kind, payload)
-            .map_err(StreamSendError::WebSocket)?;
+        queue(client).map_err(StreamSendError::WebSocket)?;
         if let Err(error) = flush(&mut self.transport, conn, stream) {
             let event = self.fail(conn, error);
             self.pending.push((conn, event));
@@ -322,6 +383,7 @@ impl NetEngine {
         let streams = &mut self.streams;
         let frames = &mut self.frames;
         let touched = &mut self.touched;
+        let last_read = &self.last_read;
         touched.clear();
         let mut failures: Vec<(ConnId, StreamError)> = Vec::new();
         let io_events = transport.poll(self.wait, &mut |conn, event| {
@@ -373,6 +435,11 @@ impl NetEngine {
                     return;
                 }
                 IoEvent::Data { bytes, recv_ts_ns } => {
+                    // One relaxed store of the completion's own timestamp: the control
+                    // thread's liveness check costs the hot path nothing more.
+                    if let Some(slot) = last_read.get(conn as usize) {
+                        slot.store(recv_ts_ns, Ordering::Relaxed);
+                    }
                     if let Err(error) =
                         receive(stream, conn, bytes, recv_ts_ns, frames, &mut events)
                     {

@@ -172,6 +172,11 @@ impl EpollTransport {
             .map_or(0, |slot| slot.unsent.len() - slot.send_pos)
     }
 
+    /// Now, on the clock that stamps received bytes (ns since the epoch).
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
     /// Sends what the kernel takes; watches for writability while anything is left.
     fn flush(&mut self, conn: ConnId) {
         let slot = &mut self.slots[conn as usize];

@@ -187,6 +187,15 @@ impl Transport {
         }
     }
 
+    /// Now, on the clock that stamps received bytes (ns since the epoch): for times that must
+    /// compare with `IoEvent::Data`'s `recv_ts_ns`.
+    pub fn now_ns(&self) -> u64 {
+        match self {
+            Transport::Uring(transport) => transport.now_ns(),
+            Transport::Epoll(transport) => transport.now_ns(),
+        }
+    }
+
     /// Closes `conn` now; no event follows for it. Unsent bytes are dropped.
     pub fn close(&mut self, conn: ConnId) {
         match self {

@@ -293,6 +293,11 @@ impl UringTransport {
         self.setup
     }
 
+    /// Now, on the clock that stamps received bytes (ns since the epoch).
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
     /// Queues a submission, flushing the queue to the kernel first if it is full.
     fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
         // SAFETY: every entry pushed here points only at memory that stays valid until its

@@ -120,6 +120,8 @@ pub struct ConnectionStats {
     pub messages_sent: u64,
     /// Data messages for its streams not sent: due during a stall, or the skipped depth message.
     pub messages_lost: u64,
+    /// Ping frames the client sent (each answered with a pong while the connection is open).
+    pub pings_received: u64,
     pub open: bool,
     /// Why it closed, as the server saw it.
     pub close_reason: Option<String>,
@@ -504,6 +506,7 @@ struct ConnStats {
     path: String,
     messages_sent: AtomicU64,
     messages_lost: AtomicU64,
+    pings_received: AtomicU64,
     open: AtomicBool,
     close_reason: Mutex<Option<String>>,
     /// 0 for none (0 is not a valid close code).
@@ -518,6 +521,7 @@ impl ConnStats {
             path: self.path.clone(),
             messages_sent: self.messages_sent.load(Ordering::Relaxed),
             messages_lost: self.messages_lost.load(Ordering::Relaxed),
+            pings_received: self.pings_received.load(Ordering::Relaxed),
             open: self.open.load(Ordering::Relaxed),
             close_reason: lock(&self.close_reason).clone(),
             client_close_code: u16::try_from(code).ok().filter(|code| *code != 0),
@@ -942,6 +946,7 @@ fn run_websocket(
         path: upgrade.path,
         messages_sent: AtomicU64::new(0),
         messages_lost: AtomicU64::new(0),
+        pings_received: AtomicU64::new(0),
         open: AtomicBool::new(true),
         close_reason: Mutex::new(None),
         client_close_code: AtomicU32::new(0),
@@ -1097,6 +1102,9 @@ fn handle_incoming(
     incoming: Incoming,
 ) -> Flow {
     let settings = &shared.settings;
+    if matches!(incoming, Incoming::Ping(_)) {
+        conn.stats.pings_received.fetch_add(1, Ordering::Relaxed);
+    }
     let mut out = lock(&conn.out);
     if !matches!(incoming, Incoming::Close(..)) {
         // Binance counts every incoming message, pings and pongs included, against the limit.
