@@ -18,6 +18,9 @@ use tickwire::venue::binance::json;
 /// The venue label printed on every line.
 const VENUE: &str = "binance-futures";
 
+/// The venue label of Thalex files.
+const THALEX: &str = "thalex";
+
 /// Opens `path`, decompressing when it starts with the gzip magic bytes.
 pub fn open_lines(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
     let mut file = BufReader::with_capacity(1 << 20, File::open(path)?);
@@ -46,11 +49,15 @@ pub fn split_line(line: &[u8]) -> (u64, &[u8]) {
 }
 
 pub fn decode(venue: &str, path: &Path) -> ExitCode {
-    if venue != VENUE {
-        eprintln!("decode: venue {venue:?} is not supported; valid: {VENUE}");
-        return ExitCode::from(2);
-    }
-    match run(path) {
+    let result = match venue {
+        VENUE => run(path),
+        THALEX => run_thalex(path),
+        _ => {
+            eprintln!("decode: venue {venue:?} is not supported; valid: {VENUE}, {THALEX}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
         Ok(summary) => {
             eprintln!("{summary}");
             ExitCode::SUCCESS
@@ -151,5 +158,94 @@ fn run(path: &Path) -> anyhow::Result<String> {
         "decode: {lines} lines; {} messages ({}); {events} events; {skipped} skipped; {malformed} malformed",
         by_type.values().sum::<u64>() + unknown_types.values().sum::<u64>(),
         types.join(", ")
+    ))
+}
+
+/// Each non-blank line of `path`, as (receive time, message).
+fn for_each_message(
+    path: &Path,
+    mut on_message: impl FnMut(u64, &[u8]) -> std::io::Result<()>,
+) -> anyhow::Result<u64> {
+    let mut input = open_lines(path)?;
+    let mut raw = Vec::with_capacity(1 << 16);
+    let mut lines = 0u64;
+    loop {
+        raw.clear();
+        if input.read_until(b'\n', &mut raw)? == 0 {
+            break;
+        }
+        lines += 1;
+        let line = raw.strip_suffix(b"\n").unwrap_or(&raw);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let (recv_ts_ns, message) = split_line(line);
+        on_message(recv_ts_ns, message)?;
+    }
+    Ok(lines)
+}
+
+/// Thalex: the appliance's Thalex feed, its routes made from the channels the file holds (a
+/// first pass collects them), every event it writes printed.
+fn run_thalex(path: &Path) -> anyhow::Result<String> {
+    use tickwire::venue::feed::{EventSink, Feed};
+    use tickwire::venue::thalex::decode::{decode as read, Message as ThalexMessage, Scratch};
+    use tickwire::venue::thalex::feed::ThalexFeed;
+
+    let mut names: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut scratch = Scratch::default();
+    for_each_message(path, |_, message| {
+        if let Ok(ThalexMessage::Notification { channel, .. }) = read(message, &mut scratch) {
+            if !seen.contains(channel) {
+                seen.insert(channel.to_vec());
+                names.push(String::from_utf8_lossy(channel).into_owned());
+            }
+        }
+        Ok(())
+    })?;
+    let (mut feed, counters) = ThalexFeed::for_channels(0, THALEX, &names);
+    let symbols: Vec<String> = feed.symbols().to_vec();
+    let (mut producer, mut consumer) = tickwire::ring::spsc::ring(1 << 16);
+    let mut lost = false;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut buffer = Vec::with_capacity(1 << 16);
+    let mut events = 0u64;
+    let mut messages = 0u64;
+    let lines = for_each_message(path, |recv_ts_ns, message| {
+        messages += 1;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        feed.on_message(0, recv_ts_ns, message, &mut sink);
+        sink.publish();
+        if let Some(sample) = feed.take_malformed() {
+            eprintln!("decode: {}: {}", sample.error(), sample.text());
+        }
+        while feed.take_reply().is_some() {}
+        buffer.clear();
+        while let Some(event) = consumer.try_pop() {
+            events += 1;
+            let symbol = symbols
+                .get(event.header.instrument_id as usize)
+                .map_or(&b"?"[..], |symbol| symbol.as_bytes());
+            json::write_event(&mut buffer, THALEX, symbol, &event);
+        }
+        out.write_all(&buffer)
+    })?;
+    out.flush()?;
+    Ok(format!(
+        "decode: {lines} lines; {messages} messages (ticker+lwt={}, book={}, trades={}, \
+         price_index={}, responses={}, errors={}, unknown channel={}, duplicate={}); {events} \
+         events; {} malformed",
+        counters.book_tickers.get(),
+        counters.depth_updates.get(),
+        counters.trades.get(),
+        counters.mark_prices.get(),
+        counters.replies.get(),
+        counters.error_replies.get(),
+        counters.unknown_symbol.get() + counters.unknown.get(),
+        counters.duplicates.get(),
+        counters.malformed.get(),
     ))
 }

@@ -88,7 +88,7 @@ enum Command {
     /// receive time in ns and a space. Exit status: 0 when the file was read (malformed lines are
     /// counted and skipped), 1 when it cannot be read.
     Decode {
-        /// The venue whose messages the file holds: binance-futures.
+        /// The venue whose messages the file holds: binance-futures or thalex.
         #[arg(long, value_name = "VENUE")]
         venue: String,
         #[arg(value_name = "FILE")]

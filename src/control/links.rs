@@ -480,6 +480,7 @@ impl Venues {
                     );
                     self.apply(venue, shard, which, now_ns, runtime)?;
                 }
+                self.heartbeat(venue, shard, now_ns, runtime)?;
                 self.staleness(venue, shard, now_ns, runtime)?;
                 self.rotation(venue, shard, now_ns, runtime)?;
             }
@@ -679,6 +680,57 @@ impl Venues {
                         ))?;
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Heartbeat pings on each open connection of a shard, and the read timeout: a connection
+    /// that read nothing at all (not even the answers to its pings) is recycled.
+    fn heartbeat(
+        &mut self,
+        venue: usize,
+        shard_index: usize,
+        now_ns: u64,
+        runtime: &mut Runtime,
+    ) -> Result<(), RuntimeError> {
+        let links = &mut self.venues[venue];
+        if links.ping_interval_ns.is_none() && links.read_timeout_ns.is_none() {
+            return Ok(());
+        }
+        for which in 0..2 {
+            let shard = &mut links.shards[shard_index];
+            let conn = &shard.conns[which];
+            // Past `Upgrading` the network thread has reported the stream open, so its
+            // last-read time belongs to this stream.
+            if !matches!(
+                conn.state(),
+                ConnState::Subscribing | ConnState::Live | ConnState::Stale
+            ) {
+                shard.pinged_ns[which] = 0;
+                continue;
+            }
+            let slot = conn.slot();
+            if let Some(interval) = links.ping_interval_ns {
+                if now_ns.saturating_sub(shard.pinged_ns[which]) >= interval {
+                    shard.pinged_ns[which] = now_ns;
+                    runtime.ping(slot)?;
+                }
+            }
+            let Some(timeout) = links.read_timeout_ns else {
+                continue;
+            };
+            let last = runtime.last_read_ns(slot).max(conn.since_ns());
+            if now_ns.saturating_sub(last) > timeout {
+                tracing::warn!(
+                    venue = %links.name,
+                    conn = slot,
+                    silent_ms = now_ns.saturating_sub(last) / NS_PER_MS,
+                    "nothing read on the connection, not even pongs: recycling it"
+                );
+                shard.conns[which].recycle_for(now_ns, Reason::ReadTimeout, &mut self.out);
+                self.apply(venue, shard_index, which, now_ns, runtime)?;
+                return Ok(());
             }
         }
         Ok(())

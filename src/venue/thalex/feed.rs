@@ -131,7 +131,8 @@ pub struct ThalexFeed {
     activity: Arc<StreamActivity>,
     replies: VecDeque<VenueReply>,
     malformed_sample: Option<MalformedSample>,
-    last_sample_ns: u64,
+    /// When the last malformed sample was kept.
+    last_sample_ns: Option<u64>,
 }
 
 impl ThalexFeed {
@@ -262,7 +263,7 @@ impl ThalexFeed {
             activity,
             replies: VecDeque::with_capacity(REPLIES_KEPT),
             malformed_sample: None,
-            last_sample_ns: 0,
+            last_sample_ns: None,
         };
         (feed, counters)
     }
@@ -343,10 +344,11 @@ impl ThalexFeed {
 
     fn malformed(&mut self, error: DecodeError, payload: &[u8], recv_ts_ns: u64) {
         self.writers.malformed.increment();
-        if self.malformed_sample.is_none()
-            && recv_ts_ns.saturating_sub(self.last_sample_ns) >= MALFORMED_SAMPLE_INTERVAL_NS
-        {
-            self.last_sample_ns = recv_ts_ns;
+        let due = self.last_sample_ns.is_none_or(|last| {
+            recv_ts_ns.saturating_sub(last) >= MALFORMED_SAMPLE_INTERVAL_NS
+        });
+        if self.malformed_sample.is_none() && due {
+            self.last_sample_ns = Some(recv_ts_ns);
             self.malformed_sample = Some(MalformedSample::new(
                 self.config.venue_id,
                 &error,
