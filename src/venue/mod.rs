@@ -9,6 +9,7 @@ pub mod binance;
 pub mod feed;
 pub mod rest;
 pub mod snapshot;
+pub mod thalex;
 
 use crate::config::{NetConfig, VenueConfig, VenueKind};
 use crate::net::engine::{StreamSpec, WebSocketTarget};
