@@ -12,6 +12,7 @@ mod frame;
 mod http;
 mod options;
 mod server;
+mod wire;
 pub mod source;
 
 pub use options::{Faults, Pace, SimOptions, Stamp, Start};
