@@ -34,8 +34,8 @@ use super::http::{self, Request, Route};
 use super::options::{Faults, Pace, SimOptions, Stamp, Start};
 use super::source::{SimMessage, Source};
 use super::wire::{
-    self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest,
-    READ_BYTES, REQUEST_TIMEOUT,
+    self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
+    REQUEST_TIMEOUT,
 };
 use crate::clock::Clock;
 use crate::ring::Producer;
@@ -74,6 +74,10 @@ pub enum SimError {
     Tls(rustls::Error),
     #[error("the replay speed must be a positive finite number, not {0}")]
     InvalidSpeed(f64),
+    #[error("the data rate must be a positive finite number of messages per second, not {0}")]
+    InvalidRate(f64),
+    #[error("invalid instrument name {0:?}: it must be non-empty, without `.` or `\"`")]
+    InvalidInstrument(String),
     #[error("cannot start a simulator thread: {0}")]
     Spawn(io::Error),
 }
