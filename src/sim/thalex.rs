@@ -101,8 +101,9 @@ const MAX_DATA_PER_WAKE: u32 = 64;
 /// often even when nothing else is due.
 const MAX_READ_WAIT: Duration = Duration::from_secs(1);
 
-/// Price levels per side of an instrument's synthetic book: the deepest `book` channel's.
-const BOOK_LEVELS: i64 = 40;
+/// Price levels (0.5 ticks) per side of an instrument's synthetic book: enough for the deepest
+/// `book` channel (40 levels) at grouping 1, two ticks per group, and some.
+const BOOK_LEVELS: i64 = 100;
 
 /// Trades a `recent_trades` snapshot carries, at most.
 const SNAPSHOT_TRADES: usize = 5;
@@ -1367,6 +1368,7 @@ impl Instrument {
         } else {
             base_ticks
         };
+        let base_ticks = base_ticks.max(4 * BOOK_LEVELS);
         let mut instrument = Instrument {
             name: name.to_owned(),
             underlying,
@@ -1665,8 +1667,9 @@ mod tests {
             let book = &market.instruments[0];
             for (grouping, levels) in [(1, 40), (1, 5), (5, 10), (100, 20)] {
                 let (bids, asks) = book.view(grouping * 2, levels);
-                assert!((1..=levels).contains(&bids.len()));
-                assert!((1..=levels).contains(&asks.len()));
+                let expected = levels.min(BOOK_LEVELS as usize / grouping as usize / 2);
+                assert!((expected..=levels).contains(&bids.len()), "{grouping} {levels}");
+                assert!((expected..=levels).contains(&asks.len()), "{grouping} {levels}");
                 assert!(bids.keys().next_back() < asks.keys().next());
             }
         }
