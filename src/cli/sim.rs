@@ -290,7 +290,10 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             vec![
                 ("--instruments", args.instruments.is_some()),
                 ("--request-limit", args.request_limit.is_some()),
-                ("--reconnect-event-after", args.reconnect_event_after.is_some()),
+                (
+                    "--reconnect-event-after",
+                    args.reconnect_event_after.is_some(),
+                ),
             ],
         ),
         SimVenue::Thalex => (

@@ -1668,8 +1668,14 @@ mod tests {
             for (grouping, levels) in [(1, 40), (1, 5), (5, 10), (100, 20)] {
                 let (bids, asks) = book.view(grouping * 2, levels);
                 let expected = levels.min(BOOK_LEVELS as usize / grouping as usize / 2);
-                assert!((expected..=levels).contains(&bids.len()), "{grouping} {levels}");
-                assert!((expected..=levels).contains(&asks.len()), "{grouping} {levels}");
+                assert!(
+                    (expected..=levels).contains(&bids.len()),
+                    "{grouping} {levels}"
+                );
+                assert!(
+                    (expected..=levels).contains(&asks.len()),
+                    "{grouping} {levels}"
+                );
                 assert!(bids.keys().next_back() < asks.keys().next());
             }
         }
