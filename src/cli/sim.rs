@@ -1,8 +1,9 @@
 //! `tickwire sim`: the venue simulator as a command, until SIGINT or SIGTERM (or, with
-//! `--exit-when-done`, until its source is exhausted and every message sent).
+//! `--exit-when-done`, until its source is exhausted and every message sent). `--venue` picks
+//! the protocol: Binance USDⓈ-M (the default) or Thalex's WebSocket JSON-RPC API.
 
 use super::signals::StopSignals;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,11 +12,30 @@ use tickwire::clock::Clock;
 use tickwire::sim::source::CaptureSource;
 use tickwire::sim::source::Source;
 use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
+use tickwire::sim::thalex::{self, ThalexFaults, ThalexOptions};
 use tickwire::sim::{Faults, Pace, Sim, SimOptions, Start};
+
+/// The protocols `tickwire sim` speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SimVenue {
+    /// Binance USDⓈ-M Futures: WebSocket market streams and REST depth snapshots.
+    Binance,
+    /// Thalex: the WebSocket JSON-RPC API at /ws/api/v2 (login, subscriptions, a synthetic
+    /// market per connection).
+    Thalex,
+}
+
+/// The default of `--rate` per venue: Binance's is over all symbols of the one shared market,
+/// Thalex's per connection.
+const BINANCE_RATE: f64 = 1000.0;
+const THALEX_RATE: f64 = 100.0;
 
 /// The simulator's options on the command line.
 #[derive(Args, Debug)]
 pub struct SimArgs {
+    /// The venue to simulate.
+    #[arg(long, value_enum, default_value_t = SimVenue::Binance)]
+    venue: SimVenue,
     /// Address to listen on (loopback only is the intent; the certificate names loopback).
     #[arg(long, default_value = "127.0.0.1:9443")]
     listen: SocketAddr,
@@ -29,9 +49,10 @@ pub struct SimArgs {
     /// Synthetic market: number of symbols.
     #[arg(long, default_value_t = 2)]
     symbols: usize,
-    /// Synthetic market: messages per second over all symbols.
-    #[arg(long, default_value_t = 1000.0)]
-    rate: f64,
+    /// Synthetic market: messages per second over all symbols (binance, default 1000), or per
+    /// connection over its channels (thalex, default 100).
+    #[arg(long)]
+    rate: Option<f64>,
     /// Synthetic market: random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -90,6 +111,19 @@ pub struct SimArgs {
     /// Fault: ignore the client's requests (SUBSCRIBE, ...): no reply, no subscription.
     #[arg(long)]
     ignore_requests: bool,
+    /// Thalex: the instruments served, comma separated; commas inside `[..]` (a combination's
+    /// legs) do not split. Default: BTC-PERPETUAL, ETH-PERPETUAL, BTC-27JUN25,
+    /// BTC-27JUN25-100000-C and [BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1].
+    #[arg(long, value_name = "NAME,..")]
+    instruments: Option<String>,
+    /// Thalex: requests per connection per second beyond which requests fail with code 4
+    /// (default 50).
+    #[arg(long, value_name = "N")]
+    request_limit: Option<u32>,
+    /// Thalex fault: after N data messages send the system reconnect event, then close with
+    /// 1001 after MS milliseconds.
+    #[arg(long, value_name = "N:MS", value_parser = count_and_millis)]
+    reconnect_event_after: Option<(u64, Duration)>,
     /// Connection faults apply to the first K connections.
     #[arg(long, default_value_t = 1, value_name = "K")]
     fault_connections: u32,
@@ -99,6 +133,36 @@ pub struct SimArgs {
     /// own receive times by `u`. The bytes on the wire do not change.
     #[arg(long, value_name = "FILE")]
     stamps: Option<PathBuf>,
+}
+
+fn count_and_millis(text: &str) -> Result<(u64, Duration), String> {
+    let parsed = text
+        .split_once(':')
+        .and_then(|(count, millis)| Some((count.parse().ok()?, millis.parse().ok()?)));
+    parsed
+        .map(|(count, millis)| (count, Duration::from_millis(millis)))
+        .ok_or_else(|| format!("expected N:MS (two whole numbers), not {text:?}"))
+}
+
+/// Splits `a,b,[c:-1,d:1]` at the commas outside brackets.
+fn split_instruments(list: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (at, byte) in list.bytes().enumerate() {
+        match byte {
+            b'[' => depth += 1,
+            b']' => depth -= 1,
+            b',' if depth == 0 => {
+                names.push(list[start..at].trim().to_owned());
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    names.push(list[start..].trim().to_owned());
+    names.retain(|name| !name.is_empty());
+    names
 }
 
 fn seconds(value: f64, name: &str) -> anyhow::Result<Duration> {
@@ -123,6 +187,10 @@ pub fn sim(args: SimArgs) -> ExitCode {
 }
 
 fn run(args: SimArgs) -> anyhow::Result<()> {
+    check_flags(&args)?;
+    if args.venue == SimVenue::Thalex {
+        return run_thalex(args);
+    }
     let signals = StopSignals::block()?;
     let source: Box<dyn Source> = match &args.source {
         Some(path) => Box::new(
@@ -132,7 +200,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         None => Box::new(
             SyntheticSource::new(SyntheticConfig {
                 symbols: args.symbols,
-                rate_per_sec: args.rate,
+                rate_per_sec: args.rate.unwrap_or(BINANCE_RATE),
                 seed: args.seed,
                 ..SyntheticConfig::default()
             })
@@ -213,6 +281,109 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses the flags the chosen venue has no use for, naming them. Flags with a default count as
+/// given when their value differs from it.
+fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
+    let (venue, ignored): (&str, Vec<(&str, bool)>) = match args.venue {
+        SimVenue::Binance => (
+            "binance",
+            vec![
+                ("--instruments", args.instruments.is_some()),
+                ("--request-limit", args.request_limit.is_some()),
+                (
+                    "--reconnect-event-after",
+                    args.reconnect_event_after.is_some(),
+                ),
+            ],
+        ),
+        SimVenue::Thalex => (
+            "thalex",
+            vec![
+                ("--source", args.source.is_some()),
+                ("--symbols", args.symbols != 2),
+                ("--speed", args.speed != 1.0),
+                ("--as-fast-as-possible", args.as_fast_as_possible),
+                ("--start-immediately", args.start_immediately),
+                ("--exit-when-done", args.exit_when_done),
+                ("--ping-interval", args.ping_interval != 180.0),
+                ("--pong-timeout", args.pong_timeout != 600.0),
+                ("--malformed-every", args.malformed_every.is_some()),
+                ("--oversized-after", args.oversized_after.is_some()),
+                ("--fragment-into", args.fragment_into.is_some()),
+                ("--skip-depth-after", args.skip_depth_after.is_some()),
+                ("--rest-errors", args.rest_errors != 0),
+                ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
+                ("--wrong-host-cert", args.wrong_host_cert),
+                ("--ignore-requests", args.ignore_requests),
+                ("--stamps", args.stamps.is_some()),
+            ],
+        ),
+    };
+    let given: Vec<&str> = ignored
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
+    if !given.is_empty() {
+        anyhow::bail!(
+            "{} not used with --venue {venue}; leave {} out",
+            given.join(", "),
+            if given.len() == 1 { "it" } else { "them" }
+        );
+    }
+    Ok(())
+}
+
+/// `tickwire sim --venue thalex`: the Thalex server until SIGINT or SIGTERM.
+fn run_thalex(args: SimArgs) -> anyhow::Result<()> {
+    let signals = StopSignals::block()?;
+    let mut options = ThalexOptions::new(&args.cert_dir);
+    options.listen = args.listen;
+    options.seed = args.seed;
+    options.rate = args.rate.unwrap_or(THALEX_RATE);
+    if let Some(list) = &args.instruments {
+        options.instruments = split_instruments(list);
+        if options.instruments.is_empty() {
+            anyhow::bail!("--instruments names no instrument");
+        }
+    }
+    if let Some(limit) = args.request_limit {
+        options.request_limit_per_sec = limit;
+    }
+    options.faults = ThalexFaults {
+        close_after: args.close_after,
+        reset_after: args.reset_after,
+        stall_after: match (args.stall_after, args.stall_seconds) {
+            (Some(after), Some(secs)) => Some((after, seconds(secs, "stall-seconds")?)),
+            _ => None,
+        },
+        reconnect_event_after: args.reconnect_event_after,
+        fault_connections: args.fault_connections,
+    };
+    let instruments = options.instruments.join(" ");
+    let sim = thalex::start(options)?;
+    eprintln!("sim: Thalex WebSocket API on {} (TLS)", sim.addr());
+    eprintln!("sim: URL: {}", sim.url());
+    eprintln!("sim: CA certificate: {}", sim.ca_pem_path().display());
+    eprintln!("sim: instruments: {instruments}");
+    eprintln!(
+        "sim: login key id {}; the test-only private key is tickwire::sim::thalex::TEST_PRIVATE_KEY_PEM",
+        thalex::TEST_KEY_ID
+    );
+    loop {
+        if let Some(signal) = signals.wait(Duration::from_millis(200))? {
+            eprintln!("sim: signal {signal}; stopping");
+            break;
+        }
+    }
+    let stats = sim.stats();
+    drop(sim);
+    eprintln!(
+        "sim: {} connections, {} logins ({} failed), {} data messages sent",
+        stats.websocket_connections, stats.logins_ok, stats.logins_failed, stats.data_messages_sent
+    );
+    Ok(())
+}
+
 /// Drains the stamp ring to a file on a thread of its own.
 struct StampWriter {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -264,5 +435,28 @@ impl StampWriter {
             .join()
             .map_err(|_| anyhow::anyhow!("the stamp writer panicked"))?
             .map_err(|error| anyhow::anyhow!("writing stamps: {error}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instrument_lists_split_outside_brackets() {
+        assert_eq!(
+            split_instruments("BTC-PERPETUAL, [A:-1,B:1],ETH-PERPETUAL,"),
+            vec!["BTC-PERPETUAL", "[A:-1,B:1]", "ETH-PERPETUAL"]
+        );
+    }
+
+    #[test]
+    fn reconnect_fault_takes_count_and_millis() {
+        assert_eq!(
+            count_and_millis("5:250"),
+            Ok((5, Duration::from_millis(250)))
+        );
+        assert!(count_and_millis("5").is_err());
+        assert!(count_and_millis("x:1").is_err());
     }
 }

@@ -1,7 +1,8 @@
 //! The venue simulator behind `tickwire sim`, the demo, the tests and the benchmarks: a Binance
 //! USDⓈ-M Futures compatible server on loopback (WebSocket over TLS with a certificate it makes on
 //! start, REST depth snapshots), fed by a [`source::Source`] (a capture replay or a synthetic
-//! market), with fault injection.
+//! market), with fault injection; and in `thalex` a Thalex compatible server (WebSocket JSON-RPC
+//! with login tokens, subscriptions and a synthetic market) on the same TLS plumbing.
 //!
 //! Nothing here is on tickwire's hot path: the simulator is the other side of the wire, written
 //! for clarity and for faithful venue behaviour, and it may allocate and block.
@@ -13,6 +14,8 @@ mod http;
 mod options;
 mod server;
 pub mod source;
+pub mod thalex;
+mod wire;
 
 pub use options::{Faults, Pace, SimOptions, Stamp, Start};
 pub use server::{ConnectionStats, Sim, SimError, SimHandle, SimStats, CLOSE_GRACE};

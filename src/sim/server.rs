@@ -33,34 +33,26 @@ use super::frame::{self, FrameReader, Incoming};
 use super::http::{self, Request, Route};
 use super::options::{Faults, Pace, SimOptions, Stamp, Start};
 use super::source::{SimMessage, Source};
+use super::wire::{
+    self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
+    REQUEST_TIMEOUT,
+};
 use crate::clock::Clock;
 use crate::ring::Producer;
 use crate::ws::close_code;
 use crate::ws::frame::OpCode;
 use rustls::{ServerConfig, ServerConnection};
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long the server waits for the client's close frame after sending its own.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);
-
-/// How long a connection may take for its TLS handshake and each HTTP request before the
-/// upgrade; a client that stays silent longer is dropped.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Socket reads per call: a whole TLS record and more.
-const READ_BYTES: usize = 64 * 1024;
-
-/// Plaintext per TLS write: a record's worth, so rustls's send buffer (64 KiB by default) never
-/// fills between flushes.
-const WRITE_CHUNK_BYTES: usize = 16 * 1024;
 
 /// The payload of the server's pings.
 const PING_PAYLOAD: &[u8] = b"tickwire-sim";
@@ -82,6 +74,10 @@ pub enum SimError {
     Tls(rustls::Error),
     #[error("the replay speed must be a positive finite number, not {0}")]
     InvalidSpeed(f64),
+    #[error("the data rate must be a positive finite number of messages per second, not {0}")]
+    InvalidRate(f64),
+    #[error("invalid instrument name {0:?}: it must be non-empty, without `.` or `\"`")]
+    InvalidInstrument(String),
     #[error("cannot start a simulator thread: {0}")]
     Spawn(io::Error),
 }
@@ -442,21 +438,6 @@ impl Shared {
     }
 }
 
-/// `at + duration`, or a year from `at` when that overflows (`Duration::MAX` as "never").
-fn later(at: Instant, duration: Duration) -> Instant {
-    at.checked_add(duration)
-        .or_else(|| at.checked_add(Duration::from_secs(365 * 24 * 3600)))
-        .unwrap_or(at)
-}
-
-/// A mutex whose holder panicked still guards consistent data here (counters, lists, a TLS
-/// session that at worst is broken and fails its connection), so a poisoned lock is taken over.
-fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// One WebSocket connection, shared by its connection thread and the pacer.
 struct Conn {
     socket_id: u64,
@@ -537,11 +518,7 @@ impl ConnStats {
 impl Outbound {
     /// Encrypts and writes `plaintext`, blocking up to the socket's write timeout per write.
     fn send(&mut self, tcp: &TcpStream, plaintext: &[u8]) -> io::Result<()> {
-        for chunk in plaintext.chunks(WRITE_CHUNK_BYTES) {
-            self.tls.writer().write_all(chunk)?;
-            flush_tls(&mut self.tls, tcp)?;
-        }
-        Ok(())
+        send_plain(&mut self.tls, tcp, plaintext)
     }
 }
 
@@ -591,71 +568,6 @@ impl Conn {
         }
         out.state = ConnState::Reset;
         let _ = self.tcp.shutdown(Shutdown::Read);
-    }
-}
-
-/// Writes what the TLS session has queued.
-fn flush_tls(tls: &mut ServerConnection, tcp: &TcpStream) -> io::Result<()> {
-    let mut writer = tcp;
-    while tls.wants_write() {
-        if tls.write_tls(&mut writer)? == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-    }
-    Ok(())
-}
-
-/// Feeds received ciphertext to the session and appends the plaintext it yields; true when the
-/// client sent close_notify.
-fn feed_tls(
-    tls: &mut ServerConnection,
-    tcp: &TcpStream,
-    mut ciphertext: &[u8],
-    plaintext: &mut Vec<u8>,
-) -> io::Result<bool> {
-    let mut peer_closed = false;
-    while !ciphertext.is_empty() {
-        tls.read_tls(&mut ciphertext)?;
-        let state = match tls.process_new_packets() {
-            Ok(state) => state,
-            Err(error) => {
-                // The alert rustls queued tells the client why.
-                let _ = flush_tls(tls, tcp);
-                return Err(io::Error::new(io::ErrorKind::InvalidData, error));
-            }
-        };
-        let ready = state.plaintext_bytes_to_read();
-        if ready > 0 {
-            let start = plaintext.len();
-            plaintext.resize(start + ready, 0);
-            tls.reader().read_exact(&mut plaintext[start..])?;
-        }
-        peer_closed |= state.peer_has_closed();
-    }
-    flush_tls(tls, tcp)?;
-    Ok(peer_closed)
-}
-
-fn set_linger_zero(tcp: &TcpStream) -> io::Result<()> {
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: the descriptor is open for as long as `tcp` lives, and the option value points to
-    // a `linger` of exactly the length passed; setsockopt only reads it.
-    let result = unsafe {
-        libc::setsockopt(
-            tcp.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    if result == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 
@@ -741,25 +653,13 @@ fn run_connection(
             return Ok(());
         }
     }
-    let mut tls = ServerConnection::new(Arc::clone(&shared.tls)).map_err(io::Error::other)?;
-    let mut io_ref: &TcpStream = tcp;
-    while tls.is_handshaking() {
-        tls.complete_io(&mut io_ref)?;
-    }
-
+    let (mut tls, mut plaintext) = wire::accept_tls(&shared.tls, tcp)?;
     let mut buf = vec![0u8; READ_BYTES];
-    // The read that finished the handshake may have brought the request too (TLS 1.3 lets the
-    // client send it right behind its Finished): rustls holds it as plaintext already.
-    let mut plaintext = Vec::new();
-    match tls.reader().read_to_end(&mut plaintext) {
-        Ok(_) => {}
-        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-        Err(error) => return Err(error),
-    }
     loop {
-        let parsed = match http::parse_request(&plaintext) {
-            Ok(parsed) => parsed,
-            Err(error) => {
+        let request = match wire::read_request(&mut tls, tcp, &mut plaintext, &mut buf)? {
+            NextRequest::Request(request) => request,
+            NextRequest::Closed => return Ok(()),
+            NextRequest::Invalid(error) => {
                 let status = if error == http::HttpError::HeadTooLarge {
                     431
                 } else {
@@ -770,17 +670,6 @@ fn run_connection(
                 return Err(io::Error::new(io::ErrorKind::InvalidData, error));
             }
         };
-        let Some((request, consumed)) = parsed else {
-            let read = (&**tcp).read(&mut buf)?;
-            if read == 0 {
-                return Ok(());
-            }
-            if feed_tls(&mut tls, tcp, &buf[..read], &mut plaintext)? {
-                return Ok(());
-            }
-            continue;
-        };
-        plaintext.drain(..consumed);
         if request.header_has_token("upgrade", "websocket") {
             let Route::Stream { streams, combined } = http::route(&request.target) else {
                 let reply = http::json_error(404, -1, "no WebSocket endpoint here", false);
@@ -812,21 +701,6 @@ fn run_connection(
         }
         send_plain(&mut tls, tcp, &reply)?;
     }
-}
-
-/// Sends a last response, then TLS close_notify: the client can tell the end from a cut.
-fn send_final(tls: &mut ServerConnection, tcp: &TcpStream, bytes: &[u8]) -> io::Result<()> {
-    send_plain(tls, tcp, bytes)?;
-    tls.send_close_notify();
-    flush_tls(tls, tcp)
-}
-
-fn send_plain(tls: &mut ServerConnection, tcp: &TcpStream, bytes: &[u8]) -> io::Result<()> {
-    for chunk in bytes.chunks(WRITE_CHUNK_BYTES) {
-        tls.writer().write_all(chunk)?;
-        flush_tls(tls, tcp)?;
-    }
-    Ok(())
 }
 
 /// The answer to a REST request: `GET /fapi/v1/depth`, or an error in the venue's JSON shape.

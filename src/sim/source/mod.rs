@@ -14,6 +14,7 @@ mod synthetic;
 mod text;
 
 pub use capture::CaptureSource;
+pub(crate) use synthetic::SplitMix64;
 pub use synthetic::{SyntheticConfig, SyntheticSource, SYNTHETIC_EPOCH_MS};
 
 /// Why a source could not be made. Once made, a source never fails: a bad capture line is counted

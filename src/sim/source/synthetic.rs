@@ -184,14 +184,18 @@ const GENERIC_SYMBOL: SymbolSpec = SymbolSpec {
 
 /// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", 2014):
 /// one add and three multiply-xorshift steps per number, good enough statistics for a market
-/// model, and no dependency.
+/// model, and no dependency. The Thalex simulator's market uses it too.
 #[derive(Clone, Debug)]
-struct SplitMix64 {
+pub(crate) struct SplitMix64 {
     state: u64,
 }
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn new(seed: u64) -> SplitMix64 {
+        SplitMix64 { state: seed }
+    }
+
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut mixed = self.state;
         mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -201,12 +205,12 @@ impl SplitMix64 {
 
     /// A number in `0..bound` (`bound` > 0) by Lemire's multiply-shift; the bias is below
     /// bound / 2^64, far below anything this model could show.
-    fn below(&mut self, bound: u64) -> u64 {
+    pub(crate) fn below(&mut self, bound: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(bound.max(1))) >> 64) as u64
     }
 
     /// True with probability `permille` / 1000.
-    fn chance(&mut self, permille: u64) -> bool {
+    pub(crate) fn chance(&mut self, permille: u64) -> bool {
         self.below(1000) < permille
     }
 }

@@ -1,0 +1,1719 @@
+//! A Thalex compatible server: the venue's WebSocket JSON-RPC API (`/ws/api/v2`) over the same
+//! TLS listener, certificates and RFC 6455 framing as the Binance simulator, with a synthetic
+//! market made per connection and per-connection fault injection.
+//!
+//! Threads (blocking sockets, as in `server`): an accept thread, and one thread per connection
+//! that does everything for it: the TLS handshake and the upgrade, the client's requests, and
+//! the data, paced by the socket's read timeout (the next message due is the read deadline), so
+//! no thread sleeps or spins for pacing alone. One thread owning its connection needs no lock.
+//!
+//! Requests are `{"method":M,"params":{..},"id":N}` (any key order, `id` optional), answered
+//! `{"id":N,"result":R}` or `{"id":N,"error":{"code":C,"message":".."}}` with `id` first, since
+//! clients route on a reply's first bytes. Error codes: 1 login (bad token, not logged in),
+//! 2 unknown method or unparsable request, 3 invalid params, 4 throttled. Notifications are
+//! `{"channel_name":C,"notification":N}`; the first message of a `book` or `recent_trades`
+//! subscription is its snapshot and says `"snapshot":true` after the channel name.
+//!
+//! **Invariant:** the book a client builds from a `book` subscription's snapshot and changes is
+//! exactly the view the server keeps for that subscription (each message is the difference
+//! between the view sent last and the instrument's book now), and that view is never crossed.
+
+use super::cert;
+use super::frame::{self, FrameReader, Incoming};
+use super::http;
+use super::server::{SimError, CLOSE_GRACE};
+use super::source::SplitMix64;
+use super::wire::{
+    self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
+    REQUEST_TIMEOUT,
+};
+use crate::venue::thalex::auth;
+use crate::ws::close_code;
+use crate::ws::frame::OpCode;
+use rustls::{ServerConfig, ServerConnection};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::io::{self, Read};
+use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The key id of the simulator's test key; `public/login` accepts tokens of this key only.
+pub const TEST_KEY_ID: &str = "tickwire-sim-test-key";
+
+/// The simulator's private key, PKCS#8 PEM, 2048-bit RSA. **Test only**: it is public (it is in
+/// the repository), so it authenticates nothing anywhere but this simulator; make tokens for the
+/// simulator with it (`venue::thalex::auth::login_token(TEST_KEY_ID, TEST_PRIVATE_KEY_PEM, now)`).
+pub const TEST_PRIVATE_KEY_PEM: &str = include_str!("thalex_test_key.pem");
+
+/// The public half of [`TEST_PRIVATE_KEY_PEM`] (PKCS#1 `RSAPublicKey` DER), which the simulator
+/// verifies login tokens with.
+pub fn test_public_key_der() -> Vec<u8> {
+    auth::public_key_der(TEST_PRIVATE_KEY_PEM)
+        .expect("the committed test key is a valid 2048-bit RSA PKCS#8 key")
+}
+
+/// The WebSocket endpoint's path; any other path is answered 404.
+pub const PATH: &str = "/ws/api/v2";
+
+/// The delays a `ticker` or `lwt` channel may name.
+pub const DELAYS: [&str; 8] = [
+    "raw",
+    "100ms",
+    "200ms",
+    "500ms",
+    "1000ms",
+    "5000ms",
+    "60000ms",
+    "3600000ms",
+];
+
+/// The depths a `book` channel may name.
+pub const BOOK_DEPTHS: [usize; 5] = [1, 5, 10, 20, 40];
+
+/// The categories a `recent_trades` channel may name.
+pub const TRADE_CATEGORIES: [&str; 4] = ["all", "normal", "block", "combo"];
+
+/// The underlyings of `price_index` and `recent_trades` channels.
+pub const UNDERLYINGS: [&str; 2] = ["BTCUSD", "ETHUSD"];
+
+/// The channels `private/subscribe` accepts (no data flows on them here).
+pub const PRIVATE_CHANNELS: [&str; 3] = [
+    "account.orders",
+    "account.portfolio",
+    "account.trade_history",
+];
+
+/// How far a login token's `iat` may be from the server's clock.
+pub const LOGIN_IAT_TOLERANCE_SECS: u64 = 60;
+
+/// The payload of the server's pings.
+const PING_PAYLOAD: &[u8] = b"tickwire-sim";
+
+/// At most this many data messages are written per wake-up; a connection that fell further
+/// behind (a slow client, a busy machine) skips ahead rather than bursting.
+const MAX_DATA_PER_WAKE: u32 = 64;
+
+/// The longest a connection thread sleeps in a read, so that it sees its timers at least this
+/// often even when nothing else is due.
+const MAX_READ_WAIT: Duration = Duration::from_secs(1);
+
+/// Price levels (0.5 ticks) per side of an instrument's synthetic book: enough for the deepest
+/// `book` channel (40 levels) at grouping 1, two ticks per group, and some.
+const BOOK_LEVELS: i64 = 100;
+
+/// Trades a `recent_trades` snapshot carries, at most.
+const SNAPSHOT_TRADES: usize = 5;
+
+/// Fault injection for the Thalex server, all off by default. The faults apply to the first
+/// `fault_connections` WebSocket connections in upgrade order, so that a client that reconnects
+/// eventually gets a clean one; message counts are data messages (notifications) sent on that
+/// connection, snapshots included.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThalexFaults {
+    /// After N data messages, a close frame with code 1000, then the TCP close.
+    pub close_after: Option<u64>,
+    /// After N data messages, a TCP reset (SO_LINGER 0, then close) without a close frame.
+    pub reset_after: Option<u64>,
+    /// After N data messages, no data and no server pings for the duration while TCP stays
+    /// open; requests are still answered. Data due meanwhile is not sent later.
+    pub stall_after: Option<(u64, Duration)>,
+    /// After N data messages, `{"channel_name":"system","notification":{"event":"reconnect"}}`
+    /// (to a connection subscribed to `system`; the close comes either way), then data as usual
+    /// and, after the duration, a close frame with code 1001.
+    pub reconnect_event_after: Option<(u64, Duration)>,
+    /// How many connections the faults apply to.
+    pub fault_connections: u32,
+}
+
+impl Default for ThalexFaults {
+    fn default() -> ThalexFaults {
+        ThalexFaults {
+            close_after: None,
+            reset_after: None,
+            stall_after: None,
+            reconnect_event_after: None,
+            fault_connections: 1,
+        }
+    }
+}
+
+/// What a Thalex simulator run is told.
+#[derive(Clone, Debug)]
+pub struct ThalexOptions {
+    /// Where the TLS port listens; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Where `ca.pem` (the run's throwaway CA) is written; created if missing.
+    pub cert_dir: PathBuf,
+    /// The instrument names channels may name; none may contain a `.`.
+    pub instruments: Vec<String>,
+    /// Data messages per second on each connection, over all its subscribed channels in turn.
+    pub rate: f64,
+    /// The synthetic market's seed: every connection sees the same market for the same seed.
+    pub seed: u64,
+    /// Requests per connection within any one second beyond which requests fail with code 4.
+    pub request_limit_per_sec: u32,
+    /// How often the server pings each connection.
+    pub ping_interval: Duration,
+    /// How long one write to a client may block before that client is dropped.
+    pub write_timeout: Duration,
+    pub faults: ThalexFaults,
+}
+
+/// The instruments served when none are named: perpetuals, a future, an option and a
+/// combination (whose name holds `[`, `:`, `,` and `]`).
+pub fn default_instruments() -> Vec<String> {
+    [
+        "BTC-PERPETUAL",
+        "ETH-PERPETUAL",
+        "BTC-27JUN25",
+        "BTC-27JUN25-100000-C",
+        "[BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1]",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+impl ThalexOptions {
+    /// The defaults on `127.0.0.1:0`, with `cert_dir` for `ca.pem`: the default instruments,
+    /// 100 messages per second, seed 1, 50 requests per second, pings every 15 s.
+    pub fn new(cert_dir: impl Into<PathBuf>) -> ThalexOptions {
+        ThalexOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            cert_dir: cert_dir.into(),
+            instruments: default_instruments(),
+            rate: 100.0,
+            seed: 1,
+            request_limit_per_sec: 50,
+            ping_interval: Duration::from_secs(15),
+            write_timeout: Duration::from_secs(5),
+            faults: ThalexFaults::default(),
+        }
+    }
+}
+
+/// Counters of a run, from [`ThalexHandle::stats`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThalexStats {
+    /// TCP connections accepted.
+    pub connections_accepted: u64,
+    /// Completed WebSocket upgrades.
+    pub websocket_connections: u64,
+    pub logins_ok: u64,
+    pub logins_failed: u64,
+    /// `public/subscribe` and `private/subscribe` requests executed.
+    pub subscribe_requests: u64,
+    /// Channels named in subscribe requests that were valid, and that were dropped.
+    pub channels_accepted: u64,
+    pub channels_rejected: u64,
+    /// Requests refused with code 4.
+    pub throttled_requests: u64,
+    /// WebSocket pings from clients (each answered with a pong).
+    pub pings_received: u64,
+    /// Notifications sent on data channels, summed over connections.
+    pub data_messages_sent: u64,
+    pub reconnect_events_sent: u64,
+    pub closes_injected: u64,
+    pub resets_injected: u64,
+    pub stalls_injected: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    connections_accepted: AtomicU64,
+    websocket_connections: AtomicU64,
+    logins_ok: AtomicU64,
+    logins_failed: AtomicU64,
+    subscribe_requests: AtomicU64,
+    channels_accepted: AtomicU64,
+    channels_rejected: AtomicU64,
+    throttled_requests: AtomicU64,
+    pings_received: AtomicU64,
+    data_messages_sent: AtomicU64,
+    reconnect_events_sent: AtomicU64,
+    closes_injected: AtomicU64,
+    resets_injected: AtomicU64,
+    stalls_injected: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+impl Counters {
+    fn snapshot(&self) -> ThalexStats {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        ThalexStats {
+            connections_accepted: get(&self.connections_accepted),
+            websocket_connections: get(&self.websocket_connections),
+            logins_ok: get(&self.logins_ok),
+            logins_failed: get(&self.logins_failed),
+            subscribe_requests: get(&self.subscribe_requests),
+            channels_accepted: get(&self.channels_accepted),
+            channels_rejected: get(&self.channels_rejected),
+            throttled_requests: get(&self.throttled_requests),
+            pings_received: get(&self.pings_received),
+            data_messages_sent: get(&self.data_messages_sent),
+            reconnect_events_sent: get(&self.reconnect_events_sent),
+            closes_injected: get(&self.closes_injected),
+            resets_injected: get(&self.resets_injected),
+            stalls_injected: get(&self.stalls_injected),
+        }
+    }
+}
+
+struct Shared {
+    options: ThalexOptions,
+    /// The gap between two data messages of a connection.
+    data_interval: Duration,
+    tls: Arc<ServerConfig>,
+    public_key_der: Vec<u8>,
+    stopping: AtomicBool,
+    registry: Mutex<Registry>,
+    counters: Counters,
+}
+
+#[derive(Default)]
+struct Registry {
+    next_socket_id: u64,
+    /// Every connection thread's socket, so that `stop` can wake each thread.
+    sockets: HashMap<u64, Arc<TcpStream>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+}
+
+/// Makes the certificates, binds the port and starts the accept thread.
+pub fn start(options: ThalexOptions) -> Result<ThalexHandle, SimError> {
+    if !(options.rate.is_finite() && options.rate > 0.0) {
+        return Err(SimError::InvalidRate(options.rate));
+    }
+    if let Some(bad) = options
+        .instruments
+        .iter()
+        .find(|name| name.is_empty() || name.contains('.') || name.contains('"'))
+    {
+        return Err(SimError::InvalidInstrument(bad.clone()));
+    }
+    // A rate so low that its interval overflows means "never", as `later` reads it.
+    let data_interval = Duration::try_from_secs_f64(1.0 / options.rate).unwrap_or(Duration::MAX);
+    let hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    let (tls, ca_pem_path) = cert::server_config(&options.cert_dir, &hosts)?;
+    let listener = TcpListener::bind(options.listen).map_err(|source| SimError::Listen {
+        addr: options.listen,
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(|source| SimError::Listen {
+        addr: options.listen,
+        source,
+    })?;
+    let shared = Arc::new(Shared {
+        options,
+        data_interval: data_interval.max(Duration::from_nanos(1)),
+        tls,
+        public_key_der: test_public_key_der(),
+        stopping: AtomicBool::new(false),
+        registry: Mutex::new(Registry::default()),
+        counters: Counters::default(),
+    });
+    let accept_shared = Arc::clone(&shared);
+    let accept = std::thread::Builder::new()
+        .name("sim-thalex-accept".into())
+        .spawn(move || accept_loop(&accept_shared, &listener))
+        .map_err(SimError::Spawn)?;
+    tracing::info!(%addr, ca = %ca_pem_path.display(), "Thalex simulator listening");
+    Ok(ThalexHandle {
+        shared,
+        addr,
+        ca_pem_path,
+        accept: Some(accept),
+    })
+}
+
+/// A running Thalex simulator; stops on [`ThalexHandle::stop`] or drop.
+pub struct ThalexHandle {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    ca_pem_path: PathBuf,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl ThalexHandle {
+    /// The address bound (with the port chosen for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The run's CA certificate, for the client to trust.
+    pub fn ca_pem_path(&self) -> &Path {
+        &self.ca_pem_path
+    }
+
+    /// `wss://127.0.0.1:PORT/ws/api/v2`.
+    pub fn url(&self) -> String {
+        let host = match self.addr {
+            SocketAddr::V4(addr) if !addr.ip().is_unspecified() => addr.ip().to_string(),
+            SocketAddr::V6(addr) if !addr.ip().is_unspecified() => format!("[{}]", addr.ip()),
+            _ => "127.0.0.1".to_owned(),
+        };
+        format!("wss://{host}:{}{PATH}", self.addr.port())
+    }
+
+    pub fn stats(&self) -> ThalexStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Stops the accept thread and every connection; returns once all threads have ended
+    /// (each within its write timeout at worst).
+    pub fn stop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        if let Some(accept) = self.accept.take() {
+            // The accept thread blocks in accept(2): one connection of our own wakes it.
+            let wake_addr = match self.addr {
+                SocketAddr::V4(addr) if addr.ip().is_unspecified() => {
+                    SocketAddr::from((Ipv4Addr::LOCALHOST, addr.port()))
+                }
+                SocketAddr::V6(addr) if addr.ip().is_unspecified() => {
+                    SocketAddr::from((Ipv6Addr::LOCALHOST, addr.port()))
+                }
+                addr => addr,
+            };
+            let _ = TcpStream::connect_timeout(&wake_addr, Duration::from_secs(1));
+            let _ = accept.join();
+        }
+        let threads = {
+            let mut registry = lock(&self.shared.registry);
+            for socket in registry.sockets.values() {
+                let _ = socket.shutdown(Shutdown::Both);
+            }
+            std::mem::take(&mut registry.threads)
+        };
+        for thread in threads {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for ThalexHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    loop {
+        let accepted = listener.accept();
+        if shared.stopping() {
+            return;
+        }
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of descriptors, say: back off rather than spin on the error.
+                tracing::warn!(%error, "sim: accept failed");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        let mut registry = lock(&shared.registry);
+        // Checked under the lock `stop` shuts the sockets down under: a socket registered here
+        // is either shut down by `stop` or never served.
+        if shared.stopping() {
+            return;
+        }
+        let socket_id = registry.next_socket_id;
+        registry.next_socket_id += 1;
+        let tcp = Arc::new(tcp);
+        registry.sockets.insert(socket_id, Arc::clone(&tcp));
+        bump(&shared.counters.connections_accepted, 1);
+        registry.threads.retain(|thread| !thread.is_finished());
+        let thread_shared = Arc::clone(shared);
+        let spawned = std::thread::Builder::new()
+            .name(format!("sim-thalex-{socket_id}"))
+            .spawn(move || serve_connection(&thread_shared, tcp, peer, socket_id));
+        match spawned {
+            Ok(thread) => registry.threads.push(thread),
+            Err(error) => {
+                tracing::warn!(%error, %peer, "sim: cannot start a connection thread");
+                registry.sockets.remove(&socket_id);
+            }
+        }
+    }
+}
+
+fn serve_connection(shared: &Arc<Shared>, tcp: Arc<TcpStream>, peer: SocketAddr, socket_id: u64) {
+    if let Err(error) = run_connection(shared, &tcp) {
+        if !shared.stopping() {
+            tracing::info!(%peer, %error, "sim: Thalex connection ended with an error");
+        }
+    }
+    lock(&shared.registry).sockets.remove(&socket_id);
+}
+
+/// The TLS handshake and the upgrade request, then the WebSocket connection.
+fn run_connection(shared: &Shared, tcp: &TcpStream) -> io::Result<()> {
+    tcp.set_nodelay(true)?;
+    tcp.set_write_timeout(Some(shared.options.write_timeout))?;
+    tcp.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    let (mut tls, mut plaintext) = wire::accept_tls(&shared.tls, tcp)?;
+    let mut buf = vec![0u8; READ_BYTES];
+    let request = match wire::read_request(&mut tls, tcp, &mut plaintext, &mut buf)? {
+        NextRequest::Request(request) => request,
+        NextRequest::Closed => return Ok(()),
+        NextRequest::Invalid(error) => {
+            let reply = http::response(400, "text/plain", error.to_string().as_bytes(), false);
+            send_final(&mut tls, tcp, &reply)?;
+            return Err(io::Error::new(io::ErrorKind::InvalidData, error));
+        }
+    };
+    let path = request
+        .target
+        .split_once('?')
+        .map_or(request.target.as_str(), |(path, _)| path);
+    if path != PATH {
+        let body = format!("not found: the WebSocket API is at {PATH}");
+        let reply = http::response(404, "text/plain", body.as_bytes(), false);
+        return send_final(&mut tls, tcp, &reply);
+    }
+    if !request.header_has_token("upgrade", "websocket") {
+        let reply = http::response(
+            400,
+            "text/plain",
+            b"this endpoint needs a WebSocket upgrade",
+            false,
+        );
+        return send_final(&mut tls, tcp, &reply);
+    }
+    let response = match http::upgrade_response(&request) {
+        Ok(response) => response,
+        Err((status, message)) => {
+            let reply = http::response(status, "text/plain", message.as_bytes(), false);
+            return send_final(&mut tls, tcp, &reply);
+        }
+    };
+    send_plain(&mut tls, tcp, &response)?;
+    let index = shared
+        .counters
+        .websocket_connections
+        .fetch_add(1, Ordering::Relaxed);
+    let now = Instant::now();
+    let mut connection = Connection {
+        shared,
+        tcp,
+        tls,
+        faulty: index < u64::from(shared.options.faults.fault_connections),
+        state: State::Open,
+        logged_in: false,
+        subscriptions: Vec::new(),
+        private: Vec::new(),
+        cursor: 0,
+        market: Market::new(&shared.options.instruments, shared.options.seed),
+        requests: VecDeque::new(),
+        data_sent: 0,
+        next_data: now,
+        next_ping: later(now, shared.options.ping_interval),
+        stall_until: None,
+        reconnect_close_at: None,
+        done: FaultsDone::default(),
+    };
+    let result = connection.run(plaintext, &mut buf);
+    if connection.state != State::Reset {
+        let _ = tcp.shutdown(Shutdown::Both);
+    }
+    result
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Open,
+    /// Our close frame is out; waiting up to [`CLOSE_GRACE`] for the echo (RFC 6455 section
+    /// 7.1.1: the server then closes TCP first).
+    Closing {
+        since: Instant,
+    },
+    /// The connection is over: the thread returns and shuts TCP down.
+    Done,
+    /// Reset fault: linger 0 is set, and TCP must only be closed (a shutdown would send a FIN).
+    Reset,
+}
+
+/// The one-shot faults already fired on a connection.
+#[derive(Default)]
+struct FaultsDone {
+    close: bool,
+    reset: bool,
+    stall: bool,
+    reconnect: bool,
+}
+
+/// One WebSocket connection, owned by its thread.
+struct Connection<'a> {
+    shared: &'a Shared,
+    tcp: &'a TcpStream,
+    tls: ServerConnection,
+    faulty: bool,
+    state: State,
+    logged_in: bool,
+    /// Public channels in subscription order: data goes round-robin over them.
+    subscriptions: Vec<Subscription>,
+    private: Vec<String>,
+    /// The round-robin position in `subscriptions`.
+    cursor: usize,
+    market: Market,
+    /// When this connection's recent requests were executed, for the throttle.
+    requests: VecDeque<Instant>,
+    data_sent: u64,
+    next_data: Instant,
+    next_ping: Instant,
+    stall_until: Option<Instant>,
+    reconnect_close_at: Option<Instant>,
+    done: FaultsDone,
+}
+
+/// What handling a request produced besides its reply.
+enum Reply {
+    Result(String),
+    Error(i64, String),
+}
+
+impl Connection<'_> {
+    fn run(&mut self, leftover: Vec<u8>, buf: &mut [u8]) -> io::Result<()> {
+        let mut reader = FrameReader::new();
+        reader.push(&leftover);
+        // Faults set to fire after 0 messages fire at once.
+        self.after_data()?;
+        let mut plaintext = Vec::new();
+        loop {
+            loop {
+                match reader.next_incoming() {
+                    Ok(Some(incoming)) => self.handle_incoming(incoming)?,
+                    Ok(None) => break,
+                    Err(error) => {
+                        self.start_close(error.close_code(), &error.to_string())?;
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, error));
+                    }
+                }
+                if self.over() {
+                    return Ok(());
+                }
+            }
+            self.run_timers()?;
+            if self.over() || self.shared.stopping() {
+                return Ok(());
+            }
+            let now = Instant::now();
+            let timeout = self
+                .next_deadline(now)
+                .saturating_duration_since(now)
+                .clamp(Duration::from_millis(1), MAX_READ_WAIT);
+            self.tcp.set_read_timeout(Some(timeout))?;
+            match (&*self.tcp).read(buf) {
+                Ok(0) => return Ok(()),
+                Ok(read) => {
+                    plaintext.clear();
+                    if feed_tls(&mut self.tls, self.tcp, &buf[..read], &mut plaintext)? {
+                        return Ok(());
+                    }
+                    reader.push(&plaintext);
+                }
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    fn over(&self) -> bool {
+        matches!(self.state, State::Done | State::Reset)
+    }
+
+    fn stalled(&self, now: Instant) -> bool {
+        self.stall_until.is_some_and(|until| now < until)
+    }
+
+    fn has_data_channels(&self) -> bool {
+        self.subscriptions
+            .iter()
+            .any(|subscription| subscription.channel != Channel::System)
+    }
+
+    /// When the thread must wake next for its own sake.
+    fn next_deadline(&self, now: Instant) -> Instant {
+        let mut deadline = later(now, MAX_READ_WAIT);
+        match self.state {
+            State::Closing { since } => return deadline.min(later(since, CLOSE_GRACE)),
+            State::Done | State::Reset => return now,
+            State::Open => {}
+        }
+        if let Some(at) = self.reconnect_close_at {
+            deadline = deadline.min(at);
+        }
+        if let Some(until) = self.stall_until.filter(|&until| now < until) {
+            return deadline.min(until);
+        }
+        deadline = deadline.min(self.next_ping);
+        if self.has_data_channels() {
+            deadline = deadline.min(self.next_data);
+        }
+        deadline
+    }
+
+    fn send(&mut self, plaintext: &[u8]) -> io::Result<()> {
+        send_plain(&mut self.tls, self.tcp, plaintext)
+    }
+
+    fn send_text(&mut self, text: &str) -> io::Result<()> {
+        let mut wire = Vec::with_capacity(text.len() + 14);
+        frame::write_frame(&mut wire, true, OpCode::Text, text.as_bytes());
+        self.send(&wire)
+    }
+
+    fn start_close(&mut self, code: u16, reason: &str) -> io::Result<()> {
+        if self.state != State::Open {
+            return Ok(());
+        }
+        let mut wire = Vec::new();
+        frame::write_close(&mut wire, code, reason);
+        self.state = State::Closing {
+            since: Instant::now(),
+        };
+        self.send(&wire)
+    }
+
+    fn handle_incoming(&mut self, incoming: Incoming) -> io::Result<()> {
+        let open = self.state == State::Open;
+        match incoming {
+            Incoming::Text(text) if open => {
+                let reply = self.handle_request(&text);
+                self.send_text(&reply)?;
+            }
+            Incoming::Binary(_) => {}
+            Incoming::Ping(payload) => {
+                bump(&self.shared.counters.pings_received, 1);
+                if open {
+                    let mut wire = Vec::new();
+                    frame::write_frame(&mut wire, true, OpCode::Pong, &payload);
+                    self.send(&wire)?;
+                }
+            }
+            Incoming::Pong(_) => {}
+            Incoming::Close(code, _) => {
+                if open {
+                    // Echo the code (section 5.5.1); an invalid one fails with 1002 instead.
+                    let mut wire = Vec::new();
+                    match code {
+                        None => frame::write_frame(&mut wire, true, OpCode::Close, &[]),
+                        Some(code) if close_code::is_valid(code) => {
+                            frame::write_close(&mut wire, code, "")
+                        }
+                        Some(_) => frame::write_close(&mut wire, 1002, "invalid close code"),
+                    }
+                    let _ = self.send(&wire);
+                }
+                self.state = State::Done;
+            }
+            // Requests after our close frame are dropped (section 5.5.1).
+            Incoming::Text(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Parses, throttles and executes one request; returns the reply's text.
+    fn handle_request(&mut self, text: &[u8]) -> String {
+        let Ok(request) = serde_json::from_slice::<serde_json::Value>(text) else {
+            return error_reply(None, 2, "malformed request: not JSON");
+        };
+        let Some(object) = request.as_object() else {
+            return error_reply(None, 2, "malformed request: not a JSON object");
+        };
+        let id = object.get("id");
+        let now = Instant::now();
+        while self
+            .requests
+            .front()
+            .is_some_and(|&at| now.duration_since(at) >= Duration::from_secs(1))
+        {
+            self.requests.pop_front();
+        }
+        if self.requests.len() >= self.shared.options.request_limit_per_sec as usize {
+            bump(&self.shared.counters.throttled_requests, 1);
+            return error_reply(id, 4, "throttled");
+        }
+        // Throttled requests do not count: a client that waits gets its full quota back.
+        self.requests.push_back(now);
+        let Some(method) = object.get("method").and_then(serde_json::Value::as_str) else {
+            return error_reply(id, 2, "malformed request: no method");
+        };
+        let params = object.get("params");
+        let reply = match method {
+            "public/login" => self.login(params),
+            "public/subscribe" => self.subscribe(params, false),
+            "private/subscribe" => self.subscribe(params, true),
+            "public/unsubscribe" => self.unsubscribe(params, false),
+            "private/unsubscribe" => self.unsubscribe(params, true),
+            _ => Reply::Error(2, "unknown method".to_owned()),
+        };
+        match reply {
+            Reply::Result(result) => format!("{{\"id\":{},\"result\":{result}}}", id_text(id)),
+            Reply::Error(code, message) => error_reply(id, code, &message),
+        }
+    }
+
+    fn login(&mut self, params: Option<&serde_json::Value>) -> Reply {
+        let counters = &self.shared.counters;
+        let Some(token) = params
+            .and_then(|params| params.get("token"))
+            .and_then(serde_json::Value::as_str)
+        else {
+            bump(&counters.logins_failed, 1);
+            return Reply::Error(3, "invalid params: token must be a string".to_owned());
+        };
+        match check_token(token, &self.shared.public_key_der, unix_secs()) {
+            Ok(()) => {
+                bump(&counters.logins_ok, 1);
+                self.logged_in = true;
+                Reply::Result(r#"{"account_number":"sim"}"#.to_owned())
+            }
+            Err(why) => {
+                bump(&counters.logins_failed, 1);
+                Reply::Error(1, format!("login failed: {why}"))
+            }
+        }
+    }
+
+    fn subscribe(&mut self, params: Option<&serde_json::Value>, private: bool) -> Reply {
+        if private && !self.logged_in {
+            return Reply::Error(1, "not logged in".to_owned());
+        }
+        let Some(names) = channel_list(params) else {
+            return Reply::Error(
+                3,
+                "invalid params: channels must be an array of strings".into(),
+            );
+        };
+        let counters = &self.shared.counters;
+        bump(&counters.subscribe_requests, 1);
+        let mut accepted = Vec::new();
+        for name in names {
+            if private {
+                if !PRIVATE_CHANNELS.contains(&name) {
+                    continue;
+                }
+                if !self.private.iter().any(|known| known == name) {
+                    self.private.push(name.to_owned());
+                }
+            } else {
+                let Some(channel) = parse_channel(name, &self.shared.options.instruments) else {
+                    continue;
+                };
+                if !self.subscriptions.iter().any(|known| known.name == name) {
+                    self.subscriptions.push(Subscription::new(name, channel));
+                }
+            }
+            if !accepted.contains(&name) {
+                accepted.push(name);
+            }
+        }
+        bump(&counters.channels_accepted, accepted.len() as u64);
+        bump(
+            &counters.channels_rejected,
+            (names_len(params) - accepted.len()) as u64,
+        );
+        if self.has_data_channels() && self.next_data < Instant::now() {
+            self.next_data = Instant::now();
+        }
+        Reply::Result(json_string_array(&accepted))
+    }
+
+    fn unsubscribe(&mut self, params: Option<&serde_json::Value>, private: bool) -> Reply {
+        if private && !self.logged_in {
+            return Reply::Error(1, "not logged in".to_owned());
+        }
+        let Some(names) = channel_list(params) else {
+            return Reply::Error(
+                3,
+                "invalid params: channels must be an array of strings".into(),
+            );
+        };
+        let mut removed = Vec::new();
+        for name in names {
+            let found = if private {
+                let before = self.private.len();
+                self.private.retain(|known| known != name);
+                self.private.len() != before
+            } else {
+                let before = self.subscriptions.len();
+                self.subscriptions.retain(|known| known.name != name);
+                self.subscriptions.len() != before
+            };
+            if found {
+                removed.push(name);
+            }
+        }
+        Reply::Result(json_string_array(&removed))
+    }
+
+    /// Close grace, the reconnect fault's close, the stall's end, server pings and data.
+    fn run_timers(&mut self) -> io::Result<()> {
+        let now = Instant::now();
+        match self.state {
+            State::Closing { since } => {
+                if now >= later(since, CLOSE_GRACE) {
+                    self.state = State::Done;
+                }
+                return Ok(());
+            }
+            State::Done | State::Reset => return Ok(()),
+            State::Open => {}
+        }
+        if self.reconnect_close_at.is_some_and(|at| now >= at) {
+            self.reconnect_close_at = None;
+            return self.start_close(1001, "reconnect");
+        }
+        if let Some(until) = self.stall_until {
+            if now < until {
+                return Ok(());
+            }
+            // Data due during the stall is lost, not sent in a burst afterwards.
+            self.stall_until = None;
+            self.next_data = now;
+        }
+        if now >= self.next_ping {
+            self.next_ping = later(now, self.shared.options.ping_interval);
+            let mut wire = Vec::new();
+            frame::write_frame(&mut wire, true, OpCode::Ping, PING_PAYLOAD);
+            self.send(&wire)?;
+        }
+        if !self.has_data_channels() {
+            return Ok(());
+        }
+        let mut written = 0;
+        while self.next_data <= now && written < MAX_DATA_PER_WAKE {
+            self.next_data = later(self.next_data, self.shared.data_interval);
+            written += 1;
+            let message = self.next_data_message();
+            self.send_text(&message)?;
+            self.data_sent += 1;
+            bump(&self.shared.counters.data_messages_sent, 1);
+            self.after_data()?;
+            if self.state != State::Open || self.stalled(Instant::now()) {
+                return Ok(());
+            }
+        }
+        if self.next_data < now {
+            self.next_data = now;
+        }
+        Ok(())
+    }
+
+    /// The faults due after the data messages sent so far, in this order: stall, reconnect
+    /// event, close, reset.
+    fn after_data(&mut self) -> io::Result<()> {
+        if !self.faulty || self.state != State::Open {
+            return Ok(());
+        }
+        let faults = &self.shared.options.faults;
+        let counters = &self.shared.counters;
+        let sent = self.data_sent;
+        if let Some((after, duration)) = faults.stall_after {
+            if !self.done.stall && sent >= after {
+                self.done.stall = true;
+                bump(&counters.stalls_injected, 1);
+                self.stall_until = Some(later(Instant::now(), duration));
+            }
+        }
+        if let Some((after, grace)) = faults.reconnect_event_after {
+            if !self.done.reconnect && sent >= after {
+                self.done.reconnect = true;
+                self.reconnect_close_at = Some(later(Instant::now(), grace));
+                let system = self
+                    .subscriptions
+                    .iter()
+                    .any(|subscription| subscription.channel == Channel::System);
+                if system {
+                    bump(&counters.reconnect_events_sent, 1);
+                    self.send_text(
+                        r#"{"channel_name":"system","notification":{"event":"reconnect"}}"#,
+                    )?;
+                }
+            }
+        }
+        if let Some(after) = faults.close_after {
+            if !self.done.close && sent >= after {
+                self.done.close = true;
+                bump(&counters.closes_injected, 1);
+                return self.start_close(1000, "close_after fault");
+            }
+        }
+        if let Some(after) = faults.reset_after {
+            if !self.done.reset && sent >= after {
+                self.done.reset = true;
+                bump(&counters.resets_injected, 1);
+                if let Err(error) = set_linger_zero(self.tcp) {
+                    tracing::warn!(%error, "sim: cannot set SO_LINGER 0; the reset becomes a close");
+                }
+                self.state = State::Reset;
+            }
+        }
+        Ok(())
+    }
+
+    /// The next data channel in turn and its message.
+    fn next_data_message(&mut self) -> String {
+        let count = self.subscriptions.len();
+        for _ in 0..count {
+            let index = self.cursor % count;
+            self.cursor = (index + 1) % count;
+            if self.subscriptions[index].channel != Channel::System {
+                return self.render(index);
+            }
+        }
+        // Unreachable while `has_data_channels` holds, which the caller checked.
+        String::new()
+    }
+
+    fn render(&mut self, index: usize) -> String {
+        let market = &mut self.market;
+        let subscription = &mut self.subscriptions[index];
+        let time = timestamp();
+        let mut out = String::with_capacity(256);
+        let first = !subscription.started;
+        subscription.started = true;
+        let snapshot = first
+            && matches!(
+                subscription.channel,
+                Channel::Book { .. } | Channel::RecentTrades { .. }
+            );
+        let _ = write!(out, "{{\"channel_name\":\"{}\",", subscription.name);
+        if snapshot {
+            out.push_str("\"snapshot\":true,");
+        }
+        out.push_str("\"notification\":");
+        match &subscription.channel {
+            Channel::Ticker { instrument } => {
+                market.step(*instrument);
+                market.write_ticker(&mut out, *instrument, &time);
+            }
+            Channel::Lwt { instrument } => {
+                market.step(*instrument);
+                market.write_lwt(&mut out, *instrument);
+            }
+            Channel::Book {
+                instrument,
+                grouping_ticks,
+                levels,
+            } => {
+                let trades = if snapshot {
+                    Vec::new()
+                } else {
+                    market.step(*instrument)
+                };
+                let (bids, asks) = market.instruments[*instrument].view(*grouping_ticks, *levels);
+                out.push_str("{\"bid_changes\":");
+                write_changes(&mut out, &subscription.book_bids, &bids, true);
+                out.push_str(",\"ask_changes\":");
+                write_changes(&mut out, &subscription.book_asks, &asks, false);
+                out.push_str(",\"trades\":[");
+                for (position, trade) in trades.iter().enumerate() {
+                    if position > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(
+                        out,
+                        "{{\"d\":\"{}\",\"p\":{},\"a\":{},\"t\":{time}}}",
+                        trade.direction,
+                        price_text(trade.price_ticks),
+                        amount_text(trade.amount_milli)
+                    );
+                }
+                let _ = write!(out, "],\"time\":{time}}}");
+                subscription.book_bids = bids;
+                subscription.book_asks = asks;
+            }
+            Channel::RecentTrades {
+                instrument,
+                trade_type,
+            } => {
+                let trades = if snapshot {
+                    market.recent_trades(*instrument)
+                } else {
+                    market.fresh_trades(*instrument)
+                };
+                let name = &market.instruments[*instrument].name;
+                out.push('[');
+                for (position, trade) in trades.iter().enumerate() {
+                    if position > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(
+                        out,
+                        "{{\"trade_id\":\"{}\",\"instrument_name\":\"{name}\",\"direction\":\"{}\",\
+                         \"price\":{},\"amount\":{},\"time\":{},\"trade_type\":\"{trade_type}\"}}",
+                        trade.trade_id,
+                        trade.direction,
+                        price_text(trade.price_ticks),
+                        amount_text(trade.amount_milli),
+                        trade.time,
+                    );
+                }
+                out.push(']');
+            }
+            Channel::PriceIndex { underlying } => {
+                let price = market.step_index(*underlying);
+                let _ = write!(
+                    out,
+                    "{{\"index_name\":\"{}\",\"price\":{},\"time\":{time}}}",
+                    UNDERLYINGS[*underlying],
+                    price_text(price)
+                );
+            }
+            Channel::System => out.push_str("{}"),
+        }
+        out.push('}');
+        out
+    }
+}
+
+/// Why a login token is refused, or `Ok`: it must verify with the test key, name
+/// [`TEST_KEY_ID`], and be issued within [`LOGIN_IAT_TOLERANCE_SECS`] of `now_secs`.
+fn check_token(token: &str, public_key_der: &[u8], now_secs: u64) -> Result<(), String> {
+    let claims = auth::verify_token(token, public_key_der).map_err(|error| error.to_string())?;
+    if claims.kid != TEST_KEY_ID {
+        return Err("unknown key id".to_owned());
+    }
+    let skew = claims.iat.abs_diff(now_secs);
+    if skew > LOGIN_IAT_TOLERANCE_SECS {
+        return Err(format!(
+            "stale iat: issued {skew} s away from the server's clock, more than {LOGIN_IAT_TOLERANCE_SECS} s"
+        ));
+    }
+    Ok(())
+}
+
+fn id_text(id: Option<&serde_json::Value>) -> String {
+    id.map_or_else(|| "null".to_owned(), serde_json::Value::to_string)
+}
+
+fn error_reply(id: Option<&serde_json::Value>, code: i64, message: &str) -> String {
+    let message = serde_json::Value::String(message.to_owned());
+    format!(
+        "{{\"id\":{},\"error\":{{\"code\":{code},\"message\":{message}}}}}",
+        id_text(id)
+    )
+}
+
+fn json_string_array(items: &[&str]) -> String {
+    serde_json::Value::from(items.to_vec()).to_string()
+}
+
+/// The channel names of `params.channels`; `None` when it is not an array of strings.
+fn channel_list(params: Option<&serde_json::Value>) -> Option<Vec<&str>> {
+    params?
+        .get("channels")?
+        .as_array()?
+        .iter()
+        .map(serde_json::Value::as_str)
+        .collect()
+}
+
+fn names_len(params: Option<&serde_json::Value>) -> usize {
+    channel_list(params).map_or(0, |names| names.len())
+}
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
+}
+
+/// Now as float seconds since the epoch with microseconds, the venue's timestamp form.
+fn timestamp() -> String {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}.{:06}", since.as_secs(), since.subsec_micros())
+}
+
+/// A price in 0.5 ticks as the venue writes it: `50000` when whole, `50000.5` otherwise.
+fn price_text(ticks: i64) -> String {
+    if ticks % 2 == 0 {
+        (ticks / 2).to_string()
+    } else {
+        format!("{}.5", ticks / 2)
+    }
+}
+
+/// An amount in thousandths: `2` when whole, `0.25` otherwise (no trailing zeros).
+fn amount_text(milli: u64) -> String {
+    if milli % 1000 == 0 {
+        return (milli / 1000).to_string();
+    }
+    let text = format!("{}.{:03}", milli / 1000, milli % 1000);
+    text.trim_end_matches('0').to_owned()
+}
+
+/// What a public channel name asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Channel {
+    Ticker {
+        instrument: usize,
+    },
+    Lwt {
+        instrument: usize,
+    },
+    Book {
+        instrument: usize,
+        grouping_ticks: i64,
+        levels: usize,
+    },
+    RecentTrades {
+        instrument: usize,
+        trade_type: &'static str,
+    },
+    PriceIndex {
+        underlying: usize,
+    },
+    System,
+}
+
+/// Parses a public channel name against the served instruments. Instrument names hold `-`,
+/// `:`, `,`, `[` and `]` but never `.`, so a name is read from both ends: the kind before the
+/// first `.`, a fixed number of `.`-separated fields at the end, the instrument in between.
+fn parse_channel(name: &str, instruments: &[String]) -> Option<Channel> {
+    if name == "system" {
+        return Some(Channel::System);
+    }
+    let (kind, rest) = name.split_once('.')?;
+    let instrument_index =
+        |instrument: &str| instruments.iter().position(|known| known == instrument);
+    match kind {
+        "ticker" | "lwt" => {
+            let (instrument, delay) = rest.rsplit_once('.')?;
+            if !DELAYS.contains(&delay) {
+                return None;
+            }
+            let instrument = instrument_index(instrument)?;
+            Some(if kind == "ticker" {
+                Channel::Ticker { instrument }
+            } else {
+                Channel::Lwt { instrument }
+            })
+        }
+        "book" => {
+            let (rest, delay) = rest.rsplit_once('.')?;
+            let (rest, levels) = rest.rsplit_once('.')?;
+            let (instrument, grouping) = rest.rsplit_once('.')?;
+            if !DELAYS.contains(&delay) {
+                return None;
+            }
+            let levels = decimal(levels)?;
+            let grouping = decimal(grouping).filter(|&grouping| grouping > 0)?;
+            if !BOOK_DEPTHS.contains(&levels) {
+                return None;
+            }
+            Some(Channel::Book {
+                instrument: instrument_index(instrument)?,
+                grouping_ticks: i64::try_from(grouping).ok()?.checked_mul(2)?,
+                levels,
+            })
+        }
+        "recent_trades" => {
+            let (target, category) = rest.rsplit_once('.')?;
+            if !TRADE_CATEGORIES.contains(&category) {
+                return None;
+            }
+            let instrument = match UNDERLYINGS.iter().position(|known| *known == target) {
+                // An underlying's trades: those of its first instrument served.
+                Some(underlying) => instruments
+                    .iter()
+                    .position(|name| underlying_of(name) == underlying)?,
+                None => instrument_index(target)?,
+            };
+            let trade_type = match category {
+                "block" => "block",
+                "combo" => "combo",
+                _ => "normal",
+            };
+            Some(Channel::RecentTrades {
+                instrument,
+                trade_type,
+            })
+        }
+        "price_index" => Some(Channel::PriceIndex {
+            underlying: UNDERLYINGS.iter().position(|known| *known == rest)?,
+        }),
+        _ => None,
+    }
+}
+
+/// A positive decimal integer without sign or leading zero.
+fn decimal(text: &str) -> Option<usize> {
+    let plain = !text.is_empty()
+        && text.bytes().all(|byte| byte.is_ascii_digit())
+        && !(text.len() > 1 && text.starts_with('0'));
+    plain.then(|| text.parse().ok()).flatten()
+}
+
+/// 0 for BTC instruments, 1 for ETH ones (the index of [`UNDERLYINGS`]).
+fn underlying_of(instrument: &str) -> usize {
+    usize::from(instrument.trim_start_matches('[').starts_with("ETH"))
+}
+
+/// One public subscription of a connection, with what its client has been sent.
+struct Subscription {
+    name: String,
+    channel: Channel,
+    /// Whether its first message (the snapshot, for a book or trades) went out.
+    started: bool,
+    /// A book subscription's view as last sent: price in 0.5 ticks to amount in thousandths.
+    book_bids: BTreeMap<i64, u64>,
+    book_asks: BTreeMap<i64, u64>,
+}
+
+impl Subscription {
+    fn new(name: &str, channel: Channel) -> Subscription {
+        Subscription {
+            name: name.to_owned(),
+            channel,
+            started: false,
+            book_bids: BTreeMap::new(),
+            book_asks: BTreeMap::new(),
+        }
+    }
+}
+
+/// Writes the changes from `sent` to `now` as `[[price, amount, outright amount], ..]`, amount
+/// 0 for a level gone, best price first.
+fn write_changes(
+    out: &mut String,
+    sent: &BTreeMap<i64, u64>,
+    now: &BTreeMap<i64, u64>,
+    bids: bool,
+) {
+    let mut changes: Vec<(i64, u64)> = sent
+        .keys()
+        .filter(|price| !now.contains_key(price))
+        .map(|&price| (price, 0))
+        .chain(
+            now.iter()
+                .filter(|(price, amount)| sent.get(price) != Some(amount))
+                .map(|(&price, &amount)| (price, amount)),
+        )
+        .collect();
+    changes.sort_unstable_by_key(|&(price, _)| if bids { -price } else { price });
+    out.push('[');
+    for (position, (price, amount)) in changes.iter().enumerate() {
+        if position > 0 {
+            out.push(',');
+        }
+        let amount = amount_text(*amount);
+        let _ = write!(out, "[{},{amount},{amount}]", price_text(*price));
+    }
+    out.push(']');
+}
+
+#[derive(Clone, Debug)]
+struct Trade {
+    trade_id: u64,
+    direction: &'static str,
+    price_ticks: i64,
+    amount_milli: u64,
+    time: String,
+}
+
+/// One instrument's synthetic market: a random walk of the mid in 0.5 ticks with a full book of
+/// [`BOOK_LEVELS`] levels per side around it (best bid one tick below the mid, best ask one
+/// above: never crossed), random amounts, and trades at the touch.
+struct Instrument {
+    name: String,
+    underlying: usize,
+    rng: SplitMix64,
+    mid_ticks: i64,
+    /// The walk stays above this, so prices stay positive.
+    floor_ticks: i64,
+    bids: BTreeMap<i64, u64>,
+    asks: BTreeMap<i64, u64>,
+    last_price_ticks: i64,
+    open_interest_milli: u64,
+    trades: VecDeque<Trade>,
+    next_trade_id: u64,
+}
+
+impl Instrument {
+    fn new(name: &str, position: usize, seed: u64) -> Instrument {
+        let underlying = underlying_of(name);
+        let base_ticks: i64 = if underlying == 0 { 100_000 } else { 6_000 };
+        // Options and combinations trade far below their underlying.
+        let dashes = name.matches('-').count();
+        let base_ticks = if name.starts_with('[') {
+            base_ticks / 100
+        } else if dashes >= 3 {
+            base_ticks / 20
+        } else {
+            base_ticks
+        };
+        let base_ticks = base_ticks.max(4 * BOOK_LEVELS);
+        let mut instrument = Instrument {
+            name: name.to_owned(),
+            underlying,
+            rng: SplitMix64::new(seed ^ (position as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            mid_ticks: base_ticks,
+            floor_ticks: BOOK_LEVELS + 2,
+            bids: BTreeMap::new(),
+            asks: BTreeMap::new(),
+            last_price_ticks: base_ticks,
+            open_interest_milli: 0,
+            trades: VecDeque::new(),
+            next_trade_id: 100_000_000 + 1_000_000 * position as u64,
+        };
+        instrument.open_interest_milli = 100_000 + instrument.rng.below(900_000);
+        instrument.refill();
+        instrument
+    }
+
+    fn amount(&mut self) -> u64 {
+        // Whole amounts now and then, so clients see integers as well as decimals.
+        if self.rng.chance(200) {
+            1000 * (1 + self.rng.below(5))
+        } else {
+            1 + self.rng.below(5000)
+        }
+    }
+
+    /// Drops levels that crossed the mid or fell out of the window and fills the window.
+    fn refill(&mut self) {
+        let best_bid = self.mid_ticks - 1;
+        let best_ask = self.mid_ticks + 1;
+        self.bids
+            .retain(|&price, _| price <= best_bid && price > best_bid - BOOK_LEVELS);
+        self.asks
+            .retain(|&price, _| price >= best_ask && price < best_ask + BOOK_LEVELS);
+        for depth in 0..BOOK_LEVELS {
+            if !self.bids.contains_key(&(best_bid - depth)) {
+                let amount = self.amount();
+                self.bids.insert(best_bid - depth, amount);
+            }
+            if !self.asks.contains_key(&(best_ask + depth)) {
+                let amount = self.amount();
+                self.asks.insert(best_ask + depth, amount);
+            }
+        }
+    }
+
+    /// One step of the market; returns the trades it made.
+    fn step(&mut self) -> Vec<Trade> {
+        match self.rng.below(10) {
+            0..=2 if self.mid_ticks > self.floor_ticks => self.mid_ticks -= 1,
+            3..=5 => self.mid_ticks += 1,
+            _ => {}
+        }
+        self.refill();
+        for _ in 0..2 {
+            let depth = self.rng.below(BOOK_LEVELS as u64) as i64;
+            let amount = self.amount();
+            if self.rng.chance(500) {
+                self.bids.insert(self.mid_ticks - 1 - depth, amount);
+            } else {
+                self.asks.insert(self.mid_ticks + 1 + depth, amount);
+            }
+        }
+        let mut trades = Vec::new();
+        if self.rng.chance(400) {
+            for _ in 0..1 + self.rng.below(2) {
+                let buy = self.rng.chance(500);
+                let price_ticks = if buy {
+                    self.mid_ticks + 1
+                } else {
+                    self.mid_ticks - 1
+                };
+                let amount_milli = 1 + self.rng.below(2000);
+                self.next_trade_id += 1;
+                let trade = Trade {
+                    trade_id: self.next_trade_id,
+                    direction: if buy { "buy" } else { "sell" },
+                    price_ticks,
+                    amount_milli,
+                    time: timestamp(),
+                };
+                self.last_price_ticks = price_ticks;
+                self.trades.push_back(trade.clone());
+                if self.trades.len() > SNAPSHOT_TRADES {
+                    self.trades.pop_front();
+                }
+                trades.push(trade);
+            }
+        }
+        trades
+    }
+
+    /// The top `levels` levels per side grouped to multiples of `grouping_ticks` (bids down,
+    /// asks up, so a grouped book is no more crossed than the book).
+    fn view(&self, grouping_ticks: i64, levels: usize) -> (BTreeMap<i64, u64>, BTreeMap<i64, u64>) {
+        let mut bids = BTreeMap::new();
+        for (&price, &amount) in self.bids.iter().rev() {
+            let grouped = price.div_euclid(grouping_ticks) * grouping_ticks;
+            if !bids.contains_key(&grouped) && bids.len() == levels {
+                break;
+            }
+            *bids.entry(grouped).or_insert(0) += amount;
+        }
+        let mut asks = BTreeMap::new();
+        for (&price, &amount) in &self.asks {
+            let grouped = -((-price).div_euclid(grouping_ticks) * grouping_ticks);
+            if !asks.contains_key(&grouped) && asks.len() == levels {
+                break;
+            }
+            *asks.entry(grouped).or_insert(0) += amount;
+        }
+        (bids, asks)
+    }
+}
+
+/// The synthetic market of one connection: its instruments and the underlyings' indexes.
+struct Market {
+    instruments: Vec<Instrument>,
+    index_ticks: [i64; 2],
+    index_rng: SplitMix64,
+}
+
+impl Market {
+    fn new(names: &[String], seed: u64) -> Market {
+        Market {
+            instruments: names
+                .iter()
+                .enumerate()
+                .map(|(position, name)| Instrument::new(name, position, seed))
+                .collect(),
+            index_ticks: [100_000, 6_000],
+            index_rng: SplitMix64::new(!seed),
+        }
+    }
+
+    fn step(&mut self, instrument: usize) -> Vec<Trade> {
+        self.instruments[instrument].step()
+    }
+
+    fn step_index(&mut self, underlying: usize) -> i64 {
+        let ticks = &mut self.index_ticks[underlying];
+        match self.index_rng.below(3) {
+            0 if *ticks > 2 => *ticks -= 1,
+            1 => *ticks += 1,
+            _ => {}
+        }
+        *ticks
+    }
+
+    /// The last trades, for a snapshot; the market steps until it has some.
+    fn recent_trades(&mut self, instrument: usize) -> Vec<Trade> {
+        let market = &mut self.instruments[instrument];
+        for _ in 0..64 {
+            if market.trades.len() >= 3 {
+                break;
+            }
+            market.step();
+        }
+        market.trades.iter().cloned().collect()
+    }
+
+    /// Steps the market until it trades (a bounded number of steps).
+    fn fresh_trades(&mut self, instrument: usize) -> Vec<Trade> {
+        let market = &mut self.instruments[instrument];
+        for _ in 0..64 {
+            let trades = market.step();
+            if !trades.is_empty() {
+                return trades;
+            }
+        }
+        Vec::new()
+    }
+
+    fn write_ticker(&mut self, out: &mut String, instrument: usize, time: &str) {
+        let index = self.index_ticks[self.instruments[instrument].underlying];
+        let market = &self.instruments[instrument];
+        let (bid, bid_amount) = market
+            .bids
+            .iter()
+            .next_back()
+            .map_or((0, 0), |(&p, &a)| (p, a));
+        let (ask, ask_amount) = market.asks.iter().next().map_or((0, 0), |(&p, &a)| (p, a));
+        let _ = write!(
+            out,
+            "{{\"best_bid_price\":{},\"best_bid_amount\":{},\"best_ask_price\":{},\
+             \"best_ask_amount\":{},\"last_price\":{},\"mark_price\":{},\"mark_timestamp\":{time},\
+             \"index\":{},\"open_interest\":{}}}",
+            price_text(bid),
+            amount_text(bid_amount),
+            price_text(ask),
+            amount_text(ask_amount),
+            price_text(market.last_price_ticks),
+            price_text(market.mid_ticks),
+            price_text(index),
+            amount_text(market.open_interest_milli),
+        );
+    }
+
+    /// `{"b":[price, amount, outright amount],"a":..,"l":last,"m":mark}`; a side is `null` now
+    /// and then, as when the venue's book side is empty.
+    fn write_lwt(&mut self, out: &mut String, instrument: usize) {
+        let market = &mut self.instruments[instrument];
+        let empty_side = if market.rng.chance(50) {
+            Some(market.rng.chance(500))
+        } else {
+            None
+        };
+        let side = |level: Option<(&i64, &u64)>, empty: bool| match level {
+            Some((&price, &amount)) if !empty => {
+                let amount = amount_text(amount);
+                format!("[{},{amount},{amount}]", price_text(price))
+            }
+            _ => "null".to_owned(),
+        };
+        let _ = write!(
+            out,
+            "{{\"b\":{},\"a\":{},\"l\":{},\"m\":{}}}",
+            side(market.bids.iter().next_back(), empty_side == Some(true)),
+            side(market.asks.iter().next(), empty_side == Some(false)),
+            price_text(market.last_price_ticks),
+            price_text(market.mid_ticks),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instruments() -> Vec<String> {
+        default_instruments()
+    }
+
+    #[test]
+    fn channel_names_are_parsed_from_both_ends() {
+        let names = instruments();
+        let combo = "[BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1]";
+        assert_eq!(
+            parse_channel(&format!("book.{combo}.5.10.100ms"), &names),
+            Some(Channel::Book {
+                instrument: 4,
+                grouping_ticks: 10,
+                levels: 10
+            })
+        );
+        assert_eq!(
+            parse_channel("ticker.BTC-27JUN25-100000-C.raw", &names),
+            Some(Channel::Ticker { instrument: 3 })
+        );
+        assert_eq!(
+            parse_channel("recent_trades.ETHUSD.all", &names),
+            Some(Channel::RecentTrades {
+                instrument: 1,
+                trade_type: "normal"
+            })
+        );
+        assert_eq!(parse_channel("system", &names), Some(Channel::System));
+        assert_eq!(
+            parse_channel("price_index.ETHUSD", &names),
+            Some(Channel::PriceIndex { underlying: 1 })
+        );
+        for bad in [
+            "ticker.BTC-PERPETUAL.50ms",
+            "ticker.NOPE.raw",
+            "ticker.BTC-PERPETUAL",
+            "book.BTC-PERPETUAL.0.10.100ms",
+            "book.BTC-PERPETUAL.1.7.100ms",
+            "book.BTC-PERPETUAL.1.010.100ms",
+            "book.BTC-PERPETUAL.10.100ms",
+            "recent_trades.BTC-PERPETUAL.weird",
+            "price_index.XRPUSD",
+            "lwt..raw",
+            "candles.BTC-PERPETUAL.1m",
+            "system.x",
+            "",
+        ] {
+            assert_eq!(parse_channel(bad, &names), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn numbers_are_integers_when_whole() {
+        assert_eq!(price_text(100_000), "50000");
+        assert_eq!(price_text(100_001), "50000.5");
+        assert_eq!(amount_text(2000), "2");
+        assert_eq!(amount_text(250), "0.25");
+        assert_eq!(amount_text(1001), "1.001");
+    }
+
+    #[test]
+    fn grouped_views_are_never_crossed_and_hold_at_most_the_levels_asked() {
+        let mut market = Market::new(&instruments(), 7);
+        for _ in 0..500 {
+            market.step(0);
+            let book = &market.instruments[0];
+            for (grouping, levels) in [(1, 40), (1, 5), (5, 10), (100, 20)] {
+                let (bids, asks) = book.view(grouping * 2, levels);
+                let expected = levels.min(BOOK_LEVELS as usize / grouping as usize / 2);
+                assert!(
+                    (expected..=levels).contains(&bids.len()),
+                    "{grouping} {levels}"
+                );
+                assert!(
+                    (expected..=levels).contains(&asks.len()),
+                    "{grouping} {levels}"
+                );
+                assert!(bids.keys().next_back() < asks.keys().next());
+            }
+        }
+    }
+
+    #[test]
+    fn changes_applied_to_the_last_view_give_the_new_one() {
+        let mut sent_bids = BTreeMap::new();
+        let mut market = Market::new(&instruments(), 3);
+        for _ in 0..200 {
+            market.step(0);
+            let (bids, _) = market.instruments[0].view(2, 10);
+            let mut text = String::new();
+            write_changes(&mut text, &sent_bids, &bids, true);
+            let changes: Vec<(f64, f64, f64)> = serde_json::from_str(&text).unwrap();
+            let mut applied = sent_bids.clone();
+            for (price, amount, _) in changes {
+                let ticks = (price * 2.0).round() as i64;
+                if amount == 0.0 {
+                    applied.remove(&ticks);
+                } else {
+                    applied.insert(ticks, (amount * 1000.0).round() as u64);
+                }
+            }
+            assert_eq!(applied, bids);
+            sent_bids = bids;
+        }
+    }
+
+    #[test]
+    fn tokens_are_checked_for_key_id_and_age() {
+        let der = test_public_key_der();
+        let now = 1_700_000_000;
+        let good = auth::login_token(TEST_KEY_ID, TEST_PRIVATE_KEY_PEM, now).unwrap();
+        assert_eq!(check_token(&good, &der, now + 60), Ok(()));
+        let stale = check_token(&good, &der, now + 61).unwrap_err();
+        assert!(stale.starts_with("stale iat"), "{stale}");
+        let other = auth::login_token("someone", TEST_PRIVATE_KEY_PEM, now).unwrap();
+        assert_eq!(check_token(&other, &der, now), Err("unknown key id".into()));
+    }
+}
