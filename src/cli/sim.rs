@@ -85,6 +85,10 @@ pub struct SimArgs {
     stall_after: Option<u64>,
     #[arg(long, value_name = "SECONDS")]
     stall_seconds: Option<f64>,
+    /// Thalex fault: during the stall the server is hung, answering neither pings nor requests
+    /// (a client's read timeout is what notices).
+    #[arg(long, requires = "stall_after")]
+    stall_silent: bool,
     /// Fault: every Nth message is sent as invalid JSON.
     #[arg(long, value_name = "N")]
     malformed_every: Option<u64>,
@@ -290,6 +294,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             vec![
                 ("--instruments", args.instruments.is_some()),
                 ("--request-limit", args.request_limit.is_some()),
+                ("--stall-silent", args.stall_silent),
                 (
                     "--reconnect-event-after",
                     args.reconnect_event_after.is_some(),
@@ -356,6 +361,7 @@ fn run_thalex(args: SimArgs) -> anyhow::Result<()> {
             (Some(after), Some(secs)) => Some((after, seconds(secs, "stall-seconds")?)),
             _ => None,
         },
+        stall_silent: args.stall_silent,
         reconnect_event_after: args.reconnect_event_after,
         fault_connections: args.fault_connections,
     };

@@ -121,6 +121,8 @@ pub struct ThalexFaults {
     /// After N data messages, no data and no server pings for the duration while TCP stays
     /// open; requests are still answered. Data due meanwhile is not sent later.
     pub stall_after: Option<(u64, Duration)>,
+    /// During the stall, the server is hung: client pings get no pong and requests no answer.
+    pub stall_silent: bool,
     /// After N data messages, `{"channel_name":"system","notification":{"event":"reconnect"}}`
     /// (to a connection subscribed to `system`; the close comes either way), then data as usual
     /// and, after the duration, a close frame with code 1001.
@@ -135,6 +137,7 @@ impl Default for ThalexFaults {
             close_after: None,
             reset_after: None,
             stall_after: None,
+            stall_silent: false,
             reconnect_event_after: None,
             fault_connections: 1,
         }
@@ -697,7 +700,10 @@ impl Connection<'_> {
     }
 
     fn handle_incoming(&mut self, incoming: Incoming) -> io::Result<()> {
-        let open = self.state == State::Open;
+        let hung = self.faulty
+            && self.shared.options.faults.stall_silent
+            && self.stalled(Instant::now());
+        let open = self.state == State::Open && !hung;
         match incoming {
             Incoming::Text(text) if open => {
                 let reply = self.handle_request(&text);
