@@ -118,6 +118,8 @@ pub enum DecoderCommand {
     /// The connection carrying these instruments of a venue dropped: gaps are due.
     Disconnected {
         venue: VenueId,
+        /// The connection slot that dropped.
+        conn: ConnId,
         instruments: Range<InstrumentId>,
     },
     /// A status event for the strategy (a connection or a stream changed state), written in
@@ -393,9 +395,13 @@ impl StagePoll for DecoderStage {
             while let Some(command) = self.commands.try_pop() {
                 control += 1;
                 match command {
-                    DecoderCommand::Disconnected { venue, instruments } => {
+                    DecoderCommand::Disconnected {
+                        venue,
+                        conn,
+                        instruments,
+                    } => {
                         if let Some(feed) = feeds.get_mut(venue as usize) {
-                            feed.on_disconnect(instruments, now_ns, &mut sink);
+                            feed.on_disconnect(conn, instruments, now_ns, &mut sink);
                         }
                     }
                     DecoderCommand::Status(event) => sink.push(event),
@@ -932,9 +938,14 @@ impl Runtime {
     pub fn notify_disconnect(
         &mut self,
         venue: VenueId,
+        conn: ConnId,
         instruments: Range<InstrumentId>,
     ) -> Result<(), RuntimeError> {
-        self.decoder_command(DecoderCommand::Disconnected { venue, instruments })
+        self.decoder_command(DecoderCommand::Disconnected {
+            venue,
+            conn,
+            instruments,
+        })
     }
 
     /// Hands a status event to the decoder thread, which writes it in order with the market
@@ -1145,6 +1156,7 @@ mod tests {
 
         fn on_disconnect(
             &mut self,
+            _conn: ConnId,
             _instruments: Range<InstrumentId>,
             _now_ns: u64,
             _sink: &mut EventSink<'_>,

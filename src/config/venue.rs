@@ -619,6 +619,17 @@ fn check_channels(problems: &mut Vec<Problem>, kind: VenueKind, channels: &[Stri
             crate::venue::thalex::channel::Template::parse(channel),
         ) {
             problems.push(Problem::new(path, message));
+        } else if kind == VenueKind::Thalex
+            && channel.starts_with("book.")
+            && channels[..index].iter().any(|c| c.starts_with("book."))
+        {
+            problems.push(Problem::new(
+                path,
+                format!(
+                    "\"{channel}\" is a second book channel; an instrument has one book, so list \
+                     one book.<grouping>.<levels>.<delay>"
+                ),
+            ));
         } else if kind == VenueKind::BinanceUsdmFutures && !is_binance_channel(channel) {
             problems.push(Problem::new(
                 path,

@@ -618,7 +618,7 @@ impl Venues {
                 Action::Abort => runtime.abort_stream(slot)?,
                 Action::Down { gap } => {
                     if gap && is_active {
-                        runtime.notify_disconnect(links.id, shard.instruments.clone())?;
+                        runtime.notify_disconnect(links.id, slot, shard.instruments.clone())?;
                     }
                 }
                 Action::Transition { from, to, reason } => {
@@ -873,6 +873,9 @@ impl Venues {
                     shard_index as u64,
                     now_ns,
                 ))?;
+                // The old connection's own reconnect is moot now: it becomes the idle spare.
+                shard.conns[active].retire(now_ns, Reason::Rotation, &mut self.out);
+                self.apply(venue, shard_index, active, now_ns, runtime)?;
             } else {
                 shard.next_rotation_ns = now_ns + ROTATION_RETRY_NS;
                 shard.conns[spare].retire(now_ns, Reason::Rotation, &mut self.out);
@@ -882,7 +885,11 @@ impl Venues {
         }
         match spare_state {
             ConnState::Live => {
-                let since = shard.conns[spare].live_since_ns().unwrap_or(now_ns);
+                // Agreement counts from the rotation's start: only the spare can agree with the
+                // old connection, and a feed may see the spare's first message before this
+                // thread has marked the spare live.
+                let since = started;
+                let overlap_since = shard.conns[spare].live_since_ns().unwrap_or(now_ns);
                 let mut active_streams = 0;
                 let mut agreed = 0;
                 for stream in shard.streams.clone() {
@@ -893,7 +900,7 @@ impl Venues {
                         }
                     }
                 }
-                let forced = now_ns.saturating_sub(since) >= links.rotation_overlap_ns;
+                let forced = now_ns.saturating_sub(overlap_since) >= links.rotation_overlap_ns;
                 if agreed == active_streams || forced {
                     let forced = forced && agreed < active_streams;
                     self.counters[venue].rotations += 1;

@@ -700,9 +700,8 @@ impl Connection<'_> {
     }
 
     fn handle_incoming(&mut self, incoming: Incoming) -> io::Result<()> {
-        let hung = self.faulty
-            && self.shared.options.faults.stall_silent
-            && self.stalled(Instant::now());
+        let hung =
+            self.faulty && self.shared.options.faults.stall_silent && self.stalled(Instant::now());
         let open = self.state == State::Open && !hung;
         match incoming {
             Incoming::Text(text) if open => {

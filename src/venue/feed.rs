@@ -361,10 +361,12 @@ pub trait Feed: Send {
     /// Snapshots the feed needs now; called once per decoder round.
     fn snapshot_requests(&mut self, now_ns: u64, request: &mut dyn FnMut(SnapshotRequest));
 
-    /// The connection carrying `instruments` dropped: their books are invalid and each owes
-    /// the strategy a gap.
+    /// Connection `conn`, which carried `instruments`, dropped: their books are invalid and each
+    /// owes the strategy a gap (unless, for a venue that tracks which connection delivers what,
+    /// another connection already carries them).
     fn on_disconnect(
         &mut self,
+        conn: crate::net::ConnId,
         instruments: std::ops::Range<InstrumentId>,
         now_ns: u64,
         sink: &mut EventSink<'_>,

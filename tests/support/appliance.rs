@@ -96,11 +96,16 @@ pub fn write_configs(dir: &Path, sim: &SimHandle, setup: &Setup) -> PathBuf {
         ),
     )
     .unwrap();
+    write_appliance(dir, "venue.toml", setup)
+}
+
+/// The appliance file the tests use, loading `venue_file` (relative to `dir`).
+pub fn write_appliance(dir: &Path, venue_file: &str, setup: &Setup) -> PathBuf {
     let appliance = dir.join("tickwire.toml");
     std::fs::write(
         &appliance,
         format!(
-            "venues = [\"venue.toml\"]\n[log]\nlevel = \"warn\"\n\
+            "venues = [{venue_file:?}]\n[log]\nlevel = \"warn\"\n\
              [rings]\nframe_ring_bytes = 16777216\nevent_ring_slots = 262144\n\
              [net]\nwait = \"block\"\nblock_timeout_us = {}\nmax_connections = 4\n\
              max_message_bytes = {}\nconnect_timeout_ms = {}\n\

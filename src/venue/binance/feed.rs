@@ -545,6 +545,7 @@ impl Feed for BinanceFeed {
 
     fn on_disconnect(
         &mut self,
+        _conn: ConnId,
         instruments: std::ops::Range<InstrumentId>,
         now_ns: u64,
         sink: &mut EventSink<'_>,

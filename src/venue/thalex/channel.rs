@@ -248,8 +248,17 @@ mod tests {
             assert_eq!(Template::split(&name), Some((parsed, symbol)), "{name}");
         }
         let (template, target) = Template::split("price_index.BTCUSD").unwrap();
-        assert_eq!((template.to_string().as_str(), target), ("price_index", "BTCUSD"));
-        for name in ["system", "ticker.X", "book.X.1.10", "ticker..100ms", "account.orders"] {
+        assert_eq!(
+            (template.to_string().as_str(), target),
+            ("price_index", "BTCUSD")
+        );
+        for name in [
+            "system",
+            "ticker.X",
+            "book.X.1.10",
+            "ticker..100ms",
+            "account.orders",
+        ] {
             assert_eq!(Template::split(name), None, "{name}");
         }
     }

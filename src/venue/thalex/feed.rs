@@ -126,6 +126,8 @@ pub struct ThalexFeed {
     owners: Vec<Owner>,
     /// Per instrument, when a book channel is subscribed.
     books: Vec<Option<BookState>>,
+    /// The book channel's position among the channels, if one is subscribed.
+    book_channel: Option<usize>,
     scratch: Scratch,
     writers: FeedWriters,
     activity: Arc<StreamActivity>,
@@ -152,11 +154,10 @@ impl ThalexFeed {
                 }
             }
         }
-        let has_book = templates
-            .iter()
-            .flatten()
-            .any(|template| template.kind == super::channel::ChannelKind::Book);
-        ThalexFeed::with_routes(config, routes, has_book)
+        let book_channel = templates.iter().position(|template| {
+            template.as_ref().map(|t| t.kind) == Some(super::channel::ChannelKind::Book)
+        });
+        ThalexFeed::with_routes(config, routes, book_channel)
     }
 
     /// A feed for the channels named (`tickwire decode`, where no venue file says what was
@@ -170,12 +171,11 @@ impl ThalexFeed {
         let mut symbols: Vec<String> = Vec::new();
         let mut channels: Vec<String> = Vec::new();
         let mut routes = Vec::new();
-        let mut has_book = false;
+        let mut book_channel = None;
         for name in names {
             let Some((template, target)) = Template::split(name) else {
                 continue;
             };
-            has_book |= template.kind == super::channel::ChannelKind::Book;
             let position = |list: &mut Vec<String>, item: String| match list
                 .iter()
                 .position(|known| *known == item)
@@ -187,7 +187,11 @@ impl ThalexFeed {
                 }
             };
             let instrument = position(&mut symbols, target.to_owned());
+            let is_book = template.kind == super::channel::ChannelKind::Book;
             let channel = position(&mut channels, template.to_string());
+            if is_book {
+                book_channel.get_or_insert(channel);
+            }
             routes.push((name.clone(), instrument, channel));
         }
         let config = FeedConfig {
@@ -197,7 +201,7 @@ impl ThalexFeed {
             channels,
             instrument_base: 0,
         };
-        ThalexFeed::with_routes(config, routes, has_book)
+        ThalexFeed::with_routes(config, routes, book_channel)
     }
 
     /// The instrument names, by instrument index.
@@ -209,7 +213,7 @@ impl ThalexFeed {
     fn with_routes(
         config: FeedConfig,
         list: Vec<(String, usize, usize)>,
-        has_book: bool,
+        book_channel: Option<usize>,
     ) -> (ThalexFeed, FeedCounters) {
         let channels = config.channels.len().max(1);
         let mut by_name: HashMap<Box<[u8]>, Vec<Target>, BuildHasherDefault<NameHasher>> =
@@ -231,7 +235,7 @@ impl ThalexFeed {
         };
         let books = (0..config.symbols.len())
             .map(|_| {
-                has_book.then(|| BookState {
+                book_channel.map(|_| BookState {
                     book: OrderBook::with_capacity(BOOK_LEVELS),
                     valid: false,
                     top: Quote::default(),
@@ -258,6 +262,7 @@ impl ThalexFeed {
             routes,
             owners,
             books,
+            book_channel,
             scratch,
             writers,
             activity,
@@ -344,9 +349,9 @@ impl ThalexFeed {
 
     fn malformed(&mut self, error: DecodeError, payload: &[u8], recv_ts_ns: u64) {
         self.writers.malformed.increment();
-        let due = self.last_sample_ns.is_none_or(|last| {
-            recv_ts_ns.saturating_sub(last) >= MALFORMED_SAMPLE_INTERVAL_NS
-        });
+        let due = self
+            .last_sample_ns
+            .is_none_or(|last| recv_ts_ns.saturating_sub(last) >= MALFORMED_SAMPLE_INTERVAL_NS);
         if self.malformed_sample.is_none() && due {
             self.last_sample_ns = Some(recv_ts_ns);
             self.malformed_sample = Some(MalformedSample::new(
@@ -658,17 +663,36 @@ impl Feed for ThalexFeed {
 
     fn on_disconnect(
         &mut self,
+        conn: ConnId,
         instruments: std::ops::Range<InstrumentId>,
         now_ns: u64,
         sink: &mut EventSink<'_>,
     ) {
         let base = self.config.instrument_base;
+        let channels = self.activity.channels();
         for instrument in instruments {
             let index = instrument.wrapping_sub(base) as usize;
             if index >= self.config.symbols.len() {
                 continue;
             }
-            if let Some(Some(state)) = self.books.get_mut(index) {
+            // Streams another connection already took over (a replacement that went live
+            // before this one dropped) lost nothing.
+            let mut lost = false;
+            let mut book_lost = false;
+            for position in 0..channels {
+                let Some(owner) = self.owners.get_mut(index * channels + position) else {
+                    continue;
+                };
+                if owner.current == conn || owner.current == NO_CONN {
+                    owner.current = NO_CONN;
+                    lost = true;
+                    book_lost |= self.book_channel == Some(position);
+                }
+            }
+            if !lost {
+                continue;
+            }
+            if let (true, Some(Some(state))) = (book_lost, self.books.get_mut(index)) {
                 state.valid = false;
                 state.book.clear();
                 state.top = Quote::default();
