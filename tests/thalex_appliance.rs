@@ -413,3 +413,35 @@ fn a_hung_server_is_recycled_by_the_read_timeout() {
     );
     assert_eq!(check_books(&events, 0).0, 2);
 }
+
+#[test]
+fn a_throttled_request_is_sent_again_on_a_fresh_connection() {
+    std::env::set_var("TICKWIRE_TEST_THALEX_THROTTLE_KEY", TEST_PRIVATE_KEY_PEM);
+    // One request a second: the login passes, the subscription that follows it is throttled,
+    // every time.
+    let mut pair = start(
+        |options| options.request_limit_per_sec = 1,
+        &["BTC-PERPETUAL"],
+        &["ticker.100ms"],
+        &format!(
+            "[credentials]\napi_key_env = \"TICKWIRE_TEST_THALEX_THROTTLE_KEY\"\nkey_id = {TEST_KEY_ID:?}\n"
+        ),
+    );
+    pair.run_until(
+        Duration::from_secs(10),
+        "three throttled subscriptions",
+        |pair| pair.session.venues.counters(0).throttled_requests >= 3,
+    );
+    let counters = pair.session.venues.counters(0);
+    let stats = pair.sim.stats();
+    let events = pair.finish();
+    assert!(stats.throttled_requests >= counters.throttled_requests);
+    assert!(stats.logins_ok >= 3, "each fresh connection logs in again");
+    assert!(counters.transitions.get(Reason::Throttled) >= 3);
+    assert_eq!(
+        counters.transitions.get(Reason::Subscribed),
+        0,
+        "never live"
+    );
+    assert!(!events.iter().any(|e| e.kind() == EventKind::Quote));
+}

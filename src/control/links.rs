@@ -135,6 +135,8 @@ pub struct LinkCounters {
     pub rejected_channels: u64,
     /// Logins the venue refused.
     pub refused_logins: u64,
+    /// Requests the venue refused for its rate limit (each recycles the connection).
+    pub throttled_requests: u64,
     /// Announcements that the venue will close a connection soon (Thalex `reconnect`).
     pub reconnect_notices: u64,
 }
@@ -399,6 +401,23 @@ impl Venues {
             return Ok(());
         };
         let login_batches = usize::from(links.login.is_some());
+        if links.kind == VenueKind::Thalex
+            && reply.error == Some(crate::venue::thalex::subscribe::THROTTLED)
+        {
+            // A request lost to the venue's rate limit: start again on a fresh connection,
+            // after the backoff, rather than run without it.
+            tracing::warn!(
+                venue = %name,
+                conn = slot,
+                "the venue throttled a request ({}); reconnecting after the backoff to send it \
+                 again",
+                reply.message()
+            );
+            self.counters[venue].throttled_requests += 1;
+            let conn = &mut self.venues[venue].shards[shard].conns[which];
+            conn.recycle_for(now_ns, Reason::Throttled, &mut self.out);
+            return self.apply(venue, shard, which, now_ns, runtime);
+        }
         if batch < login_batches {
             let conn = &mut self.venues[venue].shards[shard].conns[which];
             match reply.error {
@@ -1071,7 +1090,7 @@ impl Venues {
                 );
             }
         }
-        let families: [CounterFamily; 10] = [
+        let families: [CounterFamily; 11] = [
             (
                 "tickwire_connection_attempts_total",
                 "Connection attempts started.",
@@ -1120,6 +1139,11 @@ impl Venues {
                 "tickwire_logins_refused_total",
                 "Logins the venue refused.",
                 |c| c.refused_logins,
+            ),
+            (
+                "tickwire_requests_throttled_total",
+                "Requests the venue refused for its request rate.",
+                |c| c.throttled_requests,
             ),
             (
                 "tickwire_reconnect_notices_total",

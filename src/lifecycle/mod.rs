@@ -124,10 +124,12 @@ pub enum Reason {
     Recovered = 22,
     /// Nothing at all was read for `lifecycle.read_timeout_ms` (not even pongs).
     ReadTimeout = 23,
+    /// The venue refused a request for exceeding its request rate (Thalex error code 4).
+    Throttled = 24,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 24] = [
         Reason::Start,
         Reason::TcpConnected,
         Reason::TlsEstablished,
@@ -151,6 +153,7 @@ impl Reason {
         Reason::OpenRefused,
         Reason::Recovered,
         Reason::ReadTimeout,
+        Reason::Throttled,
     ];
 
     pub fn name(self) -> &'static str {
@@ -178,6 +181,7 @@ impl Reason {
             Reason::OpenRefused => "open-refused",
             Reason::Recovered => "recovered",
             Reason::ReadTimeout => "read-timeout",
+            Reason::Throttled => "throttled",
         }
     }
 

@@ -297,20 +297,22 @@ pub fn feed_for(
             })
         }
         VenueKind::Thalex => {
-            let (feed, counters) = thalex::feed::ThalexFeed::new(thalex::feed::FeedConfig {
+            let (mut feed, counters) = thalex::feed::ThalexFeed::new(thalex::feed::FeedConfig {
                 venue_id,
                 venue_name: venue.name.clone(),
                 symbols: venue.symbols.clone(),
                 channels: venue.channels.clone(),
                 instrument_base,
             });
-            if print_ring_bytes.is_some() {
-                tracing::warn!(venue = %venue.name, "--print-events prints Binance venues only; this venue's events are not printed");
-            }
+            let printed = print_ring_bytes.map(|bytes| {
+                let (producer, consumer) = crate::ring::frame_ring(bytes);
+                let dropped = feed.print_to(producer);
+                (consumer, dropped)
+            });
             Ok(VenueFeed {
                 feed: Box::new(feed),
                 counters,
-                printed: None,
+                printed,
             })
         }
         other => Err(VenueError::Unsupported {

@@ -83,6 +83,31 @@ impl Hasher for NameHasher {
     }
 }
 
+/// Where the feed's events go: the sink, and a copy for `run --print-events` when it prints.
+struct Out<'o, 's> {
+    sink: &'o mut EventSink<'s>,
+    tap: Option<&'o mut Vec<Event>>,
+}
+
+impl Out<'_, '_> {
+    #[inline]
+    fn push(&mut self, event: Event) {
+        if let Some(tap) = self.tap.as_deref_mut() {
+            tap.push(event);
+        }
+        self.sink.push(event);
+    }
+}
+
+/// `run --print-events`: the message's events as JSON lines into a byte ring.
+struct Printer {
+    ring: crate::ring::FrameProducer,
+    events: Vec<Event>,
+    line: Vec<u8>,
+    /// Lines the control thread could not take in time (the ring was full).
+    dropped: crate::metrics::CounterWriter,
+}
+
 /// One stream a channel feeds.
 #[derive(Clone, Copy, Debug)]
 struct Target {
@@ -133,6 +158,7 @@ pub struct ThalexFeed {
     activity: Arc<StreamActivity>,
     replies: VecDeque<VenueReply>,
     malformed_sample: Option<MalformedSample>,
+    printer: Option<Printer>,
     /// When the last malformed sample was kept.
     last_sample_ns: Option<u64>,
 }
@@ -204,6 +230,47 @@ impl ThalexFeed {
         ThalexFeed::with_routes(config, routes, book_channel)
     }
 
+    /// Prints every event the venue's messages make as a JSON line into `ring` (see `run
+    /// --print-events`); returns the counter of lines lost to a full ring.
+    pub fn print_to(&mut self, ring: crate::ring::FrameProducer) -> crate::metrics::CounterReader {
+        let (dropped, reader) = crate::metrics::counter();
+        self.printer = Some(Printer {
+            ring,
+            events: Vec::with_capacity(256),
+            line: Vec::with_capacity(64 << 10),
+            dropped,
+        });
+        reader
+    }
+
+    fn print(&mut self, events: &mut Vec<Event>) {
+        let Some(printer) = self.printer.as_mut() else {
+            return;
+        };
+        printer.line.clear();
+        for event in events.iter() {
+            let index = event
+                .header
+                .instrument_id
+                .wrapping_sub(self.config.instrument_base);
+            let symbol = self
+                .config
+                .symbols
+                .get(index as usize)
+                .map_or(&b"?"[..], |symbol| symbol.as_bytes());
+            crate::venue::binance::json::write_event(
+                &mut printer.line,
+                &self.config.venue_name,
+                symbol,
+                event,
+            );
+        }
+        events.clear();
+        if !printer.line.is_empty() && printer.ring.try_push(0, &printer.line).is_err() {
+            printer.dropped.increment();
+        }
+    }
+
     /// The instrument names, by instrument index.
     pub fn symbols(&self) -> &[String] {
         &self.config.symbols
@@ -268,6 +335,7 @@ impl ThalexFeed {
             activity,
             replies: VecDeque::with_capacity(REPLIES_KEPT),
             malformed_sample: None,
+            printer: None,
             last_sample_ns: None,
         };
         (feed, counters)
@@ -390,13 +458,13 @@ impl ThalexFeed {
         recv_ts_ns: u64,
         quote: Quote,
         last: bool,
-        sink: &mut EventSink<'_>,
+        out: &mut Out<'_, '_>,
     ) {
         let mut header = self.header(instrument, exchange_ts_ns, recv_ts_ns);
         if last {
             header.flags |= flags::LAST;
         }
-        sink.push(Event::new(header, Body::Quote(quote)));
+        out.push(Event::new(header, Body::Quote(quote)));
     }
 
     #[inline]
@@ -407,17 +475,17 @@ impl ThalexFeed {
         price: Fixed,
         exchange_ts_ns: u64,
         recv_ts_ns: u64,
-        sink: &mut EventSink<'_>,
+        out: &mut Out<'_, '_>,
     ) {
         let mut header = self.header(instrument, exchange_ts_ns, recv_ts_ns);
         header.flags |= flags::LAST;
-        sink.push(Event::new(
+        out.push(Event::new(
             header,
             Body::Reference(Reference::new(kind, price)),
         ));
     }
 
-    fn trades(&self, instrument: usize, recv_ts_ns: u64, sink: &mut EventSink<'_>) {
+    fn trades(&self, instrument: usize, recv_ts_ns: u64, out: &mut Out<'_, '_>) {
         let count = self.scratch.trades.len();
         for (index, trade) in self.scratch.trades.iter().enumerate() {
             let mut header = self.header(instrument, trade.time_ns, recv_ts_ns);
@@ -426,7 +494,7 @@ impl ThalexFeed {
                 header.flags |= flags::LAST;
             }
             let aggressor = if trade.buy { Side::Bid } else { Side::Ask };
-            sink.push(Event::new(
+            out.push(Event::new(
                 header,
                 Body::Trade(Trade::new(trade.price, trade.amount, trade.id, aggressor)),
             ));
@@ -440,7 +508,7 @@ impl ThalexFeed {
         snapshot: bool,
         time_ns: u64,
         recv_ts_ns: u64,
-        sink: &mut EventSink<'_>,
+        out: &mut Out<'_, '_>,
     ) {
         let mut header = self.header(instrument, time_ns, recv_ts_ns);
         let Some(state) = self.books.get_mut(instrument).and_then(Option::as_mut) else {
@@ -464,21 +532,21 @@ impl ThalexFeed {
                 _reserved: [0; 2],
             };
             header.flags |= flags::SNAPSHOT;
-            sink.push(Event::new(header, Body::SnapshotBegin(levels)));
+            out.push(Event::new(header, Body::SnapshotBegin(levels)));
             for side in [BookSide::Bid, BookSide::Ask] {
                 let event_side = match side {
                     BookSide::Bid => Side::Bid,
                     BookSide::Ask => Side::Ask,
                 };
                 for (price, size) in state.book.levels(side) {
-                    sink.push(Event::new(
+                    out.push(Event::new(
                         header,
                         Body::BookLevel(BookLevel::new(event_side, price, size)),
                     ));
                 }
             }
             header.flags &= !flags::SNAPSHOT;
-            sink.push(Event::new(header, Body::SnapshotEnd(levels)));
+            out.push(Event::new(header, Body::SnapshotEnd(levels)));
         } else if state.valid {
             let sides = [
                 (BookSide::Bid, Side::Bid, &scratch.bids),
@@ -487,7 +555,7 @@ impl ThalexFeed {
             for (side, event_side, levels) in sides {
                 for &(price, amount) in levels.iter() {
                     state.book.set(side, price, amount);
-                    sink.push(Event::new(
+                    out.push(Event::new(
                         header,
                         Body::BookLevel(BookLevel::new(event_side, price, amount)),
                     ));
@@ -501,7 +569,7 @@ impl ThalexFeed {
         if top != state.top {
             state.top = top;
             header.flags |= flags::DERIVED;
-            sink.push(Event::new(header, Body::Quote(top)));
+            out.push(Event::new(header, Body::Quote(top)));
         }
     }
 
@@ -512,7 +580,7 @@ impl ThalexFeed {
         channel: &[u8],
         snapshot: bool,
         body: Notification<'_>,
-        sink: &mut EventSink<'_>,
+        out: &mut Out<'_, '_>,
     ) {
         if let Notification::System { event } = body {
             self.writers.replies.increment();
@@ -548,7 +616,7 @@ impl ThalexFeed {
                             ask_sz: ticker.ask_amount.unwrap_or_default(),
                         };
                         let last = ticker.mark_px.is_none();
-                        self.quote(instrument, ticker.mark_ts_ns, recv_ts_ns, quote, last, sink);
+                        self.quote(instrument, ticker.mark_ts_ns, recv_ts_ns, quote, last, out);
                     }
                     if let Some(mark) = ticker.mark_px {
                         self.reference(
@@ -557,7 +625,7 @@ impl ThalexFeed {
                             mark,
                             ticker.mark_ts_ns,
                             recv_ts_ns,
-                            sink,
+                            out,
                         );
                     }
                 }
@@ -571,29 +639,22 @@ impl ThalexFeed {
                         ask_px,
                         ask_sz,
                     };
-                    self.quote(
-                        instrument,
-                        0,
-                        recv_ts_ns,
-                        quote,
-                        lwt.mark_px.is_none(),
-                        sink,
-                    );
+                    self.quote(instrument, 0, recv_ts_ns, quote, lwt.mark_px.is_none(), out);
                     if let Some(mark) = lwt.mark_px {
-                        self.reference(instrument, ReferenceKind::Mark, mark, 0, recv_ts_ns, sink);
+                        self.reference(instrument, ReferenceKind::Mark, mark, 0, recv_ts_ns, out);
                     }
                 }
                 Notification::Book { time_ns } => {
                     self.writers.depth_updates.increment();
-                    self.book(instrument, snapshot, time_ns, recv_ts_ns, sink);
+                    self.book(instrument, snapshot, time_ns, recv_ts_ns, out);
                     if !self.scratch.trades.is_empty() {
                         self.writers.trades.increment();
-                        self.trades(instrument, recv_ts_ns, sink);
+                        self.trades(instrument, recv_ts_ns, out);
                     }
                 }
                 Notification::Trades => {
                     self.writers.trades.increment();
-                    self.trades(instrument, recv_ts_ns, sink);
+                    self.trades(instrument, recv_ts_ns, out);
                 }
                 Notification::Index(index) => {
                     self.writers.mark_prices.increment();
@@ -603,7 +664,7 @@ impl ThalexFeed {
                         index.price,
                         index.time_ns,
                         recv_ts_ns,
-                        sink,
+                        out,
                     );
                 }
                 Notification::System { .. } | Notification::Other => {
@@ -624,12 +685,21 @@ impl Feed for ThalexFeed {
         payload: &[u8],
         sink: &mut EventSink<'_>,
     ) {
+        let mut tapped = self
+            .printer
+            .as_mut()
+            .map(|printer| std::mem::take(&mut printer.events));
+        let mut out = Out {
+            sink,
+            tap: tapped.as_mut(),
+        };
+        let out = &mut out;
         match decode::decode(payload, &mut self.scratch) {
             Ok(Message::Notification {
                 channel,
                 snapshot,
                 body,
-            }) => self.notification(conn, recv_ts_ns, channel, snapshot, body, sink),
+            }) => self.notification(conn, recv_ts_ns, channel, snapshot, body, out),
             Ok(Message::Response { id, outcome }) => {
                 let venue = self.config.venue_id;
                 match outcome {
@@ -652,6 +722,12 @@ impl Feed for ThalexFeed {
                 }
             }
             Err(error) => self.malformed(error, payload, recv_ts_ns),
+        }
+        if let Some(mut events) = tapped {
+            self.print(&mut events);
+            if let Some(printer) = self.printer.as_mut() {
+                printer.events = events;
+            }
         }
     }
 

@@ -10,6 +10,9 @@
 use super::channel::{Template, SYSTEM_CHANNEL};
 pub use crate::venue::Shard;
 
+/// The error code of a request refused for exceeding the venue's request rate.
+pub const THROTTLED: i64 = 4;
+
 /// Channel names in one `public/subscribe` at most.
 pub const MAX_CHANNELS_PER_REQUEST: usize = 100;
 
