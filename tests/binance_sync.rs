@@ -113,6 +113,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Body::SnapshotEnd(_) => "SnapshotEnd",
             Body::Gap(_) => "Gap",
             Body::VenueStatus(_) => "VenueStatus",
+            Body::Reference(_) => "Reference",
         })
         .collect()
 }
