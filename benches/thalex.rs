@@ -1,0 +1,660 @@
+//! The Thalex message path, tickwire against the design a published performance audit of a
+//! Thalex Rust SDK timed: the same input bytes, both designs, one run.
+//!
+//! Two scenarios, each from the message's bytes to the value in the hands of whoever waits for
+//! it:
+//!
+//! - **Ticker to a subscriber** (`thalex/ticker/{tickwire,audited}/{1,10,100}`): one 165-byte
+//!   `ticker.BTC-PERPETUAL.100ms` notification, with 1, 10 or 100 live subscriptions, one of
+//!   which it matches (`BTC-PERPETUAL` plus `BTC-27JUN25-<strike>-C` options).
+//! - **RPC response to a pending request** (`thalex/rpc/{tickwire,audited}`): the answer to
+//!   request 12345, while four requests (12345 among them) await theirs.
+//!
+//! **tickwire** runs its own code from the crate, called as the decoder stage calls it
+//! (`runtime.rs`: through `dyn Feed`):
+//!
+//! - Ticker: `ThalexFeed::on_message` into an `EventSink` over the decoder-to-strategy event
+//!   ring (the appliance's default `rings.event_ring_slots`), `publish`, then the strategy's side
+//!   pops every event (`try_pop` until empty: a `Quote` and a `Reference(Mark)`). Delivery is
+//!   the event read from the ring; producer and consumer run on the same thread here, so the
+//!   number has no cross-core cache-line transfer in it (see the ring benches for that).
+//! - RPC: `on_message` decodes the response into a `VenueReply`; `take_reply` hands it over and,
+//!   as the decoder stage does, it crosses the reply ring to the control thread (one
+//!   `try_push`, one `try_pop`, same thread here). The control thread's pending check then
+//!   mirrors `lifecycle::Connection::batch_of`/`awaits` and `on_ack`
+//!   (`control/links.rs`): a linear scan of the connection's short `outstanding:
+//!   Vec<(id, deadline, batch)>`, then `retain` without the answered id. Request 12345 is pushed
+//!   back at the end of every iteration (inside the timing: it stands for sending the next
+//!   request), so every iteration finds it pending, always last of the four.
+//!
+//! **audited** reimplements the SDK's path as the audit describes it: a `serde_json::Value`
+//! DOM parse, a `String` copy of the routing key and a `tokio::sync::Mutex` around a `HashMap`
+//! of channel senders.
+//!
+//! - Ticker: parse to `Value`, read `channel_name` as `&str` and `.to_string()` it, lock the
+//!   `Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>` (one sender per subscription, the
+//!   same channel names as tickwire's routes), look the sender up, send the `notification`
+//!   value (taken out of the parsed message); the subscriber `try_recv`s it and reads the best
+//!   bid.
+//! - RPC: parse to `Value`, read `id` as `u64`, lock the
+//!   `Mutex<HashMap<u64, oneshot::Sender<Value>>>` (four pending requests), remove 12345's
+//!   sender, send the `result` value; the waiter `try_recv`s it. Then a fresh `oneshot` pair is
+//!   made and its sender registered under the lock for the next iteration: in that design every
+//!   request pays for a pair (an `Arc` allocation) and a second lock, so it stays in the timing.
+//! - Locks use `try_lock()`: the bench runs outside a runtime, and uncontended, `lock().await`
+//!   takes the same semaphore fast path (one compare-and-swap) plus the poll of its future, so if
+//!   anything the audited figures here are slightly low.
+//!
+//! Every value each iteration produces (events, replies, `Value`s, `String`s, channel nodes) is
+//! dropped inside the timing, as it is in either design.
+//!
+//! Before timing, both designs run on the inputs and the bench panics unless: the ticker gives
+//! a `Quote` (bid 50000.5, ask 50001, the exchange time of `mark_timestamp`) and a
+//! `Reference(Mark)` 50000.6 for BTC-PERPETUAL's instrument id, and the audited subscriber of
+//! BTC-PERPETUAL (and no other) receives the same prices (checked through `Fixed`); the response
+//! gives one reply for 12345 with no error, the audited waiter receives `{"status":"ok"}`, and
+//! both leave four requests pending.
+//!
+//! Run with `cargo bench --bench thalex`; at the end it prints a table of Criterion's medians
+//! for this run and the ratio audited / tickwire.
+//!
+//! For instruction counts, `THALEX_PASS=<scenario>:<iterations>` skips Criterion and runs one
+//! scenario (`tickwire-ticker-<n>`, `audited-ticker-<n>`, `tickwire-rpc`, `audited-rpc`) that
+//! many times inside `measured_pass`, after a warm-up iteration:
+//!
+//! ```text
+//! cargo bench --bench thalex --no-run   # prints the binary's path
+//! THALEX_PASS=tickwire-ticker-10:100000 valgrind --tool=callgrind \
+//!     --toggle-collect='*measured_pass*' target/release/deps/thalex-<hash>
+//! ```
+
+use criterion::{criterion_group, BenchmarkId, Criterion};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+use tickwire::config::RingsConfig;
+use tickwire::event::{Body, Event, ReferenceKind};
+use tickwire::fixed::Fixed;
+use tickwire::net::ConnId;
+use tickwire::ring::{Consumer, Producer};
+use tickwire::venue::feed::{EventSink, Feed, FeedCounters, ReplyKind, VenueReply};
+use tickwire::venue::thalex::feed::{FeedConfig, ThalexFeed};
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+/// The audit's ticker, byte for byte.
+const TICKER: &[u8] = br#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_ask_price":50001.0,"best_bid_price":50000.5,"mark_price":50000.6,"mark_timestamp":1234567890.123}}"#;
+const TICKER_BYTES: usize = 165;
+/// The audit's RPC response, byte for byte.
+const RESPONSE: &[u8] = br#"{"id":12345,"jsonrpc":"2.0","result":{"status":"ok"}}"#;
+
+const INSTRUMENT: &str = "BTC-PERPETUAL";
+const CHANNEL_TEMPLATE: &str = "ticker.100ms";
+const PENDING_ID: u64 = 12345;
+/// The other requests awaiting an answer, beside `PENDING_ID`.
+const OTHER_PENDING_IDS: [u64; 3] = [12342, 12343, 12344];
+const SUBSCRIPTIONS: [usize; 3] = [1, 10, 100];
+const CONN: ConnId = 0;
+const RECV_TS_NS: u64 = 1_700_000_000_000_000_000;
+/// A request's ack deadline; never reached here.
+const DEADLINE_NS: u64 = u64::MAX;
+/// The runtime's decoder-to-control reply ring (`runtime.rs`).
+const REPLY_RING_SLOTS: usize = 1024;
+
+/// `BTC-PERPETUAL` and `n - 1` call options.
+fn symbols(n: usize) -> Vec<String> {
+    std::iter::once(INSTRUMENT.to_owned())
+        .chain((1..n).map(|i| format!("BTC-27JUN25-{}-C", 50_000 + 1_000 * i)))
+        .collect()
+}
+
+fn feed(symbols: Vec<String>) -> (ThalexFeed, FeedCounters) {
+    ThalexFeed::new(FeedConfig {
+        venue_id: 0,
+        venue_name: "thalex".into(),
+        symbols,
+        channels: vec![CHANNEL_TEMPLATE.into()],
+        instrument_base: 0,
+    })
+}
+
+fn price(text: &str) -> Fixed {
+    Fixed::parse_str(text).unwrap_or_else(|error| panic!("{text}: {error}"))
+}
+
+/// A JSON number as `Fixed`, through its shortest decimal form (`50001.0`, `50000.5`).
+fn value_price(value: &Value, key: &str) -> Fixed {
+    let number = value
+        .get(key)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{key} missing in {value}"));
+    price(&number.to_string())
+}
+
+// ---- tickwire ----
+
+/// The decoder stage's side (feed, event ring producer) and the strategy's (consumer).
+struct TickwireTicker {
+    feed: ThalexFeed,
+    _counters: FeedCounters,
+    events: Producer<Event>,
+    lost: bool,
+    strategy: Consumer<Event>,
+}
+
+impl TickwireTicker {
+    fn new(subscriptions: usize) -> TickwireTicker {
+        let (feed, counters) = feed(symbols(subscriptions));
+        let (events, strategy) =
+            tickwire::ring::ring::<Event>(RingsConfig::default().event_ring_slots);
+        TickwireTicker {
+            feed,
+            _counters: counters,
+            events,
+            lost: false,
+            strategy,
+        }
+    }
+
+    /// One ticker from bytes to the strategy; returns the events it read.
+    #[inline]
+    fn deliver(&mut self, mut on_event: impl FnMut(Event)) -> usize {
+        // The stage holds its feeds as `Box<dyn Feed>`: keep the call indirect.
+        let feed: &mut dyn Feed = black_box(&mut self.feed);
+        let mut sink = EventSink::new(&mut self.events, &mut self.lost);
+        feed.on_message(CONN, RECV_TS_NS, black_box(TICKER), &mut sink);
+        sink.publish();
+        let mut delivered = 0;
+        while let Some(event) = self.strategy.try_pop() {
+            on_event(event);
+            delivered += 1;
+        }
+        delivered
+    }
+}
+
+/// The decoder stage's side (feed, reply ring producer) and the control thread's (reply ring
+/// consumer, the connection's outstanding requests).
+struct TickwireRpc {
+    feed: ThalexFeed,
+    _counters: FeedCounters,
+    events: Producer<Event>,
+    lost: bool,
+    _strategy: Consumer<Event>,
+    replies: Producer<VenueReply>,
+    control: Consumer<VenueReply>,
+    /// `lifecycle::Connection::outstanding`: (id, deadline, batch).
+    outstanding: Vec<(u64, u64, usize)>,
+}
+
+impl TickwireRpc {
+    fn new() -> TickwireRpc {
+        let (feed, counters) = feed(symbols(1));
+        let (events, strategy) =
+            tickwire::ring::ring::<Event>(RingsConfig::default().event_ring_slots);
+        let (replies, control) = tickwire::ring::ring::<VenueReply>(REPLY_RING_SLOTS);
+        let mut outstanding = Vec::with_capacity(8);
+        for (batch, id) in OTHER_PENDING_IDS
+            .into_iter()
+            .chain([PENDING_ID])
+            .enumerate()
+        {
+            outstanding.push((id, DEADLINE_NS, batch));
+        }
+        TickwireRpc {
+            feed,
+            _counters: counters,
+            events,
+            lost: false,
+            _strategy: strategy,
+            replies,
+            control,
+            outstanding,
+        }
+    }
+
+    /// One response from bytes to the pending request it answers; returns the last reply that
+    /// answered a pending request, with its batch.
+    #[inline]
+    fn respond(&mut self) -> Option<(VenueReply, usize)> {
+        let feed: &mut dyn Feed = black_box(&mut self.feed);
+        let mut sink = EventSink::new(&mut self.events, &mut self.lost);
+        feed.on_message(CONN, RECV_TS_NS, black_box(RESPONSE), &mut sink);
+        sink.publish();
+        // The decoder stage relays replies to the control thread at once.
+        while let Some(reply) = feed.take_reply() {
+            let _ = self.replies.try_push(reply);
+        }
+        // The control thread: `Connection::batch_of` (the scan `awaits` makes too), then
+        // `on_ack`'s `retain`.
+        let mut answered = None;
+        while let Some(reply) = self.control.try_pop() {
+            let Some(batch) = self
+                .outstanding
+                .iter()
+                .find(|&&(pending, _, _)| pending == reply.id)
+                .map(|&(_, _, batch)| batch)
+            else {
+                continue;
+            };
+            self.outstanding
+                .retain(|&(pending, _, _)| pending != reply.id);
+            answered = Some((reply, batch));
+        }
+        // The next request goes out: `Connection::send_due`'s push.
+        if let Some((_, batch)) = answered {
+            self.outstanding.push((PENDING_ID, DEADLINE_NS, batch));
+        }
+        answered
+    }
+}
+
+// ---- The audited design ----
+
+struct AuditedTicker {
+    subscriptions: Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>,
+    /// BTC-PERPETUAL's subscriber.
+    subscriber: mpsc::UnboundedReceiver<Value>,
+    /// Every other subscriber, kept alive (their channels stay open, as live subscriptions').
+    others: Vec<mpsc::UnboundedReceiver<Value>>,
+}
+
+impl AuditedTicker {
+    fn new(subscriptions: usize) -> AuditedTicker {
+        let names = ThalexFeed::channel_names(&symbols(subscriptions), &[CHANNEL_TEMPLATE.into()]);
+        let mut senders = HashMap::new();
+        let mut subscriber = None;
+        let mut others = Vec::new();
+        for (index, name) in names.into_iter().enumerate() {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            senders.insert(name, sender);
+            if index == 0 {
+                subscriber = Some(receiver);
+            } else {
+                others.push(receiver);
+            }
+        }
+        AuditedTicker {
+            subscriptions: Mutex::new(senders),
+            subscriber: subscriber.expect("BTC-PERPETUAL is the first symbol"),
+            others,
+        }
+    }
+
+    /// One ticker from bytes to the subscriber; returns the notification it received.
+    #[inline]
+    fn deliver(&mut self) -> Option<Value> {
+        let mut message: Value = serde_json::from_slice(black_box(TICKER)).ok()?;
+        let channel = message.get("channel_name")?.as_str()?.to_string();
+        let notification = message.get_mut("notification")?.take();
+        {
+            let subscriptions = self.subscriptions.try_lock().ok()?;
+            subscriptions.get(&channel)?.send(notification).ok()?;
+        }
+        self.subscriber.try_recv().ok()
+    }
+}
+
+struct AuditedRpc {
+    pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+    /// The caller awaiting request 12345.
+    waiter: oneshot::Receiver<Value>,
+    /// The callers awaiting the other requests.
+    _others: Vec<oneshot::Receiver<Value>>,
+}
+
+impl AuditedRpc {
+    fn new() -> AuditedRpc {
+        let mut pending = HashMap::new();
+        let mut others = Vec::new();
+        for id in OTHER_PENDING_IDS {
+            let (sender, receiver) = oneshot::channel();
+            pending.insert(id, sender);
+            others.push(receiver);
+        }
+        let (sender, waiter) = oneshot::channel();
+        pending.insert(PENDING_ID, sender);
+        AuditedRpc {
+            pending: Mutex::new(pending),
+            waiter,
+            _others: others,
+        }
+    }
+
+    /// One response from bytes to the caller awaiting it; returns what the caller received.
+    #[inline]
+    fn respond(&mut self) -> Option<Value> {
+        let mut message: Value = serde_json::from_slice(black_box(RESPONSE)).ok()?;
+        let id = message.get("id")?.as_u64()?;
+        let result = message.get_mut("result")?.take();
+        let sender = self.pending.try_lock().ok()?.remove(&id)?;
+        sender.send(result).ok()?;
+        let answer = self.waiter.try_recv().ok();
+        // The next request: a fresh pair, its sender registered under the lock.
+        let (sender, waiter) = oneshot::channel();
+        self.pending.try_lock().ok()?.insert(PENDING_ID, sender);
+        self.waiter = waiter;
+        answer
+    }
+
+    fn pending(&self) -> usize {
+        self.pending.try_lock().map_or(0, |pending| pending.len())
+    }
+}
+
+// ---- Checks before timing ----
+
+fn check_ticker(subscriptions: usize) {
+    assert_eq!(
+        TICKER.len(),
+        TICKER_BYTES,
+        "the audit's ticker is 165 bytes"
+    );
+    let names = ThalexFeed::channel_names(&symbols(subscriptions), &[CHANNEL_TEMPLATE.into()]);
+    let mut distinct = names.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), subscriptions, "one route per subscription");
+    let channel = format!("ticker.{INSTRUMENT}.100ms");
+    assert!(names.contains(&channel), "the ticker matches a route");
+
+    let mut tickwire = TickwireTicker::new(subscriptions);
+    let instrument_id = tickwire
+        .feed
+        .symbols()
+        .iter()
+        .position(|symbol| symbol == INSTRUMENT)
+        .expect("BTC-PERPETUAL is configured") as u32;
+    let (bid, ask, mark) = (price("50000.5"), price("50001"), price("50000.6"));
+    // The second round runs with the stream's owner connection already set, as every later one.
+    for round in 0..2 {
+        let mut events = Vec::new();
+        let delivered = tickwire.deliver(|event| events.push(event));
+        assert_eq!(delivered, 2, "round {round}: a quote and a mark");
+        for event in &events {
+            assert_eq!(event.header.instrument_id, instrument_id);
+            assert_eq!(event.header.recv_ts_ns, RECV_TS_NS);
+            assert_eq!(event.header.exchange_ts_ns, 1_234_567_890_123_000_000);
+        }
+        match events[0].body() {
+            Body::Quote(quote) => {
+                assert_eq!((quote.bid_px, quote.ask_px), (bid, ask), "round {round}");
+            }
+            other => panic!("round {round}: expected a quote, got {other:?}"),
+        }
+        match events[1].body() {
+            Body::Reference(reference) => {
+                assert_eq!(reference.kind(), ReferenceKind::Mark);
+                assert_eq!(reference.price, mark, "round {round}");
+            }
+            other => panic!("round {round}: expected a mark price, got {other:?}"),
+        }
+    }
+
+    let mut audited = AuditedTicker::new(subscriptions);
+    for round in 0..2 {
+        let notification = audited
+            .deliver()
+            .expect("the subscriber receives the ticker");
+        assert_eq!(
+            value_price(&notification, "best_bid_price"),
+            bid,
+            "round {round}"
+        );
+        assert_eq!(
+            value_price(&notification, "best_ask_price"),
+            ask,
+            "round {round}"
+        );
+        assert_eq!(
+            value_price(&notification, "mark_price"),
+            mark,
+            "round {round}"
+        );
+        for other in &mut audited.others {
+            assert!(
+                other.try_recv().is_err(),
+                "only BTC-PERPETUAL's subscriber receives"
+            );
+        }
+    }
+    eprintln!(
+        "thalex: ticker with {subscriptions} subscriptions: both deliver bid 50000.5, \
+         ask 50001, mark 50000.6 for {INSTRUMENT}"
+    );
+}
+
+fn check_rpc() {
+    let mut tickwire = TickwireRpc::new();
+    let mut audited = AuditedRpc::new();
+    for round in 0..2 {
+        let (reply, batch) = tickwire.respond().expect("a reply to a pending request");
+        assert_eq!(reply.id, PENDING_ID, "round {round}");
+        assert_eq!(reply.error, None, "round {round}");
+        assert_eq!(reply.kind, ReplyKind::Response, "round {round}");
+        assert_eq!(batch, OTHER_PENDING_IDS.len(), "round {round}");
+        assert_eq!(tickwire.outstanding.len(), OTHER_PENDING_IDS.len() + 1);
+        assert!(
+            tickwire.control.try_pop().is_none(),
+            "one reply per response"
+        );
+
+        let answer = audited.respond().expect("the waiter receives the result");
+        assert_eq!(
+            answer,
+            serde_json::json!({ "status": "ok" }),
+            "round {round}"
+        );
+        assert_eq!(audited.pending(), OTHER_PENDING_IDS.len() + 1);
+    }
+    eprintln!("thalex: rpc: both answer request {PENDING_ID} with no error; four stay pending");
+}
+
+// ---- Timing ----
+
+fn thalex(c: &mut Criterion) {
+    for subscriptions in SUBSCRIPTIONS {
+        check_ticker(subscriptions);
+    }
+    check_rpc();
+
+    let mut group = c.benchmark_group("thalex/ticker");
+    group.sample_size(50);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(3));
+    for subscriptions in SUBSCRIPTIONS {
+        let mut tickwire = TickwireTicker::new(subscriptions);
+        group.bench_function(BenchmarkId::new("tickwire", subscriptions), |b| {
+            b.iter(|| {
+                tickwire.deliver(|event| {
+                    black_box(event);
+                })
+            })
+        });
+        let mut audited = AuditedTicker::new(subscriptions);
+        group.bench_function(BenchmarkId::new("audited", subscriptions), |b| {
+            b.iter(|| {
+                let notification = audited.deliver();
+                black_box(
+                    notification
+                        .as_ref()
+                        .and_then(|value| value.get("best_bid_price"))
+                        .and_then(Value::as_f64),
+                )
+            })
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("thalex/rpc");
+    group.sample_size(50);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(3));
+    let mut tickwire = TickwireRpc::new();
+    group.bench_function("tickwire", |b| {
+        b.iter(|| tickwire.respond().map(|(reply, _)| reply.id))
+    });
+    let mut audited = AuditedRpc::new();
+    group.bench_function("audited", |b| b.iter(|| audited.respond()));
+    group.finish();
+}
+
+// ---- The summary table ----
+
+/// Where Criterion writes (its own rule: `CRITERION_HOME`, else the cargo target directory).
+fn criterion_dir() -> PathBuf {
+    if let Some(home) = std::env::var_os("CRITERION_HOME") {
+        return PathBuf::from(home);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    target.join("criterion")
+}
+
+/// Median ns of every `thalex/...` benchmark Criterion saved since `since`, by its full id.
+fn medians(dir: &Path, since: SystemTime, out: &mut HashMap<String, f64>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            medians(&path, since, out);
+            continue;
+        }
+        let is_new = path.parent().and_then(Path::file_name) == Some("new".as_ref());
+        if !is_new || path.file_name() != Some("benchmark.json".as_ref()) {
+            continue;
+        }
+        let fresh = std::fs::metadata(&path)
+            .and_then(|meta| meta.modified())
+            .is_ok_and(|modified| modified >= since);
+        let read = |path: &Path| -> Option<Value> {
+            serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+        };
+        let (Some(meta), Some(estimates)) =
+            (read(&path), read(&path.with_file_name("estimates.json")))
+        else {
+            continue;
+        };
+        let Some(id) = meta.get("full_id").and_then(Value::as_str) else {
+            continue;
+        };
+        if fresh && id.starts_with("thalex/") {
+            if let Some(median) = estimates
+                .pointer("/median/point_estimate")
+                .and_then(Value::as_f64)
+            {
+                out.insert(id.to_owned(), median);
+            }
+        }
+    }
+}
+
+fn summary(since: SystemTime) {
+    let mut found = HashMap::new();
+    medians(&criterion_dir(), since, &mut found);
+    if found.is_empty() {
+        return;
+    }
+    let mut scenarios: Vec<(String, String)> = SUBSCRIPTIONS
+        .iter()
+        .map(|n| {
+            (
+                format!("ticker, {n} subscriptions"),
+                format!("thalex/ticker/{{}}/{n}"),
+            )
+        })
+        .collect();
+    scenarios.push(("rpc response".into(), "thalex/rpc/{}".into()));
+    println!("\nthalex: Criterion medians of this run, ns per message");
+    println!("| scenario | tickwire | audited | audited / tickwire |");
+    println!("|---|--:|--:|--:|");
+    for (label, pattern) in scenarios {
+        let get = |design: &str| found.get(&pattern.replace("{}", design)).copied();
+        let cell = |value: Option<f64>| value.map_or("-".to_owned(), |ns| format!("{ns:.1}"));
+        let (tickwire, audited) = (get("tickwire"), get("audited"));
+        let ratio = match (tickwire, audited) {
+            (Some(tickwire), Some(audited)) => format!("{:.1}x", audited / tickwire),
+            _ => "-".to_owned(),
+        };
+        println!(
+            "| {label} | {} | {} | {ratio} |",
+            cell(tickwire),
+            cell(audited)
+        );
+    }
+}
+
+// ---- One scenario for callgrind ----
+
+enum Scenario {
+    TickwireTicker(TickwireTicker),
+    AuditedTicker(AuditedTicker),
+    TickwireRpc(TickwireRpc),
+    AuditedRpc(AuditedRpc),
+}
+
+impl Scenario {
+    fn parse(name: &str) -> Scenario {
+        let subscriptions =
+            |prefix: &str| -> Option<usize> { name.strip_prefix(prefix)?.parse().ok() };
+        if let Some(n) = subscriptions("tickwire-ticker-") {
+            Scenario::TickwireTicker(TickwireTicker::new(n))
+        } else if let Some(n) = subscriptions("audited-ticker-") {
+            Scenario::AuditedTicker(AuditedTicker::new(n))
+        } else if name == "tickwire-rpc" {
+            Scenario::TickwireRpc(TickwireRpc::new())
+        } else if name == "audited-rpc" {
+            Scenario::AuditedRpc(AuditedRpc::new())
+        } else {
+            panic!("unknown scenario {name}: see the module documentation")
+        }
+    }
+
+    #[inline]
+    fn once(&mut self) -> usize {
+        match self {
+            Scenario::TickwireTicker(s) => s.deliver(|event| {
+                black_box(event);
+            }),
+            Scenario::AuditedTicker(s) => usize::from(black_box(s.deliver()).is_some()),
+            Scenario::TickwireRpc(s) => usize::from(black_box(s.respond()).is_some()),
+            Scenario::AuditedRpc(s) => usize::from(black_box(s.respond()).is_some()),
+        }
+    }
+}
+
+/// `iterations` runs of one scenario, not inlined so callgrind can count just this.
+#[inline(never)]
+fn measured_pass(scenario: &mut Scenario, iterations: u64) -> usize {
+    (0..iterations).map(|_| scenario.once()).sum()
+}
+
+/// `THALEX_PASS=<scenario>:<iterations>`: see the module documentation.
+fn single_pass(spec: &str) {
+    let (name, iterations) = spec.split_once(':').expect("<scenario>:<iterations>");
+    let iterations: u64 = iterations.parse().expect("iterations");
+    let mut scenario = Scenario::parse(name);
+    assert!(
+        scenario.once() > 0,
+        "{name}: the warm-up iteration delivered nothing"
+    );
+    let delivered = measured_pass(&mut scenario, iterations);
+    eprintln!("thalex: {iterations} iterations of {name} ({delivered} delivered)");
+}
+
+criterion_group!(benches, thalex);
+
+fn main() {
+    if let Ok(spec) = std::env::var("THALEX_PASS") {
+        single_pass(&spec);
+        return;
+    }
+    let started = SystemTime::now();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    summary(started);
+}
