@@ -189,12 +189,14 @@ pub struct VenueReply {
     pub id: u64,
     pub error: Option<i64>,
     pub kind: ReplyKind,
+    message_len: u8,
     message: [u8; VenueReply::MESSAGE_BYTES],
-    message_len: usize,
 }
 
 impl VenueReply {
-    pub const MESSAGE_BYTES: usize = 120;
+    /// The venue's error text is kept to this many bytes, so that a reply stays small (it is
+    /// copied through a queue and a ring): the log shows the start of a longer text.
+    pub const MESSAGE_BYTES: usize = 64;
 
     /// A reply; `message` (the venue's error text) is cut to `MESSAGE_BYTES`. No allocation.
     pub fn new(venue: VenueId, id: u64, error: Option<i64>, message: &[u8]) -> VenueReply {
@@ -207,7 +209,7 @@ impl VenueReply {
             error,
             kind: ReplyKind::Response,
             message: text,
-            message_len,
+            message_len: message_len as u8,
         }
     }
 
@@ -222,7 +224,7 @@ impl VenueReply {
 
     /// The venue's error text, if it sent one.
     pub fn message(&self) -> String {
-        String::from_utf8_lossy(&self.message[..self.message_len]).into_owned()
+        String::from_utf8_lossy(&self.message[..usize::from(self.message_len)]).into_owned()
     }
 }
 

@@ -142,6 +142,32 @@ pub struct Scratch {
     pub trades: Vec<TradePrint>,
     /// A subscribe result's channel names, as byte ranges of the payload.
     pub channels: Vec<(usize, usize)>,
+    /// The order of the keys in the last ticker, which the next one is read against first.
+    pub ticker_order: KeyOrder,
+}
+
+/// The keys of an object in the order a venue last sent them, as small ids. A decoder checks
+/// the bytes at the cursor against the key expected at that place, one comparison of a
+/// constant literal, and reads the key in full only when the venue changed its order.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeyOrder {
+    ids: [u8; KeyOrder::MAX],
+    len: u8,
+}
+
+impl KeyOrder {
+    const MAX: usize = 16;
+
+    fn get(&self, index: usize) -> Option<u8> {
+        (index < usize::from(self.len)).then(|| self.ids[index])
+    }
+
+    fn push(&mut self, id: u8) {
+        if usize::from(self.len) < Self::MAX {
+            self.ids[usize::from(self.len)] = id;
+            self.len += 1;
+        }
+    }
 }
 
 impl Scratch {
@@ -213,9 +239,15 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
     let mut outcome: Option<Outcome<'a>> = None;
     // The two shapes Thalex sends open with their routing key: read it without the key loop.
     if reader.literal(br#"{"channel_name":"#) {
-        channel = Some(reader.string()?);
+        let name = reader.string()?;
+        channel = Some(name);
+        if reader.literal(br#","notification":"#) {
+            body = Some(notification(&mut reader, Kind::of(name), scratch)?);
+        }
     } else if reader.literal(br#"{"id":"#) {
         id = Some(id_value(&mut reader)?);
+        // The protocol marker carries nothing: step over it whole when it comes next.
+        reader.literal(br#","jsonrpc":"2.0""#);
     } else {
         reader.begin_object()?;
     }
@@ -321,7 +353,7 @@ fn notification<'a>(
     scratch: &mut Scratch,
 ) -> Result<Body<'a>, DecodeError> {
     Ok(match kind {
-        Kind::Ticker => Body::Ticker(ticker(reader)?),
+        Kind::Ticker => Body::Ticker(ticker(reader, &mut scratch.ticker_order)?),
         Kind::Lwt => Body::Lwt(lwt(reader)?),
         Kind::Book => Body::Book {
             time_ns: book(reader, scratch)?,
@@ -341,23 +373,76 @@ fn notification<'a>(
     })
 }
 
+/// The ticker keys tickwire reads, by id; anything else is `TICKER_OTHER` and skipped.
+const TICKER_KEYS: [&[u8]; 8] = [
+    b"best_bid_price",
+    b"best_bid_amount",
+    b"best_ask_price",
+    b"best_ask_amount",
+    b"last_price",
+    b"mark_price",
+    b"mark_timestamp",
+    b"index",
+];
+const TICKER_OTHER: u8 = TICKER_KEYS.len() as u8;
+
+/// Whether `"<key id>":` is at the cursor (consumed if so). One arm per key, so that each
+/// comparison is against a constant literal.
+#[inline(always)]
+fn ticker_key_at(reader: &mut Reader<'_>, id: u8) -> bool {
+    match id {
+        0 => reader.literal(br#""best_bid_price":"#),
+        1 => reader.literal(br#""best_bid_amount":"#),
+        2 => reader.literal(br#""best_ask_price":"#),
+        3 => reader.literal(br#""best_ask_amount":"#),
+        4 => reader.literal(br#""last_price":"#),
+        5 => reader.literal(br#""mark_price":"#),
+        6 => reader.literal(br#""mark_timestamp":"#),
+        7 => reader.literal(br#""index":"#),
+        _ => false,
+    }
+}
+
+/// A ticker object, read against the key order of the previous one (`order`, updated).
 #[inline]
-fn ticker(reader: &mut Reader<'_>) -> Result<Ticker, DecodeError> {
+fn ticker(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticker, DecodeError> {
     let mut ticker = Ticker::default();
+    let mut seen = KeyOrder::default();
     reader.begin_object()?;
-    while let Some(key) = reader.next_key()? {
-        match key {
-            b"best_bid_price" => ticker.bid_px = reader.number_or_null()?,
-            b"best_bid_amount" => ticker.bid_amount = reader.number_or_null()?,
-            b"best_ask_price" => ticker.ask_px = reader.number_or_null()?,
-            b"best_ask_amount" => ticker.ask_amount = reader.number_or_null()?,
-            b"last_price" => ticker.last_px = reader.number_or_null()?,
-            b"mark_price" => ticker.mark_px = reader.number_or_null()?,
-            b"mark_timestamp" => ticker.mark_ts_ns = reader.seconds_as_ns()?,
-            b"index" => ticker.index_px = reader.number_or_null()?,
+    let mut index = 0;
+    loop {
+        let before = reader.pos();
+        let expected = order
+            .get(index)
+            .filter(|_| index == 0 || reader.literal(b","));
+        let id = match expected {
+            Some(id) if ticker_key_at(reader, id) => id,
+            _ => {
+                *reader = Reader::at(reader.bytes(), before);
+                match reader.next_key()? {
+                    None => break,
+                    Some(key) => TICKER_KEYS
+                        .iter()
+                        .position(|known| *known == key)
+                        .map_or(TICKER_OTHER, |id| id as u8),
+                }
+            }
+        };
+        match id {
+            0 => ticker.bid_px = reader.number_or_null()?,
+            1 => ticker.bid_amount = reader.number_or_null()?,
+            2 => ticker.ask_px = reader.number_or_null()?,
+            3 => ticker.ask_amount = reader.number_or_null()?,
+            4 => ticker.last_px = reader.number_or_null()?,
+            5 => ticker.mark_px = reader.number_or_null()?,
+            6 => ticker.mark_ts_ns = reader.seconds_as_ns()?,
+            7 => ticker.index_px = reader.number_or_null()?,
             _ => reader.skip_value()?,
         }
+        seen.push(id);
+        index += 1;
     }
+    *order = seen;
     Ok(ticker)
 }
 
@@ -549,6 +634,34 @@ mod tests {
         assert_eq!(ticker.mark_px, Some(fixed("50000.6")));
         assert_eq!(ticker.bid_amount, None);
         assert_eq!(ticker.mark_ts_ns, 1_234_567_890_123_000_000);
+    }
+
+    #[test]
+    fn a_ticker_whose_key_order_changes_still_decodes() {
+        let orders = [
+            r#"{"best_bid_price":1,"best_ask_price":2,"mark_price":3,"mark_timestamp":4,"extra":[1,{"a":2}]}"#,
+            r#"{"mark_timestamp":4,"best_ask_price":2,"extra":null,"best_bid_price":1,"mark_price":3}"#,
+            r#"{"best_bid_price":1,"best_ask_price":2,"mark_price":3,"mark_timestamp":4}"#,
+            r#"{ "best_bid_price" : 1 , "best_ask_price":2, "mark_price":3,"mark_timestamp":4 }"#,
+            r#"{"best_bid_price":1,"best_ask_price":2,"mark_price":3,"mark_timestamp":4}"#,
+        ];
+        let mut scratch = Scratch::default();
+        for body in orders.iter().chain(orders.iter()) {
+            let text = format!(r#"{{"channel_name":"ticker.X.raw","notification":{body}}}"#);
+            let Message::Notification {
+                body: Body::Ticker(ticker),
+                ..
+            } = decode(text.as_bytes(), &mut scratch).unwrap()
+            else {
+                panic!("{text}")
+            };
+            assert_eq!(ticker.bid_px, Some(fixed("1")), "{text}");
+            assert_eq!(ticker.ask_px, Some(fixed("2")), "{text}");
+            assert_eq!(ticker.mark_px, Some(fixed("3")), "{text}");
+            assert_eq!(ticker.mark_ts_ns, 4_000_000_000, "{text}");
+        }
+        let broken = r#"{"channel_name":"ticker.X.raw","notification":{"best_bid_price":1,"best_ask_price":}}"#;
+        assert!(decode(broken.as_bytes(), &mut scratch).is_err());
     }
 
     #[test]

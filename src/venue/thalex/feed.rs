@@ -323,6 +323,7 @@ impl ThalexFeed {
             asks: Vec::with_capacity(BOOK_LEVELS),
             trades: Vec::with_capacity(64),
             channels: Vec::with_capacity(64),
+            ticker_order: Default::default(),
         };
         let feed = ThalexFeed {
             config,
@@ -589,17 +590,30 @@ impl ThalexFeed {
             }
             return;
         }
-        // The table is moved out for the loop so that the handlers may borrow the feed
-        // mutably (a move of three words, no copy of the table).
-        let routes = std::mem::take(&mut self.routes.by_name);
-        let Some(targets) = routes.get(channel) else {
-            self.routes.by_name = routes;
+        let Some((first, count)) = self
+            .routes
+            .get(channel)
+            .and_then(|targets| Some((*targets.first()?, targets.len())))
+        else {
             self.writers.unknown_symbol.increment();
             return;
         };
         let is_book = matches!(body, Notification::Book { .. });
-        // A price index can feed several instruments; every other channel feeds one.
-        for &target in targets.iter() {
+        // A price index can feed several instruments (looked up again for the second on, so
+        // that the handlers may borrow the feed); every other channel feeds one.
+        for index in 0..count {
+            let target = if index == 0 {
+                first
+            } else {
+                match self
+                    .routes
+                    .get(channel)
+                    .and_then(|targets| targets.get(index))
+                {
+                    Some(&target) => target,
+                    None => break,
+                }
+            };
             if !self.admit(target, conn, snapshot, is_book, recv_ts_ns) {
                 continue;
             }
@@ -672,7 +686,6 @@ impl ThalexFeed {
                 }
             }
         }
-        self.routes.by_name = routes;
     }
 }
 

@@ -40,6 +40,30 @@ impl ReadError {
     }
 }
 
+/// Powers of ten, to scale a fraction of `n` digits to nine (index `9 - n`).
+const POW10: [u64; 10] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+];
+
+/// The lowest byte lane of `word` equal to `byte` has its top bit set in the result (lanes
+/// above it may too; only the lowest counts).
+#[inline(always)]
+fn lanes_equal(word: u64, byte: u8) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const TOPS: u64 = 0x8080_8080_8080_8080;
+    let x = word ^ (ONES * u64::from(byte));
+    x.wrapping_sub(ONES) & !x & TOPS
+}
+
 /// Nesting `skip_value` follows at most; deeper input is refused rather than recursed into.
 pub const MAX_DEPTH: usize = 64;
 
@@ -66,8 +90,23 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// The whole text being read.
     #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Skips whitespace; venues send none, so the first byte usually ends it.
+    #[inline(always)]
     fn ws(&mut self) {
+        match self.bytes.get(self.pos) {
+            Some(&byte) if byte > b' ' => {}
+            _ => self.ws_run(),
+        }
+    }
+
+    #[cold]
+    fn ws_run(&mut self) {
         while let Some(&byte) = self.bytes.get(self.pos) {
             if !matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
                 break;
@@ -88,14 +127,14 @@ impl<'a> Reader<'a> {
     }
 
     /// The next byte after whitespace, not consumed.
-    #[inline]
+    #[inline(always)]
     pub fn peek(&mut self) -> Option<u8> {
         self.ws();
         self.bytes.get(self.pos).copied()
     }
 
     /// Consumes `byte` (after whitespace) if it is next.
-    #[inline]
+    #[inline(always)]
     pub fn eat(&mut self, byte: u8) -> bool {
         if self.peek() == Some(byte) {
             self.pos += 1;
@@ -105,7 +144,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn expect(&mut self, byte: u8, expected: &'static str) -> Result<(), ReadError> {
         if self.eat(byte) {
             Ok(())
@@ -115,7 +154,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Consumes `literal` if the bytes at the cursor (no whitespace skipped) are exactly it.
-    #[inline]
+    #[inline(always)]
     pub fn literal(&mut self, literal: &[u8]) -> bool {
         let matches = self
             .bytes
@@ -128,33 +167,52 @@ impl<'a> Reader<'a> {
     }
 
     /// A string's raw contents (escapes left as they are).
-    #[inline]
+    #[inline(always)]
     pub fn string(&mut self) -> Result<&'a [u8], ReadError> {
         self.expect(b'"', "a string")?;
         let start = self.pos;
         loop {
+            // Eight bytes at a time up to the next quote.
+            while let Some(chunk) = self
+                .bytes
+                .get(self.pos..self.pos + 8)
+                .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
+            {
+                let hits = lanes_equal(u64::from_le_bytes(chunk), b'"');
+                if hits != 0 {
+                    self.pos += (hits.trailing_zeros() / 8) as usize;
+                    break;
+                }
+                self.pos += 8;
+            }
             match self.bytes.get(self.pos) {
                 None => return Err(ReadError::End),
                 Some(b'"') => {
-                    let text = &self.bytes[start..self.pos];
+                    // A quote after an odd run of backslashes is escaped: part of the string.
+                    let escapes = self.bytes[start..self.pos]
+                        .iter()
+                        .rev()
+                        .take_while(|&&byte| byte == b'\\')
+                        .count();
                     self.pos += 1;
-                    return Ok(text);
+                    if escapes % 2 == 0 {
+                        return Ok(&self.bytes[start..self.pos - 1]);
+                    }
                 }
-                Some(b'\\') => self.pos += 2,
                 Some(_) => self.pos += 1,
             }
         }
     }
 
     /// Opens an object: `{`.
-    #[inline]
+    #[inline(always)]
     pub fn begin_object(&mut self) -> Result<(), ReadError> {
         self.expect(b'{', "an object")
     }
 
     /// The next key of an open object and its `:`, or `None` at its `}`. Call it again only after
     /// reading or skipping the key's value.
-    #[inline]
+    #[inline(always)]
     pub fn next_key(&mut self) -> Result<Option<&'a [u8]>, ReadError> {
         match self.peek() {
             Some(b'}') => {
@@ -195,7 +253,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `null`, consumed if it is next.
-    #[inline]
+    #[inline(always)]
     pub fn null(&mut self) -> bool {
         self.ws();
         self.literal(b"null")
@@ -237,9 +295,70 @@ impl<'a> Reader<'a> {
 
     /// A JSON number as a [`Fixed`], exactly: refused when it has more than nine significant
     /// decimals or does not fit.
-    #[inline]
+    #[inline(always)]
     pub fn number(&mut self) -> Result<Fixed, ReadError> {
         self.ws();
+        match self.plain_number() {
+            Some(value) => Ok(value),
+            None => self.any_number(),
+        }
+    }
+
+    /// The shape venues send: an optional `-`, at most ten integer digits below 9e9, an optional
+    /// fraction of which only the first nine digits may be non-zero, no exponent. `None` (the
+    /// cursor untouched) for anything else, which [`Reader::any_number`] then reads or refuses.
+    #[inline(always)]
+    fn plain_number(&mut self) -> Option<Fixed> {
+        let bytes = self.bytes;
+        let mut pos = self.pos;
+        let negative = bytes.get(pos) == Some(&b'-');
+        pos += usize::from(negative);
+        let start = pos;
+        let mut integer: u64 = 0;
+        while let Some(&byte) = bytes.get(pos) {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 || pos - start == 10 {
+                break;
+            }
+            integer = integer * 10 + u64::from(digit);
+            pos += 1;
+        }
+        if pos == start || integer >= 9_000_000_000 {
+            return None;
+        }
+        let mut fraction: u64 = 0;
+        let mut fraction_digits = 0;
+        if bytes.get(pos) == Some(&b'.') {
+            pos += 1;
+            let first = pos;
+            while let Some(&byte) = bytes.get(pos) {
+                let digit = byte.wrapping_sub(b'0');
+                if digit > 9 {
+                    break;
+                }
+                if fraction_digits < 9 {
+                    fraction = fraction * 10 + u64::from(digit);
+                    fraction_digits += 1;
+                } else if digit != 0 {
+                    return None;
+                }
+                pos += 1;
+            }
+            if pos == first {
+                return None;
+            }
+        }
+        if matches!(bytes.get(pos), Some(b'e' | b'E' | b'0'..=b'9')) {
+            return None;
+        }
+        let raw = (integer * SCALE as u64 + fraction * POW10[9 - fraction_digits]) as i64;
+        self.pos = pos;
+        Some(Fixed(if negative { -raw } else { raw }))
+    }
+
+    /// Any JSON number, exponents included, digit by digit.
+    #[cold]
+    fn any_number(&mut self) -> Result<Fixed, ReadError> {
         let start = self.pos;
         let negative = self.bytes.get(self.pos) == Some(&b'-');
         if negative {
@@ -342,7 +461,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A number, or `None` for `null`.
-    #[inline]
+    #[inline(always)]
     pub fn number_or_null(&mut self) -> Result<Option<Fixed>, ReadError> {
         if self.null() {
             Ok(None)
@@ -352,7 +471,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Float seconds since the epoch as nanoseconds (0 for `null` or a negative time).
-    #[inline]
+    #[inline(always)]
     pub fn seconds_as_ns(&mut self) -> Result<u64, ReadError> {
         Ok(self
             .number_or_null()?
@@ -478,12 +597,46 @@ mod tests {
         assert!(matches!(number("1e"), Err(ReadError::End)));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn the_fast_reader_agrees_with_the_exact_one(
+            text in "-?[0-9]{1,12}(\\.[0-9]{1,12})?([eE][-+]?[0-9]{1,2})?[,}\\]]?"
+        ) {
+            let fast = Reader::new(text.as_bytes()).number();
+            let mut exact_reader = Reader::new(text.as_bytes());
+            let exact = exact_reader.any_number();
+            proptest::prop_assert_eq!(fast, exact);
+            let mut plain_reader = Reader::new(text.as_bytes());
+            if let Some(plain) = plain_reader.plain_number() {
+                proptest::prop_assert_eq!(Ok(plain), exact);
+                proptest::prop_assert_eq!(plain_reader.pos(), exact_reader.pos());
+            }
+        }
+    }
+
     #[test]
     fn times_in_float_seconds_become_nanoseconds() {
         let mut reader = Reader::new(b"1234567890.123");
         assert_eq!(reader.seconds_as_ns(), Ok(1_234_567_890_123_000_000));
         let mut reader = Reader::new(b"null");
         assert_eq!(reader.seconds_as_ns(), Ok(0));
+    }
+
+    #[test]
+    fn strings_end_at_the_first_unescaped_quote() {
+        for (text, content) in [
+            (r#""plain" "#, "plain"),
+            (r#""a\"b" "#, r#"a\"b"#),
+            (r#""a\\" "#, r#"a\\"#),
+            (r#""a\\\"bcdefghijklmn" "#, r#"a\\\"bcdefghijklmn"#),
+            (r#""longer than eight bytes" "#, "longer than eight bytes"),
+            (r#""""#, ""),
+        ] {
+            let mut reader = Reader::new(text.as_bytes());
+            assert_eq!(reader.string(), Ok(content.as_bytes()), "{text}");
+            assert_eq!(reader.pos(), content.len() + 2);
+        }
+        assert_eq!(Reader::new(br#""open\""#).string(), Err(ReadError::End));
     }
 
     #[test]
