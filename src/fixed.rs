@@ -12,6 +12,21 @@ pub const DECIMALS: u32 = 9;
 /// One unit, as the raw integer: 1.0 == `Fixed(SCALE)`.
 pub const SCALE: i64 = 1_000_000_000;
 
+/// Powers of ten up to `SCALE`: `POW10[9 - n]` scales a fraction of `n` digits to nine, for the
+/// decoders that read decimals straight into raw units.
+pub const POW10: [u64; 10] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+];
+
 /// A signed decimal with nine digits after the point, stored as `value * 1e9` in an `i64`.
 ///
 /// The range is about ±9.22e9, which holds every price and size the supported venues quote

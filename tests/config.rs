@@ -818,3 +818,74 @@ fn book_depth_and_the_rest_url_a_depth_stream_needs_are_checked() {
     let venue = tickwire::config::load_venue(&path).unwrap();
     assert_eq!(venue.book_depth, 1000);
 }
+
+#[test]
+fn thalex_venues_resolve_their_heartbeat_and_check_templates_and_keys() {
+    let copy = copy_shipped();
+    let venue = config::load_venue(&copy.dir.path().join("venues/thalex.toml"))
+        .unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(venue.kind, VenueKind::Thalex);
+    assert_eq!(venue.url.path, "/ws/api/v2");
+    assert_eq!(venue.lifecycle.ping_interval(), Some(5_000));
+    assert_eq!(venue.lifecycle.read_timeout(), Some(7_000));
+    let sim = config::load_venue(&copy.dir.path().join("venues/thalex-sim.toml"))
+        .unwrap_or_else(|errors| panic!("{errors}"));
+    // Not written in the simulator's file: the kind's defaults.
+    assert_eq!(sim.lifecycle.ping_interval(), Some(5_000));
+    assert_eq!(sim.lifecycle.read_timeout(), Some(7_000));
+    assert!(sim.symbols.iter().any(|s| s == "BTC-27JUN25-100000-C"));
+
+    let dir = TempDir::new().expect("temp dir");
+    let base = "name = \"t\"\nkind = \"thalex\"\nurl = \"wss://127.0.0.1:9/ws/api/v2\"\n";
+    let cases = [
+        (
+            "symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"ticker.1ms\"]\n",
+            "channels[0]",
+            "malformed",
+        ),
+        (
+            "symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"book.1.10.raw\", \"book.5.20.raw\"]\n",
+            "channels[1]",
+            "second book channel",
+        ),
+        (
+            "symbols = [\"BTC PERPETUAL\"]\nchannels = [\"ticker.raw\"]\n",
+            "symbols[0]",
+            "printable ASCII",
+        ),
+        (
+            "symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"ticker.raw\"]\n\
+             [credentials]\napi_key_env = \"KEY\"\n",
+            "credentials.key_id",
+            "kid",
+        ),
+        (
+            "symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"ticker.raw\"]\n\
+             [lifecycle]\nping_interval_ms = 5000\nread_timeout_ms = 4000\n",
+            "lifecycle.read_timeout_ms",
+            "longer than ping_interval_ms",
+        ),
+        (
+            "rest_url = \"https://127.0.0.1:9\"\nsymbols = [\"BTC-PERPETUAL\"]\nchannels = [\"ticker.raw\"]\n",
+            "rest_url",
+            "no use",
+        ),
+    ];
+    for (rest, key, words) in cases {
+        let path = write(dir.path(), "thalex.toml", &format!("{base}{rest}"));
+        let error = only_error(config::load_venue(&path));
+        assert_eq!(error.key, key, "{error}");
+        assert!(error.message.contains(words), "{error}");
+    }
+    // A combination, a lowercase-free option name, `[`, `:` and `,` are valid instrument names.
+    let path = write(
+        dir.path(),
+        "thalex.toml",
+        &format!(
+            "{base}symbols = [\"[BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1]\"]\n\
+             channels = [\"lwt.raw\", \"price_index\"]\n[lifecycle]\nping_interval_ms = 0\n"
+        ),
+    );
+    let venue = config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(venue.lifecycle.ping_interval(), None, "0 turns pings off");
+}

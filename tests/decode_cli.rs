@@ -141,3 +141,68 @@ fn refuses_an_unknown_venue_and_a_missing_file() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/file.gz"));
 }
+
+#[test]
+fn decodes_a_thalex_capture_with_routes_from_its_channels() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("thalex.txt");
+    std::fs::write(
+        &path,
+        concat!(
+            "1700000000000000001 {\"channel_name\":\"ticker.BTC-PERPETUAL.100ms\",\"notification\":{\"best_ask_price\":50001.0,\"best_bid_price\":50000.5,\"best_bid_amount\":1e-3,\"mark_price\":50000.6,\"mark_timestamp\":1234567890.123}}\n",
+            "{\"id\":3,\"result\":[\"book.BTC-PERPETUAL.1.10.100ms\"]}\n",
+            "\n",
+            "{\"channel_name\":\"book.BTC-PERPETUAL.1.10.100ms\",\"snapshot\":true,\"notification\":{\"bid_changes\":[[50000,1.5,1.5]],\"ask_changes\":[[50000.5,2,2]],\"trades\":[],\"time\":1700000000.5}}\n",
+            "{\"notification\":{\"bid_changes\":[[50000,0,0]],\"ask_changes\":[],\"trades\":[{\"d\":\"sell\",\"p\":50000,\"a\":0.5,\"t\":1700000000.6}],\"time\":1700000000.6},\"channel_name\":\"book.BTC-PERPETUAL.1.10.100ms\"}\n",
+            "{\"channel_name\":\"price_index.BTCUSD\",\"notification\":{\"index_name\":\"BTCUSD\",\"price\":50000.12,\"time\":1700000000}}\n",
+            "{\"channel_name\":\"recent_trades.[BTC-30MAY25-93000-C:-1,BTC-30MAY25-95000-C:1].all\",\"notification\":[{\"trade_id\":\"77\",\"direction\":\"buy\",\"price\":12,\"amount\":1,\"time\":1700000000.7}]}\n",
+            "{\"channel_name\":\"ticker.BTC-PERPETUAL.100ms\",\"notification\":{\"best_bid_price\":\"x\"}}\n",
+        ),
+    )
+    .unwrap();
+    let output = tickwire()
+        .args(["decode", "--venue", "thalex"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let events = json_lines(&output.stdout);
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "quote",
+            "mark",
+            "snapshot_begin",
+            "level",
+            "level",
+            "snapshot_end",
+            "quote",
+            "level",
+            "quote",
+            "trade",
+            "index",
+            "trade"
+        ]
+    );
+    assert_eq!(events[0]["symbol"], "BTC-PERPETUAL");
+    assert_eq!(events[0]["bid_px"], "50000.5");
+    assert_eq!(events[0]["bid_qty"], "0.001");
+    assert_eq!(events[0]["ask_px"], "50001");
+    assert_eq!(events[0]["recv_ts_ns"], 1_700_000_000_000_000_001u64);
+    assert_eq!(events[0]["exch_ts_ns"], 1_234_567_890_123_000_000u64);
+    assert_eq!(events[1]["px"], "50000.6");
+    // The book after the change: the bid at 50000 is gone, so the top is empty on that side.
+    assert_eq!(events[8]["source"], "book");
+    assert_eq!(events[8]["bid_px"], "0");
+    assert_eq!(events[9]["aggressor"], "sell");
+    assert_eq!(events[10]["symbol"], "BTCUSD");
+    assert_eq!(
+        events[11]["symbol"],
+        "[BTC-30MAY25-93000-C:-1,BTC-30MAY25-95000-C:1]"
+    );
+    assert_eq!(events[11]["trade_id"], 77);
+    let summary = String::from_utf8_lossy(&output.stderr);
+    assert!(summary.contains("8 lines; 7 messages"), "{summary}");
+    assert!(summary.contains("1 malformed"), "{summary}");
+}

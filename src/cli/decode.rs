@@ -70,7 +70,6 @@ pub fn decode(venue: &str, path: &Path) -> ExitCode {
 }
 
 fn run(path: &Path) -> anyhow::Result<String> {
-    let mut input = open_lines(path)?;
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let mut by_type: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -78,21 +77,8 @@ fn run(path: &Path) -> anyhow::Result<String> {
     let mut skipped = 0u64;
     let mut malformed = 0u64;
     let mut events = 0u64;
-    let mut lines = 0u64;
-    let mut raw = Vec::with_capacity(1 << 16);
     let mut buffer = Vec::with_capacity(1 << 16);
-    loop {
-        raw.clear();
-        if input.read_until(b'\n', &mut raw)? == 0 {
-            break;
-        }
-        lines += 1;
-        let line = raw.strip_suffix(b"\n").unwrap_or(&raw);
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let (recv_ts_ns, message) = split_line(line);
+    let lines = for_each_message(path, |line, recv_ts_ns, message| {
         buffer.clear();
         match decode::decode(message) {
             Ok(Message::BookTicker(ticker)) => {
@@ -115,7 +101,8 @@ fn run(path: &Path) -> anyhow::Result<String> {
                 events += (depth.bids.len() + depth.asks.len()) as u64;
             }
             Ok(Message::MarkPrice(_)) => {
-                // No normalized event carries a mark price yet.
+                // The Binance decode prints what the capture's message types carry as quotes,
+                // trades and levels; mark prices are counted.
                 *by_type.entry("markPriceUpdate").or_default() += 1;
                 skipped += 1;
             }
@@ -138,12 +125,12 @@ fn run(path: &Path) -> anyhow::Result<String> {
             Err(error) => {
                 malformed += 1;
                 if malformed <= 5 {
-                    eprintln!("decode: line {lines}: {error}: {}", decode::sample(message));
+                    eprintln!("decode: line {line}: {error}: {}", decode::sample(message));
                 }
             }
         }
-        out.write_all(&buffer)?;
-    }
+        out.write_all(&buffer)
+    })?;
     out.flush()?;
     let types: Vec<String> = by_type
         .iter()
@@ -161,10 +148,11 @@ fn run(path: &Path) -> anyhow::Result<String> {
     ))
 }
 
-/// Each non-blank line of `path`, as (receive time, message).
+/// Each non-blank line of `path`, as (line number, receive time, message); returns the lines
+/// read.
 fn for_each_message(
     path: &Path,
-    mut on_message: impl FnMut(u64, &[u8]) -> std::io::Result<()>,
+    mut on_message: impl FnMut(u64, u64, &[u8]) -> std::io::Result<()>,
 ) -> anyhow::Result<u64> {
     let mut input = open_lines(path)?;
     let mut raw = Vec::with_capacity(1 << 16);
@@ -181,7 +169,7 @@ fn for_each_message(
             continue;
         }
         let (recv_ts_ns, message) = split_line(line);
-        on_message(recv_ts_ns, message)?;
+        on_message(lines, recv_ts_ns, message)?;
     }
     Ok(lines)
 }
@@ -196,7 +184,7 @@ fn run_thalex(path: &Path) -> anyhow::Result<String> {
     let mut names: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut scratch = Scratch::default();
-    for_each_message(path, |_, message| {
+    for_each_message(path, |_, _, message| {
         if let Ok(ThalexMessage::Notification { channel, .. }) = read(message, &mut scratch) {
             if !seen.contains(channel) {
                 seen.insert(channel.to_vec());
@@ -214,7 +202,7 @@ fn run_thalex(path: &Path) -> anyhow::Result<String> {
     let mut buffer = Vec::with_capacity(1 << 16);
     let mut events = 0u64;
     let mut messages = 0u64;
-    let lines = for_each_message(path, |recv_ts_ns, message| {
+    let lines = for_each_message(path, |_, recv_ts_ns, message| {
         messages += 1;
         let mut sink = EventSink::new(&mut producer, &mut lost);
         feed.on_message(0, recv_ts_ns, message, &mut sink);

@@ -44,7 +44,7 @@ use crate::ws::frame::OpCode;
 use rustls::{ServerConfig, ServerConnection};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
-use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -313,18 +313,7 @@ impl SimHandle {
         }
         self.shared.wake.notify_all();
         if let Some(accept) = self.accept.take() {
-            // The accept thread blocks in accept(2): one connection of our own wakes it.
-            let wake_addr = match self.addr {
-                SocketAddr::V4(addr) if addr.ip().is_unspecified() => {
-                    SocketAddr::from((Ipv4Addr::LOCALHOST, addr.port()))
-                }
-                SocketAddr::V6(addr) if addr.ip().is_unspecified() => {
-                    SocketAddr::from((Ipv6Addr::LOCALHOST, addr.port()))
-                }
-                addr => addr,
-            };
-            let _ = TcpStream::connect_timeout(&wake_addr, Duration::from_secs(1));
-            let _ = accept.join();
+            super::wire::stop_accepting(self.addr, accept);
         }
         let threads = {
             let mut registry = lock(&self.shared.registry);

@@ -81,6 +81,22 @@ impl<'a> EventSink<'a> {
     }
 }
 
+/// The `Gap` (`Reconnect`) an instrument gets when the connection carrying it dropped.
+pub fn reconnect_gap(venue: VenueId, instrument: InstrumentId, now_ns: u64) -> Event {
+    Event::new(
+        EventHeader {
+            exchange_ts_ns: 0,
+            recv_ts_ns: now_ns,
+            venue_seq: 0,
+            instrument_id: instrument,
+            venue_id: venue,
+            kind: EventKind::Gap,
+            flags: crate::event::flags::NO_EXCHANGE_TS | crate::event::flags::LAST,
+        },
+        Body::Gap(Gap::new(GapReason::Reconnect, 0, 0)),
+    )
+}
+
 /// A feed's request for a book snapshot, by instrument (the control thread knows the symbol).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotRequest {

@@ -17,7 +17,6 @@ use super::sync::{BookSync, DiffHeader, SyncConfig};
 use crate::event::{
     flags, Body, BookLevel, Event, EventHeader, EventKind, InstrumentId, Side, Trade, VenueId,
 };
-use crate::event::{Gap, GapReason};
 use crate::metrics::{self, CounterReader, CounterWriter};
 use crate::net::ConnId;
 use crate::ring::FrameProducer;
@@ -560,17 +559,10 @@ impl Feed for BinanceFeed {
             match self.books[index].as_mut() {
                 // The book emits the gap and resynchronises.
                 Some(book) => book.on_disconnect(now_ns, &mut |event| sink.push(event)),
-                None => sink.push(Event::new(
-                    EventHeader {
-                        exchange_ts_ns: 0,
-                        recv_ts_ns: now_ns,
-                        venue_seq: 0,
-                        instrument_id: instrument,
-                        venue_id: self.config.venue_id,
-                        kind: EventKind::Gap,
-                        flags: flags::NO_EXCHANGE_TS | flags::LAST,
-                    },
-                    Body::Gap(Gap::new(GapReason::Reconnect, 0, 0)),
+                None => sink.push(crate::venue::feed::reconnect_gap(
+                    self.config.venue_id,
+                    instrument,
+                    now_ns,
                 )),
             }
             if let (Some(before), Some(book)) = (before, self.books[index].as_ref()) {

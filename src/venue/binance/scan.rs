@@ -12,27 +12,12 @@
 //! Daniel Lemire describes in "Quickly parsing eight digits" (lemire.me, 2022). No `unsafe`:
 //! loads go through `first_chunk`, which the compiler turns into one unaligned load.
 
-use crate::fixed::{Fixed, SCALE};
+use crate::fixed::{Fixed, POW10, SCALE};
 
 /// `b'0'` in every byte lane.
 const ASCII_ZEROS: u64 = 0x3030_3030_3030_3030;
 /// The top bit of every byte lane.
 const LANE_TOPS: u64 = 0x8080_8080_8080_8080;
-
-/// Powers of ten for scaling a fraction of `n` digits to nine (index `9 - n`) and for placing a
-/// digit run after eight others.
-const POW10: [u64; 10] = [
-    1,
-    10,
-    100,
-    1_000,
-    10_000,
-    100_000,
-    1_000_000,
-    10_000_000,
-    100_000_000,
-    1_000_000_000,
-];
 
 /// The eight bytes at `pos` as a little-endian `u64` (the byte at `pos` in the low lane). Past
 /// the end of `bytes` the lanes are zero, which is not a digit, a quote or a point, so no

@@ -21,8 +21,8 @@ use super::channel::Template;
 use super::decode::{self, Body as Notification, DecodeError, Message, Outcome, Scratch};
 use crate::book::{BookSide, OrderBook};
 use crate::event::{
-    flags, Body, BookLevel, Event, EventHeader, EventKind, Gap, GapReason, InstrumentId, Quote,
-    Reference, ReferenceKind, Side, Snapshot, Trade, VenueId,
+    flags, Body, BookLevel, Event, EventHeader, EventKind, InstrumentId, Quote, Reference,
+    ReferenceKind, Side, Snapshot, Trade, VenueId,
 };
 use crate::fixed::Fixed;
 use crate::net::ConnId;
@@ -787,17 +787,10 @@ impl Feed for ThalexFeed {
                 state.top = Quote::default();
                 self.writers.book_gaps.increment();
             }
-            sink.push(Event::new(
-                EventHeader {
-                    exchange_ts_ns: 0,
-                    recv_ts_ns: now_ns,
-                    venue_seq: 0,
-                    instrument_id: instrument,
-                    venue_id: self.config.venue_id,
-                    kind: EventKind::Gap,
-                    flags: flags::NO_EXCHANGE_TS | flags::LAST,
-                },
-                Body::Gap(Gap::new(GapReason::Reconnect, 0, 0)),
+            sink.push(crate::venue::feed::reconnect_gap(
+                self.config.venue_id,
+                instrument,
+                now_ns,
             ));
         }
     }

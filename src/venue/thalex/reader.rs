@@ -10,7 +10,7 @@
 //! decoded. Every name the decoders compare with (keys, channel names, directions) is plain
 //! ASCII, so a name with an escape in it simply does not match.
 
-use crate::fixed::{Fixed, SCALE};
+use crate::fixed::{Fixed, POW10, SCALE};
 
 /// Why a message could not be read. Small and `Copy`: it is returned on the decode path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -39,20 +39,6 @@ impl ReadError {
         }
     }
 }
-
-/// Powers of ten, to scale a fraction of `n` digits to nine (index `9 - n`).
-const POW10: [u64; 10] = [
-    1,
-    10,
-    100,
-    1_000,
-    10_000,
-    100_000,
-    1_000_000,
-    10_000_000,
-    100_000_000,
-    1_000_000_000,
-];
 
 /// The lowest byte lane of `word` equal to `byte` has its top bit set in the result (lanes
 /// above it may too; only the lowest counts).
