@@ -108,6 +108,39 @@ struct Printer {
     dropped: crate::metrics::CounterWriter,
 }
 
+/// The last trade ids a stream delivered: enough to recognise the few trades a
+/// `recent_trades` snapshot repeats. Fixed size, overwritten in a circle.
+#[derive(Clone, Copy)]
+struct RecentIds {
+    ids: [u64; RecentIds::KEPT],
+    next: usize,
+    len: usize,
+}
+
+impl Default for RecentIds {
+    fn default() -> Self {
+        RecentIds {
+            ids: [0; RecentIds::KEPT],
+            next: 0,
+            len: 0,
+        }
+    }
+}
+
+impl RecentIds {
+    const KEPT: usize = 64;
+
+    fn contains(&self, id: &u64) -> bool {
+        self.ids[..self.len].contains(id)
+    }
+
+    fn push(&mut self, id: u64) {
+        self.ids[self.next] = id;
+        self.next = (self.next + 1) % Self::KEPT;
+        self.len = (self.len + 1).min(Self::KEPT);
+    }
+}
+
 /// One stream a channel feeds.
 #[derive(Clone, Copy, Debug)]
 struct Target {
@@ -153,6 +186,8 @@ pub struct ThalexFeed {
     books: Vec<Option<BookState>>,
     /// The book channel's position among the channels, if one is subscribed.
     book_channel: Option<usize>,
+    /// Per stream: the trade ids it delivered last (used by `recent_trades` streams).
+    trade_ids: Vec<RecentIds>,
     scratch: Scratch,
     writers: FeedWriters,
     activity: Arc<StreamActivity>,
@@ -325,7 +360,9 @@ impl ThalexFeed {
             channels: Vec::with_capacity(64),
             ticker_order: Default::default(),
         };
+        let trade_ids = vec![RecentIds::default(); owners.len()];
         let feed = ThalexFeed {
+            trade_ids,
             config,
             routes,
             owners,
@@ -486,9 +523,27 @@ impl ThalexFeed {
         ));
     }
 
-    fn trades(&self, instrument: usize, recv_ts_ns: u64, out: &mut Out<'_, '_>) {
+    /// The message's trades. With `recent` (a `recent_trades` stream, whose trades carry ids),
+    /// the ids delivered are remembered per stream, and a snapshot's trades that were delivered
+    /// already (the last trades, sent again after a resubscription) are dropped as duplicates.
+    fn trades(
+        &mut self,
+        instrument: usize,
+        recent: Option<usize>,
+        snapshot: bool,
+        recv_ts_ns: u64,
+        out: &mut Out<'_, '_>,
+    ) {
         let count = self.scratch.trades.len();
-        for (index, trade) in self.scratch.trades.iter().enumerate() {
+        for index in 0..count {
+            let trade = self.scratch.trades[index];
+            if let Some(seen) = recent.and_then(|stream| self.trade_ids.get_mut(stream)) {
+                if snapshot && seen.contains(&trade.id) {
+                    self.writers.duplicates.increment();
+                    continue;
+                }
+                seen.push(trade.id);
+            }
             let mut header = self.header(instrument, trade.time_ns, recv_ts_ns);
             header.venue_seq = trade.id;
             if index + 1 == count {
@@ -663,12 +718,12 @@ impl ThalexFeed {
                     self.book(instrument, snapshot, time_ns, recv_ts_ns, out);
                     if !self.scratch.trades.is_empty() {
                         self.writers.trades.increment();
-                        self.trades(instrument, recv_ts_ns, out);
+                        self.trades(instrument, None, false, recv_ts_ns, out);
                     }
                 }
                 Notification::Trades => {
                     self.writers.trades.increment();
-                    self.trades(instrument, recv_ts_ns, out);
+                    self.trades(instrument, Some(target.stream), snapshot, recv_ts_ns, out);
                 }
                 Notification::Index(index) => {
                     self.writers.mark_prices.increment();
@@ -801,5 +856,107 @@ impl Feed for ThalexFeed {
 
     fn take_reply(&mut self) -> Option<VenueReply> {
         self.replies.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(channels: &[&str]) -> ThalexFeed {
+        ThalexFeed::new(FeedConfig {
+            venue_id: 0,
+            venue_name: "thalex".into(),
+            symbols: vec!["BTC-PERPETUAL".into()],
+            channels: channels.iter().map(|c| c.to_string()).collect(),
+            instrument_base: 0,
+        })
+        .0
+    }
+
+    /// Feeds `messages` on `conn`, returns the events.
+    fn run(feed: &mut ThalexFeed, conn: ConnId, messages: &[&str]) -> Vec<Event> {
+        let (mut producer, mut consumer) = crate::ring::ring::<Event>(1024);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        for message in messages {
+            feed.on_message(conn, 1, message.as_bytes(), &mut sink);
+        }
+        sink.publish();
+        std::iter::from_fn(|| consumer.try_pop()).collect()
+    }
+
+    fn trade_ids(events: &[Event]) -> Vec<u64> {
+        events
+            .iter()
+            .filter_map(|e| match e.body() {
+                Body::Trade(trade) => Some(trade.trade_id),
+                _ => None,
+            })
+            .collect()
+    }
+
+    const CHANNEL: &str = "recent_trades.BTC-PERPETUAL.all";
+
+    fn trades_message(snapshot: bool, ids: &[u64]) -> String {
+        let trades: Vec<String> = ids
+            .iter()
+            .map(|id| {
+                format!(r#"{{"trade_id":"{id}","direction":"buy","price":1,"amount":1,"time":1}}"#)
+            })
+            .collect();
+        format!(
+            r#"{{"channel_name":"{CHANNEL}","snapshot":{snapshot},"notification":[{}]}}"#,
+            trades.join(",")
+        )
+    }
+
+    #[test]
+    fn a_resubscription_snapshot_does_not_repeat_delivered_trades() {
+        let mut feed = feed(&["recent_trades.all"]);
+        let first = run(
+            &mut feed,
+            0,
+            &[
+                &trades_message(true, &[1, 2, 3]),
+                &trades_message(false, &[4]),
+            ],
+        );
+        assert_eq!(trade_ids(&first), [1, 2, 3, 4]);
+        // The connection drops; the new one's snapshot holds the last trades again and one new.
+        let (mut producer, mut _consumer) = crate::ring::ring::<Event>(16);
+        let mut lost = false;
+        feed.on_disconnect(0, 0..1, 2, &mut EventSink::new(&mut producer, &mut lost));
+        let second = run(
+            &mut feed,
+            0,
+            &[
+                &trades_message(true, &[3, 4, 5]),
+                &trades_message(false, &[6]),
+            ],
+        );
+        assert_eq!(trade_ids(&second), [5, 6]);
+    }
+
+    #[test]
+    fn only_the_owning_connection_passes_and_a_snapshot_moves_a_book() {
+        let mut feed = feed(&["book.1.10.raw"]);
+        let snapshot = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","snapshot":true,"notification":{"bid_changes":[[10,1,1]],"ask_changes":[[11,1,1]],"trades":[],"time":1}}"#;
+        let change = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","notification":{"bid_changes":[[10,2,2]],"ask_changes":[],"trades":[],"time":2}}"#;
+        let answer = r#"{"id":1,"result":["book.BTC-PERPETUAL.1.10.raw","system"]}"#;
+        assert!(!run(&mut feed, 0, &[snapshot, change]).is_empty());
+        // A second connection subscribes: its changes do not pass before its snapshot.
+        assert!(run(&mut feed, 1, &[answer, change]).is_empty());
+        assert!(!run(&mut feed, 0, &[change]).is_empty());
+        // Its snapshot moves the book; from then on the old connection is the duplicate.
+        let moved = run(&mut feed, 1, &[snapshot]);
+        assert!(matches!(moved[0].body(), Body::SnapshotBegin(_)));
+        assert!(run(&mut feed, 0, &[change]).is_empty());
+        assert!(!run(&mut feed, 1, &[change]).is_empty());
+        assert_eq!(feed.activity.accepted_on(0), Some(1));
+        assert!(
+            feed.activity.agree_ns(0) > 0,
+            "the switch is the rotation's agreement"
+        );
     }
 }
