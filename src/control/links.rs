@@ -16,9 +16,7 @@
 //! and recovering (`Stale` / `Recovered`, the stream's instrument, detail = channel index).
 
 use crate::config::{LoadedConfig, VenueConfig, VenueKind};
-use crate::event::{
-    flags, Body, Event, EventHeader, EventKind, InstrumentId, VenueId, VenueState, VenueStatus,
-};
+use crate::event::{Body, Event, InstrumentId, VenueId, VenueState, VenueStatus};
 use crate::lifecycle::{Action, ConnState, Connection, Reason, ReasonCounts, StormBreaker, Timing};
 use crate::net::engine::StreamSpec;
 use crate::net::ConnId;
@@ -978,15 +976,7 @@ fn status_event(
     now_ns: u64,
 ) -> Event {
     Event::new(
-        EventHeader {
-            exchange_ts_ns: 0,
-            recv_ts_ns: now_ns,
-            venue_seq: 0,
-            instrument_id: instrument,
-            venue_id: venue,
-            kind: EventKind::VenueStatus,
-            flags: flags::NO_EXCHANGE_TS | flags::LAST,
-        },
+        crate::venue::feed::own_header(venue, instrument, now_ns),
         Body::VenueStatus(VenueStatus::new(state, reason as u32, detail)),
     )
 }

@@ -81,18 +81,24 @@ impl<'a> EventSink<'a> {
     }
 }
 
+/// The header of an event tickwire makes itself (a gap, a status) rather than decodes: no
+/// exchange time, no venue sequence, complete on its own. `Event::new` sets the kind.
+pub fn own_header(venue: VenueId, instrument: InstrumentId, now_ns: u64) -> EventHeader {
+    EventHeader {
+        exchange_ts_ns: 0,
+        recv_ts_ns: now_ns,
+        venue_seq: 0,
+        instrument_id: instrument,
+        venue_id: venue,
+        kind: EventKind::Gap,
+        flags: crate::event::flags::NO_EXCHANGE_TS | crate::event::flags::LAST,
+    }
+}
+
 /// The `Gap` (`Reconnect`) an instrument gets when the connection carrying it dropped.
 pub fn reconnect_gap(venue: VenueId, instrument: InstrumentId, now_ns: u64) -> Event {
     Event::new(
-        EventHeader {
-            exchange_ts_ns: 0,
-            recv_ts_ns: now_ns,
-            venue_seq: 0,
-            instrument_id: instrument,
-            venue_id: venue,
-            kind: EventKind::Gap,
-            flags: crate::event::flags::NO_EXCHANGE_TS | crate::event::flags::LAST,
-        },
+        own_header(venue, instrument, now_ns),
         Body::Gap(Gap::new(GapReason::Reconnect, 0, 0)),
     )
 }
