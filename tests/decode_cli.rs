@@ -206,3 +206,28 @@ fn decodes_a_thalex_capture_with_routes_from_its_channels() {
     assert!(summary.contains("8 lines; 7 messages"), "{summary}");
     assert!(summary.contains("1 malformed"), "{summary}");
 }
+
+#[test]
+fn binance_mark_prices_print_as_mark_and_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mark.txt");
+    std::fs::write(
+        &path,
+        "5 {\"e\":\"markPriceUpdate\",\"E\":1562305380000,\"s\":\"BTCUSDT\",\"p\":\"11794.15000000\",\"i\":\"11784.62659091\",\"P\":\"11784.25641265\",\"r\":\"0.00038167\",\"T\":1562306400000}\n",
+    )
+    .unwrap();
+    let output = tickwire()
+        .args(["decode", "--venue", "binance-futures"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let events = json_lines(&output.stdout);
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0]["type"], "mark");
+    assert_eq!(events[0]["px"], "11794.15");
+    assert_eq!(events[1]["type"], "index");
+    assert_eq!(events[1]["px"], "11784.62659091");
+    assert_eq!(events[1]["exch_ts_ns"], 1_562_305_380_000_000_000u64);
+    assert_eq!(events[1]["recv_ts_ns"], 5);
+}

@@ -100,11 +100,30 @@ fn run(path: &Path) -> anyhow::Result<String> {
                 json::write_levels(&mut buffer, VENUE, &depth, recv_ts_ns);
                 events += (depth.bids.len() + depth.asks.len()) as u64;
             }
-            Ok(Message::MarkPrice(_)) => {
-                // The Binance decode prints what the capture's message types carry as quotes,
-                // trades and levels; mark prices are counted.
+            Ok(Message::MarkPrice(mark)) => {
                 *by_type.entry("markPriceUpdate").or_default() += 1;
-                skipped += 1;
+                let header = tickwire::event::EventHeader {
+                    exchange_ts_ns: mark.event_time_ms.saturating_mul(1_000_000),
+                    recv_ts_ns,
+                    venue_seq: mark.event_time_ms,
+                    instrument_id: 0,
+                    venue_id: 0,
+                    kind: tickwire::event::EventKind::Reference,
+                    flags: 0,
+                };
+                for (kind, price) in [
+                    (tickwire::event::ReferenceKind::Mark, mark.mark_price),
+                    (tickwire::event::ReferenceKind::Index, mark.index_price),
+                ] {
+                    let event = tickwire::event::Event::new(
+                        header,
+                        tickwire::event::Body::Reference(tickwire::event::Reference::new(
+                            kind, price,
+                        )),
+                    );
+                    json::write_event(&mut buffer, VENUE, mark.symbol, &event);
+                    events += 1;
+                }
             }
             Ok(Message::Unknown { event_type, .. }) => {
                 *unknown_types

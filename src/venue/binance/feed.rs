@@ -15,7 +15,8 @@ use super::decode::{self, DepthUpdate, Message};
 use super::json;
 use super::sync::{BookSync, DiffHeader, SyncConfig};
 use crate::event::{
-    flags, Body, BookLevel, Event, EventHeader, EventKind, InstrumentId, Side, Trade, VenueId,
+    flags, Body, BookLevel, Event, EventHeader, EventKind, InstrumentId, Reference, ReferenceKind,
+    Side, Trade, VenueId,
 };
 use crate::metrics::{self, CounterReader, CounterWriter};
 use crate::net::ConnId;
@@ -487,7 +488,27 @@ impl Feed for BinanceFeed {
                 self.writers.depth_updates.increment();
                 self.depth(instrument, &depth, recv_ts_ns, sink);
             }
-            (Message::MarkPrice(_), _) => self.writers.mark_prices.increment(),
+            (Message::MarkPrice(mark), Some(instrument)) => {
+                self.writers.mark_prices.increment();
+                let mut header = self.header(
+                    instrument,
+                    EventKind::Reference,
+                    mark.event_time_ms,
+                    recv_ts_ns,
+                    mark.event_time_ms,
+                );
+                header.flags &= !flags::LAST;
+                sink.push(Event::new(
+                    header,
+                    Body::Reference(Reference::new(ReferenceKind::Mark, mark.mark_price)),
+                ));
+                header.flags |= flags::LAST;
+                sink.push(Event::new(
+                    header,
+                    Body::Reference(Reference::new(ReferenceKind::Index, mark.index_price)),
+                ));
+            }
+            (Message::MarkPrice(_), None) => self.writers.mark_prices.increment(),
             (Message::ErrorReply { id, code, msg }, _) => {
                 self.writers.error_replies.increment();
                 if let Some(id) = id {
