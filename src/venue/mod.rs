@@ -71,6 +71,29 @@ pub fn subscribe_spec(venue: &VenueConfig, net: &NetConfig) -> Result<StreamSpec
     build_spec(venue, net, false)
 }
 
+/// A JSON-RPC request naming streams: `{head}["a","b",..]{tail}{id}}`. The names come from a
+/// validated config and fixed channel words (no quotes, no backslashes): nothing to escape.
+pub fn names_request(head: &str, names: &[String], tail: &str, id: u64) -> String {
+    let mut text = String::with_capacity(
+        head.len() + tail.len() + 24 + names.iter().map(|name| name.len() + 3).sum::<usize>(),
+    );
+    text.push_str(head);
+    text.push('[');
+    for (index, name) in names.iter().enumerate() {
+        if index > 0 {
+            text.push(',');
+        }
+        text.push('"');
+        text.push_str(name);
+        text.push('"');
+    }
+    text.push(']');
+    text.push_str(tail);
+    text.push_str(&id.to_string());
+    text.push('}');
+    text
+}
+
 /// One connection's share of a venue: a run of its symbols, every channel of each (so that a
 /// symbol's book and quotes never straddle two connections), in requests.
 #[derive(Clone, Debug, PartialEq, Eq)]

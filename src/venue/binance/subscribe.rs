@@ -33,21 +33,12 @@ pub fn shards(symbols: &[String], channels: &[String], max_streams: usize) -> Op
 
 /// `{"method":"SUBSCRIBE","params":[..],"id":N}`.
 pub fn subscribe_request(id: u64, streams: &[String]) -> String {
-    let mut text = String::with_capacity(48 + streams.iter().map(|s| s.len() + 3).sum::<usize>());
-    text.push_str(r#"{"method":"SUBSCRIBE","params":["#);
-    for (index, stream) in streams.iter().enumerate() {
-        if index > 0 {
-            text.push(',');
-        }
-        // Stream names are `[a-z0-9@_]` and channel names from a validated config: no escapes.
-        text.push('"');
-        text.push_str(stream);
-        text.push('"');
-    }
-    text.push_str(r#"],"id":"#);
-    text.push_str(&id.to_string());
-    text.push('}');
-    text
+    crate::venue::names_request(
+        r#"{"method":"SUBSCRIBE","params":"#,
+        streams,
+        r#","id":"#,
+        id,
+    )
 }
 
 #[cfg(test)]

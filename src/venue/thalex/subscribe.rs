@@ -55,25 +55,8 @@ pub fn unsubscribe_request(id: u64, channels: &[String]) -> String {
 }
 
 fn channels_request(method: &str, id: u64, channels: &[String]) -> String {
-    let mut text =
-        String::with_capacity(64 + channels.iter().map(|name| name.len() + 3).sum::<usize>());
-    text.push_str(r#"{"method":""#);
-    text.push_str(method);
-    text.push_str(r#"","params":{"channels":["#);
-    for (index, name) in channels.iter().enumerate() {
-        if index > 0 {
-            text.push(',');
-        }
-        // Names are built from validated instruments (no quotes, no backslashes) and fixed
-        // channel words: nothing to escape.
-        text.push('"');
-        text.push_str(name);
-        text.push('"');
-    }
-    text.push_str(r#"]},"id":"#);
-    text.push_str(&id.to_string());
-    text.push('}');
-    text
+    let head = format!(r#"{{"method":"{method}","params":{{"channels":"#);
+    crate::venue::names_request(&head, channels, r#"},"id":"#, id)
 }
 
 #[cfg(test)]
