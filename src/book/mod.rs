@@ -25,6 +25,8 @@
 //! [`OrderBook::with_capacity`] is reserved, unless a side outgrows it (the `Vec` then grows once,
 //! as any `Vec` does).
 
+pub mod mbo;
+
 use crate::event::{Quote, Side};
 use crate::fixed::Fixed;
 use std::iter::{FusedIterator, Rev, Take};

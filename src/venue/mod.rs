@@ -6,6 +6,7 @@
 //! WebSocket request target from the configured symbols and channels.
 
 pub mod binance;
+pub mod databento;
 pub mod feed;
 pub mod rest;
 pub mod snapshot;
