@@ -104,6 +104,7 @@ impl Client {
         StreamSpec {
             addr: self.sim.addr(),
             tls: Some((tls, server_name(self.sim.host(), None).unwrap())),
+            preamble: None,
             websocket: Some(WebSocketTarget {
                 host: self.sim.host().to_owned(),
                 port: self.sim.addr().port(),

@@ -119,6 +119,7 @@ fn wss_spec(port: u16, ca: &Path, host: &str) -> StreamSpec {
     StreamSpec {
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
         tls: Some((config, server_name(host, None).unwrap())),
+        preamble: None,
         websocket: Some(WebSocketTarget {
             host: host.to_owned(),
             port,
@@ -274,6 +275,7 @@ fn a_plain_http_server_is_a_clear_error() {
         let spec = StreamSpec {
             addr: SocketAddr::from(([127, 0, 0, 1], server.port)),
             tls: None,
+            preamble: None,
             websocket: Some(WebSocketTarget {
                 host: "localhost".to_owned(),
                 port: server.port,
@@ -344,6 +346,7 @@ fn a_full_frame_ring_drops_counts_and_flags_without_blocking() {
         let spec = StreamSpec {
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             tls: None,
+            preamble: None,
             websocket: Some(WebSocketTarget {
                 host: "127.0.0.1".to_owned(),
                 port,

@@ -136,6 +136,7 @@ impl EngineClient {
         let spec = StreamSpec {
             addr: sim.addr(),
             tls: Some((tls, server_name(sim.host(), None).unwrap())),
+            preamble: None,
             websocket: Some(WebSocketTarget {
                 host: sim.host().to_owned(),
                 port: sim.addr().port(),

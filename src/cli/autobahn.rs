@@ -81,6 +81,7 @@ impl Runner {
         let spec = StreamSpec {
             addr: self.addr,
             tls: None,
+            preamble: None,
             websocket: Some(WebSocketTarget {
                 host: self.endpoint.host.clone(),
                 port: self.endpoint.port,

@@ -25,7 +25,7 @@ pub mod backoff;
 pub use backoff::{Backoff, StormBreaker};
 
 use crate::config::{LifecycleConfig, ReconnectConfig};
-use crate::net::engine::StreamError;
+use crate::net::engine::{PreambleError, StreamError};
 use crate::net::ConnId;
 use std::collections::VecDeque;
 
@@ -126,10 +126,15 @@ pub enum Reason {
     ReadTimeout = 23,
     /// The venue refused a request for exceeding its request rate (Thalex error code 4).
     Throttled = 24,
+    /// The venue refused the credentials (Databento's gateway answered the challenge with
+    /// `success=0`).
+    AuthFailed = 25,
+    /// The frame ring was full and a byte stream lost bytes (the decoder fell behind).
+    Overrun = 26,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 24] = [
+    pub const ALL: [Reason; 26] = [
         Reason::Start,
         Reason::TcpConnected,
         Reason::TlsEstablished,
@@ -154,6 +159,8 @@ impl Reason {
         Reason::Recovered,
         Reason::ReadTimeout,
         Reason::Throttled,
+        Reason::AuthFailed,
+        Reason::Overrun,
     ];
 
     pub fn name(self) -> &'static str {
@@ -182,6 +189,8 @@ impl Reason {
             Reason::Recovered => "recovered",
             Reason::ReadTimeout => "read-timeout",
             Reason::Throttled => "throttled",
+            Reason::AuthFailed => "auth-failed",
+            Reason::Overrun => "overrun",
         }
     }
 
@@ -206,6 +215,9 @@ pub fn reason_of(error: Option<&StreamError>) -> Reason {
             Reason::HandshakeFailed
         }
         Some(StreamError::WebSocket(_)) => Reason::ProtocolError,
+        Some(StreamError::Preamble(PreambleError::Refused(_))) => Reason::AuthFailed,
+        Some(StreamError::Preamble(PreambleError::Protocol(_))) => Reason::HandshakeFailed,
+        Some(StreamError::Overrun(_)) => Reason::Overrun,
     }
 }
 

@@ -12,13 +12,20 @@
 //! without a lock ([`NetEngine::last_read`]). A venue whose heartbeat is our ping
 //! ([`NetEngine::ping`]) is judged dead by that time standing still.
 //!
+//! A raw stream may start with a plaintext exchange before its bytes are data (Databento's
+//! gateway authenticates with a challenge and response): a [`Preamble`], a sans-IO state machine
+//! the engine feeds what the server sent and whose answers it sends. Once it is done the stream is
+//! `Open`, and whatever the server sent after the preamble is the stream's first frame.
+//!
 //! Frame layout in the ring: 8 bytes of receive time (ns since the epoch, little-endian), then the
 //! payload. The frame's tag is the stream's [`ConnId`] in its low 24 bits and a [`FrameKind`] in
 //! its top 8 bits.
 //!
 //! **Invariant:** a full frame ring never blocks the network thread: the message is dropped,
 //! counted against its stream, and the stream is flagged ([`StreamStats::overflowed`]) so that the
-//! venue layer resynchronises.
+//! venue layer resynchronises. A raw byte stream cannot lose a chunk and stay readable (the
+//! records after the hole would be misread), so a raw stream that loses one is closed with
+//! [`StreamError::Overrun`] instead: the venue layer reconnects and recovers.
 
 use super::{ConnId, IoEvent, NetError, Transport, WaitMode};
 use crate::ring::FrameProducer;
@@ -88,6 +95,38 @@ pub struct StreamSpec {
     pub addr: SocketAddr,
     pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
     pub websocket: Option<WebSocketTarget>,
+    /// Makes a raw stream's opening exchange, a fresh one per connection (ignored with
+    /// `websocket`).
+    pub preamble: Option<PreambleMaker>,
+}
+
+/// Makes a [`Preamble`] for each new connection of a stream.
+pub type PreambleMaker = Arc<dyn Fn() -> Box<dyn Preamble> + Send + Sync>;
+
+/// How far a [`Preamble`] got with the bytes it was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreambleStep {
+    /// Bytes of the input it used; the engine passes the rest again with what arrives next.
+    pub consumed: usize,
+    /// The exchange is over: the bytes after `consumed` are the stream's data.
+    pub done: bool,
+}
+
+/// A raw stream's plaintext opening exchange, sans-IO: the engine hands it what the server sent
+/// (after TLS, when the stream has TLS) and sends what it writes into `reply`.
+pub trait Preamble: Send {
+    fn read(&mut self, input: &[u8], reply: &mut Vec<u8>) -> Result<PreambleStep, PreambleError>;
+}
+
+/// Why a preamble failed: the server's own words where it gave any.
+#[derive(Debug, thiserror::Error)]
+pub enum PreambleError {
+    /// The server refused the credentials.
+    #[error("authentication refused: {0}")]
+    Refused(String),
+    /// The server said something the exchange does not allow.
+    #[error("{0}")]
+    Protocol(String),
 }
 
 /// A stream's state change, reported to the caller of [`NetEngine::poll`].
@@ -120,10 +159,14 @@ pub enum StreamError {
     Handshake(ws::HandshakeError),
     #[error("WebSocket protocol error: {0} (closed with {code})", code = .0.close_code())]
     WebSocket(ws::Error),
-    #[error("the server closed the connection before the WebSocket handshake completed")]
+    #[error("the server closed the connection before the handshake completed")]
     ClosedDuringHandshake,
     #[error("the server closed the TCP connection without a WebSocket close")]
     ClosedWithoutClose,
+    #[error("{0}")]
+    Preamble(PreambleError),
+    #[error("the frame ring was full and {0} bytes of the byte stream were lost; the stream cannot be read past the hole")]
+    Overrun(usize),
 }
 
 /// Per-stream counters, readable through [`NetEngine::stats`].
@@ -147,6 +190,7 @@ enum Phase {
 
 struct Stream {
     spec_ws: Option<WebSocketTarget>,
+    preamble: Option<Box<dyn Preamble>>,
     phase: Phase,
     tls: Option<TlsClient>,
     handshake: Option<ws::Handshake>,
@@ -255,6 +299,10 @@ impl NetEngine {
             slot.store(self.transport.now_ns(), Ordering::Relaxed);
         }
         self.streams[conn as usize] = Some(Stream {
+            preamble: spec
+                .preamble
+                .filter(|_| spec.websocket.is_none())
+                .map(|make| make()),
             spec_ws: spec.websocket,
             phase: Phase::Connecting,
             tls,
@@ -272,9 +320,34 @@ impl NetEngine {
         Ok(())
     }
 
-    /// Sends a WebSocket text message (a subscription request, say) on an open stream.
+    /// Sends a text message (a subscription request, say) on an open stream: a WebSocket text
+    /// message, or the bytes as they are on a raw stream.
     pub fn send_text(&mut self, conn: ConnId, text: &str) -> Result<(), StreamSendError> {
+        let raw = self
+            .streams
+            .get(conn as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|stream| stream.spec_ws.is_none());
+        if raw {
+            return self.send_raw(conn, text.as_bytes());
+        }
         self.send_message(conn, ws::MessageKind::Text, text.as_bytes())
+    }
+
+    /// Sends bytes as they are on an open raw stream (through TLS when it has TLS).
+    pub fn send_raw(&mut self, conn: ConnId, bytes: &[u8]) -> Result<(), StreamSendError> {
+        let stream = self
+            .streams
+            .get_mut(conn as usize)
+            .and_then(Option::as_mut)
+            .filter(|stream| stream.phase == Phase::Open)
+            .ok_or(StreamSendError::NotOpen(conn))?;
+        stream.out_plain.extend_from_slice(bytes);
+        if let Err(error) = flush(&mut self.transport, conn, stream) {
+            let event = self.fail(conn, error);
+            self.pending.push((conn, event));
+        }
+        Ok(())
     }
 
     /// Sends a WebSocket message of either kind on an open stream.
@@ -418,7 +491,8 @@ impl NetEngine {
                             Err(error) => failures.push((conn, StreamError::Handshake(error))),
                         }
                     }
-                    if stream.tls.is_none() && stream.spec_ws.is_none() {
+                    if stream.tls.is_none() && stream.spec_ws.is_none() && stream.preamble.is_none()
+                    {
                         stream.phase = Phase::Open;
                         events.push((conn, StreamEvent::Open));
                     }
@@ -590,17 +664,9 @@ fn receive(
     events: &mut Vec<(ConnId, StreamEvent)>,
 ) -> Result<(), StreamError> {
     if stream.tls.is_none() {
-        if stream.spec_ws.is_none() {
+        if stream.spec_ws.is_none() && stream.preamble.is_none() {
             // A raw byte stream: every chunk is a frame.
-            write_frame(
-                &mut stream.stats,
-                conn,
-                FrameKind::Bytes,
-                bytes,
-                recv_ts_ns,
-                frames,
-            );
-            return Ok(());
+            return write_bytes(&mut stream.stats, conn, bytes, recv_ts_ns, frames);
         }
         let mut rest = bytes;
         while !rest.is_empty() {
@@ -654,9 +720,10 @@ fn receive(
                 Err(error) => return Err(error.into()),
             }
         }
-        // The TLS handshake finishing opens a raw TLS stream.
+        // The TLS handshake finishing opens a raw TLS stream (unless a preamble follows).
         if stream.phase == Phase::Handshaking
             && stream.spec_ws.is_none()
+            && stream.preamble.is_none()
             && stream.tls.as_ref().is_some_and(|tls| !tls.is_handshaking())
         {
             stream.phase = Phase::Open;
@@ -678,20 +745,45 @@ fn process_plaintext(
     events: &mut Vec<(ConnId, StreamEvent)>,
 ) -> Result<(), StreamError> {
     if stream.spec_ws.is_none() {
-        // Raw TLS stream: hand the plaintext over as it is.
-        if stream.end > stream.start {
-            write_frame(
+        if let Some(preamble) = stream.preamble.as_mut() {
+            let step = preamble
+                .read(
+                    &stream.plaintext[stream.start..stream.end],
+                    &mut stream.out_plain,
+                )
+                .map_err(StreamError::Preamble)?;
+            stream.start += step.consumed.min(stream.end - stream.start);
+            if !step.done {
+                if stream.start == stream.end {
+                    stream.start = 0;
+                    stream.end = 0;
+                } else if stream.end == stream.plaintext.len() {
+                    return Err(StreamError::Preamble(PreambleError::Protocol(format!(
+                        "the server sent {} bytes without finishing the opening exchange",
+                        stream.end - stream.start
+                    ))));
+                }
+                return Ok(());
+            }
+            stream.preamble = None;
+            stream.phase = Phase::Open;
+            events.push((conn, StreamEvent::Open));
+        }
+        // Raw stream: hand the plaintext over as it is.
+        let result = if stream.end > stream.start {
+            write_bytes(
                 &mut stream.stats,
                 conn,
-                FrameKind::Bytes,
                 &stream.plaintext[stream.start..stream.end],
                 recv_ts_ns,
                 frames,
-            );
-        }
+            )
+        } else {
+            Ok(())
+        };
         stream.start = 0;
         stream.end = 0;
-        return Ok(());
+        return result;
     }
     if let Some(handshake) = stream.handshake.as_mut() {
         match handshake
@@ -801,6 +893,24 @@ fn write_frame(
             stats.overflowed = true;
         }
     }
+}
+
+/// A chunk of a raw byte stream into the frame ring. Losing a chunk would misalign everything
+/// after it, so a full ring ends the stream instead of flagging it.
+#[inline]
+fn write_bytes(
+    stats: &mut StreamStats,
+    conn: ConnId,
+    bytes: &[u8],
+    recv_ts_ns: u64,
+    frames: &mut FrameProducer,
+) -> Result<(), StreamError> {
+    let dropped = stats.dropped;
+    write_frame(stats, conn, FrameKind::Bytes, bytes, recv_ts_ns, frames);
+    if stats.dropped != dropped {
+        return Err(StreamError::Overrun(bytes.len()));
+    }
+    Ok(())
 }
 
 /// Moves queued plaintext through TLS (if any) into the ciphertext queue.

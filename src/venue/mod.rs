@@ -263,6 +263,7 @@ fn build_spec(
     Ok(StreamSpec {
         addr,
         tls,
+        preamble: None,
         websocket: websocket.then(|| WebSocketTarget {
             host: host.to_owned(),
             port,

@@ -1,2 +1,3 @@
 //! Databento: DBN records from the Live Subscription Gateway (plain TCP), decoded with the
 //! official `dbn` crate's sans-IO `DbnFsm` and normalized into tickwire events.
+pub mod gateway;
