@@ -32,8 +32,8 @@ pub use appliance::{
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
 pub use venue::{
-    is_diff_depth_channel, CredentialsConfig, LifecycleConfig, ReconnectConfig, StalenessConfig,
-    TlsConfig, VenueConfig, VenueKind,
+    is_diff_depth_channel, CredentialsConfig, DatabentoConfig, LifecycleConfig, ReconnectConfig,
+    Recovery, StalenessConfig, TlsConfig, VenueConfig, VenueKind, DATABENTO_SCHEMAS,
 };
 
 use source::{KeyPath, Problem, SourceFile};

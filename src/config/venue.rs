@@ -37,6 +37,55 @@ pub struct VenueConfig {
     pub lifecycle: LifecycleConfig,
     pub staleness: StalenessConfig,
     pub credentials: CredentialsConfig,
+    /// `[databento]`: the session settings of a Databento venue (`None` for other kinds).
+    pub databento: Option<DatabentoConfig>,
+}
+
+/// `[databento]`: what a Databento venue's gateway sessions ask for. The venue's `channels` are
+/// DBN schemas (`mbo`, `mbp-1`, `trades`, `ohlcv-1s`, ...), its `symbols` are in `stype_in`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabentoConfig {
+    /// The dataset, such as `GLBX.MDP3`.
+    pub dataset: String,
+    /// The symbology of `symbols`: `raw_symbol` (the default), `parent`, `continuous`,
+    /// `instrument_id`.
+    #[serde(default = "default_stype_in")]
+    pub stype_in: String,
+    /// What a reconnect does about the records missed while down.
+    #[serde(default)]
+    pub recovery: Recovery,
+    /// Seconds between the gateway's heartbeats when no data flows (5 to 1800; unset: the
+    /// gateway's 30). The read timeout follows it: interval + 5 s.
+    pub heartbeat_interval_s: Option<u32>,
+    /// What the gateway does when tickwire reads too slowly: `warn` or `skip`.
+    pub slow_reader_behavior: Option<crate::venue::databento::gateway::SlowReaderBehavior>,
+}
+
+fn default_stype_in() -> String {
+    "raw_symbol".to_owned()
+}
+
+impl DatabentoConfig {
+    /// The read timeout that goes with the heartbeat interval: interval + 5 s (35 s unset).
+    pub fn read_timeout_ms(&self) -> u64 {
+        (u64::from(self.heartbeat_interval_s.unwrap_or(30)) + 5) * 1_000
+    }
+}
+
+/// `databento.recovery`: what a reconnect does about the records missed while down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recovery {
+    /// Resubscribe and carry on from the live data: the strategy gets a gap (natural refresh).
+    #[default]
+    Gap,
+    /// Resubscribe from the last record received per stream (intraday replay); the records
+    /// replayed twice are skipped, so nothing is missed or repeated.
+    Replay,
+    /// Resubscribe with an MBO snapshot (`snapshot=1`): books are rebuilt from it. Also asked
+    /// for at the first connection.
+    Snapshot,
 }
 
 /// The protocols tickwire speaks.
@@ -330,6 +379,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "lifecycle",
     "staleness",
     "credentials",
+    "databento",
 ];
 
 /// The venue file as serde sees it; `validate` turns it into a `VenueConfig`.
@@ -354,6 +404,7 @@ pub(crate) struct RawVenue {
     staleness: StalenessConfig,
     #[serde(default)]
     credentials: CredentialsConfig,
+    databento: Option<DatabentoConfig>,
 }
 
 /// Checks everything serde cannot, returning every problem found. `venue_dir` is the directory of
@@ -435,7 +486,17 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
     );
     check_reconnect(&mut problems, &raw.reconnect);
     let mut lifecycle = raw.lifecycle;
-    let (ping_default, read_default) = raw.kind.default_heartbeat_ms();
+    let (ping_default, mut read_default) = raw.kind.default_heartbeat_ms();
+    check_databento(
+        &mut problems,
+        raw.kind,
+        raw.databento.as_ref(),
+        &raw.channels,
+        &mut lifecycle,
+    );
+    if let Some(databento) = &raw.databento {
+        read_default = Some(databento.read_timeout_ms());
+    }
     lifecycle.ping_interval_ms = lifecycle.ping_interval_ms.or(ping_default);
     lifecycle.read_timeout_ms = lifecycle.read_timeout_ms.or(read_default);
     check_lifecycle(&mut problems, &lifecycle);
@@ -453,6 +514,16 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             )),
             _ => {}
         }
+    }
+    if raw.kind == VenueKind::Databento
+        && raw.credentials.api_key_env.is_none()
+        && raw.credentials.api_key_credential.is_none()
+    {
+        problems.push(Problem::new(
+            KeyPath::dotted("credentials"),
+            "has no API key: the Databento gateway needs one; set credentials.api_key_env (an \
+             environment variable) or credentials.api_key_credential (a systemd credential)",
+        ));
     }
     check_staleness(&mut problems, &raw.staleness, &raw.channels);
     check_credentials(&mut problems, &raw.credentials);
@@ -472,6 +543,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             lifecycle,
             staleness: raw.staleness,
             credentials: raw.credentials,
+            databento: raw.databento,
         }),
         // A missing url always leaves a problem behind, so `problems` is not empty here.
         _ => Err(problems),
@@ -540,6 +612,135 @@ fn check_endpoint(
     Some(endpoint)
 }
 
+/// A Databento venue's `[databento]` table, its schemas and its lifecycle. Databento sessions
+/// have no lifetime limit and two sessions side by side would both deliver every record, so a
+/// Databento venue never rotates: the default rotation is turned off and a set one refused.
+fn check_databento(
+    problems: &mut Vec<Problem>,
+    kind: VenueKind,
+    databento: Option<&DatabentoConfig>,
+    channels: &[String],
+    lifecycle: &mut LifecycleConfig,
+) {
+    if kind != VenueKind::Databento {
+        if databento.is_some() {
+            problems.push(Problem::new(
+                KeyPath::dotted("databento"),
+                format!("is only for kind = \"databento\"; this venue is {kind}"),
+            ));
+        }
+        return;
+    }
+    if lifecycle.rotate_after_ms == LifecycleConfig::default().rotate_after_ms {
+        lifecycle.rotate_after_ms = 0;
+    } else if lifecycle.rotate_after_ms != 0 {
+        problems.push(Problem::new(
+            KeyPath::dotted("lifecycle.rotate_after_ms"),
+            "must be 0 for a databento venue: a gateway session has no lifetime limit, and two \
+             sessions side by side would both deliver every record",
+        ));
+    }
+    if lifecycle.ping_interval_ms.is_some_and(|ms| ms > 0) {
+        problems.push(Problem::new(
+            KeyPath::dotted("lifecycle.ping_interval_ms"),
+            "has no effect on a databento venue: the gateway sends heartbeats itself (set \
+             databento.heartbeat_interval_s instead)",
+        ));
+    }
+    let Some(databento) = databento else {
+        problems.push(Problem::new(
+            KeyPath::dotted("databento"),
+            "is missing: a databento venue needs at least databento.dataset, such as \
+             dataset = \"GLBX.MDP3\"",
+        ));
+        return;
+    };
+    let dataset_ok = databento
+        .dataset
+        .split_once('.')
+        .is_some_and(|(venue, feed)| {
+            [venue, feed].iter().all(|part| {
+                !part.is_empty()
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+            })
+        });
+    if !dataset_ok {
+        problems.push(Problem::new(
+            KeyPath::dotted("databento.dataset"),
+            format!(
+                "\"{}\" is not a dataset code; use the form VENUE.FEED in capitals, such as \
+                 GLBX.MDP3 or XNAS.ITCH",
+                databento.dataset
+            ),
+        ));
+    }
+    if databento.stype_in.parse::<dbn::SType>().is_err() || databento.stype_in == "smart" {
+        problems.push(Problem::new(
+            KeyPath::dotted("databento.stype_in"),
+            format!(
+                "\"{}\" is not an input symbology; valid: raw_symbol, parent, continuous, \
+                 instrument_id",
+                databento.stype_in
+            ),
+        ));
+    }
+    if let Some(seconds) = databento.heartbeat_interval_s {
+        if !(5..=1_800).contains(&seconds) {
+            problems.push(Problem::new(
+                KeyPath::dotted("databento.heartbeat_interval_s"),
+                format!("{seconds} is out of range; the gateway takes 5 to 1800 seconds"),
+            ));
+        }
+    }
+    if databento.recovery == Recovery::Snapshot && !channels.iter().any(|c| c == "mbo") {
+        problems.push(Problem::new(
+            KeyPath::dotted("databento.recovery"),
+            "is \"snapshot\", but only the mbo schema has snapshots and channels does not list \
+             it; use \"gap\" or \"replay\", or add \"mbo\"",
+        ));
+    }
+    if let (Some(timeout), Some(seconds)) = (
+        lifecycle.read_timeout_ms,
+        databento.heartbeat_interval_s.or(Some(30)),
+    ) {
+        if timeout > 0 && timeout <= u64::from(seconds) * 1_000 {
+            problems.push(Problem::new(
+                KeyPath::dotted("lifecycle.read_timeout_ms"),
+                format!(
+                    "{timeout} is not longer than the gateway's heartbeat interval ({seconds} s): \
+                     an idle but healthy session would be recycled"
+                ),
+            ));
+        }
+    }
+}
+
+/// DBN schemas a Databento venue can list in `channels`.
+pub const DATABENTO_SCHEMAS: [&str; 20] = [
+    "mbo",
+    "mbp-1",
+    "mbp-10",
+    "tbbo",
+    "trades",
+    "bbo-1s",
+    "bbo-1m",
+    "cbbo-1s",
+    "cbbo-1m",
+    "cmbp-1",
+    "tcbbo",
+    "ohlcv-1s",
+    "ohlcv-1m",
+    "ohlcv-1h",
+    "ohlcv-1d",
+    "ohlcv-eod",
+    "status",
+    "imbalance",
+    "statistics",
+    "definition",
+];
+
 fn check_symbols(problems: &mut Vec<Problem>, kind: VenueKind, symbols: &[String]) {
     if symbols.is_empty() {
         problems.push(Problem::new(
@@ -558,7 +759,22 @@ fn check_symbols(problems: &mut Vec<Problem>, kind: VenueKind, symbols: &[String
             .flatten();
         if let Some(message) = thalex_problem {
             problems.push(Problem::new(path, message));
-        } else if kind != VenueKind::Thalex && (symbol.is_empty() || !valid_chars) {
+        } else if kind == VenueKind::Databento
+            && (symbol.is_empty()
+                || !symbol
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && !matches!(b, b',' | b'|')))
+        {
+            problems.push(Problem::new(
+                path,
+                format!(
+                    "\"{symbol}\" is not a valid symbol; Databento symbols are printable ASCII \
+                     without `,` or `|`, such as ESZ6, ES.FUT or ES.c.0"
+                ),
+            ));
+        } else if !matches!(kind, VenueKind::Thalex | VenueKind::Databento)
+            && (symbol.is_empty() || !valid_chars)
+        {
             problems.push(Problem::new(
                 path,
                 format!(
@@ -628,6 +844,14 @@ fn check_channels(problems: &mut Vec<Problem>, kind: VenueKind, channels: &[Stri
                 format!(
                     "\"{channel}\" is a second book channel; an instrument has one book, so list \
                      one book.<grouping>.<levels>.<delay>"
+                ),
+            ));
+        } else if kind == VenueKind::Databento && !DATABENTO_SCHEMAS.contains(&channel.as_str()) {
+            problems.push(Problem::new(
+                path,
+                format!(
+                    "\"{channel}\" is not a DBN schema; valid: {}",
+                    DATABENTO_SCHEMAS.join(", ")
                 ),
             ));
         } else if kind == VenueKind::BinanceUsdmFutures && !is_binance_channel(channel) {

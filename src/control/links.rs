@@ -113,6 +113,9 @@ struct VenueLinks {
     spec: Option<StreamSpec>,
     shards: Vec<Shard>,
     activity: Arc<StreamActivity>,
+    /// A Databento venue's session settings and symbols (its request is built per connection,
+    /// with the replay start of the moment).
+    databento: Option<(crate::config::DatabentoConfig, Vec<String>)>,
 }
 
 /// Counters of a venue's lifecycle, for reports and tests.
@@ -137,6 +140,13 @@ pub struct LinkCounters {
     pub throttled_requests: u64,
     /// Announcements that the venue will close a connection soon (Thalex `reconnect`).
     pub reconnect_notices: u64,
+    /// Errors the venue reported on a running session (Databento `ErrorMsg`).
+    pub venue_errors: u64,
+    /// Warnings that tickwire reads too slowly (Databento's slow-reader notice).
+    pub slow_reader_warnings: u64,
+    /// Other notices (Databento: subscription acknowledgements, replay completed, end of
+    /// interval).
+    pub venue_notices: u64,
 }
 
 /// Every venue's connections.
@@ -264,6 +274,10 @@ impl Venues {
                 spec: plan.spec,
                 shards,
                 activity: plan.activity,
+                databento: config
+                    .databento
+                    .clone()
+                    .map(|databento| (databento, config.symbols.clone())),
             });
         }
         let counters = vec![LinkCounters::default(); venues.len()];
@@ -380,6 +394,27 @@ impl Venues {
             return Ok(());
         }
         let name = self.venues[venue].name.clone();
+        if reply.kind == ReplyKind::Notice {
+            self.on_notice(venue, slot, &reply);
+            if reply.error == Some(crate::venue::databento::feed::STREAM_BROKEN) {
+                // The feed cannot read the connection's stream any further: start afresh.
+                let conn = &mut self.venues[venue].shards[shard].conns[which];
+                conn.recycle_for(now_ns, Reason::ProtocolError, &mut self.out);
+                return self.apply(venue, shard, which, now_ns, runtime);
+            }
+            return Ok(());
+        }
+        let mut reply = reply;
+        if self.venues[venue].kind == VenueKind::Databento
+            && reply.id & 0xffff_ffff == crate::venue::databento::feed::SESSION_STARTED
+        {
+            // The gateway started the session (its DBN stream began): that answers the
+            // connection's one request.
+            match self.venues[venue].shards[shard].conns[which].oldest_outstanding() {
+                Some(id) => reply.id = id,
+                None => return Ok(()),
+            }
+        }
         if reply.kind == ReplyKind::ReconnectNotice {
             self.counters[venue].reconnect_notices += 1;
             let shard = &mut self.venues[venue].shards[shard];
@@ -456,6 +491,37 @@ impl Venues {
             }
         }
         self.apply(venue, shard, which, now_ns, runtime)
+    }
+
+    /// A condition the venue reported on a connection: a log line and a counter.
+    fn on_notice(&mut self, venue: usize, slot: usize, reply: &VenueReply) {
+        let name = &self.venues[venue].name;
+        let counters = &mut self.counters[venue];
+        let message = reply.message();
+        if let Some(code) = reply.error {
+            counters.venue_errors += 1;
+            let what = u8::try_from(code)
+                .ok()
+                .and_then(|code| dbn::ErrorCode::try_from(code).ok())
+                .map_or_else(|| format!("code {code}"), |code| format!("{code:?}"));
+            tracing::error!(venue = %name, conn = slot, code, "the venue reported an error ({what}): {message}");
+            return;
+        }
+        let code = (reply.id & 0xff) as u8;
+        match dbn::SystemCode::try_from(code) {
+            Ok(dbn::SystemCode::SlowReaderWarning) => {
+                counters.slow_reader_warnings += 1;
+                tracing::warn!(venue = %name, conn = slot, "the venue says tickwire reads too slowly: {message}");
+            }
+            Ok(other) => {
+                counters.venue_notices += 1;
+                tracing::info!(venue = %name, conn = slot, "venue notice ({other:?}): {message}");
+            }
+            Err(_) => {
+                counters.venue_notices += 1;
+                tracing::info!(venue = %name, conn = slot, code, "venue notice: {message}");
+            }
+        }
     }
 
     /// After a subscription answer: which of the batch's streams the venue left out.
@@ -620,6 +686,27 @@ impl Venues {
                         continue;
                     };
                     let text = match links.kind {
+                        VenueKind::Databento => {
+                            let Some((config, symbols)) = &links.databento else {
+                                continue;
+                            };
+                            let channels = links.channels.len().max(1);
+                            let shard_symbols = shard.streams.start / channels
+                                ..shard.streams.end / channels;
+                            let starts = databento_starts(
+                                config,
+                                &links.activity,
+                                shard_symbols.clone(),
+                                channels,
+                            );
+                            crate::venue::databento::subscribe::session_request(
+                                config,
+                                &links.channels,
+                                &symbols[shard_symbols],
+                                &starts,
+                                id,
+                            )
+                        }
                         VenueKind::Thalex => {
                             // The answer names what the venue accepted; forget older answers.
                             for stream in shard.request_streams[batch].iter().flatten() {
@@ -958,6 +1045,29 @@ impl Venues {
 }
 
 /// The `public/login` request for `login`, with a token made now.
+/// Per schema, where a Databento resubscription replays from: with `recovery = "replay"`, the
+/// earliest of the latest record times of the shard's symbols that had any (`None`: live only).
+/// The feed skips what the replay repeats.
+fn databento_starts(
+    config: &crate::config::DatabentoConfig,
+    activity: &StreamActivity,
+    symbols: std::ops::Range<usize>,
+    channels: usize,
+) -> Vec<Option<u64>> {
+    (0..channels)
+        .map(|channel| {
+            if config.recovery != crate::config::Recovery::Replay {
+                return None;
+            }
+            symbols
+                .clone()
+                .map(|symbol| activity.replay_from(symbol * channels + channel))
+                .filter(|&ns| ns > 0)
+                .min()
+        })
+        .collect()
+}
+
 fn login_request(id: u64, login: &Login) -> Result<String, crate::venue::thalex::auth::AuthError> {
     let iat = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1080,7 +1190,7 @@ impl Venues {
                 );
             }
         }
-        let families: [CounterFamily; 11] = [
+        let families: [CounterFamily; 14] = [
             (
                 "tickwire_connection_attempts_total",
                 "Connection attempts started.",
@@ -1139,6 +1249,21 @@ impl Venues {
                 "tickwire_reconnect_notices_total",
                 "Announcements that the venue would soon close a connection.",
                 |c| c.reconnect_notices,
+            ),
+            (
+                "tickwire_venue_errors_total",
+                "Errors the venue reported on a running session.",
+                |c| c.venue_errors,
+            ),
+            (
+                "tickwire_slow_reader_warnings_total",
+                "Warnings from the venue that tickwire reads too slowly.",
+                |c| c.slow_reader_warnings,
+            ),
+            (
+                "tickwire_venue_notices_total",
+                "Other notices from the venue (acknowledgements, replay completed, ...).",
+                |c| c.venue_notices,
             ),
         ];
         for (name, help, value) in families {

@@ -501,6 +501,11 @@ impl Connection {
             .any(|&(pending, _, _)| pending == id)
     }
 
+    /// The oldest request still awaiting an answer.
+    pub fn oldest_outstanding(&self) -> Option<u64> {
+        self.outstanding.first().map(|&(id, _, _)| id)
+    }
+
     /// The batch request `id` sent, while it awaits an answer.
     pub fn batch_of(&self, id: u64) -> Option<usize> {
         self.outstanding

@@ -201,6 +201,10 @@ pub enum ReplyKind {
     Response,
     /// The venue will close the connection soon: replace it before it does.
     ReconnectNotice,
+    /// The venue reported a condition that answers no request (Databento's gateway messages):
+    /// logged and counted. `error` is the venue's error code for an error; for other notices
+    /// the low byte of `id` is the venue's notice code.
+    Notice,
 }
 
 /// A venue's answer to a request the control thread sent (a subscription), relayed by the
@@ -232,6 +236,25 @@ impl VenueReply {
             kind: ReplyKind::Response,
             message: text,
             message_len: message_len as u8,
+        }
+    }
+
+    /// A notice from the venue on connection `conn` (see [`ReplyKind::Notice`]).
+    pub fn notice(
+        venue: VenueId,
+        conn: crate::net::ConnId,
+        code: u8,
+        error: Option<i64>,
+        message: &[u8],
+    ) -> VenueReply {
+        VenueReply {
+            kind: ReplyKind::Notice,
+            ..VenueReply::new(
+                venue,
+                (u64::from(conn) << 32) | u64::from(code),
+                error,
+                message,
+            )
         }
     }
 
@@ -282,6 +305,9 @@ pub struct StreamActivity {
     /// what they accepted (Thalex) set it; the control thread clears a request's streams before
     /// sending it and reads which the answer left out.
     accepted: Box<[std::sync::atomic::AtomicU64]>,
+    /// Per stream: the exchange time (ns) of its latest record, where the venue can replay from
+    /// a time (Databento); 0 for none. The control thread resubscribes from it.
+    replay_from: Box<[std::sync::atomic::AtomicU64]>,
 }
 
 impl StreamActivity {
@@ -297,6 +323,7 @@ impl StreamActivity {
             agree_ns: zeros(),
             messages: zeros(),
             accepted: zeros(),
+            replay_from: zeros(),
         }
     }
 
@@ -350,6 +377,22 @@ impl StreamActivity {
         if let Some(cell) = self.accepted.get(stream) {
             cell.store(0, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+
+    /// Records that `stream`'s latest record happened at `exchange_ns` (a venue that replays
+    /// from a time).
+    #[inline]
+    pub fn mark_replay(&self, stream: usize, exchange_ns: u64) {
+        if let Some(cell) = self.replay_from.get(stream) {
+            cell.store(exchange_ns, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The exchange time of `stream`'s latest record (0: none), for a replay.
+    pub fn replay_from(&self, stream: usize) -> u64 {
+        self.replay_from
+            .get(stream)
+            .map_or(0, |cell| cell.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// The connection the venue last confirmed `stream` on, if any since it was cleared.

@@ -172,6 +172,7 @@ pub fn stream_names(venue: &VenueConfig) -> Vec<String> {
         VenueKind::Thalex => {
             thalex::feed::ThalexFeed::channel_names(&venue.symbols, &venue.channels)
         }
+        VenueKind::Databento => databento::subscribe::stream_names(&venue.symbols, &venue.channels),
         _ => binance_streams(venue),
     }
 }
@@ -184,12 +185,7 @@ pub fn shards(venue: &VenueConfig) -> Result<Vec<Shard>, VenueError> {
             binance::subscribe::shards(&venue.symbols, &venue.channels, max)
         }
         VenueKind::Thalex => thalex::subscribe::shards(&venue.symbols, &venue.channels, max),
-        other => {
-            return Err(VenueError::Unsupported {
-                venue: venue.name.clone(),
-                kind: other.as_str(),
-            })
-        }
+        VenueKind::Databento => databento::subscribe::shards(&venue.symbols, &venue.channels, max),
     };
     planned.ok_or_else(|| VenueError::TooManyStreams {
         venue: venue.name.clone(),
@@ -203,9 +199,14 @@ fn build_spec(
     net: &NetConfig,
     streams_in_url: bool,
 ) -> Result<StreamSpec, VenueError> {
+    let mut preamble = None;
     let (path, websocket) = match venue.kind {
         VenueKind::BinanceUsdmFutures | VenueKind::Thalex if !streams_in_url => {
             (venue.url.path.clone(), true)
+        }
+        VenueKind::Databento if !streams_in_url => {
+            preamble = Some(databento::subscribe::preamble_for(venue)?);
+            (String::new(), false)
         }
         VenueKind::BinanceUsdmFutures => {
             let streams = binance_streams(venue);
@@ -263,7 +264,7 @@ fn build_spec(
     Ok(StreamSpec {
         addr,
         tls,
-        preamble: None,
+        preamble,
         websocket: websocket.then(|| WebSocketTarget {
             host: host.to_owned(),
             port,
@@ -340,10 +341,31 @@ pub fn feed_for(
                 printed,
             })
         }
-        other => Err(VenueError::Unsupported {
-            venue: venue.name.clone(),
-            kind: other.as_str(),
-        }),
+        VenueKind::Databento => {
+            let (mut feed, counters) =
+                databento::feed::DatabentoFeed::new(databento::feed::FeedConfig {
+                    venue_id,
+                    venue_name: venue.name.clone(),
+                    symbols: venue.symbols.clone(),
+                    channels: venue.channels.clone(),
+                    instrument_base,
+                    recovery: venue
+                        .databento
+                        .as_ref()
+                        .map(|config| config.recovery)
+                        .unwrap_or_default(),
+                });
+            let printed = print_ring_bytes.map(|bytes| {
+                let (producer, consumer) = crate::ring::frame_ring(bytes);
+                let dropped = feed.print_to(producer);
+                (consumer, dropped)
+            });
+            Ok(VenueFeed {
+                feed: Box::new(feed),
+                counters,
+                printed,
+            })
+        }
     }
 }
 

@@ -1,0 +1,565 @@
+//! The decoder stage's Databento feed: each connection's byte stream through its own
+//! [`RecordStream`] (the `dbn` crate's `DbnFsm`), gateway records (symbol mappings, system and
+//! error messages) handled here, market records normalized into events by the [`Normalizer`].
+//!
+//! Streams are (symbol, schema) pairs in the venue file's order, as for the other venues. A
+//! record finds its symbol through the connection's symbol mappings (DBN instrument id to the
+//! symbol subscribed) and its schema through its record type.
+//!
+//! Reconnects follow `databento.recovery`:
+//! - `gap`: the dropped connection's instruments get a `Gap` and their books are cleared; the
+//!   new session carries on live.
+//! - `snapshot`: the same, and the new session starts with an MBO snapshot that rebuilds the
+//!   books.
+//! - `replay`: no gap and the books stay: the new session replays from the latest record time
+//!   per stream, and the records it repeats are skipped. Per stream the feed keeps the time of
+//!   the latest record it delivered and how many it delivered with that time; a replayed record
+//!   older than that time, or one of the first that many at that time, was delivered already.
+//!   If the gateway cannot replay (the data aged out, or it skipped records for a slow reader),
+//!   the instruments get their gap after all.
+//!
+//! **Invariant:** only the connection that owns a stream (the latest whose gateway mapped the
+//! stream's symbol) delivers it, so two sessions never both reach the strategy.
+//! **Invariant:** no allocation per record: the maps grow only on symbol mappings.
+
+use super::normalize::Normalizer;
+use super::stream::{Item, RecordStream};
+use crate::config::Recovery;
+use crate::event::{Body, Event, EventKind, GapReason, InstrumentId, VenueId, VenueState};
+use crate::net::ConnId;
+use crate::venue::binance::feed::{FeedCounters, FeedWriters};
+use crate::venue::feed::{
+    own_header, reconnect_gap, EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest,
+    StreamActivity, VenueReply,
+};
+use dbn::{ErrorMsg, Record, SymbolMappingMsg, SystemMsg};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// The low half of the reply id that says a connection's gateway session started (its DBN
+/// stream began): the answer to the connection's one request.
+pub const SESSION_STARTED: u64 = 0xffff_ffff;
+/// The `VenueReply` error code tickwire uses for a connection whose DBN stream cannot be read
+/// any further (the control thread recycles it).
+pub const STREAM_BROKEN: i64 = -1;
+/// `VenueStatus` reason codes of gateway messages: a system message's code plus
+/// `SYSTEM_REASON`, an error message's code plus `ERROR_REASON`.
+pub const SYSTEM_REASON: u32 = 0x100;
+pub const ERROR_REASON: u32 = 0x200;
+
+const NO_CONN: ConnId = ConnId::MAX;
+const NO_CHANNEL: u8 = u8::MAX;
+const REPLIES_KEPT: usize = 256;
+const MALFORMED_SAMPLE_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// What the feed needs to know about its venue.
+pub struct FeedConfig {
+    pub venue_id: VenueId,
+    pub venue_name: String,
+    pub symbols: Vec<String>,
+    /// DBN schemas, in the venue file's order.
+    pub channels: Vec<String>,
+    pub instrument_base: InstrumentId,
+    pub recovery: Recovery,
+}
+
+/// One connection's gateway session.
+struct Session {
+    stream: RecordStream,
+    /// DBN instrument id to symbol index, from the session's symbol mappings.
+    instruments: HashMap<u32, u32>,
+    /// The stream could not be read further: everything until the reconnect is dropped.
+    broken: bool,
+}
+
+/// Per stream: what it delivered last and what a replay must skip.
+#[derive(Clone, Copy, Default)]
+struct Mark {
+    /// `ts_event` of the latest record delivered, and how many were delivered with it.
+    ts: u64,
+    count: u32,
+    /// While a replay repeats what was delivered: skip records before `skip_ts`, and the first
+    /// `skip_count` at `skip_ts`.
+    skipping: bool,
+    skip_ts: u64,
+    skip_count: u32,
+}
+
+pub struct DatabentoFeed {
+    config: FeedConfig,
+    sessions: Vec<Option<Session>>,
+    symbol_index: HashMap<String, u32>,
+    /// By record type: the venue's channel (schema index) it belongs to.
+    channel_of: [u8; 256],
+    owners: Vec<ConnId>,
+    marks: Vec<Mark>,
+    normalizer: Normalizer,
+    writers: FeedWriters,
+    activity: Arc<StreamActivity>,
+    replies: VecDeque<VenueReply>,
+    malformed_sample: Option<MalformedSample>,
+    last_sample_ns: Option<u64>,
+    printer: Option<Printer>,
+}
+
+/// Where events go: the strategy's ring, and the printer's list under `run --print-events`.
+struct Out<'o, 's> {
+    sink: &'o mut EventSink<'s>,
+    tap: Option<&'o mut Vec<Event>>,
+}
+
+impl Out<'_, '_> {
+    #[inline]
+    fn push(&mut self, event: Event) {
+        if let Some(tap) = self.tap.as_deref_mut() {
+            tap.push(event);
+        }
+        self.sink.push(event);
+    }
+}
+
+/// `run --print-events`: each chunk's events as JSON lines into a byte ring.
+struct Printer {
+    ring: crate::ring::FrameProducer,
+    events: Vec<Event>,
+    line: Vec<u8>,
+    /// Lines the control thread could not take in time (the ring was full).
+    dropped: crate::metrics::CounterWriter,
+}
+
+/// The record types a schema's records carry.
+pub fn schema_rtypes(schema: &str) -> &'static [u8] {
+    use dbn::rtype;
+    match schema {
+        "mbo" => &[rtype::MBO],
+        "mbp-1" | "tbbo" => &[rtype::MBP_1],
+        "mbp-10" => &[rtype::MBP_10],
+        "trades" => &[rtype::MBP_0],
+        "bbo-1s" => &[rtype::BBO_1S],
+        "bbo-1m" => &[rtype::BBO_1M],
+        "cbbo-1s" => &[rtype::CBBO_1S],
+        "cbbo-1m" => &[rtype::CBBO_1M],
+        "cmbp-1" => &[rtype::CMBP_1],
+        "tcbbo" => &[rtype::TCBBO],
+        "ohlcv-1s" => &[rtype::OHLCV_1S, rtype::OHLCV_DEPRECATED],
+        "ohlcv-1m" => &[rtype::OHLCV_1M, rtype::OHLCV_DEPRECATED],
+        "ohlcv-1h" => &[rtype::OHLCV_1H, rtype::OHLCV_DEPRECATED],
+        "ohlcv-1d" => &[rtype::OHLCV_1D, rtype::OHLCV_DEPRECATED],
+        "ohlcv-eod" => &[rtype::OHLCV_EOD],
+        "status" => &[rtype::STATUS],
+        "imbalance" => &[rtype::IMBALANCE],
+        "statistics" => &[rtype::STATISTICS],
+        "definition" => &[rtype::INSTRUMENT_DEF],
+        _ => &[],
+    }
+}
+
+impl DatabentoFeed {
+    pub fn new(config: FeedConfig) -> (DatabentoFeed, FeedCounters) {
+        let channels = config.channels.len().max(1);
+        let streams = config.symbols.len() * channels;
+        let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
+        let (writers, counters) = FeedCounters::new(Arc::clone(&activity));
+        let mut channel_of = [NO_CHANNEL; 256];
+        // A record type two listed schemas share (mbp-1 and tbbo) goes to the first listed.
+        for (index, schema) in config.channels.iter().enumerate().rev() {
+            for &rtype in schema_rtypes(schema) {
+                channel_of[usize::from(rtype)] = index as u8;
+            }
+        }
+        let symbol_index = config
+            .symbols
+            .iter()
+            .enumerate()
+            .map(|(index, symbol)| (symbol.clone(), index as u32))
+            .collect();
+        let feed = DatabentoFeed {
+            normalizer: Normalizer::new(config.symbols.len()),
+            sessions: Vec::new(),
+            symbol_index,
+            channel_of,
+            owners: vec![NO_CONN; streams],
+            marks: vec![Mark::default(); streams],
+            writers,
+            activity,
+            replies: VecDeque::with_capacity(REPLIES_KEPT),
+            malformed_sample: None,
+            last_sample_ns: None,
+            printer: None,
+            config,
+        };
+        (feed, counters)
+    }
+
+    /// `run --print-events`: also write every event as a JSON line into `ring`. Returns the
+    /// counter of lines dropped because the ring was full.
+    pub fn print_to(&mut self, ring: crate::ring::FrameProducer) -> crate::metrics::CounterReader {
+        let (dropped, reader) = crate::metrics::counter();
+        self.printer = Some(Printer {
+            ring,
+            events: Vec::with_capacity(256),
+            line: Vec::with_capacity(64 << 10),
+            dropped,
+        });
+        reader
+    }
+
+    fn print(&mut self, events: &mut Vec<Event>) {
+        let Some(printer) = self.printer.as_mut() else {
+            return;
+        };
+        printer.line.clear();
+        for event in events.iter() {
+            let index = event
+                .header
+                .instrument_id
+                .wrapping_sub(self.config.instrument_base);
+            let symbol = self
+                .config
+                .symbols
+                .get(index as usize)
+                .map_or(&b"?"[..], |symbol| symbol.as_bytes());
+            crate::venue::binance::json::write_event(
+                &mut printer.line,
+                &self.config.venue_name,
+                symbol,
+                event,
+            );
+        }
+        events.clear();
+        if !printer.line.is_empty() && printer.ring.try_push(0, &printer.line).is_err() {
+            printer.dropped.increment();
+        }
+    }
+
+    fn channels(&self) -> usize {
+        self.config.channels.len().max(1)
+    }
+
+    fn reply(&mut self, reply: VenueReply) {
+        if self.replies.len() == REPLIES_KEPT {
+            self.writers.replies_dropped.increment();
+            return;
+        }
+        self.replies.push_back(reply);
+    }
+
+    fn malformed(&mut self, error: &dyn std::fmt::Display, payload: &[u8], recv_ts_ns: u64) {
+        self.writers.malformed.increment();
+        let due = self
+            .last_sample_ns
+            .is_none_or(|last| recv_ts_ns.saturating_sub(last) >= MALFORMED_SAMPLE_INTERVAL_NS);
+        if self.malformed_sample.is_none() && due {
+            self.last_sample_ns = Some(recv_ts_ns);
+            self.malformed_sample = Some(MalformedSample::new(
+                self.config.venue_id,
+                error,
+                0,
+                payload,
+            ));
+        }
+    }
+
+    /// A gateway notice for the strategy: a `VenueStatus` (still live) with the gateway's code.
+    fn status(&self, reason_code: u32, now_ns: u64, sink: &mut Out<'_, '_>) {
+        sink.push(Event::new(
+            own_header(
+                self.config.venue_id,
+                crate::venue::feed::ALL_INSTRUMENTS,
+                now_ns,
+            ),
+            Body::VenueStatus(crate::event::VenueStatus::new(
+                VenueState::Live,
+                reason_code,
+                0,
+            )),
+        ));
+    }
+
+    /// Every instrument connection `conn` owns gets a gap (and a cleared book); a replay
+    /// pending for them is called off.
+    fn gap_owned(&mut self, conn: ConnId, reason: GapReason, now_ns: u64, sink: &mut Out<'_, '_>) {
+        let channels = self.channels();
+        for symbol in 0..self.config.symbols.len() {
+            let streams = symbol * channels..(symbol + 1) * channels;
+            if !self.owners[streams.clone()].contains(&conn) {
+                continue;
+            }
+            for stream in streams {
+                self.marks[stream].skipping = false;
+            }
+            let instrument = self.config.instrument_base + symbol as InstrumentId;
+            self.normalizer.reset_instrument(instrument);
+            let mut gap = reconnect_gap(self.config.venue_id, instrument, now_ns);
+            if let Body::Gap(body) = &mut gap.body {
+                body.reason = reason as u8;
+            }
+            sink.push(gap);
+        }
+    }
+
+    fn mapping(&mut self, conn: ConnId, mapping: &SymbolMappingMsg) {
+        let Ok(symbol) = mapping.stype_in_symbol() else {
+            self.writers.unknown_symbol.increment();
+            return;
+        };
+        let Some(&index) = self.symbol_index.get(symbol) else {
+            self.writers.unknown_symbol.increment();
+            return;
+        };
+        let Some(Some(session)) = self.sessions.get_mut(conn as usize) else {
+            return;
+        };
+        session.instruments.insert(mapping.hd.instrument_id, index);
+        // This connection now delivers the symbol's streams; a replaying one skips what was
+        // delivered already.
+        let channels = self.channels();
+        let replay = self.config.recovery == Recovery::Replay;
+        for stream in index as usize * channels..(index as usize + 1) * channels {
+            if self.owners[stream] == conn {
+                continue;
+            }
+            self.owners[stream] = conn;
+            let mark = &mut self.marks[stream];
+            mark.skipping = replay && mark.count > 0;
+            mark.skip_ts = mark.ts;
+            mark.skip_count = mark.count;
+        }
+    }
+
+    fn system(&mut self, conn: ConnId, message: &SystemMsg, now_ns: u64, sink: &mut Out<'_, '_>) {
+        if message.is_heartbeat() {
+            return;
+        }
+        let code = message.code;
+        let text = message.msg().unwrap_or("");
+        self.reply(VenueReply::notice(
+            self.config.venue_id,
+            conn,
+            code,
+            None,
+            text.as_bytes(),
+        ));
+        if code == dbn::SystemCode::SlowReaderWarning as u8 {
+            self.status(SYSTEM_REASON + u32::from(code), now_ns, sink);
+        }
+    }
+
+    fn error(&mut self, conn: ConnId, message: &ErrorMsg, now_ns: u64, sink: &mut Out<'_, '_>) {
+        self.writers.error_replies.increment();
+        let code = message.code;
+        let text = message.err().unwrap_or("");
+        self.reply(VenueReply::notice(
+            self.config.venue_id,
+            conn,
+            0,
+            Some(i64::from(code)),
+            text.as_bytes(),
+        ));
+        self.status(ERROR_REASON + u32::from(code), now_ns, sink);
+        // Records are lost for good: the replay cannot be served, or the gateway skipped
+        // records to catch a slow reader up.
+        if code == dbn::ErrorCode::ReplayDataAgedOut as u8
+            || code == dbn::ErrorCode::SkippedRecordsAfterSlowReading as u8
+        {
+            self.gap_owned(conn, GapReason::Unknown, now_ns, sink);
+        }
+    }
+}
+
+impl DatabentoFeed {
+    /// One chunk of connection `conn`'s byte stream: every record it completes.
+    fn chunk(&mut self, conn: ConnId, recv_ts_ns: u64, payload: &[u8], sink: &mut Out<'_, '_>) {
+        let slot = conn as usize;
+        if self.sessions.len() <= slot {
+            self.sessions.resize_with(slot + 1, || None);
+        }
+        let session = self.sessions[slot].get_or_insert_with(|| Session {
+            stream: RecordStream::new(),
+            instruments: HashMap::with_capacity(64),
+            broken: false,
+        });
+        if session.broken {
+            return;
+        }
+        session.stream.feed(payload);
+        let channels = self.channels();
+        loop {
+            let Some(Some(session)) = self.sessions.get_mut(slot) else {
+                return;
+            };
+            let record = match session.stream.next() {
+                None => return,
+                Some(Ok(Item::Metadata(_))) => {
+                    self.writers.replies.increment();
+                    let id = (u64::from(conn) << 32) | SESSION_STARTED;
+                    self.reply(VenueReply::new(self.config.venue_id, id, None, b""));
+                    continue;
+                }
+                Some(Ok(Item::Record(record))) => record,
+                Some(Err(error)) => {
+                    // The stream is misaligned or not DBN: nothing after this can be read.
+                    session.broken = true;
+                    let text = error.to_string();
+                    self.malformed(&text, payload, recv_ts_ns);
+                    self.reply(VenueReply::notice(
+                        self.config.venue_id,
+                        conn,
+                        0,
+                        Some(STREAM_BROKEN),
+                        text.as_bytes(),
+                    ));
+                    self.gap_owned(conn, GapReason::Unknown, recv_ts_ns, sink);
+                    return;
+                }
+            };
+            let header = record.header();
+            let rtype = header.rtype;
+            match rtype {
+                dbn::rtype::SYMBOL_MAPPING => {
+                    if let Some(mapping) = record.get::<SymbolMappingMsg>() {
+                        let mapping = *mapping;
+                        self.mapping(conn, &mapping);
+                    }
+                    continue;
+                }
+                dbn::rtype::SYSTEM => {
+                    if let Some(message) = record.get::<SystemMsg>() {
+                        let message = *message;
+                        self.system(conn, &message, recv_ts_ns, sink);
+                    }
+                    continue;
+                }
+                dbn::rtype::ERROR => {
+                    if let Some(message) = record.get::<ErrorMsg>() {
+                        let message = *message;
+                        self.error(conn, &message, recv_ts_ns, sink);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(&symbol) = session.instruments.get(&header.instrument_id) else {
+                self.writers.unknown_symbol.increment();
+                continue;
+            };
+            let channel = self.channel_of[usize::from(rtype)];
+            if channel == NO_CHANNEL {
+                self.writers.unknown.increment();
+                continue;
+            }
+            let stream = symbol as usize * channels + usize::from(channel);
+            if self.owners.get(stream) != Some(&conn) {
+                self.writers.duplicates.increment();
+                continue;
+            }
+            let ts = header.ts_event;
+            let mark = &mut self.marks[stream];
+            if mark.skipping {
+                if ts < mark.skip_ts || (ts == mark.skip_ts && mark.skip_count > 0) {
+                    if ts == mark.skip_ts {
+                        mark.skip_count -= 1;
+                    }
+                    self.writers.duplicates.increment();
+                    continue;
+                }
+                mark.skipping = false;
+            }
+            if ts == mark.ts {
+                mark.count += 1;
+            } else {
+                mark.ts = ts;
+                mark.count = 1;
+                self.activity.mark_replay(stream, ts);
+            }
+            self.activity.saw(stream, recv_ts_ns);
+            match rtype {
+                dbn::rtype::MBO | dbn::rtype::MBP_10 => self.writers.depth_updates.increment(),
+                dbn::rtype::MBP_0 => self.writers.trades.increment(),
+                dbn::rtype::MBP_1
+                | dbn::rtype::BBO_1S
+                | dbn::rtype::BBO_1M
+                | dbn::rtype::CBBO_1S
+                | dbn::rtype::CBBO_1M
+                | dbn::rtype::CMBP_1
+                | dbn::rtype::TCBBO => self.writers.book_tickers.increment(),
+                _ => self.writers.mark_prices.increment(),
+            }
+            let instrument = self.config.instrument_base + symbol;
+            let venue = self.config.venue_id;
+            if let Err(error) =
+                self.normalizer
+                    .record(record, instrument, venue, recv_ts_ns, &mut |event| {
+                        sink.push(event)
+                    })
+            {
+                self.writers.book_resyncs.increment();
+                self.malformed(&error, payload, recv_ts_ns);
+            }
+        }
+    }
+}
+
+impl Feed for DatabentoFeed {
+    #[inline]
+    fn on_message(
+        &mut self,
+        conn: ConnId,
+        recv_ts_ns: u64,
+        payload: &[u8],
+        sink: &mut EventSink<'_>,
+    ) {
+        let mut tapped = self
+            .printer
+            .as_mut()
+            .map(|printer| std::mem::take(&mut printer.events));
+        let mut out = Out {
+            sink,
+            tap: tapped.as_mut(),
+        };
+        self.chunk(conn, recv_ts_ns, payload, &mut out);
+        if let Some(mut events) = tapped {
+            self.print(&mut events);
+            if let Some(printer) = self.printer.as_mut() {
+                printer.events = events;
+            }
+        }
+    }
+
+    fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
+        // Databento books start from the stream (an MBO snapshot or the replay); no REST.
+    }
+
+    fn snapshot_requests(&mut self, _now_ns: u64, _request: &mut dyn FnMut(SnapshotRequest)) {}
+
+    fn on_disconnect(
+        &mut self,
+        conn: ConnId,
+        _instruments: std::ops::Range<InstrumentId>,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) {
+        if let Some(session) = self.sessions.get_mut(conn as usize) {
+            *session = None;
+        }
+        // A replay brings back everything missed, into books that are still right; otherwise
+        // the instruments lost records.
+        if self.config.recovery != Recovery::Replay {
+            let mut out = Out { sink, tap: None };
+            self.gap_owned(conn, GapReason::Reconnect, now_ns, &mut out);
+        }
+        for owner in &mut self.owners {
+            if *owner == conn {
+                *owner = NO_CONN;
+            }
+        }
+    }
+
+    fn take_malformed(&mut self) -> Option<MalformedSample> {
+        self.malformed_sample.take()
+    }
+
+    fn take_reply(&mut self) -> Option<VenueReply> {
+        self.replies.pop_front()
+    }
+}
