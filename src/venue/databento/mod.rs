@@ -1,2 +1,5 @@
 //! Databento: DBN records from the Live Subscription Gateway (plain TCP), decoded with the
 //! official `dbn` crate's sans-IO `DbnFsm` and normalized into tickwire events.
+
+pub mod normalize;
+pub mod stream;
