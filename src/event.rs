@@ -39,6 +39,16 @@ pub enum EventKind {
     /// A reference price that is not a tradable quote: mark price, index price
     /// ([`Reference`]).
     Reference = 8,
+    /// An OHLCV bar ([`Bar`]); the volume rides in the header's `venue_seq` and the interval
+    /// in the header's flags ([`BarInterval`]).
+    Bar = 9,
+    /// The venue changed an instrument's trading state: halted, pre-open, trading...
+    /// ([`TradingStatus`]).
+    TradingStatus = 10,
+    /// An auction imbalance indication ([`Imbalance`]).
+    Imbalance = 11,
+    /// A venue statistic: open, settlement, high, low, open interest... ([`Statistic`]).
+    Statistic = 12,
 }
 
 /// Side of a book level, or the aggressor side of a trade (`Bid` = the buyer took liquidity).
@@ -73,7 +83,17 @@ pub mod flags {
     /// tickwire computed the event from its own state (a quote from its order book) rather than
     /// decoding it from a venue message of that kind (a bookTicker).
     pub const DERIVED: u8 = 1 << 3;
+    /// On a `Bar` only: the bar's interval, a [`BarInterval`](super::BarInterval) in these bits
+    /// (read it with `BarInterval::from_flags`).
+    pub const BAR_INTERVAL_MASK: u8 = 0b0111_0000;
+    /// The shift of [`BAR_INTERVAL_MASK`].
+    pub const BAR_INTERVAL_SHIFT: u32 = 4;
 }
+
+/// A price field that the venue left empty: DBN's `UNDEF_PRICE` (`i64::MAX`, the same bits as
+/// `Fixed::MAX`), kept as it is in the optional prices of [`Imbalance`] and [`Statistic`]. Quotes
+/// use 0 price and 0 size for an empty side instead, as every venue's quotes do.
+pub const NO_PRICE: Fixed = Fixed::MAX;
 
 /// The fields every event carries. 32 bytes.
 #[repr(C)]
@@ -386,6 +406,163 @@ impl fmt::Debug for Reference {
     }
 }
 
+/// The period an OHLCV [`Bar`] covers, kept in the header's flags
+/// ([`flags::BAR_INTERVAL_MASK`]).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BarInterval {
+    Unknown = 0,
+    Second = 1,
+    Minute = 2,
+    Hour = 3,
+    Day = 4,
+    /// A daily bar that closes at the venue's end-of-day settlement rather than at midnight UTC
+    /// (DBN `ohlcv-eod`).
+    EndOfDay = 5,
+}
+
+impl BarInterval {
+    pub const fn from_flags(flags: u8) -> BarInterval {
+        match (flags & flags::BAR_INTERVAL_MASK) >> flags::BAR_INTERVAL_SHIFT {
+            1 => BarInterval::Second,
+            2 => BarInterval::Minute,
+            3 => BarInterval::Hour,
+            4 => BarInterval::Day,
+            5 => BarInterval::EndOfDay,
+            _ => BarInterval::Unknown,
+        }
+    }
+
+    /// The interval's bits, to OR into a header's flags.
+    pub const fn to_flags(self) -> u8 {
+        (self as u8) << flags::BAR_INTERVAL_SHIFT
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BarInterval::Unknown => "unknown",
+            BarInterval::Second => "1s",
+            BarInterval::Minute => "1m",
+            BarInterval::Hour => "1h",
+            BarInterval::Day => "1d",
+            BarInterval::EndOfDay => "eod",
+        }
+    }
+}
+
+/// An OHLCV bar. OHLCV records carry no sequence number, so the bar's traded volume (whole
+/// units) rides in the header's `venue_seq`, and its interval in the header's flags
+/// ([`BarInterval::from_flags`]). `exchange_ts_ns` is the bar's opening time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Bar {
+    pub open: Fixed,
+    pub high: Fixed,
+    pub low: Fixed,
+    pub close: Fixed,
+}
+
+/// The venue changed an instrument's trading state (DBN `StatusMsg`). The codes are DBN's
+/// (`dbn::enums::{StatusAction, StatusReason, TradingEvent}`); the three booleans are DBN's
+/// characters: `b'Y'`, `b'N'`, or `b'~'` when the venue did not say.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TradingStatus {
+    pub action: u16,
+    pub reason: u16,
+    pub trading_event: u16,
+    pub is_trading: u8,
+    pub is_quoting: u8,
+    pub is_short_sell_restricted: u8,
+    pub _reserved: [u8; 23],
+}
+
+/// An auction imbalance (DBN `ImbalanceMsg`), the fields that fit one payload. Not carried:
+/// `auction_time`, `auct_interest_clr_price`, `ssr_filling_price`, `ind_match_price`, the collars,
+/// `market_imbalance_qty`, `unpaired_qty` and `ts_recv`.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Imbalance {
+    /// The price the imbalance is computed at ([`NO_PRICE`] when unused).
+    pub ref_price: Fixed,
+    /// The hypothetical clearing price of cross and continuous orders (Nasdaq's near
+    /// indicative clearing price; [`NO_PRICE`] when unused).
+    pub cont_book_clr_price: Fixed,
+    /// Shares matched at `ref_price`.
+    pub paired_qty: u32,
+    /// Shares not matched at `ref_price`.
+    pub total_imbalance_qty: u32,
+    /// The side of the imbalance, a [`Side`] as its byte; read it with [`Imbalance::side`].
+    pub side: u8,
+    /// DBN's character: `b'O'` open, `b'C'` close, `b'H'` halt/IPO...
+    pub auction_type: u8,
+    /// DBN's character (`b'~'` when not given).
+    pub significant_imbalance: u8,
+    /// A [`Side`] as its byte.
+    pub unpaired_side: u8,
+    pub auction_status: u8,
+    pub freeze_status: u8,
+    pub num_extensions: u8,
+    pub _reserved: u8,
+}
+
+impl Imbalance {
+    pub fn side(&self) -> Side {
+        Side::from_u8(self.side)
+    }
+
+    pub fn unpaired_side(&self) -> Side {
+        Side::from_u8(self.unpaired_side)
+    }
+}
+
+impl fmt::Debug for Imbalance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Imbalance")
+            .field("ref_price", &self.ref_price)
+            .field("cont_book_clr_price", &self.cont_book_clr_price)
+            .field("paired_qty", &self.paired_qty)
+            .field("total_imbalance_qty", &self.total_imbalance_qty)
+            .field("side", &self.side())
+            .field("auction_type", &char::from(self.auction_type))
+            .field(
+                "significant_imbalance",
+                &char::from(self.significant_imbalance),
+            )
+            .field("unpaired_side", &self.unpaired_side())
+            .field("auction_status", &self.auction_status)
+            .field("freeze_status", &self.freeze_status)
+            .field("num_extensions", &self.num_extensions)
+            .finish()
+    }
+}
+
+/// A venue statistic (DBN `StatMsg`): what it is in `stat_type` (DBN's `StatType` code: 1
+/// opening price, 3 settlement price, 9 open interest...).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Statistic {
+    /// [`NO_PRICE`] when the statistic is not a price.
+    pub price: Fixed,
+    /// Whole units, as the venue sent it; [`Statistic::NO_QUANTITY`] when it is not a quantity.
+    pub quantity: i64,
+    /// The time the statistic refers to, ns since the Unix epoch (`u64::MAX` when unused).
+    pub ts_ref: u64,
+    pub stat_type: u16,
+    /// The venue's channel (DBN `channel_id`).
+    pub channel_id: u16,
+    /// DBN's `StatUpdateAction`: 1 new, 2 delete.
+    pub update_action: u8,
+    /// DBN's venue-specific `stat_flags`.
+    pub stat_flags: u8,
+    pub _reserved: [u8; 2],
+}
+
+impl Statistic {
+    /// No quantity (DBN v3 `UNDEF_STAT_QUANTITY`).
+    pub const NO_QUANTITY: i64 = i64::MAX;
+}
+
 /// The 32 payload bytes. Private: read through [`Event::body`].
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -397,6 +574,10 @@ union Payload {
     gap: Gap,
     status: VenueStatus,
     reference: Reference,
+    bar: Bar,
+    trading_status: TradingStatus,
+    imbalance: Imbalance,
+    statistic: Statistic,
     raw: [u64; 4],
 }
 
@@ -411,6 +592,10 @@ pub enum Body {
     Gap(Gap),
     VenueStatus(VenueStatus),
     Reference(Reference),
+    Bar(Bar),
+    TradingStatus(TradingStatus),
+    Imbalance(Imbalance),
+    Statistic(Statistic),
 }
 
 /// One normalized event: exactly one 64-byte cache line.
@@ -434,6 +619,12 @@ impl Event {
             Body::Gap(gap) => (EventKind::Gap, Payload { gap }),
             Body::VenueStatus(status) => (EventKind::VenueStatus, Payload { status }),
             Body::Reference(reference) => (EventKind::Reference, Payload { reference }),
+            Body::Bar(bar) => (EventKind::Bar, Payload { bar }),
+            Body::TradingStatus(trading_status) => {
+                (EventKind::TradingStatus, Payload { trading_status })
+            }
+            Body::Imbalance(imbalance) => (EventKind::Imbalance, Payload { imbalance }),
+            Body::Statistic(statistic) => (EventKind::Statistic, Payload { statistic }),
         };
         header.kind = kind;
         Event { header, payload }
@@ -460,6 +651,10 @@ impl Event {
                 EventKind::Gap => Body::Gap(self.payload.gap),
                 EventKind::VenueStatus => Body::VenueStatus(self.payload.status),
                 EventKind::Reference => Body::Reference(self.payload.reference),
+                EventKind::Bar => Body::Bar(self.payload.bar),
+                EventKind::TradingStatus => Body::TradingStatus(self.payload.trading_status),
+                EventKind::Imbalance => Body::Imbalance(self.payload.imbalance),
+                EventKind::Statistic => Body::Statistic(self.payload.statistic),
             }
         }
     }
@@ -533,6 +728,19 @@ mod layout_tests {
         assert_eq!(offset_of!(Gap, reason), 16);
         assert_eq!(offset_of!(VenueStatus, reason_code), 8);
         assert_eq!(offset_of!(VenueStatus, detail), 16);
+        assert_eq!(size_of::<Bar>(), 32);
+        assert_eq!(size_of::<TradingStatus>(), 32);
+        assert_eq!(size_of::<Imbalance>(), 32);
+        assert_eq!(size_of::<Statistic>(), 32);
+        assert_eq!(offset_of!(Bar, close), 24);
+        assert_eq!(offset_of!(TradingStatus, trading_event), 4);
+        assert_eq!(offset_of!(TradingStatus, is_short_sell_restricted), 8);
+        assert_eq!(offset_of!(Imbalance, paired_qty), 16);
+        assert_eq!(offset_of!(Imbalance, side), 24);
+        assert_eq!(offset_of!(Imbalance, num_extensions), 30);
+        assert_eq!(offset_of!(Statistic, ts_ref), 16);
+        assert_eq!(offset_of!(Statistic, stat_type), 24);
+        assert_eq!(offset_of!(Statistic, update_action), 28);
     }
 }
 
@@ -573,6 +781,38 @@ mod tests {
             Body::Gap(Gap::new(GapReason::SequenceBreak, 100, 103)),
             Body::VenueStatus(VenueStatus::new(VenueState::Stale, 3, 500)),
             Body::Reference(Reference::new(ReferenceKind::Index, Fixed(9))),
+            Body::Bar(Bar {
+                open: Fixed(1),
+                high: Fixed(4),
+                low: Fixed(0),
+                close: Fixed(2),
+            }),
+            Body::TradingStatus(TradingStatus {
+                action: 7,
+                reason: 1,
+                trading_event: 0,
+                is_trading: b'Y',
+                is_quoting: b'Y',
+                is_short_sell_restricted: b'~',
+                _reserved: [0; 23],
+            }),
+            Body::Imbalance(Imbalance {
+                ref_price: Fixed(3),
+                cont_book_clr_price: NO_PRICE,
+                paired_qty: 5,
+                total_imbalance_qty: 6,
+                side: Side::Bid as u8,
+                auction_type: b'O',
+                ..Imbalance::default()
+            }),
+            Body::Statistic(Statistic {
+                price: Fixed(9),
+                quantity: Statistic::NO_QUANTITY,
+                ts_ref: u64::MAX,
+                stat_type: 3,
+                update_action: 1,
+                ..Statistic::default()
+            }),
         ];
         let kinds = [
             EventKind::Quote,
@@ -583,13 +823,34 @@ mod tests {
             EventKind::Gap,
             EventKind::VenueStatus,
             EventKind::Reference,
+            EventKind::Bar,
+            EventKind::TradingStatus,
+            EventKind::Imbalance,
+            EventKind::Statistic,
         ];
+        assert_eq!(bodies.len(), kinds.len());
         for (body, kind) in bodies.into_iter().zip(kinds) {
             let event = Event::new(header(), body);
             assert_eq!(event.kind(), kind);
             assert_eq!(event.body(), body);
             assert_eq!(event.header.venue_seq, 42);
         }
+    }
+
+    #[test]
+    fn bar_interval_round_trips_through_the_flags() {
+        for interval in [
+            BarInterval::Second,
+            BarInterval::Minute,
+            BarInterval::Hour,
+            BarInterval::Day,
+            BarInterval::EndOfDay,
+        ] {
+            let flags = flags::LAST | flags::NO_EXCHANGE_TS | interval.to_flags();
+            assert_eq!(BarInterval::from_flags(flags), interval);
+            assert_eq!(flags & flags::LAST, flags::LAST);
+        }
+        assert_eq!(BarInterval::from_flags(0x70), BarInterval::Unknown);
     }
 
     #[test]

@@ -114,6 +114,10 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Body::Gap(_) => "Gap",
             Body::VenueStatus(_) => "VenueStatus",
             Body::Reference(_) => "Reference",
+            Body::Bar(_) => "Bar",
+            Body::TradingStatus(_) => "TradingStatus",
+            Body::Imbalance(_) => "Imbalance",
+            Body::Statistic(_) => "Statistic",
         })
         .collect()
 }

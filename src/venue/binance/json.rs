@@ -72,6 +72,26 @@ impl<'a> Line<'a> {
         self.out.push(b'"');
     }
 
+    /// A decimal, or `null` for [`NO_PRICE`](crate::event::NO_PRICE).
+    fn price(&mut self, key: &str, value: Fixed) {
+        if value == crate::event::NO_PRICE {
+            self.key(key);
+            self.out.extend_from_slice(b"null");
+        } else {
+            self.decimal(key, value);
+        }
+    }
+
+    fn signed(&mut self, key: &str, value: i64) {
+        self.key(key);
+        let _ = write!(self.out, "{value}");
+    }
+
+    /// A DBN character field (`Y`, `N`, `~`...) as a one-character string.
+    fn char(&mut self, key: &str, value: u8) {
+        self.string(key, &[value]);
+    }
+
     fn end(self) {
         self.out.extend_from_slice(b"}\n");
     }
@@ -131,8 +151,9 @@ pub fn write_levels(out: &mut Vec<u8>, venue: &str, depth: &DepthUpdate<'_>, rec
 }
 
 /// One line for a normalized event, in the same format (the fields an event carries: no
-/// separate event time, no `first_seq`/`prev_seq` on levels), plus `gap`, `status` and
-/// `snapshot_begin`/`snapshot_end` lines. What the `print` strategy writes.
+/// separate event time, no `first_seq`/`prev_seq` on levels), plus `gap`, `status`,
+/// `snapshot_begin`/`snapshot_end`, and the `bar`, `trading_status`, `imbalance` and `statistic`
+/// lines of DBN venues (an unused price is `null`). What the `print` strategy writes.
 pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event) {
     use crate::event::{Body, Side};
     let header = &event.header;
@@ -206,6 +227,66 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
         Body::Reference(reference) => {
             line = Line::start(out, reference.kind().as_str(), venue, symbol);
             line.decimal("px", reference.price);
+            line.number("exch_ts_ns", header.exchange_ts_ns);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
+        Body::Bar(bar) => {
+            line = Line::start(out, "bar", venue, symbol);
+            let interval = crate::event::BarInterval::from_flags(header.flags);
+            line.string("interval", interval.as_str().as_bytes());
+            line.decimal("open", bar.open);
+            line.decimal("high", bar.high);
+            line.decimal("low", bar.low);
+            line.decimal("close", bar.close);
+            line.number("volume", header.venue_seq);
+            line.number("exch_ts_ns", header.exchange_ts_ns);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
+        Body::TradingStatus(status) => {
+            line = Line::start(out, "trading_status", venue, symbol);
+            line.number("action", u64::from(status.action));
+            line.number("reason", u64::from(status.reason));
+            line.number("trading_event", u64::from(status.trading_event));
+            line.char("is_trading", status.is_trading);
+            line.char("is_quoting", status.is_quoting);
+            line.char("is_short_sell_restricted", status.is_short_sell_restricted);
+            line.number("exch_ts_ns", header.exchange_ts_ns);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
+        Body::Imbalance(imbalance) => {
+            line = Line::start(out, "imbalance", venue, symbol);
+            line.price("ref_px", imbalance.ref_price);
+            line.price("cont_book_clr_px", imbalance.cont_book_clr_price);
+            line.number("paired_qty", u64::from(imbalance.paired_qty));
+            line.number(
+                "total_imbalance_qty",
+                u64::from(imbalance.total_imbalance_qty),
+            );
+            line.string("side", side_name(imbalance.side()));
+            line.char("auction_type", imbalance.auction_type);
+            line.char("significant_imbalance", imbalance.significant_imbalance);
+            line.string("unpaired_side", side_name(imbalance.unpaired_side()));
+            line.number("auction_status", u64::from(imbalance.auction_status));
+            line.number("freeze_status", u64::from(imbalance.freeze_status));
+            line.number("num_extensions", u64::from(imbalance.num_extensions));
+            line.number("exch_ts_ns", header.exchange_ts_ns);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
+        Body::Statistic(statistic) => {
+            line = Line::start(out, "statistic", venue, symbol);
+            line.number("stat_type", u64::from(statistic.stat_type));
+            line.price("px", statistic.price);
+            if statistic.quantity == crate::event::Statistic::NO_QUANTITY {
+                line.key("qty");
+                line.out.extend_from_slice(b"null");
+            } else {
+                line.signed("qty", statistic.quantity);
+            }
+            line.number("ts_ref_ns", statistic.ts_ref);
+            line.number("update_action", u64::from(statistic.update_action));
+            line.number("stat_flags", u64::from(statistic.stat_flags));
+            line.number("channel_id", u64::from(statistic.channel_id));
+            line.number("seq", header.venue_seq);
             line.number("exch_ts_ns", header.exchange_ts_ns);
             line.number("recv_ts_ns", header.recv_ts_ns);
         }

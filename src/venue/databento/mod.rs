@@ -1,5 +1,8 @@
 //! Databento: DBN records from the Live Subscription Gateway (plain TCP), decoded with the
 //! official `dbn` crate's sans-IO `DbnFsm` and normalized into tickwire events.
-pub mod gateway;
-pub mod subscribe;
+
 pub mod feed;
+pub mod gateway;
+pub mod normalize;
+pub mod stream;
+pub mod subscribe;

@@ -1,0 +1,1382 @@
+//! DBN records to tickwire events: one [`RecordRef`] (its instrument already mapped to a tickwire
+//! [`InstrumentId`] by the caller) in, zero or more [`Event`]s out through the caller's callback.
+//!
+//! # The mapping
+//!
+//! | DBN record | events |
+//! |---|---|
+//! | MBO | `BookLevel` per level the L3 book ([`MboBook`]) changes; a derived `Quote` when the top changed, at the end of a venue event only (see below); `Trade` for action `T`; nothing for `F` (fill) or `N`; `R` (clear) removes every level |
+//! | MBO snapshot (flag `SNAPSHOT`) | applied silently; at its `LAST` record `SnapshotBegin`, every level best first (bids then asks), `SnapshotEnd`, then the derived `Quote` |
+//! | MBP-1 / TBBO, CMBP-1 / TCBBO | `Quote` when the top differs from the last one sent for the instrument, then `Trade` for action `T` |
+//! | MBP-10 | `BookLevel` per level that differs from the instrument's previous record (a level gone is size 0), `Quote` when the top changed, `Trade` for action `T` |
+//! | BBO-1s/1m, CBBO-1s/1m | `Quote`, always (each is a sample of the top, not a change) |
+//! | trades (MBP-0) | `Trade` |
+//! | OHLCV (every interval, and the legacy `OHLCV_DEPRECATED`) | `Bar` |
+//! | status | `TradingStatus` |
+//! | imbalance | `Imbalance` |
+//! | statistics | `Statistic` |
+//! | instrument definition | nothing ([`Outcome::Definition`], counted) |
+//! | symbol mapping, system, error | nothing: [`Outcome::Control`] tells the caller (the feed) which |
+//!
+//! Prices are DBN's `i64` in 1e-9 units, which is `Fixed`'s raw scale: copied as they are. Sizes
+//! are whole units (`Fixed::from_units`). A quote side with `UNDEF_PRICE` has price and size 0
+//! (tickwire's empty side); a trade with `UNDEF_PRICE` is dropped (counted in
+//! [`NormalizerCounters::undefined_prices`]); the optional prices of imbalances and statistics
+//! keep `UNDEF_PRICE`, which is [`NO_PRICE`] (the same bits).
+//!
+//! Every event's header: `exchange_ts_ns` = DBN `ts_event` (0 and `NO_EXCHANGE_TS` when it is
+//! `UNDEF_TIMESTAMP`), `recv_ts_ns` = the caller's receive time, `venue_seq` = DBN `sequence`
+//! where the record has one (0 otherwise; an OHLCV bar's volume, see [`Bar`]). tickwire's `LAST`
+//! flag is set on the last event of a record that ends a venue event: DBN records with a `flags`
+//! field end one when they carry DBN's `LAST` (0x80); the others (OHLCV, status, imbalance,
+//! statistics) always do.
+//!
+//! **Invariant:** nothing here allocates per record. The per-instrument state (an L3 book, the
+//! last MBP-10 levels, the last quote) is made the first time an instrument shows up; an MBO
+//! snapshot reads the book's levels into a `Vec` once per snapshot.
+
+use crate::book::mbo::{LevelUpdate, MboBook, MboError};
+use crate::book::BookSide;
+use crate::event::{
+    flags, Bar, BarInterval, Body, BookLevel, Event, EventHeader, EventKind, Imbalance,
+    InstrumentId, Quote, Side, Snapshot, Statistic, Trade, TradingStatus, VenueId,
+};
+use crate::fixed::Fixed;
+use dbn::{
+    rtype, BboMsg, BidAskPair, CbboMsg, Cmbp1Msg, ConsolidatedBidAskPair, ErrorMsg, HasRType,
+    ImbalanceMsg, InstrumentDefMsg, MboMsg, Mbp10Msg, Mbp1Msg, OhlcvMsg, Record, RecordHeader,
+    RecordRef, Schema, StatMsg, StatusMsg, SymbolMappingMsg, SystemMsg, TradeMsg,
+};
+use std::collections::HashMap;
+
+/// What a record was, when it is not market data the normalizer turned into events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// `SymbolMappingMsg`: the gateway names an instrument id's symbol.
+    SymbolMapping,
+    /// `SystemMsg`: a heartbeat, subscription ack, slow-reader warning...
+    System,
+    /// `ErrorMsg`: the gateway reports an error.
+    Error,
+}
+
+/// What [`Normalizer::normalize`] did with a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Market data: its events (possibly none, as for a fill) went to the callback.
+    Normalized,
+    /// An instrument definition: no events.
+    Definition,
+    /// Not market data: the caller handles it (read the record as the named type).
+    Control(Control),
+    /// An rtype the normalizer does not know (its value), skipped.
+    Unsupported(u8),
+}
+
+/// Why a record could not be normalized. Small and `Copy`: the caller counts it and logs a
+/// sample, and the stream goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NormalizeError {
+    /// The record's length is shorter than its rtype's v3 layout (a corrupt record: the stream
+    /// upgrades every older version to v3).
+    #[error("record of rtype {rtype:#04x} is {bytes} bytes, shorter than its layout")]
+    Short { rtype: u8, bytes: usize },
+    /// The L3 book refused an MBO record; the book is unchanged.
+    #[error("instrument {instrument}: MBO book: {error}")]
+    Book {
+        instrument: InstrumentId,
+        error: MboError,
+    },
+}
+
+/// Records seen, per kind, and what went wrong. Plain counts: the owner copies them into its
+/// metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NormalizerCounters {
+    pub mbo: u64,
+    pub mbp1: u64,
+    pub mbp10: u64,
+    pub bbo: u64,
+    pub cbbo: u64,
+    pub cmbp1: u64,
+    pub trades: u64,
+    pub ohlcv: u64,
+    pub status: u64,
+    pub imbalance: u64,
+    pub statistics: u64,
+    pub definitions: u64,
+    pub control: u64,
+    pub unsupported: u64,
+    /// MBO snapshots completed (`SnapshotEnd` sent).
+    pub snapshots: u64,
+    /// MBO records the book refused.
+    pub book_errors: u64,
+    /// Records shorter than their layout.
+    pub short: u64,
+    /// Trades dropped because their price was `UNDEF_PRICE`.
+    pub undefined_prices: u64,
+}
+
+/// One instrument's MBO state.
+#[derive(Default)]
+struct MboState {
+    book: MboBook,
+    /// The last derived quote sent.
+    top: Quote,
+    /// A snapshot's records are being applied (silently).
+    in_snapshot: bool,
+}
+
+/// The 10 levels of an instrument's last MBP-10 record, and its last quote.
+struct Mbp10State {
+    levels: [BidAskPair; 10],
+}
+
+/// Turns DBN records into tickwire events. One per venue connection (its books follow that
+/// connection's stream).
+pub struct Normalizer {
+    venue_id: VenueId,
+    /// The interval of legacy `OHLCV_DEPRECATED` bars, from the metadata's schema.
+    legacy_bar_interval: BarInterval,
+    books: HashMap<InstrumentId, MboState>,
+    mbp10: HashMap<InstrumentId, Mbp10State>,
+    /// The last quote sent per instrument for the event-driven top-of-book schemas (MBP-1,
+    /// CMBP-1, MBP-10).
+    tops: HashMap<InstrumentId, Quote>,
+    counters: NormalizerCounters,
+}
+
+/// Holds back the latest event so the last one of a record can take the `LAST` flag.
+struct Emitter<'o, F: FnMut(Event)> {
+    out: &'o mut F,
+    pending: Option<Event>,
+}
+
+impl<'o, F: FnMut(Event)> Emitter<'o, F> {
+    fn new(out: &'o mut F) -> Self {
+        Emitter { out, pending: None }
+    }
+
+    #[inline]
+    fn push(&mut self, event: Event) {
+        if let Some(previous) = self.pending.replace(event) {
+            (self.out)(previous);
+        }
+    }
+
+    #[inline]
+    fn finish(mut self, last: bool) {
+        if let Some(mut event) = self.pending.take() {
+            if last {
+                event.header.flags |= flags::LAST;
+            }
+            (self.out)(event);
+        }
+    }
+}
+
+/// Whole units as `Fixed`, saturating (a level's total may exceed what `Fixed` holds).
+#[inline]
+fn units(size: u64) -> Fixed {
+    i64::try_from(size)
+        .ok()
+        .and_then(Fixed::from_units)
+        .unwrap_or(Fixed::MAX)
+}
+
+/// The tickwire side of a DBN side character (`B`, `A`; anything else is `None`). For a trade
+/// it is the aggressor's side, as tickwire's `Trade` wants it.
+#[inline]
+fn side_of(side: std::ffi::c_char) -> Side {
+    match side as u8 {
+        b'B' => Side::Bid,
+        b'A' => Side::Ask,
+        _ => Side::None,
+    }
+}
+
+/// One quote side: (price, size), or (0, 0) when DBN has no level.
+#[inline]
+fn quote_side(price: i64, size: u32) -> (Fixed, Fixed) {
+    if price == dbn::UNDEF_PRICE {
+        (Fixed::ZERO, Fixed::ZERO)
+    } else {
+        (Fixed(price), units(u64::from(size)))
+    }
+}
+
+fn quote_of(bid_px: i64, bid_sz: u32, ask_px: i64, ask_sz: u32) -> Quote {
+    let (bid_px, bid_sz) = quote_side(bid_px, bid_sz);
+    let (ask_px, ask_sz) = quote_side(ask_px, ask_sz);
+    Quote {
+        bid_px,
+        bid_sz,
+        ask_px,
+        ask_sz,
+    }
+}
+
+impl From<&BidAskPair> for Quote {
+    fn from(pair: &BidAskPair) -> Quote {
+        quote_of(pair.bid_px, pair.bid_sz, pair.ask_px, pair.ask_sz)
+    }
+}
+
+impl From<&ConsolidatedBidAskPair> for Quote {
+    fn from(pair: &ConsolidatedBidAskPair) -> Quote {
+        quote_of(pair.bid_px, pair.bid_sz, pair.ask_px, pair.ask_sz)
+    }
+}
+
+/// The record as `T`, checking its length first: `RecordRef::get` panics on a record shorter
+/// than `T` (and `try_get` formats a `String` for the error).
+#[inline]
+fn typed<'a, T: HasRType<Header = RecordHeader>>(
+    record: &RecordRef<'a>,
+) -> Result<&'a T, NormalizeError> {
+    let bytes = record.record_size();
+    if bytes < std::mem::size_of::<T>() {
+        return Err(NormalizeError::Short {
+            rtype: record.header().rtype,
+            bytes,
+        });
+    }
+    // The caller matched the rtype to `T` and the length is checked, so `get` neither fails
+    // nor panics.
+    record.get::<T>().ok_or(NormalizeError::Short {
+        rtype: record.header().rtype,
+        bytes,
+    })
+}
+
+/// The interval of an OHLCV rtype (`None` for the legacy one, which does not say).
+pub fn bar_interval(rtype: u8) -> Option<BarInterval> {
+    Some(match rtype {
+        rtype::OHLCV_1S => BarInterval::Second,
+        rtype::OHLCV_1M => BarInterval::Minute,
+        rtype::OHLCV_1H => BarInterval::Hour,
+        rtype::OHLCV_1D => BarInterval::Day,
+        rtype::OHLCV_EOD => BarInterval::EndOfDay,
+        _ => return None,
+    })
+}
+
+impl Normalizer {
+    pub fn new(venue_id: VenueId) -> Normalizer {
+        Normalizer {
+            venue_id,
+            legacy_bar_interval: BarInterval::Unknown,
+            books: HashMap::new(),
+            mbp10: HashMap::new(),
+            tops: HashMap::new(),
+            counters: NormalizerCounters::default(),
+        }
+    }
+
+    /// Takes what the stream's metadata says that records do not: the interval of legacy
+    /// `OHLCV_DEPRECATED` bars (DBZ files), from the schema.
+    pub fn on_metadata(&mut self, metadata: &dbn::Metadata) {
+        self.legacy_bar_interval = match metadata.schema {
+            Some(Schema::Ohlcv1S) => BarInterval::Second,
+            Some(Schema::Ohlcv1M) => BarInterval::Minute,
+            Some(Schema::Ohlcv1H) => BarInterval::Hour,
+            Some(Schema::Ohlcv1D) => BarInterval::Day,
+            Some(Schema::OhlcvEod) => BarInterval::EndOfDay,
+            _ => BarInterval::Unknown,
+        };
+    }
+
+    /// Drops every book and remembered top (a reconnect: the caller emits the gaps). An MBO
+    /// instrument's book then starts empty and is valid again after the next snapshot.
+    pub fn reset_books(&mut self) {
+        self.books.clear();
+        self.mbp10.clear();
+        self.tops.clear();
+    }
+
+    pub fn counters(&self) -> &NormalizerCounters {
+        &self.counters
+    }
+
+    /// An instrument's L3 book, when MBO records have made one.
+    pub fn book(&self, instrument: InstrumentId) -> Option<&MboBook> {
+        self.books.get(&instrument).map(|state| &state.book)
+    }
+
+    fn header(&self, hd: &RecordHeader, instrument: InstrumentId, recv_ts_ns: u64) -> EventHeader {
+        let (exchange_ts_ns, flags) = if hd.ts_event == dbn::UNDEF_TIMESTAMP {
+            (0, flags::NO_EXCHANGE_TS)
+        } else {
+            (hd.ts_event, 0)
+        };
+        EventHeader {
+            exchange_ts_ns,
+            recv_ts_ns,
+            venue_seq: 0,
+            instrument_id: instrument,
+            venue_id: self.venue_id,
+            kind: EventKind::Quote,
+            flags,
+        }
+    }
+
+    /// Normalizes one record of `instrument`, received at `recv_ts_ns`, into `out`.
+    pub fn normalize<F: FnMut(Event)>(
+        &mut self,
+        record: RecordRef<'_>,
+        instrument: InstrumentId,
+        recv_ts_ns: u64,
+        out: &mut F,
+    ) -> Result<Outcome, NormalizeError> {
+        let result = self.dispatch(&record, instrument, recv_ts_ns, out);
+        match result {
+            Err(NormalizeError::Short { .. }) => self.counters.short += 1,
+            Err(NormalizeError::Book { .. }) => self.counters.book_errors += 1,
+            Ok(_) => {}
+        }
+        result
+    }
+
+    fn dispatch<F: FnMut(Event)>(
+        &mut self,
+        record: &RecordRef<'_>,
+        instrument: InstrumentId,
+        recv_ts_ns: u64,
+        out: &mut F,
+    ) -> Result<Outcome, NormalizeError> {
+        let rtype = record.header().rtype;
+        match rtype {
+            rtype::MBO => {
+                self.counters.mbo += 1;
+                let mbo = typed::<MboMsg>(record)?;
+                self.mbo(mbo, instrument, recv_ts_ns, out)?;
+            }
+            rtype::MBP_0 => {
+                self.counters.trades += 1;
+                let trade = typed::<TradeMsg>(record)?;
+                let mut header = self.header(&trade.hd, instrument, recv_ts_ns);
+                header.venue_seq = u64::from(trade.sequence);
+                let mut emit = Emitter::new(out);
+                self.trade(header, trade.price, trade.size, trade.side, &mut emit);
+                emit.finish(trade.flags.is_last());
+            }
+            rtype::MBP_1 => {
+                self.counters.mbp1 += 1;
+                let mbp = typed::<Mbp1Msg>(record)?;
+                let mut header = self.header(&mbp.hd, instrument, recv_ts_ns);
+                header.venue_seq = u64::from(mbp.sequence);
+                let mut emit = Emitter::new(out);
+                self.top_changed(header, Quote::from(&mbp.levels[0]), &mut emit);
+                if mbp.action as u8 == b'T' {
+                    self.trade(header, mbp.price, mbp.size, mbp.side, &mut emit);
+                }
+                emit.finish(mbp.flags.is_last());
+            }
+            rtype::CMBP_1 | rtype::TCBBO => {
+                self.counters.cmbp1 += 1;
+                let cmbp = typed::<Cmbp1Msg>(record)?;
+                let header = self.header(&cmbp.hd, instrument, recv_ts_ns);
+                let mut emit = Emitter::new(out);
+                self.top_changed(header, Quote::from(&cmbp.levels[0]), &mut emit);
+                if cmbp.action as u8 == b'T' {
+                    self.trade(header, cmbp.price, cmbp.size, cmbp.side, &mut emit);
+                }
+                emit.finish(cmbp.flags.is_last());
+            }
+            rtype::MBP_10 => {
+                self.counters.mbp10 += 1;
+                let mbp = typed::<Mbp10Msg>(record)?;
+                self.mbp10(mbp, instrument, recv_ts_ns, out);
+            }
+            rtype::BBO_1S | rtype::BBO_1M => {
+                self.counters.bbo += 1;
+                let bbo = typed::<BboMsg>(record)?;
+                let mut header = self.header(&bbo.hd, instrument, recv_ts_ns);
+                header.venue_seq = u64::from(bbo.sequence);
+                let mut emit = Emitter::new(out);
+                emit.push(Event::new(header, Body::Quote(Quote::from(&bbo.levels[0]))));
+                emit.finish(bbo.flags.is_last());
+            }
+            rtype::CBBO_1S | rtype::CBBO_1M => {
+                self.counters.cbbo += 1;
+                let cbbo = typed::<CbboMsg>(record)?;
+                let header = self.header(&cbbo.hd, instrument, recv_ts_ns);
+                let mut emit = Emitter::new(out);
+                emit.push(Event::new(
+                    header,
+                    Body::Quote(Quote::from(&cbbo.levels[0])),
+                ));
+                emit.finish(cbbo.flags.is_last());
+            }
+            rtype::OHLCV_DEPRECATED
+            | rtype::OHLCV_1S
+            | rtype::OHLCV_1M
+            | rtype::OHLCV_1H
+            | rtype::OHLCV_1D
+            | rtype::OHLCV_EOD => {
+                self.counters.ohlcv += 1;
+                let bar = typed::<OhlcvMsg>(record)?;
+                let interval = bar_interval(rtype).unwrap_or(self.legacy_bar_interval);
+                let mut header = self.header(&bar.hd, instrument, recv_ts_ns);
+                header.venue_seq = bar.volume;
+                header.flags |= interval.to_flags() | flags::LAST;
+                out(Event::new(
+                    header,
+                    Body::Bar(Bar {
+                        open: Fixed(bar.open),
+                        high: Fixed(bar.high),
+                        low: Fixed(bar.low),
+                        close: Fixed(bar.close),
+                    }),
+                ));
+            }
+            rtype::STATUS => {
+                self.counters.status += 1;
+                let status = typed::<StatusMsg>(record)?;
+                let mut header = self.header(&status.hd, instrument, recv_ts_ns);
+                header.flags |= flags::LAST;
+                out(Event::new(
+                    header,
+                    Body::TradingStatus(TradingStatus {
+                        action: status.action,
+                        reason: status.reason,
+                        trading_event: status.trading_event,
+                        is_trading: status.is_trading as u8,
+                        is_quoting: status.is_quoting as u8,
+                        is_short_sell_restricted: status.is_short_sell_restricted as u8,
+                        _reserved: [0; 23],
+                    }),
+                ));
+            }
+            rtype::IMBALANCE => {
+                self.counters.imbalance += 1;
+                let imbalance = typed::<ImbalanceMsg>(record)?;
+                let mut header = self.header(&imbalance.hd, instrument, recv_ts_ns);
+                header.flags |= flags::LAST;
+                out(Event::new(
+                    header,
+                    Body::Imbalance(Imbalance {
+                        ref_price: Fixed(imbalance.ref_price),
+                        cont_book_clr_price: Fixed(imbalance.cont_book_clr_price),
+                        paired_qty: imbalance.paired_qty,
+                        total_imbalance_qty: imbalance.total_imbalance_qty,
+                        side: side_of(imbalance.side) as u8,
+                        auction_type: imbalance.auction_type as u8,
+                        significant_imbalance: imbalance.significant_imbalance as u8,
+                        unpaired_side: side_of(imbalance.unpaired_side) as u8,
+                        auction_status: imbalance.auction_status,
+                        freeze_status: imbalance.freeze_status,
+                        num_extensions: imbalance.num_extensions,
+                        _reserved: 0,
+                    }),
+                ));
+            }
+            rtype::STATISTICS => {
+                self.counters.statistics += 1;
+                let stat = typed::<StatMsg>(record)?;
+                let mut header = self.header(&stat.hd, instrument, recv_ts_ns);
+                header.venue_seq = u64::from(stat.sequence);
+                header.flags |= flags::LAST;
+                out(Event::new(
+                    header,
+                    Body::Statistic(Statistic {
+                        price: Fixed(stat.price),
+                        quantity: stat.quantity,
+                        ts_ref: stat.ts_ref,
+                        stat_type: stat.stat_type,
+                        channel_id: stat.channel_id,
+                        update_action: stat.update_action,
+                        stat_flags: stat.stat_flags,
+                        _reserved: [0; 2],
+                    }),
+                ));
+            }
+            rtype::INSTRUMENT_DEF => {
+                self.counters.definitions += 1;
+                typed::<InstrumentDefMsg>(record)?;
+                return Ok(Outcome::Definition);
+            }
+            rtype::SYMBOL_MAPPING => {
+                self.counters.control += 1;
+                typed::<SymbolMappingMsg>(record)?;
+                return Ok(Outcome::Control(Control::SymbolMapping));
+            }
+            rtype::SYSTEM => {
+                self.counters.control += 1;
+                typed::<SystemMsg>(record)?;
+                return Ok(Outcome::Control(Control::System));
+            }
+            rtype::ERROR => {
+                self.counters.control += 1;
+                typed::<ErrorMsg>(record)?;
+                return Ok(Outcome::Control(Control::Error));
+            }
+            other => {
+                self.counters.unsupported += 1;
+                return Ok(Outcome::Unsupported(other));
+            }
+        }
+        Ok(Outcome::Normalized)
+    }
+
+    /// A `Trade` for a record with action `T`, unless its price is undefined.
+    #[inline]
+    fn trade<F: FnMut(Event)>(
+        &mut self,
+        header: EventHeader,
+        price: i64,
+        size: u32,
+        side: std::ffi::c_char,
+        emit: &mut Emitter<'_, F>,
+    ) {
+        if price == dbn::UNDEF_PRICE {
+            self.counters.undefined_prices += 1;
+            return;
+        }
+        // DBN trades carry no trade id; the header's `venue_seq` has the record's sequence.
+        emit.push(Event::new(
+            header,
+            Body::Trade(Trade::new(
+                Fixed(price),
+                units(u64::from(size)),
+                0,
+                side_of(side),
+            )),
+        ));
+    }
+
+    /// A `Quote` when `quote` differs from the instrument's last one.
+    #[inline]
+    fn top_changed<F: FnMut(Event)>(
+        &mut self,
+        header: EventHeader,
+        quote: Quote,
+        emit: &mut Emitter<'_, F>,
+    ) {
+        let last = self.tops.entry(header.instrument_id).or_insert(Quote {
+            // No quote sent yet: anything differs from an impossible one.
+            bid_px: Fixed::MIN,
+            ..Quote::default()
+        });
+        if *last != quote {
+            *last = quote;
+            emit.push(Event::new(header, Body::Quote(quote)));
+        }
+    }
+
+    fn mbp10<F: FnMut(Event)>(
+        &mut self,
+        mbp: &Mbp10Msg,
+        instrument: InstrumentId,
+        recv_ts_ns: u64,
+        out: &mut F,
+    ) {
+        let mut header = self.header(&mbp.hd, instrument, recv_ts_ns);
+        header.venue_seq = u64::from(mbp.sequence);
+        let mut emit = Emitter::new(out);
+        let empty = BidAskPair {
+            bid_px: dbn::UNDEF_PRICE,
+            ask_px: dbn::UNDEF_PRICE,
+            ..BidAskPair::default()
+        };
+        let state = self.mbp10.entry(instrument).or_insert(Mbp10State {
+            levels: std::array::from_fn(|_| empty.clone()),
+        });
+        type Read = fn(&[BidAskPair; 10], usize) -> (i64, u32);
+        let bids: Read = |levels, index| (levels[index].bid_px, levels[index].bid_sz);
+        let asks: Read = |levels, index| (levels[index].ask_px, levels[index].ask_sz);
+        for (side, read) in [(Side::Bid, bids), (Side::Ask, asks)] {
+            let present = |(price, size): (i64, u32)| price != dbn::UNDEF_PRICE && size > 0;
+            // New or resized levels, best first.
+            for index in 0..10 {
+                let level = read(&mbp.levels, index);
+                if present(level) && !(0..10).any(|old| read(&state.levels, old) == level) {
+                    emit.push(Event::new(
+                        header,
+                        Body::BookLevel(BookLevel::new(
+                            side,
+                            Fixed(level.0),
+                            units(u64::from(level.1)),
+                        )),
+                    ));
+                }
+            }
+            // Levels gone from the 10 (deleted, or pushed below the tenth).
+            for index in 0..10 {
+                let old = read(&state.levels, index);
+                if present(old)
+                    && !(0..10).any(|new| {
+                        let level = read(&mbp.levels, new);
+                        present(level) && level.0 == old.0
+                    })
+                {
+                    emit.push(Event::new(
+                        header,
+                        Body::BookLevel(BookLevel::new(side, Fixed(old.0), Fixed::ZERO)),
+                    ));
+                }
+            }
+        }
+        state.levels.clone_from(&mbp.levels);
+        self.top_changed(header, Quote::from(&mbp.levels[0]), &mut emit);
+        if mbp.action as u8 == b'T' {
+            self.trade(header, mbp.price, mbp.size, mbp.side, &mut emit);
+        }
+        emit.finish(mbp.flags.is_last());
+    }
+
+    fn mbo<F: FnMut(Event)>(
+        &mut self,
+        mbo: &MboMsg,
+        instrument: InstrumentId,
+        recv_ts_ns: u64,
+        out: &mut F,
+    ) -> Result<(), NormalizeError> {
+        let mut header = self.header(&mbo.hd, instrument, recv_ts_ns);
+        header.venue_seq = u64::from(mbo.sequence);
+        let last = mbo.flags.is_last();
+        let snapshot = mbo.flags.is_snapshot();
+        let action = mbo.action as u8;
+        let mut emit = Emitter::new(out);
+        let state = self.books.entry(instrument).or_default();
+        if state.in_snapshot && !snapshot {
+            // A snapshot that never sent its `LAST` record: close it before going on.
+            state.in_snapshot = false;
+            self.counters.snapshots += 1;
+            emit_snapshot(state, header, &mut emit);
+        }
+        let result = if snapshot {
+            // Applied silently; the levels go out in one bracket at the snapshot's end.
+            state.in_snapshot = true;
+            state.book.apply(
+                action,
+                mbo.side as u8,
+                mbo.order_id,
+                mbo.price,
+                mbo.size,
+                &mut |_| {},
+            )
+        } else {
+            let level_header = header;
+            state.book.apply(
+                action,
+                mbo.side as u8,
+                mbo.order_id,
+                mbo.price,
+                mbo.size,
+                &mut |update: LevelUpdate| {
+                    emit.push(Event::new(
+                        level_header,
+                        Body::BookLevel(BookLevel::new(
+                            update.side.into(),
+                            Fixed(update.price),
+                            units(update.size),
+                        )),
+                    ));
+                },
+            )
+        };
+        if action == b'T' && !snapshot {
+            self.trade(header, mbo.price, mbo.size, mbo.side, &mut emit);
+        }
+        // `trade` borrowed `self`: look the state up again.
+        if let Some(state) = self.books.get_mut(&instrument) {
+            if snapshot && last {
+                state.in_snapshot = false;
+                self.counters.snapshots += 1;
+                emit_snapshot(state, header, &mut emit);
+            } else if last && !state.in_snapshot {
+                let top = top_of(&state.book);
+                if top != state.top {
+                    state.top = top;
+                    let mut quote_header = header;
+                    quote_header.flags |= flags::DERIVED;
+                    emit.push(Event::new(quote_header, Body::Quote(top)));
+                }
+            }
+        }
+        emit.finish(last);
+        result.map_err(|error| NormalizeError::Book { instrument, error })
+    }
+}
+
+/// The book's best levels as a quote (0 for an empty side).
+fn top_of(book: &MboBook) -> Quote {
+    let side = |side: BookSide| match book.best(side) {
+        Some((price, size, _)) => (Fixed(price), units(size)),
+        None => (Fixed::ZERO, Fixed::ZERO),
+    };
+    let (bid_px, bid_sz) = side(BookSide::Bid);
+    let (ask_px, ask_sz) = side(BookSide::Ask);
+    Quote {
+        bid_px,
+        bid_sz,
+        ask_px,
+        ask_sz,
+    }
+}
+
+/// `SnapshotBegin`, every level best first (bids, then asks), `SnapshotEnd`, then the derived
+/// quote (always: after a gap the strategy waits for one).
+fn emit_snapshot<F: FnMut(Event)>(
+    state: &mut MboState,
+    header: EventHeader,
+    emit: &mut Emitter<'_, F>,
+) {
+    let bids = state.book.levels(BookSide::Bid);
+    let asks = state.book.levels(BookSide::Ask);
+    let counts = Snapshot {
+        bid_levels: u32::try_from(bids.len()).unwrap_or(u32::MAX),
+        ask_levels: u32::try_from(asks.len()).unwrap_or(u32::MAX),
+        snapshot_id: header.venue_seq,
+        _reserved: [0; 2],
+    };
+    let mut snapshot_header = header;
+    snapshot_header.flags |= flags::SNAPSHOT;
+    emit.push(Event::new(snapshot_header, Body::SnapshotBegin(counts)));
+    for (side, levels) in [(Side::Bid, &bids), (Side::Ask, &asks)] {
+        for &(price, size, _) in levels.iter() {
+            emit.push(Event::new(
+                snapshot_header,
+                Body::BookLevel(BookLevel::new(side, Fixed(price), units(size))),
+            ));
+        }
+    }
+    emit.push(Event::new(header, Body::SnapshotEnd(counts)));
+    state.top = top_of(&state.book);
+    let mut quote_header = header;
+    quote_header.flags |= flags::DERIVED;
+    emit.push(Event::new(quote_header, Body::Quote(state.top)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dbn::{FlagSet, StatusMsg};
+    use std::ffi::c_char;
+
+    const INSTRUMENT: InstrumentId = 3;
+    const RECV: u64 = 99;
+
+    fn run(
+        normalizer: &mut Normalizer,
+        record: RecordRef<'_>,
+    ) -> (Result<Outcome, NormalizeError>, Vec<Event>) {
+        let mut events = Vec::new();
+        let result =
+            normalizer.normalize(record, INSTRUMENT, RECV, &mut |event| events.push(event));
+        (result, events)
+    }
+
+    fn mbo(
+        action: u8,
+        side: u8,
+        order_id: u64,
+        price: i64,
+        size: u32,
+        flags: u8,
+        sequence: u32,
+    ) -> MboMsg {
+        MboMsg {
+            hd: RecordHeader::new::<MboMsg>(rtype::MBO, 1, 5482, 1_000 + u64::from(sequence)),
+            order_id,
+            price,
+            size,
+            flags: FlagSet::new(flags),
+            channel_id: 0,
+            action: action as c_char,
+            side: side as c_char,
+            ts_recv: 2_000,
+            ts_in_delta: 0,
+            sequence,
+        }
+    }
+
+    fn px(units: i64) -> i64 {
+        units * dbn::FIXED_PRICE_SCALE
+    }
+
+    fn fixed(units: i64) -> Fixed {
+        Fixed::from_units(units).expect("small")
+    }
+
+    fn apply_all(normalizer: &mut Normalizer, records: &[MboMsg]) -> Vec<Event> {
+        let mut events = Vec::new();
+        for record in records {
+            let (result, mut more) = run(normalizer, RecordRef::from(record));
+            result.expect("applies");
+            events.append(&mut more);
+        }
+        events
+    }
+
+    const LAST: u8 = dbn::flags::LAST;
+    const SNAP: u8 = dbn::flags::SNAPSHOT;
+
+    #[test]
+    fn mbo_levels_go_out_per_record_and_the_quote_only_at_the_end_of_an_event() {
+        let mut normalizer = Normalizer::new(7);
+        let first = apply_all(&mut normalizer, &[mbo(b'A', b'B', 1, px(100), 5, 0, 10)]);
+        assert_eq!(first.len(), 1);
+        assert_eq!(
+            first[0].body(),
+            Body::BookLevel(BookLevel::new(Side::Bid, fixed(100), fixed(5)))
+        );
+        assert_eq!(
+            first[0].header.flags & flags::LAST,
+            0,
+            "the venue event is not over"
+        );
+        assert_eq!(first[0].header.venue_seq, 10);
+        assert_eq!(first[0].header.exchange_ts_ns, 1_010);
+        assert_eq!(first[0].header.recv_ts_ns, RECV);
+        assert_eq!(first[0].header.venue_id, 7);
+        assert_eq!(first[0].header.instrument_id, INSTRUMENT);
+        let second = apply_all(&mut normalizer, &[mbo(b'A', b'A', 2, px(101), 3, LAST, 11)]);
+        assert_eq!(second.len(), 2);
+        assert_eq!(
+            second[0].body(),
+            Body::BookLevel(BookLevel::new(Side::Ask, fixed(101), fixed(3)))
+        );
+        assert_eq!(
+            second[1].body(),
+            Body::Quote(Quote {
+                bid_px: fixed(100),
+                bid_sz: fixed(5),
+                ask_px: fixed(101),
+                ask_sz: fixed(3)
+            })
+        );
+        assert_eq!(second[1].header.flags, flags::DERIVED | flags::LAST);
+        // A change below the top: a level, no quote.
+        let third = apply_all(&mut normalizer, &[mbo(b'A', b'B', 3, px(99), 1, LAST, 12)]);
+        assert_eq!(third.len(), 1);
+        assert_eq!(third[0].kind(), EventKind::BookLevel);
+        assert_eq!(third[0].header.flags, flags::LAST);
+    }
+
+    #[test]
+    fn an_mbo_snapshot_is_applied_silently_then_sent_in_one_bracket() {
+        let mut normalizer = Normalizer::new(0);
+        apply_all(&mut normalizer, &[mbo(b'A', b'B', 50, px(90), 1, LAST, 1)]);
+        let records = [
+            mbo(b'R', b'N', 0, dbn::UNDEF_PRICE, 0, SNAP, 0),
+            mbo(b'A', b'B', 1, px(100), 2, SNAP, 0),
+            mbo(b'A', b'B', 2, px(100), 3, SNAP, 0),
+            mbo(b'A', b'B', 3, px(98), 1, SNAP, 0),
+            mbo(b'A', b'A', 4, px(102), 4, SNAP | LAST, 0),
+        ];
+        let mut events = Vec::new();
+        for (index, record) in records.iter().enumerate() {
+            let (result, mut more) = run(&mut normalizer, RecordRef::from(record));
+            result.expect("applies");
+            if index < records.len() - 1 {
+                assert!(more.is_empty(), "record {index} is applied silently");
+            }
+            events.append(&mut more);
+        }
+        let bodies: Vec<Body> = events.iter().map(Event::body).collect();
+        let counts = Snapshot {
+            bid_levels: 2,
+            ask_levels: 1,
+            snapshot_id: 0,
+            _reserved: [0; 2],
+        };
+        assert_eq!(
+            bodies,
+            vec![
+                Body::SnapshotBegin(counts),
+                Body::BookLevel(BookLevel::new(Side::Bid, fixed(100), fixed(5))),
+                Body::BookLevel(BookLevel::new(Side::Bid, fixed(98), fixed(1))),
+                Body::BookLevel(BookLevel::new(Side::Ask, fixed(102), fixed(4))),
+                Body::SnapshotEnd(counts),
+                Body::Quote(Quote {
+                    bid_px: fixed(100),
+                    bid_sz: fixed(5),
+                    ask_px: fixed(102),
+                    ask_sz: fixed(4)
+                }),
+            ]
+        );
+        for event in &events[..4] {
+            assert_ne!(event.header.flags & flags::SNAPSHOT, 0);
+        }
+        assert_eq!(events[4].header.flags & flags::SNAPSHOT, 0);
+        assert_eq!(events[5].header.flags, flags::DERIVED | flags::LAST);
+        assert_eq!(normalizer.counters().snapshots, 1);
+        let book = normalizer.book(INSTRUMENT).expect("a book");
+        assert_eq!(
+            book.orders(),
+            4,
+            "the order resting before the snapshot is gone"
+        );
+    }
+
+    #[test]
+    fn trades_fills_and_clears() {
+        let mut normalizer = Normalizer::new(0);
+        apply_all(
+            &mut normalizer,
+            &[
+                mbo(b'A', b'B', 1, px(100), 5, 0, 1),
+                mbo(b'A', b'A', 2, px(101), 5, LAST, 2),
+            ],
+        );
+        let trade = apply_all(&mut normalizer, &[mbo(b'T', b'A', 0, px(100), 2, 0, 3)]);
+        assert_eq!(trade.len(), 1);
+        assert_eq!(
+            trade[0].body(),
+            Body::Trade(Trade::new(fixed(100), fixed(2), 0, Side::Ask))
+        );
+        assert_eq!(trade[0].header.venue_seq, 3);
+        assert!(apply_all(&mut normalizer, &[mbo(b'F', b'B', 1, px(100), 2, 0, 4)]).is_empty());
+        let cleared = apply_all(
+            &mut normalizer,
+            &[mbo(b'R', b'N', 0, dbn::UNDEF_PRICE, 0, LAST, 5)],
+        );
+        let bodies: Vec<Body> = cleared.iter().map(Event::body).collect();
+        assert_eq!(
+            bodies,
+            vec![
+                Body::BookLevel(BookLevel::new(Side::Bid, fixed(100), Fixed::ZERO)),
+                Body::BookLevel(BookLevel::new(Side::Ask, fixed(101), Fixed::ZERO)),
+                Body::Quote(Quote::default()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_book_error_is_returned_and_counted_never_a_panic() {
+        let mut normalizer = Normalizer::new(0);
+        apply_all(&mut normalizer, &[mbo(b'A', b'B', 1, px(100), 5, 0, 1)]);
+        let (result, events) = run(
+            &mut normalizer,
+            RecordRef::from(&mbo(b'C', b'A', 77, px(1), 1, LAST, 2)),
+        );
+        assert_eq!(
+            result,
+            Err(NormalizeError::Book {
+                instrument: INSTRUMENT,
+                error: MboError::UnknownOrder(77)
+            })
+        );
+        // The event still ends: the quote for the earlier add goes out.
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].kind(), EventKind::Quote);
+        let (result, _) = run(
+            &mut normalizer,
+            RecordRef::from(&mbo(b'Z', b'A', 1, px(1), 1, 0, 3)),
+        );
+        assert!(matches!(
+            result,
+            Err(NormalizeError::Book {
+                error: MboError::UnknownAction(b'Z'),
+                ..
+            })
+        ));
+        assert_eq!(normalizer.counters().book_errors, 2);
+    }
+
+    #[test]
+    fn a_record_shorter_than_its_layout_is_an_error() {
+        let mut trade = TradeMsg::default();
+        trade.hd.rtype = rtype::MBO;
+        let mut normalizer = Normalizer::new(0);
+        let (result, events) = run(&mut normalizer, RecordRef::from(&trade));
+        assert_eq!(
+            result,
+            Err(NormalizeError::Short {
+                rtype: rtype::MBO,
+                bytes: 48
+            })
+        );
+        assert!(events.is_empty());
+        assert_eq!(normalizer.counters().short, 1);
+    }
+
+    fn mbp1(action: u8, bid_px: i64, ask_px: i64, price: i64, sequence: u32) -> Mbp1Msg {
+        Mbp1Msg {
+            hd: RecordHeader::new::<Mbp1Msg>(rtype::MBP_1, 1, 5482, 500),
+            price,
+            size: 2,
+            action: action as c_char,
+            side: b'B' as c_char,
+            flags: FlagSet::new(LAST),
+            depth: 0,
+            ts_recv: 600,
+            ts_in_delta: 0,
+            sequence,
+            levels: [BidAskPair {
+                bid_px,
+                ask_px,
+                bid_sz: 10,
+                ask_sz: 20,
+                bid_ct: 1,
+                ask_ct: 2,
+            }],
+        }
+    }
+
+    #[test]
+    fn mbp1_quotes_on_change_trades_on_t_and_undefined_prices_are_empty() {
+        let mut normalizer = Normalizer::new(0);
+        let (_, events) = run(
+            &mut normalizer,
+            RecordRef::from(&mbp1(b'A', px(10), dbn::UNDEF_PRICE, px(10), 1)),
+        );
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            events[0].body(),
+            Body::Quote(Quote {
+                bid_px: fixed(10),
+                bid_sz: fixed(10),
+                ask_px: Fixed::ZERO,
+                ask_sz: Fixed::ZERO
+            })
+        );
+        assert_eq!(
+            events[0].header.flags,
+            flags::LAST,
+            "a venue quote, not derived"
+        );
+        assert_eq!(events[0].header.venue_seq, 1);
+        // A trade with the same top: the trade only.
+        let (_, events) = run(
+            &mut normalizer,
+            RecordRef::from(&mbp1(b'T', px(10), dbn::UNDEF_PRICE, px(10), 2)),
+        );
+        assert_eq!(events.len(), 1);
+        assert_eq!(
+            events[0].body(),
+            Body::Trade(Trade::new(fixed(10), fixed(2), 0, Side::Bid))
+        );
+        // A trade with no price is dropped and counted.
+        let (result, events) = run(
+            &mut normalizer,
+            RecordRef::from(&mbp1(b'T', px(10), dbn::UNDEF_PRICE, dbn::UNDEF_PRICE, 3)),
+        );
+        assert_eq!(result, Ok(Outcome::Normalized));
+        assert!(events.is_empty());
+        assert_eq!(normalizer.counters().undefined_prices, 1);
+    }
+
+    #[test]
+    fn mbp10_sends_changed_and_removed_levels() {
+        let mut normalizer = Normalizer::new(0);
+        let mut msg = Mbp10Msg {
+            hd: RecordHeader::new::<Mbp10Msg>(rtype::MBP_10, 1, 5482, 500),
+            flags: FlagSet::new(LAST),
+            sequence: 9,
+            ..Mbp10Msg::default()
+        };
+        for (index, level) in msg.levels.iter_mut().enumerate() {
+            let depth = index as i64;
+            *level = if index < 2 {
+                BidAskPair {
+                    bid_px: px(100 - depth),
+                    ask_px: px(101 + depth),
+                    bid_sz: 1,
+                    ask_sz: 2,
+                    bid_ct: 1,
+                    ask_ct: 1,
+                }
+            } else {
+                BidAskPair {
+                    bid_px: dbn::UNDEF_PRICE,
+                    ask_px: dbn::UNDEF_PRICE,
+                    ..BidAskPair::default()
+                }
+            };
+        }
+        let (_, events) = run(&mut normalizer, RecordRef::from(&msg));
+        let kinds: Vec<EventKind> = events.iter().map(Event::kind).collect();
+        assert_eq!(
+            kinds,
+            [vec![EventKind::BookLevel; 4], vec![EventKind::Quote]].concat()
+        );
+        assert_eq!(events[4].header.flags, flags::LAST);
+        // The best bid grows, the second ask goes away.
+        msg.levels[0].bid_sz = 7;
+        msg.levels[1].ask_px = dbn::UNDEF_PRICE;
+        msg.levels[1].ask_sz = 0;
+        let (_, events) = run(&mut normalizer, RecordRef::from(&msg));
+        let bodies: Vec<Body> = events.iter().map(Event::body).collect();
+        assert_eq!(
+            bodies,
+            vec![
+                Body::BookLevel(BookLevel::new(Side::Bid, fixed(100), fixed(7))),
+                Body::BookLevel(BookLevel::new(Side::Ask, fixed(102), Fixed::ZERO)),
+                Body::Quote(Quote {
+                    bid_px: fixed(100),
+                    bid_sz: fixed(7),
+                    ask_px: fixed(101),
+                    ask_sz: fixed(2)
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn bars_statuses_imbalances_and_statistics_carry_their_fields() {
+        let mut normalizer = Normalizer::new(0);
+        let bar = OhlcvMsg {
+            hd: RecordHeader::new::<OhlcvMsg>(rtype::OHLCV_1M, 1, 5482, 60_000),
+            open: px(1),
+            high: px(4),
+            low: px(0),
+            close: px(2),
+            volume: 12_345,
+        };
+        let (_, events) = run(&mut normalizer, RecordRef::from(&bar));
+        assert_eq!(
+            events[0].body(),
+            Body::Bar(Bar {
+                open: fixed(1),
+                high: fixed(4),
+                low: fixed(0),
+                close: fixed(2)
+            })
+        );
+        assert_eq!(events[0].header.venue_seq, 12_345);
+        assert_eq!(
+            BarInterval::from_flags(events[0].header.flags),
+            BarInterval::Minute
+        );
+        assert_ne!(events[0].header.flags & flags::LAST, 0);
+        let mut legacy = bar.clone();
+        legacy.hd.rtype = rtype::OHLCV_DEPRECATED;
+        let (_, events) = run(&mut normalizer, RecordRef::from(&legacy));
+        assert_eq!(
+            BarInterval::from_flags(events[0].header.flags),
+            BarInterval::Unknown
+        );
+
+        let status = StatusMsg {
+            hd: RecordHeader::new::<StatusMsg>(rtype::STATUS, 1, 5482, dbn::UNDEF_TIMESTAMP),
+            action: 7,
+            reason: 1,
+            trading_event: 2,
+            is_trading: b'Y' as c_char,
+            is_quoting: b'N' as c_char,
+            is_short_sell_restricted: b'~' as c_char,
+            ..StatusMsg::default()
+        };
+        let (_, events) = run(&mut normalizer, RecordRef::from(&status));
+        let Body::TradingStatus(got) = events[0].body() else {
+            panic!("a status")
+        };
+        assert_eq!((got.action, got.reason, got.trading_event), (7, 1, 2));
+        assert_eq!(
+            (got.is_trading, got.is_quoting, got.is_short_sell_restricted),
+            (b'Y', b'N', b'~')
+        );
+        assert_eq!(events[0].header.exchange_ts_ns, 0);
+        assert_eq!(events[0].header.flags, flags::NO_EXCHANGE_TS | flags::LAST);
+
+        let imbalance = ImbalanceMsg {
+            hd: RecordHeader::new::<ImbalanceMsg>(rtype::IMBALANCE, 1, 9439, 5),
+            ref_price: px(229),
+            cont_book_clr_price: dbn::UNDEF_PRICE,
+            paired_qty: 1719,
+            total_imbalance_qty: 281,
+            side: b'B' as c_char,
+            auction_type: b'O' as c_char,
+            unpaired_side: b'N' as c_char,
+            significant_imbalance: b'~' as c_char,
+            ..ImbalanceMsg::default()
+        };
+        let (_, events) = run(&mut normalizer, RecordRef::from(&imbalance));
+        let Body::Imbalance(got) = events[0].body() else {
+            panic!("an imbalance")
+        };
+        assert_eq!(got.ref_price, fixed(229));
+        assert_eq!(got.cont_book_clr_price, crate::event::NO_PRICE);
+        assert_eq!((got.paired_qty, got.total_imbalance_qty), (1719, 281));
+        assert_eq!((got.side(), got.unpaired_side()), (Side::Bid, Side::None));
+        assert_eq!((got.auction_type, got.significant_imbalance), (b'O', b'~'));
+
+        let stat = StatMsg {
+            hd: RecordHeader::new::<StatMsg>(rtype::STATISTICS, 1, 146_945, 5),
+            price: px(100),
+            quantity: dbn::UNDEF_STAT_QUANTITY,
+            ts_ref: dbn::UNDEF_TIMESTAMP,
+            sequence: 2,
+            stat_type: 5,
+            channel_id: 13,
+            update_action: 1,
+            stat_flags: 0xff,
+            ..StatMsg::default()
+        };
+        let (_, events) = run(&mut normalizer, RecordRef::from(&stat));
+        let Body::Statistic(got) = events[0].body() else {
+            panic!("a statistic")
+        };
+        assert_eq!(got.price, fixed(100));
+        assert_eq!(got.quantity, Statistic::NO_QUANTITY);
+        assert_eq!(
+            (got.ts_ref, got.stat_type, got.channel_id),
+            (u64::MAX, 5, 13)
+        );
+        assert_eq!((got.update_action, got.stat_flags), (1, 0xff));
+        assert_eq!(events[0].header.venue_seq, 2);
+    }
+
+    #[test]
+    fn quotes_from_bbo_and_cbbo_always_go_out() {
+        let mut normalizer = Normalizer::new(0);
+        let bbo = BboMsg {
+            hd: RecordHeader::new::<BboMsg>(rtype::BBO_1S, 1, 1, 5),
+            flags: FlagSet::new(LAST),
+            sequence: 4,
+            levels: [BidAskPair {
+                bid_px: px(1),
+                ask_px: px(2),
+                bid_sz: 3,
+                ask_sz: 4,
+                bid_ct: 0,
+                ask_ct: 0,
+            }],
+            ..BboMsg::default_for_schema(Schema::Bbo1S)
+        };
+        for _ in 0..2 {
+            let (_, events) = run(&mut normalizer, RecordRef::from(&bbo));
+            assert_eq!(
+                events[0].body(),
+                Body::Quote(Quote {
+                    bid_px: fixed(1),
+                    bid_sz: fixed(3),
+                    ask_px: fixed(2),
+                    ask_sz: fixed(4)
+                })
+            );
+            assert_eq!(events[0].header.venue_seq, 4);
+        }
+        let cbbo = CbboMsg {
+            hd: RecordHeader::new::<CbboMsg>(rtype::CBBO_1M, 1, 1, 5),
+            levels: [ConsolidatedBidAskPair {
+                bid_px: px(1),
+                ask_px: dbn::UNDEF_PRICE,
+                bid_sz: 3,
+                ..Default::default()
+            }],
+            ..CbboMsg::default_for_schema(Schema::Cbbo1M)
+        };
+        let (_, events) = run(&mut normalizer, RecordRef::from(&cbbo));
+        assert_eq!(
+            events[0].body(),
+            Body::Quote(Quote {
+                bid_px: fixed(1),
+                bid_sz: fixed(3),
+                ask_px: Fixed::ZERO,
+                ask_sz: Fixed::ZERO
+            })
+        );
+        assert_eq!(
+            events[0].header.flags & flags::LAST,
+            0,
+            "CBBO without DBN's LAST"
+        );
+    }
+
+    #[test]
+    fn control_records_and_definitions_make_no_events() {
+        let mut normalizer = Normalizer::new(0);
+        let system = SystemMsg::heartbeat(5);
+        let (result, events) = run(&mut normalizer, RecordRef::from(&system));
+        assert_eq!(result, Ok(Outcome::Control(Control::System)));
+        assert!(events.is_empty());
+        let error = ErrorMsg::new(5, None, "boom", true);
+        assert_eq!(
+            run(&mut normalizer, RecordRef::from(&error)).0,
+            Ok(Outcome::Control(Control::Error))
+        );
+        let mapping = SymbolMappingMsg::default();
+        assert_eq!(
+            run(&mut normalizer, RecordRef::from(&mapping)).0,
+            Ok(Outcome::Control(Control::SymbolMapping))
+        );
+        let definition = InstrumentDefMsg::default();
+        assert_eq!(
+            run(&mut normalizer, RecordRef::from(&definition)).0,
+            Ok(Outcome::Definition)
+        );
+        let mut odd = TradeMsg::default();
+        odd.hd.rtype = 0x7f;
+        assert_eq!(
+            run(&mut normalizer, RecordRef::from(&odd)).0,
+            Ok(Outcome::Unsupported(0x7f))
+        );
+        let counters = normalizer.counters();
+        assert_eq!(
+            (counters.control, counters.definitions, counters.unsupported),
+            (3, 1, 1)
+        );
+    }
+
+    #[test]
+    fn reset_books_forgets_every_book() {
+        let mut normalizer = Normalizer::new(0);
+        apply_all(&mut normalizer, &[mbo(b'A', b'B', 1, px(100), 5, LAST, 1)]);
+        normalizer.reset_books();
+        assert!(normalizer.book(INSTRUMENT).is_none());
+        let (result, _) = run(
+            &mut normalizer,
+            RecordRef::from(&mbo(b'C', b'B', 1, px(100), 5, LAST, 2)),
+        );
+        assert!(matches!(result, Err(NormalizeError::Book { .. })));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        fn record() -> impl Strategy<Value = MboMsg> {
+            (
+                prop::sample::select(vec![b'A', b'C', b'M', b'T', b'F', b'R', b'N', b'X']),
+                prop::sample::select(vec![b'B', b'A', b'N']),
+                0u64..8,
+                95i64..105,
+                0u32..4,
+                prop::sample::select(vec![0u8, LAST, SNAP, SNAP | LAST]),
+            )
+                .prop_map(|(action, side, id, price, size, flags)| {
+                    mbo(action, side, id, px(price), size, flags, 0)
+                })
+        }
+
+        proptest! {
+            /// Whatever the records, nothing panics, and the levels the events describe are
+            /// the book's levels once every event has ended (outside snapshots).
+            #[test]
+            fn events_rebuild_the_book(records in prop::collection::vec(record(), 0..80)) {
+                let mut normalizer = Normalizer::new(0);
+                let mut levels: BTreeMap<(u8, i64), Fixed> = BTreeMap::new();
+                for record in &records {
+                    let _ = normalizer.normalize(RecordRef::from(record), INSTRUMENT, 0, &mut |event| {
+                        match event.body() {
+                            Body::SnapshotBegin(_) => levels.clear(),
+                            Body::BookLevel(level) if level.size == Fixed::ZERO => {
+                                levels.remove(&(level.side, level.price.0));
+                            }
+                            Body::BookLevel(level) => {
+                                levels.insert((level.side, level.price.0), level.size);
+                            }
+                            _ => {}
+                        }
+                    });
+                }
+                let open_snapshot = normalizer.books.get(&INSTRUMENT).is_some_and(|state| state.in_snapshot);
+                if let (Some(book), false) = (normalizer.book(INSTRUMENT), open_snapshot) {
+                    let mut expected = BTreeMap::new();
+                    for (side, tag) in [(BookSide::Bid, Side::Bid as u8), (BookSide::Ask, Side::Ask as u8)] {
+                        for (price, size, _) in book.levels(side) {
+                            expected.insert((tag, price), units(size));
+                        }
+                    }
+                    prop_assert_eq!(levels, expected);
+                }
+            }
+        }
+    }
+}

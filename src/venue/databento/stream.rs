@@ -1,0 +1,487 @@
+//! DBN records out of the chunks of bytes tickwire receives: a thin owner of the official `dbn`
+//! crate's sans-IO [`DbnFsm`], so that the live gateway's TCP reads, a `.dbn` file and a
+//! record-only `.frag` file all go through the same decoder.
+//!
+//! The stream always decodes with [`VersionUpgradePolicy::UpgradeToV3`]: DBN v1 and v2 input is
+//! upgraded record by record into the v3 layouts (`dbn`'s top-level types), so a consumer only
+//! ever names `dbn::MboMsg`, `dbn::InstrumentDefMsg`... and a v1 definition is never read as a v3
+//! one. (The upgrade copies each record into the FSM's compat buffer; v3 input is zero-copy.)
+//! The metadata is upgraded too: its `version` reads 3; [`RecordStream::input_version`] keeps
+//! the version that was on the wire.
+//!
+//! **Invariant:** nothing here allocates per record. `feed` copies into the FSM's buffer, which
+//! grows only when a caller feeds more than it drains; [`RecordStream::space`] and
+//! [`RecordStream::fill`] avoid even that copy.
+//!
+//! **Invariant:** after an error the stream is out of step with the bytes (DBN has no resync
+//! marker): it reports the error once, then yields nothing until [`RecordStream::reset`].
+
+use dbn::decode::dbn::fsm::{DbnFsm, ProcessResult};
+use dbn::{Metadata, RecordRef, VersionUpgradePolicy};
+
+/// The DBN versions the stream reads (DBN v4 has a wider record header; nothing tickwire
+/// receives uses it yet).
+pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u8> = 1..=3;
+
+/// The largest metadata header accepted, in bytes. The prelude's length field is a `u32` that
+/// the FSM would otherwise allocate for before checking anything; a live session's metadata is a
+/// few hundred bytes, a historical file's symbology a few MiB.
+pub const MAX_METADATA_BYTES: u32 = 64 << 20;
+
+/// The magic bytes of a DBN stream, before the version byte.
+const DBN_PREFIX: &[u8; 3] = b"DBN";
+/// A zstd frame's magic number, little-endian.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// What a stream yields.
+#[derive(Debug)]
+pub enum Item<'a> {
+    /// The stream's header, once, before any record (not for fragments).
+    Metadata(Metadata),
+    /// One record, in the v3 layout, borrowed until the next call to [`RecordStream::next`].
+    Record(RecordRef<'a>),
+}
+
+/// Why the bytes are not a DBN stream tickwire can read.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("DBN version {0} is not supported (tickwire reads versions 1 to 3)")]
+    UnsupportedVersion(u8),
+    #[error("legacy DBZ (version 0) data: read it with dbn's DynDecoder, which converts it; the record stream reads DBN only")]
+    Dbz,
+    #[error("zstd-compressed data: decompress it before the record stream")]
+    Compressed,
+    #[error("not a DBN stream: it starts with {0:02x?}, not \"DBN\"")]
+    NotDbn([u8; 4]),
+    #[error("DBN metadata of {0} bytes exceeds the {MAX_METADATA_BYTES}-byte limit")]
+    MetadataTooLarge(u32),
+    #[error("stream ends inside a DBN {what}: {bytes} bytes left over")]
+    Truncated { what: &'static str, bytes: usize },
+    #[error("DBN decode: {0}")]
+    Decode(#[from] dbn::Error),
+}
+
+/// A DBN byte stream decoded record by record. See the module docs.
+pub struct RecordStream {
+    fsm: DbnFsm,
+    /// `Some(version)` for a fragment (records with no metadata header).
+    fragment_version: Option<u8>,
+    /// Bytes fed since the start or the last reset.
+    fed_bytes: u64,
+    records: u64,
+    /// An error was reported; nothing more until `reset`.
+    failed: bool,
+    /// The 8-byte prelude (magic, version, metadata length) passed `check_prelude` (always true
+    /// for a fragment).
+    prelude_checked: bool,
+}
+
+impl RecordStream {
+    /// A stream that starts with DBN metadata: the live gateway's, a `.dbn` file.
+    pub fn new() -> RecordStream {
+        RecordStream {
+            fsm: Self::build(None),
+            fragment_version: None,
+            fed_bytes: 0,
+            records: 0,
+            failed: false,
+            prelude_checked: false,
+        }
+    }
+
+    /// A stream of records with no metadata header (a `.frag` file) in DBN `version`.
+    pub fn fragment(version: u8) -> Result<RecordStream, StreamError> {
+        if !SUPPORTED_VERSIONS.contains(&version) {
+            return Err(StreamError::UnsupportedVersion(version));
+        }
+        Ok(RecordStream {
+            fsm: Self::build(Some(version)),
+            fragment_version: Some(version),
+            fed_bytes: 0,
+            records: 0,
+            failed: false,
+            prelude_checked: true,
+        })
+    }
+
+    fn build(fragment_version: Option<u8>) -> DbnFsm {
+        let builder = DbnFsm::builder()
+            .upgrade_policy(VersionUpgradePolicy::UpgradeToV3)
+            .compat_size(dbn::MAX_RECORD_LEN);
+        let built = match fragment_version {
+            Some(version) => builder
+                .skip_metadata(true)
+                .input_dbn_version(Some(version))
+                .and_then(|builder| builder.build()),
+            None => builder.build(),
+        };
+        // Only a version outside 1..=4 or a policy the v3 header cannot produce fail the build,
+        // and both are checked above; the fallback keeps this path panic-free all the same.
+        built.unwrap_or_else(|_| DbnFsm::new(DbnFsm::DEFAULT_BUF_SIZE, dbn::MAX_RECORD_LEN))
+    }
+
+    /// Copies `bytes` into the stream's buffer.
+    #[inline]
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.fsm.write_all(bytes);
+        self.fed_bytes += bytes.len() as u64;
+    }
+
+    /// Free buffer space to read into directly (at least one maximal record when the buffer is
+    /// that large); call [`RecordStream::fill`] with what was written.
+    #[inline]
+    pub fn space(&mut self) -> &mut [u8] {
+        self.fsm.space()
+    }
+
+    /// Marks `bytes` of [`RecordStream::space`] as written.
+    #[inline]
+    pub fn fill(&mut self, bytes: usize) {
+        self.fsm.fill(bytes);
+        self.fed_bytes += bytes as u64;
+    }
+
+    /// The next metadata or record, `None` when more bytes are needed (or after an error). Call
+    /// it until `None` after each feed.
+    #[allow(
+        clippy::should_implement_trait,
+        reason = "items borrow the stream (a lending iterator), which `Iterator` cannot express"
+    )]
+    #[inline]
+    pub fn next(&mut self) -> Option<Result<Item<'_>, StreamError>> {
+        if self.failed {
+            return None;
+        }
+        if !self.prelude_checked {
+            if let Err(error) = self.check_prelude() {
+                self.failed = true;
+                return Some(Err(error));
+            }
+            // The FSM consumes the prelude once all 8 bytes are here, which `check_prelude` has
+            // then seen whole.
+            self.prelude_checked = self.fsm.data().len() >= 8;
+        }
+        match self.fsm.process() {
+            ProcessResult::ReadMore(_) => None,
+            ProcessResult::Metadata(metadata) => Some(Ok(Item::Metadata(metadata))),
+            ProcessResult::Record(()) => {
+                self.records += 1;
+                // `process` just returned `Record`, so a record is current.
+                self.fsm
+                    .last_record()
+                    .map(|record| Ok(Item::Record(record)))
+            }
+            ProcessResult::Err(error) => {
+                self.failed = true;
+                Some(Err(StreamError::Decode(error)))
+            }
+        }
+    }
+
+    /// Refuses what the FSM would misread or over-allocate for, before it sees the prelude:
+    /// another format, a version outside 1..=3, an absurd metadata length.
+    fn check_prelude(&self) -> Result<(), StreamError> {
+        let data = self.fsm.data();
+        let mut head = [0u8; 4];
+        let seen = data.len().min(4);
+        head[..seen].copy_from_slice(&data[..seen]);
+        if seen == 4 && head == ZSTD_MAGIC {
+            return Err(StreamError::Compressed);
+        }
+        // DBZ starts with a zstd skippable frame, magic 0x184D2A50..=0x184D2A5F.
+        if seen == 4 && head[0] & 0xf0 == 0x50 && head[1..] == [0x2a, 0x4d, 0x18] {
+            return Err(StreamError::Dbz);
+        }
+        let prefix = seen.min(DBN_PREFIX.len());
+        if data[..prefix] != DBN_PREFIX[..prefix] {
+            return Err(StreamError::NotDbn(head));
+        }
+        if seen == 4 && !SUPPORTED_VERSIONS.contains(&head[3]) {
+            return Err(StreamError::UnsupportedVersion(head[3]));
+        }
+        if data.len() >= 8 {
+            let length = u32::from_le_bytes([data[4], data[5], data[6], data[7]]);
+            if length > MAX_METADATA_BYTES {
+                return Err(StreamError::MetadataTooLarge(length));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the input ended cleanly: no partial record or metadata is buffered. For the
+    /// end of a file; a live stream never ends mid-record on purpose either.
+    pub fn finish(&self) -> Result<(), StreamError> {
+        let bytes = self.fsm.data().len();
+        if self.fragment_version.is_none() && !self.fsm.has_decoded_metadata() {
+            return Err(StreamError::Truncated {
+                what: "metadata header",
+                bytes,
+            });
+        }
+        if bytes > 0 {
+            return Err(StreamError::Truncated {
+                what: "record",
+                bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Back to the start of a stream (a reconnect): buffered bytes are dropped, and a stream
+    /// made by [`RecordStream::new`] expects metadata again.
+    pub fn reset(&mut self) {
+        match self.fragment_version {
+            None => self.fsm.reset(),
+            // `DbnFsm::reset` would expect metadata and forget the version: build it anew.
+            Some(version) => self.fsm = Self::build(Some(version)),
+        }
+        self.fed_bytes = 0;
+        self.records = 0;
+        self.failed = false;
+        self.prelude_checked = self.fragment_version.is_some();
+    }
+
+    /// The offset, in bytes from the start of the stream, of the first byte not yet decoded:
+    /// where the current record ends or, after an error, where the offending header starts.
+    pub fn position(&self) -> u64 {
+        self.fed_bytes - self.fsm.data().len() as u64
+    }
+
+    /// The DBN version on the wire (before the upgrade to v3), once known.
+    pub fn input_version(&self) -> Option<u8> {
+        self.fsm.input_dbn_version()
+    }
+
+    /// Records decoded since the start or the last reset.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Whether the metadata has been decoded (always true for a fragment).
+    pub fn has_metadata(&self) -> bool {
+        self.fsm.has_decoded_metadata()
+    }
+}
+
+impl Default for RecordStream {
+    fn default() -> RecordStream {
+        RecordStream::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dbn::encode::{DbnEncoder, EncodeRecord};
+    use dbn::{MboMsg, MetadataBuilder, RecordHeader, SType, Schema, TradeMsg};
+
+    fn metadata() -> Metadata {
+        MetadataBuilder::new()
+            .dataset("GLBX.MDP3".to_owned())
+            .schema(Some(Schema::Trades))
+            .start(1)
+            .stype_in(Some(SType::RawSymbol))
+            .stype_out(SType::InstrumentId)
+            .build()
+    }
+
+    fn trade(sequence: u32) -> TradeMsg {
+        TradeMsg {
+            hd: RecordHeader::new::<TradeMsg>(
+                dbn::rtype::MBP_0,
+                1,
+                42,
+                1_000 + u64::from(sequence),
+            ),
+            price: 5_000_000_000,
+            size: 3,
+            action: b'T' as std::ffi::c_char,
+            side: b'A' as std::ffi::c_char,
+            flags: dbn::FlagSet::new(dbn::flags::LAST),
+            depth: 0,
+            ts_recv: 2_000,
+            ts_in_delta: 0,
+            sequence,
+        }
+    }
+
+    fn encoded(records: u32) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut encoder = DbnEncoder::new(&mut bytes, &metadata()).expect("encoder");
+        for sequence in 0..records {
+            encoder.encode_record(&trade(sequence)).expect("encode");
+        }
+        drop(encoder);
+        bytes
+    }
+
+    /// Feeds `bytes` in `chunk`-byte pieces and collects the sequences of the trades read.
+    fn read(stream: &mut RecordStream, bytes: &[u8], chunk: usize) -> (bool, Vec<u32>) {
+        let mut metadata = false;
+        let mut sequences = Vec::new();
+        for piece in bytes.chunks(chunk) {
+            stream.feed(piece);
+            while let Some(item) = stream.next() {
+                match item.expect("valid stream") {
+                    Item::Metadata(md) => {
+                        assert_eq!(md.dataset, "GLBX.MDP3");
+                        metadata = true;
+                    }
+                    Item::Record(record) => {
+                        sequences.push(record.get::<TradeMsg>().expect("a trade").sequence)
+                    }
+                }
+            }
+        }
+        (metadata, sequences)
+    }
+
+    #[test]
+    fn any_chunking_yields_the_metadata_then_every_record() {
+        let bytes = encoded(5);
+        for chunk in [1, 2, 7, 61, bytes.len()] {
+            let mut stream = RecordStream::new();
+            let (metadata, sequences) = read(&mut stream, &bytes, chunk);
+            assert!(metadata, "chunk {chunk}");
+            assert_eq!(sequences, vec![0, 1, 2, 3, 4], "chunk {chunk}");
+            assert_eq!(stream.position(), bytes.len() as u64);
+            assert_eq!(stream.input_version(), Some(dbn::DBN_VERSION));
+            stream.finish().expect("clean end");
+        }
+    }
+
+    #[test]
+    fn the_space_and_fill_path_reads_the_same() {
+        let bytes = encoded(3);
+        let mut stream = RecordStream::new();
+        let mut sequences = Vec::new();
+        for piece in bytes.chunks(13) {
+            let space = stream.space();
+            space[..piece.len()].copy_from_slice(piece);
+            stream.fill(piece.len());
+            while let Some(item) = stream.next() {
+                if let Item::Record(record) = item.expect("valid") {
+                    sequences.push(record.get::<TradeMsg>().expect("trade").sequence);
+                }
+            }
+        }
+        assert_eq!(sequences, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_truncated_stream_is_reported_at_the_end() {
+        let bytes = encoded(2);
+        let mut stream = RecordStream::new();
+        let (_, sequences) = read(&mut stream, &bytes[..bytes.len() - 5], 64);
+        assert_eq!(sequences, vec![0]);
+        assert!(matches!(
+            stream.finish(),
+            Err(StreamError::Truncated { what: "record", bytes }) if bytes == 48 - 5
+        ));
+        let mut empty = RecordStream::new();
+        empty.feed(b"DBN");
+        assert!(empty.next().is_none());
+        assert!(matches!(
+            empty.finish(),
+            Err(StreamError::Truncated {
+                what: "metadata header",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn other_formats_and_versions_are_refused_clearly_once() {
+        let cases: [(&[u8], fn(&StreamError) -> bool); 5] = [
+            (b"DBN\x04\x10\0\0\0", |e| {
+                matches!(e, StreamError::UnsupportedVersion(4))
+            }),
+            (b"DBN\x00", |e| {
+                matches!(e, StreamError::UnsupportedVersion(0))
+            }),
+            (&[0x50, 0x2a, 0x4d, 0x18, 0, 0], |e| {
+                matches!(e, StreamError::Dbz)
+            }),
+            (&[0x28, 0xb5, 0x2f, 0xfd], |e| {
+                matches!(e, StreamError::Compressed)
+            }),
+            (b"{\"a\"", |e| matches!(e, StreamError::NotDbn(_))),
+        ];
+        for (bytes, expected) in cases {
+            let mut stream = RecordStream::new();
+            stream.feed(bytes);
+            match stream.next() {
+                Some(Err(error)) => assert!(expected(&error), "{bytes:?}: {error}"),
+                other => panic!("{bytes:?}: expected an error, got {other:?}"),
+            }
+            assert!(stream.next().is_none(), "an error is reported once");
+        }
+        let mut huge = RecordStream::new();
+        huge.feed(b"DBN\x03\xff\xff\xff\xff");
+        assert!(matches!(
+            huge.next(),
+            Some(Err(StreamError::MetadataTooLarge(u32::MAX)))
+        ));
+        assert!(matches!(
+            RecordStream::fragment(4),
+            Err(StreamError::UnsupportedVersion(4))
+        ));
+    }
+
+    #[test]
+    fn a_bad_record_length_is_an_error_and_reset_recovers() {
+        let bytes = encoded(1);
+        let mut stream = RecordStream::new();
+        let header_end = bytes.len() - 48;
+        stream.feed(&bytes[..header_end]);
+        assert!(matches!(stream.next(), Some(Ok(Item::Metadata(_)))));
+        // A record whose length byte says 0 bytes (shorter than its own header).
+        stream.feed(&[0u8; 16]);
+        assert!(matches!(stream.next(), Some(Err(StreamError::Decode(_)))));
+        assert_eq!(stream.position(), header_end as u64);
+        assert!(stream.next().is_none());
+        stream.reset();
+        let (metadata, sequences) = read(&mut stream, &bytes, 9);
+        assert!(metadata);
+        assert_eq!(sequences, vec![0]);
+    }
+
+    #[test]
+    fn a_fragment_reads_records_with_no_metadata_and_resets_as_one() {
+        let mut bytes = Vec::new();
+        let mut encoder = dbn::encode::DbnRecordEncoder::new(&mut bytes);
+        let mbo = MboMsg {
+            hd: RecordHeader::new::<MboMsg>(dbn::rtype::MBO, 1, 7, 10),
+            order_id: 9,
+            price: 1,
+            size: 1,
+            flags: dbn::FlagSet::new(dbn::flags::LAST),
+            channel_id: 0,
+            action: b'A' as std::ffi::c_char,
+            side: b'B' as std::ffi::c_char,
+            ts_recv: 11,
+            ts_in_delta: 0,
+            sequence: 77,
+        };
+        encoder.encode_record(&mbo).expect("encode");
+        for round in 0..2 {
+            let mut stream = RecordStream::fragment(3).expect("v3");
+            if round == 1 {
+                stream.feed(&bytes[..10]);
+                stream.reset();
+            }
+            let mut sequences = Vec::new();
+            for piece in bytes.chunks(7) {
+                stream.feed(piece);
+                while let Some(item) = stream.next() {
+                    let Ok(Item::Record(record)) = item else {
+                        panic!("a record");
+                    };
+                    sequences.push(record.get::<MboMsg>().expect("mbo").sequence);
+                }
+            }
+            assert_eq!(sequences, vec![77]);
+            stream.finish().expect("clean end");
+        }
+    }
+}
