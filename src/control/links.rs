@@ -691,8 +691,8 @@ impl Venues {
                                 continue;
                             };
                             let channels = links.channels.len().max(1);
-                            let shard_symbols = shard.streams.start / channels
-                                ..shard.streams.end / channels;
+                            let shard_symbols =
+                                shard.streams.start / channels..shard.streams.end / channels;
                             let starts = databento_starts(
                                 config,
                                 &links.activity,

@@ -25,14 +25,13 @@
 use super::normalize::Normalizer;
 use super::stream::{Item, RecordStream};
 use crate::config::Recovery;
-use crate::event::{Body, Event, EventKind, GapReason, InstrumentId, VenueId, VenueState};
+use crate::event::{Body, Event, Gap, GapReason, InstrumentId, VenueId, VenueState};
 use crate::net::ConnId;
-use crate::venue::binance::feed::{FeedCounters, FeedWriters};
 use crate::venue::feed::{
-    own_header, reconnect_gap, EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest,
-    StreamActivity, VenueReply,
+    own_header, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, SnapshotReply,
+    SnapshotRequest, StreamActivity, VenueReply,
 };
-use dbn::{ErrorMsg, Record, SymbolMappingMsg, SystemMsg};
+use dbn::{ErrorMsg, SymbolMappingMsg, SystemMsg};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -174,7 +173,7 @@ impl DatabentoFeed {
             .map(|(index, symbol)| (symbol.clone(), index as u32))
             .collect();
         let feed = DatabentoFeed {
-            normalizer: Normalizer::new(config.symbols.len()),
+            normalizer: Normalizer::new(config.venue_id),
             sessions: Vec::new(),
             symbol_index,
             channel_of,
@@ -290,11 +289,10 @@ impl DatabentoFeed {
             }
             let instrument = self.config.instrument_base + symbol as InstrumentId;
             self.normalizer.reset_instrument(instrument);
-            let mut gap = reconnect_gap(self.config.venue_id, instrument, now_ns);
-            if let Body::Gap(body) = &mut gap.body {
-                body.reason = reason as u8;
-            }
-            sink.push(gap);
+            sink.push(Event::new(
+                own_header(self.config.venue_id, instrument, now_ns),
+                Body::Gap(Gap::new(reason, 0, 0)),
+            ));
         }
     }
 
@@ -418,21 +416,21 @@ impl DatabentoFeed {
             match rtype {
                 dbn::rtype::SYMBOL_MAPPING => {
                     if let Some(mapping) = record.get::<SymbolMappingMsg>() {
-                        let mapping = *mapping;
+                        let mapping = mapping.clone();
                         self.mapping(conn, &mapping);
                     }
                     continue;
                 }
                 dbn::rtype::SYSTEM => {
                     if let Some(message) = record.get::<SystemMsg>() {
-                        let message = *message;
+                        let message = message.clone();
                         self.system(conn, &message, recv_ts_ns, sink);
                     }
                     continue;
                 }
                 dbn::rtype::ERROR => {
                     if let Some(message) = record.get::<ErrorMsg>() {
-                        let message = *message;
+                        let message = message.clone();
                         self.error(conn, &message, recv_ts_ns, sink);
                     }
                     continue;
@@ -486,10 +484,9 @@ impl DatabentoFeed {
                 _ => self.writers.mark_prices.increment(),
             }
             let instrument = self.config.instrument_base + symbol;
-            let venue = self.config.venue_id;
             if let Err(error) =
                 self.normalizer
-                    .record(record, instrument, venue, recv_ts_ns, &mut |event| {
+                    .normalize(record, instrument, recv_ts_ns, &mut |event| {
                         sink.push(event)
                     })
             {

@@ -294,6 +294,13 @@ impl Normalizer {
         self.tops.clear();
     }
 
+    /// Drops one instrument's book and remembered top (its connection dropped).
+    pub fn reset_instrument(&mut self, instrument: InstrumentId) {
+        self.books.remove(&instrument);
+        self.mbp10.remove(&instrument);
+        self.tops.remove(&instrument);
+    }
+
     pub fn counters(&self) -> &NormalizerCounters {
         &self.counters
     }

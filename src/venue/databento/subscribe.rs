@@ -12,7 +12,11 @@ use std::sync::Arc;
 pub fn stream_names(symbols: &[String], schemas: &[String]) -> Vec<String> {
     symbols
         .iter()
-        .flat_map(|symbol| schemas.iter().map(move |schema| format!("{schema}:{symbol}")))
+        .flat_map(|symbol| {
+            schemas
+                .iter()
+                .map(move |schema| format!("{schema}:{symbol}"))
+        })
         .collect()
 }
 
@@ -118,7 +122,13 @@ mod tests {
             heartbeat_interval_s: None,
             slow_reader_behavior: None,
         };
-        let text = session_request(&config, &schemas, &symbols, &[Some(5), Some(7)], 9 | 3 << 32);
+        let text = session_request(
+            &config,
+            &schemas,
+            &symbols,
+            &[Some(5), Some(7)],
+            9 | 3 << 32,
+        );
         assert_eq!(
             text,
             "schema=mbo|stype_in=raw_symbol|symbols=ESZ6,NQZ6|snapshot=1|is_last=1|id=9\n\
