@@ -1,14 +1,17 @@
 //! The venue simulator behind `tickwire sim`, the demo, the tests and the benchmarks: a Binance
 //! USDⓈ-M Futures compatible server on loopback (WebSocket over TLS with a certificate it makes on
 //! start, REST depth snapshots), fed by a [`source::Source`] (a capture replay or a synthetic
-//! market), with fault injection; and in `thalex` a Thalex compatible server (WebSocket JSON-RPC
-//! with login tokens, subscriptions and a synthetic market) on the same TLS plumbing.
+//! market), with fault injection; in `thalex` a Thalex compatible server (WebSocket JSON-RPC
+//! with login tokens, subscriptions and a synthetic market) on the same TLS plumbing; and in
+//! `databento` a mock Databento Live Subscription Gateway (plain TCP, CRAM authentication, DBN
+//! records from a shared synthetic MBO market, a file or a benchmark batch).
 //!
 //! Nothing here is on tickwire's hot path: the simulator is the other side of the wire, written
 //! for clarity and for faithful venue behaviour, and it may allocate and block.
 
 mod cert;
 mod control;
+pub mod databento;
 mod frame;
 mod http;
 mod options;
