@@ -231,3 +231,101 @@ fn binance_mark_prices_print_as_mark_and_index() {
     assert_eq!(events[1]["exch_ts_ns"], 1_562_305_380_000_000_000u64);
     assert_eq!(events[1]["recv_ts_ns"], 5);
 }
+
+#[test]
+fn decodes_databento_dbn_files_and_fragments_through_the_record_stream() {
+    let Some(trades) = common::shared_data("dbn/test_data.trades.v3.dbn.zst") else {
+        return;
+    };
+    let output = tickwire()
+        .args(["decode", "--venue", "databento"])
+        .arg(&trades)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = json_lines(&output.stdout);
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["type"], "trade");
+    assert_eq!(lines[0]["venue"], "databento");
+    assert_eq!(
+        lines[0]["symbol"], "ESH1",
+        "the symbol from the metadata's mappings"
+    );
+    assert_eq!(lines[0]["px"], "3720.25");
+    assert_eq!(lines[0]["qty"], "5");
+    assert_eq!(lines[0]["aggressor"], "sell");
+    assert_eq!(lines[0]["exch_ts_ns"], 1_609_160_400_098_821_953u64);
+    assert_eq!(lines[0]["recv_ts_ns"], 1_609_160_400_099_150_057u64);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("DBN v3, zstd; 2 records"), "{stderr}");
+
+    let Some(status) = common::shared_data("dbn/test_data.status.dbn") else {
+        return;
+    };
+    let output = tickwire()
+        .args(["decode", "--venue", "databento"])
+        .arg(&status)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let lines = json_lines(&output.stdout);
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[1]["type"], "trading_status");
+    assert_eq!(lines[1]["is_trading"], "N");
+    assert_eq!(lines[1]["is_quoting"], "Y");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("DBN v2;"),
+        "untagged .dbn files are v2"
+    );
+
+    let Some(fragment) = common::shared_data("dbn/test_data.definition.v1.dbn.frag") else {
+        return;
+    };
+    let missing = tickwire()
+        .args(["decode", "--venue", "databento"])
+        .arg(&fragment)
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("--dbn-version"));
+    let output = tickwire()
+        .args(["decode", "--venue", "databento", "--dbn-version", "1"])
+        .arg(&fragment)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert!(output.stdout.is_empty(), "definitions make no events");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("definitions=2"));
+}
+
+#[test]
+fn a_truncated_dbn_file_names_the_file_and_the_offset() {
+    let Some(mbo) = common::shared_data("dbn/test_data.mbo.v3.dbn") else {
+        return;
+    };
+    let bytes = std::fs::read(mbo).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.dbn");
+    std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
+    let output = tickwire()
+        .args(["decode", "--venue", "databento"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cut.dbn"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("byte offset {}", bytes.len() - 56)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("stream ends inside a DBN record"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -5,6 +5,11 @@
 //! raw JSON, optionally prefixed by its receive time in ns and a space (the hftbacktest capture
 //! format of `../shared/data/binance-futures/`). Output: one object per normalized event on
 //! stdout, a summary on stderr.
+//!
+//! Databento: DBN files (plain or zstd, detected from the bytes) go through the live code path,
+//! `RecordStream` fed in chunks and `Normalizer`; legacy DBZ (version 0) files, which the stream
+//! does not read, through `dbn`'s `DynDecoder`. Fragments (`.frag`: records, no metadata) need
+//! `--dbn-version`.
 
 use flate2::read::MultiGzDecoder;
 use std::collections::BTreeMap;
@@ -20,6 +25,9 @@ const VENUE: &str = "binance-futures";
 
 /// The venue label of Thalex files.
 const THALEX: &str = "thalex";
+
+/// The venue label of Databento (DBN) files.
+const DATABENTO: &str = "databento";
 
 /// Opens `path`, decompressing when it starts with the gzip magic bytes.
 pub fn open_lines(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
@@ -48,12 +56,19 @@ pub fn split_line(line: &[u8]) -> (u64, &[u8]) {
     (0, line)
 }
 
-pub fn decode(venue: &str, path: &Path) -> ExitCode {
+pub fn decode(venue: &str, path: &Path, dbn_version: Option<u8>) -> ExitCode {
+    if dbn_version.is_some() && venue != DATABENTO {
+        eprintln!("decode: --dbn-version is for --venue {DATABENTO} only");
+        return ExitCode::from(2);
+    }
     let result = match venue {
         VENUE => run(path),
         THALEX => run_thalex(path),
+        DATABENTO => databento::run(path, dbn_version),
         _ => {
-            eprintln!("decode: venue {venue:?} is not supported; valid: {VENUE}, {THALEX}");
+            eprintln!(
+                "decode: venue {venue:?} is not supported; valid: {VENUE}, {THALEX}, {DATABENTO}"
+            );
             return ExitCode::from(2);
         }
     };
@@ -255,4 +270,265 @@ fn run_thalex(path: &Path) -> anyhow::Result<String> {
         counters.duplicates.get(),
         counters.malformed.get(),
     ))
+}
+
+/// `--venue databento`: DBN files through the live path (`RecordStream` + `Normalizer`).
+mod databento {
+    use super::DATABENTO;
+    use anyhow::{bail, Context};
+    use dbn::decode::{DbnMetadata, DecodeRecordRef, DynDecoder, DynReader};
+    use dbn::{Metadata, RecordRef, SymbolMappingMsg, VersionUpgradePolicy};
+    use std::collections::HashMap;
+    use std::io::{BufWriter, Read, Write};
+    use std::path::Path;
+    use tickwire::venue::binance::json;
+    use tickwire::venue::databento::normalize::{
+        record_ts_recv, Control, NormalizeError, Normalizer, Outcome,
+    };
+    use tickwire::venue::databento::stream::{Item, RecordStream};
+
+    /// The bytes read from the file per feed: the size of a socket read, not a whole file, so
+    /// records straddle feeds as they do live.
+    const CHUNK_BYTES: usize = 64 * 1024;
+    /// A zstd skippable frame's magic, the start of a DBZ file: 0x184D2A50..=0x184D2A5F (LE).
+    fn is_dbz(head: &[u8]) -> bool {
+        head.len() >= 4 && head[0] & 0xf0 == 0x50 && head[1..4] == [0x2a, 0x4d, 0x18]
+    }
+
+    /// Everything the decode keeps between records.
+    struct Decode<W: Write> {
+        normalizer: Normalizer,
+        /// DBN instrument id to symbol, from the metadata, symbol mappings and definitions.
+        symbols: HashMap<u32, String>,
+        out: W,
+        buffer: Vec<u8>,
+        records: u64,
+        events: u64,
+        book_errors: u64,
+        malformed: u64,
+        system: u64,
+        gateway_errors: u64,
+    }
+
+    impl<W: Write> Decode<W> {
+        fn metadata(&mut self, metadata: &Metadata) {
+            self.normalizer.on_metadata(metadata);
+            for mapping in &metadata.mappings {
+                for interval in &mapping.intervals {
+                    if let Ok(id) = interval.symbol.parse::<u32>() {
+                        self.symbols.insert(id, mapping.raw_symbol.clone());
+                    }
+                }
+            }
+        }
+
+        /// One record; `offset` is where it starts in the (decompressed) stream, for messages.
+        fn record(&mut self, record: RecordRef<'_>, offset: u64) -> std::io::Result<()> {
+            self.records += 1;
+            let instrument = record.header().instrument_id;
+            let recv_ts_ns = record_ts_recv(&record).unwrap_or(0);
+            let mut events = 0u64;
+            self.buffer.clear();
+            let symbol = self
+                .symbols
+                .get(&instrument)
+                .cloned()
+                .unwrap_or_else(|| instrument.to_string());
+            let buffer = &mut self.buffer;
+            let result = self
+                .normalizer
+                .normalize(record, instrument, recv_ts_ns, &mut |event| {
+                    events += 1;
+                    json::write_event(buffer, DATABENTO, symbol.as_bytes(), &event);
+                });
+            self.events += events;
+            self.out.write_all(&self.buffer)?;
+            match result {
+                Ok(Outcome::Control(Control::SymbolMapping)) => {
+                    if let Some(mapping) = record.get::<SymbolMappingMsg>() {
+                        if let Ok(name) = mapping.stype_in_symbol() {
+                            self.symbols.insert(instrument, name.to_owned());
+                        }
+                    }
+                }
+                Ok(Outcome::Control(Control::System)) => self.system += 1,
+                Ok(Outcome::Control(Control::Error)) => {
+                    self.gateway_errors += 1;
+                    if let Some(error) = record.get::<dbn::ErrorMsg>() {
+                        eprintln!(
+                            "decode: gateway error record: {}",
+                            error.err().unwrap_or("(not UTF-8)")
+                        );
+                    }
+                }
+                Ok(Outcome::Definition) => {
+                    if let Some(definition) = record.get::<dbn::InstrumentDefMsg>() {
+                        if let Ok(name) = definition.raw_symbol() {
+                            if !name.is_empty() {
+                                self.symbols.insert(instrument, name.to_owned());
+                            }
+                        }
+                    }
+                }
+                Ok(Outcome::Normalized | Outcome::Unsupported(_)) => {}
+                Err(error) => {
+                    let count = match error {
+                        NormalizeError::Book { .. } => &mut self.book_errors,
+                        NormalizeError::Short { .. } => &mut self.malformed,
+                    };
+                    *count += 1;
+                    if *count <= 5 {
+                        eprintln!(
+                            "decode: record {} (at byte {offset}): {error}",
+                            self.records
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+
+    pub fn run(path: &Path, dbn_version: Option<u8>) -> anyhow::Result<String> {
+        let mut head = [0u8; 4];
+        let head_len = std::fs::File::open(path)?.read(&mut head)?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let fragment_by_name = name.contains(".frag");
+        if fragment_by_name && dbn_version.is_none() {
+            bail!(
+                "a fragment (records with no metadata header) needs --dbn-version N, the DBN \
+                 version its records are in (1, 2 or 3; often in the name as .v1/.v2/.v3)"
+            );
+        }
+        let stdout = std::io::stdout();
+        let mut decode = Decode {
+            normalizer: Normalizer::new(0),
+            symbols: HashMap::new(),
+            out: BufWriter::with_capacity(1 << 20, stdout.lock()),
+            buffer: Vec::with_capacity(1 << 16),
+            records: 0,
+            events: 0,
+            book_errors: 0,
+            malformed: 0,
+            system: 0,
+            gateway_errors: 0,
+        };
+        let described = if is_dbz(&head[..head_len]) {
+            if dbn_version.is_some() {
+                bail!("a DBZ file has a metadata header: drop --dbn-version");
+            }
+            dbz(path, &mut decode)?
+        } else {
+            let mut reader = DynReader::from_file(path).context("cannot open")?;
+            let compressed = reader.is_compressed();
+            let mut stream = match dbn_version {
+                Some(version) => RecordStream::fragment(version)?,
+                None => RecordStream::new(),
+            };
+            let mut chunk = vec![0u8; CHUNK_BYTES];
+            let mut first = true;
+            loop {
+                let read = reader.read(&mut chunk).with_context(|| {
+                    format!("read error at decompressed byte {}", stream.position())
+                })?;
+                if read == 0 {
+                    break;
+                }
+                if first && dbn_version.is_some() && chunk[..read].starts_with(b"DBN") {
+                    bail!("it starts with a DBN metadata header, so it is not a fragment: drop --dbn-version");
+                }
+                first = false;
+                stream.feed(&chunk[..read]);
+                loop {
+                    let start = stream.position();
+                    let failed = match stream.next() {
+                        None => break,
+                        Some(Ok(Item::Metadata(metadata))) => {
+                            decode.metadata(&metadata);
+                            continue;
+                        }
+                        Some(Ok(Item::Record(record))) => {
+                            decode.record(record, start)?;
+                            continue;
+                        }
+                        Some(Err(error)) => error,
+                    };
+                    bail!(
+                        "at {}byte offset {}: {failed}",
+                        if compressed { "decompressed " } else { "" },
+                        stream.position()
+                    );
+                }
+            }
+            stream.finish().with_context(|| {
+                format!(
+                    "at {}byte offset {}",
+                    if compressed { "decompressed " } else { "" },
+                    stream.position()
+                )
+            })?;
+            let version = stream
+                .input_version()
+                .map_or("?".to_owned(), |v| v.to_string());
+            format!(
+                "{}DBN v{version}{}",
+                if dbn_version.is_some() {
+                    "fragment,"
+                } else {
+                    ""
+                },
+                if compressed { ", zstd" } else { "" }
+            )
+        };
+        decode.out.flush()?;
+        let counters = decode.normalizer.counters();
+        Ok(format!(
+            "decode: {described}; {} records (mbo={}, mbp-1={}, mbp-10={}, bbo={}, cbbo={}, \
+             cmbp-1={}, trades={}, ohlcv={}, status={}, imbalance={}, statistics={}, \
+             definitions={}, system={}, errors={}, other control={}, unsupported={}); {} events; \
+             {} book errors; {} malformed",
+            decode.records,
+            counters.mbo,
+            counters.mbp1,
+            counters.mbp10,
+            counters.bbo,
+            counters.cbbo,
+            counters.cmbp1,
+            counters.trades,
+            counters.ohlcv,
+            counters.status,
+            counters.imbalance,
+            counters.statistics,
+            counters.definitions,
+            decode.system,
+            decode.gateway_errors,
+            counters.control - decode.system - decode.gateway_errors,
+            counters.unsupported,
+            decode.events,
+            decode.book_errors,
+            decode.malformed,
+        ))
+    }
+
+    /// Legacy DBZ (version 0): `RecordStream` reads DBN only, so `dbn`'s `DynDecoder` converts
+    /// it; the records then take the same normalizer.
+    fn dbz<W: Write>(path: &Path, decode: &mut Decode<W>) -> anyhow::Result<String> {
+        let mut decoder = DynDecoder::from_file(path, VersionUpgradePolicy::UpgradeToV3)
+            .context("cannot read the DBZ header")?;
+        let metadata = decoder.metadata().clone();
+        decode.metadata(&metadata);
+        let mut index = 0u64;
+        loop {
+            let record = decoder
+                .decode_record_ref()
+                .with_context(|| format!("DBZ record {}", index + 1))?;
+            let Some(record) = record else { break };
+            index += 1;
+            decode.record(record, 0)?;
+        }
+        Ok("legacy DBZ (version 0, read with dbn's DynDecoder)".to_owned())
+    }
 }

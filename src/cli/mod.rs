@@ -84,13 +84,20 @@ enum Command {
     /// Decode a capture file with the appliance's decoder and print every normalized event as a
     /// JSON line on stdout, with a summary on stderr.
     ///
-    /// FILE is plain or gzip; each line is one raw venue message, optionally prefixed by its
-    /// receive time in ns and a space. Exit status: 0 when the file was read (malformed lines are
-    /// counted and skipped), 1 when it cannot be read.
+    /// For binance-futures and thalex, FILE is plain or gzip; each line is one raw venue message,
+    /// optionally prefixed by its receive time in ns and a space. For databento, FILE is DBN
+    /// (`.dbn`, zstd `.dbn.zst`, legacy `.dbz`) or a record-only fragment (`.frag`,
+    /// `.frag.zst`, which needs --dbn-version). Exit status: 0 when the file was read (malformed
+    /// lines and records the book refuses are counted and skipped), 1 when it cannot be read or
+    /// is truncated or malformed.
     Decode {
-        /// The venue whose messages the file holds: binance-futures or thalex.
+        /// The venue whose messages the file holds: binance-futures, thalex or databento.
         #[arg(long, value_name = "VENUE")]
         venue: String,
+        /// databento: the file is a fragment (records with no metadata header) in this DBN
+        /// version (1, 2 or 3).
+        #[arg(long, value_name = "N")]
+        dbn_version: Option<u8>,
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
@@ -157,7 +164,11 @@ pub fn main() -> ExitCode {
             log_level,
             print_events,
         } => run::run(&config, log_level.as_deref(), print_events),
-        Command::Decode { venue, file } => decode::decode(&venue, &file),
+        Command::Decode {
+            venue,
+            dbn_version,
+            file,
+        } => decode::decode(&venue, &file, dbn_version),
         Command::Bench(BenchCommand::E2e {
             rate,
             duration,

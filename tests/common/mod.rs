@@ -50,3 +50,26 @@ pub fn python_websockets_available() -> bool {
     }
     ok
 }
+
+/// A shared folder (`../shared/data/<relative>`), or `None` with a printed reason when it is
+/// absent; a failure instead under `TICKWIRE_REQUIRE_SHARED_DATA=1`, as [`shared_data`].
+#[allow(dead_code, reason = "each test binary uses some of these helpers")]
+pub fn shared_dir(relative: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data")
+        .join(relative);
+    if path.is_dir() {
+        return Some(path);
+    }
+    let required = std::env::var("TICKWIRE_REQUIRE_SHARED_DATA").is_ok_and(|value| value == "1");
+    assert!(
+        !required,
+        "TICKWIRE_REQUIRE_SHARED_DATA=1 but {} is missing",
+        path.display()
+    );
+    println!(
+        "SKIPPED: {} is not here (a fresh clone has no ../shared); this test needs the real files",
+        path.display()
+    );
+    None
+}

@@ -249,6 +249,26 @@ fn typed<'a, T: HasRType<Header = RecordHeader>>(
     })
 }
 
+/// The venue's capture-server receive time (`ts_recv`) of a market-data record, for replaying a
+/// file with its own receive times; `None` for records without one or too short for their type.
+pub fn record_ts_recv(record: &RecordRef<'_>) -> Option<u64> {
+    let ts_recv = match record.header().rtype {
+        rtype::MBO => typed::<MboMsg>(record).ok()?.ts_recv,
+        rtype::MBP_0 => typed::<TradeMsg>(record).ok()?.ts_recv,
+        rtype::MBP_1 => typed::<Mbp1Msg>(record).ok()?.ts_recv,
+        rtype::MBP_10 => typed::<Mbp10Msg>(record).ok()?.ts_recv,
+        rtype::BBO_1S | rtype::BBO_1M => typed::<BboMsg>(record).ok()?.ts_recv,
+        rtype::CBBO_1S | rtype::CBBO_1M => typed::<CbboMsg>(record).ok()?.ts_recv,
+        rtype::CMBP_1 | rtype::TCBBO => typed::<Cmbp1Msg>(record).ok()?.ts_recv,
+        rtype::STATUS => typed::<StatusMsg>(record).ok()?.ts_recv,
+        rtype::IMBALANCE => typed::<ImbalanceMsg>(record).ok()?.ts_recv,
+        rtype::STATISTICS => typed::<StatMsg>(record).ok()?.ts_recv,
+        rtype::INSTRUMENT_DEF => typed::<InstrumentDefMsg>(record).ok()?.ts_recv,
+        _ => return None,
+    };
+    (ts_recv != dbn::UNDEF_TIMESTAMP).then_some(ts_recv)
+}
+
 /// The interval of an OHLCV rtype (`None` for the legacy one, which does not say).
 pub fn bar_interval(rtype: u8) -> Option<BarInterval> {
     Some(match rtype {

@@ -36,8 +36,9 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// What a stream yields.
 #[derive(Debug)]
 pub enum Item<'a> {
-    /// The stream's header, once, before any record (not for fragments).
-    Metadata(Metadata),
+    /// The stream's header, once, before any record (not for fragments). Boxed: it is read
+    /// once per stream, and a record item stays two words.
+    Metadata(Box<Metadata>),
     /// One record, in the v3 layout, borrowed until the next call to [`RecordStream::next`].
     Record(RecordRef<'a>),
 }
@@ -163,7 +164,7 @@ impl RecordStream {
         }
         match self.fsm.process() {
             ProcessResult::ReadMore(_) => None,
-            ProcessResult::Metadata(metadata) => Some(Ok(Item::Metadata(metadata))),
+            ProcessResult::Metadata(metadata) => Some(Ok(Item::Metadata(Box::new(metadata)))),
             ProcessResult::Record(()) => {
                 self.records += 1;
                 // `process` just returned `Record`, so a record is current.
@@ -311,7 +312,6 @@ mod tests {
         for sequence in 0..records {
             encoder.encode_record(&trade(sequence)).expect("encode");
         }
-        drop(encoder);
         bytes
     }
 
@@ -392,7 +392,8 @@ mod tests {
 
     #[test]
     fn other_formats_and_versions_are_refused_clearly_once() {
-        let cases: [(&[u8], fn(&StreamError) -> bool); 5] = [
+        type Expect = fn(&StreamError) -> bool;
+        let cases: [(&[u8], Expect); 5] = [
             (b"DBN\x04\x10\0\0\0", |e| {
                 matches!(e, StreamError::UnsupportedVersion(4))
             }),
