@@ -324,3 +324,61 @@ fn run_print_events_pipes_a_venue_as_json_lines() {
         "{stderr}"
     );
 }
+
+#[test]
+fn sim_venue_databento_serves_the_gateway_protocol() {
+    use tickwire::sim::databento::{cram_reply, TEST_API_KEY};
+    let (_sim, addr) = start_sim(&[
+        "--venue",
+        "databento",
+        "--listen",
+        "127.0.0.1:0",
+        "--rate",
+        "2000",
+    ]);
+    let tcp = std::net::TcpStream::connect(&addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reader = BufReader::new(tcp.try_clone().unwrap());
+    let mut line = || {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        line
+    };
+    assert!(line().starts_with("lsg_version="));
+    let cram = line();
+    let challenge = cram.trim_end().strip_prefix("cram=").unwrap();
+    let mut writer = &tcp;
+    write!(
+        writer,
+        "auth={}|dataset=GLBX.MDP3|encoding=dbn|compression=none|ts_out=0|client=cli-test\n\
+         schema=mbo|stype_in=raw_symbol|symbols=ESM5|snapshot=0|is_last=1\nstart_session\n",
+        cram_reply(challenge, TEST_API_KEY)
+    )
+    .unwrap();
+    assert!(line().starts_with("success=1|session_id="));
+    let mut decoder = dbn::decode::DbnDecoder::new(reader).unwrap();
+    let mut mbo = 0;
+    while mbo < 20 {
+        use dbn::decode::DecodeRecordRef;
+        let record = decoder.decode_record_ref().unwrap().unwrap();
+        if record.get::<dbn::MboMsg>().is_some() {
+            mbo += 1;
+        }
+    }
+}
+
+#[test]
+fn sim_venue_databento_refuses_flags_of_other_venues() {
+    let output = tickwire()
+        .args(["sim", "--venue", "databento", "--source", "x.gz"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--source not used"));
+    let output = tickwire()
+        .args(["sim", "--venue", "thalex", "--split-writes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--split-writes not used"));
+}

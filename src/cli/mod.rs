@@ -79,7 +79,8 @@ enum Command {
     },
     /// Run the venue simulator: a Binance USDⓈ-M Futures compatible server (WebSocket streams
     /// and REST depth snapshots over TLS) on loopback, replaying a capture or a synthetic
-    /// market, with fault injection.
+    /// market, with fault injection; `--venue thalex` for Thalex's JSON-RPC API, `--venue
+    /// databento` for a mock Databento Live Subscription Gateway.
     Sim(Box<sim::SimArgs>),
     /// Decode a capture file with the appliance's decoder and print every normalized event as a
     /// JSON line on stdout, with a summary on stderr.

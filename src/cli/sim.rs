@@ -1,6 +1,7 @@
 //! `tickwire sim`: the venue simulator as a command, until SIGINT or SIGTERM (or, with
 //! `--exit-when-done`, until its source is exhausted and every message sent). `--venue` picks
-//! the protocol: Binance USDⓈ-M (the default) or Thalex's WebSocket JSON-RPC API.
+//! the protocol: Binance USDⓈ-M (the default), Thalex's WebSocket JSON-RPC API, or a Databento
+//! Live Subscription Gateway (plain TCP, DBN).
 
 use super::signals::StopSignals;
 use clap::{Args, ValueEnum};
@@ -9,6 +10,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tickwire::clock::Clock;
+use tickwire::sim::databento::{
+    self, DatabentoFaults, DatabentoOptions, DatabentoSource, InjectedError,
+};
 use tickwire::sim::source::CaptureSource;
 use tickwire::sim::source::Source;
 use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
@@ -23,12 +27,25 @@ pub enum SimVenue {
     /// Thalex: the WebSocket JSON-RPC API at /ws/api/v2 (login, subscriptions, a synthetic
     /// market per connection).
     Thalex,
+    /// Databento's Live Subscription Gateway: CRAM authentication, subscriptions, DBN records
+    /// from a shared synthetic MBO market, a DBN file or a benchmark batch (plain TCP).
+    Databento,
 }
 
 /// The default of `--rate` per venue: Binance's is over all symbols of the one shared market,
 /// Thalex's per connection.
 const BINANCE_RATE: f64 = 1000.0;
 const THALEX_RATE: f64 = 100.0;
+/// Databento's is records per second of the shared market (or of a file's replay).
+const DATABENTO_RATE: f64 = 1000.0;
+
+/// The default of `--listen` per venue: Binance and Thalex on TLS, Databento on the gateway's
+/// port.
+const TLS_LISTEN: &str = "127.0.0.1:9443";
+const DATABENTO_LISTEN: &str = "127.0.0.1:13000";
+
+/// The default of `--symbols` for Binance.
+const BINANCE_SYMBOLS: usize = 2;
 
 /// The simulator's options on the command line.
 #[derive(Args, Debug)]
@@ -37,8 +54,9 @@ pub struct SimArgs {
     #[arg(long, value_enum, default_value_t = SimVenue::Binance)]
     venue: SimVenue,
     /// Address to listen on (loopback only is the intent; the certificate names loopback).
-    #[arg(long, default_value = "127.0.0.1:9443")]
-    listen: SocketAddr,
+    /// Default: 127.0.0.1:9443, or 127.0.0.1:13000 for databento.
+    #[arg(long, alias = "addr")]
+    listen: Option<SocketAddr>,
     /// Where the throwaway CA certificate is written (as ca.pem).
     #[arg(long, default_value = "/tmp/tickwire-sim", value_name = "DIR")]
     cert_dir: PathBuf,
@@ -46,11 +64,13 @@ pub struct SimArgs {
     /// market.
     #[arg(long, value_name = "FILE")]
     source: Option<PathBuf>,
-    /// Synthetic market: number of symbols.
-    #[arg(long, default_value_t = 2)]
-    symbols: usize,
-    /// Synthetic market: messages per second over all symbols (binance, default 1000), or per
-    /// connection over its channels (thalex, default 100).
+    /// Synthetic market: number of symbols (binance, default 2; databento: N instruments
+    /// named SIM0001.., instead of ESM5 and NQM5).
+    #[arg(long)]
+    symbols: Option<usize>,
+    /// Synthetic market: messages per second over all symbols (binance, default 1000), per
+    /// connection over its channels (thalex, default 100), or records per second of the shared
+    /// MBO market or of a file's replay (databento, default 1000; 0: as fast as clients read).
     #[arg(long)]
     rate: Option<f64>,
     /// Synthetic market: random seed.
@@ -128,6 +148,53 @@ pub struct SimArgs {
     /// 1001 after MS milliseconds.
     #[arg(long, value_name = "N:MS", value_parser = count_and_millis)]
     reconnect_event_after: Option<(u64, Duration)>,
+    /// Databento: replay this DBN file (.dbn or .dbn.zst, any DBN version; sent as v3) to each
+    /// session instead of the synthetic market.
+    #[arg(long, value_name = "FILE", conflicts_with = "records")]
+    file: Option<PathBuf>,
+    /// Databento: replay --file in a loop.
+    #[arg(long = "loop", requires = "file")]
+    looping: bool,
+    /// Databento: records of the synthetic market kept for replays (`start=`).
+    #[arg(long, value_name = "N")]
+    history: Option<usize>,
+    /// Databento benchmark mode: make N MBO records once, then send them to each session as
+    /// fast as the socket takes them, then a SystemMsg "tickwire benchmark end: N records" and
+    /// a close.
+    #[arg(long, value_name = "N")]
+    records: Option<u64>,
+    /// Databento: the dataset served (default GLBX.MDP3).
+    #[arg(long, value_name = "NAME")]
+    dataset: Option<String>,
+    /// Databento fault: write each record in two pieces with a pause between.
+    #[arg(long)]
+    split_writes: bool,
+    /// Databento fault: after N records an ErrorMsg (--error-code, --error-text), then close.
+    #[arg(long, value_name = "N")]
+    error_after: Option<u64>,
+    #[arg(
+        long,
+        value_name = "CODE",
+        default_value_t = 6,
+        requires = "error_after"
+    )]
+    error_code: u8,
+    #[arg(
+        long,
+        value_name = "TEXT",
+        default_value = "tickwire sim: injected error",
+        requires = "error_after"
+    )]
+    error_text: String,
+    /// Databento fault: after N records a SystemMsg slow reader warning.
+    #[arg(long, value_name = "N")]
+    slow_reader_warning_after: Option<u64>,
+    /// Databento fault: close this many seconds after start_session.
+    #[arg(long, value_name = "SECONDS")]
+    close_after_seconds: Option<f64>,
+    /// Databento fault: authentication fails whatever the key.
+    #[arg(long)]
+    refuse_auth: bool,
     /// Connection faults apply to the first K connections.
     #[arg(long, default_value_t = 1, value_name = "K")]
     fault_connections: u32,
@@ -192,8 +259,10 @@ pub fn sim(args: SimArgs) -> ExitCode {
 
 fn run(args: SimArgs) -> anyhow::Result<()> {
     check_flags(&args)?;
-    if args.venue == SimVenue::Thalex {
-        return run_thalex(args);
+    match args.venue {
+        SimVenue::Thalex => return run_thalex(args),
+        SimVenue::Databento => return run_databento(args),
+        SimVenue::Binance => {}
     }
     let signals = StopSignals::block()?;
     let source: Box<dyn Source> = match &args.source {
@@ -203,7 +272,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         ),
         None => Box::new(
             SyntheticSource::new(SyntheticConfig {
-                symbols: args.symbols,
+                symbols: args.symbols.unwrap_or(BINANCE_SYMBOLS),
                 rate_per_sec: args.rate.unwrap_or(BINANCE_RATE),
                 seed: args.seed,
                 ..SyntheticConfig::default()
@@ -212,7 +281,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         ),
     };
     let mut options = SimOptions::new(&args.cert_dir);
-    options.listen = args.listen;
+    options.listen = tls_listen(&args);
     options.clock = Clock::calibrate();
     options.pace = if args.as_fast_as_possible {
         Pace::AsFastAsPossible
@@ -288,6 +357,20 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
 /// Refuses the flags the chosen venue has no use for, naming them. Flags with a default count as
 /// given when their value differs from it.
 fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
+    let databento_only = [
+        ("--file", args.file.is_some()),
+        ("--history", args.history.is_some()),
+        ("--records", args.records.is_some()),
+        ("--dataset", args.dataset.is_some()),
+        ("--split-writes", args.split_writes),
+        ("--error-after", args.error_after.is_some()),
+        (
+            "--slow-reader-warning-after",
+            args.slow_reader_warning_after.is_some(),
+        ),
+        ("--close-after-seconds", args.close_after_seconds.is_some()),
+        ("--refuse-auth", args.refuse_auth),
+    ];
     let (venue, ignored): (&str, Vec<(&str, bool)>) = match args.venue {
         SimVenue::Binance => (
             "binance",
@@ -299,13 +382,16 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
                     "--reconnect-event-after",
                     args.reconnect_event_after.is_some(),
                 ),
-            ],
+            ]
+            .into_iter()
+            .chain(databento_only)
+            .collect(),
         ),
         SimVenue::Thalex => (
             "thalex",
             vec![
                 ("--source", args.source.is_some()),
-                ("--symbols", args.symbols != 2),
+                ("--symbols", args.symbols.is_some()),
                 ("--speed", args.speed != 1.0),
                 ("--as-fast-as-possible", args.as_fast_as_possible),
                 ("--start-immediately", args.start_immediately),
@@ -320,6 +406,36 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
                 ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
                 ("--wrong-host-cert", args.wrong_host_cert),
                 ("--ignore-requests", args.ignore_requests),
+                ("--stamps", args.stamps.is_some()),
+            ]
+            .into_iter()
+            .chain(databento_only)
+            .collect(),
+        ),
+        SimVenue::Databento => (
+            "databento",
+            vec![
+                ("--source", args.source.is_some()),
+                ("--speed", args.speed != 1.0),
+                ("--as-fast-as-possible", args.as_fast_as_possible),
+                ("--start-immediately", args.start_immediately),
+                ("--exit-when-done", args.exit_when_done),
+                ("--ping-interval", args.ping_interval != 180.0),
+                ("--pong-timeout", args.pong_timeout != 600.0),
+                ("--stall-silent", args.stall_silent),
+                ("--malformed-every", args.malformed_every.is_some()),
+                ("--oversized-after", args.oversized_after.is_some()),
+                ("--fragment-into", args.fragment_into.is_some()),
+                ("--skip-depth-after", args.skip_depth_after.is_some()),
+                ("--rest-errors", args.rest_errors != 0),
+                ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
+                ("--wrong-host-cert", args.wrong_host_cert),
+                ("--ignore-requests", args.ignore_requests),
+                ("--request-limit", args.request_limit.is_some()),
+                (
+                    "--reconnect-event-after",
+                    args.reconnect_event_after.is_some(),
+                ),
                 ("--stamps", args.stamps.is_some()),
             ],
         ),
@@ -342,7 +458,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
 fn run_thalex(args: SimArgs) -> anyhow::Result<()> {
     let signals = StopSignals::block()?;
     let mut options = ThalexOptions::new(&args.cert_dir);
-    options.listen = args.listen;
+    options.listen = tls_listen(&args);
     options.seed = args.seed;
     options.rate = args.rate.unwrap_or(THALEX_RATE);
     if let Some(list) = &args.instruments {
@@ -386,6 +502,133 @@ fn run_thalex(args: SimArgs) -> anyhow::Result<()> {
     eprintln!(
         "sim: {} connections, {} logins ({} failed), {} data messages sent",
         stats.websocket_connections, stats.logins_ok, stats.logins_failed, stats.data_messages_sent
+    );
+    Ok(())
+}
+
+fn tls_listen(args: &SimArgs) -> SocketAddr {
+    args.listen
+        .unwrap_or_else(|| TLS_LISTEN.parse().expect("a valid default address"))
+}
+
+/// `tickwire sim --venue databento`: the mock Live Subscription Gateway until SIGINT or SIGTERM.
+fn run_databento(args: SimArgs) -> anyhow::Result<()> {
+    let signals = StopSignals::block()?;
+    let mut options = DatabentoOptions {
+        listen: args
+            .listen
+            .unwrap_or_else(|| DATABENTO_LISTEN.parse().expect("a valid default address")),
+        rate: args.rate.unwrap_or(DATABENTO_RATE),
+        seed: args.seed,
+        ..DatabentoOptions::default()
+    };
+    if let Some(list) = &args.instruments {
+        options.symbols = split_instruments(list);
+        if options.symbols.is_empty() {
+            anyhow::bail!("--instruments names no instrument");
+        }
+    } else if let Some(count) = args.symbols {
+        options.symbols = databento::numbered_symbols(count);
+    }
+    if let Some(history) = args.history {
+        options.history = history;
+    }
+    if let Some(dataset) = &args.dataset {
+        options.dataset = dataset.clone();
+    }
+    options.source = match (&args.file, args.records) {
+        (Some(path), _) => DatabentoSource::File {
+            path: path.clone(),
+            looping: args.looping,
+        },
+        (None, Some(records)) => DatabentoSource::Benchmark { records },
+        (None, None) => DatabentoSource::Synthetic,
+    };
+    let stall_seconds = |secs: f64| {
+        if secs == f64::INFINITY {
+            Ok(Duration::MAX)
+        } else {
+            seconds(secs, "stall-seconds")
+        }
+    };
+    options.faults = DatabentoFaults {
+        split_writes: args.split_writes,
+        error_after: args.error_after.map(|after_records| InjectedError {
+            after_records,
+            code: args.error_code,
+            text: args.error_text.clone(),
+        }),
+        stall_after: match (args.stall_after, args.stall_seconds) {
+            (Some(after), Some(secs)) => Some((after, stall_seconds(secs)?)),
+            _ => None,
+        },
+        slow_reader_warning_after: args.slow_reader_warning_after,
+        close_after: args.close_after,
+        close_after_time: args
+            .close_after_seconds
+            .map(|secs| seconds(secs, "close-after-seconds"))
+            .transpose()?,
+        reset_after: args.reset_after,
+        refuse_auth: args.refuse_auth,
+        fault_connections: args.fault_connections,
+    };
+    let source = match &options.source {
+        DatabentoSource::Synthetic => format!(
+            "a synthetic MBO market at {} records/s{}, the last {} kept for replays",
+            options.rate,
+            if options.rate == 0.0 {
+                " (as fast as clients read)"
+            } else {
+                ""
+            },
+            options.history
+        ),
+        DatabentoSource::File { path, looping } => format!(
+            "{}{}",
+            path.display(),
+            if *looping { ", looping" } else { ", once" }
+        ),
+        DatabentoSource::Benchmark { records } => {
+            format!("benchmark mode, a batch of {records} MBO records per session")
+        }
+    };
+    let sim = databento::start(options)
+        .map_err(|error| anyhow::anyhow!("Databento gateway simulator: {error}"))?;
+    eprintln!(
+        "sim: listening on {} (Databento Live Subscription Gateway, plain TCP)",
+        sim.addr()
+    );
+    eprintln!(
+        "sim: API key {} (tickwire::sim::databento::TEST_API_KEY), dataset {}",
+        sim.api_key(),
+        sim.dataset()
+    );
+    eprintln!("sim: source: {source}");
+    let mut instruments: Vec<String> = sim
+        .instruments()
+        .iter()
+        .take(20)
+        .map(|(symbol, id)| format!("{symbol}={id}"))
+        .collect();
+    if sim.instruments().len() > 20 {
+        instruments.push(format!("and {} more", sim.instruments().len() - 20));
+    }
+    eprintln!("sim: instruments: {}", instruments.join(" "));
+    loop {
+        if let Some(signal) = signals.wait(Duration::from_millis(200))? {
+            eprintln!("sim: signal {signal}; stopping");
+            break;
+        }
+    }
+    let stats = sim.stats();
+    drop(sim);
+    eprintln!(
+        "sim: {} connections, {} sessions ({} auths failed), {} records sent, {} heartbeats",
+        stats.connections_accepted,
+        stats.sessions_started,
+        stats.auths_failed,
+        stats.records_sent,
+        stats.heartbeats_sent
     );
     Ok(())
 }

@@ -774,6 +774,21 @@ fn field_text(text: &str) -> String {
         .collect()
 }
 
+/// Text for an `ErrorMsg` or `SystemMsg`: ASCII (the records truncate by bytes, which must not
+/// cut a character in two) and short enough for either.
+fn record_text(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii() && !c.is_control() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(300)
+        .collect()
+}
+
 /// Checks an auth line against the challenge and the options; the error is the reply's text.
 fn check_auth(
     shared: &Shared,
@@ -1383,14 +1398,12 @@ impl<'a> Session<'a> {
     }
 
     fn push_error(&mut self, code: ErrorCode, text: &str) {
-        let error = ErrorMsg::new(now_ns(), Some(code), text, true);
+        let error = ErrorMsg::new(now_ns(), Some(code), &record_text(text), true);
         self.push_record(error.as_ref());
     }
 
     fn push_system(&mut self, code: SystemCode, text: &str) {
-        let message = SystemMsg::new(now_ns(), Some(code), text)
-            .or_else(|_| SystemMsg::new(now_ns(), Some(code), &text[..text.len().min(200)]));
-        if let Ok(message) = message {
+        if let Ok(message) = SystemMsg::new(now_ns(), Some(code), &record_text(text)) {
             self.push_record(message.as_ref());
         }
     }
@@ -1578,7 +1591,7 @@ impl<'a> Session<'a> {
         if let Some(error) = &faults.error_after {
             if sent >= error.after_records {
                 bump(&counters.errors_injected, 1);
-                let message = ErrorMsg::new(now_ns(), None, &error.text, true);
+                let message = ErrorMsg::new(now_ns(), None, &record_text(&error.text), true);
                 let message = ErrorMsg {
                     code: error.code,
                     ..message

@@ -197,6 +197,10 @@ impl Generator {
         }
     }
 
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one argument per field of the record it makes, as MboMsg's own layout lists them"
+    )]
     fn record(
         &mut self,
         book: usize,
