@@ -699,11 +699,16 @@ impl Venues {
                                 shard_symbols.clone(),
                                 channels,
                             );
+                            let first = shard
+                                .streams
+                                .clone()
+                                .all(|stream| links.activity.replay_from(stream) == 0);
                             crate::venue::databento::subscribe::session_request(
                                 config,
                                 &links.channels,
                                 &symbols[shard_symbols],
                                 &starts,
+                                first,
                                 id,
                             )
                         }

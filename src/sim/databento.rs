@@ -1186,10 +1186,10 @@ impl<'a> Session<'a> {
                 subscription.stype_in
             ));
         }
-        if (subscription.snapshot || subscription.start.is_some())
-            && *source != DatabentoSource::Synthetic
-        {
-            return Err("snapshot and start are served by the synthetic market only".to_owned());
+        // A file or a benchmark batch starts with no order resting, so its snapshot is empty:
+        // `snapshot=1` is served by sending none. A replay needs the synthetic market's history.
+        if subscription.start.is_some() && *source != DatabentoSource::Synthetic {
+            return Err("start (a replay) is served by the synthetic market only".to_owned());
         }
         let mut positions = Vec::new();
         let mut unknown = Vec::new();

@@ -69,28 +69,37 @@ pub fn preamble_for(venue: &VenueConfig) -> Result<PreambleMaker, VenueError> {
 
 /// The request that subscribes a connection and starts its session: per schema, the lines for
 /// `symbols` (500 a line), then `start_session`. `starts` holds, per schema, the time to replay
-/// from (`None`: live only). `id`'s low half names the subscriptions.
+/// from (`None`: live only); `first` says that nothing was received for these symbols yet.
+/// `id`'s low half names the subscriptions.
+///
+/// An L3 book cannot start from the middle of the order flow (the orders resting before it
+/// are unknown), so `mbo` asks for a snapshot whenever its book starts afresh: at the first
+/// session, at a replay with nothing to replay from, and at every reconnect under `snapshot`.
+/// Under `gap`, a reconnect takes the live flow as it comes (natural refresh).
 pub fn session_request(
     config: &DatabentoConfig,
     schemas: &[String],
     symbols: &[String],
     starts: &[Option<u64>],
+    first: bool,
     id: u64,
 ) -> String {
     let mut text = String::with_capacity(128 * schemas.len() + 16 * symbols.len());
     for (index, schema) in schemas.iter().enumerate() {
-        let snapshot = config.recovery == Recovery::Snapshot && schema == "mbo";
+        let start = starts.get(index).copied().flatten();
+        let snapshot = schema == "mbo"
+            && match config.recovery {
+                Recovery::Snapshot => true,
+                Recovery::Replay => start.is_none(),
+                Recovery::Gap => first,
+            };
         gateway::subscription_lines(
             &Subscription {
                 schema,
                 stype_in: &config.stype_in,
                 symbols,
                 snapshot,
-                start_ns: if snapshot {
-                    None
-                } else {
-                    starts.get(index).copied().flatten()
-                },
+                start_ns: if snapshot { None } else { start },
                 id: Some(id as u32),
             },
             &mut text,
@@ -127,6 +136,7 @@ mod tests {
             &schemas,
             &symbols,
             &[Some(5), Some(7)],
+            false,
             9 | 3 << 32,
         );
         assert_eq!(
