@@ -889,3 +889,103 @@ fn thalex_venues_resolve_their_heartbeat_and_check_templates_and_keys() {
     let venue = config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
     assert_eq!(venue.lifecycle.ping_interval(), None, "0 turns pings off");
 }
+
+#[test]
+fn databento_venues_take_a_dataset_schemas_and_a_key_and_never_rotate() {
+    let copy = copy_shipped();
+    let venue = config::load_venue(&copy.dir.path().join("venues/databento.toml"))
+        .unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(venue.kind, VenueKind::Databento);
+    let databento = venue.databento.as_ref().expect("[databento]");
+    assert_eq!(databento.dataset, "GLBX.MDP3");
+    assert_eq!(databento.recovery, config::Recovery::Replay);
+    // The read timeout follows the heartbeat interval; no pings; no rotation.
+    assert_eq!(venue.lifecycle.read_timeout(), Some(15_000));
+    assert_eq!(venue.lifecycle.ping_interval(), None);
+    assert_eq!(venue.lifecycle.rotate_after_ms, 0);
+    let sim = config::load_venue(&copy.dir.path().join("venues/databento-sim.toml"))
+        .unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(sim.lifecycle.read_timeout(), Some(10_000));
+
+    let dir = TempDir::new().expect("temp dir");
+    let base = "name = \"d\"\nkind = \"databento\"\nurl = \"tcp://127.0.0.1:9\"\n\
+                symbols = [\"ESZ6\", \"ES.c.0\"]\n";
+    let key = "[credentials]\napi_key_env = \"KEY\"\n";
+    let cases = [
+        (
+            format!("channels = [\"mbo\"]\n{key}"),
+            "databento",
+            "dataset",
+        ),
+        (
+            format!("channels = [\"mbo\"]\n[databento]\ndataset = \"glbx\"\n{key}"),
+            "databento.dataset",
+            "VENUE.FEED",
+        ),
+        (
+            format!("channels = [\"mbo-1\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n{key}"),
+            "channels[0]",
+            "not a DBN schema",
+        ),
+        (
+            format!(
+                "channels = [\"trades\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n\
+                 recovery = \"snapshot\"\n{key}"
+            ),
+            "databento.recovery",
+            "only the mbo schema",
+        ),
+        (
+            "channels = [\"mbo\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n".to_owned(),
+            "credentials",
+            "API key",
+        ),
+        (
+            format!(
+                "channels = [\"mbo\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n{key}\
+                 [lifecycle]\nrotate_after_ms = 3600000\n"
+            ),
+            "lifecycle.rotate_after_ms",
+            "must be 0",
+        ),
+        (
+            format!(
+                "channels = [\"mbo\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n\
+                 heartbeat_interval_s = 2\n{key}"
+            ),
+            "databento.heartbeat_interval_s",
+            "5 to 1800",
+        ),
+        (
+            format!(
+                "channels = [\"mbo\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n\
+                 heartbeat_interval_s = 10\n{key}[lifecycle]\nread_timeout_ms = 9000\n"
+            ),
+            "lifecycle.read_timeout_ms",
+            "heartbeat interval",
+        ),
+        (
+            format!(
+                "channels = [\"mbo\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n\
+                 stype_in = \"smart\"\n{key}"
+            ),
+            "databento.stype_in",
+            "input symbology",
+        ),
+    ];
+    for (rest, key, words) in cases {
+        let path = write(dir.path(), "databento.toml", &format!("{base}{rest}"));
+        let error = only_error(config::load_venue(&path));
+        assert_eq!(error.key, key, "{error}");
+        assert!(error.message.contains(words), "{error}");
+    }
+    // `[databento]` on another kind is a mistake worth naming.
+    let path = write(
+        dir.path(),
+        "binance.toml",
+        "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9/ws\"\n\
+         symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n",
+    );
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.key, "databento");
+}
