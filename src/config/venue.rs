@@ -1172,6 +1172,7 @@ mod tests {
             lifecycle: LifecycleConfig::default(),
             staleness: StalenessConfig::default(),
             credentials,
+            databento: None,
         }
     }
 

@@ -22,7 +22,7 @@
 //! stream's symbol) delivers it, so two sessions never both reach the strategy.
 //! **Invariant:** no allocation per record: the maps grow only on symbol mappings.
 
-use super::normalize::Normalizer;
+use super::normalize::{typed, Normalizer};
 use super::stream::{Item, RecordStream};
 use crate::config::Recovery;
 use crate::event::{Body, Event, Gap, GapReason, InstrumentId, VenueId, VenueState};
@@ -415,23 +415,35 @@ impl DatabentoFeed {
             let rtype = header.rtype;
             match rtype {
                 dbn::rtype::SYMBOL_MAPPING => {
-                    if let Some(mapping) = record.get::<SymbolMappingMsg>() {
-                        let mapping = mapping.clone();
-                        self.mapping(conn, &mapping);
+                    // `typed` checks the length: `get` alone panics on a short record.
+                    match typed::<SymbolMappingMsg>(&record) {
+                        Ok(mapping) => {
+                            let mapping = mapping.clone();
+                            self.mapping(conn, &mapping);
+                        }
+                        Err(error) => self.malformed(&error, payload, recv_ts_ns),
                     }
                     continue;
                 }
                 dbn::rtype::SYSTEM => {
-                    if let Some(message) = record.get::<SystemMsg>() {
-                        let message = message.clone();
-                        self.system(conn, &message, recv_ts_ns, sink);
+                    // `typed` checks the length: `get` alone panics on a short record.
+                    match typed::<SystemMsg>(&record) {
+                        Ok(message) => {
+                            let message = message.clone();
+                            self.system(conn, &message, recv_ts_ns, sink);
+                        }
+                        Err(error) => self.malformed(&error, payload, recv_ts_ns),
                     }
                     continue;
                 }
                 dbn::rtype::ERROR => {
-                    if let Some(message) = record.get::<ErrorMsg>() {
-                        let message = message.clone();
-                        self.error(conn, &message, recv_ts_ns, sink);
+                    // `typed` checks the length: `get` alone panics on a short record.
+                    match typed::<ErrorMsg>(&record) {
+                        Ok(message) => {
+                            let message = message.clone();
+                            self.error(conn, &message, recv_ts_ns, sink);
+                        }
+                        Err(error) => self.malformed(&error, payload, recv_ts_ns),
                     }
                     continue;
                 }
@@ -558,5 +570,170 @@ impl Feed for DatabentoFeed {
 
     fn take_reply(&mut self) -> Option<VenueReply> {
         self.replies.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventKind;
+    use dbn::encode::{DbnMetadataEncoder, EncodeRecord};
+    use dbn::{FlagSet, MboMsg, RecordHeader, SType, Schema};
+
+    const ES: u32 = 1001;
+
+    fn metadata() -> Vec<u8> {
+        let metadata = dbn::Metadata::builder()
+            .dataset("GLBX.MDP3".to_owned())
+            .schema(Some(Schema::Mbo))
+            .start(0)
+            .stype_in(Some(SType::RawSymbol))
+            .stype_out(SType::InstrumentId)
+            .build();
+        let mut bytes = Vec::new();
+        DbnMetadataEncoder::new(&mut bytes)
+            .encode(&metadata)
+            .unwrap();
+        bytes
+    }
+
+    fn record<R: dbn::encode::DbnEncodable>(bytes: &mut Vec<u8>, record: &R) {
+        let mut encoder = dbn::encode::DbnRecordEncoder::new(bytes);
+        encoder.encode_record(record).unwrap();
+    }
+
+    fn mapping(bytes: &mut Vec<u8>, symbol: &str) {
+        let mapping = SymbolMappingMsg::new(
+            ES,
+            1,
+            SType::RawSymbol,
+            symbol,
+            SType::InstrumentId,
+            &ES.to_string(),
+            0,
+            u64::MAX,
+        )
+        .unwrap();
+        record(bytes, &mapping);
+    }
+
+    /// An add of order `id` at `ts`, the last record of its event.
+    fn add(bytes: &mut Vec<u8>, id: u64, ts: u64) {
+        let mbo = MboMsg {
+            hd: RecordHeader::new::<MboMsg>(dbn::rtype::MBO, 1, ES, ts),
+            order_id: id,
+            price: 5_000_000_000_000 + id as i64 * 250_000_000,
+            size: 1,
+            flags: FlagSet::new(dbn::flags::LAST),
+            channel_id: 0,
+            action: b'A' as std::ffi::c_char,
+            side: b'B' as std::ffi::c_char,
+            ts_recv: ts,
+            ts_in_delta: 0,
+            sequence: id as u32,
+        };
+        record(bytes, &mbo);
+    }
+
+    fn feed(recovery: Recovery) -> (DatabentoFeed, FeedCounters) {
+        DatabentoFeed::new(FeedConfig {
+            venue_id: 3,
+            venue_name: "db".to_owned(),
+            symbols: vec!["ESZ6".to_owned()],
+            channels: vec!["mbo".to_owned()],
+            instrument_base: 0,
+            recovery,
+        })
+    }
+
+    /// Runs `bytes` through the feed on `conn` (one byte at a time) and returns the events.
+    fn run(feed: &mut DatabentoFeed, conn: ConnId, bytes: &[u8]) -> Vec<Event> {
+        let (mut producer, mut consumer) = crate::ring::ring::<Event>(1024);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        for chunk in bytes.chunks(1) {
+            feed.on_message(conn, 7, chunk, &mut sink);
+        }
+        sink.publish();
+        let mut events = Vec::new();
+        while let Some(event) = consumer.try_pop() {
+            events.push(event);
+        }
+        events
+    }
+
+    fn added(events: &[Event]) -> Vec<u64> {
+        events
+            .iter()
+            .filter(|e| e.header.kind == EventKind::BookLevel)
+            .map(|e| e.header.venue_seq)
+            .collect()
+    }
+
+    #[test]
+    fn a_replay_skips_what_was_delivered_and_misses_nothing() {
+        let (mut feed, counters) = feed(Recovery::Replay);
+        let mut first = metadata();
+        mapping(&mut first, "ESZ6");
+        add(&mut first, 1, 10);
+        add(&mut first, 2, 20);
+        add(&mut first, 3, 20);
+        let events = run(&mut feed, 0, &first);
+        assert_eq!(added(&events), [1, 2, 3]);
+        assert_eq!(feed.activity.replay_from(0), 20);
+        // The session's start answers the connection's request.
+        let reply = feed.take_reply().expect("session started");
+        assert_eq!(reply.id, SESSION_STARTED);
+
+        // The connection drops: with a replay coming, no gap and the book stays.
+        let (mut producer, _consumer) = crate::ring::ring::<Event>(16);
+        let mut lost = false;
+        feed.on_disconnect(0, 0..1, 9, &mut EventSink::new(&mut producer, &mut lost));
+        assert_eq!(producer.free_slots(), 16, "no gap with a replay");
+
+        // The replay from ts 10 repeats records 1..3 (two at ts 20), then goes on.
+        let mut second = metadata();
+        mapping(&mut second, "ESZ6");
+        add(&mut second, 1, 10);
+        add(&mut second, 2, 20);
+        add(&mut second, 3, 20);
+        add(&mut second, 4, 20);
+        add(&mut second, 5, 30);
+        let events = run(&mut feed, 1, &second);
+        assert_eq!(added(&events), [4, 5], "nothing repeated, nothing missed");
+        assert_eq!(counters.duplicates.get(), 3);
+        assert_eq!(counters.malformed.get(), 0, "the book saw no duplicate add");
+    }
+
+    #[test]
+    fn a_gap_recovery_gives_each_owned_instrument_a_gap_and_a_broken_stream_is_reported() {
+        let (mut feed, counters) = feed(Recovery::Gap);
+        let mut bytes = metadata();
+        mapping(&mut bytes, "ESZ6");
+        add(&mut bytes, 1, 10);
+        let events = run(&mut feed, 2, &bytes);
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| e.header.kind == EventKind::Quote)
+                .count(),
+            1
+        );
+        let (mut producer, mut consumer) = crate::ring::ring::<Event>(16);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        feed.on_disconnect(2, 0..1, 9, &mut sink);
+        sink.publish();
+        let gap = consumer.try_pop().expect("a gap");
+        assert!(matches!(gap.body(), Body::Gap(g) if g.reason() == GapReason::Reconnect));
+        assert_eq!(gap.header.instrument_id, 0);
+        while feed.take_reply().is_some() {}
+
+        // Not DBN at all: reported once, nothing decoded, the rest ignored.
+        let events = run(&mut feed, 2, b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        assert!(events.iter().all(|e| e.header.kind != EventKind::BookLevel));
+        let reply = feed.take_reply().expect("the stream is reported broken");
+        assert_eq!(reply.error, Some(STREAM_BROKEN));
+        assert_eq!(counters.malformed.get(), 1);
     }
 }

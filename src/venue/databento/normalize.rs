@@ -231,7 +231,7 @@ impl From<&ConsolidatedBidAskPair> for Quote {
 /// The record as `T`, checking its length first: `RecordRef::get` panics on a record shorter
 /// than `T` (and `try_get` formats a `String` for the error).
 #[inline]
-fn typed<'a, T: HasRType<Header = RecordHeader>>(
+pub(crate) fn typed<'a, T: HasRType<Header = RecordHeader>>(
     record: &RecordRef<'a>,
 ) -> Result<&'a T, NormalizeError> {
     let bytes = record.record_size();
