@@ -33,6 +33,18 @@
 //! order to the back of its level on a size increase or a price change; a queue added here later
 //! should do the same.
 //!
+//! # Where this differs from Databento's example book
+//!
+//! Databento's limit-order-book example (docs, "Limit order book construction") differs in
+//! corner cases that a healthy feed does not produce; this book keeps its own rules, listed
+//! above: that example finds a cancel's order at the record's side and price and ignores it if
+//! absent (here: by id, and an error), asserts where this book returns an error (duplicate add,
+//! cancel larger than the order), lets a modify to size 0 rest an empty order (here:
+//! `ZeroSize`) and moves a modified order to the record's side (here: the order keeps its side).
+//! It also handles top-of-book publishers (records flagged `F_TOB`, where each add replaces a
+//! side); this API takes no flags, so such streams must not be fed to it. Databento asks that the
+//! book be read only after a record flagged `F_LAST`; that is the caller's concern.
+//!
 //! # Layout
 //!
 //! Orders live in an open-addressing table keyed by order id: linear probing over a
