@@ -8,9 +8,74 @@
 //!
 //! The book reports every level it changes through a callback as a [`LevelUpdate`]: the
 //! level's new total size and order count, size 0 when the level is gone.
+//!
+//! # What a record does, exactly
+//!
+//! - `A`dd: the side must be `B` or `A` ([`MboError::NoSide`]), the size non-zero
+//!   ([`MboError::ZeroSize`]) and the id not resting ([`MboError::DuplicateOrder`]), checked in
+//!   that order. Reports the order's level.
+//! - `C`ancel: finds the order by id alone (the record's side and price are not consulted;
+//!   [`MboError::UnknownOrder`]) and takes `size` off it ([`MboError::CancelTooLarge`] if it has
+//!   less); a cancel of the whole size removes the order. Reports the order's level, even when
+//!   `size` is 0 and nothing changed.
+//! - `M`odify: an unknown id is an add (with an add's errors). A resting order keeps its side
+//!   (the record's side is not consulted) and takes the new size, which must be non-zero
+//!   ([`MboError::ZeroSize`]). At the same price it reports that level; at a new price it reports
+//!   the old level, then the new one.
+//! - clea`R`: empties the book, reporting every level's removal, best first, bids then asks.
+//! - `T`rade, `F`ill, `N`one: nothing, and `Ok`.
+//!
+//! # Queue priority
+//!
+//! The book keeps no per-level queues: the API exposes levels and orders, not queue positions,
+//! and a level's aggregate is the same whatever order its orders are in. Databento's own book
+//! example keeps priority on a same-price modify that does not increase the size and sends the
+//! order to the back of its level on a size increase or a price change; a queue added here later
+//! should do the same.
+//!
+//! # Where this differs from Databento's example book
+//!
+//! Databento's limit-order-book example (docs, "Limit order book construction") differs in
+//! corner cases that a healthy feed does not produce; this book keeps its own rules, listed
+//! above: that example finds a cancel's order at the record's side and price and ignores it if
+//! absent (here: by id, and an error), asserts where this book returns an error (duplicate add,
+//! cancel larger than the order), lets a modify to size 0 rest an empty order (here:
+//! `ZeroSize`) and moves a modified order to the record's side (here: the order keeps its side).
+//! It also handles top-of-book publishers (records flagged `F_TOB`, where each add replaces a
+//! side); this API takes no flags, so such streams must not be fed to it. Databento asks that the
+//! book be read only after a record flagged `F_LAST`; that is the caller's concern.
+//!
+//! # Layout
+//!
+//! Orders live in an open-addressing table keyed by order id: linear probing over a
+//! power-of-two array of 24-byte slots, multiplicative (Fibonacci) hashing, which takes the
+//! high bits of `id * 2^64/φ` (Knuth, TAOCP vol. 3, section 6.4) and so spreads both dense
+//! sequential ids and the large sparse ones CME assigns, and backward-shift deletion, so that
+//! the churn of an order book (every order is added and removed) leaves no tombstones behind.
+//! The table grows (doubling) when it would be more than three quarters full.
+//!
+//! Levels are the layout of [`OrderBook`](super::OrderBook): per side one `Vec` of (key, total
+//! size, order count) sorted ascending by key with the best level last, where a bid's key is its
+//! price and an ask's key is the complement of its price; see `src/book/mod.rs` for why that
+//! beat a `BTreeMap` on real data. A record costs one probe of the table and one binary search
+//! per level it touches.
+//!
+//! **Invariant:** a resting order's size is never 0; a table slot of size 0 is empty.
+//! **Invariant:** a level's size is the sum of its orders' sizes and its count their number; a
+//! level is held exactly while its count is non-zero.
+//! **Invariant:** every check comes before the first change: an `Err` leaves the book unchanged
+//! and has reported nothing through `out`.
+//! **Invariant:** no input panics: table indexes are masked, level arithmetic wraps as the plain
+//! implementation's does, and no `unwrap` or indexing can fail.
+//! **Invariant:** nothing allocates once the capacity given to [`MboBook::with_capacity`] is
+//! reserved, unless the book outgrows it (the table or a side then grows once, by doubling);
+//! [`MboBook::clear`] allocates nothing. [`MboBook::levels`] allocates, and is not for the hot
+//! path.
+//!
+//! `tests/mbo_book.rs` checks every record of long generated streams against a plain
+//! `HashMap` + `BTreeMap` book (`tests/support/mbo_oracle.rs`); `benches/mbo_book.rs` times both.
 
 use super::BookSide;
-use std::collections::{BTreeMap, HashMap};
 
 /// A price level's new state. `size` 0 means the level is gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,28 +147,235 @@ pub fn book_side(byte: u8) -> Option<BookSide> {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Order {
-    side: BookSide,
+/// One slot of the order table. A slot with `size` 0 is empty (see the module invariants), so
+/// no id, not even 0, is reserved as a marker.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    order_id: u64,
     price: i64,
     size: u32,
+    side: BookSide,
+}
+
+const EMPTY: Slot = Slot {
+    order_id: 0,
+    price: 0,
+    size: 0,
+    side: BookSide::Bid,
+};
+
+/// The fewest slots a non-empty table holds.
+const MIN_SLOTS: usize = 16;
+
+/// 2^64 divided by the golden ratio, odd: the multiplier of Fibonacci hashing.
+const FIBONACCI: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Resting orders by id: open addressing, linear probing, backward-shift deletion.
+#[derive(Clone, Debug, Default)]
+struct OrderTable {
+    /// Empty, or a power-of-two number of slots.
+    slots: Vec<Slot>,
+    /// Occupied slots.
+    len: usize,
+    /// `64 - log2(slots.len())`: a hash shifted right by it is a slot index.
+    shift: u32,
+}
+
+impl OrderTable {
+    /// A table that holds `orders` orders without growing, at most half full.
+    fn with_capacity(orders: usize) -> OrderTable {
+        let mut table = OrderTable::default();
+        if orders > 0 {
+            table.resize(orders.saturating_mul(2).max(MIN_SLOTS).next_power_of_two());
+        }
+        table
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len().wrapping_sub(1)
+    }
+
+    /// The slot where a probe for `order_id` starts. Only called on a non-empty table, whose
+    /// `shift` is below 64.
+    #[inline]
+    fn home(&self, order_id: u64) -> usize {
+        (order_id.wrapping_mul(FIBONACCI) >> (self.shift & 63)) as usize & self.mask()
+    }
+
+    /// `Ok(slot)` holding `order_id`, or `Err(slot)`: the empty slot where it would go (`None`
+    /// when the table has no slots at all).
+    #[inline]
+    fn find(&self, order_id: u64) -> Result<usize, Option<usize>> {
+        if self.slots.is_empty() {
+            return Err(None);
+        }
+        let mask = self.mask();
+        let mut index = self.home(order_id);
+        // Ends: the table is never full (`needs_room` keeps a quarter of it empty).
+        loop {
+            let Some(slot) = self.slots.get(index) else {
+                return Err(None);
+            };
+            if slot.size == 0 {
+                return Err(Some(index));
+            }
+            if slot.order_id == order_id {
+                return Ok(index);
+            }
+            index = (index + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn get(&self, index: usize) -> Option<&Slot> {
+        self.slots.get(index)
+    }
+
+    #[inline]
+    fn get_mut(&mut self, index: usize) -> Option<&mut Slot> {
+        self.slots.get_mut(index)
+    }
+
+    /// Whether one more order would take the table past three quarters full (or it has no slots).
+    #[inline]
+    fn needs_room(&self) -> bool {
+        (self.len + 1) * 4 > self.slots.len() * 3
+    }
+
+    /// Puts `order_id` in the empty slot `find` returned for it, first growing the table if it
+    /// needs room (the slot is then looked up again).
+    #[inline]
+    fn insert(&mut self, vacant: Option<usize>, slot: Slot) {
+        let mut vacant = vacant;
+        if self.needs_room() {
+            self.resize((self.slots.len() * 2).max(MIN_SLOTS));
+            vacant = self.find(slot.order_id).err().flatten();
+        }
+        if let Some(place) = vacant.and_then(|index| self.slots.get_mut(index)) {
+            *place = slot;
+            self.len += 1;
+        }
+    }
+
+    /// Empties slot `index`, moving later slots of its probe run back so that every order
+    /// stays reachable from its home slot without tombstones (Knuth, TAOCP vol. 3, 6.4,
+    /// Algorithm R).
+    #[inline]
+    fn remove(&mut self, index: usize) {
+        let mask = self.mask();
+        let mut hole = index;
+        let mut next = (hole + 1) & mask;
+        // The run ends at the first empty slot.
+        while let Some(&slot) = self.slots.get(next).filter(|slot| slot.size != 0) {
+            // The slot can fill the hole unless its home lies cyclically in (hole, next]:
+            // its probe distance must be at least the hole's distance back from `next`.
+            let probe_distance = next.wrapping_sub(self.home(slot.order_id)) & mask;
+            if probe_distance >= (next.wrapping_sub(hole) & mask) {
+                if let Some(place) = self.slots.get_mut(hole) {
+                    *place = slot;
+                }
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        if let Some(place) = self.slots.get_mut(hole) {
+            *place = EMPTY;
+            self.len -= 1;
+        }
+    }
+
+    /// Moves every order into a table of `slots` slots (a power of two, at least `MIN_SLOTS`).
+    fn resize(&mut self, slots: usize) {
+        let old = std::mem::replace(&mut self.slots, vec![EMPTY; slots]);
+        self.shift = 64 - slots.trailing_zeros();
+        self.len = 0;
+        for slot in old.into_iter().filter(|slot| slot.size != 0) {
+            if let Err(vacant) = self.find(slot.order_id) {
+                if let Some(place) = vacant.and_then(|index| self.slots.get_mut(index)) {
+                    *place = slot;
+                    self.len += 1;
+                }
+            }
+        }
+    }
+
+    /// Empties the table and keeps its slots.
+    fn clear(&mut self) {
+        if self.len > 0 {
+            self.slots.fill(EMPTY);
+            self.len = 0;
+        }
+    }
+}
+
+/// One price level: the side's sort key (see the module docs), total size, order count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Level {
+    key: i64,
+    size: u64,
+    count: u32,
+}
+
+#[inline]
+fn key_of(side: BookSide, price: i64) -> i64 {
+    match side {
+        BookSide::Bid => price,
+        BookSide::Ask => !price,
+    }
+}
+
+/// The complement is its own inverse, so the same mapping turns a key back into a price.
+#[inline]
+fn price_of(side: BookSide, key: i64) -> i64 {
+    key_of(side, key)
 }
 
 /// One instrument's L3 book.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 pub struct MboBook {
-    orders: HashMap<u64, Order>,
-    /// Per side: price to (total size, order count).
-    bids: BTreeMap<i64, (u64, u32)>,
-    asks: BTreeMap<i64, (u64, u32)>,
+    orders: OrderTable,
+    /// Ascending by key, best last.
+    bids: Vec<Level>,
+    /// Ascending by key (descending by price), best last.
+    asks: Vec<Level>,
 }
 
 impl MboBook {
+    /// An empty book that allocates on first use; [`MboBook::with_capacity`] is for the hot path.
     pub fn new() -> MboBook {
         MboBook::default()
     }
 
+    /// An empty book with room for `orders` resting orders and `levels_per_side` levels on each
+    /// side, so that keeping it up to date does not allocate until it holds more. A CME E-mini
+    /// book rests thousands to tens of thousands of orders over a few hundred levels a side.
+    pub fn with_capacity(orders: usize, levels_per_side: usize) -> MboBook {
+        MboBook {
+            orders: OrderTable::with_capacity(orders),
+            bids: Vec::with_capacity(levels_per_side),
+            asks: Vec::with_capacity(levels_per_side),
+        }
+    }
+
+    #[inline]
+    fn side(&self, side: BookSide) -> &Vec<Level> {
+        match side {
+            BookSide::Bid => &self.bids,
+            BookSide::Ask => &self.asks,
+        }
+    }
+
+    #[inline]
+    fn side_mut(&mut self, side: BookSide) -> &mut Vec<Level> {
+        match side {
+            BookSide::Bid => &mut self.bids,
+            BookSide::Ask => &mut self.asks,
+        }
+    }
+
     /// Applies one MBO record; every level it changes is reported through `out`.
+    #[inline]
     pub fn apply(
         &mut self,
         action: u8,
@@ -114,158 +386,304 @@ impl MboBook {
         out: &mut impl FnMut(LevelUpdate),
     ) -> Result<(), MboError> {
         match MboAction::from_byte(action).ok_or(MboError::UnknownAction(action))? {
-            MboAction::Add => {
-                let side = book_side(side).ok_or(MboError::NoSide(order_id))?;
-                if size == 0 {
-                    return Err(MboError::ZeroSize(order_id));
+            MboAction::Add => match self.orders.find(order_id) {
+                Ok(_) => {
+                    // The side and size checks come first, as they do for a new id.
+                    book_side(side).ok_or(MboError::NoSide(order_id))?;
+                    if size == 0 {
+                        return Err(MboError::ZeroSize(order_id));
+                    }
+                    Err(MboError::DuplicateOrder(order_id))
                 }
-                if self.orders.contains_key(&order_id) {
-                    return Err(MboError::DuplicateOrder(order_id));
-                }
-                self.orders.insert(order_id, Order { side, price, size });
-                out(self.change(side, price, i64::from(size), 1));
-            }
+                Err(vacant) => self.add(vacant, side, order_id, price, size, out),
+            },
             MboAction::Cancel => {
-                let order = *self
-                    .orders
-                    .get(&order_id)
-                    .ok_or(MboError::UnknownOrder(order_id))?;
-                if size > order.size {
+                let Ok(index) = self.orders.find(order_id) else {
+                    return Err(MboError::UnknownOrder(order_id));
+                };
+                let Some(order) = self.orders.get_mut(index) else {
+                    return Err(MboError::UnknownOrder(order_id));
+                };
+                let Some(left) = order.size.checked_sub(size) else {
                     return Err(MboError::CancelTooLarge {
                         order_id,
                         cancel: size,
                         resting: order.size,
                     });
-                }
-                let left = order.size - size;
-                let gone = i32::from(left == 0);
+                };
+                let (order_side, order_price) = (order.side, order.price);
+                order.size = left;
                 if left == 0 {
-                    self.orders.remove(&order_id);
-                } else if let Some(resting) = self.orders.get_mut(&order_id) {
-                    resting.size = left;
+                    self.orders.remove(index);
                 }
-                out(self.change(order.side, order.price, -i64::from(size), -gone));
+                out(self.change(
+                    order_side,
+                    order_price,
+                    -i64::from(size),
+                    -i32::from(left == 0),
+                ));
+                Ok(())
             }
             MboAction::Modify => {
-                let Some(order) = self.orders.get(&order_id).copied() else {
-                    return self.apply(b'A', side, order_id, price, size, out);
+                let index = match self.orders.find(order_id) {
+                    Ok(index) => index,
+                    Err(vacant) => return self.add(vacant, side, order_id, price, size, out),
                 };
                 if size == 0 {
                     return Err(MboError::ZeroSize(order_id));
                 }
-                if order.price == price {
-                    if let Some(resting) = self.orders.get_mut(&order_id) {
-                        resting.size = size;
-                    }
+                let Some(order) = self.orders.get_mut(index) else {
+                    return Err(MboError::UnknownOrder(order_id));
+                };
+                let previous = *order;
+                order.price = price;
+                order.size = size;
+                if previous.price == price {
                     out(self.change(
-                        order.side,
+                        previous.side,
                         price,
-                        i64::from(size) - i64::from(order.size),
+                        i64::from(size) - i64::from(previous.size),
                         0,
                     ));
                 } else {
-                    if let Some(resting) = self.orders.get_mut(&order_id) {
-                        resting.price = price;
-                        resting.size = size;
-                    }
-                    out(self.change(order.side, order.price, -i64::from(order.size), -1));
-                    out(self.change(order.side, price, i64::from(size), 1));
+                    out(self.change(previous.side, previous.price, -i64::from(previous.size), -1));
+                    out(self.change(previous.side, price, i64::from(size), 1));
                 }
+                Ok(())
             }
-            MboAction::Clear => self.clear(out),
-            MboAction::Trade | MboAction::Fill | MboAction::None => {}
+            MboAction::Clear => {
+                self.clear(out);
+                Ok(())
+            }
+            MboAction::Trade | MboAction::Fill | MboAction::None => Ok(()),
         }
+    }
+
+    /// An add of an id that is not resting; `vacant` is the empty slot the table found for it.
+    #[inline]
+    fn add(
+        &mut self,
+        vacant: Option<usize>,
+        side: u8,
+        order_id: u64,
+        price: i64,
+        size: u32,
+        out: &mut impl FnMut(LevelUpdate),
+    ) -> Result<(), MboError> {
+        let side = book_side(side).ok_or(MboError::NoSide(order_id))?;
+        if size == 0 {
+            return Err(MboError::ZeroSize(order_id));
+        }
+        self.orders.insert(
+            vacant,
+            Slot {
+                order_id,
+                price,
+                size,
+                side,
+            },
+        );
+        out(self.change(side, price, i64::from(size), 1));
         Ok(())
     }
 
-    /// Empties the book, reporting every level's removal (best first, bids then asks).
+    /// Empties the book, reporting every level's removal (best first, bids then asks). Keeps the
+    /// capacity and allocates nothing.
     pub fn clear(&mut self, out: &mut impl FnMut(LevelUpdate)) {
-        for (side, levels) in [
-            (BookSide::Bid, std::mem::take(&mut self.bids)),
-            (BookSide::Ask, std::mem::take(&mut self.asks)),
-        ] {
-            let prices: Vec<i64> = match side {
-                BookSide::Bid => levels.keys().rev().copied().collect(),
-                BookSide::Ask => levels.keys().copied().collect(),
-            };
-            for price in prices {
+        for side in [BookSide::Bid, BookSide::Ask] {
+            let levels = self.side_mut(side);
+            for level in levels.iter().rev() {
                 out(LevelUpdate {
                     side,
-                    price,
+                    price: price_of(side, level.key),
                     size: 0,
                     count: 0,
                 });
             }
+            levels.clear();
         }
         self.orders.clear();
     }
 
+    /// Adds `size` and `count` (either may be negative) to a level and returns its new state;
+    /// a level left with no size or no orders is removed.
+    #[inline]
     fn change(&mut self, side: BookSide, price: i64, size: i64, count: i32) -> LevelUpdate {
-        let levels = match side {
-            BookSide::Bid => &mut self.bids,
-            BookSide::Ask => &mut self.asks,
-        };
-        let level = levels.entry(price).or_insert((0, 0));
-        level.0 = level.0.wrapping_add_signed(size);
-        level.1 = level.1.wrapping_add_signed(count);
-        let (size, count) = *level;
-        if size == 0 || count == 0 {
-            levels.remove(&price);
-            return LevelUpdate {
-                side,
-                price,
-                size: 0,
-                count: 0,
-            };
-        }
-        LevelUpdate {
+        let key = key_of(side, price);
+        let levels = self.side_mut(side);
+        let gone = LevelUpdate {
             side,
             price,
-            size,
-            count,
+            size: 0,
+            count: 0,
+        };
+        match levels.binary_search_by_key(&key, |level| level.key) {
+            Ok(index) => {
+                let Some(level) = levels.get_mut(index) else {
+                    return gone;
+                };
+                level.size = level.size.wrapping_add_signed(size);
+                level.count = level.count.wrapping_add_signed(count);
+                if level.size == 0 || level.count == 0 {
+                    levels.remove(index);
+                    return gone;
+                }
+                LevelUpdate {
+                    side,
+                    price,
+                    size: level.size,
+                    count: level.count,
+                }
+            }
+            Err(index) => {
+                let level = Level {
+                    key,
+                    size: 0u64.wrapping_add_signed(size),
+                    count: 0u32.wrapping_add_signed(count),
+                };
+                if level.size == 0 || level.count == 0 {
+                    return gone;
+                }
+                levels.insert(index, level);
+                LevelUpdate {
+                    side,
+                    price,
+                    size: level.size,
+                    count: level.count,
+                }
+            }
         }
     }
 
     /// The best level of a side: price, total size, order count.
+    #[inline]
     pub fn best(&self, side: BookSide) -> Option<(i64, u64, u32)> {
-        match side {
-            BookSide::Bid => self.bids.iter().next_back(),
-            BookSide::Ask => self.asks.iter().next(),
-        }
-        .map(|(price, (size, count))| (*price, *size, *count))
+        self.side(side)
+            .last()
+            .map(|level| (price_of(side, level.key), level.size, level.count))
     }
 
     /// A level's total size and order count.
     pub fn level(&self, side: BookSide, price: i64) -> Option<(u64, u32)> {
-        match side {
-            BookSide::Bid => self.bids.get(&price),
-            BookSide::Ask => self.asks.get(&price),
-        }
-        .copied()
+        let levels = self.side(side);
+        let index = levels
+            .binary_search_by_key(&key_of(side, price), |level| level.key)
+            .ok()?;
+        levels.get(index).map(|level| (level.size, level.count))
     }
 
     /// A side's levels, best first: price, total size, order count (not for the hot path).
     pub fn levels(&self, side: BookSide) -> Vec<(i64, u64, u32)> {
-        let flat = |(price, (size, count)): (&i64, &(u64, u32))| (*price, *size, *count);
-        match side {
-            BookSide::Bid => self.bids.iter().rev().map(flat).collect(),
-            BookSide::Ask => self.asks.iter().map(flat).collect(),
-        }
+        self.side(side)
+            .iter()
+            .rev()
+            .map(|level| (price_of(side, level.key), level.size, level.count))
+            .collect()
+    }
+
+    /// How many levels a side holds.
+    pub fn level_count(&self, side: BookSide) -> usize {
+        self.side(side).len()
     }
 
     /// A resting order: side, price, size.
     pub fn order(&self, order_id: u64) -> Option<(BookSide, i64, u32)> {
+        let index = self.orders.find(order_id).ok()?;
         self.orders
-            .get(&order_id)
+            .get(index)
             .map(|order| (order.side, order.price, order.size))
     }
 
     /// Resting orders.
     pub fn orders(&self) -> usize {
-        self.orders.len()
+        self.orders.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.orders.is_empty()
+        self.orders.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids whose probes all start at the same slot of a 16-slot table, to exercise probe runs
+    /// and backward-shift deletion across the end of the array.
+    fn colliding_ids(table: &OrderTable, home: usize, count: usize) -> Vec<u64> {
+        (0u64..)
+            .filter(|&id| table.home(id) == home)
+            .take(count)
+            .collect()
+    }
+
+    fn slot(order_id: u64, size: u32) -> Slot {
+        Slot {
+            order_id,
+            price: order_id as i64,
+            size,
+            side: BookSide::Bid,
+        }
+    }
+
+    #[test]
+    fn colliding_ids_stay_reachable_through_removals() {
+        let mut table = OrderTable::with_capacity(8);
+        assert_eq!(table.slots.len(), MIN_SLOTS);
+        // Home 14 of 16: the run wraps round the end of the array.
+        let mut ids = colliding_ids(&table, 14, 6);
+        ids.extend(colliding_ids(&table, 0, 3));
+        for &id in &ids {
+            let vacant = table.find(id).expect_err("not yet inserted");
+            table.insert(vacant, slot(id, 1));
+        }
+        assert_eq!(table.len, ids.len());
+        // Remove in an order that opens holes at the start, middle and end of the run.
+        for (removed, &position) in [0usize, 4, 8, 2, 6, 1, 7, 3, 5].iter().enumerate() {
+            let id = ids[position];
+            let index = table.find(id).expect("resting");
+            table.remove(index);
+            assert!(table.find(id).is_err());
+            assert_eq!(table.len, ids.len() - removed - 1);
+            for &other in &ids {
+                let expected = table
+                    .slots
+                    .iter()
+                    .any(|s| s.size != 0 && s.order_id == other);
+                assert_eq!(table.find(other).is_ok(), expected, "id {other}");
+            }
+        }
+        assert!(table.slots.iter().all(|s| s.size == 0));
+    }
+
+    #[test]
+    fn the_table_grows_before_it_is_three_quarters_full() {
+        let mut table = OrderTable::with_capacity(1);
+        for id in 0..1_000u64 {
+            let vacant = table.find(id << 32).expect_err("new id");
+            table.insert(vacant, slot(id << 32, 1));
+            assert!(table.len * 4 <= table.slots.len() * 3);
+        }
+        assert!((0..1_000u64).all(|id| table.find(id << 32).is_ok()));
+        table.clear();
+        assert_eq!(table.len, 0);
+        assert!(table.find(0).is_err());
+    }
+
+    #[test]
+    fn id_zero_is_an_ordinary_id() {
+        let mut book = MboBook::with_capacity(4, 4);
+        assert_eq!(book.apply(b'A', b'A', 0, 5, 3, &mut |_| {}), Ok(()));
+        assert_eq!(book.order(0), Some((BookSide::Ask, 5, 3)));
+        assert_eq!(book.apply(b'C', b'A', 0, 5, 3, &mut |_| {}), Ok(()));
+        assert_eq!(book.order(0), None);
+    }
+
+    #[test]
+    fn ask_keys_reverse_the_order_without_overflow() {
+        for (lower, higher) in [(i64::MIN, i64::MIN + 1), (-1, 0), (i64::MAX - 1, i64::MAX)] {
+            assert!(key_of(BookSide::Ask, lower) > key_of(BookSide::Ask, higher));
+            assert_eq!(price_of(BookSide::Ask, key_of(BookSide::Ask, lower)), lower);
+        }
     }
 }
