@@ -152,6 +152,7 @@ fn run_engine(
             StreamSpec {
                 addr,
                 tls: None,
+                preamble: None,
                 websocket: Some(WebSocketTarget {
                     host: "127.0.0.1".into(),
                     port: addr.port(),
