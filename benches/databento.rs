@@ -41,7 +41,8 @@
 //!   records/s from its first record to its last.
 //!
 //! Run: `cargo bench --bench databento` (a few minutes: the live batch is made once per gateway,
-//! about 0.6 GB for 10 M records). `DATABENTO_BENCH_PART=file` or `=live` runs one part.
+//! about 0.6 GB for 10 M records). `DATABENTO_BENCH_PART=file` or `=live` runs one part;
+//! `DATABENTO_BENCH_CONFIGS=1,0` picks live configurations by index in `CONFIGS`.
 
 use anyhow::{bail, ensure, Context};
 use dbn::decode::dbn::fsm::{DbnFsm, ProcessResult};
