@@ -327,14 +327,19 @@ impl StagePoll for DecoderStage {
         // has room, each published at once: a network stage on the same thread can hand over
         // far more than one batch per round at high rates, and one batch a round would let the
         // frame ring overflow.
-        for _ in 0..BATCHES_PER_POLL {
+        for round in 0..BATCHES_PER_POLL {
             // No more frames than the event ring has room for at the rate the last batch made
             // events, `EVENT_ROOM_PER_BATCH` kept spare: a WebSocket frame makes one event or a
             // few dozen, a raw byte stream's chunk (Databento's 64 KiB of DBN) a thousand, and 64
             // such chunks would overrun a ring that a strategy on the same thread cannot drain
-            // before this round ends.
+            // before this round ends. The first batch of a round takes at least one frame, so
+            // that a ring smaller than the spare room, or a frame that made more events than the
+            // ring holds, never stops decoding for good.
             let room = sink.free_slots().saturating_sub(EVENT_ROOM_PER_BATCH);
-            let frames = (room / (*events_per_frame).max(1)).min(EVENT_BATCH);
+            let mut frames = (room / (*events_per_frame).max(1)).min(EVENT_BATCH);
+            if round == 0 {
+                frames = frames.max(1);
+            }
             if frames == 0 {
                 caught_up = false;
                 break;
