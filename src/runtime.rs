@@ -272,6 +272,9 @@ struct DecoderStage {
     /// Per publication: events published so far and when, for decoded-to-strategy latency.
     publish_marks: ring::Producer<PublishMark>,
     published: u64,
+    /// Events per frame in the last batch that decoded any (at least 1): how many frames the
+    /// event ring has room for.
+    events_per_frame: usize,
 }
 
 /// A publication of the decoder: after it, `events` events in all had been published, at
@@ -311,6 +314,11 @@ impl StagePoll for DecoderStage {
         let conn_venues = &self.conn_venues;
         let traffic = &mut self.traffic;
         let batch_recv_ns = &mut self.batch_recv_ns;
+        let clock = self.clock;
+        let publish_marks = &mut self.publish_marks;
+        let published = &mut self.published;
+        let strategy_wakeup = &self.strategy_wakeup;
+        let events_per_frame = &mut self.events_per_frame;
         let mut sink = EventSink::new(&mut self.events, &mut self.events_lost);
         let mut drained = 0;
         let mut now_ns = 0;
@@ -319,9 +327,26 @@ impl StagePoll for DecoderStage {
         // has room, each published at once: a network stage on the same thread can hand over
         // far more than one batch per round at high rates, and one batch a round would let the
         // frame ring overflow.
-        for _ in 0..BATCHES_PER_POLL {
+        for round in 0..BATCHES_PER_POLL {
+            // No more frames than the event ring has room for at the rate the last batch made
+            // events, `EVENT_ROOM_PER_BATCH` kept spare: a WebSocket frame makes one event or a
+            // few dozen, a raw byte stream's chunk (Databento's 64 KiB of DBN) a thousand, and 64
+            // such chunks would overrun a ring that a strategy on the same thread cannot drain
+            // before this round ends. The first batch of a round takes at least one frame, so
+            // that a ring smaller than the spare room, or a frame that made more events than the
+            // ring holds, never stops decoding for good.
+            let room = sink.free_slots().saturating_sub(EVENT_ROOM_PER_BATCH);
+            let mut frames = (room / (*events_per_frame).max(1)).min(EVENT_BATCH);
+            if round == 0 {
+                frames = frames.max(1);
+            }
+            if frames == 0 {
+                caught_up = false;
+                break;
+            }
             let mut decoded = 0;
-            let batch = self.frames.drain(EVENT_BATCH, |tag, frame| {
+            let mut batch_events = 0;
+            let batch = self.frames.drain(frames, |tag, frame| {
                 let (conn, _kind) = crate::net::engine::split_tag(tag);
                 let venue = conn_venues
                     .get(conn as usize)
@@ -339,29 +364,38 @@ impl StagePoll for DecoderStage {
                             *slot = recv_ts_ns;
                             decoded += 1;
                         }
+                        // A frame that made a batch of events or more (a byte stream's chunk)
+                        // publishes them now rather than after the other frames of the batch.
+                        let pending = sink.written();
+                        if pending >= EVENT_BATCH {
+                            batch_events += pending;
+                            mark_publication(publish_marks, published, pending, clock.now_ns());
+                            sink.publish();
+                            if let Some(wakeup) = strategy_wakeup {
+                                wakeup.wake();
+                            }
+                        }
                     }
                     _ => undecoded.increment(),
                 }
             });
             drained += batch;
+            if batch > 0 {
+                *events_per_frame = (batch_events + sink.written()).div_ceil(batch).max(1);
+            }
             now_ns = self.clock.now_ns();
             // One clock read per batch: each frame's decode finished by now.
             for &recv_ts_ns in &batch_recv_ns[..decoded] {
                 self.receive_to_decoded
                     .record(now_ns.saturating_sub(recv_ts_ns));
             }
-            caught_up = batch < EVENT_BATCH;
+            caught_up = batch < frames;
             if caught_up || sink.free_slots() < EVENT_ROOM_PER_BATCH {
                 break;
             }
-            mark_publication(
-                &mut self.publish_marks,
-                &mut self.published,
-                sink.written(),
-                now_ns,
-            );
+            mark_publication(publish_marks, published, sink.written(), now_ns);
             if sink.publish() > 0 {
-                if let Some(wakeup) = &self.strategy_wakeup {
+                if let Some(wakeup) = strategy_wakeup {
                     wakeup.wake();
                 }
             }
@@ -430,7 +464,7 @@ impl StagePoll for DecoderStage {
         );
         self.events.publish();
         if pending > 0 {
-            if let Some(wakeup) = &self.strategy_wakeup {
+            if let Some(wakeup) = strategy_wakeup {
                 wakeup.wake();
             }
         }
@@ -463,9 +497,13 @@ struct StrategyStage {
 impl StagePoll for StrategyStage {
     fn poll(&mut self) -> bool {
         // Several batches per round while they are full, so that a backlog drains at the rate
-        // a decoder on the same thread can produce it.
+        // a decoder on the same thread can produce it: up to the ring's capacity, which is what
+        // one decoder round may publish (a byte stream's chunks make a thousand events each;
+        // `BATCHES_PER_POLL` batches a round let a fused decoder, then the network stage's frame
+        // ring, fall behind a Databento stream).
         let mut drained = 0;
-        for _ in 0..BATCHES_PER_POLL {
+        let rounds = (self.events.capacity() / EVENT_BATCH).max(BATCHES_PER_POLL);
+        for _ in 0..rounds {
             let batch = self.poll_batch();
             drained += batch;
             if batch < EVENT_BATCH {
@@ -748,6 +786,7 @@ impl Runtime {
             traffic,
             receive_to_decoded: decoded_recorder,
             batch_recv_ns: [0; EVENT_BATCH],
+            events_per_frame: 1,
             publish_marks: mark_tx,
             published: 0,
         });
@@ -1218,6 +1257,7 @@ mod tests {
                 traffic: Vec::new(),
                 receive_to_decoded: metrics::latency("t", 1_000_000, 2).unwrap().0,
                 batch_recv_ns: [0; EVENT_BATCH],
+                events_per_frame: 1,
                 publish_marks: ring::ring::<PublishMark>(16).0,
                 published: 0,
             };

@@ -419,8 +419,11 @@ fn load_file(path: &std::path::Path) -> io::Result<(FileRecords, Vec<(String, u3
     Ok((file, instruments))
 }
 
-/// Makes the benchmark batch: at least `records` MBO records of a fresh market, whole events.
-fn make_batch(instruments: usize, seed: u64, records: u64) -> (Vec<u8>, u64) {
+/// Makes the benchmark batch: at least `records` MBO records of a fresh market of `instruments`
+/// instruments (ids from [`FIRST_INSTRUMENT_ID`]), whole events, as DBN v3 record bytes with no
+/// metadata. Returns the bytes and the number of records. What benchmark mode serves; public so
+/// that the file-decode benchmark (`benches/databento.rs`) times the same records.
+pub fn benchmark_batch(instruments: usize, seed: u64, records: u64) -> (Vec<u8>, u64) {
     let mut generator = Generator::new(instruments, seed);
     let record_bytes = std::mem::size_of::<MboMsg>();
     let mut bytes = Vec::with_capacity(records as usize * record_bytes);
@@ -477,7 +480,11 @@ pub fn start(options: DatabentoOptions) -> io::Result<DatabentoHandle> {
                 return Err(invalid_input(format!("invalid symbol {bad:?}")));
             }
             if let DatabentoSource::Benchmark { records } = options.source {
-                batch = Some(make_batch(options.symbols.len(), options.seed, records));
+                batch = Some(benchmark_batch(
+                    options.symbols.len(),
+                    options.seed,
+                    records,
+                ));
             } else {
                 let generator = Generator::new(options.symbols.len(), options.seed);
                 market = Some(Market {

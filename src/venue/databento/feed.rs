@@ -22,7 +22,7 @@
 //! stream's symbol) delivers it, so two sessions never both reach the strategy.
 //! **Invariant:** no allocation per record: the maps grow only on symbol mappings.
 
-use super::normalize::{typed, Normalizer};
+use super::normalize::{typed, IdMap, Normalizer};
 use super::stream::{Item, RecordStream};
 use crate::config::Recovery;
 use crate::event::{Body, Event, Gap, GapReason, InstrumentId, VenueId, VenueState};
@@ -65,8 +65,9 @@ pub struct FeedConfig {
 /// One connection's gateway session.
 struct Session {
     stream: RecordStream,
-    /// DBN instrument id to symbol index, from the session's symbol mappings.
-    instruments: HashMap<u32, u32>,
+    /// DBN instrument id to symbol index, from the session's symbol mappings (looked up once per
+    /// record: a multiply hash, not SipHash).
+    instruments: IdMap<u32>,
     /// The stream could not be read further: everything until the reconnect is dropped.
     broken: bool,
 }
@@ -374,7 +375,7 @@ impl DatabentoFeed {
         }
         let session = self.sessions[slot].get_or_insert_with(|| Session {
             stream: RecordStream::new(),
-            instruments: HashMap::with_capacity(64),
+            instruments: IdMap::with_capacity_and_hasher(64, Default::default()),
             broken: false,
         });
         if session.broken {
