@@ -359,6 +359,20 @@ const CONFIGS: &[LiveConfig] = &[
                [threads.strategy]\nwait = \"park\"\nspin_iterations = 1000\npark_timeout_us = 100\n",
     },
     LiveConfig {
+        name: "net+decoder fused (epoll, busy-poll, 256 KiB reads), strategy parked on its own thread",
+        toml: "[net]\nbackend = \"epoll\"\nwait = \"busy-poll\"\nrecv_buffer_bytes = 262144\n\
+               [threads.net]\nwait = \"spin\"\n\
+               [threads.decoder]\nfuse_into = \"net\"\n\
+               [threads.strategy]\nwait = \"park\"\nspin_iterations = 1000\npark_timeout_us = 100\n",
+    },
+    LiveConfig {
+        name: "net+decoder fused (io_uring, busy-poll, 256 KiB reads), strategy parked on its own thread",
+        toml: "[net]\nbackend = \"io-uring\"\nwait = \"busy-poll\"\nrecv_buffer_bytes = 262144\n\
+               [threads.net]\nwait = \"spin\"\n\
+               [threads.decoder]\nfuse_into = \"net\"\n\
+               [threads.strategy]\nwait = \"park\"\nspin_iterations = 1000\npark_timeout_us = 100\n",
+    },
+    LiveConfig {
         name: "net+decoder+strategy on one thread (epoll, block)",
         toml: "[net]\nbackend = \"epoll\"\nwait = \"block\"\nblock_timeout_us = 1000\n\
                [threads.net]\nwait = \"spin-then-yield\"\nspin_iterations = 100\n\

@@ -160,7 +160,6 @@ fn run_engine(
                     secure: false,
                     max_message_bytes: 1 << 20,
                 }),
-                preamble: None,
             },
         )
         .unwrap();

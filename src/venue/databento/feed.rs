@@ -28,8 +28,8 @@ use crate::config::Recovery;
 use crate::event::{Body, Event, Gap, GapReason, InstrumentId, VenueId, VenueState};
 use crate::net::ConnId;
 use crate::venue::feed::{
-    own_header, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, SnapshotReply,
-    SnapshotRequest, StreamActivity, VenueReply,
+    own_header, EventPrinter, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, Out,
+    SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
 use dbn::{ErrorMsg, SymbolMappingMsg, SystemMsg};
 use std::collections::{HashMap, VecDeque};
@@ -99,32 +99,7 @@ pub struct DatabentoFeed {
     replies: VecDeque<VenueReply>,
     malformed_sample: Option<MalformedSample>,
     last_sample_ns: Option<u64>,
-    printer: Option<Printer>,
-}
-
-/// Where events go: the strategy's ring, and the printer's list under `run --print-events`.
-struct Out<'o, 's> {
-    sink: &'o mut EventSink<'s>,
-    tap: Option<&'o mut Vec<Event>>,
-}
-
-impl Out<'_, '_> {
-    #[inline]
-    fn push(&mut self, event: Event) {
-        if let Some(tap) = self.tap.as_deref_mut() {
-            tap.push(event);
-        }
-        self.sink.push(event);
-    }
-}
-
-/// `run --print-events`: each chunk's events as JSON lines into a byte ring.
-struct Printer {
-    ring: crate::ring::FrameProducer,
-    events: Vec<Event>,
-    line: Vec<u8>,
-    /// Lines the control thread could not take in time (the ring was full).
-    dropped: crate::metrics::CounterWriter,
+    printer: Option<EventPrinter>,
 }
 
 /// The record types a schema's records carry.
@@ -191,45 +166,12 @@ impl DatabentoFeed {
         (feed, counters)
     }
 
-    /// `run --print-events`: also write every event as a JSON line into `ring`. Returns the
-    /// counter of lines dropped because the ring was full.
+    /// Prints every event the venue's messages make as a JSON line into `ring` (see `run
+    /// --print-events`); returns the counter of lines lost to a full ring.
     pub fn print_to(&mut self, ring: crate::ring::FrameProducer) -> crate::metrics::CounterReader {
-        let (dropped, reader) = crate::metrics::counter();
-        self.printer = Some(Printer {
-            ring,
-            events: Vec::with_capacity(256),
-            line: Vec::with_capacity(64 << 10),
-            dropped,
-        });
-        reader
-    }
-
-    fn print(&mut self, events: &mut Vec<Event>) {
-        let Some(printer) = self.printer.as_mut() else {
-            return;
-        };
-        printer.line.clear();
-        for event in events.iter() {
-            let index = event
-                .header
-                .instrument_id
-                .wrapping_sub(self.config.instrument_base);
-            let symbol = self
-                .config
-                .symbols
-                .get(index as usize)
-                .map_or(&b"?"[..], |symbol| symbol.as_bytes());
-            crate::venue::binance::json::write_event(
-                &mut printer.line,
-                &self.config.venue_name,
-                symbol,
-                event,
-            );
-        }
-        events.clear();
-        if !printer.line.is_empty() && printer.ring.try_push(0, &printer.line).is_err() {
-            printer.dropped.increment();
-        }
+        let (printer, dropped) = EventPrinter::new(ring);
+        self.printer = Some(printer);
+        dropped
     }
 
     fn channels(&self) -> usize {
@@ -519,20 +461,19 @@ impl Feed for DatabentoFeed {
         payload: &[u8],
         sink: &mut EventSink<'_>,
     ) {
-        let mut tapped = self
-            .printer
-            .as_mut()
-            .map(|printer| std::mem::take(&mut printer.events));
+        let mut tapped = self.printer.as_mut().map(EventPrinter::take_events);
         let mut out = Out {
             sink,
             tap: tapped.as_mut(),
         };
         self.chunk(conn, recv_ts_ns, payload, &mut out);
-        if let Some(mut events) = tapped {
-            self.print(&mut events);
-            if let Some(printer) = self.printer.as_mut() {
-                printer.events = events;
-            }
+        if let (Some(events), Some(printer)) = (tapped, self.printer.as_mut()) {
+            printer.print(
+                events,
+                &self.config.venue_name,
+                self.config.instrument_base,
+                &self.config.symbols,
+            );
         }
     }
 

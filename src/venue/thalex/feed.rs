@@ -27,8 +27,8 @@ use crate::event::{
 use crate::fixed::Fixed;
 use crate::net::ConnId;
 use crate::venue::feed::{
-    EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, SnapshotReply, SnapshotRequest,
-    StreamActivity, VenueReply,
+    EventPrinter, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, Out, SnapshotReply,
+    SnapshotRequest, StreamActivity, VenueReply,
 };
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -81,31 +81,6 @@ impl Hasher for NameHasher {
     fn finish(&self) -> u64 {
         self.0
     }
-}
-
-/// Where the feed's events go: the sink, and a copy for `run --print-events` when it prints.
-struct Out<'o, 's> {
-    sink: &'o mut EventSink<'s>,
-    tap: Option<&'o mut Vec<Event>>,
-}
-
-impl Out<'_, '_> {
-    #[inline]
-    fn push(&mut self, event: Event) {
-        if let Some(tap) = self.tap.as_deref_mut() {
-            tap.push(event);
-        }
-        self.sink.push(event);
-    }
-}
-
-/// `run --print-events`: the message's events as JSON lines into a byte ring.
-struct Printer {
-    ring: crate::ring::FrameProducer,
-    events: Vec<Event>,
-    line: Vec<u8>,
-    /// Lines the control thread could not take in time (the ring was full).
-    dropped: crate::metrics::CounterWriter,
 }
 
 /// The last trade ids a stream delivered: enough to recognise the few trades a
@@ -193,7 +168,7 @@ pub struct ThalexFeed {
     activity: Arc<StreamActivity>,
     replies: VecDeque<VenueReply>,
     malformed_sample: Option<MalformedSample>,
-    printer: Option<Printer>,
+    printer: Option<EventPrinter>,
     /// When the last malformed sample was kept.
     last_sample_ns: Option<u64>,
 }
@@ -268,42 +243,9 @@ impl ThalexFeed {
     /// Prints every event the venue's messages make as a JSON line into `ring` (see `run
     /// --print-events`); returns the counter of lines lost to a full ring.
     pub fn print_to(&mut self, ring: crate::ring::FrameProducer) -> crate::metrics::CounterReader {
-        let (dropped, reader) = crate::metrics::counter();
-        self.printer = Some(Printer {
-            ring,
-            events: Vec::with_capacity(256),
-            line: Vec::with_capacity(64 << 10),
-            dropped,
-        });
-        reader
-    }
-
-    fn print(&mut self, events: &mut Vec<Event>) {
-        let Some(printer) = self.printer.as_mut() else {
-            return;
-        };
-        printer.line.clear();
-        for event in events.iter() {
-            let index = event
-                .header
-                .instrument_id
-                .wrapping_sub(self.config.instrument_base);
-            let symbol = self
-                .config
-                .symbols
-                .get(index as usize)
-                .map_or(&b"?"[..], |symbol| symbol.as_bytes());
-            crate::venue::binance::json::write_event(
-                &mut printer.line,
-                &self.config.venue_name,
-                symbol,
-                event,
-            );
-        }
-        events.clear();
-        if !printer.line.is_empty() && printer.ring.try_push(0, &printer.line).is_err() {
-            printer.dropped.increment();
-        }
+        let (printer, dropped) = EventPrinter::new(ring);
+        self.printer = Some(printer);
+        dropped
     }
 
     /// The instrument names, by instrument index.
@@ -753,10 +695,7 @@ impl Feed for ThalexFeed {
         payload: &[u8],
         sink: &mut EventSink<'_>,
     ) {
-        let mut tapped = self
-            .printer
-            .as_mut()
-            .map(|printer| std::mem::take(&mut printer.events));
+        let mut tapped = self.printer.as_mut().map(EventPrinter::take_events);
         let mut out = Out {
             sink,
             tap: tapped.as_mut(),
@@ -791,11 +730,13 @@ impl Feed for ThalexFeed {
             }
             Err(error) => self.malformed(error, payload, recv_ts_ns),
         }
-        if let Some(mut events) = tapped {
-            self.print(&mut events);
-            if let Some(printer) = self.printer.as_mut() {
-                printer.events = events;
-            }
+        if let (Some(events), Some(printer)) = (tapped, self.printer.as_mut()) {
+            printer.print(
+                events,
+                &self.config.venue_name,
+                self.config.instrument_base,
+                &self.config.symbols,
+            );
         }
     }
 
