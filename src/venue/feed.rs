@@ -267,6 +267,69 @@ impl MalformedSample {
     }
 }
 
+/// A feed's malformed-message sample for the control thread's log: at most one waiting, and at
+/// most one a second (a venue sending garbage cannot flood the log). No allocation.
+#[derive(Default)]
+pub struct MalformedSampler {
+    sample: Option<MalformedSample>,
+    last_ns: Option<u64>,
+}
+
+impl MalformedSampler {
+    pub const INTERVAL_NS: u64 = 1_000_000_000;
+
+    /// Keeps a sample of `message` unless one waits or the last was taken under a second ago.
+    pub fn offer(
+        &mut self,
+        venue: VenueId,
+        error: &dyn std::fmt::Display,
+        offset: usize,
+        message: &[u8],
+        recv_ts_ns: u64,
+    ) {
+        let due = self
+            .last_ns
+            .is_none_or(|last| recv_ts_ns.saturating_sub(last) >= Self::INTERVAL_NS);
+        if self.sample.is_none() && due {
+            self.last_ns = Some(recv_ts_ns);
+            self.sample = Some(MalformedSample::new(venue, error, offset, message));
+        }
+    }
+
+    pub fn take(&mut self) -> Option<MalformedSample> {
+        self.sample.take()
+    }
+}
+
+/// A feed's replies waiting for the decoder stage to pass them on, bounded: a reply that does
+/// not fit is refused (the feed counts it).
+pub struct ReplyQueue {
+    replies: std::collections::VecDeque<VenueReply>,
+    capacity: usize,
+}
+
+impl ReplyQueue {
+    pub fn new(capacity: usize) -> ReplyQueue {
+        ReplyQueue {
+            replies: std::collections::VecDeque::with_capacity(capacity),
+            capacity,
+        }
+    }
+
+    /// Queues `reply`; false when the queue is full and the reply was dropped.
+    pub fn push(&mut self, reply: VenueReply) -> bool {
+        if self.replies.len() == self.capacity {
+            return false;
+        }
+        self.replies.push_back(reply);
+        true
+    }
+
+    pub fn pop(&mut self) -> Option<VenueReply> {
+        self.replies.pop_front()
+    }
+}
+
 /// What a [`VenueReply`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplyKind {

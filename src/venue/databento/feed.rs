@@ -28,11 +28,11 @@ use crate::config::Recovery;
 use crate::event::{Body, Event, Gap, GapReason, InstrumentId, VenueId, VenueState};
 use crate::net::ConnId;
 use crate::venue::feed::{
-    own_header, EventPrinter, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, Out,
-    SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    own_header, EventPrinter, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample,
+    MalformedSampler, Out, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
 use dbn::{ErrorMsg, SymbolMappingMsg, SystemMsg};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The low half of the reply id that says a connection's gateway session started (its DBN
@@ -49,7 +49,6 @@ pub const ERROR_REASON: u32 = 0x200;
 const NO_CONN: ConnId = ConnId::MAX;
 const NO_CHANNEL: u8 = u8::MAX;
 const REPLIES_KEPT: usize = 256;
-const MALFORMED_SAMPLE_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// What the feed needs to know about its venue.
 pub struct FeedConfig {
@@ -96,9 +95,8 @@ pub struct DatabentoFeed {
     normalizer: Normalizer,
     writers: FeedWriters,
     activity: Arc<StreamActivity>,
-    replies: VecDeque<VenueReply>,
-    malformed_sample: Option<MalformedSample>,
-    last_sample_ns: Option<u64>,
+    replies: ReplyQueue,
+    malformed: MalformedSampler,
     printer: Option<EventPrinter>,
 }
 
@@ -157,9 +155,8 @@ impl DatabentoFeed {
             marks: vec![Mark::default(); streams],
             writers,
             activity,
-            replies: VecDeque::with_capacity(REPLIES_KEPT),
-            malformed_sample: None,
-            last_sample_ns: None,
+            replies: ReplyQueue::new(REPLIES_KEPT),
+            malformed: MalformedSampler::default(),
             printer: None,
             config,
         };
@@ -179,27 +176,15 @@ impl DatabentoFeed {
     }
 
     fn reply(&mut self, reply: VenueReply) {
-        if self.replies.len() == REPLIES_KEPT {
+        if !self.replies.push(reply) {
             self.writers.replies_dropped.increment();
-            return;
         }
-        self.replies.push_back(reply);
     }
 
     fn malformed(&mut self, error: &dyn std::fmt::Display, payload: &[u8], recv_ts_ns: u64) {
         self.writers.malformed.increment();
-        let due = self
-            .last_sample_ns
-            .is_none_or(|last| recv_ts_ns.saturating_sub(last) >= MALFORMED_SAMPLE_INTERVAL_NS);
-        if self.malformed_sample.is_none() && due {
-            self.last_sample_ns = Some(recv_ts_ns);
-            self.malformed_sample = Some(MalformedSample::new(
-                self.config.venue_id,
-                error,
-                0,
-                payload,
-            ));
-        }
+        self.malformed
+            .offer(self.config.venue_id, error, 0, payload, recv_ts_ns);
     }
 
     /// A gateway notice for the strategy: a `VenueStatus` (still live) with the gateway's code.
@@ -507,11 +492,11 @@ impl Feed for DatabentoFeed {
     }
 
     fn take_malformed(&mut self) -> Option<MalformedSample> {
-        self.malformed_sample.take()
+        self.malformed.take()
     }
 
     fn take_reply(&mut self) -> Option<VenueReply> {
-        self.replies.pop_front()
+        self.replies.pop()
     }
 }
 

@@ -27,15 +27,14 @@ use crate::event::{
 use crate::fixed::Fixed;
 use crate::net::ConnId;
 use crate::venue::feed::{
-    EventPrinter, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, Out, SnapshotReply,
-    SnapshotRequest, StreamActivity, VenueReply,
+    EventPrinter, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler,
+    Out, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 /// At most one malformed sample per this many ns is kept for the log.
-const MALFORMED_SAMPLE_INTERVAL_NS: u64 = 1_000_000_000;
 /// Replies kept for the control thread; more than this many waiting means it is wedged.
 const REPLIES_KEPT: usize = 64;
 /// Levels a book holds per side before it grows (Thalex sends at most 40).
@@ -166,11 +165,9 @@ pub struct ThalexFeed {
     scratch: Scratch,
     writers: FeedWriters,
     activity: Arc<StreamActivity>,
-    replies: VecDeque<VenueReply>,
-    malformed_sample: Option<MalformedSample>,
+    replies: ReplyQueue,
+    malformed: MalformedSampler,
     printer: Option<EventPrinter>,
-    /// When the last malformed sample was kept.
-    last_sample_ns: Option<u64>,
 }
 
 impl ThalexFeed {
@@ -313,10 +310,9 @@ impl ThalexFeed {
             scratch,
             writers,
             activity,
-            replies: VecDeque::with_capacity(REPLIES_KEPT),
-            malformed_sample: None,
+            replies: ReplyQueue::new(REPLIES_KEPT),
+            malformed: MalformedSampler::default(),
             printer: None,
-            last_sample_ns: None,
         };
         (feed, counters)
     }
@@ -388,27 +384,20 @@ impl ThalexFeed {
     }
 
     fn reply(&mut self, reply: VenueReply) {
-        if self.replies.len() == REPLIES_KEPT {
+        if !self.replies.push(reply) {
             self.writers.replies_dropped.increment();
-            return;
         }
-        self.replies.push_back(reply);
     }
 
     fn malformed(&mut self, error: DecodeError, payload: &[u8], recv_ts_ns: u64) {
         self.writers.malformed.increment();
-        let due = self
-            .last_sample_ns
-            .is_none_or(|last| recv_ts_ns.saturating_sub(last) >= MALFORMED_SAMPLE_INTERVAL_NS);
-        if self.malformed_sample.is_none() && due {
-            self.last_sample_ns = Some(recv_ts_ns);
-            self.malformed_sample = Some(MalformedSample::new(
-                self.config.venue_id,
-                &error,
-                error.offset(),
-                payload,
-            ));
-        }
+        self.malformed.offer(
+            self.config.venue_id,
+            &error,
+            error.offset(),
+            payload,
+            recv_ts_ns,
+        );
     }
 
     /// A subscription answer named these channels: they are now `conn`'s newest.
@@ -792,11 +781,11 @@ impl Feed for ThalexFeed {
     }
 
     fn take_malformed(&mut self) -> Option<MalformedSample> {
-        self.malformed_sample.take()
+        self.malformed.take()
     }
 
     fn take_reply(&mut self) -> Option<VenueReply> {
-        self.replies.pop_front()
+        self.replies.pop()
     }
 }
 
