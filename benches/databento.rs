@@ -49,16 +49,20 @@ use dbn::decode::dbn::fsm::{DbnFsm, ProcessResult};
 use dbn::decode::{DbnDecoder, DecodeRecordRef};
 use dbn::encode::DbnMetadataEncoder;
 use dbn::{MboMsg, MetadataBuilder, SType, Schema, SystemMsg};
+use hdrhistogram::Histogram;
 use std::hint::black_box;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
 use tickwire::config;
 use tickwire::control::{Session, SessionExtras};
+use tickwire::event::{Event, EventKind};
 use tickwire::lifecycle::Reason;
 use tickwire::metrics::LatencySummary;
 use tickwire::sim::databento::{
     self, DatabentoOptions, DatabentoSource, BENCHMARK_END, FIRST_INSTRUMENT_ID, TEST_API_KEY,
 };
+use tickwire::strategy::{Market, Strategy};
 use tickwire::venue::databento::normalize::Normalizer;
 use tickwire::venue::databento::stream::{Item, RecordStream};
 
@@ -91,6 +95,12 @@ fn main() -> anyhow::Result<()> {
     }
     if part.is_empty() || part == "live" {
         live(env_u64("DATABENTO_BENCH_LIVE_RECORDS", 10_000_000)?)?;
+    }
+    if part.is_empty() || part == "paced" {
+        paced(Duration::from_secs(env_u64(
+            "DATABENTO_BENCH_PACED_SECONDS",
+            3,
+        )?))?;
     }
     Ok(())
 }
@@ -468,6 +478,25 @@ fn live(records: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The venue file: the gateway's mbo for both symbols, `recovery = "gap"`, and a reconnect
+/// delay of ten minutes so that a lost stream cannot hide behind a second session.
+fn venue_toml(sim: &databento::DatabentoHandle) -> String {
+    format!(
+        "name = \"databento-bench\"\nkind = \"databento\"\n\
+         url = \"tcp://127.0.0.1:{}\"\n\
+         symbols = [{}]\nchannels = [\"mbo\"]\n\
+         [databento]\ndataset = \"GLBX.MDP3\"\nrecovery = \"gap\"\n\
+         [credentials]\napi_key_env = \"{KEY_VARIABLE}\"\n\
+         [reconnect]\ninitial_delay_ms = 600000\nmax_delay_ms = 600000\n",
+        sim.addr().port(),
+        SYMBOLS
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
 fn tickwire_live(
     sim: &databento::DatabentoHandle,
     records: u64,
@@ -475,23 +504,7 @@ fn tickwire_live(
 ) -> anyhow::Result<LiveResult> {
     std::env::set_var(KEY_VARIABLE, TEST_API_KEY);
     let dir = tempfile::tempdir()?;
-    std::fs::write(
-        dir.path().join("databento.toml"),
-        format!(
-            "name = \"databento-bench\"\nkind = \"databento\"\n\
-             url = \"tcp://127.0.0.1:{}\"\n\
-             symbols = [{}]\nchannels = [\"mbo\"]\n\
-             [databento]\ndataset = \"GLBX.MDP3\"\nrecovery = \"gap\"\n\
-             [credentials]\napi_key_env = \"{KEY_VARIABLE}\"\n\
-             [reconnect]\ninitial_delay_ms = 600000\nmax_delay_ms = 600000\n",
-            sim.addr().port(),
-            SYMBOLS
-                .iter()
-                .map(|s| format!("{s:?}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-        ),
-    )?;
+    std::fs::write(dir.path().join("databento.toml"), venue_toml(sim))?;
     let appliance = dir.path().join("tickwire.toml");
     std::fs::write(
         &appliance,
@@ -683,5 +696,274 @@ fn databento_live(sim: &databento::DatabentoHandle, records: u64) -> anyhow::Res
         ensure!(count == records, "{count} of {records} records");
         let seconds = (last - first.unwrap_or(last)).as_secs_f64();
         anyhow::Ok((count, seconds))
+    })
+}
+
+// ----------------------------------------------------------------------------------------------
+// Paced
+// ----------------------------------------------------------------------------------------------
+
+/// Rates of the paced part, records a second.
+const PACED_RATES: [f64; 2] = [100_000.0, 1_000_000.0];
+/// The paced configurations: indexes into `CONFIGS` (strategy on its own thread, block and
+/// busy-poll; all on one thread, block).
+const PACED_CONFIGS: [usize; 3] = [0, 1, 4];
+/// Before the window: the session starts, the snapshot passes, the caches warm.
+const PACED_WARMUP: Duration = Duration::from_millis(700);
+
+/// The wall clock in ns since the Unix epoch: the mock gateway stamps `ts_event` with it when
+/// its generator makes a record, and tickwire's `Clock` reads the same epoch.
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
+}
+
+fn histogram() -> anyhow::Result<Histogram<u64>> {
+    // 1 ns to 10 s, three significant digits (as the runtime's own histograms).
+    Ok(Histogram::new_with_bounds(1, 10_000_000_000, 3)?)
+}
+
+/// The strategy of the paced runs: per data event whose record was made inside the window,
+/// the time from the gateway making it (`ts_event`) to the strategy taking it.
+struct MadeToStrategy {
+    window: std::ops::Range<u64>,
+    latency: Arc<Mutex<Histogram<u64>>>,
+}
+
+impl Strategy for MadeToStrategy {
+    fn on_events(&mut self, events: &[Event], _market: &Market, now_ns: u64) {
+        let mut latency = self
+            .latency
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        for event in events {
+            let header = &event.header;
+            let data = matches!(
+                header.kind,
+                EventKind::BookLevel | EventKind::Quote | EventKind::Trade
+            );
+            if data && self.window.contains(&header.exchange_ts_ns) {
+                latency.saturating_record(now_ns.saturating_sub(header.exchange_ts_ns));
+            }
+        }
+    }
+}
+
+/// One paced run's figures.
+struct PacedResult {
+    /// Records (tickwire: events) made inside the window that reached the consumer.
+    measured: u64,
+    made_to_consumer: LatencySummary,
+    /// tickwire only: the runtime's receive-to-strategy histogram over the whole run.
+    receive_to_strategy: Option<LatencySummary>,
+}
+
+fn paced(window: Duration) -> anyhow::Result<()> {
+    println!(
+        "paced: the mock gateway's synthetic MBO market at a fixed rate (its generator wakes every millisecond and stamps ts_event), {:.1} s warm-up then a {:.1} s window; latency from the gateway making a record (ts_event) to the consumer taking it",
+        PACED_WARMUP.as_secs_f64(),
+        window.as_secs_f64()
+    );
+    println!();
+    println!("| client | config | rate | measured | made->consumer p50 | p99 | p99.9 | max | receive->strategy p50 | p99 |");
+    println!("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let us = |ns: u64| format!("{:.1} us", ns as f64 / 1e3);
+    for rate in PACED_RATES {
+        let runs = PACED_CONFIGS
+            .iter()
+            .map(|&index| Some(&CONFIGS[index]))
+            .chain([None]);
+        for config in runs {
+            // A fresh gateway per run: its counters are the run's, and nothing is left over.
+            let sim = databento::start(DatabentoOptions {
+                symbols: SYMBOLS.iter().map(|s| (*s).to_owned()).collect(),
+                source: DatabentoSource::Synthetic,
+                rate,
+                seed: SEED,
+                ..DatabentoOptions::default()
+            })?;
+            let (client, name, result) = match config {
+                Some(config) => (
+                    "tickwire",
+                    config.name,
+                    tickwire_paced(&sim, config, window)
+                        .with_context(|| format!("tickwire paced, {}", config.name))?,
+                ),
+                None => (
+                    "databento LiveClient 0.64 (next_record)",
+                    "tokio current-thread",
+                    databento_paced(&sim, window)?,
+                ),
+            };
+            ensure!(
+                sim.stats().slow_reader_skips == 0,
+                "{client} fell behind the gateway's history"
+            );
+            let (receive_p50, receive_p99) = result
+                .receive_to_strategy
+                .map_or(("-".to_owned(), "-".to_owned()), |summary| {
+                    (us(summary.p50_ns), us(summary.p99_ns))
+                });
+            let latency = result.made_to_consumer;
+            println!(
+                "| {client} | {name} | {:.0} k/s | {} | {} | {} | {} | {} | {receive_p50} | {receive_p99} |",
+                rate / 1e3,
+                result.measured,
+                us(latency.p50_ns),
+                us(latency.p99_ns),
+                us(latency.p999_ns),
+                us(latency.max_ns),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn tickwire_paced(
+    sim: &databento::DatabentoHandle,
+    live: &LiveConfig,
+    window: Duration,
+) -> anyhow::Result<PacedResult> {
+    std::env::set_var(KEY_VARIABLE, TEST_API_KEY);
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("databento.toml"), venue_toml(sim))?;
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        format!("venues = [\"databento.toml\"]\n{COMMON_TOML}{}", live.toml),
+    )?;
+    let loaded = config::load(&appliance).map_err(|error| anyhow::anyhow!("{error}"))?;
+    let start = wall_ns() + PACED_WARMUP.as_nanos() as u64;
+    let latency = Arc::new(Mutex::new(histogram()?));
+    let strategy = MadeToStrategy {
+        window: start..start + window.as_nanos() as u64,
+        latency: Arc::clone(&latency),
+    };
+    let mut session = Session::start(
+        &loaded,
+        Clock::calibrate(),
+        SessionExtras {
+            strategy: Some(Box::new(strategy)),
+            ..SessionExtras::default()
+        },
+    )
+    .map_err(|error| anyhow::anyhow!("{error}"))?;
+    let end = Instant::now() + PACED_WARMUP + window;
+    while Instant::now() < end {
+        session.tick().map_err(|error| anyhow::anyhow!("{error}"))?;
+        ensure!(session.runtime.all_running(), "a hot thread ended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Without loss: every record the gateway had sent by now arrives, on the one connection.
+    let sent = sim.stats().records_sent;
+    let settle = Instant::now() + Duration::from_secs(10);
+    loop {
+        session.tick().map_err(|error| anyhow::anyhow!("{error}"))?;
+        let delivered = session.feeds[0].1.depth_updates.get();
+        if delivered >= sent {
+            break;
+        }
+        ensure!(
+            Instant::now() < settle,
+            "{delivered} of the {sent} records sent arrived"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    ensure!(
+        sim.stats().connections_accepted == 1,
+        "the appliance connected more than once"
+    );
+    let counters = &session.feeds[0].1;
+    ensure!(
+        counters.malformed.get() == 0
+            && counters.duplicates.get() == 0
+            && counters.error_replies.get() == 0,
+        "malformed {} duplicates {} gateway errors {}",
+        counters.malformed.get(),
+        counters.duplicates.get(),
+        counters.error_replies.get()
+    );
+    ensure!(
+        session.runtime.frame_ring.overflows() == 0 && session.runtime.event_ring.overflows() == 0,
+        "a ring refused data"
+    );
+    ensure!(session.runtime.gaps.get() == 0, "the strategy got a gap");
+    let collector = &mut session.runtime.wire_to_strategy;
+    collector.collect();
+    let receive_to_strategy = LatencySummary::of(collector.total());
+    let failed = session.shutdown();
+    ensure!(failed.is_empty(), "threads panicked: {failed:?}");
+    let made_to_consumer = LatencySummary::of(&latency.lock().unwrap_or_else(|p| p.into_inner()));
+    ensure!(
+        made_to_consumer.count > 0,
+        "no event made inside the window reached the strategy"
+    );
+    Ok(PacedResult {
+        measured: made_to_consumer.count,
+        made_to_consumer,
+        receive_to_strategy: Some(receive_to_strategy),
+    })
+}
+
+/// The official client at a paced gateway: per MBO record made inside the window, the time
+/// from `ts_event` to `next_record` returning it.
+fn databento_paced(
+    sim: &databento::DatabentoHandle,
+    window: Duration,
+) -> anyhow::Result<PacedResult> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let addr = sim.addr();
+    let mut latency = histogram()?;
+    let start = wall_ns() + PACED_WARMUP.as_nanos() as u64;
+    let range = start..start + window.as_nanos() as u64;
+    let end = Instant::now() + PACED_WARMUP + window;
+    let records = runtime.block_on(async {
+        let mut client = ::databento::LiveClient::builder()
+            .addr(addr)
+            .await?
+            .key(TEST_API_KEY)?
+            .dataset("GLBX.MDP3")
+            .build()
+            .await?;
+        client
+            .subscribe(
+                ::databento::live::Subscription::builder()
+                    .symbols(SYMBOLS.to_vec())
+                    .schema(Schema::Mbo)
+                    .build(),
+            )
+            .await?;
+        client.start().await?;
+        let mut records = 0u64;
+        while Instant::now() < end {
+            let next = tokio::time::timeout(Duration::from_secs(5), client.next_record()).await;
+            let Ok(next) = next else {
+                bail!("no record for 5 s");
+            };
+            let Some(record) = next? else {
+                bail!("the gateway ended the session");
+            };
+            if let Some(mbo) = record.get::<MboMsg>() {
+                let now = wall_ns();
+                records += 1;
+                if range.contains(&mbo.hd.ts_event) {
+                    latency.saturating_record(now.saturating_sub(mbo.hd.ts_event));
+                }
+            }
+        }
+        anyhow::Ok(records)
+    })?;
+    let made_to_consumer = LatencySummary::of(&latency);
+    ensure!(
+        records > 0 && made_to_consumer.count > 0,
+        "no record made inside the window arrived"
+    );
+    Ok(PacedResult {
+        measured: made_to_consumer.count,
+        made_to_consumer,
+        receive_to_strategy: None,
     })
 }

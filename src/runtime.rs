@@ -150,14 +150,6 @@ struct NetStage {
     generations: Vec<u32>,
 }
 
-impl NetStage {
-    fn report(&mut self, status: NetStatus) {
-        // The status ring is sized for every stream's changes between two control ticks; a full
-        // ring means the control thread is wedged, and the watchdog will say so.
-        let _ = self.statuses.try_push(status);
-    }
-}
-
 impl StagePoll for NetStage {
     fn start(&mut self) -> Result<(), String> {
         let setup = self.setup.take().ok_or("network stage started twice")?;
@@ -176,11 +168,24 @@ impl StagePoll for NetStage {
     }
 
     fn poll(&mut self) -> bool {
-        let Some(mut engine) = self.engine.take() else {
+        // Borrowed in place: the engine (its transport's rings and buffers) is never moved.
+        let NetStage {
+            engine,
+            commands,
+            statuses: status_ring,
+            generations,
+            ..
+        } = self;
+        let Some(engine) = engine.as_mut() else {
             return false;
         };
+        // The status ring is sized for every stream's changes between two control ticks; a full
+        // ring means the control thread is wedged, and the watchdog will say so.
+        let mut report = |status: NetStatus| {
+            let _ = status_ring.try_push(status);
+        };
         let mut commanded = false;
-        while let Some(command) = self.commands.try_pop() {
+        while let Some(command) = commands.try_pop() {
             commanded = true;
             match command {
                 NetCommand::Open {
@@ -188,11 +193,11 @@ impl StagePoll for NetStage {
                     generation,
                     spec,
                 } => {
-                    if let Some(slot) = self.generations.get_mut(conn as usize) {
+                    if let Some(slot) = generations.get_mut(conn as usize) {
                         *slot = generation;
                     }
                     if let Err(error) = engine.open(conn, *spec) {
-                        self.report(NetStatus {
+                        report(NetStatus {
                             conn,
                             generation,
                             kind: NetStatusKind::OpenFailed {
@@ -230,16 +235,14 @@ impl StagePoll for NetStage {
                     error: error.map(|error| error.to_string()),
                 },
             };
-            let generation = self.generations.get(conn as usize).copied().unwrap_or(0);
-            self.report(NetStatus {
+            let generation = generations.get(conn as usize).copied().unwrap_or(0);
+            report(NetStatus {
                 conn,
                 generation,
                 kind,
             });
         }
-        let worked = worked || commanded;
-        self.engine = Some(engine);
-        worked
+        worked || commanded
     }
 }
 
