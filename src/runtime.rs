@@ -34,7 +34,7 @@ use crate::strategy::stamps::{Stamp, StampMatcher};
 use crate::strategy::{Market, Strategy};
 use crate::thread::{self, HotThread, ThreadError, Wakeup};
 use crate::venue::feed::{
-    EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, VenueReply,
+    EventSink, Feed, MalformedSample, Publisher, SnapshotReply, SnapshotRequest, VenueReply,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -306,6 +306,28 @@ fn mark_publication(
     }
 }
 
+/// The decoder stage's side of a publication: marked before, the strategy woken after.
+struct Publication<'p> {
+    marks: &'p mut ring::Producer<PublishMark>,
+    published: &'p mut u64,
+    clock: Clock,
+    wakeup: Option<&'p Wakeup>,
+}
+
+impl Publisher for Publication<'_> {
+    #[inline]
+    fn before(&mut self, count: usize) {
+        mark_publication(self.marks, self.published, count, self.clock.now_ns());
+    }
+
+    #[inline]
+    fn after(&mut self, _count: usize) {
+        if let Some(wakeup) = self.wakeup {
+            wakeup.wake();
+        }
+    }
+}
+
 impl StagePoll for DecoderStage {
     fn finish(&mut self) {
         self.receive_to_decoded.flush();
@@ -317,12 +339,15 @@ impl StagePoll for DecoderStage {
         let conn_venues = &self.conn_venues;
         let traffic = &mut self.traffic;
         let batch_recv_ns = &mut self.batch_recv_ns;
-        let clock = self.clock;
-        let publish_marks = &mut self.publish_marks;
-        let published = &mut self.published;
-        let strategy_wakeup = &self.strategy_wakeup;
         let events_per_frame = &mut self.events_per_frame;
-        let mut sink = EventSink::new(&mut self.events, &mut self.events_lost);
+        let mut publication = Publication {
+            marks: &mut self.publish_marks,
+            published: &mut self.published,
+            clock: self.clock,
+            wakeup: self.strategy_wakeup.as_ref(),
+        };
+        let mut sink =
+            EventSink::with_publisher(&mut self.events, &mut self.events_lost, &mut publication);
         let mut drained = 0;
         let mut now_ns = 0;
         let mut caught_up = true;
@@ -348,7 +373,7 @@ impl StagePoll for DecoderStage {
                 break;
             }
             let mut decoded = 0;
-            let mut batch_events = 0;
+            let events_before = sink.total_written();
             let batch = self.frames.drain(frames, |tag, frame| {
                 let (conn, _kind) = crate::net::engine::split_tag(tag);
                 let venue = conn_venues
@@ -367,24 +392,17 @@ impl StagePoll for DecoderStage {
                             *slot = recv_ts_ns;
                             decoded += 1;
                         }
-                        // A frame that made a batch of events or more (a byte stream's chunk)
-                        // publishes them now rather than after the other frames of the batch.
-                        let pending = sink.written();
-                        if pending >= EVENT_BATCH {
-                            batch_events += pending;
-                            mark_publication(publish_marks, published, pending, clock.now_ns());
-                            sink.publish();
-                            if let Some(wakeup) = strategy_wakeup {
-                                wakeup.wake();
-                            }
-                        }
+                        // A frame that makes `EventSink::PUBLISH_EVERY` events or more (a byte
+                        // stream's chunk) has the sink publish them as they come, rather than
+                        // after the other frames of the batch.
                     }
                     _ => undecoded.increment(),
                 }
             });
             drained += batch;
             if batch > 0 {
-                *events_per_frame = (batch_events + sink.written()).div_ceil(batch).max(1);
+                let batch_events = sink.total_written() - events_before;
+                *events_per_frame = batch_events.div_ceil(batch).max(1);
             }
             now_ns = self.clock.now_ns();
             // One clock read per batch: each frame's decode finished by now.
@@ -396,12 +414,7 @@ impl StagePoll for DecoderStage {
             if caught_up || sink.free_slots() < EVENT_ROOM_PER_BATCH {
                 break;
             }
-            mark_publication(publish_marks, published, sink.written(), now_ns);
-            if sink.publish() > 0 {
-                if let Some(wakeup) = strategy_wakeup {
-                    wakeup.wake();
-                }
-            }
+            sink.publish();
         }
         // Replies to the control thread's requests go out at once: a connection waits on them.
         let mut control = 0;
@@ -457,20 +470,7 @@ impl StagePoll for DecoderStage {
                 }
             }
         }
-        let pending = sink.written();
-        // The batch's clock read serves: control work adds a few events at most.
-        mark_publication(
-            &mut self.publish_marks,
-            &mut self.published,
-            pending,
-            now_ns,
-        );
-        self.events.publish();
-        if pending > 0 {
-            if let Some(wakeup) = strategy_wakeup {
-                wakeup.wake();
-            }
-        }
+        sink.publish();
         drained > 0 || control > 0
     }
 }

@@ -16,27 +16,64 @@ use std::sync::Arc;
 /// a full ring, a dropped connection).
 pub const ALL_INSTRUMENTS: InstrumentId = InstrumentId::MAX;
 
+/// What the decoder stage does around a publication that its [`EventSink`] makes: mark it (for
+/// decoded-to-strategy latency) before the events become visible, wake the consumer after.
+pub trait Publisher {
+    /// `count` events are about to be published.
+    fn before(&mut self, count: usize);
+    /// They were.
+    fn after(&mut self, count: usize);
+}
+
 /// Where a feed writes events: the decoder-to-strategy ring, written without publishing (the
 /// stage publishes once per batch). An event the ring cannot take is counted by the ring; the
 /// first event written after such a loss is preceded by a `Gap` (`RingOverflow`) for the whole
 /// venue, so the strategy always learns that it missed something.
+///
+/// With a [`Publisher`] (the decoder stage's), the sink also publishes by itself every
+/// [`EventSink::PUBLISH_EVERY`] events: a message that makes hundreds of events (a Databento
+/// chunk of 64 KiB makes about 600) lets the strategy start on the first ones while the rest
+/// are decoded, instead of all of them waiting for the last.
 pub struct EventSink<'a> {
     events: &'a mut Producer<Event>,
     /// Set while events are being lost; cleared once the gap announcing the loss is written.
     lost: &'a mut bool,
+    /// Written and not yet published.
     written: usize,
+    /// Written in all, published or not.
+    total: usize,
+    publisher: Option<&'a mut dyn Publisher>,
 }
 
 impl<'a> EventSink<'a> {
+    /// Events a sink with a publisher writes before it publishes them by itself.
+    pub const PUBLISH_EVERY: usize = 64;
+
+    /// A sink that publishes only when asked ([`EventSink::publish`]).
     pub fn new(events: &'a mut Producer<Event>, lost: &'a mut bool) -> EventSink<'a> {
         EventSink {
             events,
             lost,
             written: 0,
+            total: 0,
+            publisher: None,
         }
     }
 
-    /// Writes one event (published with the stage's batch).
+    /// A sink that also publishes every [`EventSink::PUBLISH_EVERY`] events, with `publisher`
+    /// around each publication (its own and those asked for).
+    pub fn with_publisher(
+        events: &'a mut Producer<Event>,
+        lost: &'a mut bool,
+        publisher: &'a mut dyn Publisher,
+    ) -> EventSink<'a> {
+        EventSink {
+            publisher: Some(publisher),
+            ..EventSink::new(events, lost)
+        }
+    }
+
+    /// Writes one event (published with the stage's batch, or by the sink's publisher).
     #[inline]
     pub fn push(&mut self, event: Event) {
         if *self.lost {
@@ -57,22 +94,42 @@ impl<'a> EventSink<'a> {
             }
             *self.lost = false;
             self.written += 1;
+            self.total += 1;
         }
         match self.events.try_write(event) {
-            Ok(()) => self.written += 1,
+            Ok(()) => {
+                self.written += 1;
+                self.total += 1;
+                if self.written >= Self::PUBLISH_EVERY && self.publisher.is_some() {
+                    self.publish();
+                }
+            }
             Err(_) => *self.lost = true,
         }
     }
 
-    /// Events written through this sink.
+    /// Events written and not yet published.
     pub fn written(&self) -> usize {
         self.written
     }
 
-    /// Publishes what was written since the last call; returns how many events that was.
+    /// Events written through this sink in all, published or not.
+    pub fn total_written(&self) -> usize {
+        self.total
+    }
+
+    /// Publishes what was written since the last publication; returns how many events that was.
     pub fn publish(&mut self) -> usize {
-        self.events.publish();
-        std::mem::take(&mut self.written)
+        let count = std::mem::take(&mut self.written);
+        match self.publisher.as_deref_mut() {
+            Some(publisher) if count > 0 => {
+                publisher.before(count);
+                self.events.publish();
+                publisher.after(count);
+            }
+            _ => self.events.publish(),
+        }
+        count
     }
 
     /// Slots the event ring has free.
@@ -681,5 +738,92 @@ impl FeedCounters {
             activity,
         };
         (writers, counters)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ring::ring;
+
+    fn event(seq: u64) -> Event {
+        Event::new(
+            EventHeader {
+                exchange_ts_ns: 0,
+                recv_ts_ns: 0,
+                venue_seq: seq,
+                instrument_id: 1,
+                venue_id: 0,
+                kind: EventKind::Gap,
+                flags: 0,
+            },
+            Body::Gap(Gap::new(GapReason::Unknown, 0, 0)),
+        )
+    }
+
+    /// Records what the sink told it, and what the consumer could see at each call.
+    #[derive(Default)]
+    struct Calls {
+        calls: Vec<(&'static str, usize)>,
+    }
+
+    impl Publisher for Calls {
+        fn before(&mut self, count: usize) {
+            self.calls.push(("before", count));
+        }
+        fn after(&mut self, count: usize) {
+            self.calls.push(("after", count));
+        }
+    }
+
+    #[test]
+    fn a_sink_with_a_publisher_publishes_every_batch_of_events_and_the_rest_when_asked() {
+        let (mut producer, mut consumer) = ring::<Event>(1024);
+        let mut lost = false;
+        let mut calls = Calls::default();
+        let mut sink = EventSink::with_publisher(&mut producer, &mut lost, &mut calls);
+        let total = 2 * EventSink::PUBLISH_EVERY + 22;
+        for seq in 0..total {
+            sink.push(event(seq as u64));
+        }
+        assert_eq!(sink.written(), 22);
+        assert_eq!(sink.total_written(), total);
+        assert_eq!(sink.publish(), 22);
+        assert_eq!(sink.publish(), 0, "nothing left to publish");
+        drop(sink);
+        let every = EventSink::PUBLISH_EVERY;
+        assert_eq!(
+            calls.calls,
+            [
+                ("before", every),
+                ("after", every),
+                ("before", every),
+                ("after", every),
+                ("before", 22),
+                ("after", 22)
+            ]
+        );
+        let seqs: Vec<u64> = std::iter::from_fn(|| consumer.try_pop())
+            .map(|event| event.header.venue_seq)
+            .collect();
+        assert_eq!(seqs, (0..total as u64).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_sink_without_a_publisher_publishes_only_when_asked() {
+        let (mut producer, mut consumer) = ring::<Event>(1024);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        for seq in 0..3 * EventSink::PUBLISH_EVERY {
+            sink.push(event(seq as u64));
+        }
+        assert!(consumer.try_pop().is_none(), "published before asked");
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        // A new sink over the same ring publishes what the last one wrote.
+        sink.publish();
+        assert_eq!(
+            std::iter::from_fn(|| consumer.try_pop()).count(),
+            3 * EventSink::PUBLISH_EVERY
+        );
     }
 }
