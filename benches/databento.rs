@@ -600,16 +600,18 @@ fn tickwire_live(
     // (its status and gaps), then check the event side.
     let settle = Instant::now() + Duration::from_secs(10);
     let mut events = session.runtime.events_received.get();
+    // The tick that sees the close hands the decoder its gaps: they arrive after that tick.
+    let mut closed_before = false;
     loop {
         std::thread::sleep(Duration::from_millis(20));
         session.tick().map_err(|error| anyhow::anyhow!("{error}"))?;
         let now = session.runtime.events_received.get();
-        let transitions = session.venues.counters(0).transitions;
-        let closed =
-            transitions.get(Reason::ConnectionLost) + transitions.get(Reason::ClosedByVenue) > 0;
-        if (now == events && closed) || Instant::now() > settle {
+        if (now == events && closed_before) || Instant::now() > settle {
             break;
         }
+        let transitions = session.venues.counters(0).transitions;
+        closed_before =
+            transitions.get(Reason::ConnectionLost) + transitions.get(Reason::ClosedByVenue) > 0;
         events = now;
     }
     ensure!(
