@@ -2,14 +2,18 @@
 //! (tickwire blocking on io_uring or epoll, and the tcp-floor, which the harness builds with
 //! cargo) at 1000 messages per second for a second. Checks what the run must produce, never its
 //! timings: every message each client was sent reached it, and the table, the JSON, the
-//! Markdown report and the plot are written.
+//! Markdown report and the plot are written. The output directory is relative to the working
+//! directory, as with the default `target/bench-e2e` (the configs the run writes there name
+//! files beside them, which must resolve from wherever the run starts).
 
 use std::process::Command;
 
 #[test]
 fn bench_e2e_quick_writes_the_table_json_report_and_plot() {
-    let out = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let out = cwd.path().join("bench-out");
     let output = Command::new(env!("CARGO_BIN_EXE_tickwire"))
+        .current_dir(cwd.path())
         .args([
             "bench",
             "e2e",
@@ -23,8 +27,8 @@ fn bench_e2e_quick_writes_the_table_json_report_and_plot() {
             "--clients",
             "tickwire-uring-block,tcp-floor",
             "--out",
+            "bench-out",
         ])
-        .arg(out.path())
         .output()
         .expect("tickwire runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -39,7 +43,7 @@ fn bench_e2e_quick_writes_the_table_json_report_and_plot() {
         );
     }
     let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.path().join("e2e.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(out.join("e2e.json")).unwrap()).unwrap();
     let run = &json["runs"][0];
     assert_eq!(run["rate"], 1000.0);
     for client in ["tickwire-uring-block", "tcp-floor"] {
@@ -59,8 +63,8 @@ fn bench_e2e_quick_writes_the_table_json_report_and_plot() {
                 || result["per_message"]["task_clock_ns"].is_string()
         );
     }
-    let report = std::fs::read_to_string(out.path().join("e2e.md")).unwrap();
+    let report = std::fs::read_to_string(out.join("e2e.md")).unwrap();
     assert!(report.contains("| tcp-floor |"), "{report}");
-    let plot = std::fs::read_to_string(out.path().join("e2e-1000.svg")).unwrap();
+    let plot = std::fs::read_to_string(out.join("e2e-1000.svg")).unwrap();
     assert_eq!(plot.matches("<polyline").count(), 2, "one curve per client");
 }

@@ -152,7 +152,9 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
     }
     // Configs, CA files and records of each run, kept for inspection (records are removed once
     // read).
-    let work = args.out.join("work");
+    // Absolute: the configs written there name files in it, and a config resolves a relative
+    // path against its own directory, not the working directory.
+    let work = std::path::absolute(args.out.join("work"))?;
     std::fs::create_dir_all(&work)?;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for &rate in &args.rates {
