@@ -496,6 +496,23 @@ fn live(records: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The appliance `live` describes, with the venue of `venue_toml`, loaded from files written
+/// to a scratch directory (the API key in the environment, as a user's would be).
+fn appliance_config(
+    sim: &databento::DatabentoHandle,
+    live: &LiveConfig,
+) -> anyhow::Result<config::LoadedConfig> {
+    std::env::set_var(KEY_VARIABLE, TEST_API_KEY);
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("databento.toml"), venue_toml(sim))?;
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        format!("venues = [\"databento.toml\"]\n{COMMON_TOML}{}", live.toml),
+    )?;
+    config::load(&appliance).map_err(|error| anyhow::anyhow!("{error}"))
+}
+
 /// The venue file: the gateway's mbo for both symbols, `recovery = "gap"`, and a reconnect
 /// delay of ten minutes so that a lost stream cannot hide behind a second session.
 fn venue_toml(sim: &databento::DatabentoHandle) -> String {
@@ -520,15 +537,7 @@ fn tickwire_live(
     records: u64,
     live: &LiveConfig,
 ) -> anyhow::Result<LiveResult> {
-    std::env::set_var(KEY_VARIABLE, TEST_API_KEY);
-    let dir = tempfile::tempdir()?;
-    std::fs::write(dir.path().join("databento.toml"), venue_toml(sim))?;
-    let appliance = dir.path().join("tickwire.toml");
-    std::fs::write(
-        &appliance,
-        format!("venues = [\"databento.toml\"]\n{COMMON_TOML}{}", live.toml),
-    )?;
-    let loaded = config::load(&appliance).map_err(|error| anyhow::anyhow!("{error}"))?;
+    let loaded = appliance_config(sim, live)?;
     let connections_before = sim.stats().connections_accepted;
     let mut session = Session::start(&loaded, Clock::calibrate(), SessionExtras::default())
         .map_err(|error| anyhow::anyhow!("{error}"))?;
@@ -667,6 +676,28 @@ fn tickwire_live(
     })
 }
 
+/// The official client, connected to the gateway at `addr`, subscribed to the symbols' mbo and
+/// started.
+async fn client_session(addr: std::net::SocketAddr) -> anyhow::Result<::databento::LiveClient> {
+    let mut client = ::databento::LiveClient::builder()
+        .addr(addr)
+        .await?
+        .key(TEST_API_KEY)?
+        .dataset("GLBX.MDP3")
+        .build()
+        .await?;
+    client
+        .subscribe(
+            ::databento::live::Subscription::builder()
+                .symbols(SYMBOLS.to_vec())
+                .schema(Schema::Mbo)
+                .build(),
+        )
+        .await?;
+    client.start().await?;
+    Ok(client)
+}
+
 /// The official client reads a whole session; returns (MBO records, seconds first to last).
 fn databento_live(sim: &databento::DatabentoHandle, records: u64) -> anyhow::Result<(u64, f64)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -674,22 +705,7 @@ fn databento_live(sim: &databento::DatabentoHandle, records: u64) -> anyhow::Res
         .build()?;
     let addr = sim.addr();
     runtime.block_on(async move {
-        let mut client = ::databento::LiveClient::builder()
-            .addr(addr)
-            .await?
-            .key(TEST_API_KEY)?
-            .dataset("GLBX.MDP3")
-            .build()
-            .await?;
-        client
-            .subscribe(
-                ::databento::live::Subscription::builder()
-                    .symbols(SYMBOLS.to_vec())
-                    .schema(Schema::Mbo)
-                    .build(),
-            )
-            .await?;
-        client.start().await?;
+        let mut client = client_session(addr).await?;
         let mut count = 0u64;
         let mut checksum = 0u64;
         let mut first = None;
@@ -849,15 +865,7 @@ fn tickwire_paced(
     live: &LiveConfig,
     window: Duration,
 ) -> anyhow::Result<PacedResult> {
-    std::env::set_var(KEY_VARIABLE, TEST_API_KEY);
-    let dir = tempfile::tempdir()?;
-    std::fs::write(dir.path().join("databento.toml"), venue_toml(sim))?;
-    let appliance = dir.path().join("tickwire.toml");
-    std::fs::write(
-        &appliance,
-        format!("venues = [\"databento.toml\"]\n{COMMON_TOML}{}", live.toml),
-    )?;
-    let loaded = config::load(&appliance).map_err(|error| anyhow::anyhow!("{error}"))?;
+    let loaded = appliance_config(sim, live)?;
     let start = wall_ns() + PACED_WARMUP.as_nanos() as u64;
     let latency = Arc::new(Mutex::new(histogram()?));
     let strategy = MadeToStrategy {
@@ -945,22 +953,7 @@ fn databento_paced(
     let range = start..start + window.as_nanos() as u64;
     let end = Instant::now() + PACED_WARMUP + window;
     let records = runtime.block_on(async {
-        let mut client = ::databento::LiveClient::builder()
-            .addr(addr)
-            .await?
-            .key(TEST_API_KEY)?
-            .dataset("GLBX.MDP3")
-            .build()
-            .await?;
-        client
-            .subscribe(
-                ::databento::live::Subscription::builder()
-                    .symbols(SYMBOLS.to_vec())
-                    .schema(Schema::Mbo)
-                    .build(),
-            )
-            .await?;
-        client.start().await?;
+        let mut client = client_session(addr).await?;
         let mut records = 0u64;
         while Instant::now() < end {
             let next = tokio::time::timeout(Duration::from_secs(5), client.next_record()).await;

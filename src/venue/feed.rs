@@ -781,16 +781,17 @@ mod tests {
         let (mut producer, mut consumer) = ring::<Event>(1024);
         let mut lost = false;
         let mut calls = Calls::default();
-        let mut sink = EventSink::with_publisher(&mut producer, &mut lost, &mut calls);
         let total = 2 * EventSink::PUBLISH_EVERY + 22;
-        for seq in 0..total {
-            sink.push(event(seq as u64));
+        {
+            let mut sink = EventSink::with_publisher(&mut producer, &mut lost, &mut calls);
+            for seq in 0..total {
+                sink.push(event(seq as u64));
+            }
+            assert_eq!(sink.written(), 22);
+            assert_eq!(sink.total_written(), total);
+            assert_eq!(sink.publish(), 22);
+            assert_eq!(sink.publish(), 0, "nothing left to publish");
         }
-        assert_eq!(sink.written(), 22);
-        assert_eq!(sink.total_written(), total);
-        assert_eq!(sink.publish(), 22);
-        assert_eq!(sink.publish(), 0, "nothing left to publish");
-        drop(sink);
         let every = EventSink::PUBLISH_EVERY;
         assert_eq!(
             calls.calls,
