@@ -82,6 +82,8 @@ struct Outcome {
     cpu_sys_s: f64,
     /// The client's performance counters over the run (hardware ones where the host has them).
     counters: Vec<tickwire::metrics::perf::Reading>,
+    /// The client exited cleanly (a client that failed still gets its row and its note).
+    clean: bool,
     note: Option<String>,
 }
 
@@ -229,6 +231,21 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    // The reports are written either way; a run whose client failed makes the command fail,
+    // so that a script never takes an empty row for a measurement.
+    let failed: Vec<String> = outcomes
+        .iter()
+        .filter(|o| !o.clean)
+        .map(|o| format!("{} at {} msg/s", o.client, o.rate))
+        .collect();
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} runs failed (the notes above say why): {}",
+            failed.len(),
+            outcomes.len(),
+            failed.join(", ")
+        );
+    }
     Ok(())
 }
 
@@ -572,6 +589,7 @@ fn measure(
         cpu_user_s: seconds(usage.ru_utime),
         cpu_sys_s: seconds(usage.ru_stime),
         counters,
+        clean,
         note: (!notes.is_empty()).then(|| notes.join("; ")),
     })
 }
