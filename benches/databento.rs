@@ -71,7 +71,7 @@ use hdrhistogram::Histogram;
 use std::hint::black_box;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tickwire::clock::Clock;
+use tickwire::clock::{system_realtime_ns, Clock};
 use tickwire::config;
 use tickwire::control::{Session, SessionExtras};
 use tickwire::event::{Event, EventKind};
@@ -751,14 +751,6 @@ const PACED_CONFIGS: [usize; 3] = [0, 1, 4];
 /// Before the window: the session starts, the snapshot passes, the caches warm.
 const PACED_WARMUP: Duration = Duration::from_millis(700);
 
-/// The wall clock in ns since the Unix epoch: the mock gateway stamps `ts_event` with it when
-/// its generator makes a record, and tickwire's `Clock` reads the same epoch.
-fn wall_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos() as u64)
-}
-
 fn histogram() -> anyhow::Result<Histogram<u64>> {
     // 1 ns to 10 s, three significant digits (as the runtime's own histograms).
     Ok(Histogram::new_with_bounds(1, 10_000_000_000, 3)?)
@@ -866,7 +858,7 @@ fn tickwire_paced(
     window: Duration,
 ) -> anyhow::Result<PacedResult> {
     let loaded = appliance_config(sim, live)?;
-    let start = wall_ns() + PACED_WARMUP.as_nanos() as u64;
+    let start = system_realtime_ns() + PACED_WARMUP.as_nanos() as u64;
     let latency = Arc::new(Mutex::new(histogram()?));
     let strategy = MadeToStrategy {
         window: start..start + window.as_nanos() as u64,
@@ -949,7 +941,7 @@ fn databento_paced(
         .build()?;
     let addr = sim.addr();
     let mut latency = histogram()?;
-    let start = wall_ns() + PACED_WARMUP.as_nanos() as u64;
+    let start = system_realtime_ns() + PACED_WARMUP.as_nanos() as u64;
     let range = start..start + window.as_nanos() as u64;
     let end = Instant::now() + PACED_WARMUP + window;
     let records = runtime.block_on(async {
@@ -964,7 +956,7 @@ fn databento_paced(
                 bail!("the gateway ended the session");
             };
             if let Some(mbo) = record.get::<MboMsg>() {
-                let now = wall_ns();
+                let now = system_realtime_ns();
                 records += 1;
                 if range.contains(&mbo.hd.ts_event) {
                     latency.saturating_record(now.saturating_sub(mbo.hd.ts_event));

@@ -321,7 +321,7 @@ impl Publisher for Publication<'_> {
     }
 
     #[inline]
-    fn after(&mut self, _count: usize) {
+    fn after(&mut self) {
         if let Some(wakeup) = self.wakeup {
             wakeup.wake();
         }

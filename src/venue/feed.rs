@@ -22,7 +22,7 @@ pub trait Publisher {
     /// `count` events are about to be published.
     fn before(&mut self, count: usize);
     /// They were.
-    fn after(&mut self, count: usize);
+    fn after(&mut self);
 }
 
 /// Where a feed writes events: the decoder-to-strategy ring, written without publishing (the
@@ -125,7 +125,7 @@ impl<'a> EventSink<'a> {
             Some(publisher) if count > 0 => {
                 publisher.before(count);
                 self.events.publish();
-                publisher.after(count);
+                publisher.after();
             }
             _ => self.events.publish(),
         }
@@ -761,18 +761,24 @@ mod tests {
         )
     }
 
-    /// Records what the sink told it, and what the consumer could see at each call.
+    #[derive(Debug, PartialEq)]
+    enum Call {
+        Before(usize),
+        After,
+    }
+
+    /// Records what the sink told it, in order.
     #[derive(Default)]
     struct Calls {
-        calls: Vec<(&'static str, usize)>,
+        calls: Vec<Call>,
     }
 
     impl Publisher for Calls {
         fn before(&mut self, count: usize) {
-            self.calls.push(("before", count));
+            self.calls.push(Call::Before(count));
         }
-        fn after(&mut self, count: usize) {
-            self.calls.push(("after", count));
+        fn after(&mut self) {
+            self.calls.push(Call::After);
         }
     }
 
@@ -796,12 +802,12 @@ mod tests {
         assert_eq!(
             calls.calls,
             [
-                ("before", every),
-                ("after", every),
-                ("before", every),
-                ("after", every),
-                ("before", 22),
-                ("after", 22)
+                Call::Before(every),
+                Call::After,
+                Call::Before(every),
+                Call::After,
+                Call::Before(22),
+                Call::After
             ]
         );
         let seqs: Vec<u64> = std::iter::from_fn(|| consumer.try_pop())
