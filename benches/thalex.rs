@@ -4,9 +4,12 @@
 //! Two scenarios, each from the message's bytes to the value in the hands of whoever waits for
 //! it:
 //!
-//! - **Ticker to a subscriber** (`thalex/ticker/{tickwire,audited}/{1,10,100}`): one 165-byte
-//!   `ticker.BTC-PERPETUAL.100ms` notification, with 1, 10 or 100 live subscriptions, one of
-//!   which it matches (`BTC-PERPETUAL` plus `BTC-27JUN25-<strike>-C` options).
+//! - **Ticker to a subscriber** (`thalex/ticker/{tickwire,audited}/{1,10,100}`): one real-shaped
+//!   `ticker.BTC-PERPETUAL.100ms` notification (api.yaml's `Ticker` keys in the schema's order,
+//!   a perpetual's fields, floats with up to 17 significant digits as Thalex prints them: a
+//!   `Quote`, a `Reference(Mark)` and a `Reference(Index)`), with 1, 10 or 100 live
+//!   subscriptions, one of which it matches (`BTC-PERPETUAL` plus `BTC-27JUN25-<strike>-C`
+//!   options). `thalex/ticker-audit/...` delivers the audit's own 165-byte ticker instead.
 //! - **RPC response to a pending request** (`thalex/rpc/{tickwire,audited}`): the answer to
 //!   request 12345, while four requests (12345 among them) await theirs.
 //!
@@ -48,10 +51,13 @@
 //! Every value each iteration produces (events, replies, `Value`s, `String`s, channel nodes) is
 //! dropped inside the timing, as it is in either design.
 //!
-//! Before timing, both designs run on the inputs and the bench panics unless: the ticker gives
-//! a `Quote` (bid 50000.5, ask 50001, the exchange time of `mark_timestamp`) and a
-//! `Reference(Mark)` 50000.6 for BTC-PERPETUAL's instrument id, and the audited subscriber of
-//! BTC-PERPETUAL (and no other) receives the same prices (checked through `Fixed`); the response
+//! Before timing, both designs run on the inputs and the bench panics unless: the real-shaped
+//! ticker gives a `Quote` (bid 76000, ask 76001, the exchange time of `mark_timestamp`), a
+//! `Reference(Mark)` 76000.717914438 and a `Reference(Index)` 76283.259166667 (the venue's
+//! 17-digit floats rounded to 1e-9), the audit's ticker a `Quote` (50000.5, 50001) and a
+//! `Reference(Mark)` 50000.6, for BTC-PERPETUAL's instrument id, and the audited subscriber of
+//! BTC-PERPETUAL (and no other) receives the same prices (bid and ask through `Fixed`, the mark
+//! as the nearest float); the response
 //! gives one reply for 12345 with no error, the audited waiter receives `{"status":"ok"}`, and
 //! both leave four requests pending.
 //!
@@ -59,7 +65,8 @@
 //! for this run and the ratio audited / tickwire.
 //!
 //! For instruction counts, `THALEX_PASS=<scenario>:<iterations>` skips Criterion and runs one
-//! scenario (`tickwire-ticker-<n>`, `audited-ticker-<n>`, `tickwire-rpc`, `audited-rpc`) that
+//! scenario (`tickwire-ticker-<n>`, `audited-ticker-<n>`, `tickwire-ticker-audit-<n>`,
+//! `audited-ticker-audit-<n>`, `tickwire-rpc`, `audited-rpc`) that
 //! many times inside `measured_pass`, after a warm-up iteration:
 //!
 //! ```text
@@ -83,9 +90,61 @@ use tickwire::venue::feed::{EventSink, Feed, FeedCounters, ReplyKind, VenueReply
 use tickwire::venue::thalex::feed::{FeedConfig, ThalexFeed};
 use tokio::sync::{mpsc, oneshot, Mutex};
 
+/// A real-shaped ticker: api.yaml's `Ticker` keys in the schema's order, the fields a
+/// perpetual's ticker carries, marks, indices and rates printed as Thalex prints them (binary
+/// floats, up to 17 significant digits; a live capture: `"mark_price":53.21791443839902`,
+/// `"index":76283.25916666667`, `"mark_timestamp":1776715497.7188172`).
+const REAL_TICKER: &[u8] = br#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":76000,"best_bid_amount":0.26,"best_ask_price":76001,"best_ask_amount":0.25,"last_price":76000.5,"mark_price":76000.71791443839,"mark_timestamp":1776715497.7188172,"delta":1,"index":76283.25916666667,"volume_24h":1234.56,"value_24h":93950717.1234567,"low_price_24h":75120,"high_price_24h":77001,"change_24h":-320,"collar_low":75240.39913435821,"collar_high":76760.66522393041,"open_interest":1534.18,"funding_rate":0.00001237751098016,"funding_mark":0.2012345678901234}}"#;
 /// The audit's ticker, byte for byte.
-const TICKER: &[u8] = br#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_ask_price":50001.0,"best_bid_price":50000.5,"mark_price":50000.6,"mark_timestamp":1234567890.123}}"#;
-const TICKER_BYTES: usize = 165;
+const AUDIT_TICKER: &[u8] = br#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_ask_price":50001.0,"best_bid_price":50000.5,"mark_price":50000.6,"mark_timestamp":1234567890.123}}"#;
+const AUDIT_TICKER_BYTES: usize = 165;
+
+/// Which ticker a scenario delivers.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    Real,
+    Audit,
+}
+
+impl Shape {
+    const ALL: [Shape; 2] = [Shape::Real, Shape::Audit];
+
+    fn bytes(self) -> &'static [u8] {
+        match self {
+            Shape::Real => REAL_TICKER,
+            Shape::Audit => AUDIT_TICKER,
+        }
+    }
+
+    /// The Criterion group and scenario prefix.
+    fn group(self) -> &'static str {
+        match self {
+            Shape::Real => "ticker",
+            Shape::Audit => "ticker-audit",
+        }
+    }
+
+    /// What the ticker must give: bid, ask, mark, index (if any), exchange time.
+    fn expected(self) -> (Fixed, Fixed, Fixed, Option<Fixed>, u64) {
+        match self {
+            Shape::Real => (
+                price("76000"),
+                price("76001"),
+                // 76000.71791443839 and 76283.25916666667 rounded to nine decimals.
+                price("76000.717914438"),
+                Some(price("76283.259166667")),
+                1_776_715_497_718_817_200,
+            ),
+            Shape::Audit => (
+                price("50000.5"),
+                price("50001"),
+                price("50000.6"),
+                None,
+                1_234_567_890_123_000_000,
+            ),
+        }
+    }
+}
 /// The audit's RPC response, byte for byte.
 const RESPONSE: &[u8] = br#"{"id":12345,"jsonrpc":"2.0","result":{"status":"ok"}}"#;
 
@@ -136,6 +195,7 @@ fn value_price(value: &Value, key: &str) -> Fixed {
 
 /// The decoder stage's side (feed, event ring producer) and the strategy's (consumer).
 struct TickwireTicker {
+    ticker: &'static [u8],
     feed: ThalexFeed,
     _counters: FeedCounters,
     events: Producer<Event>,
@@ -144,11 +204,12 @@ struct TickwireTicker {
 }
 
 impl TickwireTicker {
-    fn new(subscriptions: usize) -> TickwireTicker {
+    fn new(subscriptions: usize, shape: Shape) -> TickwireTicker {
         let (feed, counters) = feed(symbols(subscriptions));
         let (events, strategy) =
             tickwire::ring::ring::<Event>(RingsConfig::default().event_ring_slots);
         TickwireTicker {
+            ticker: shape.bytes(),
             feed,
             _counters: counters,
             events,
@@ -163,7 +224,7 @@ impl TickwireTicker {
         // The stage holds its feeds as `Box<dyn Feed>`: keep the call indirect.
         let feed: &mut dyn Feed = black_box(&mut self.feed);
         let mut sink = EventSink::new(&mut self.events, &mut self.lost);
-        feed.on_message(CONN, RECV_TS_NS, black_box(TICKER), &mut sink);
+        feed.on_message(CONN, RECV_TS_NS, black_box(self.ticker), &mut sink);
         sink.publish();
         let mut delivered = 0;
         while let Some(event) = self.strategy.try_pop() {
@@ -253,6 +314,7 @@ impl TickwireRpc {
 // ---- The audited design ----
 
 struct AuditedTicker {
+    ticker: &'static [u8],
     subscriptions: Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>,
     /// BTC-PERPETUAL's subscriber.
     subscriber: mpsc::UnboundedReceiver<Value>,
@@ -261,7 +323,7 @@ struct AuditedTicker {
 }
 
 impl AuditedTicker {
-    fn new(subscriptions: usize) -> AuditedTicker {
+    fn new(subscriptions: usize, shape: Shape) -> AuditedTicker {
         let names = ThalexFeed::channel_names(&symbols(subscriptions), &[CHANNEL_TEMPLATE.into()]);
         let mut senders = HashMap::new();
         let mut subscriber = None;
@@ -276,6 +338,7 @@ impl AuditedTicker {
             }
         }
         AuditedTicker {
+            ticker: shape.bytes(),
             subscriptions: Mutex::new(senders),
             subscriber: subscriber.expect("BTC-PERPETUAL is the first symbol"),
             others,
@@ -285,7 +348,7 @@ impl AuditedTicker {
     /// One ticker from bytes to the subscriber; returns the notification it received.
     #[inline]
     fn deliver(&mut self) -> Option<Value> {
-        let mut message: Value = serde_json::from_slice(black_box(TICKER)).ok()?;
+        let mut message: Value = serde_json::from_slice(black_box(self.ticker)).ok()?;
         let channel = message.get("channel_name")?.as_str()?.to_string();
         let notification = message.get_mut("notification")?.take();
         {
@@ -345,10 +408,10 @@ impl AuditedRpc {
 
 // ---- Checks before timing ----
 
-fn check_ticker(subscriptions: usize) {
+fn check_ticker(subscriptions: usize, shape: Shape) {
     assert_eq!(
-        TICKER.len(),
-        TICKER_BYTES,
+        AUDIT_TICKER.len(),
+        AUDIT_TICKER_BYTES,
         "the audit's ticker is 165 bytes"
     );
     let names = ThalexFeed::channel_names(&symbols(subscriptions), &[CHANNEL_TEMPLATE.into()]);
@@ -359,23 +422,27 @@ fn check_ticker(subscriptions: usize) {
     let channel = format!("ticker.{INSTRUMENT}.100ms");
     assert!(names.contains(&channel), "the ticker matches a route");
 
-    let mut tickwire = TickwireTicker::new(subscriptions);
+    let mut tickwire = TickwireTicker::new(subscriptions, shape);
     let instrument_id = tickwire
         .feed
         .symbols()
         .iter()
         .position(|symbol| symbol == INSTRUMENT)
         .expect("BTC-PERPETUAL is configured") as u32;
-    let (bid, ask, mark) = (price("50000.5"), price("50001"), price("50000.6"));
+    let (bid, ask, mark, index, exchange_ts_ns) = shape.expected();
     // The second round runs with the stream's owner connection already set, as every later one.
     for round in 0..2 {
         let mut events = Vec::new();
         let delivered = tickwire.deliver(|event| events.push(event));
-        assert_eq!(delivered, 2, "round {round}: a quote and a mark");
+        assert_eq!(
+            delivered,
+            2 + usize::from(index.is_some()),
+            "{shape:?} round {round}: a quote, a mark and the index if the ticker has one"
+        );
         for event in &events {
             assert_eq!(event.header.instrument_id, instrument_id);
             assert_eq!(event.header.recv_ts_ns, RECV_TS_NS);
-            assert_eq!(event.header.exchange_ts_ns, 1_234_567_890_123_000_000);
+            assert_eq!(event.header.exchange_ts_ns, exchange_ts_ns);
         }
         match events[0].body() {
             Body::Quote(quote) => {
@@ -390,26 +457,34 @@ fn check_ticker(subscriptions: usize) {
             }
             other => panic!("round {round}: expected a mark price, got {other:?}"),
         }
+        if let Some(index) = index {
+            match events[2].body() {
+                Body::Reference(reference) => {
+                    assert_eq!(reference.kind(), ReferenceKind::Index);
+                    assert_eq!(reference.price, index, "round {round}");
+                }
+                other => panic!("round {round}: expected an index, got {other:?}"),
+            }
+        }
     }
 
-    let mut audited = AuditedTicker::new(subscriptions);
+    let mut audited = AuditedTicker::new(subscriptions, shape);
+    let nearest = |fixed: Fixed| fixed.to_f64();
     for round in 0..2 {
         let notification = audited
             .deliver()
             .expect("the subscriber receives the ticker");
-        assert_eq!(
-            value_price(&notification, "best_bid_price"),
-            bid,
-            "round {round}"
-        );
-        assert_eq!(
-            value_price(&notification, "best_ask_price"),
-            ask,
-            "round {round}"
-        );
-        assert_eq!(
-            value_price(&notification, "mark_price"),
-            mark,
+        let float = |key: &str| {
+            notification
+                .get(key)
+                .and_then(Value::as_f64)
+                .unwrap_or_else(|| panic!("{key} missing"))
+        };
+        assert_eq!(value_price(&notification, "best_bid_price"), bid);
+        assert_eq!(value_price(&notification, "best_ask_price"), ask);
+        // The audited design keeps binary floats: the nearest f64 to tickwire's decimal.
+        assert!(
+            (float("mark_price") - nearest(mark)).abs() < 1e-6,
             "round {round}"
         );
         for other in &mut audited.others {
@@ -420,8 +495,8 @@ fn check_ticker(subscriptions: usize) {
         }
     }
     eprintln!(
-        "thalex: ticker with {subscriptions} subscriptions: both deliver bid 50000.5, \
-         ask 50001, mark 50000.6 for {INSTRUMENT}"
+        "thalex: {shape:?} ticker with {subscriptions} subscriptions: both deliver bid {bid}, \
+         ask {ask}, mark {mark} for {INSTRUMENT}"
     );
 }
 
@@ -454,38 +529,42 @@ fn check_rpc() {
 // ---- Timing ----
 
 fn thalex(c: &mut Criterion) {
-    for subscriptions in SUBSCRIPTIONS {
-        check_ticker(subscriptions);
+    for shape in Shape::ALL {
+        for subscriptions in SUBSCRIPTIONS {
+            check_ticker(subscriptions, shape);
+        }
     }
     check_rpc();
 
-    let mut group = c.benchmark_group("thalex/ticker");
-    group.sample_size(50);
-    group.warm_up_time(Duration::from_secs(1));
-    group.measurement_time(Duration::from_secs(3));
-    for subscriptions in SUBSCRIPTIONS {
-        let mut tickwire = TickwireTicker::new(subscriptions);
-        group.bench_function(BenchmarkId::new("tickwire", subscriptions), |b| {
-            b.iter(|| {
-                tickwire.deliver(|event| {
-                    black_box(event);
+    for shape in Shape::ALL {
+        let mut group = c.benchmark_group(format!("thalex/{}", shape.group()));
+        group.sample_size(50);
+        group.warm_up_time(Duration::from_secs(1));
+        group.measurement_time(Duration::from_secs(3));
+        for subscriptions in SUBSCRIPTIONS {
+            let mut tickwire = TickwireTicker::new(subscriptions, shape);
+            group.bench_function(BenchmarkId::new("tickwire", subscriptions), |b| {
+                b.iter(|| {
+                    tickwire.deliver(|event| {
+                        black_box(event);
+                    })
                 })
-            })
-        });
-        let mut audited = AuditedTicker::new(subscriptions);
-        group.bench_function(BenchmarkId::new("audited", subscriptions), |b| {
-            b.iter(|| {
-                let notification = audited.deliver();
-                black_box(
-                    notification
-                        .as_ref()
-                        .and_then(|value| value.get("best_bid_price"))
-                        .and_then(Value::as_f64),
-                )
-            })
-        });
+            });
+            let mut audited = AuditedTicker::new(subscriptions, shape);
+            group.bench_function(BenchmarkId::new("audited", subscriptions), |b| {
+                b.iter(|| {
+                    let notification = audited.deliver();
+                    black_box(
+                        notification
+                            .as_ref()
+                            .and_then(|value| value.get("best_bid_price"))
+                            .and_then(Value::as_f64),
+                    )
+                })
+            });
+        }
+        group.finish();
     }
-    group.finish();
 
     let mut group = c.benchmark_group("thalex/rpc");
     group.sample_size(50);
@@ -559,13 +638,15 @@ fn summary(since: SystemTime) {
     if found.is_empty() {
         return;
     }
-    let mut scenarios: Vec<(String, String)> = SUBSCRIPTIONS
+    let mut scenarios: Vec<(String, String)> = Shape::ALL
         .iter()
-        .map(|n| {
-            (
-                format!("ticker, {n} subscriptions"),
-                format!("thalex/ticker/{{}}/{n}"),
-            )
+        .flat_map(|shape| {
+            SUBSCRIPTIONS.iter().map(move |n| {
+                (
+                    format!("{} ticker, {n} subscriptions", shape.group()),
+                    format!("thalex/{}/{{}}/{n}", shape.group()),
+                )
+            })
         })
         .collect();
     scenarios.push(("rpc response".into(), "thalex/rpc/{}".into()));
@@ -602,9 +683,13 @@ impl Scenario {
         let subscriptions =
             |prefix: &str| -> Option<usize> { name.strip_prefix(prefix)?.parse().ok() };
         if let Some(n) = subscriptions("tickwire-ticker-") {
-            Scenario::TickwireTicker(TickwireTicker::new(n))
+            Scenario::TickwireTicker(TickwireTicker::new(n, Shape::Real))
         } else if let Some(n) = subscriptions("audited-ticker-") {
-            Scenario::AuditedTicker(AuditedTicker::new(n))
+            Scenario::AuditedTicker(AuditedTicker::new(n, Shape::Real))
+        } else if let Some(n) = subscriptions("tickwire-ticker-audit-") {
+            Scenario::TickwireTicker(TickwireTicker::new(n, Shape::Audit))
+        } else if let Some(n) = subscriptions("audited-ticker-audit-") {
+            Scenario::AuditedTicker(AuditedTicker::new(n, Shape::Audit))
         } else if name == "tickwire-rpc" {
             Scenario::TickwireRpc(TickwireRpc::new())
         } else if name == "audited-rpc" {

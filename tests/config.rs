@@ -844,9 +844,19 @@ fn thalex_venues_resolve_their_heartbeat_and_check_templates_and_keys() {
             "malformed",
         ),
         (
-            "symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"book.1.10.raw\", \"book.5.20.raw\"]\n",
+            "symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"book.1.10.raw\", \"book.none.all.raw\"]\n",
             "channels[1]",
             "second book channel",
+        ),
+        (
+            "symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"recent_trades.combo\"]\n",
+            "channels[0]",
+            "single",
+        ),
+        (
+            "symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"ticker.3600000ms\"]\n",
+            "channels[0]",
+            "malformed",
         ),
         (
             "symbols = [\"BTC PERPETUAL\"]\nchannels = [\"ticker.raw\"]\n",
@@ -883,7 +893,7 @@ fn thalex_venues_resolve_their_heartbeat_and_check_templates_and_keys() {
         "thalex.toml",
         &format!(
             "{base}symbols = [\"[BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1]\"]\n\
-             channels = [\"lwt.raw\", \"price_index\"]\n[lifecycle]\nping_interval_ms = 0\n"
+             channels = [\"lwt.raw\", \"price_index\", \"book.none.all.raw\", \"recent_trades.future_rolls\"]\n[lifecycle]\nping_interval_ms = 0\n"
         ),
     );
     let venue = config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));

@@ -142,24 +142,26 @@ fn refuses_an_unknown_venue_and_a_missing_file() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("/nonexistent/file.gz"));
 }
 
+/// Real-shaped Thalex messages (api.yaml's shapes, floats with up to 17 significant digits):
+/// every event with exact or 1e-9-rounded decimals, malformed lines counted and not printed.
 #[test]
 fn decodes_a_thalex_capture_with_routes_from_its_channels() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("thalex.txt");
-    std::fs::write(
-        &path,
-        concat!(
-            "1700000000000000001 {\"channel_name\":\"ticker.BTC-PERPETUAL.100ms\",\"notification\":{\"best_ask_price\":50001.0,\"best_bid_price\":50000.5,\"best_bid_amount\":1e-3,\"mark_price\":50000.6,\"mark_timestamp\":1234567890.123}}\n",
-            "{\"id\":3,\"result\":[\"book.BTC-PERPETUAL.1.10.100ms\"]}\n",
-            "\n",
-            "{\"channel_name\":\"book.BTC-PERPETUAL.1.10.100ms\",\"snapshot\":true,\"notification\":{\"bid_changes\":[[50000,1.5,1.5]],\"ask_changes\":[[50000.5,2,2]],\"trades\":[],\"time\":1700000000.5}}\n",
-            "{\"notification\":{\"bid_changes\":[[50000,0,0]],\"ask_changes\":[],\"trades\":[{\"d\":\"sell\",\"p\":50000,\"a\":0.5,\"t\":1700000000.6}],\"time\":1700000000.6},\"channel_name\":\"book.BTC-PERPETUAL.1.10.100ms\"}\n",
-            "{\"channel_name\":\"price_index.BTCUSD\",\"notification\":{\"index_name\":\"BTCUSD\",\"price\":50000.12,\"time\":1700000000}}\n",
-            "{\"channel_name\":\"recent_trades.[BTC-30MAY25-93000-C:-1,BTC-30MAY25-95000-C:1].all\",\"notification\":[{\"trade_id\":\"77\",\"direction\":\"buy\",\"price\":12,\"amount\":1,\"time\":1700000000.7}]}\n",
-            "{\"channel_name\":\"ticker.BTC-PERPETUAL.100ms\",\"notification\":{\"best_bid_price\":\"x\"}}\n",
-        ),
-    )
-    .unwrap();
+    let combo = "[BTC-30MAY25-93000-C:-1,BTC-30MAY25-95000-C:1]";
+    let lines = [
+        r#"1700000000000000001 {"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":76000,"best_bid_amount":1e-3,"best_ask_price":76001,"best_ask_amount":2,"mark_price":76000.5,"mark_timestamp":1776715497.5,"index":76283.25916666667}}"#.to_owned(),
+        r#"{"id":3,"result":["book.BTC-PERPETUAL.none.10.100ms"]}"#.to_owned(),
+        String::new(),
+        r#"{"channel_name":"book.BTC-PERPETUAL.none.10.100ms","notification":{"trades":[[50000,0.25,"buy",1700000000.4,false]],"bid_changes":[[50000,1.5,1.5]],"ask_changes":[[50000.5,2,2]],"total_bid_amount":1.5,"total_ask_amount":2,"time":1700000000.5}}"#.to_owned(),
+        r#"{"notification":{"trades":[[50000,0.5,"sell",1700000000.6,false]],"bid_changes":[[50000,0,0]],"ask_changes":[],"time":1700000000.6},"channel_name":"book.BTC-PERPETUAL.none.10.100ms"}"#.to_owned(),
+        r#"{"channel_name":"price_index.BTCUSD","notification":{"index_name":"BTCUSD","price":47389.10833333334,"timestamp":1776715497.7188172}}"#.to_owned(),
+        format!(r#"{{"channel_name":"recent_trades.BTCUSD.all","notification":[[12,1,"buy",1700000000.7,"{combo}",false],[76000,0.1,"sell",1700000000.8,"BTC-PERPETUAL",true]]}}"#),
+        r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":"x"}}"#.to_owned(),
+        r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":.4}}"#.to_owned(),
+        r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":1}}x"#.to_owned(),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     let output = tickwire()
         .args(["decode", "--venue", "thalex"])
         .arg(&path)
@@ -173,38 +175,48 @@ fn decodes_a_thalex_capture_with_routes_from_its_channels() {
         [
             "quote",
             "mark",
+            "index",
             "snapshot_begin",
             "level",
             "level",
             "snapshot_end",
             "quote",
+            "trade",
             "level",
             "quote",
             "trade",
             "index",
+            "trade",
             "trade"
         ]
     );
     assert_eq!(events[0]["symbol"], "BTC-PERPETUAL");
-    assert_eq!(events[0]["bid_px"], "50000.5");
+    assert_eq!(events[0]["bid_px"], "76000");
     assert_eq!(events[0]["bid_qty"], "0.001");
-    assert_eq!(events[0]["ask_px"], "50001");
+    assert_eq!(events[0]["ask_px"], "76001");
     assert_eq!(events[0]["recv_ts_ns"], 1_700_000_000_000_000_001u64);
-    assert_eq!(events[0]["exch_ts_ns"], 1_234_567_890_123_000_000u64);
-    assert_eq!(events[1]["px"], "50000.6");
+    assert_eq!(events[0]["exch_ts_ns"], 1_776_715_497_500_000_000u64);
+    assert_eq!(events[1]["px"], "76000.5");
+    // 76283.25916666667 has eleven decimals: rounded to nine.
+    assert_eq!(events[2]["px"], "76283.259166667");
+    // The first book message is its snapshot; its trade is a trade.
+    assert_eq!(events[8]["aggressor"], "buy");
+    assert_eq!(events[8]["exch_ts_ns"], 1_700_000_000_400_000_000u64);
     // The book after the change: the bid at 50000 is gone, so the top is empty on that side.
-    assert_eq!(events[8]["source"], "book");
-    assert_eq!(events[8]["bid_px"], "0");
-    assert_eq!(events[9]["aggressor"], "sell");
-    assert_eq!(events[10]["symbol"], "BTCUSD");
-    assert_eq!(
-        events[11]["symbol"],
-        "[BTC-30MAY25-93000-C:-1,BTC-30MAY25-95000-C:1]"
-    );
-    assert_eq!(events[11]["trade_id"], 77);
+    assert_eq!(events[10]["source"], "book");
+    assert_eq!(events[10]["bid_px"], "0");
+    assert_eq!(events[11]["aggressor"], "sell");
+    assert_eq!(events[12]["symbol"], "BTCUSD");
+    assert_eq!(events[12]["px"], "47389.108333333");
+    assert_eq!(events[12]["exch_ts_ns"], 1_776_715_497_718_817_200u64);
+    // An underlying's recent trades, each named by its tuple's instrument.
+    assert_eq!(events[13]["symbol"], combo);
+    assert_eq!(events[13]["px"], "12");
+    assert_eq!(events[14]["symbol"], "BTC-PERPETUAL");
+    assert_eq!(events[14]["qty"], "0.1");
     let summary = String::from_utf8_lossy(&output.stderr);
-    assert!(summary.contains("8 lines; 7 messages"), "{summary}");
-    assert!(summary.contains("1 malformed"), "{summary}");
+    assert!(summary.contains("10 lines; 9 messages"), "{summary}");
+    assert!(summary.contains("3 malformed"), "{summary}");
 }
 
 #[test]

@@ -212,22 +212,39 @@ fn for_each_message(
 /// first pass collects them), every event it writes printed.
 fn run_thalex(path: &Path) -> anyhow::Result<String> {
     use tickwire::venue::feed::{EventSink, Feed};
-    use tickwire::venue::thalex::decode::{decode as read, Message as ThalexMessage, Scratch};
+    use tickwire::venue::thalex::decode::{
+        decode as read, Body as ThalexBody, Message as ThalexMessage, Scratch,
+    };
     use tickwire::venue::thalex::feed::ThalexFeed;
 
     let mut names: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    // An underlying's recent_trades channel and each instrument its trades name.
+    let mut trade_instruments: Vec<(String, String)> = Vec::new();
     let mut scratch = Scratch::default();
     for_each_message(path, |_, _, message| {
-        if let Ok(ThalexMessage::Notification { channel, .. }) = read(message, &mut scratch) {
+        if let Ok(ThalexMessage::Notification { channel, body, .. }) = read(message, &mut scratch) {
+            let name = String::from_utf8_lossy(channel).into_owned();
             if !seen.contains(channel) {
                 seen.insert(channel.to_vec());
-                names.push(String::from_utf8_lossy(channel).into_owned());
+                names.push(name.clone());
+            }
+            if body == ThalexBody::Trades {
+                for trade in &scratch.trades {
+                    let instrument = message
+                        .get(trade.instrument.0..trade.instrument.1)
+                        .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
+                        .unwrap_or_default();
+                    let pair = (name.clone(), instrument);
+                    if !trade_instruments.contains(&pair) {
+                        trade_instruments.push(pair);
+                    }
+                }
             }
         }
         Ok(())
     })?;
-    let (mut feed, counters) = ThalexFeed::for_channels(0, THALEX, &names);
+    let (mut feed, counters) = ThalexFeed::for_channels(0, THALEX, &names, &trade_instruments);
     let symbols: Vec<String> = feed.symbols().to_vec();
     let (mut producer, mut consumer) = tickwire::ring::spsc::ring(1 << 16);
     let mut lost = false;

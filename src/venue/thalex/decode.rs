@@ -30,8 +30,14 @@ pub enum ErrorKind {
     NoBody,
     #[error("a level is not [price, amount, outright amount]")]
     BadLevel,
+    #[error("a trade is not [price, amount, direction, timestamp, ...] as documented")]
+    BadTrade,
     #[error("a trade direction is neither `buy` nor `sell`")]
     BadDirection,
+    #[error("the required field `{0}` is missing")]
+    Missing(&'static str),
+    #[error("bytes after the message's closing brace")]
+    Trailing,
 }
 
 impl From<ReadError> for DecodeError {
@@ -113,24 +119,33 @@ pub struct Lwt {
     pub mark_px: Option<Fixed>,
 }
 
-/// A `price_index` notification.
+/// A `price_index` notification (api.yaml `Index`: `index_name`, `price` and `timestamp` are
+/// required).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Index {
     pub price: Fixed,
+    /// `timestamp`, ns since the epoch.
     pub time_ns: u64,
 }
 
-/// A trade from a book's `trades` or from `recent_trades`.
+/// A trade from a book's `trades` (`[price, amount, direction, timestamp, implied_taker]`) or
+/// from `recent_trades` (`[price, size, side, timestamp, instrument_name, implied_taker]`).
+/// Thalex gives a trade no id.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TradePrint {
-    /// `recent_trades`' `trade_id` as a number (a hash of it when it is not decimal digits);
-    /// 0 for a book's trades, which have none.
-    pub id: u64,
+    /// A hash of the whole tuple (price, amount, direction, time, instrument): what tells a
+    /// trade a re-snapshot repeats from a new one (see `feed`).
+    pub key: u64,
     /// `true`: the buyer took liquidity.
     pub buy: bool,
     pub price: Fixed,
     pub amount: Fixed,
     pub time_ns: u64,
+    /// `implied_taker`: the taker trade happened on another book (implied matching).
+    pub implied_taker: bool,
+    /// A `recent_trades` tuple's `instrument_name`, as a byte range of the payload (empty for
+    /// a book's trades, which are the channel's instrument's).
+    pub instrument: (usize, usize),
 }
 
 /// Reusable buffers a decoder fills instead of allocating.
@@ -217,7 +232,10 @@ pub enum Outcome<'a> {
 pub enum Message<'a> {
     Notification {
         channel: &'a [u8],
-        snapshot: bool,
+        /// A top-level `"snapshot"` key, when the message has one. api.yaml documents none (the
+        /// first notification after a subscription is the snapshot, which the feed tracks);
+        /// Thalex's official Python client reads this key, so it is honoured when present.
+        snapshot: Option<bool>,
         body: Body<'a>,
     },
     Response {
@@ -232,7 +250,7 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
     scratch.clear();
     let mut reader = Reader::new(payload);
     let mut channel: Option<&'a [u8]> = None;
-    let mut snapshot = false;
+    let mut snapshot = None;
     let mut body: Option<Body<'a>> = None;
     let mut deferred_body: Option<usize> = None;
     let mut id: Option<Option<u64>> = None;
@@ -261,12 +279,15 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
                     reader.skip_value()?;
                 }
             },
-            b"snapshot" => snapshot = reader.boolean()?,
+            b"snapshot" => snapshot = Some(reader.boolean()?),
             b"id" => id = Some(id_value(&mut reader)?),
             b"result" => outcome = Some(result(&mut reader, scratch)?),
             b"error" => outcome = Some(error(&mut reader)?),
             _ => reader.skip_value()?,
         }
+    }
+    if !reader.at_end() {
+        return Err(ErrorKind::Trailing.into());
     }
     if let Some(channel) = channel {
         let body = match (body, deferred_body) {
@@ -435,7 +456,7 @@ fn ticker(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticker, Decod
             3 => ticker.ask_amount = reader.number_or_null()?,
             4 => ticker.last_px = reader.number_or_null()?,
             5 => ticker.mark_px = reader.number_or_null()?,
-            6 => ticker.mark_ts_ns = reader.seconds_as_ns()?,
+            6 => ticker.mark_ts_ns = reader.seconds_as_ns()?.unwrap_or(0),
             7 => ticker.index_px = reader.number_or_null()?,
             _ => reader.skip_value()?,
         }
@@ -454,7 +475,9 @@ fn pair(reader: &mut Reader<'_>) -> Result<Option<(Fixed, Fixed)>, DecodeError> 
     level(reader).map(Some)
 }
 
-/// `[price, amount, outright amount]` (extra entries skipped): price and amount.
+/// `[price, amount, outright amount]`: price and amount. The outright amount may be left out
+/// (the documentation lists it, the decoder has no use for it); a fourth entry, or an entry
+/// that is not a number, makes the message malformed.
 #[inline]
 fn level(reader: &mut Reader<'_>) -> Result<(Fixed, Fixed), DecodeError> {
     reader.begin_array()?;
@@ -466,8 +489,11 @@ fn level(reader: &mut Reader<'_>) -> Result<(Fixed, Fixed), DecodeError> {
         return Err(ErrorKind::BadLevel.into());
     }
     let amount = reader.number()?;
-    while reader.next_item(false)? {
-        reader.skip_value()?;
+    if reader.next_item(false)? {
+        reader.number()?;
+        if reader.next_item(false)? {
+            return Err(ErrorKind::BadLevel.into());
+        }
     }
     Ok((price, amount))
 }
@@ -508,8 +534,8 @@ fn book(reader: &mut Reader<'_>, scratch: &mut Scratch) -> Result<u64, DecodeErr
         match key {
             b"bid_changes" | b"bids" => levels(reader, &mut scratch.bids)?,
             b"ask_changes" | b"asks" => levels(reader, &mut scratch.asks)?,
-            b"trades" => trades(reader, &mut scratch.trades)?,
-            b"time" => time_ns = reader.seconds_as_ns()?,
+            b"trades" => trades(reader, &mut scratch.trades, false)?,
+            b"time" => time_ns = reader.seconds_as_ns()?.unwrap_or(0),
             _ => reader.skip_value()?,
         }
     }
@@ -524,9 +550,16 @@ fn direction(text: &[u8]) -> Result<bool, DecodeError> {
     }
 }
 
-/// An array of trade objects, in the book's short form (`d`, `p`, `a`, `t`) or the long one
-/// (`direction`, `price`, `amount`, `time`, `trade_id`).
-fn trades(reader: &mut Reader<'_>, out: &mut Vec<TradePrint>) -> Result<(), DecodeError> {
+/// An array of trade tuples: a book's `[price, amount, direction, timestamp, implied_taker]`
+/// or, with `named`, recent_trades' `[price, size, side, timestamp, instrument_name,
+/// implied_taker]` (api.yaml). Price, amount, direction and timestamp are required (and the
+/// instrument name with `named`); `implied_taker` may be left out; anything after it makes
+/// the trade malformed.
+fn trades(
+    reader: &mut Reader<'_>,
+    out: &mut Vec<TradePrint>,
+    named: bool,
+) -> Result<(), DecodeError> {
     if reader.null() {
         return Ok(());
     }
@@ -534,74 +567,105 @@ fn trades(reader: &mut Reader<'_>, out: &mut Vec<TradePrint>) -> Result<(), Deco
     let mut first = true;
     while reader.next_item(first)? {
         first = false;
-        let mut trade = TradePrint::default();
-        reader.begin_object()?;
-        while let Some(key) = reader.next_key()? {
-            match key {
-                b"d" | b"direction" => trade.buy = direction(reader.string()?)?,
-                b"p" | b"price" => trade.price = reader.number()?,
-                b"a" | b"amount" => trade.amount = reader.number()?,
-                b"t" | b"time" => trade.time_ns = reader.seconds_as_ns()?,
-                b"trade_id" => {
-                    trade.id = if reader.peek() == Some(b'"') {
-                        trade_id(reader.string()?)
-                    } else {
-                        reader.unsigned()?
-                    }
-                }
-                _ => reader.skip_value()?,
-            }
-        }
-        out.push(trade);
+        out.push(trade(reader, named)?);
     }
     Ok(())
 }
 
-/// A trade id as a number: its value when it is decimal digits that fit, else a 64-bit FNV-1a
-/// hash of its text (stable, so the same trade always gets the same id).
-pub fn trade_id(text: &[u8]) -> u64 {
-    let digits = !text.is_empty() && text.len() <= 19 && text.iter().all(u8::is_ascii_digit);
-    if digits {
-        return text
-            .iter()
-            .fold(0u64, |value, &digit| value * 10 + u64::from(digit - b'0'));
+#[inline]
+fn trade(reader: &mut Reader<'_>, named: bool) -> Result<TradePrint, DecodeError> {
+    let bad = || DecodeError::from(ErrorKind::BadTrade);
+    let mut trade = TradePrint::default();
+    reader.begin_array()?;
+    if !reader.next_item(true)? {
+        return Err(bad());
     }
-    text.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    trade.price = reader.number()?;
+    if !reader.next_item(false)? {
+        return Err(bad());
+    }
+    trade.amount = reader.number()?;
+    if !reader.next_item(false)? {
+        return Err(bad());
+    }
+    trade.buy = direction(reader.string()?)?;
+    if !reader.next_item(false)? {
+        return Err(bad());
+    }
+    trade.time_ns = reader.seconds_as_ns()?.ok_or_else(bad)?;
+    if named {
+        if !reader.next_item(false)? {
+            return Err(bad());
+        }
+        let name = reader.string()?;
+        let end = reader.pos() - 1;
+        trade.instrument = (end - name.len(), end);
+    }
+    if reader.next_item(false)? {
+        trade.implied_taker = reader.boolean()?;
+        if reader.next_item(false)? {
+            return Err(bad());
+        }
+    }
+    let name = &reader.bytes()[trade.instrument.0..trade.instrument.1];
+    trade.key = trade_key(&trade, name);
+    Ok(trade)
+}
+
+/// A 64-bit FNV-1a hash of a trade's tuple: equal for the same trade sent twice, different
+/// (but for a 2^-64 chance) for any two trades that differ in any field.
+fn trade_key(trade: &TradePrint, instrument: &[u8]) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    let mut mix = |bytes: &[u8]| {
+        for &byte in bytes {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    mix(&trade.price.raw().to_le_bytes());
+    mix(&trade.amount.raw().to_le_bytes());
+    mix(&[u8::from(trade.buy), u8::from(trade.implied_taker)]);
+    mix(&trade.time_ns.to_le_bytes());
+    mix(instrument);
+    hash
 }
 
 fn recent_trades(reader: &mut Reader<'_>, scratch: &mut Scratch) -> Result<(), DecodeError> {
-    trades(reader, &mut scratch.trades)
+    trades(reader, &mut scratch.trades, true)
 }
 
 fn index(reader: &mut Reader<'_>) -> Result<Index, DecodeError> {
-    let mut index = Index::default();
+    let mut name = false;
+    let mut price = None;
+    let mut time_ns = None;
     reader.begin_object()?;
     while let Some(key) = reader.next_key()? {
         match key {
-            b"price" => index.price = reader.number()?,
-            b"time" => index.time_ns = reader.seconds_as_ns()?,
+            b"index_name" => name = reader.string().map(|_| true)?,
+            b"price" => price = Some(reader.number()?),
+            b"timestamp" => time_ns = reader.seconds_as_ns()?,
             _ => reader.skip_value()?,
         }
     }
-    Ok(index)
+    if !name {
+        return Err(ErrorKind::Missing("index_name").into());
+    }
+    Ok(Index {
+        price: price.ok_or(ErrorKind::Missing("price"))?,
+        time_ns: time_ns.ok_or(ErrorKind::Missing("timestamp"))?,
+    })
 }
 
+/// A `system` notification: api.yaml's `SystemEvent`, whose `event` is required.
 fn system<'a>(reader: &mut Reader<'a>) -> Result<&'a [u8], DecodeError> {
-    let mut event: &[u8] = b"";
-    if reader.peek() != Some(b'{') {
-        reader.skip_value()?;
-        return Ok(event);
-    }
+    let mut event: Option<&[u8]> = None;
     reader.begin_object()?;
     while let Some(key) = reader.next_key()? {
         match key {
-            b"event" if reader.peek() == Some(b'"') => event = reader.string()?,
+            b"event" => event = Some(reader.string()?),
             _ => reader.skip_value()?,
         }
     }
-    Ok(event)
+    event.ok_or_else(|| ErrorKind::Missing("event").into())
 }
 
 #[cfg(test)]
@@ -628,7 +692,7 @@ mod tests {
             panic!("{message:?}");
         };
         assert_eq!(channel, b"ticker.BTC-PERPETUAL.100ms");
-        assert!(!snapshot);
+        assert_eq!(snapshot, None);
         assert_eq!(ticker.bid_px, Some(fixed("50000.5")));
         assert_eq!(ticker.ask_px, Some(fixed("50001")));
         assert_eq!(ticker.mark_px, Some(fixed("50000.6")));
@@ -720,69 +784,149 @@ mod tests {
         );
     }
 
+    fn notification_of<'a>(text: &'a str, scratch: &mut Scratch) -> Body<'a> {
+        match decode(text.as_bytes(), scratch) {
+            Ok(Message::Notification { body, .. }) => body,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    // The notification examples of api.yaml's payload schemas, verbatim as JSON inside the
+    // envelope the schemas define (`channel_name`, `notification`). The integration test
+    // `thalex_api_examples` reads the same examples from the file itself.
+
     #[test]
-    fn books_lwt_trades_index_and_system() {
+    fn the_documented_ticker_example_decodes() {
+        let text = r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"mark_price":47238.64143906124,"mark_timestamp":946684800,"best_bid_price":47240,"best_bid_amount":0.4,"best_ask_price":47260,"best_ask_amount":1,"delta":1,"volume_24h":0,"value_24h":0,"open_interest":123.456}}"#;
         let mut scratch = Scratch::default();
-        let text = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.100ms","snapshot":true,"notification":{"bid_changes":[[50000,1.5,1.5],[49999.5,2,2]],"ask_changes":[[50000.5,0.001,0]],"trades":[{"d":"sell","p":50000,"a":0.1,"t":1700000000.5}],"time":1700000000.123456}}"#;
-        let message = decode(text.as_bytes(), &mut scratch).unwrap();
-        assert!(matches!(
-            message,
-            Message::Notification {
-                snapshot: true,
-                body: Body::Book {
-                    time_ns: 1_700_000_000_123_456_000
-                },
-                ..
+        let Body::Ticker(ticker) = notification_of(text, &mut scratch) else {
+            panic!()
+        };
+        assert_eq!(ticker.mark_px, Some(fixed("47238.641439061")));
+        assert_eq!(ticker.mark_ts_ns, 946_684_800_000_000_000);
+        assert_eq!(ticker.bid_px, Some(fixed("47240")));
+        assert_eq!(ticker.bid_amount, Some(fixed("0.4")));
+        assert_eq!(ticker.ask_px, Some(fixed("47260")));
+        assert_eq!(ticker.ask_amount, Some(fixed("1")));
+        assert_eq!(ticker.index_px, None);
+        // The issue's live-shaped ticker: its index has 11 decimals.
+        let text = r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":76000,"best_bid_amount":1,"best_ask_price":76001,"best_ask_amount":2,"mark_price":76000.5,"mark_timestamp":1776715497.5,"index":76283.25916666667}}"#;
+        let Body::Ticker(ticker) = notification_of(text, &mut scratch) else {
+            panic!()
+        };
+        assert_eq!(ticker.index_px, Some(fixed("76283.259166667")));
+        assert_eq!(ticker.mark_ts_ns, 1_776_715_497_500_000_000);
+    }
+
+    #[test]
+    fn the_documented_lwt_example_decodes() {
+        let text = r#"{"channel_name":"lwt.BTC-PERPETUAL.raw","notification":{"b":[47240,0.4,0.4],"a":[47260,1,0.9],"l":47252.64143906124,"m":65536.16}}"#;
+        let mut scratch = Scratch::default();
+        let Body::Lwt(lwt) = notification_of(text, &mut scratch) else {
+            panic!()
+        };
+        assert_eq!(lwt.bid, Some((fixed("47240"), fixed("0.4"))));
+        assert_eq!(lwt.ask, Some((fixed("47260"), fixed("1"))));
+        assert_eq!(lwt.last_px, Some(fixed("47252.641439061")));
+        assert_eq!(lwt.mark_px, Some(fixed("65536.16")));
+        // "Best bid (if any)": a side left out is no side.
+        let text = r#"{"channel_name":"lwt.BTC-PERPETUAL.raw","notification":{"a":[47260,1,0.9],"m":65536.16}}"#;
+        let Body::Lwt(lwt) = notification_of(text, &mut scratch) else {
+            panic!()
+        };
+        assert_eq!((lwt.bid, lwt.last_px), (None, None));
+    }
+
+    #[test]
+    fn the_documented_book_example_decodes_with_tuple_trades() {
+        let text = r#"{"channel_name":"book.BTC-PERPETUAL.none.10.100ms","notification":{"trades":[[9120.5,15,"buy",156789.103,false],[9121,30,"buy",156789.123,false]],"bid_changes":[[9120.5,0,0],[9121,54,53]],"total_bid_amount":45,"total_ask_amount":30,"time":1683901254.785744}}"#;
+        let mut scratch = Scratch::default();
+        let body = notification_of(text, &mut scratch);
+        assert_eq!(
+            body,
+            Body::Book {
+                time_ns: 1_683_901_254_785_744_000
             }
-        ));
+        );
         assert_eq!(
             scratch.bids,
+            [(fixed("9120.5"), fixed("0")), (fixed("9121"), fixed("54"))]
+        );
+        assert!(scratch.asks.is_empty());
+        let trades: Vec<(Fixed, Fixed, bool, u64, bool)> = scratch
+            .trades
+            .iter()
+            .map(|t| (t.price, t.amount, t.buy, t.time_ns, t.implied_taker))
+            .collect();
+        assert_eq!(
+            trades,
             [
-                (fixed("50000"), fixed("1.5")),
-                (fixed("49999.5"), fixed("2"))
+                (
+                    fixed("9120.5"),
+                    fixed("15"),
+                    true,
+                    156_789_103_000_000,
+                    false
+                ),
+                (fixed("9121"), fixed("30"), true, 156_789_123_000_000, false),
             ]
         );
-        assert_eq!(scratch.asks, [(fixed("50000.5"), fixed("0.001"))]);
-        assert_eq!(scratch.trades.len(), 1);
-        assert!(!scratch.trades[0].buy);
+        assert_ne!(scratch.trades[0].key, scratch.trades[1].key);
+    }
 
-        let text = r#"{"channel_name":"lwt.BTC-PERPETUAL.raw","notification":{"b":[50000,1,1],"a":null,"l":50000.5,"m":50000.25}}"#;
-        let Message::Notification {
-            body: Body::Lwt(lwt),
-            ..
-        } = decode(text.as_bytes(), &mut scratch).unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!(lwt.bid, Some((fixed("50000"), fixed("1"))));
-        assert_eq!(lwt.ask, None);
-        assert_eq!(lwt.mark_px, Some(fixed("50000.25")));
+    #[test]
+    fn the_documented_recent_trades_example_decodes_with_its_instrument() {
+        let text = r#"{"channel_name":"recent_trades.BTCUSD.options","notification":[[400,1,"buy",1652187265.515,"BTC-11MAY22-32400-C",false]]}"#;
+        let mut scratch = Scratch::default();
+        assert_eq!(notification_of(text, &mut scratch), Body::Trades);
+        let trade = scratch.trades[0];
+        assert_eq!(
+            (trade.price, trade.amount, trade.buy, trade.time_ns),
+            (fixed("400"), fixed("1"), true, 1_652_187_265_515_000_000)
+        );
+        assert_eq!(
+            &text.as_bytes()[trade.instrument.0..trade.instrument.1],
+            b"BTC-11MAY22-32400-C"
+        );
+        // The same tuple hashes the same; another instrument does not.
+        let again = text.replace("32400-C", "32400-P");
+        let key = trade.key;
+        notification_of(text, &mut scratch);
+        assert_eq!(scratch.trades[0].key, key);
+        notification_of(&again, &mut scratch);
+        assert_ne!(scratch.trades[0].key, key);
+    }
 
-        let text = r#"{"channel_name":"recent_trades.BTC-PERPETUAL.all","snapshot":true,"notification":[{"trade_id":"123456","instrument_name":"BTC-PERPETUAL","direction":"buy","price":50000.5,"amount":0.25,"time":1700000000.1,"trade_type":"normal"}]}"#;
-        decode(text.as_bytes(), &mut scratch).unwrap();
-        assert_eq!(scratch.trades[0].id, 123_456);
-        assert!(scratch.trades[0].buy);
-
-        let text = r#"{"channel_name":"price_index.BTCUSD","notification":{"index_name":"BTCUSD","price":50000.12,"time":1700000000}}"#;
-        let Message::Notification {
-            body: Body::Index(index),
-            ..
-        } = decode(text.as_bytes(), &mut scratch).unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!(index.price, fixed("50000.12"));
-        assert_eq!(index.time_ns, 1_700_000_000_000_000_000);
-
+    #[test]
+    fn the_documented_index_and_system_examples_decode() {
+        let mut scratch = Scratch::default();
+        let text = r#"{"channel_name":"price_index.BTCUSD","notification":{"index_name":"BTCUSD","price":47389.10833333334,"timestamp":946684800}}"#;
+        assert_eq!(
+            notification_of(text, &mut scratch),
+            Body::Index(Index {
+                price: fixed("47389.108333333"),
+                time_ns: 946_684_800_000_000_000
+            })
+        );
         let text = r#"{"channel_name":"system","notification":{"event":"reconnect"}}"#;
-        assert!(matches!(
-            decode(text.as_bytes(), &mut scratch).unwrap(),
-            Message::Notification {
-                body: Body::System {
-                    event: b"reconnect"
-                },
-                ..
+        assert_eq!(
+            notification_of(text, &mut scratch),
+            Body::System {
+                event: b"reconnect"
             }
+        );
+    }
+
+    #[test]
+    fn a_snapshot_key_is_read_when_present() {
+        let mut scratch = Scratch::default();
+        let text = r#"{"channel_name":"book.X.none.all.raw","snapshot":true,"notification":{"bid_changes":[[1,1,1]],"ask_changes":[],"trades":[],"time":1}}"#;
+        assert!(matches!(
+            decode(text.as_bytes(), &mut scratch),
+            Ok(Message::Notification {
+                snapshot: Some(true),
+                ..
+            })
         ));
     }
 
@@ -795,18 +939,32 @@ mod tests {
             "[1]",
             r#"{"channel_name":"ticker.X.100ms"}"#,
             r#"{"channel_name":"ticker.X.100ms","notification":{"best_bid_price":"1"}}"#,
+            r#"{"channel_name":"ticker.X.100ms","notification":{"best_bid_price":.4}}"#,
+            r#"{"channel_name":"ticker.X.100ms","notification":{"best_bid_price":2450.}}"#,
+            r#"{"channel_name":"ticker.X.100ms","notification":{"mark_price":1e10}}"#,
+            r#"{"channel_name":"ticker.X.100ms","notification":{"open_interest":01}}"#,
+            r#"{"channel_name":"ticker.X.100ms","notification":{"mark_price":1}} "x""#,
+            r#"{"channel_name":"ticker.X.100ms","notification":{"mark_price":1}}}"#,
             r#"{"channel_name":"book.X.1.1.raw","notification":{"bid_changes":[[1]]}}"#,
-            r#"{"channel_name":"recent_trades.X.all","notification":[{"direction":"up"}]}"#,
+            r#"{"channel_name":"book.X.1.1.raw","notification":{"bid_changes":[[1,1,1,1]]}}"#,
+            r#"{"channel_name":"book.X.1.1.raw","notification":{"trades":[[null,1,"buy",1,false]]}}"#,
+            r#"{"channel_name":"book.X.1.1.raw","notification":{"trades":[[1,1,"buy"]]}}"#,
+            r#"{"channel_name":"book.X.1.1.raw","notification":{"trades":[{"p":1,"a":1,"d":"buy","t":1}]}}"#,
+            r#"{"channel_name":"book.X.1.1.raw","notification":{"trades":[[1,1,"buy",1,"no"]]}}"#,
+            r#"{"channel_name":"recent_trades.X.single","notification":[[1,1,"up",1,"X",false]]}"#,
+            r#"{"channel_name":"recent_trades.X.single","notification":[[1,1,"buy",1,false]]}"#,
+            r#"{"channel_name":"recent_trades.X.single","notification":[[1,1,"buy",-1,"X",false]]}"#,
+            r#"{"channel_name":"recent_trades.X.single","notification":[[1,1,"buy",1,"X",false,0]]}"#,
+            r#"{"channel_name":"price_index.BTCUSD","notification":{}}"#,
+            r#"{"channel_name":"price_index.BTCUSD","notification":{"index_name":"BTCUSD","price":1}}"#,
+            r#"{"channel_name":"price_index.BTCUSD","notification":{"index_name":"BTCUSD","timestamp":1}}"#,
+            r#"{"channel_name":"price_index.BTCUSD","notification":{"price":1,"timestamp":1}}"#,
+            r#"{"channel_name":"system","notification":{}}"#,
             r#"{"id":-1,"result":1}"#,
+            r#"{"id":01,"result":1}"#,
+            r#"{"id":1,"result":[]}x"#,
         ] {
             assert!(decode(text.as_bytes(), &mut scratch).is_err(), "{text}");
         }
-    }
-
-    #[test]
-    fn trade_ids_are_numbers_or_stable_hashes() {
-        assert_eq!(trade_id(b"42"), 42);
-        assert_eq!(trade_id(b"T-42"), trade_id(b"T-42"));
-        assert_ne!(trade_id(b"T-42"), trade_id(b"T-43"));
     }
 }

@@ -37,7 +37,7 @@ use std::sync::Arc;
 /// At most one malformed sample per this many ns is kept for the log.
 /// Replies kept for the control thread; more than this many waiting means it is wedged.
 const REPLIES_KEPT: usize = 64;
-/// Levels a book holds per side before it grows (Thalex sends at most 40).
+/// Levels a book holds per side before it grows (a `book.<..>.all.<..>` channel may send more).
 const BOOK_LEVELS: usize = 64;
 const NO_CONN: ConnId = ConnId::MAX;
 
@@ -82,34 +82,70 @@ impl Hasher for NameHasher {
     }
 }
 
-/// The last trade ids a stream delivered: enough to recognise the few trades a
-/// `recent_trades` snapshot repeats. Fixed size, overwritten in a circle.
+/// The last trades a stream delivered, by the hash of their tuple and their time: enough to
+/// tell which trades of a re-snapshot were delivered already, since Thalex trades carry no id.
+/// Fixed size, overwritten in a circle.
 #[derive(Clone, Copy)]
-struct RecentIds {
-    ids: [u64; RecentIds::KEPT],
+struct RecentTrades {
+    keys: [u64; RecentTrades::KEPT],
+    times_ns: [u64; RecentTrades::KEPT],
     next: usize,
     len: usize,
+    /// The snapshot message being checked (the feed's message count), and for it: the entries
+    /// its trades matched or wrote (one bit each), and the oldest time remembered before it.
+    snapshot_message: u64,
+    matched: u64,
+    oldest_before_ns: Option<u64>,
 }
 
-impl Default for RecentIds {
+impl Default for RecentTrades {
     fn default() -> Self {
-        RecentIds {
-            ids: [0; RecentIds::KEPT],
+        RecentTrades {
+            keys: [0; RecentTrades::KEPT],
+            times_ns: [0; RecentTrades::KEPT],
             next: 0,
             len: 0,
+            snapshot_message: u64::MAX,
+            matched: 0,
+            oldest_before_ns: None,
         }
     }
 }
 
-impl RecentIds {
+impl RecentTrades {
     const KEPT: usize = 64;
 
-    fn contains(&self, id: &u64) -> bool {
-        self.ids[..self.len].contains(id)
+    /// The oldest time remembered, if any trade is.
+    fn oldest_ns(&self) -> Option<u64> {
+        self.times_ns[..self.len].iter().copied().min()
     }
 
-    fn push(&mut self, id: u64) {
-        self.ids[self.next] = id;
+    /// Whether a trade of the re-snapshot `message` was delivered already: it is older than
+    /// anything remembered before the snapshot (delivered, or older than what was), or it
+    /// equals a remembered trade no earlier trade of the same snapshot matched.
+    fn delivered_before(&mut self, message: u64, key: u64, time_ns: u64) -> bool {
+        if self.snapshot_message != message {
+            self.snapshot_message = message;
+            self.matched = 0;
+            self.oldest_before_ns = self.oldest_ns();
+        }
+        if self.oldest_before_ns.is_some_and(|oldest| time_ns < oldest) {
+            return true;
+        }
+        for index in 0..self.len {
+            if self.keys[index] == key && self.matched & (1 << index) == 0 {
+                self.matched |= 1 << index;
+                return true;
+            }
+        }
+        false
+    }
+
+    fn push(&mut self, key: u64, time_ns: u64) {
+        self.keys[self.next] = key;
+        self.times_ns[self.next] = time_ns;
+        // A trade written during a snapshot is never matched by a later one of it.
+        self.matched |= 1 << self.next;
         self.next = (self.next + 1) % Self::KEPT;
         self.len = (self.len + 1).min(Self::KEPT);
     }
@@ -142,6 +178,41 @@ struct Owner {
     current: ConnId,
     /// The connection the venue most recently confirmed the stream on.
     newest: ConnId,
+    /// Connections that delivered the stream's channel at least once: the next message on
+    /// any other is its snapshot (api.yaml: "the first notification after subscription
+    /// contains a snapshot"). Kept on the channel's first stream for the whole channel. Four
+    /// covers two shards sharing an underlying's channel, each mid-rotation.
+    seen: [ConnId; 4],
+}
+
+impl Owner {
+    const NEW: Owner = Owner {
+        current: NO_CONN,
+        newest: NO_CONN,
+        seen: [NO_CONN; 4],
+    };
+
+    /// Whether this is `conn`'s first message on the channel (remembered from now on).
+    fn first_on(&mut self, conn: ConnId) -> bool {
+        if self.seen.contains(&conn) {
+            return false;
+        }
+        let slot = self
+            .seen
+            .iter()
+            .position(|&seen| seen == NO_CONN || (seen != self.current && seen != self.newest))
+            .unwrap_or(0);
+        self.seen[slot] = conn;
+        true
+    }
+
+    fn forget(&mut self, conn: ConnId) {
+        for seen in &mut self.seen {
+            if *seen == conn {
+                *seen = NO_CONN;
+            }
+        }
+    }
 }
 
 struct BookState {
@@ -160,8 +231,10 @@ pub struct ThalexFeed {
     books: Vec<Option<BookState>>,
     /// The book channel's position among the channels, if one is subscribed.
     book_channel: Option<usize>,
-    /// Per stream: the trade ids it delivered last (used by `recent_trades` streams).
-    trade_ids: Vec<RecentIds>,
+    /// Per stream: the trades it delivered last (book and `recent_trades` streams).
+    delivered: Vec<RecentTrades>,
+    /// Trade messages seen, which names the snapshot a [`RecentTrades`] check belongs to.
+    messages: u64,
     scratch: Scratch,
     writers: FeedWriters,
     activity: Arc<StreamActivity>,
@@ -195,36 +268,48 @@ impl ThalexFeed {
 
     /// A feed for the channels named (`tickwire decode`, where no venue file says what was
     /// subscribed): each name's target becomes an instrument (an underlying too, for a
-    /// `price_index`), in order of first appearance; names no template makes are left out.
+    /// `price_index`), in order of first appearance; names no template makes are left out. An
+    /// underlying's `recent_trades` channel feeds the instruments its trades name instead:
+    /// `trade_instruments` pairs such a channel with each instrument seen in its tuples.
     pub fn for_channels(
         venue_id: VenueId,
         venue_name: &str,
         names: &[String],
+        trade_instruments: &[(String, String)],
     ) -> (ThalexFeed, FeedCounters) {
         let mut symbols: Vec<String> = Vec::new();
         let mut channels: Vec<String> = Vec::new();
         let mut routes = Vec::new();
         let mut book_channel = None;
+        let position = |list: &mut Vec<String>, item: &str| match list
+            .iter()
+            .position(|known| known == item)
+        {
+            Some(index) => index,
+            None => {
+                list.push(item.to_owned());
+                list.len() - 1
+            }
+        };
         for name in names {
             let Some((template, target)) = Template::split(name) else {
                 continue;
             };
-            let position = |list: &mut Vec<String>, item: String| match list
-                .iter()
-                .position(|known| *known == item)
-            {
-                Some(index) => index,
-                None => {
-                    list.push(item);
-                    list.len() - 1
-                }
-            };
-            let instrument = position(&mut symbols, target.to_owned());
             let is_book = template.kind == super::channel::ChannelKind::Book;
-            let channel = position(&mut channels, template.to_string());
+            let channel = position(&mut channels, &template.to_string());
             if is_book {
                 book_channel.get_or_insert(channel);
             }
+            if template.kind == super::channel::ChannelKind::RecentTrades
+                && template.targets_underlying()
+            {
+                for (_, instrument) in trade_instruments.iter().filter(|(of, _)| of == name) {
+                    let instrument = position(&mut symbols, instrument);
+                    routes.push((name.clone(), instrument, channel));
+                }
+                continue;
+            }
+            let instrument = position(&mut symbols, target);
             routes.push((name.clone(), instrument, channel));
         }
         let config = FeedConfig {
@@ -285,13 +370,7 @@ impl ThalexFeed {
             .collect();
         let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
         let (writers, counters) = FeedCounters::new(activity.clone());
-        let owners = vec![
-            Owner {
-                current: NO_CONN,
-                newest: NO_CONN,
-            };
-            config.symbols.len() * channels
-        ];
+        let owners = vec![Owner::NEW; config.symbols.len() * channels];
         let scratch = Scratch {
             bids: Vec::with_capacity(BOOK_LEVELS),
             asks: Vec::with_capacity(BOOK_LEVELS),
@@ -299,9 +378,10 @@ impl ThalexFeed {
             channels: Vec::with_capacity(64),
             ticker_order: Default::default(),
         };
-        let trade_ids = vec![RecentIds::default(); owners.len()];
+        let delivered = vec![RecentTrades::default(); owners.len()];
         let feed = ThalexFeed {
-            trade_ids,
+            delivered,
+            messages: 0,
             config,
             routes,
             owners,
@@ -454,37 +534,78 @@ impl ThalexFeed {
         ));
     }
 
-    /// The message's trades. With `recent` (a `recent_trades` stream, whose trades carry ids),
-    /// the ids delivered are remembered per stream, and a snapshot's trades that were delivered
-    /// already (the last trades, sent again after a resubscription) are dropped as duplicates.
+    /// The message's trades (`scratch.trades`), each to its stream: a book's trades to the
+    /// book's `target`; with `named` (a `recent_trades` channel) to the target whose symbol is
+    /// the trade's `instrument_name`, or counted as unrouted when the venue file does not list
+    /// it. Every delivered trade is remembered per stream; in a snapshot, trades delivered
+    /// already (a re-subscription's snapshot repeats the last ones; a book's may reach back to
+    /// the gateway's restart) are dropped as duplicates: see [`RecentTrades::delivered_before`].
+    /// Thalex trades have no id: `trade_id` and `venue_seq` are 0.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call site per channel kind, each argument a plain value"
+    )]
     fn trades(
         &mut self,
-        instrument: usize,
-        recent: Option<usize>,
+        conn: ConnId,
+        channel: &[u8],
+        book_target: Option<Target>,
         snapshot: bool,
+        payload: &[u8],
         recv_ts_ns: u64,
         out: &mut Out<'_, '_>,
     ) {
-        let count = self.scratch.trades.len();
-        for index in 0..count {
+        self.messages += 1;
+        let message = self.messages;
+        let mut pending: Option<Event> = None;
+        for index in 0..self.scratch.trades.len() {
             let trade = self.scratch.trades[index];
-            if let Some(seen) = recent.and_then(|stream| self.trade_ids.get_mut(stream)) {
-                if snapshot && seen.contains(&trade.id) {
-                    self.writers.duplicates.increment();
-                    continue;
+            let target = match book_target {
+                Some(target) => target,
+                None => {
+                    let name = payload
+                        .get(trade.instrument.0..trade.instrument.1)
+                        .unwrap_or_default();
+                    let symbols = &self.config.symbols;
+                    let found = self.routes.get(channel).and_then(|targets| {
+                        targets
+                            .iter()
+                            .find(|target| symbols[target.instrument].as_bytes() == name)
+                            .copied()
+                    });
+                    match found {
+                        Some(target) => target,
+                        None => {
+                            self.writers.unknown_symbol.increment();
+                            continue;
+                        }
+                    }
                 }
-                seen.push(trade.id);
+            };
+            if book_target.is_none() && !self.admit(target, conn, snapshot, false, recv_ts_ns) {
+                continue;
             }
-            let mut header = self.header(instrument, trade.time_ns, recv_ts_ns);
-            header.venue_seq = trade.id;
-            if index + 1 == count {
-                header.flags |= flags::LAST;
+            let Some(memory) = self.delivered.get_mut(target.stream) else {
+                continue;
+            };
+            if snapshot && memory.delivered_before(message, trade.key, trade.time_ns) {
+                self.writers.duplicates.increment();
+                continue;
             }
+            memory.push(trade.key, trade.time_ns);
+            if let Some(event) = pending.take() {
+                out.push(event);
+            }
+            let header = self.header(target.instrument, trade.time_ns, recv_ts_ns);
             let aggressor = if trade.buy { Side::Bid } else { Side::Ask };
-            out.push(Event::new(
+            pending = Some(Event::new(
                 header,
-                Body::Trade(Trade::new(trade.price, trade.amount, trade.id, aggressor)),
+                Body::Trade(Trade::new(trade.price, trade.amount, 0, aggressor)),
             ));
+        }
+        if let Some(mut event) = pending {
+            event.header.flags |= flags::LAST;
+            out.push(event);
         }
     }
 
@@ -560,13 +681,18 @@ impl ThalexFeed {
         }
     }
 
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the decoded message's parts, passed as they come"
+    )]
     fn notification(
         &mut self,
         conn: ConnId,
         recv_ts_ns: u64,
         channel: &[u8],
-        snapshot: bool,
+        explicit_snapshot: Option<bool>,
         body: Notification<'_>,
+        payload: &[u8],
         out: &mut Out<'_, '_>,
     ) {
         if let Notification::System { event } = body {
@@ -584,9 +710,21 @@ impl ThalexFeed {
             self.writers.unknown_symbol.increment();
             return;
         };
+        // The first notification of a channel on a connection is its snapshot (api.yaml);
+        // a `snapshot` key, where a message has one, says so itself.
+        let first_on_conn = self
+            .owners
+            .get_mut(first.stream)
+            .is_some_and(|owner| owner.first_on(conn));
+        let snapshot = explicit_snapshot.unwrap_or(first_on_conn);
+        if let Notification::Trades = body {
+            self.writers.trades.increment();
+            self.trades(conn, channel, None, snapshot, payload, recv_ts_ns, out);
+            return;
+        }
         let is_book = matches!(body, Notification::Book { .. });
         // A price index can feed several instruments (looked up again for the second on, so
-        // that the handlers may borrow the feed); every other channel feeds one.
+        // that the handlers may borrow the feed); every other channel here feeds one.
         for index in 0..count {
             let target = if index == 0 {
                 first
@@ -615,14 +753,24 @@ impl ThalexFeed {
                             ask_px: ticker.ask_px.unwrap_or_default(),
                             ask_sz: ticker.ask_amount.unwrap_or_default(),
                         };
-                        let last = ticker.mark_px.is_none();
+                        let last = ticker.mark_px.is_none() && ticker.index_px.is_none();
                         self.quote(instrument, ticker.mark_ts_ns, recv_ts_ns, quote, last, out);
                     }
                     if let Some(mark) = ticker.mark_px {
+                        let mut header = self.header(instrument, ticker.mark_ts_ns, recv_ts_ns);
+                        if ticker.index_px.is_none() {
+                            header.flags |= flags::LAST;
+                        }
+                        out.push(Event::new(
+                            header,
+                            Body::Reference(Reference::new(ReferenceKind::Mark, mark)),
+                        ));
+                    }
+                    if let Some(index) = ticker.index_px {
                         self.reference(
                             instrument,
-                            ReferenceKind::Mark,
-                            mark,
+                            ReferenceKind::Index,
+                            index,
                             ticker.mark_ts_ns,
                             recv_ts_ns,
                             out,
@@ -649,12 +797,16 @@ impl ThalexFeed {
                     self.book(instrument, snapshot, time_ns, recv_ts_ns, out);
                     if !self.scratch.trades.is_empty() {
                         self.writers.trades.increment();
-                        self.trades(instrument, None, false, recv_ts_ns, out);
+                        self.trades(
+                            conn,
+                            channel,
+                            Some(target),
+                            snapshot,
+                            payload,
+                            recv_ts_ns,
+                            out,
+                        );
                     }
-                }
-                Notification::Trades => {
-                    self.writers.trades.increment();
-                    self.trades(instrument, Some(target.stream), snapshot, recv_ts_ns, out);
                 }
                 Notification::Index(index) => {
                     self.writers.mark_prices.increment();
@@ -667,7 +819,7 @@ impl ThalexFeed {
                         out,
                     );
                 }
-                Notification::System { .. } | Notification::Other => {
+                Notification::Trades | Notification::System { .. } | Notification::Other => {
                     self.writers.unknown.increment();
                 }
             }
@@ -695,7 +847,7 @@ impl Feed for ThalexFeed {
                 channel,
                 snapshot,
                 body,
-            }) => self.notification(conn, recv_ts_ns, channel, snapshot, body, out),
+            }) => self.notification(conn, recv_ts_ns, channel, snapshot, body, payload, out),
             Ok(Message::Response { id, outcome }) => {
                 let venue = self.config.venue_id;
                 match outcome {
@@ -744,6 +896,11 @@ impl Feed for ThalexFeed {
     ) {
         let base = self.config.instrument_base;
         let channels = self.activity.channels();
+        // Its next connection's first message on every channel is a snapshot again (the seen
+        // list sits on a channel's first stream, which another shard's instrument may own).
+        for owner in &mut self.owners {
+            owner.forget(conn);
+        }
         for instrument in instruments {
             let index = instrument.wrapping_sub(base) as usize;
             if index >= self.config.symbols.len() {
@@ -816,69 +973,174 @@ mod tests {
         std::iter::from_fn(|| consumer.try_pop()).collect()
     }
 
-    fn trade_ids(events: &[Event]) -> Vec<u64> {
+    /// (price, exchange time) of every trade event.
+    fn trades_of(events: &[Event]) -> Vec<(i64, u64)> {
         events
             .iter()
             .filter_map(|e| match e.body() {
-                Body::Trade(trade) => Some(trade.trade_id),
+                Body::Trade(trade) => {
+                    assert_eq!(trade.trade_id, 0, "Thalex trades have no id");
+                    Some((trade.price.raw() / 1_000_000_000, e.header.exchange_ts_ns))
+                }
                 _ => None,
             })
             .collect()
     }
 
-    const CHANNEL: &str = "recent_trades.BTC-PERPETUAL.all";
-
-    fn trades_message(snapshot: bool, ids: &[u64]) -> String {
-        let trades: Vec<String> = ids
+    /// A `recent_trades` notification of api.yaml's tuples, one per (price, time in s).
+    fn trades_message(channel: &str, instrument: &str, trades: &[(i64, u64)]) -> String {
+        let tuples: Vec<String> = trades
             .iter()
-            .map(|id| {
-                format!(r#"{{"trade_id":"{id}","direction":"buy","price":1,"amount":1,"time":1}}"#)
-            })
+            .map(|(price, time)| format!(r#"[{price},1,"buy",{time}.25,"{instrument}",false]"#))
             .collect();
         format!(
-            r#"{{"channel_name":"{CHANNEL}","snapshot":{snapshot},"notification":[{}]}}"#,
-            trades.join(",")
+            r#"{{"channel_name":"{channel}","notification":[{}]}}"#,
+            tuples.join(",")
         )
+    }
+
+    const SINGLE: &str = "recent_trades.BTC-PERPETUAL.single";
+
+    fn ns(seconds: u64) -> u64 {
+        seconds * 1_000_000_000 + 250_000_000
+    }
+
+    fn disconnect(feed: &mut ThalexFeed, conn: ConnId) {
+        let (mut producer, mut _consumer) = crate::ring::ring::<Event>(16);
+        let mut lost = false;
+        feed.on_disconnect(conn, 0..1, 2, &mut EventSink::new(&mut producer, &mut lost));
     }
 
     #[test]
     fn a_resubscription_snapshot_does_not_repeat_delivered_trades() {
-        let mut feed = feed(&["recent_trades.all"]);
+        let mut feed = feed(&["recent_trades.single"]);
+        // The first notification is the snapshot: all of it is new.
         let first = run(
             &mut feed,
             0,
             &[
-                &trades_message(true, &[1, 2, 3]),
-                &trades_message(false, &[4]),
+                &trades_message(SINGLE, "BTC-PERPETUAL", &[(1, 1), (2, 2), (3, 3)]),
+                &trades_message(SINGLE, "BTC-PERPETUAL", &[(4, 4)]),
             ],
         );
-        assert_eq!(trade_ids(&first), [1, 2, 3, 4]);
-        // The connection drops; the new one's snapshot holds the last trades again and one new.
-        let (mut producer, mut _consumer) = crate::ring::ring::<Event>(16);
-        let mut lost = false;
-        feed.on_disconnect(0, 0..1, 2, &mut EventSink::new(&mut producer, &mut lost));
+        assert_eq!(
+            trades_of(&first),
+            [(1, ns(1)), (2, ns(2)), (3, ns(3)), (4, ns(4))]
+        );
+        // The connection drops; the new one's snapshot repeats the last trades, one older than
+        // anything remembered, and one new.
+        disconnect(&mut feed, 0);
         let second = run(
             &mut feed,
             0,
             &[
-                &trades_message(true, &[3, 4, 5]),
-                &trades_message(false, &[6]),
+                &trades_message(SINGLE, "BTC-PERPETUAL", &[(0, 0), (3, 3), (4, 4), (5, 5)]),
+                &trades_message(SINGLE, "BTC-PERPETUAL", &[(6, 6)]),
             ],
         );
-        assert_eq!(trade_ids(&second), [5, 6]);
+        assert_eq!(trades_of(&second), [(5, ns(5)), (6, ns(6))]);
+        assert_eq!(feed.writers.duplicates.get(), 3);
+    }
+
+    #[test]
+    fn identical_tuples_are_told_apart_by_count() {
+        let mut feed = feed(&["recent_trades.single"]);
+        // Two fills with the same price, size, side and time: both are trades.
+        let both = run(
+            &mut feed,
+            0,
+            &[&trades_message(SINGLE, "BTC-PERPETUAL", &[(7, 7), (7, 7)])],
+        );
+        assert_eq!(trades_of(&both), [(7, ns(7)), (7, ns(7))]);
+        disconnect(&mut feed, 0);
+        // A re-snapshot with three: two were delivered, the third is new.
+        let again = run(
+            &mut feed,
+            1,
+            &[&trades_message(
+                SINGLE,
+                "BTC-PERPETUAL",
+                &[(7, 7), (7, 7), (7, 7)],
+            )],
+        );
+        assert_eq!(trades_of(&again), [(7, ns(7))]);
+    }
+
+    #[test]
+    fn an_underlying_channel_routes_each_trade_to_its_instrument() {
+        let (mut feed, counters) = ThalexFeed::new(FeedConfig {
+            venue_id: 0,
+            venue_name: "thalex".into(),
+            symbols: vec!["BTC-PERPETUAL".into(), "BTC-27JUN25".into()],
+            channels: vec!["recent_trades.all".into()],
+            instrument_base: 10,
+        });
+        let channel = "recent_trades.BTCUSD.all";
+        let text = format!(
+            r#"{{"channel_name":"{channel}","notification":[[1,1,"buy",1,"BTC-27JUN25",false],[2,1,"sell",2,"BTC-PERPETUAL",true],[3,1,"buy",3,"BTC-29AUG25",false]]}}"#
+        );
+        let events = run(&mut feed, 0, &[&text]);
+        let routed: Vec<(u32, i64)> = events
+            .iter()
+            .map(|e| {
+                (
+                    e.header.instrument_id,
+                    e.header.exchange_ts_ns as i64 / 1_000_000_000,
+                )
+            })
+            .collect();
+        assert_eq!(routed, [(11, 1), (10, 2)]);
+        assert_ne!(events[1].header.flags & flags::LAST, 0);
+        assert_eq!(
+            counters.unknown_symbol.get(),
+            1,
+            "BTC-29AUG25 is not configured"
+        );
+    }
+
+    #[test]
+    fn the_first_book_message_on_a_connection_is_its_snapshot() {
+        let mut feed = feed(&["book.none.all.raw"]);
+        let book = "book.BTC-PERPETUAL.none.all.raw";
+        let snapshot = format!(
+            r#"{{"channel_name":"{book}","notification":{{"trades":[[10,1,"sell",1,false]],"bid_changes":[[10,1,1],[9,2,2]],"ask_changes":[[11,1,1]],"total_bid_amount":3,"total_ask_amount":1,"time":1.5}}}}"#
+        );
+        let change = format!(
+            r#"{{"channel_name":"{book}","notification":{{"trades":[[11,1,"buy",2,false]],"bid_changes":[[10,0,0]],"ask_changes":[],"total_bid_amount":2,"total_ask_amount":1,"time":2.5}}}}"#
+        );
+        let events = run(&mut feed, 0, &[&snapshot, &change]);
+        assert!(matches!(events[0].body(), Body::SnapshotBegin(_)));
+        let quotes: Vec<Quote> = events
+            .iter()
+            .filter_map(|e| match e.body() {
+                Body::Quote(quote) => Some(quote),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(quotes.last().map(|q| q.bid_px.raw()), Some(9_000_000_000));
+        assert_eq!(
+            trades_of(&events),
+            [(10, 1_000_000_000), (11, 2_000_000_000)]
+        );
+        // A new connection's snapshot repeats the book's old trade: not delivered again.
+        disconnect(&mut feed, 0);
+        let events = run(&mut feed, 1, &[&snapshot]);
+        assert!(matches!(events[0].body(), Body::SnapshotBegin(_)));
+        assert!(trades_of(&events).is_empty());
     }
 
     #[test]
     fn only_the_owning_connection_passes_and_a_snapshot_moves_a_book() {
         let mut feed = feed(&["book.1.10.raw"]);
-        let snapshot = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","snapshot":true,"notification":{"bid_changes":[[10,1,1]],"ask_changes":[[11,1,1]],"trades":[],"time":1}}"#;
+        let snapshot = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","notification":{"bid_changes":[[10,1,1]],"ask_changes":[[11,1,1]],"trades":[],"time":1}}"#;
         let change = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","notification":{"bid_changes":[[10,2,2]],"ask_changes":[],"trades":[],"time":2}}"#;
         let answer = r#"{"id":1,"result":["book.BTC-PERPETUAL.1.10.raw","system"]}"#;
         assert!(!run(&mut feed, 0, &[snapshot, change]).is_empty());
-        // A second connection subscribes: its changes do not pass before its snapshot.
-        assert!(run(&mut feed, 1, &[answer, change]).is_empty());
+        // A second connection subscribes; until its snapshot, the first one's changes pass.
+        assert!(run(&mut feed, 1, &[answer]).is_empty());
         assert!(!run(&mut feed, 0, &[change]).is_empty());
-        // Its snapshot moves the book; from then on the old connection is the duplicate.
+        // Its snapshot (its first notification) moves the book; from then on the old
+        // connection is the duplicate.
         let moved = run(&mut feed, 1, &[snapshot]);
         assert!(matches!(moved[0].body(), Body::SnapshotBegin(_)));
         assert!(run(&mut feed, 0, &[change]).is_empty());
@@ -888,5 +1150,37 @@ mod tests {
             feed.activity.agree_ns(0) > 0,
             "the switch is the rotation's agreement"
         );
+        // A `snapshot` key, where a message carries one, is taken at its word.
+        let keyed = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","snapshot":true,"notification":{"bid_changes":[[10,5,5]],"ask_changes":[[12,1,1]],"trades":[],"time":3}}"#;
+        let events = run(&mut feed, 1, &[keyed]);
+        assert!(matches!(events[0].body(), Body::SnapshotBegin(_)));
+    }
+
+    #[test]
+    fn a_ticker_gives_quote_mark_and_index() {
+        let mut feed = feed(&["ticker.100ms"]);
+        let text = r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":76000,"best_bid_amount":1,"best_ask_price":76001,"best_ask_amount":2,"mark_price":76000.5,"mark_timestamp":1776715497.5,"index":76283.25916666667}}"#;
+        let events = run(&mut feed, 0, &[text]);
+        assert_eq!(events.len(), 3);
+        assert!(matches!(events[0].body(), Body::Quote(_)));
+        let references: Vec<(ReferenceKind, i64)> = events[1..]
+            .iter()
+            .filter_map(|e| match e.body() {
+                Body::Reference(reference) => Some((reference.kind(), reference.price.raw())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            references,
+            [
+                (ReferenceKind::Mark, 76_000_500_000_000),
+                (ReferenceKind::Index, 76_283_259_166_667)
+            ]
+        );
+        assert_eq!(events[2].header.flags & flags::LAST, flags::LAST);
+        assert_eq!(events[1].header.flags & flags::LAST, 0);
+        assert!(events
+            .iter()
+            .all(|e| e.header.exchange_ts_ns == 1_776_715_497_500_000_000));
     }
 }

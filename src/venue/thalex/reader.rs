@@ -22,8 +22,10 @@ pub enum ReadError {
         expected: &'static str,
         offset: usize,
     },
-    #[error("number at offset {offset} has more than 9 decimals or is beyond the i64 range of 1e-9 units")]
+    #[error("number at offset {offset} is beyond the range of a 1e-9 fixed point (or a time before 1970)")]
     Number { offset: usize },
+    #[error("not a JSON number at offset {offset}")]
+    NotJson { offset: usize },
     #[error("nesting deeper than {MAX_DEPTH} levels at offset {offset}")]
     TooDeep { offset: usize },
 }
@@ -35,6 +37,7 @@ impl ReadError {
             ReadError::End => usize::MAX,
             ReadError::Expected { offset, .. }
             | ReadError::Number { offset }
+            | ReadError::NotJson { offset }
             | ReadError::TooDeep { offset } => offset,
         }
     }
@@ -280,11 +283,18 @@ impl<'a> Reader<'a> {
         if self.pos == start {
             return Err(self.expected("an integer"));
         }
+        if self.pos - start > 1 && self.bytes[start] == b'0' {
+            return Err(ReadError::NotJson { offset: start });
+        }
         Ok(value)
     }
 
-    /// A JSON number as a [`Fixed`], exactly: refused when it has more than nine significant
-    /// decimals or does not fit.
+    /// A JSON number as a [`Fixed`]: exact when it has at most nine decimals, otherwise rounded
+    /// to the nearest 1e-9 with ties to even (Thalex prints marks and indices as binary floats
+    /// with up to 17 significant digits, `53.21791443839902`). Refused, as
+    /// [`ReadError::Number`], when the result is beyond `Fixed`'s range (|raw| < `i64::MAX`,
+    /// which stays free for `event::NO_PRICE`), and as [`ReadError::NotJson`] when the literal
+    /// is not a JSON number (`.4`, `2450.`, `01`, `+1`, `1e`).
     #[inline(always)]
     pub fn number(&mut self) -> Result<Fixed, ReadError> {
         self.ws();
@@ -294,9 +304,10 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The shape venues send: an optional `-`, at most ten integer digits below 9e9, an optional
-    /// fraction of which only the first nine digits may be non-zero, no exponent. `None` (the
-    /// cursor untouched) for anything else, which [`Reader::any_number`] then reads or refuses.
+    /// The shape venues send: an optional `-`, at most ten integer digits below 9e9 without a
+    /// leading zero, an optional fraction, no exponent. Fraction digits past the ninth round the
+    /// ninth (ties to even). `None` (the cursor untouched) for anything else, which
+    /// [`Reader::any_number`] then reads or refuses.
     #[inline(always)]
     fn plain_number(&mut self) -> Option<Fixed> {
         let bytes = self.bytes;
@@ -313,11 +324,16 @@ impl<'a> Reader<'a> {
             integer = integer * 10 + u64::from(digit);
             pos += 1;
         }
-        if pos == start || integer >= 9_000_000_000 {
+        // No digits, a leading zero (`01`, not JSON) or a magnitude the slow path must check.
+        let leading_zero = bytes.get(start) == Some(&b'0') && pos - start > 1;
+        if pos == start || leading_zero || integer >= 9_000_000_000 {
             return None;
         }
         let mut fraction: u64 = 0;
         let mut fraction_digits = 0;
+        // The tenth decimal, and whether any later one is not zero: what rounding needs.
+        let mut round_digit = 0u8;
+        let mut sticky = false;
         if bytes.get(pos) == Some(&b'.') {
             pos += 1;
             let first = pos;
@@ -326,11 +342,13 @@ impl<'a> Reader<'a> {
                 if digit > 9 {
                     break;
                 }
-                if fraction_digits < 9 {
-                    fraction = fraction * 10 + u64::from(digit);
-                    fraction_digits += 1;
-                } else if digit != 0 {
-                    return None;
+                match pos - first {
+                    0..=8 => {
+                        fraction = fraction * 10 + u64::from(digit);
+                        fraction_digits += 1;
+                    }
+                    9 => round_digit = digit,
+                    _ => sticky |= digit != 0,
                 }
                 pos += 1;
             }
@@ -338,59 +356,102 @@ impl<'a> Reader<'a> {
                 return None;
             }
         }
-        if matches!(bytes.get(pos), Some(b'e' | b'E' | b'0'..=b'9')) {
+        if matches!(bytes.get(pos), Some(b'e' | b'E' | b'0'..=b'9' | b'.')) {
             return None;
         }
-        let raw = (integer * SCALE as u64 + fraction * POW10[9 - fraction_digits]) as i64;
+        let mut raw = integer * SCALE as u64 + fraction * POW10[9 - fraction_digits];
+        if round_up(raw & 1 == 1, round_digit, sticky) {
+            raw += 1;
+        }
         self.pos = pos;
+        let raw = raw as i64;
         Some(Fixed(if negative { -raw } else { raw }))
     }
 
-    /// Any JSON number, exponents included, digit by digit.
+    /// Any JSON number, exponents included, digit by digit, checked against the JSON grammar
+    /// (RFC 8259 section 6) and rounded as [`Reader::number`] says.
     #[cold]
     fn any_number(&mut self) -> Result<Fixed, ReadError> {
         let start = self.pos;
+        let not_json = ReadError::NotJson { offset: start };
         let negative = self.bytes.get(self.pos) == Some(&b'-');
         if negative {
             self.pos += 1;
         }
-        // The digits, integer part then fraction, as one decimal mantissa with `scale` digits
-        // after the point.
+        // The significant digits as one decimal mantissa of at most 19 digits, its value
+        // `mantissa * 10^exp10`; digits past the 19th are only kept as the first one dropped
+        // and whether any later one is not zero.
         let mut mantissa: u64 = 0;
         let mut digits = 0u32;
-        let mut scale: i32 = 0;
-        let mut lost_nonzero = false;
-        let mut seen_point = false;
-        let mut any = false;
+        let mut exp10: i32 = 0;
+        let mut round_digit = 0u8;
+        let mut dropped = 0u32;
+        let mut sticky = false;
+        let mut drop_digit = |digit: u8, dropped: &mut u32| {
+            if *dropped == 0 {
+                round_digit = digit;
+            } else {
+                sticky |= digit != 0;
+            }
+            *dropped += 1;
+        };
+        let integer_start = self.pos;
         while let Some(&byte) = self.bytes.get(self.pos) {
-            match byte {
-                b'0'..=b'9' => {
-                    any = true;
-                    let digit = u64::from(byte - b'0');
-                    if seen_point {
-                        scale += 1;
-                    }
-                    if mantissa == 0 && digit == 0 {
-                        // Leading zeros carry no precision.
-                    } else if digits < 19 {
-                        mantissa = mantissa * 10 + digit;
-                        digits += 1;
-                    } else if seen_point {
-                        // Past 19 significant digits in the fraction: only zeros may be dropped.
-                        scale -= 1;
-                        lost_nonzero |= digit != 0;
-                    } else {
-                        return Err(ReadError::Number { offset: start });
-                    }
-                }
-                b'.' if !seen_point => seen_point = true,
-                _ => break,
+            if !byte.is_ascii_digit() {
+                break;
+            }
+            let digit = byte - b'0';
+            if mantissa == 0 && digit == 0 {
+                // Leading zeros carry no precision.
+            } else if digits < 19 {
+                mantissa = mantissa * 10 + u64::from(digit);
+                digits += 1;
+            } else {
+                drop_digit(digit, &mut dropped);
+                exp10 = exp10.saturating_add(1);
             }
             self.pos += 1;
         }
-        if !any {
-            self.pos = start;
-            return Err(self.expected("a number"));
+        let integer_len = self.pos - integer_start;
+        if integer_len == 0 {
+            return Err(match self.bytes.get(self.pos) {
+                None => ReadError::End,
+                Some(b'+' | b'.') => not_json,
+                Some(_) if negative => not_json,
+                Some(_) => self.expected("a number"),
+            });
+        }
+        if integer_len > 1 && self.bytes[integer_start] == b'0' {
+            return Err(not_json);
+        }
+        if self.bytes.get(self.pos) == Some(&b'.') {
+            self.pos += 1;
+            let fraction_start = self.pos;
+            while let Some(&byte) = self.bytes.get(self.pos) {
+                if !byte.is_ascii_digit() {
+                    break;
+                }
+                let digit = byte - b'0';
+                if mantissa == 0 && digit == 0 {
+                    exp10 -= 1;
+                } else if digits < 19 {
+                    mantissa = mantissa * 10 + u64::from(digit);
+                    digits += 1;
+                    exp10 -= 1;
+                } else {
+                    drop_digit(digit, &mut dropped);
+                }
+                // A fraction longer than any exponent could make up is only precision lost.
+                exp10 = exp10.max(-10_000);
+                self.pos += 1;
+            }
+            if self.pos == fraction_start {
+                return Err(if self.pos >= self.bytes.len() {
+                    ReadError::End
+                } else {
+                    not_json
+                });
+            }
         }
         let mut exponent: i32 = 0;
         if matches!(self.bytes.get(self.pos), Some(b'e' | b'E')) {
@@ -411,43 +472,60 @@ impl<'a> Reader<'a> {
                 if !byte.is_ascii_digit() {
                     break;
                 }
-                exponent = (exponent * 10 + i32::from(byte - b'0')).min(1000);
+                exponent = (exponent * 10 + i32::from(byte - b'0')).min(100_000);
                 self.pos += 1;
             }
             if self.pos == exp_start {
-                return Err(self.expected("exponent digits"));
+                return Err(if self.pos >= self.bytes.len() {
+                    ReadError::End
+                } else {
+                    not_json
+                });
             }
             if exp_negative {
                 exponent = -exponent;
             }
         }
-        if lost_nonzero {
-            return Err(ReadError::Number { offset: start });
-        }
-        // value = mantissa * 10^(exponent - scale); raw = value * 10^9.
-        let shift = exponent - scale + 9;
-        let raw = if mantissa == 0 {
+        let out_of_range = ReadError::Number { offset: start };
+        // raw = mantissa * 10^shift, in 1e-9 units.
+        let shift = exp10 + exponent + 9;
+        let magnitude: u128 = if mantissa == 0 {
             0
         } else if shift >= 0 {
-            10u64
-                .checked_pow(shift as u32)
-                .and_then(|power| mantissa.checked_mul(power))
-                .filter(|&raw| raw <= i64::MAX as u64 + u64::from(negative))
-                .ok_or(ReadError::Number { offset: start })?
-        } else {
-            let power = 10u64
-                .checked_pow((-shift) as u32)
-                .ok_or(ReadError::Number { offset: start })?;
-            if mantissa % power != 0 {
-                return Err(ReadError::Number { offset: start });
+            if shift > 19 {
+                return Err(out_of_range);
             }
-            mantissa / power
-        };
-        Ok(if negative {
-            Fixed((raw as i64).wrapping_neg())
+            let raw = u128::from(mantissa) * 10u128.pow(shift as u32);
+            if shift == 0 && round_up(mantissa & 1 == 1, round_digit, sticky) {
+                raw + 1
+            } else if shift > 0 && dropped > 0 {
+                // Digits dropped above the ninth decimal: the value is past 1e19 units anyway.
+                return Err(out_of_range);
+            } else {
+                raw
+            }
+        } else if shift < -38 {
+            // Below 1e-19 of a unit: rounds to zero, never to a tie.
+            0
         } else {
-            Fixed(raw as i64)
-        })
+            let divisor = 10u128.pow((-shift) as u32);
+            let quotient = u128::from(mantissa) / divisor;
+            let twice_rest = (u128::from(mantissa) % divisor) * 2;
+            let up = match twice_rest.cmp(&divisor) {
+                std::cmp::Ordering::Greater => true,
+                std::cmp::Ordering::Less => false,
+                // Exactly half, unless a dropped digit says more: ties to even.
+                std::cmp::Ordering::Equal => {
+                    dropped > 0 && (round_digit > 0 || sticky) || quotient & 1 == 1
+                }
+            };
+            quotient + u128::from(up)
+        };
+        if magnitude >= i64::MAX as u128 {
+            return Err(out_of_range);
+        }
+        let raw = magnitude as i64;
+        Ok(Fixed(if negative { -raw } else { raw }))
     }
 
     /// A number, or `None` for `null`.
@@ -460,12 +538,17 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Float seconds since the epoch as nanoseconds (0 for `null` or a negative time).
+    /// Float seconds since the epoch as nanoseconds, rounded as [`Reader::number`] rounds;
+    /// `None` for `null`. A time before the epoch is refused ([`ReadError::Number`]).
     #[inline(always)]
-    pub fn seconds_as_ns(&mut self) -> Result<u64, ReadError> {
-        Ok(self
-            .number_or_null()?
-            .map_or(0, |seconds| u64::try_from(seconds.raw()).unwrap_or(0)))
+    pub fn seconds_as_ns(&mut self) -> Result<Option<u64>, ReadError> {
+        let offset = self.pos;
+        match self.number_or_null()? {
+            None => Ok(None),
+            Some(seconds) => u64::try_from(seconds.raw())
+                .map(Some)
+                .map_err(|_| ReadError::Number { offset }),
+        }
     }
 
     /// Steps over any one value. A scalar is read whole; inside an object or array only the
@@ -479,10 +562,7 @@ impl<'a> Reader<'a> {
             Some(b'"') => return self.string().map(drop),
             Some(b't' | b'f') => return self.boolean().map(drop),
             Some(b'n') if self.null() => return Ok(()),
-            Some(b'-' | b'0'..=b'9') => {
-                self.skip_number();
-                return Ok(());
-            }
+            Some(b'-' | b'0'..=b'9') => return self.skip_number(),
             Some(_) => return Err(self.expected("a value")),
         }
         let mut depth = 0usize;
@@ -511,18 +591,66 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn skip_number(&mut self) {
-        while let Some(&byte) = self.bytes.get(self.pos) {
-            if !matches!(byte, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
-                break;
+    /// Steps over a number, checking only the JSON grammar (its value is never used, so its
+    /// range does not matter).
+    fn skip_number(&mut self) -> Result<(), ReadError> {
+        let start = self.pos;
+        let not_json = |reader: &Reader<'_>| {
+            if reader.pos >= reader.bytes.len() {
+                ReadError::End
+            } else {
+                ReadError::NotJson { offset: start }
             }
+        };
+        let digits = |reader: &mut Reader<'_>| {
+            let from = reader.pos;
+            while reader.bytes.get(reader.pos).is_some_and(u8::is_ascii_digit) {
+                reader.pos += 1;
+            }
+            reader.pos - from
+        };
+        if self.bytes.get(self.pos) == Some(&b'-') {
             self.pos += 1;
         }
+        let integer_start = self.pos;
+        match digits(self) {
+            0 => return Err(not_json(self)),
+            1 => {}
+            _ if self.bytes[integer_start] == b'0' => return Err(not_json(self)),
+            _ => {}
+        }
+        if self.bytes.get(self.pos) == Some(&b'.') {
+            self.pos += 1;
+            if digits(self) == 0 {
+                return Err(not_json(self));
+            }
+        }
+        if matches!(self.bytes.get(self.pos), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.bytes.get(self.pos), Some(b'-' | b'+')) {
+                self.pos += 1;
+            }
+            if digits(self) == 0 {
+                return Err(not_json(self));
+            }
+        }
+        Ok(())
     }
 
     /// Whether only whitespace is left.
     pub fn at_end(&mut self) -> bool {
         self.peek().is_none()
+    }
+}
+
+/// Whether a value whose last kept digit is odd (`odd`) rounds up, given the first digit
+/// dropped and whether any later dropped digit is not zero: to nearest, ties to even.
+#[inline(always)]
+fn round_up(odd: bool, round_digit: u8, sticky: bool) -> bool {
+    match round_digit {
+        6..=9 => true,
+        5 => sticky || odd,
+        _ => false,
     }
 }
 
@@ -565,29 +693,80 @@ mod tests {
     }
 
     #[test]
-    fn numbers_that_do_not_fit_are_refused() {
+    fn numbers_with_more_than_nine_decimals_round_to_nearest_ties_to_even() {
+        let cases = [
+            // Thalex's own prints (api.yaml examples and live tickers).
+            ("53.21791443839902", "53.217914438"),
+            ("76283.25916666667", "76283.259166667"),
+            ("47389.10833333334", "47389.108333333"),
+            ("47252.64143906124", "47252.641439061"),
+            ("0.0000000001", "0"),
+            ("1e-10", "0"),
+            ("0.12345678912", "0.123456789"),
+            ("0.12345678950", "0.123456790"),
+            ("0.0000000005", "0"),
+            ("0.0000000015", "0.000000002"),
+            ("0.0000000025", "0.000000002"),
+            ("0.00000000250001", "0.000000003"),
+            ("-0.0000000015", "-0.000000002"),
+            ("2.5e-9", "0.000000002"),
+            ("3.5e-9", "0.000000004"),
+            ("0.9999999999", "1"),
+            ("8999999999.9999999999", "9000000000"),
+            ("1234567890.12345678949999", "1234567890.123456789"),
+            ("0.1234567895000000000000001", "0.12345679"),
+            ("12345678901234567890123e-13", "1234567890.123456789"),
+            ("1e-400", "0"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(
+                number(text),
+                Ok(Fixed::parse_str(expected).unwrap()),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_beyond_the_range_or_not_json_are_refused() {
         for text in [
-            "0.0000000001",
-            "1e-10",
             "10000000000",
             "1e20",
-            "0.12345678912",
-            "2.5e-9",
+            "9223372036.854775807",
+            "-9223372037",
+            "1e400",
         ] {
             assert!(
                 matches!(number(text), Err(ReadError::Number { .. })),
                 "{text}"
             );
         }
+        for text in [
+            ".4", "2450.x", "01", "-01.5", "+1", "1.e5", "-.5", "-x", "1ex", "00",
+        ] {
+            assert!(
+                matches!(number(text), Err(ReadError::NotJson { .. })),
+                "{text}: {:?}",
+                number(text)
+            );
+        }
         assert!(matches!(number("x"), Err(ReadError::Expected { .. })));
         assert_eq!(number(""), Err(ReadError::End));
-        assert!(matches!(number("1e"), Err(ReadError::End)));
+        assert_eq!(number("1e"), Err(ReadError::End));
+        assert_eq!(number("2450."), Err(ReadError::End));
+        // A skipped number is held to the same grammar (its range does not matter).
+        for text in [".4", "2450.", "01", "1e", "-", "2450.,"] {
+            assert!(Reader::new(text.as_bytes()).skip_value().is_err(), "{text}");
+        }
+        for text in ["1e400", "-0.5E+3", "0", "-0.0e-0"] {
+            assert!(Reader::new(text.as_bytes()).skip_value().is_ok(), "{text}");
+        }
     }
 
     proptest::proptest! {
         #[test]
         fn the_fast_reader_agrees_with_the_exact_one(
-            text in "-?[0-9]{1,12}(\\.[0-9]{1,12})?([eE][-+]?[0-9]{1,2})?[,}\\]]?"
+            text in "-?[0-9]{1,12}(\\.[0-9]{1,22})?([eE][-+]?[0-9]{1,2})?[,}\\]]?"
         ) {
             let fast = Reader::new(text.as_bytes()).number();
             let mut exact_reader = Reader::new(text.as_bytes());
@@ -604,9 +783,17 @@ mod tests {
     #[test]
     fn times_in_float_seconds_become_nanoseconds() {
         let mut reader = Reader::new(b"1234567890.123");
-        assert_eq!(reader.seconds_as_ns(), Ok(1_234_567_890_123_000_000));
+        assert_eq!(reader.seconds_as_ns(), Ok(Some(1_234_567_890_123_000_000)));
+        // Thalex's float seconds print more digits than nanoseconds hold: rounded.
+        let mut reader = Reader::new(b"1776715497.12345678951");
+        assert_eq!(reader.seconds_as_ns(), Ok(Some(1_776_715_497_123_456_790)));
         let mut reader = Reader::new(b"null");
-        assert_eq!(reader.seconds_as_ns(), Ok(0));
+        assert_eq!(reader.seconds_as_ns(), Ok(None));
+        let mut reader = Reader::new(b"-1.5");
+        assert!(matches!(
+            reader.seconds_as_ns(),
+            Err(ReadError::Number { .. })
+        ));
     }
 
     #[test]
