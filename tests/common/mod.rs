@@ -73,3 +73,28 @@ pub fn shared_dir(relative: &str) -> Option<PathBuf> {
     );
     None
 }
+
+/// A venue specification under `../shared/reference/<relative>`, or `None` with a printed reason
+/// when it is absent; a failure instead under `TICKWIRE_REQUIRE_SHARED_DATA=1`, as
+/// [`shared_data`].
+#[allow(dead_code, reason = "each test binary uses some of these helpers")]
+pub fn shared_reference(relative: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/reference")
+        .join(relative);
+    if path.is_file() {
+        return Some(path);
+    }
+    let required = std::env::var("TICKWIRE_REQUIRE_SHARED_DATA").is_ok_and(|value| value == "1");
+    assert!(
+        !required,
+        "TICKWIRE_REQUIRE_SHARED_DATA=1 but {} is missing",
+        path.display()
+    );
+    println!(
+        "SKIPPED: {} is not here (a fresh clone has no ../shared); this test reads the venue's own \
+         specification",
+        path.display()
+    );
+    None
+}
