@@ -19,9 +19,7 @@ use serde_json::{json, Value};
 use tickwire::event::{Body, Event, ReferenceKind, Side};
 use tickwire::fixed::Fixed;
 use tickwire::venue::feed::{EventSink, Feed};
-use tickwire::venue::thalex::decode::{
-    decode, Body as Notification, Message, Outcome, Scratch,
-};
+use tickwire::venue::thalex::decode::{decode, Body as Notification, Message, Outcome, Scratch};
 use tickwire::venue::thalex::feed::{FeedConfig, ThalexFeed};
 
 fn fixed(text: &str) -> Fixed {
@@ -187,7 +185,11 @@ fn the_documented_examples_decode() {
         panic!()
     };
     assert_eq!(reference.kind(), ReferenceKind::Index);
-    assert_eq!(reference.price, fixed("47389.108333333"), "47389.10833333334");
+    assert_eq!(
+        reference.price,
+        fixed("47389.108333333"),
+        "47389.10833333334"
+    );
     assert_eq!(got[0].header.exchange_ts_ns, 946_684_800_000_000_000);
 
     // system: the reconnect notice.
@@ -267,7 +269,11 @@ fn oracle_units(text: &str) -> Option<i64> {
         if kept.len() > 20 {
             return None;
         }
-        let kept: u128 = if kept.is_empty() { 0 } else { kept.parse().ok()? };
+        let kept: u128 = if kept.is_empty() {
+            0
+        } else {
+            kept.parse().ok()?
+        };
         let first = dropped.as_bytes()[0];
         let rest_nonzero = dropped.bytes().skip(1).any(|byte| byte != b'0');
         let up = first > b'5' || (first == b'5' && (rest_nonzero || kept % 2 == 1));

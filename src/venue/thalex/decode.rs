@@ -1,5 +1,42 @@
 //! Thalex messages, read straight from the payload into small typed values.
 //!
+//! The shapes are Thalex's own API description (`api.yaml`, the OpenAPI file the venue
+//! publishes; `subs_market_data` and the `*_payload` schemas):
+//!
+//! | channel | notification |
+//! | --- | --- |
+//! | `ticker.<instrument>.<delay>` | `Ticker`: `best_bid_price`, `best_bid_amount`, `best_ask_price`, `best_ask_amount` (each `null` when that side is empty), `last_price`, `mark_price`, `mark_timestamp` (float seconds), `index`, and many we skip |
+//! | `lwt.<instrument>.<delay>` | `{"b":[price,amount,outright],"a":[..],"l":last,"m":mark}`, `b`/`a`/`l` only "if any" |
+//! | `book.<instrument>.<grouping>.<nlevels>.<delay>` | `trades` as `[price, amount, direction, timestamp, implied_taker]`, `bid_changes`/`ask_changes` as `[price, amount, outright amount]` (amount 0 empties the level), `total_bid_amount`, `total_ask_amount`, `time` |
+//! | `recent_trades.<target>.<category>` | an array of `[price, size, side, timestamp, instrument_name, implied_taker]` |
+//! | `price_index.<underlying>` | `Index`: `index_name`, `price`, `timestamp` (all three required) |
+//! | `system` | `SystemEvent`: `event` (required; `reconnect` is the one documented) |
+//!
+//! Responses are `{"id":..,"result":..}` or `{"id":..,"error":{"code":..,"message":..}}`; the
+//! subscribe answer's `result` is the list of channels subscribed.
+//!
+//! **Numbers.** Thalex prints marks, indices and rates as binary floats with up to 17
+//! significant digits (`"index":76283.25916666667`). A number becomes a [`Fixed`] exactly when
+//! it has at most nine decimals and is otherwise rounded to the nearest 1e-9, ties to even; a
+//! float-second time becomes ns the same way. A value outside `Fixed`'s range, a time before
+//! 1970 or a literal that is not a JSON number (`.4`, `2450.`, `01`) makes the message
+//! malformed (see [`super::reader`]).
+//!
+//! **Malformed.** A required field that is missing (price_index's three, system's `event`, a
+//! trade tuple's price, amount, direction and timestamp, a recent trade's instrument name), a
+//! field of the wrong type, a tuple with more entries than documented, or bytes after the
+//! closing brace: the whole message is an error, counted and sampled by the feed, never an event
+//! with zeros.
+//!
+//! **Decisions the documentation leaves open.**
+//! - A level's third entry (the outright amount) may be left out; a trade's `implied_taker`
+//!   too. Neither is used, and a shorter tuple from the venue should not lose the level.
+//! - No snapshot marker is documented; the feed treats a channel's first notification on a
+//!   connection as its snapshot. Thalex's official Python client reads a top-level
+//!   `"snapshot"` key, so one is read here when present and the feed takes it at its word.
+//! - Keys we do not read are skipped by structure (brackets and strings balanced); a skipped
+//!   container's scalars are not checked against the JSON grammar, skipped scalars are.
+//!
 //! **Routing without a parse.** A response starts `{"id":` and a notification
 //! `{"channel_name":"`, so the first key tells what a message is and, for a notification, which
 //! channel's decoder reads its `notification` value: the kind is the channel name's first
@@ -8,7 +45,7 @@
 //! `notification` met before `channel_name` is skipped and read once the channel is known.
 //!
 //! Nothing here allocates per message: book levels and trades go into the caller's reusable
-//! [`Scratch`] buffers, and names are slices of the payload.
+//! [`Scratch`] buffers, and names are slices (or byte ranges) of the payload.
 
 use super::reader::{ReadError, Reader};
 use crate::fixed::{Fixed, SCALE};

@@ -6,9 +6,28 @@
 //! feed several instruments of one underlying). The table is built once and owned by the
 //! decoder thread: a lookup hashes the name in place, with no lock, allocation or copy.
 //!
+//! **Snapshots.** api.yaml marks none: "the first notification after subscription contains a
+//! snapshot" (recent_trades; a book's first notification is the whole book, whose trades "may
+//! contain older trades that happened since the last restart of the gateway"). So the first
+//! notification of a channel on a connection is its snapshot; a top-level `"snapshot"` key,
+//! which Thalex's official Python client reads, decides instead when a message carries one.
+//!
 //! **No sequence numbers.** Thalex books carry none, so a book is only ever rebuilt from a
 //! snapshot: a dropped connection gives each of its instruments a `Gap(Reconnect)`, the book is
 //! invalid until the resubscription's snapshot arrives, and changes before it are dropped.
+//!
+//! **Trades without ids.** Book trades and recent_trades tuples carry no trade id, so the feed
+//! remembers the last 64 trades each stream delivered by a hash of the whole tuple (price,
+//! amount, side, time, instrument, implied_taker) and their time. A re-snapshot's trade is a
+//! duplicate (dropped, counted) when it is older than everything remembered, or when it equals
+//! a remembered trade not already matched by another trade of the same snapshot, so two real
+//! fills with identical tuples are both kept. A first snapshot delivers all its trades: they
+//! carry their own exchange times. Events have `trade_id` and `venue_seq` 0.
+//!
+//! **Underlying trades.** `recent_trades.<underlying>.<all|options|future_rolls>` feeds every
+//! configured instrument of that underlying; each tuple goes to the instrument its
+//! `instrument_name` names, and a trade of an instrument the venue file does not list is
+//! counted as unrouted (`unknown_symbol`).
 //!
 //! **Two connections at once** (a rotation, or the venue's `reconnect` notice): with no update
 //! ids to compare, each stream has an owner connection and only its messages pass. The venue
