@@ -137,7 +137,8 @@ pub struct SimArgs {
     ignore_requests: bool,
     /// Thalex: the instruments served, comma separated; commas inside `[..]` (a combination's
     /// legs) do not split. Default: BTC-PERPETUAL, ETH-PERPETUAL, BTC-27JUN25,
-    /// BTC-27JUN25-100000-C and [BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1].
+    /// BTC-27JUN25-100000-C, [BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1] and the future
+    /// roll [BTC-PERPETUAL:-1,BTC-27JUN25:1].
     #[arg(long, value_name = "NAME,..")]
     instruments: Option<String>,
     /// Thalex: requests per connection per second beyond which requests fail with code 4

@@ -2,27 +2,46 @@
 //! TLS listener, certificates and RFC 6455 framing as the Binance simulator, with a synthetic
 //! market made per connection and per-connection fault injection.
 //!
+//! What it sends is written from Thalex's own API description (`api.yaml`, OpenAPI 3.1), not
+//! from what tickwire's decoder reads: `channel.rs` holds the channel grammar, `market.rs` the
+//! market, `render.rs` the notification shapes; this file is the server (sockets, TLS, the
+//! WebSocket, requests, pacing and faults).
+//!
 //! Threads (blocking sockets, as in `server`): an accept thread, and one thread per connection
 //! that does everything for it: the TLS handshake and the upgrade, the client's requests, and
 //! the data, paced by the socket's read timeout (the next message due is the read deadline), so
 //! no thread sleeps or spins for pacing alone. One thread owning its connection needs no lock.
 //!
-//! Requests are `{"method":M,"params":{..},"id":N}` (any key order, `id` optional), answered
-//! `{"id":N,"result":R}` or `{"id":N,"error":{"code":C,"message":".."}}` with `id` first, since
-//! clients route on a reply's first bytes. Error codes: 1 login (bad token, not logged in),
-//! 2 unknown method or unparsable request, 3 invalid params, 4 throttled. Notifications are
-//! `{"channel_name":C,"notification":N}`; the first message of a `book` or `recent_trades`
-//! subscription is its snapshot and says `"snapshot":true` after the channel name.
+//! Requests are `{"method":M,"params":{..},"id":N}` (any key order, `id` optional). Methods:
+//! `public/login` (`params.token`, an RS512 JWT; result `{"account_number":..}`),
+//! `public/subscribe`, `private/subscribe` (after a login) and `unsubscribe` (public and private
+//! channels mixed), each answered with the list of the channels it applied to: it "returns
+//! successfully even if no channels were valid". Replies are `{"id":N,"result":R}` or
+//! `{"id":N,"error":{"code":C,"message":M}}`, `id` first since clients route on a reply's first
+//! bytes, `null` when the request had none, and no `jsonrpc` key. Error codes are Thalex's
+//! (from its SDKs' list): 4 throttle exceeded, 6 invalid request (not JSON, not an object, no
+//! method, bad params), 7 not logged in, 19 authentication failed, 31 unknown method.
 //!
-//! **Invariant:** the book a client builds from a `book` subscription's snapshot and changes is
-//! exactly the view the server keeps for that subscription (each message is the difference
-//! between the view sent last and the instrument's book now), and that view is never crossed.
+//! Notifications are `{"channel_name":C,"notification":N}` and nothing else; the first one of
+//! a subscription holds its snapshot (the whole book, the last trades). `render.rs` lists the
+//! payload of each channel kind.
+//!
+//! Decisions the documentation leaves open: the channel's `delay` is accepted and ignored (the
+//! connection's `rate` paces every channel); `public/unsubscribe` and `private/unsubscribe`,
+//! which the description does not have, are unknown methods (31).
+
+mod channel;
+mod market;
+mod render;
+
+pub use channel::{DELAYS, TRADE_CATEGORIES};
+pub use market::{LOT, TICK_USD, UNDERLYINGS};
+pub use render::{RECONNECT_EVENT, SNAPSHOT_TRADES};
 
 use super::cert;
 use super::frame::{self, FrameReader, Incoming};
 use super::http;
 use super::server::{SimError, CLOSE_GRACE};
-use super::source::SplitMix64;
 use super::wire::{
     self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
     REQUEST_TIMEOUT,
@@ -30,9 +49,11 @@ use super::wire::{
 use crate::venue::thalex::auth;
 use crate::ws::close_code;
 use crate::ws::frame::OpCode;
+use channel::Channel;
+use market::Market;
+use render::Subscription;
 use rustls::{ServerConfig, ServerConnection};
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fmt::Write as _;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -59,27 +80,6 @@ pub fn test_public_key_der() -> Vec<u8> {
 /// The WebSocket endpoint's path; any other path is answered 404.
 pub const PATH: &str = "/ws/api/v2";
 
-/// The delays a `ticker` or `lwt` channel may name.
-pub const DELAYS: [&str; 8] = [
-    "raw",
-    "100ms",
-    "200ms",
-    "500ms",
-    "1000ms",
-    "5000ms",
-    "60000ms",
-    "3600000ms",
-];
-
-/// The depths a `book` channel may name.
-pub const BOOK_DEPTHS: [usize; 5] = [1, 5, 10, 20, 40];
-
-/// The categories a `recent_trades` channel may name.
-pub const TRADE_CATEGORIES: [&str; 4] = ["all", "normal", "block", "combo"];
-
-/// The underlyings of `price_index` and `recent_trades` channels.
-pub const UNDERLYINGS: [&str; 2] = ["BTCUSD", "ETHUSD"];
-
 /// The channels `private/subscribe` accepts (no data flows on them here).
 pub const PRIVATE_CHANNELS: [&str; 3] = [
     "account.orders",
@@ -101,12 +101,14 @@ const MAX_DATA_PER_WAKE: u32 = 64;
 /// often even when nothing else is due.
 const MAX_READ_WAIT: Duration = Duration::from_secs(1);
 
-/// Price levels (0.5 ticks) per side of an instrument's synthetic book: enough for the deepest
-/// `book` channel (40 levels) at grouping 1, two ticks per group, and some.
-const BOOK_LEVELS: i64 = 100;
-
-/// Trades a `recent_trades` snapshot carries, at most.
-const SNAPSHOT_TRADES: usize = 5;
+/// Thalex's JSON-RPC error codes, from the error code list of its SDKs.
+mod codes {
+    pub const THROTTLED: i64 = 4;
+    pub const INVALID_REQUEST: i64 = 6;
+    pub const NOT_LOGGED_IN: i64 = 7;
+    pub const AUTHENTICATION_FAILED: i64 = 19;
+    pub const UNKNOWN_METHOD: i64 = 31;
+}
 
 /// Fault injection for the Thalex server, all off by default. The faults apply to the first
 /// `fault_connections` WebSocket connections in upgrade order, so that a client that reconnects
@@ -166,8 +168,9 @@ pub struct ThalexOptions {
     pub faults: ThalexFaults,
 }
 
-/// The instruments served when none are named: perpetuals, a future, an option and a
-/// combination (whose name holds `[`, `:`, `,` and `]`).
+/// The instruments served when none are named: perpetuals, a future, an option, an option
+/// combination (whose name holds `[`, `:`, `,` and `]`) and a future roll (what
+/// `recent_trades.BTCUSD.future_rolls` carries).
 pub fn default_instruments() -> Vec<String> {
     [
         "BTC-PERPETUAL",
@@ -175,6 +178,7 @@ pub fn default_instruments() -> Vec<String> {
         "BTC-27JUN25",
         "BTC-27JUN25-100000-C",
         "[BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1]",
+        "[BTC-PERPETUAL:-1,BTC-27JUN25:1]",
     ]
     .map(str::to_owned)
     .to_vec()
@@ -510,7 +514,11 @@ fn run_connection(shared: &Shared, tcp: &TcpStream) -> io::Result<()> {
         subscriptions: Vec::new(),
         private: Vec::new(),
         cursor: 0,
-        market: Market::new(&shared.options.instruments, shared.options.seed),
+        market: Market::new(
+            &shared.options.instruments,
+            shared.options.seed,
+            unix_secs_f64(),
+        ),
         requests: VecDeque::new(),
         data_sent: 0,
         next_data: now,
@@ -731,10 +739,14 @@ impl Connection<'_> {
     /// Parses, throttles and executes one request; returns the reply's text.
     fn handle_request(&mut self, text: &[u8]) -> String {
         let Ok(request) = serde_json::from_slice::<serde_json::Value>(text) else {
-            return error_reply(None, 2, "malformed request: not JSON");
+            return error_reply(None, codes::INVALID_REQUEST, "invalid request: not JSON");
         };
         let Some(object) = request.as_object() else {
-            return error_reply(None, 2, "malformed request: not a JSON object");
+            return error_reply(
+                None,
+                codes::INVALID_REQUEST,
+                "invalid request: not a JSON object",
+            );
         };
         let id = object.get("id");
         let now = Instant::now();
@@ -747,21 +759,20 @@ impl Connection<'_> {
         }
         if self.requests.len() >= self.shared.options.request_limit_per_sec as usize {
             bump(&self.shared.counters.throttled_requests, 1);
-            return error_reply(id, 4, "throttled");
+            return error_reply(id, codes::THROTTLED, "throttle exceeded");
         }
         // Throttled requests do not count: a client that waits gets its full quota back.
         self.requests.push_back(now);
         let Some(method) = object.get("method").and_then(serde_json::Value::as_str) else {
-            return error_reply(id, 2, "malformed request: no method");
+            return error_reply(id, codes::INVALID_REQUEST, "invalid request: no method");
         };
         let params = object.get("params");
         let reply = match method {
             "public/login" => self.login(params),
             "public/subscribe" => self.subscribe(params, false),
             "private/subscribe" => self.subscribe(params, true),
-            "public/unsubscribe" => self.unsubscribe(params, false),
-            "private/unsubscribe" => self.unsubscribe(params, true),
-            _ => Reply::Error(2, "unknown method".to_owned()),
+            "unsubscribe" => self.unsubscribe(params),
+            _ => Reply::Error(codes::UNKNOWN_METHOD, format!("unknown method: {method}")),
         };
         match reply {
             Reply::Result(result) => format!("{{\"id\":{},\"result\":{result}}}", id_text(id)),
@@ -776,7 +787,10 @@ impl Connection<'_> {
             .and_then(serde_json::Value::as_str)
         else {
             bump(&counters.logins_failed, 1);
-            return Reply::Error(3, "invalid params: token must be a string".to_owned());
+            return Reply::Error(
+                codes::INVALID_REQUEST,
+                "invalid request: params.token must be a string".to_owned(),
+            );
         };
         match check_token(token, &self.shared.public_key_der, unix_secs()) {
             Ok(()) => {
@@ -786,20 +800,20 @@ impl Connection<'_> {
             }
             Err(why) => {
                 bump(&counters.logins_failed, 1);
-                Reply::Error(1, format!("login failed: {why}"))
+                Reply::Error(
+                    codes::AUTHENTICATION_FAILED,
+                    format!("authentication failed: {why}"),
+                )
             }
         }
     }
 
     fn subscribe(&mut self, params: Option<&serde_json::Value>, private: bool) -> Reply {
         if private && !self.logged_in {
-            return Reply::Error(1, "not logged in".to_owned());
+            return Reply::Error(codes::NOT_LOGGED_IN, "not logged in".to_owned());
         }
         let Some(names) = channel_list(params) else {
-            return Reply::Error(
-                3,
-                "invalid params: channels must be an array of strings".into(),
-            );
+            return bad_channels();
         };
         let counters = &self.shared.counters;
         bump(&counters.subscribe_requests, 1);
@@ -813,7 +827,7 @@ impl Connection<'_> {
                     self.private.push(name.to_owned());
                 }
             } else {
-                let Some(channel) = parse_channel(name, &self.shared.options.instruments) else {
+                let Some(channel) = channel::parse(name, &self.shared.options.instruments) else {
                     continue;
                 };
                 if !self.subscriptions.iter().any(|known| known.name == name) {
@@ -835,28 +849,20 @@ impl Connection<'_> {
         Reply::Result(json_string_array(&accepted))
     }
 
-    fn unsubscribe(&mut self, params: Option<&serde_json::Value>, private: bool) -> Reply {
-        if private && !self.logged_in {
-            return Reply::Error(1, "not logged in".to_owned());
-        }
+    /// `unsubscribe`: public and private channels mixed; the result lists those that were
+    /// subscribed.
+    fn unsubscribe(&mut self, params: Option<&serde_json::Value>) -> Reply {
         let Some(names) = channel_list(params) else {
-            return Reply::Error(
-                3,
-                "invalid params: channels must be an array of strings".into(),
-            );
+            return bad_channels();
         };
         let mut removed = Vec::new();
         for name in names {
-            let found = if private {
-                let before = self.private.len();
-                self.private.retain(|known| known != name);
-                self.private.len() != before
-            } else {
-                let before = self.subscriptions.len();
-                self.subscriptions.retain(|known| known.name != name);
-                self.subscriptions.len() != before
-            };
-            if found {
+            let (public_before, private_before) = (self.subscriptions.len(), self.private.len());
+            self.subscriptions.retain(|known| known.name != name);
+            self.private.retain(|known| known != name);
+            let found =
+                self.subscriptions.len() != public_before || self.private.len() != private_before;
+            if found && !removed.contains(&name) {
                 removed.push(name);
             }
         }
@@ -901,7 +907,9 @@ impl Connection<'_> {
         while self.next_data <= now && written < MAX_DATA_PER_WAKE {
             self.next_data = later(self.next_data, self.shared.data_interval);
             written += 1;
-            let message = self.next_data_message();
+            let Some(message) = self.next_data_message() else {
+                continue;
+            };
             self.send_text(&message)?;
             self.data_sent += 1;
             bump(&self.shared.counters.data_messages_sent, 1);
@@ -942,9 +950,7 @@ impl Connection<'_> {
                     .any(|subscription| subscription.channel == Channel::System);
                 if system {
                     bump(&counters.reconnect_events_sent, 1);
-                    self.send_text(
-                        r#"{"channel_name":"system","notification":{"event":"reconnect"}}"#,
-                    )?;
+                    self.send_text(RECONNECT_EVENT)?;
                 }
             }
         }
@@ -968,119 +974,19 @@ impl Connection<'_> {
         Ok(())
     }
 
-    /// The next data channel in turn and its message.
-    fn next_data_message(&mut self) -> String {
+    /// The next data channel in turn that has something to send, and its notification; `None`
+    /// when none has (trades channels whose instruments did not trade).
+    fn next_data_message(&mut self) -> Option<String> {
         let count = self.subscriptions.len();
+        let now_secs = unix_secs_f64();
         for _ in 0..count {
             let index = self.cursor % count;
             self.cursor = (index + 1) % count;
-            if self.subscriptions[index].channel != Channel::System {
-                return self.render(index);
+            if let Some(message) = self.subscriptions[index].render(&mut self.market, now_secs) {
+                return Some(message);
             }
         }
-        // Unreachable while `has_data_channels` holds, which the caller checked.
-        String::new()
-    }
-
-    fn render(&mut self, index: usize) -> String {
-        let market = &mut self.market;
-        let subscription = &mut self.subscriptions[index];
-        let time = timestamp();
-        let mut out = String::with_capacity(256);
-        let first = !subscription.started;
-        subscription.started = true;
-        let snapshot = first
-            && matches!(
-                subscription.channel,
-                Channel::Book { .. } | Channel::RecentTrades { .. }
-            );
-        let _ = write!(out, "{{\"channel_name\":\"{}\",", subscription.name);
-        if snapshot {
-            out.push_str("\"snapshot\":true,");
-        }
-        out.push_str("\"notification\":");
-        match &subscription.channel {
-            Channel::Ticker { instrument } => {
-                market.step(*instrument);
-                market.write_ticker(&mut out, *instrument, &time);
-            }
-            Channel::Lwt { instrument } => {
-                market.step(*instrument);
-                market.write_lwt(&mut out, *instrument);
-            }
-            Channel::Book {
-                instrument,
-                grouping_ticks,
-                levels,
-            } => {
-                let trades = if snapshot {
-                    Vec::new()
-                } else {
-                    market.step(*instrument)
-                };
-                let (bids, asks) = market.instruments[*instrument].view(*grouping_ticks, *levels);
-                out.push_str("{\"bid_changes\":");
-                write_changes(&mut out, &subscription.book_bids, &bids, true);
-                out.push_str(",\"ask_changes\":");
-                write_changes(&mut out, &subscription.book_asks, &asks, false);
-                out.push_str(",\"trades\":[");
-                for (position, trade) in trades.iter().enumerate() {
-                    if position > 0 {
-                        out.push(',');
-                    }
-                    let _ = write!(
-                        out,
-                        "{{\"d\":\"{}\",\"p\":{},\"a\":{},\"t\":{time}}}",
-                        trade.direction,
-                        price_text(trade.price_ticks),
-                        amount_text(trade.amount_milli)
-                    );
-                }
-                let _ = write!(out, "],\"time\":{time}}}");
-                subscription.book_bids = bids;
-                subscription.book_asks = asks;
-            }
-            Channel::RecentTrades {
-                instrument,
-                trade_type,
-            } => {
-                let trades = if snapshot {
-                    market.recent_trades(*instrument)
-                } else {
-                    market.fresh_trades(*instrument)
-                };
-                let name = &market.instruments[*instrument].name;
-                out.push('[');
-                for (position, trade) in trades.iter().enumerate() {
-                    if position > 0 {
-                        out.push(',');
-                    }
-                    let _ = write!(
-                        out,
-                        "{{\"trade_id\":\"{}\",\"instrument_name\":\"{name}\",\"direction\":\"{}\",\
-                         \"price\":{},\"amount\":{},\"time\":{},\"trade_type\":\"{trade_type}\"}}",
-                        trade.trade_id,
-                        trade.direction,
-                        price_text(trade.price_ticks),
-                        amount_text(trade.amount_milli),
-                        trade.time,
-                    );
-                }
-                out.push(']');
-            }
-            Channel::PriceIndex { underlying } => {
-                let price = market.step_index(*underlying);
-                let _ = write!(
-                    out,
-                    "{{\"index_name\":\"{}\",\"price\":{},\"time\":{time}}}",
-                    UNDERLYINGS[*underlying],
-                    price_text(price)
-                );
-            }
-            Channel::System => out.push_str("{}"),
-        }
-        out.push('}');
-        out
+        None
     }
 }
 
@@ -1112,6 +1018,13 @@ fn error_reply(id: Option<&serde_json::Value>, code: i64, message: &str) -> Stri
     )
 }
 
+fn bad_channels() -> Reply {
+    Reply::Error(
+        codes::INVALID_REQUEST,
+        "invalid request: params.channels must be an array of strings".to_owned(),
+    )
+}
+
 fn json_string_array(items: &[&str]) -> String {
     serde_json::Value::from(items.to_vec()).to_string()
 }
@@ -1136,568 +1049,16 @@ fn unix_secs() -> u64 {
         .map_or(0, |since| since.as_secs())
 }
 
-/// Now as float seconds since the epoch with microseconds, the venue's timestamp form.
-fn timestamp() -> String {
-    let since = SystemTime::now()
+/// Now as float seconds since the epoch, the venue's timestamp form.
+fn unix_secs_f64() -> f64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("{}.{:06}", since.as_secs(), since.subsec_micros())
-}
-
-/// A price in 0.5 ticks as the venue writes it: `50000` when whole, `50000.5` otherwise.
-fn price_text(ticks: i64) -> String {
-    if ticks % 2 == 0 {
-        (ticks / 2).to_string()
-    } else {
-        format!("{}.5", ticks / 2)
-    }
-}
-
-/// An amount in thousandths: `2` when whole, `0.25` otherwise (no trailing zeros).
-fn amount_text(milli: u64) -> String {
-    if milli % 1000 == 0 {
-        return (milli / 1000).to_string();
-    }
-    let text = format!("{}.{:03}", milli / 1000, milli % 1000);
-    text.trim_end_matches('0').to_owned()
-}
-
-/// What a public channel name asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Channel {
-    Ticker {
-        instrument: usize,
-    },
-    Lwt {
-        instrument: usize,
-    },
-    Book {
-        instrument: usize,
-        grouping_ticks: i64,
-        levels: usize,
-    },
-    RecentTrades {
-        instrument: usize,
-        trade_type: &'static str,
-    },
-    PriceIndex {
-        underlying: usize,
-    },
-    System,
-}
-
-/// Parses a public channel name against the served instruments. Instrument names hold `-`,
-/// `:`, `,`, `[` and `]` but never `.`, so a name is read from both ends: the kind before the
-/// first `.`, a fixed number of `.`-separated fields at the end, the instrument in between.
-fn parse_channel(name: &str, instruments: &[String]) -> Option<Channel> {
-    if name == "system" {
-        return Some(Channel::System);
-    }
-    let (kind, rest) = name.split_once('.')?;
-    let instrument_index =
-        |instrument: &str| instruments.iter().position(|known| known == instrument);
-    match kind {
-        "ticker" | "lwt" => {
-            let (instrument, delay) = rest.rsplit_once('.')?;
-            if !DELAYS.contains(&delay) {
-                return None;
-            }
-            let instrument = instrument_index(instrument)?;
-            Some(if kind == "ticker" {
-                Channel::Ticker { instrument }
-            } else {
-                Channel::Lwt { instrument }
-            })
-        }
-        "book" => {
-            let (rest, delay) = rest.rsplit_once('.')?;
-            let (rest, levels) = rest.rsplit_once('.')?;
-            let (instrument, grouping) = rest.rsplit_once('.')?;
-            if !DELAYS.contains(&delay) {
-                return None;
-            }
-            let levels = decimal(levels)?;
-            let grouping = decimal(grouping).filter(|&grouping| grouping > 0)?;
-            if !BOOK_DEPTHS.contains(&levels) {
-                return None;
-            }
-            Some(Channel::Book {
-                instrument: instrument_index(instrument)?,
-                grouping_ticks: i64::try_from(grouping).ok()?.checked_mul(2)?,
-                levels,
-            })
-        }
-        "recent_trades" => {
-            let (target, category) = rest.rsplit_once('.')?;
-            if !TRADE_CATEGORIES.contains(&category) {
-                return None;
-            }
-            let instrument = match UNDERLYINGS.iter().position(|known| *known == target) {
-                // An underlying's trades: those of its first instrument served.
-                Some(underlying) => instruments
-                    .iter()
-                    .position(|name| underlying_of(name) == underlying)?,
-                None => instrument_index(target)?,
-            };
-            let trade_type = match category {
-                "block" => "block",
-                "combo" => "combo",
-                _ => "normal",
-            };
-            Some(Channel::RecentTrades {
-                instrument,
-                trade_type,
-            })
-        }
-        "price_index" => Some(Channel::PriceIndex {
-            underlying: UNDERLYINGS.iter().position(|known| *known == rest)?,
-        }),
-        _ => None,
-    }
-}
-
-/// A positive decimal integer without sign or leading zero.
-fn decimal(text: &str) -> Option<usize> {
-    let plain = !text.is_empty()
-        && text.bytes().all(|byte| byte.is_ascii_digit())
-        && !(text.len() > 1 && text.starts_with('0'));
-    plain.then(|| text.parse().ok()).flatten()
-}
-
-/// 0 for BTC instruments, 1 for ETH ones (the index of [`UNDERLYINGS`]).
-fn underlying_of(instrument: &str) -> usize {
-    usize::from(instrument.trim_start_matches('[').starts_with("ETH"))
-}
-
-/// One public subscription of a connection, with what its client has been sent.
-struct Subscription {
-    name: String,
-    channel: Channel,
-    /// Whether its first message (the snapshot, for a book or trades) went out.
-    started: bool,
-    /// A book subscription's view as last sent: price in 0.5 ticks to amount in thousandths.
-    book_bids: BTreeMap<i64, u64>,
-    book_asks: BTreeMap<i64, u64>,
-}
-
-impl Subscription {
-    fn new(name: &str, channel: Channel) -> Subscription {
-        Subscription {
-            name: name.to_owned(),
-            channel,
-            started: false,
-            book_bids: BTreeMap::new(),
-            book_asks: BTreeMap::new(),
-        }
-    }
-}
-
-/// Writes the changes from `sent` to `now` as `[[price, amount, outright amount], ..]`, amount
-/// 0 for a level gone, best price first.
-fn write_changes(
-    out: &mut String,
-    sent: &BTreeMap<i64, u64>,
-    now: &BTreeMap<i64, u64>,
-    bids: bool,
-) {
-    let mut changes: Vec<(i64, u64)> = sent
-        .keys()
-        .filter(|price| !now.contains_key(price))
-        .map(|&price| (price, 0))
-        .chain(
-            now.iter()
-                .filter(|(price, amount)| sent.get(price) != Some(amount))
-                .map(|(&price, &amount)| (price, amount)),
-        )
-        .collect();
-    changes.sort_unstable_by_key(|&(price, _)| if bids { -price } else { price });
-    out.push('[');
-    for (position, (price, amount)) in changes.iter().enumerate() {
-        if position > 0 {
-            out.push(',');
-        }
-        let amount = amount_text(*amount);
-        let _ = write!(out, "[{},{amount},{amount}]", price_text(*price));
-    }
-    out.push(']');
-}
-
-#[derive(Clone, Debug)]
-struct Trade {
-    trade_id: u64,
-    direction: &'static str,
-    price_ticks: i64,
-    amount_milli: u64,
-    time: String,
-}
-
-/// One instrument's synthetic market: a random walk of the mid in 0.5 ticks with a full book of
-/// [`BOOK_LEVELS`] levels per side around it (best bid one tick below the mid, best ask one
-/// above: never crossed), random amounts, and trades at the touch.
-struct Instrument {
-    name: String,
-    underlying: usize,
-    rng: SplitMix64,
-    mid_ticks: i64,
-    /// The walk stays above this, so prices stay positive.
-    floor_ticks: i64,
-    bids: BTreeMap<i64, u64>,
-    asks: BTreeMap<i64, u64>,
-    last_price_ticks: i64,
-    open_interest_milli: u64,
-    trades: VecDeque<Trade>,
-    next_trade_id: u64,
-}
-
-impl Instrument {
-    fn new(name: &str, position: usize, seed: u64) -> Instrument {
-        let underlying = underlying_of(name);
-        let base_ticks: i64 = if underlying == 0 { 100_000 } else { 6_000 };
-        // Options and combinations trade far below their underlying.
-        let dashes = name.matches('-').count();
-        let base_ticks = if name.starts_with('[') {
-            base_ticks / 100
-        } else if dashes >= 3 {
-            base_ticks / 20
-        } else {
-            base_ticks
-        };
-        let base_ticks = base_ticks.max(4 * BOOK_LEVELS);
-        let mut instrument = Instrument {
-            name: name.to_owned(),
-            underlying,
-            rng: SplitMix64::new(seed ^ (position as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-            mid_ticks: base_ticks,
-            floor_ticks: BOOK_LEVELS + 2,
-            bids: BTreeMap::new(),
-            asks: BTreeMap::new(),
-            last_price_ticks: base_ticks,
-            open_interest_milli: 0,
-            trades: VecDeque::new(),
-            next_trade_id: 100_000_000 + 1_000_000 * position as u64,
-        };
-        instrument.open_interest_milli = 100_000 + instrument.rng.below(900_000);
-        instrument.refill();
-        instrument
-    }
-
-    fn amount(&mut self) -> u64 {
-        // Whole amounts now and then, so clients see integers as well as decimals.
-        if self.rng.chance(200) {
-            1000 * (1 + self.rng.below(5))
-        } else {
-            1 + self.rng.below(5000)
-        }
-    }
-
-    /// Drops levels that crossed the mid or fell out of the window and fills the window.
-    fn refill(&mut self) {
-        let best_bid = self.mid_ticks - 1;
-        let best_ask = self.mid_ticks + 1;
-        self.bids
-            .retain(|&price, _| price <= best_bid && price > best_bid - BOOK_LEVELS);
-        self.asks
-            .retain(|&price, _| price >= best_ask && price < best_ask + BOOK_LEVELS);
-        for depth in 0..BOOK_LEVELS {
-            if !self.bids.contains_key(&(best_bid - depth)) {
-                let amount = self.amount();
-                self.bids.insert(best_bid - depth, amount);
-            }
-            if !self.asks.contains_key(&(best_ask + depth)) {
-                let amount = self.amount();
-                self.asks.insert(best_ask + depth, amount);
-            }
-        }
-    }
-
-    /// One step of the market; returns the trades it made.
-    fn step(&mut self) -> Vec<Trade> {
-        match self.rng.below(10) {
-            0..=2 if self.mid_ticks > self.floor_ticks => self.mid_ticks -= 1,
-            3..=5 => self.mid_ticks += 1,
-            _ => {}
-        }
-        self.refill();
-        for _ in 0..2 {
-            let depth = self.rng.below(BOOK_LEVELS as u64) as i64;
-            let amount = self.amount();
-            if self.rng.chance(500) {
-                self.bids.insert(self.mid_ticks - 1 - depth, amount);
-            } else {
-                self.asks.insert(self.mid_ticks + 1 + depth, amount);
-            }
-        }
-        let mut trades = Vec::new();
-        if self.rng.chance(400) {
-            for _ in 0..1 + self.rng.below(2) {
-                let buy = self.rng.chance(500);
-                let price_ticks = if buy {
-                    self.mid_ticks + 1
-                } else {
-                    self.mid_ticks - 1
-                };
-                let amount_milli = 1 + self.rng.below(2000);
-                self.next_trade_id += 1;
-                let trade = Trade {
-                    trade_id: self.next_trade_id,
-                    direction: if buy { "buy" } else { "sell" },
-                    price_ticks,
-                    amount_milli,
-                    time: timestamp(),
-                };
-                self.last_price_ticks = price_ticks;
-                self.trades.push_back(trade.clone());
-                if self.trades.len() > SNAPSHOT_TRADES {
-                    self.trades.pop_front();
-                }
-                trades.push(trade);
-            }
-        }
-        trades
-    }
-
-    /// The top `levels` levels per side grouped to multiples of `grouping_ticks` (bids down,
-    /// asks up, so a grouped book is no more crossed than the book).
-    fn view(&self, grouping_ticks: i64, levels: usize) -> (BTreeMap<i64, u64>, BTreeMap<i64, u64>) {
-        let mut bids = BTreeMap::new();
-        for (&price, &amount) in self.bids.iter().rev() {
-            let grouped = price.div_euclid(grouping_ticks) * grouping_ticks;
-            if !bids.contains_key(&grouped) && bids.len() == levels {
-                break;
-            }
-            *bids.entry(grouped).or_insert(0) += amount;
-        }
-        let mut asks = BTreeMap::new();
-        for (&price, &amount) in &self.asks {
-            let grouped = -((-price).div_euclid(grouping_ticks) * grouping_ticks);
-            if !asks.contains_key(&grouped) && asks.len() == levels {
-                break;
-            }
-            *asks.entry(grouped).or_insert(0) += amount;
-        }
-        (bids, asks)
-    }
-}
-
-/// The synthetic market of one connection: its instruments and the underlyings' indexes.
-struct Market {
-    instruments: Vec<Instrument>,
-    index_ticks: [i64; 2],
-    index_rng: SplitMix64,
-}
-
-impl Market {
-    fn new(names: &[String], seed: u64) -> Market {
-        Market {
-            instruments: names
-                .iter()
-                .enumerate()
-                .map(|(position, name)| Instrument::new(name, position, seed))
-                .collect(),
-            index_ticks: [100_000, 6_000],
-            index_rng: SplitMix64::new(!seed),
-        }
-    }
-
-    fn step(&mut self, instrument: usize) -> Vec<Trade> {
-        self.instruments[instrument].step()
-    }
-
-    fn step_index(&mut self, underlying: usize) -> i64 {
-        let ticks = &mut self.index_ticks[underlying];
-        match self.index_rng.below(3) {
-            0 if *ticks > 2 => *ticks -= 1,
-            1 => *ticks += 1,
-            _ => {}
-        }
-        *ticks
-    }
-
-    /// The last trades, for a snapshot; the market steps until it has some.
-    fn recent_trades(&mut self, instrument: usize) -> Vec<Trade> {
-        let market = &mut self.instruments[instrument];
-        for _ in 0..64 {
-            if market.trades.len() >= 3 {
-                break;
-            }
-            market.step();
-        }
-        market.trades.iter().cloned().collect()
-    }
-
-    /// Steps the market until it trades (a bounded number of steps).
-    fn fresh_trades(&mut self, instrument: usize) -> Vec<Trade> {
-        let market = &mut self.instruments[instrument];
-        for _ in 0..64 {
-            let trades = market.step();
-            if !trades.is_empty() {
-                return trades;
-            }
-        }
-        Vec::new()
-    }
-
-    fn write_ticker(&mut self, out: &mut String, instrument: usize, time: &str) {
-        let index = self.index_ticks[self.instruments[instrument].underlying];
-        let market = &self.instruments[instrument];
-        let (bid, bid_amount) = market
-            .bids
-            .iter()
-            .next_back()
-            .map_or((0, 0), |(&p, &a)| (p, a));
-        let (ask, ask_amount) = market.asks.iter().next().map_or((0, 0), |(&p, &a)| (p, a));
-        let _ = write!(
-            out,
-            "{{\"best_bid_price\":{},\"best_bid_amount\":{},\"best_ask_price\":{},\
-             \"best_ask_amount\":{},\"last_price\":{},\"mark_price\":{},\"mark_timestamp\":{time},\
-             \"index\":{},\"open_interest\":{}}}",
-            price_text(bid),
-            amount_text(bid_amount),
-            price_text(ask),
-            amount_text(ask_amount),
-            price_text(market.last_price_ticks),
-            price_text(market.mid_ticks),
-            price_text(index),
-            amount_text(market.open_interest_milli),
-        );
-    }
-
-    /// `{"b":[price, amount, outright amount],"a":..,"l":last,"m":mark}`; a side is `null` now
-    /// and then, as when the venue's book side is empty.
-    fn write_lwt(&mut self, out: &mut String, instrument: usize) {
-        let market = &mut self.instruments[instrument];
-        let empty_side = if market.rng.chance(50) {
-            Some(market.rng.chance(500))
-        } else {
-            None
-        };
-        let side = |level: Option<(&i64, &u64)>, empty: bool| match level {
-            Some((&price, &amount)) if !empty => {
-                let amount = amount_text(amount);
-                format!("[{},{amount},{amount}]", price_text(price))
-            }
-            _ => "null".to_owned(),
-        };
-        let _ = write!(
-            out,
-            "{{\"b\":{},\"a\":{},\"l\":{},\"m\":{}}}",
-            side(market.bids.iter().next_back(), empty_side == Some(true)),
-            side(market.asks.iter().next(), empty_side == Some(false)),
-            price_text(market.last_price_ticks),
-            price_text(market.mid_ticks),
-        );
-    }
+        .map_or(0.0, |since| since.as_secs_f64())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn instruments() -> Vec<String> {
-        default_instruments()
-    }
-
-    #[test]
-    fn channel_names_are_parsed_from_both_ends() {
-        let names = instruments();
-        let combo = "[BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1]";
-        assert_eq!(
-            parse_channel(&format!("book.{combo}.5.10.100ms"), &names),
-            Some(Channel::Book {
-                instrument: 4,
-                grouping_ticks: 10,
-                levels: 10
-            })
-        );
-        assert_eq!(
-            parse_channel("ticker.BTC-27JUN25-100000-C.raw", &names),
-            Some(Channel::Ticker { instrument: 3 })
-        );
-        assert_eq!(
-            parse_channel("recent_trades.ETHUSD.all", &names),
-            Some(Channel::RecentTrades {
-                instrument: 1,
-                trade_type: "normal"
-            })
-        );
-        assert_eq!(parse_channel("system", &names), Some(Channel::System));
-        assert_eq!(
-            parse_channel("price_index.ETHUSD", &names),
-            Some(Channel::PriceIndex { underlying: 1 })
-        );
-        for bad in [
-            "ticker.BTC-PERPETUAL.50ms",
-            "ticker.NOPE.raw",
-            "ticker.BTC-PERPETUAL",
-            "book.BTC-PERPETUAL.0.10.100ms",
-            "book.BTC-PERPETUAL.1.7.100ms",
-            "book.BTC-PERPETUAL.1.010.100ms",
-            "book.BTC-PERPETUAL.10.100ms",
-            "recent_trades.BTC-PERPETUAL.weird",
-            "price_index.XRPUSD",
-            "lwt..raw",
-            "candles.BTC-PERPETUAL.1m",
-            "system.x",
-            "",
-        ] {
-            assert_eq!(parse_channel(bad, &names), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn numbers_are_integers_when_whole() {
-        assert_eq!(price_text(100_000), "50000");
-        assert_eq!(price_text(100_001), "50000.5");
-        assert_eq!(amount_text(2000), "2");
-        assert_eq!(amount_text(250), "0.25");
-        assert_eq!(amount_text(1001), "1.001");
-    }
-
-    #[test]
-    fn grouped_views_are_never_crossed_and_hold_at_most_the_levels_asked() {
-        let mut market = Market::new(&instruments(), 7);
-        for _ in 0..500 {
-            market.step(0);
-            let book = &market.instruments[0];
-            for (grouping, levels) in [(1, 40), (1, 5), (5, 10), (100, 20)] {
-                let (bids, asks) = book.view(grouping * 2, levels);
-                let expected = levels.min(BOOK_LEVELS as usize / grouping as usize / 2);
-                assert!(
-                    (expected..=levels).contains(&bids.len()),
-                    "{grouping} {levels}"
-                );
-                assert!(
-                    (expected..=levels).contains(&asks.len()),
-                    "{grouping} {levels}"
-                );
-                assert!(bids.keys().next_back() < asks.keys().next());
-            }
-        }
-    }
-
-    #[test]
-    fn changes_applied_to_the_last_view_give_the_new_one() {
-        let mut sent_bids = BTreeMap::new();
-        let mut market = Market::new(&instruments(), 3);
-        for _ in 0..200 {
-            market.step(0);
-            let (bids, _) = market.instruments[0].view(2, 10);
-            let mut text = String::new();
-            write_changes(&mut text, &sent_bids, &bids, true);
-            let changes: Vec<(f64, f64, f64)> = serde_json::from_str(&text).unwrap();
-            let mut applied = sent_bids.clone();
-            for (price, amount, _) in changes {
-                let ticks = (price * 2.0).round() as i64;
-                if amount == 0.0 {
-                    applied.remove(&ticks);
-                } else {
-                    applied.insert(ticks, (amount * 1000.0).round() as u64);
-                }
-            }
-            assert_eq!(applied, bids);
-            sent_bids = bids;
-        }
-    }
 
     #[test]
     fn tokens_are_checked_for_key_id_and_age() {
@@ -1709,5 +1070,21 @@ mod tests {
         assert!(stale.starts_with("stale iat"), "{stale}");
         let other = auth::login_token("someone", TEST_PRIVATE_KEY_PEM, now).unwrap();
         assert_eq!(check_token(&other, &der, now), Err("unknown key id".into()));
+    }
+
+    #[test]
+    fn errors_are_thalex_codes_with_the_request_id() {
+        assert_eq!(
+            error_reply(
+                Some(&serde_json::json!(7)),
+                codes::UNKNOWN_METHOD,
+                "unknown method"
+            ),
+            r#"{"id":7,"error":{"code":31,"message":"unknown method"}}"#
+        );
+        assert_eq!(
+            error_reply(None, codes::INVALID_REQUEST, "invalid request: not JSON"),
+            r#"{"id":null,"error":{"code":6,"message":"invalid request: not JSON"}}"#
+        );
     }
 }
