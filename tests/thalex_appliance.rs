@@ -185,8 +185,8 @@ fn login_subscribe_with_an_invalid_channel_and_books_from_snapshot_through_chang
         &["BTC-PERPETUAL", "ETH-PERPETUAL", "NOPE-PERPETUAL"],
         &[
             "ticker.100ms",
-            "book.1.10.100ms",
-            "recent_trades.all",
+            "book.none.10.100ms",
+            "recent_trades.single",
             "price_index",
         ],
         &format!("[credentials]\napi_key_env = {KEY_VARIABLE:?}\nkey_id = {TEST_KEY_ID:?}\n"),
@@ -302,7 +302,7 @@ fn the_reconnect_notice_moves_every_stream_to_a_new_connection_without_a_gap() {
             options.faults.fault_connections = 1;
         },
         &["BTC-PERPETUAL", "ETH-PERPETUAL"],
-        &["ticker.100ms", "book.1.10.100ms"],
+        &["ticker.100ms", "book.none.10.100ms"],
         "[lifecycle]\nrotation_overlap_ms = 3000\n",
     );
     pair.run_until(
@@ -355,7 +355,7 @@ fn a_stall_makes_the_streams_stale_and_the_reconnect_rebuilds_the_books_after_a_
             options.faults.stall_after = Some((60, Duration::from_secs(5)));
         },
         &["BTC-PERPETUAL"],
-        &["ticker.100ms", "book.1.10.100ms"],
+        &["ticker.100ms", "book.none.10.100ms"],
         "[staleness]\ndefault_ms = 500\n",
     );
     pair.run_until(
@@ -392,7 +392,7 @@ fn a_hung_server_is_recycled_by_the_read_timeout() {
             options.faults.stall_silent = true;
         },
         &["BTC-PERPETUAL"],
-        &["ticker.100ms", "book.1.10.100ms"],
+        &["ticker.100ms", "book.none.10.100ms"],
         "[lifecycle]\nping_interval_ms = 150\nread_timeout_ms = 600\n",
     );
     pair.run_until(

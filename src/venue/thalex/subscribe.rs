@@ -49,9 +49,10 @@ pub fn subscribe_request(id: u64, channels: &[String]) -> String {
     channels_request("public/subscribe", id, channels)
 }
 
-/// `{"method":"public/unsubscribe","params":{"channels":[..]},"id":N}`.
+/// `{"method":"unsubscribe","params":{"channels":[..]},"id":N}` (api.yaml: one `unsubscribe` for
+/// public and private channels alike).
 pub fn unsubscribe_request(id: u64, channels: &[String]) -> String {
-    channels_request("public/unsubscribe", id, channels)
+    channels_request("unsubscribe", id, channels)
 }
 
 fn channels_request(method: &str, id: u64, channels: &[String]) -> String {
@@ -87,7 +88,7 @@ mod tests {
         ];
         for (text, method) in [
             (subscribe_request(9, &channels), "public/subscribe"),
-            (unsubscribe_request(9, &channels), "public/unsubscribe"),
+            (unsubscribe_request(9, &channels), "unsubscribe"),
         ] {
             let value: serde_json::Value = serde_json::from_str(&text).unwrap();
             assert_eq!(value["method"], method);
