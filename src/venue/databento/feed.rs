@@ -663,4 +663,56 @@ mod tests {
         assert_eq!(reply.error, Some(STREAM_BROKEN));
         assert_eq!(counters.malformed.get(), 1);
     }
+
+    #[test]
+    fn a_short_v2_record_from_the_gateway_breaks_the_stream_cleanly() {
+        // Issue 24: a 16-byte STATISTICS header after v2 metadata panicked in dbn's upgrade of
+        // the record to v3, on the decoder thread (the release profile aborts on a panic).
+        let (mut feed, counters) = feed(Recovery::Gap);
+        let metadata = dbn::Metadata::builder()
+            .version(2)
+            .dataset("GLBX.MDP3".to_owned())
+            .schema(Some(Schema::Mbo))
+            .start(0)
+            .stype_in(Some(SType::RawSymbol))
+            .stype_out(SType::InstrumentId)
+            .build();
+        let mut bytes = Vec::new();
+        DbnMetadataEncoder::new(&mut bytes)
+            .encode(&metadata)
+            .unwrap();
+        // v2 symbol mappings and MBO records have the v3 layout.
+        mapping(&mut bytes, "ESZ6");
+        add(&mut bytes, 1, 10);
+        let mut short = [0u8; 16];
+        short[0] = 4;
+        short[1] = dbn::rtype::STATISTICS;
+        bytes.extend_from_slice(&short);
+        add(&mut bytes, 2, 11);
+        let events = run(&mut feed, 2, &bytes);
+        assert_eq!(
+            added(&events),
+            [1],
+            "the add before the bad record, none after"
+        );
+        assert!(
+            matches!(events.last().map(Event::body), Some(Body::Gap(g)) if g.reason() == GapReason::Unknown),
+            "the owned instrument's gap: {events:?}"
+        );
+        let reply = loop {
+            let reply = feed.take_reply().expect("the stream is reported broken");
+            if reply.error.is_some() {
+                break reply;
+            }
+        };
+        assert_eq!(reply.error, Some(STREAM_BROKEN));
+        assert!(
+            reply
+                .message()
+                .contains("DBN v2 rtype 0x18 record of 16 bytes, under its 64-byte layout"),
+            "{}",
+            reply.message()
+        );
+        assert_eq!(counters.malformed.get(), 1);
+    }
 }
