@@ -5,7 +5,7 @@
 //!
 //! | DBN record | events |
 //! |---|---|
-//! | MBO | `BookLevel` per level the L3 book ([`MboBook`]) changes; a derived `Quote` when the top changed, at the end of a venue event only (see below); `Trade` for action `T`; nothing for `F` (fill) or `N`; `R` (clear) removes every level |
+//! | MBO | `BookLevel` per level the L3 book ([`MboBook`]) changes; a derived `Quote` when the top changed, at the end of a venue event only (see below); `Trade` for action `T`; nothing for `F` (fill) or `N`; `R` (clear) removes every level; an add flagged `F_TOB` (a top-of-book publisher: IEX, NYSE National) replaces its side's levels with its own, or with none at `UNDEF_PRICE`, as Databento documents (see `book::mbo`) |
 //! | MBO snapshot (flag `SNAPSHOT`) | applied silently; at its `LAST` record `SnapshotBegin`, every level best first (bids then asks), `SnapshotEnd`, then the derived `Quote` |
 //! | MBP-1 / TBBO, CMBP-1 / TCBBO | `Quote` when the top differs from the last one sent for the instrument, then `Trade` for action `T` |
 //! | MBP-10 | `BookLevel` per level that differs from the instrument's previous record (a level gone is size 0), `Quote` when the top changed, `Trade` for action `T` |
@@ -733,33 +733,19 @@ impl Normalizer {
         let result = if snapshot {
             // Applied silently; the levels go out in one bracket at the snapshot's end.
             state.in_snapshot = true;
-            state.book.apply(
-                action,
-                mbo.side as u8,
-                mbo.order_id,
-                mbo.price,
-                mbo.size,
-                &mut |_| {},
-            )
+            apply_mbo(&mut state.book, mbo, &mut |_| {})
         } else {
             let level_header = header;
-            state.book.apply(
-                action,
-                mbo.side as u8,
-                mbo.order_id,
-                mbo.price,
-                mbo.size,
-                &mut |update: LevelUpdate| {
-                    emit.push(Event::new(
-                        level_header,
-                        Body::BookLevel(BookLevel::new(
-                            update.side.into(),
-                            Fixed(update.price),
-                            units(update.size),
-                        )),
-                    ));
-                },
-            )
+            apply_mbo(&mut state.book, mbo, &mut |update: LevelUpdate| {
+                emit.push(Event::new(
+                    level_header,
+                    Body::BookLevel(BookLevel::new(
+                        update.side.into(),
+                        Fixed(update.price),
+                        units(update.size),
+                    )),
+                ));
+            })
         };
         if action == b'T' && !snapshot {
             trade(
@@ -786,6 +772,30 @@ impl Normalizer {
         }
         emit.finish(last);
         result.map_err(|error| NormalizeError::Book { instrument, error })
+    }
+}
+
+/// One MBO record into its book: a top-of-book publisher's add (flagged `F_TOB`) replaces its
+/// side, as Databento documents for IEX and NYSE National (see `book::mbo`'s module docs);
+/// every other record is an order's.
+#[inline]
+fn apply_mbo(
+    book: &mut MboBook,
+    mbo: &MboMsg,
+    out: &mut impl FnMut(LevelUpdate),
+) -> Result<(), MboError> {
+    let action = mbo.action as u8;
+    if action == b'A' && mbo.flags.is_tob() {
+        book.apply_top_of_book(mbo.side as u8, mbo.order_id, mbo.price, mbo.size, out)
+    } else {
+        book.apply(
+            action,
+            mbo.side as u8,
+            mbo.order_id,
+            mbo.price,
+            mbo.size,
+            out,
+        )
     }
 }
 
@@ -1400,6 +1410,79 @@ mod tests {
             (counters.control, counters.definitions, counters.unsupported),
             (3, 1, 1)
         );
+    }
+
+    /// Issue 24: MBO from a top-of-book publisher (IEX, NYSE National: each add flagged `F_TOB`
+    /// replaces its side, as Databento documents) moved the book only at the first add; every
+    /// add after it was refused as a duplicate order.
+    #[test]
+    fn top_of_book_adds_replace_their_side() {
+        const TOB: u8 = dbn::flags::TOB;
+        let mut normalizer = Normalizer::new(0);
+        let quote = |bid: i64, bid_sz: i64, ask: i64, ask_sz: i64| {
+            Body::Quote(Quote {
+                bid_px: fixed(bid),
+                bid_sz: fixed(bid_sz),
+                ask_px: fixed(ask),
+                ask_sz: fixed(ask_sz),
+            })
+        };
+        let level = |side: Side, price: i64, size: i64| {
+            Body::BookLevel(BookLevel::new(side, fixed(price), fixed(size)))
+        };
+        let bodies = |events: Vec<Event>| events.iter().map(Event::body).collect::<Vec<_>>();
+        // IEX sends order id 0 on every top-of-book record.
+        let first = apply_all(
+            &mut normalizer,
+            &[
+                mbo(b'A', b'B', 0, px(100), 5, TOB, 1),
+                mbo(b'A', b'A', 0, px(102), 7, TOB | LAST, 2),
+            ],
+        );
+        assert_eq!(
+            bodies(first),
+            [
+                level(Side::Bid, 100, 5),
+                level(Side::Ask, 102, 7),
+                quote(100, 5, 102, 7)
+            ]
+        );
+        let second = apply_all(
+            &mut normalizer,
+            &[mbo(b'A', b'B', 0, px(101), 3, TOB | LAST, 3)],
+        );
+        assert_eq!(
+            bodies(second),
+            [
+                level(Side::Bid, 100, 0),
+                level(Side::Bid, 101, 3),
+                quote(101, 3, 102, 7)
+            ]
+        );
+        // UNDEF_PRICE: the venue has no bid now.
+        let third = apply_all(
+            &mut normalizer,
+            &[mbo(b'A', b'B', 0, dbn::UNDEF_PRICE, 0, TOB | LAST, 4)],
+        );
+        assert_eq!(
+            bodies(third),
+            [
+                level(Side::Bid, 101, 0),
+                Body::Quote(Quote {
+                    bid_px: Fixed::ZERO,
+                    bid_sz: Fixed::ZERO,
+                    ask_px: fixed(102),
+                    ask_sz: fixed(7),
+                })
+            ]
+        );
+        let book = normalizer.book(INSTRUMENT).expect("a book");
+        assert_eq!(book.levels(BookSide::Ask), vec![(px(102), 7, 0)]);
+        assert!(
+            book.is_empty(),
+            "no orders: the levels are the venue's quotes"
+        );
+        assert_eq!(normalizer.counters().book_errors, 0);
     }
 
     #[test]
