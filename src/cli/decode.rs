@@ -510,7 +510,7 @@ mod databento {
             "decode: {described}; {} records (mbo={}, mbp-1={}, mbp-10={}, bbo={}, cbbo={}, \
              cmbp-1={}, trades={}, ohlcv={}, status={}, imbalance={}, statistics={}, \
              definitions={}, system={}, errors={}, other control={}, unsupported={}); {} events; \
-             {} book errors; {} malformed",
+             {} book errors; {} malformed; {} saturated sizes",
             decode.records,
             counters.mbo,
             counters.mbp1,
@@ -531,6 +531,7 @@ mod databento {
             decode.events,
             decode.book_errors,
             decode.malformed,
+            counters.saturated,
         ))
     }
 

@@ -664,6 +664,9 @@ pub struct FeedCounters {
     pub duplicates: CounterReader,
     /// Replies to requests the control thread could not take in time.
     pub replies_dropped: CounterReader,
+    /// Book events whose size saturated `Fixed` (`flags::SATURATED`: a level's total above
+    /// 9,223,372,036 units; Databento MBO books).
+    pub book_saturated: CounterReader,
     /// Per stream: when it last delivered, when two connections agreed on it.
     pub activity: Arc<StreamActivity>,
 }
@@ -684,6 +687,7 @@ pub struct FeedWriters {
     pub book_syncs: CounterWriter,
     pub duplicates: CounterWriter,
     pub replies_dropped: CounterWriter,
+    pub book_saturated: CounterWriter,
 }
 
 impl FeedCounters {
@@ -704,6 +708,7 @@ impl FeedCounters {
         let (book_syncs, book_syncs_r) = counter();
         let (duplicates, duplicates_r) = counter();
         let (replies_dropped, replies_dropped_r) = counter();
+        let (book_saturated, book_saturated_r) = counter();
         let writers = FeedWriters {
             book_tickers,
             depth_updates,
@@ -719,6 +724,7 @@ impl FeedCounters {
             book_syncs,
             duplicates,
             replies_dropped,
+            book_saturated,
         };
         let counters = FeedCounters {
             book_tickers: book_tickers_r,
@@ -735,6 +741,7 @@ impl FeedCounters {
             book_syncs: book_syncs_r,
             duplicates: duplicates_r,
             replies_dropped: replies_dropped_r,
+            book_saturated: book_saturated_r,
             activity,
         };
         (writers, counters)

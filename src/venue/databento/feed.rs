@@ -424,9 +424,13 @@ impl DatabentoFeed {
                 _ => self.writers.mark_prices.increment(),
             }
             let instrument = self.config.instrument_base + symbol;
+            let saturated = &mut self.writers.book_saturated;
             if let Err(error) =
                 self.normalizer
                     .normalize(record, instrument, recv_ts_ns, &mut |event| {
+                        if event.header.flags & crate::event::flags::SATURATED != 0 {
+                            saturated.increment();
+                        }
                         sink.push(event)
                     })
             {
@@ -714,5 +718,35 @@ mod tests {
             reply.message()
         );
         assert_eq!(counters.malformed.get(), 1);
+    }
+
+    #[test]
+    fn saturated_level_sizes_are_counted() {
+        let (mut feed, counters) = feed(Recovery::Gap);
+        let mut bytes = metadata();
+        mapping(&mut bytes, "ESZ6");
+        for id in 1..=3u64 {
+            let mbo = MboMsg {
+                hd: RecordHeader::new::<MboMsg>(dbn::rtype::MBO, 1, ES, 10),
+                order_id: id,
+                price: 5_000_000_000_000,
+                size: u32::MAX,
+                flags: FlagSet::new(dbn::flags::LAST),
+                channel_id: 0,
+                action: b'A' as std::ffi::c_char,
+                side: b'B' as std::ffi::c_char,
+                ts_recv: 10,
+                ts_in_delta: 0,
+                sequence: id as u32,
+            };
+            record(&mut bytes, &mbo);
+        }
+        let events = run(&mut feed, 2, &bytes);
+        let flagged = events
+            .iter()
+            .filter(|e| e.header.flags & crate::event::flags::SATURATED != 0)
+            .count();
+        assert_eq!(flagged, 2, "the third add's level and its quote");
+        assert_eq!(counters.book_saturated.get(), 2);
     }
 }
