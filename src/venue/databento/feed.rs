@@ -28,8 +28,8 @@ use crate::config::Recovery;
 use crate::event::{Body, Event, Gap, GapReason, InstrumentId, VenueId, VenueState};
 use crate::net::ConnId;
 use crate::venue::feed::{
-    own_header, EventPrinter, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample,
-    MalformedSampler, Out, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    own_header, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler,
+    ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
 use dbn::{ErrorMsg, SymbolMappingMsg, SystemMsg};
 use std::collections::HashMap;
@@ -97,7 +97,6 @@ pub struct DatabentoFeed {
     activity: Arc<StreamActivity>,
     replies: ReplyQueue,
     malformed: MalformedSampler,
-    printer: Option<EventPrinter>,
 }
 
 /// The record types a schema's records carry.
@@ -157,18 +156,9 @@ impl DatabentoFeed {
             activity,
             replies: ReplyQueue::new(REPLIES_KEPT),
             malformed: MalformedSampler::default(),
-            printer: None,
             config,
         };
         (feed, counters)
-    }
-
-    /// Prints every event the venue's messages make as a JSON line into `ring` (see `run
-    /// --print-events`); returns the counter of lines lost to a full ring.
-    pub fn print_to(&mut self, ring: crate::ring::FrameProducer) -> crate::metrics::CounterReader {
-        let (printer, dropped) = EventPrinter::new(ring);
-        self.printer = Some(printer);
-        dropped
     }
 
     fn channels(&self) -> usize {
@@ -188,7 +178,7 @@ impl DatabentoFeed {
     }
 
     /// A gateway notice for the strategy: a `VenueStatus` (still live) with the gateway's code.
-    fn status(&self, reason_code: u32, now_ns: u64, sink: &mut Out<'_, '_>) {
+    fn status(&self, reason_code: u32, now_ns: u64, sink: &mut EventSink<'_>) {
         sink.push(Event::new(
             own_header(
                 self.config.venue_id,
@@ -205,7 +195,13 @@ impl DatabentoFeed {
 
     /// Every instrument connection `conn` owns gets a gap (and a cleared book); a replay
     /// pending for them is called off.
-    fn gap_owned(&mut self, conn: ConnId, reason: GapReason, now_ns: u64, sink: &mut Out<'_, '_>) {
+    fn gap_owned(
+        &mut self,
+        conn: ConnId,
+        reason: GapReason,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) {
         let channels = self.channels();
         for symbol in 0..self.config.symbols.len() {
             let streams = symbol * channels..(symbol + 1) * channels;
@@ -253,7 +249,7 @@ impl DatabentoFeed {
         }
     }
 
-    fn system(&mut self, conn: ConnId, message: &SystemMsg, now_ns: u64, sink: &mut Out<'_, '_>) {
+    fn system(&mut self, conn: ConnId, message: &SystemMsg, now_ns: u64, sink: &mut EventSink<'_>) {
         if message.is_heartbeat() {
             return;
         }
@@ -271,7 +267,7 @@ impl DatabentoFeed {
         }
     }
 
-    fn error(&mut self, conn: ConnId, message: &ErrorMsg, now_ns: u64, sink: &mut Out<'_, '_>) {
+    fn error(&mut self, conn: ConnId, message: &ErrorMsg, now_ns: u64, sink: &mut EventSink<'_>) {
         self.writers.error_replies.increment();
         let code = message.code;
         let text = message.err().unwrap_or("");
@@ -295,7 +291,7 @@ impl DatabentoFeed {
 
 impl DatabentoFeed {
     /// One chunk of connection `conn`'s byte stream: every record it completes.
-    fn chunk(&mut self, conn: ConnId, recv_ts_ns: u64, payload: &[u8], sink: &mut Out<'_, '_>) {
+    fn chunk(&mut self, conn: ConnId, recv_ts_ns: u64, payload: &[u8], sink: &mut EventSink<'_>) {
         let slot = conn as usize;
         if self.sessions.len() <= slot {
             self.sessions.resize_with(slot + 1, || None);
@@ -450,20 +446,7 @@ impl Feed for DatabentoFeed {
         payload: &[u8],
         sink: &mut EventSink<'_>,
     ) {
-        let mut tapped = self.printer.as_mut().map(EventPrinter::take_events);
-        let mut out = Out {
-            sink,
-            tap: tapped.as_mut(),
-        };
-        self.chunk(conn, recv_ts_ns, payload, &mut out);
-        if let (Some(events), Some(printer)) = (tapped, self.printer.as_mut()) {
-            printer.print(
-                events,
-                &self.config.venue_name,
-                self.config.instrument_base,
-                &self.config.symbols,
-            );
-        }
+        self.chunk(conn, recv_ts_ns, payload, sink);
     }
 
     fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
@@ -485,8 +468,7 @@ impl Feed for DatabentoFeed {
         // A replay brings back everything missed, into books that are still right; otherwise
         // the instruments lost records.
         if self.config.recovery != Recovery::Replay {
-            let mut out = Out { sink, tap: None };
-            self.gap_owned(conn, GapReason::Reconnect, now_ns, &mut out);
+            self.gap_owned(conn, GapReason::Reconnect, now_ns, sink);
         }
         for owner in &mut self.owners {
             if *owner == conn {
