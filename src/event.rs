@@ -88,6 +88,10 @@ pub mod flags {
     pub const BAR_INTERVAL_MASK: u8 = 0b0111_0000;
     /// The shift of [`BAR_INTERVAL_MASK`].
     pub const BAR_INTERVAL_SHIFT: u32 = 4;
+    /// On a `BookLevel` or a `Quote`: a size was larger than `Fixed` holds (9,223,372,036.85
+    /// units at 1e-9; an order book level's total can be) and reads `Fixed::MAX`, a floor of
+    /// the true size, not the size. The venue's feed counts each such event.
+    pub const SATURATED: u8 = 1 << 7;
 }
 
 /// A price field that the venue left empty: DBN's `UNDEF_PRICE` (`i64::MAX`, the same bits as

@@ -311,17 +311,129 @@ fn run_print_events_pipes_a_venue_as_json_lines() {
     assert!(output.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let mut kinds = std::collections::BTreeSet::new();
+    let mut live = 0;
     for line in stdout.lines() {
         let json: serde_json::Value =
             serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
-        assert_eq!(json["venue"], "sim");
-        assert_eq!(json["symbol"], "BTCUSDT");
-        kinds.insert(json["type"].as_str().unwrap().to_owned());
+        // Every line names its venue, a connection's status too (issue 24: it said "").
+        assert_eq!(json["venue"], "sim", "{line}");
+        let kind = json["type"].as_str().unwrap().to_owned();
+        if json["symbol"] == "*" {
+            assert!(
+                kind == "status" || kind == "gap",
+                "only a venue-wide event has no symbol: {line}"
+            );
+        } else {
+            assert_eq!(json["symbol"], "BTCUSDT", "{line}");
+        }
+        if kind == "status" && json["state"] == "Live" {
+            live += 1;
+        }
+        kinds.insert(kind);
     }
+    // Every event the strategy sees, not only the market data (issue 24): the book's
+    // snapshot bracket and the connection's status as well.
     assert_eq!(
         kinds.into_iter().collect::<Vec<_>>(),
-        ["level", "quote", "trade"],
+        [
+            "level",
+            "quote",
+            "snapshot_begin",
+            "snapshot_end",
+            "status",
+            "trade"
+        ],
         "{stderr}"
+    );
+    assert_eq!(live, 1, "the connection going live, once: {stdout}");
+}
+
+/// Issue 24: `--print-events` printed quotes, trades, levels and references only; the gaps and
+/// statuses a dropped connection brings reach the strategy, and now stdout too, each naming its
+/// venue.
+#[test]
+fn run_print_events_prints_a_reconnects_gaps_and_statuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sim, addr) = start_sim(&[
+        "--venue",
+        "databento",
+        "--listen",
+        "127.0.0.1:0",
+        "--rate",
+        "2000",
+        "--close-after",
+        "300",
+        "--fault-connections",
+        "1",
+    ]);
+    let port = addr.rsplit(':').next().unwrap();
+    std::fs::write(
+        dir.path().join("databento.toml"),
+        format!(
+            "name = \"db-sim\"\nkind = \"databento\"\nurl = \"tcp://127.0.0.1:{port}\"\n\
+             symbols = [\"ESM5\"]\nchannels = [\"mbo\"]\n\
+             [databento]\ndataset = \"GLBX.MDP3\"\nrecovery = \"gap\"\n\
+             [credentials]\napi_key_env = \"TICKWIRE_CLI_DATABENTO_KEY\"\n\
+             [reconnect]\ninitial_delay_ms = 20\nmax_delay_ms = 200\n"
+        ),
+    )
+    .unwrap();
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"databento.toml\"]\n[rings]\nframe_ring_bytes = 16777216\n\
+         [net]\nmax_message_bytes = 1048576\n[threads.net]\nwait = \"spin-then-yield\"\n\
+         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let child = tickwire()
+        .args(["run", "--print-events", "--config"])
+        .arg(&appliance)
+        .env(
+            "TICKWIRE_CLI_DATABENTO_KEY",
+            tickwire::sim::databento::TEST_API_KEY,
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut statuses = Vec::new();
+    let mut gaps = Vec::new();
+    for line in stdout.lines() {
+        let json: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
+        assert_eq!(json["venue"], "db-sim", "{line}");
+        match json["type"].as_str().unwrap() {
+            "status" => {
+                assert_eq!(json["symbol"], "*", "a connection's status: {line}");
+                statuses.push(json["state"].as_str().unwrap().to_owned());
+            }
+            "gap" => {
+                assert_eq!(json["symbol"], "ESM5", "{line}");
+                gaps.push(json["reason"].as_str().unwrap().to_owned());
+            }
+            _ => assert_eq!(json["symbol"], "ESM5", "{line}"),
+        }
+    }
+    assert_eq!(
+        gaps,
+        ["Reconnect"],
+        "the dropped connection's instrument: {stderr}"
+    );
+    assert!(
+        statuses.starts_with(&[
+            "Live".to_owned(),
+            "Disconnected".to_owned(),
+            "Live".to_owned()
+        ]),
+        "live, dropped, live again: {statuses:?} {stderr}"
     );
 }
 

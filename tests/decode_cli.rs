@@ -341,3 +341,192 @@ fn a_truncated_dbn_file_names_the_file_and_the_offset() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// ns since the epoch of midnight UTC on 2024-03-`day`, plus `hours`.
+fn march_2024(day: u64, hours: u64) -> u64 {
+    // 2024-03-01T00:00:00Z.
+    const MARCH_1_NS: u64 = 1_709_251_200_000_000_000;
+    MARCH_1_NS + ((day - 1) * 24 + hours) * 3_600_000_000_000
+}
+
+fn dbn_trade(instrument_id: u32, ts_recv: u64, price_units: i64, sequence: u32) -> dbn::TradeMsg {
+    dbn::TradeMsg {
+        hd: dbn::RecordHeader::new::<dbn::TradeMsg>(
+            dbn::rtype::MBP_0,
+            1,
+            instrument_id,
+            ts_recv - 1_000,
+        ),
+        price: price_units * dbn::FIXED_PRICE_SCALE,
+        size: 1,
+        action: b'T' as std::ffi::c_char,
+        side: b'B' as std::ffi::c_char,
+        flags: dbn::FlagSet::new(dbn::flags::LAST),
+        depth: 0,
+        ts_recv,
+        ts_in_delta: 0,
+        sequence,
+    }
+}
+
+#[test]
+fn a_short_v2_record_ends_the_decode_cleanly_after_printing_what_came_before() {
+    use dbn::encode::{DbnEncoder, EncodeRecord};
+    // Issue 24: Databento's encoder wrote a 16-byte STATISTICS header after v2 metadata; dbn's
+    // v2-to-v3 upgrade unwrapped on it and the decode died of SIGABRT with its output unflushed.
+    let metadata = dbn::MetadataBuilder::new()
+        .version(2)
+        .dataset("GLBX.MDP3".to_owned())
+        .schema(None)
+        .start(march_2024(1, 0))
+        .stype_in(Some(dbn::SType::RawSymbol))
+        .stype_out(dbn::SType::InstrumentId)
+        .build();
+    let mut bytes = Vec::new();
+    {
+        let mut encoder = DbnEncoder::new(&mut bytes, &metadata).unwrap();
+        encoder
+            .encode_record(&dbn_trade(7, march_2024(1, 1), 100, 1))
+            .unwrap();
+        encoder
+            .encode_record(&dbn_trade(7, march_2024(1, 2), 101, 2))
+            .unwrap();
+    }
+    let short_at = bytes.len();
+    // A STATISTICS record header whose length byte says 16 bytes (4 words); v2's StatMsg is 64.
+    let mut short = [0u8; 16];
+    short[0] = 4;
+    short[1] = dbn::rtype::STATISTICS;
+    bytes.extend_from_slice(&short);
+    let mut encoder = dbn::encode::DbnRecordEncoder::new(&mut bytes);
+    encoder
+        .encode_record(&dbn_trade(7, march_2024(1, 3), 102, 3))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("short-stat.v2.dbn");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let output = tickwire()
+        .args(["decode", "--venue", "databento"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("short-stat.v2.dbn"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("byte offset {short_at} (after 2 records)")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("DBN v2 rtype 0x18 record of 16 bytes, under its 64-byte layout"),
+        "{stderr}"
+    );
+    let lines = json_lines(&output.stdout);
+    let prices: Vec<&str> = lines.iter().map(|l| l["px"].as_str().unwrap()).collect();
+    assert_eq!(
+        prices,
+        ["100", "101"],
+        "the trades before the bad record are printed, nothing after it"
+    );
+}
+
+#[test]
+fn continuous_symbols_are_named_by_the_mappings_dates() {
+    use dbn::encode::{DbnEncoder, EncodeRecord};
+    use time::macros::date;
+    // ES.c.0 rolls from instrument 111 to 222 on 2024-03-03; 222 was ES.c.1 before, and 333
+    // becomes ES.c.1. Instrument 222 is named ES.c.1 before the roll and ES.c.0 after, as
+    // Databento's own `TsSymbolMap` names it.
+    let interval = |start_date, end_date, symbol: &str| dbn::MappingInterval {
+        start_date,
+        end_date,
+        symbol: symbol.to_owned(),
+    };
+    let mappings = vec![
+        dbn::SymbolMapping {
+            raw_symbol: "ES.c.0".to_owned(),
+            intervals: vec![
+                interval(date!(2024 - 03 - 01), date!(2024 - 03 - 03), "111"),
+                interval(date!(2024 - 03 - 03), date!(2024 - 03 - 05), "222"),
+            ],
+        },
+        dbn::SymbolMapping {
+            raw_symbol: "ES.c.1".to_owned(),
+            intervals: vec![
+                interval(date!(2024 - 03 - 01), date!(2024 - 03 - 03), "222"),
+                interval(date!(2024 - 03 - 03), date!(2024 - 03 - 05), "333"),
+            ],
+        },
+    ];
+    let metadata = dbn::MetadataBuilder::new()
+        .dataset("GLBX.MDP3".to_owned())
+        .schema(Some(dbn::Schema::Trades))
+        .start(march_2024(1, 0))
+        .end(std::num::NonZeroU64::new(march_2024(5, 0)))
+        .stype_in(Some(dbn::SType::Continuous))
+        .stype_out(dbn::SType::InstrumentId)
+        .symbols(vec!["ES.c.0".to_owned(), "ES.c.1".to_owned()])
+        .mappings(mappings)
+        .build();
+    let trades = [
+        (111, march_2024(2, 12), 1),
+        (222, march_2024(2, 12), 2),
+        (222, march_2024(2, 23), 3),
+        (222, march_2024(3, 0), 4),
+        (333, march_2024(3, 1), 5),
+        (222, march_2024(4, 23), 6),
+        (444, march_2024(4, 23), 7),
+    ];
+    let mut bytes = Vec::new();
+    {
+        let mut encoder = DbnEncoder::new(&mut bytes, &metadata).unwrap();
+        for (instrument, ts_recv, price) in trades {
+            encoder
+                .encode_record(&dbn_trade(instrument, ts_recv, price, price as u32))
+                .unwrap();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("continuous.dbn");
+    std::fs::write(&path, &bytes).unwrap();
+
+    let output = tickwire()
+        .args(["decode", "--venue", "databento"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let named: Vec<(String, String)> = json_lines(&output.stdout)
+        .iter()
+        .map(|line| {
+            (
+                line["px"].as_str().unwrap().to_owned(),
+                line["symbol"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("1", "ES.c.0"),
+        ("2", "ES.c.1"),
+        ("3", "ES.c.1"),
+        ("4", "ES.c.0"),
+        ("5", "ES.c.1"),
+        ("6", "ES.c.0"),
+        ("7", "444"),
+    ]
+    .iter()
+    .map(|(px, symbol)| (px.to_string(), symbol.to_string()))
+    .collect();
+    assert_eq!(named, expected);
+
+    // The official map, for the record: the same names.
+    let map = dbn::TsSymbolMap::from_metadata(&metadata).unwrap();
+    for (instrument, ts_recv, price) in trades {
+        let official = map.get_for_ts(ts_recv, instrument).cloned();
+        let ours = &expected[price as usize - 1].1;
+        assert_eq!(official.as_deref().unwrap_or(&instrument.to_string()), ours);
+    }
+}

@@ -489,3 +489,163 @@ fn differential_quiet(records: Vec<Record>, mut fast: MboBook) {
         }
     }
 }
+
+/// Issue 24: a top-of-book publisher's adds (DBN `F_TOB`; IEX, NYSE National) each replace their
+/// side, as Databento documents; `apply` froze such a book at its first add (the next add
+/// repeats the order id).
+#[test]
+fn a_top_of_book_add_replaces_its_side() {
+    let mut book = MboBook::with_capacity(8, 8);
+    let mut updates = Vec::new();
+    let mut tob = |book: &mut MboBook, side: u8, price: i64, size: u32| {
+        updates.clear();
+        let result = book.apply_top_of_book(side, 0, price, size, &mut |u| updates.push(u));
+        (result, updates.clone())
+    };
+    assert_eq!(
+        tob(&mut book, b'B', 100, 5),
+        (Ok(()), vec![update(BID, 100, 5, 0)])
+    );
+    assert_eq!(
+        tob(&mut book, b'A', 102, 7),
+        (Ok(()), vec![update(ASK, 102, 7, 0)])
+    );
+    // The next bid replaces the first: the old level goes, the new one is the only one.
+    assert_eq!(
+        tob(&mut book, b'B', 101, 3),
+        (Ok(()), vec![update(BID, 100, 0, 0), update(BID, 101, 3, 0)])
+    );
+    assert_eq!(book.levels(BID), vec![(101, 3, 0)]);
+    assert_eq!(
+        book.levels(ASK),
+        vec![(102, 7, 0)],
+        "the other side is untouched"
+    );
+    // The same price with a new size: one update.
+    assert_eq!(
+        tob(&mut book, b'B', 101, 4),
+        (Ok(()), vec![update(BID, 101, 4, 0)])
+    );
+    // UNDEF_PRICE: no depth on that side.
+    assert_eq!(
+        tob(&mut book, b'B', i64::MAX, 0),
+        (Ok(()), vec![update(BID, 101, 0, 0)])
+    );
+    assert_eq!(book.best(BID), None);
+    assert_eq!(book.best(ASK), Some((102, 7, 0)));
+    assert!(
+        book.is_empty(),
+        "no orders rest: the levels are the venue's quotes"
+    );
+    // Resting orders on the side are replaced too; the other side's stay.
+    book.apply(b'A', b'B', 9, 99, 2, &mut |_| {}).unwrap();
+    book.apply(b'A', b'B', 10, 98, 2, &mut |_| {}).unwrap();
+    book.apply(b'A', b'A', 11, 103, 1, &mut |_| {}).unwrap();
+    assert_eq!(
+        tob(&mut book, b'B', 98, 6),
+        (Ok(()), vec![update(BID, 99, 0, 0), update(BID, 98, 6, 0)])
+    );
+    assert_eq!(book.order(9), None);
+    assert_eq!(book.order(10), None);
+    assert_eq!(book.order(11), Some((ASK, 103, 1)));
+    assert_eq!(book.orders(), 1);
+    assert_eq!(
+        tob(&mut book, b'N', 98, 6),
+        (Err(MboError::NoSide(0)), vec![])
+    );
+    assert_eq!(
+        book.levels(BID),
+        vec![(98, 6, 0)],
+        "an error changes nothing"
+    );
+}
+
+fn arbitrary_record_or_top_of_book() -> impl Strategy<Value = (Record, bool)> {
+    (
+        arbitrary_record(),
+        prop_oneof![3 => Just(false), 1 => Just(true)],
+        prop_oneof![6 => Just(false), 1 => Just(true)],
+    )
+        .prop_map(|(mut record, tob, undefined)| {
+            if undefined {
+                record.price = i64::MAX;
+            }
+            (record, tob)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Order records mixed with top-of-book adds (on either side, some at `UNDEF_PRICE`): the
+    /// fast book and the plain one agree after every record.
+    #[test]
+    fn top_of_book_adds_among_orders_match_the_plain_book(
+        records in prop::collection::vec(arbitrary_record_or_top_of_book(), 0..300),
+        presized in any::<bool>(),
+    ) {
+        let mut fast = if presized { MboBook::with_capacity(32, 8) } else { MboBook::new() };
+        let mut plain = PlainMboBook::new();
+        for (record, tob) in records {
+            let (mut fast_updates, mut plain_updates) = (Vec::new(), Vec::new());
+            let (fast_result, plain_result) = if tob {
+                (
+                    fast.apply_top_of_book(record.side, record.order_id, record.price, record.size, &mut |u| fast_updates.push(u)),
+                    plain.apply_top_of_book(record.side, record.order_id, record.price, record.size, &mut |u| plain_updates.push(u)),
+                )
+            } else {
+                (
+                    fast.apply(record.action, record.side, record.order_id, record.price, record.size, &mut |u| fast_updates.push(u)),
+                    plain.apply(record.action, record.side, record.order_id, record.price, record.size, &mut |u| plain_updates.push(u)),
+                )
+            };
+            prop_assert_eq!(fast_result, plain_result, "{:?} tob={}", record, tob);
+            prop_assert_eq!(&fast_updates, &plain_updates, "{:?} tob={}", record, tob);
+            prop_assert_eq!(fast.levels(BID), plain.levels(BID));
+            prop_assert_eq!(fast.levels(ASK), plain.levels(ASK));
+            prop_assert_eq!(fast.orders(), plain.orders());
+            for order_id in (0u64..24).map(|id| id.rotate_right(7)) {
+                prop_assert_eq!(fast.order(order_id), plain.order(order_id));
+            }
+        }
+    }
+}
+
+/// Many orders on both sides with colliding ids (probe runs wrapping round the table's end),
+/// then a top-of-book add: every order of that side goes and every other stays reachable.
+#[test]
+fn a_top_of_book_add_removes_a_side_from_a_crowded_table() {
+    for seed in 0..16u64 {
+        let mut fast = MboBook::with_capacity(64, 64);
+        let mut plain = PlainMboBook::new();
+        for n in 0..48u64 {
+            // High bits differ, low bits collide: long runs in a small table.
+            let order_id = (n << 58) ^ seed;
+            let side = if (n ^ seed) % 3 == 0 { b'A' } else { b'B' };
+            let price = 100 + (n % 5) as i64 * if side == b'B' { -1 } else { 1 };
+            fast.apply(b'A', side, order_id, price, 1, &mut |_| {})
+                .unwrap();
+            plain
+                .apply(b'A', side, order_id, price, 1, &mut |_| {})
+                .unwrap();
+        }
+        for side in [b'B', b'A'] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            fast.apply_top_of_book(side, 0, 100, 9, &mut |u| a.push(u))
+                .unwrap();
+            plain
+                .apply_top_of_book(side, 0, 100, 9, &mut |u| b.push(u))
+                .unwrap();
+            assert_eq!(a, b, "seed {seed}");
+            assert_eq!(fast.orders(), plain.orders(), "seed {seed}");
+            for order_id in plain.order_ids() {
+                assert_eq!(fast.order(order_id), plain.order(order_id), "seed {seed}");
+            }
+            for n in 0..48u64 {
+                let order_id = (n << 58) ^ seed;
+                assert_eq!(fast.order(order_id), plain.order(order_id), "seed {seed}");
+            }
+        }
+        assert!(fast.is_empty());
+    }
+}

@@ -1,7 +1,8 @@
 //! `venue::databento::stream::RecordStream` then `normalize::Normalizer` on arbitrary bytes, fed
 //! in chunks whose size the first byte picks, as a DBN stream or (odd first byte) a fragment of
 //! the version the second byte picks: nothing may panic, including `RecordRef::get` on a record
-//! shorter than its type.
+//! shorter than its type, or `dbn`'s upgrade of a short v1/v2 record (seeds in
+//! `fuzz/seeds/dbn_stream/`, issue 24).
 
 #![no_main]
 

@@ -41,9 +41,34 @@
 //! absent (here: by id, and an error), asserts where this book returns an error (duplicate add,
 //! cancel larger than the order), lets a modify to size 0 rest an empty order (here:
 //! `ZeroSize`) and moves a modified order to the record's side (here: the order keeps its side).
-//! It also handles top-of-book publishers (records flagged `F_TOB`, where each add replaces a
-//! side); this API takes no flags, so such streams must not be fed to it. Databento asks that the
-//! book be read only after a record flagged `F_LAST`; that is the caller's concern.
+//! Databento asks that the book be read only after a record flagged `F_LAST`; that is the
+//! caller's concern.
+//!
+//! # Top-of-book publishers (`F_TOB`)
+//!
+//! Some venues publish only their top of book, and Databento normalizes it into MBO records of
+//! its own kind. Its limit-order-book example (docs, "Limit order book construction",
+//! `databento.com/docs/examples/order-book/limit-order-book`) says: "Investors Exchange and NYSE
+//! National only provide top-of-book information meaning their MBO data is normalized
+//! differently. Each Add message indicates the new top-of-book and replaces all levels on that
+//! side. Add messages with an UNDEF_PRICE price indicate there's no depth for that side of the
+//! book", and such updates "don't correspond with individual orders" when a level's orders are
+//! counted. Such an add carries DBN's `F_TOB` flag (`dbn::flags::TOB`: "a top-of-book record,
+//! not an individual order"). [`MboBook::apply`] takes no flags: its caller hands a record
+//! flagged `F_TOB` with action `A` to [`MboBook::apply_top_of_book`] instead, which
+//!
+//! - removes every level of the record's side, and every order resting on that side (an order
+//!   book example keeps them in its order map; here they go, so that the side is exactly what
+//!   the venue now says), reporting each removed level best first, with size 0, except one at
+//!   the new price;
+//! - then, unless the price is `UNDEF_PRICE` or the size 0 (no depth on that side), rests one
+//!   level of the record's size at its price with an order count of 0 (it stands for the
+//!   venue's quote, not an order, as Databento's example counts it) and reports it.
+//!
+//! Applying `apply` to such a stream instead froze the book at its first add: every later add
+//! repeats the order id and was refused as a duplicate (issue 24). An order later added at a
+//! top-of-book level's price (a venue that mixed both) joins the level, and the level goes with
+//! the last such order, as any level does when its count reaches 0.
 //!
 //! # Layout
 //!
@@ -62,7 +87,9 @@
 //!
 //! **Invariant:** a resting order's size is never 0; a table slot of size 0 is empty.
 //! **Invariant:** a level's size is the sum of its orders' sizes and its count their number; a
-//! level is held exactly while its count is non-zero.
+//! level is held exactly while its count is non-zero. The one exception is a top-of-book level
+//! (see above): the venue's size, no orders, held until the side's next top-of-book add (or a
+//! clear).
 //! **Invariant:** every check comes before the first change: an `Err` leaves the book unchanged
 //! and has reported nothing through `out`.
 //! **Invariant:** no input panics: table indexes are masked, level arithmetic wraps as the plain
@@ -300,6 +327,22 @@ impl OrderTable {
         }
     }
 
+    /// Removes every order resting on `side`, keeping the others reachable: a walk over the
+    /// slots that removes with `remove` and looks at the same slot again, since the backward
+    /// shift may have moved a later order into it. An order the shift moves comes from a later
+    /// slot, or, where a probe run wraps round the end, from a slot already walked, which holds
+    /// no order of `side` any more; so none is missed.
+    fn remove_side(&mut self, side: BookSide) {
+        let mut index = 0;
+        while let Some(slot) = self.slots.get(index) {
+            if slot.size != 0 && slot.side == side {
+                self.remove(index);
+            } else {
+                index += 1;
+            }
+        }
+    }
+
     /// Empties the table and keeps its slots.
     fn clear(&mut self) {
         if self.len > 0 {
@@ -457,6 +500,53 @@ impl MboBook {
             }
             MboAction::Trade | MboAction::Fill | MboAction::None => Ok(()),
         }
+    }
+
+    /// A top-of-book add (a record flagged `F_TOB` with action `A`; see the module docs): the
+    /// side's levels and resting orders are replaced by one level of `size` at `price`, or by
+    /// nothing when `price` is `UNDEF_PRICE` or `size` is 0. The side must be `B` or `A`
+    /// ([`MboError::NoSide`], with the record's `order_id`). Allocates nothing unless the side
+    /// had no room reserved for a level.
+    pub fn apply_top_of_book(
+        &mut self,
+        side: u8,
+        order_id: u64,
+        price: i64,
+        size: u32,
+        out: &mut impl FnMut(LevelUpdate),
+    ) -> Result<(), MboError> {
+        let side = book_side(side).ok_or(MboError::NoSide(order_id))?;
+        let new_price = (price != dbn::UNDEF_PRICE && size > 0).then_some(price);
+        if self.side(side).iter().any(|level| level.count > 0) {
+            self.orders.remove_side(side);
+        }
+        let levels = self.side_mut(side);
+        for level in levels.iter().rev() {
+            let level_price = price_of(side, level.key);
+            if Some(level_price) != new_price {
+                out(LevelUpdate {
+                    side,
+                    price: level_price,
+                    size: 0,
+                    count: 0,
+                });
+            }
+        }
+        levels.clear();
+        if let Some(price) = new_price {
+            levels.push(Level {
+                key: key_of(side, price),
+                size: u64::from(size),
+                count: 0,
+            });
+            out(LevelUpdate {
+                side,
+                price,
+                size: u64::from(size),
+                count: 0,
+            });
+        }
+        Ok(())
     }
 
     /// An add of an id that is not resting; `vacant` is the empty slot the table found for it.
@@ -654,6 +744,40 @@ mod tests {
             }
         }
         assert!(table.slots.iter().all(|s| s.size == 0));
+    }
+
+    #[test]
+    fn removing_a_side_keeps_the_other_reachable_across_the_wrap() {
+        for first_side in [BookSide::Bid, BookSide::Ask] {
+            let mut table = OrderTable::with_capacity(8);
+            // Probe runs from homes 14 and 0 of 16 slots: one run wrapping round the end.
+            let mut ids = colliding_ids(&table, 14, 6);
+            ids.extend(colliding_ids(&table, 0, 3));
+            for (n, &id) in ids.iter().enumerate() {
+                let side = match (n % 2 == 0, first_side) {
+                    (true, side) => side,
+                    (false, BookSide::Bid) => BookSide::Ask,
+                    (false, BookSide::Ask) => BookSide::Bid,
+                };
+                let vacant = table.find(id).expect_err("not yet inserted");
+                table.insert(
+                    vacant,
+                    Slot {
+                        side,
+                        ..slot(id, 1)
+                    },
+                );
+            }
+            table.remove_side(first_side);
+            for (n, &id) in ids.iter().enumerate() {
+                assert_eq!(table.find(id).is_ok(), n % 2 == 1, "id {id}");
+            }
+            assert_eq!(table.len, ids.len() / 2);
+            assert_eq!(
+                table.slots.iter().filter(|s| s.size != 0).count(),
+                table.len
+            );
+        }
     }
 
     #[test]

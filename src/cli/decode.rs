@@ -7,9 +7,11 @@
 //! stdout, a summary on stderr.
 //!
 //! Databento: DBN files (plain or zstd, detected from the bytes) go through the live code path,
-//! `RecordStream` fed in chunks and `Normalizer`; legacy DBZ (version 0) files, which the stream
-//! does not read, through `dbn`'s `DynDecoder`. Fragments (`.frag`: records, no metadata) need
-//! `--dbn-version`.
+//! `RecordStream` fed in chunks and `Normalizer`; legacy DBZ (version 0) files too, their
+//! metadata read by `dbn`'s `DynDecoder` and their records (DBN v1 records) fed to the stream as
+//! a v1 fragment. Fragments (`.frag`: records, no metadata) need `--dbn-version`. A stream error
+//! (a truncated file, a record shorter than its layout) ends the decode with exit 1 naming the
+//! file and the byte offset, after the events decoded before it are written.
 
 use flate2::read::MultiGzDecoder;
 use std::collections::BTreeMap;
@@ -290,11 +292,23 @@ fn run_thalex(path: &Path) -> anyhow::Result<String> {
 }
 
 /// `--venue databento`: DBN files through the live path (`RecordStream` + `Normalizer`).
+///
+/// Symbols: a record is named by what the stream's own records said of its instrument (a
+/// symbol mapping's subscribed symbol, a definition's raw symbol; the latest wins, as for the
+/// live gateway), otherwise by the metadata's symbol mappings at the record's date through
+/// Databento's own `TsSymbolMap` (so a continuous `ES.c.0` or a parent `ES.FUT` names each
+/// instrument over the dates it was mapped, not by whichever mapping came last), otherwise by
+/// its instrument id.
+///
+/// Errors: the events decoded before a stream error are written and flushed, then the error
+/// names the file and the byte offset of the record that failed (exit 1).
 mod databento {
     use super::DATABENTO;
     use anyhow::{bail, Context};
-    use dbn::decode::{DbnMetadata, DecodeRecordRef, DynDecoder, DynReader};
-    use dbn::{Metadata, RecordRef, SymbolMappingMsg, VersionUpgradePolicy};
+    use dbn::decode::{DbnMetadata, DynDecoder, DynReader};
+    use dbn::{
+        Compression, Metadata, RecordRef, SymbolMappingMsg, TsSymbolMap, VersionUpgradePolicy,
+    };
     use std::collections::HashMap;
     use std::io::{BufWriter, Read, Write};
     use std::path::Path;
@@ -312,11 +326,21 @@ mod databento {
         head.len() >= 4 && head[0] & 0xf0 == 0x50 && head[1..4] == [0x2a, 0x4d, 0x18]
     }
 
+    /// The time a record is filed under for symbology: `ts_recv` where its type has one, else
+    /// `ts_event`, as `dbn`'s `Record::raw_index_ts` (which cannot be called here: it unwraps
+    /// on a record shorter than its type). An undefined `ts_recv` falls back to `ts_event`.
+    fn index_ts(record: &RecordRef<'_>) -> u64 {
+        record_ts_recv(record).unwrap_or(record.header().ts_event)
+    }
+
     /// Everything the decode keeps between records.
     struct Decode<W: Write> {
         normalizer: Normalizer,
-        /// DBN instrument id to symbol, from the metadata, symbol mappings and definitions.
-        symbols: HashMap<u32, String>,
+        /// The metadata's symbol mappings, by date.
+        by_date: TsSymbolMap,
+        /// Names from the stream's records (symbol mappings, definitions): the latest per
+        /// instrument, ahead of `by_date`.
+        named: HashMap<u32, String>,
         out: W,
         buffer: Vec<u8>,
         records: u64,
@@ -330,12 +354,15 @@ mod databento {
     impl<W: Write> Decode<W> {
         fn metadata(&mut self, metadata: &Metadata) {
             self.normalizer.on_metadata(metadata);
-            for mapping in &metadata.mappings {
-                for interval in &mapping.intervals {
-                    if let Ok(id) = interval.symbol.parse::<u32>() {
-                        self.symbols.insert(id, mapping.raw_symbol.clone());
-                    }
-                }
+            if metadata.mappings.is_empty() {
+                return;
+            }
+            match TsSymbolMap::from_metadata(metadata) {
+                Ok(map) => self.by_date = map,
+                Err(error) => eprintln!(
+                    "decode: the metadata's symbol mappings cannot be used ({error}); records \
+                     are named by instrument id"
+                ),
             }
         }
 
@@ -346,11 +373,17 @@ mod databento {
             let recv_ts_ns = record_ts_recv(&record).unwrap_or(0);
             let mut events = 0u64;
             self.buffer.clear();
-            let symbol = self
-                .symbols
-                .get(&instrument)
-                .cloned()
-                .unwrap_or_else(|| instrument.to_string());
+            let by_id;
+            let symbol: &str = match self.named.get(&instrument) {
+                Some(name) => name,
+                None => match self.by_date.get_for_ts(index_ts(&record), instrument) {
+                    Some(name) => name,
+                    None => {
+                        by_id = instrument.to_string();
+                        &by_id
+                    }
+                },
+            };
             let buffer = &mut self.buffer;
             let result = self
                 .normalizer
@@ -364,7 +397,7 @@ mod databento {
                 Ok(Outcome::Control(Control::SymbolMapping)) => {
                     if let Some(mapping) = record.get::<SymbolMappingMsg>() {
                         if let Ok(name) = mapping.stype_in_symbol() {
-                            self.symbols.insert(instrument, name.to_owned());
+                            self.named.insert(instrument, name.to_owned());
                         }
                     }
                 }
@@ -382,7 +415,7 @@ mod databento {
                     if let Some(definition) = record.get::<dbn::InstrumentDefMsg>() {
                         if let Ok(name) = definition.raw_symbol() {
                             if !name.is_empty() {
-                                self.symbols.insert(instrument, name.to_owned());
+                                self.named.insert(instrument, name.to_owned());
                             }
                         }
                     }
@@ -404,6 +437,56 @@ mod databento {
             }
             Ok(())
         }
+
+        /// Feeds `input` to `stream` in `CHUNK_BYTES` pieces and decodes every record; stops at
+        /// the first stream error, naming its offset. `what` says what the offsets count.
+        fn stream(
+            &mut self,
+            input: &mut dyn Read,
+            stream: &mut RecordStream,
+            what: &str,
+            fragment: bool,
+        ) -> anyhow::Result<()> {
+            let mut chunk = vec![0u8; CHUNK_BYTES];
+            let mut first = true;
+            loop {
+                let read = input
+                    .read(&mut chunk)
+                    .with_context(|| format!("read error at {what}byte {}", stream.position()))?;
+                if read == 0 {
+                    break;
+                }
+                if first && fragment && chunk[..read].starts_with(b"DBN") {
+                    bail!("it starts with a DBN metadata header, so it is not a fragment: drop --dbn-version");
+                }
+                first = false;
+                stream.feed(&chunk[..read]);
+                loop {
+                    let start = stream.position();
+                    let failed = match stream.next() {
+                        None => break,
+                        Some(Ok(Item::Metadata(metadata))) => {
+                            self.metadata(&metadata);
+                            continue;
+                        }
+                        Some(Ok(Item::Record(record))) => {
+                            self.record(record, start)?;
+                            continue;
+                        }
+                        Some(Err(error)) => error,
+                    };
+                    bail!(
+                        "at {what}byte offset {} (after {} records): {failed}",
+                        stream.position(),
+                        self.records
+                    );
+                }
+            }
+            stream
+                .finish()
+                .with_context(|| format!("at {what}byte offset {}", stream.position()))?;
+            Ok(())
+        }
     }
 
     pub fn run(path: &Path, dbn_version: Option<u8>) -> anyhow::Result<String> {
@@ -423,7 +506,8 @@ mod databento {
         let stdout = std::io::stdout();
         let mut decode = Decode {
             normalizer: Normalizer::new(0),
-            symbols: HashMap::new(),
+            by_date: TsSymbolMap::new(),
+            named: HashMap::new(),
             out: BufWriter::with_capacity(1 << 20, stdout.lock()),
             buffer: Vec::with_capacity(1 << 16),
             records: 0,
@@ -433,80 +517,17 @@ mod databento {
             system: 0,
             gateway_errors: 0,
         };
-        let described = if is_dbz(&head[..head_len]) {
-            if dbn_version.is_some() {
-                bail!("a DBZ file has a metadata header: drop --dbn-version");
-            }
-            dbz(path, &mut decode)?
-        } else {
-            let mut reader = DynReader::from_file(path).context("cannot open")?;
-            let compressed = reader.is_compressed();
-            let mut stream = match dbn_version {
-                Some(version) => RecordStream::fragment(version)?,
-                None => RecordStream::new(),
-            };
-            let mut chunk = vec![0u8; CHUNK_BYTES];
-            let mut first = true;
-            loop {
-                let read = reader.read(&mut chunk).with_context(|| {
-                    format!("read error at decompressed byte {}", stream.position())
-                })?;
-                if read == 0 {
-                    break;
-                }
-                if first && dbn_version.is_some() && chunk[..read].starts_with(b"DBN") {
-                    bail!("it starts with a DBN metadata header, so it is not a fragment: drop --dbn-version");
-                }
-                first = false;
-                stream.feed(&chunk[..read]);
-                loop {
-                    let start = stream.position();
-                    let failed = match stream.next() {
-                        None => break,
-                        Some(Ok(Item::Metadata(metadata))) => {
-                            decode.metadata(&metadata);
-                            continue;
-                        }
-                        Some(Ok(Item::Record(record))) => {
-                            decode.record(record, start)?;
-                            continue;
-                        }
-                        Some(Err(error)) => error,
-                    };
-                    bail!(
-                        "at {}byte offset {}: {failed}",
-                        if compressed { "decompressed " } else { "" },
-                        stream.position()
-                    );
-                }
-            }
-            stream.finish().with_context(|| {
-                format!(
-                    "at {}byte offset {}",
-                    if compressed { "decompressed " } else { "" },
-                    stream.position()
-                )
-            })?;
-            let version = stream
-                .input_version()
-                .map_or("?".to_owned(), |v| v.to_string());
-            format!(
-                "{}DBN v{version}{}",
-                if dbn_version.is_some() {
-                    "fragment,"
-                } else {
-                    ""
-                },
-                if compressed { ", zstd" } else { "" }
-            )
-        };
-        decode.out.flush()?;
+        let decoded = decode_file(path, dbn_version, &head[..head_len], &mut decode);
+        // What was decoded before an error is written out before the error is reported.
+        let flushed = decode.out.flush();
+        let described = decoded?;
+        flushed?;
         let counters = decode.normalizer.counters();
         Ok(format!(
             "decode: {described}; {} records (mbo={}, mbp-1={}, mbp-10={}, bbo={}, cbbo={}, \
              cmbp-1={}, trades={}, ohlcv={}, status={}, imbalance={}, statistics={}, \
              definitions={}, system={}, errors={}, other control={}, unsupported={}); {} events; \
-             {} book errors; {} malformed",
+             {} book errors; {} malformed; {} saturated sizes",
             decode.records,
             counters.mbo,
             counters.mbp1,
@@ -527,25 +548,61 @@ mod databento {
             decode.events,
             decode.book_errors,
             decode.malformed,
+            counters.saturated,
         ))
     }
 
-    /// Legacy DBZ (version 0): `RecordStream` reads DBN only, so `dbn`'s `DynDecoder` converts
-    /// it; the records then take the same normalizer.
-    fn dbz<W: Write>(path: &Path, decode: &mut Decode<W>) -> anyhow::Result<String> {
-        let mut decoder = DynDecoder::from_file(path, VersionUpgradePolicy::UpgradeToV3)
-            .context("cannot read the DBZ header")?;
-        let metadata = decoder.metadata().clone();
-        decode.metadata(&metadata);
-        let mut index = 0u64;
-        loop {
-            let record = decoder
-                .decode_record_ref()
-                .with_context(|| format!("DBZ record {}", index + 1))?;
-            let Some(record) = record else { break };
-            index += 1;
-            decode.record(record, 0)?;
+    /// Decodes the whole file into `decode`; returns how the file was read, for the summary.
+    fn decode_file<W: Write>(
+        path: &Path,
+        dbn_version: Option<u8>,
+        head: &[u8],
+        decode: &mut Decode<W>,
+    ) -> anyhow::Result<String> {
+        if is_dbz(head) {
+            if dbn_version.is_some() {
+                bail!("a DBZ file has a metadata header: drop --dbn-version");
+            }
+            return dbz(path, decode);
         }
-        Ok("legacy DBZ (version 0, read with dbn's DynDecoder)".to_owned())
+        let mut reader = DynReader::from_file(path).context("cannot open")?;
+        let compressed = reader.is_compressed();
+        let mut stream = match dbn_version {
+            Some(version) => RecordStream::fragment(version)?,
+            None => RecordStream::new(),
+        };
+        let what = if compressed { "decompressed " } else { "" };
+        decode.stream(&mut reader, &mut stream, what, dbn_version.is_some())?;
+        let version = stream
+            .input_version()
+            .map_or("?".to_owned(), |v| v.to_string());
+        Ok(format!(
+            "{}DBN v{version}{}",
+            if dbn_version.is_some() {
+                "fragment,"
+            } else {
+                ""
+            },
+            if compressed { ", zstd" } else { "" }
+        ))
+    }
+
+    /// Legacy DBZ (version 0): the metadata (a zstd skippable frame) read by `dbn`'s
+    /// `DynDecoder`; the records, which are DBN v1 records in a zstd frame (dbn's DBZ decoder
+    /// reads them as such), through the record stream as a v1 fragment, like any other DBN.
+    fn dbz<W: Write>(path: &Path, decode: &mut Decode<W>) -> anyhow::Result<String> {
+        let metadata = DynDecoder::from_file(path, VersionUpgradePolicy::UpgradeToV3)
+            .context("cannot read the DBZ header")?
+            .metadata()
+            .clone();
+        decode.metadata(&metadata);
+        // zstd decoders skip skippable frames, so the metadata frame is passed over and the
+        // records' frame read.
+        let file = std::io::BufReader::new(std::fs::File::open(path)?);
+        let mut records = DynReader::with_buffer(file, Compression::Zstd)
+            .context("cannot read the DBZ records")?;
+        let mut stream = RecordStream::fragment(1)?.with_ts_out(metadata.ts_out);
+        decode.stream(&mut records, &mut stream, "decompressed record ", false)?;
+        Ok("legacy DBZ (version 0, records read as DBN v1)".to_owned())
     }
 }

@@ -154,6 +154,7 @@ impl Session {
                 ("sync", feed.book_syncs.get()),
                 ("gap", feed.book_gaps.get()),
                 ("resync", feed.book_resyncs.get()),
+                ("saturated", feed.book_saturated.get()),
             ] {
                 let _ = writeln!(
                     out,

@@ -23,7 +23,7 @@ pub use metrics::memory_kb;
 
 pub use links::{LinkCounters, StreamEnd, Venues};
 
-/// Bytes of printed JSON lines buffered between the decoder and stdout.
+/// Bytes of printed JSON lines buffered between the strategy stage and stdout.
 const PRINT_RING_BYTES: usize = 64 << 20;
 
 /// One instrument as the control thread shows it.
@@ -116,16 +116,10 @@ impl Session {
         for (index, loaded_venue) in loaded.venues.iter().enumerate() {
             let config = &loaded_venue.venue;
             let venue_id = u16::try_from(index).map_err(|_| ControlError::TooManyVenues)?;
-            let built = venue::feed_for(
-                venue_id,
-                config,
-                base,
-                print_events.then_some(PRINT_RING_BYTES),
-            )?;
+            let built = venue::feed_for(venue_id, config, base)?;
             feeds.push(built.feed);
             let activity = built.counters.activity.clone();
             counters.push((config.name.clone(), built.counters));
-            printed.extend(built.printed);
             targets.push(venue::snapshot_target(config, base)?);
             let spec = match venue::subscribe_spec(config, &loaded.appliance.net) {
                 Ok(spec) => {
@@ -158,18 +152,33 @@ impl Session {
         let seed = clock.now_ns() ^ u64::from(std::process::id());
         let (mut venues, conn_venues) =
             Venues::plan(plans, loaded.appliance.net.max_connections, seed)?;
+        let names = crate::strategy::print::EventNames::new(
+            loaded
+                .venues
+                .iter()
+                .map(|loaded_venue| loaded_venue.venue.name.clone())
+                .collect(),
+            instruments
+                .iter()
+                .map(|instrument| crate::strategy::print::InstrumentName {
+                    venue: instrument.venue.clone(),
+                    symbol: instrument.symbol.clone(),
+                })
+                .collect(),
+        );
         let strategy = strategy.or_else(|| {
-            crate::strategy::builtin::from_config(
-                &loaded.appliance.strategy,
-                instruments
-                    .iter()
-                    .map(|instrument| crate::strategy::builtin::InstrumentName {
-                        venue: instrument.venue.clone(),
-                        symbol: instrument.symbol.clone(),
-                    })
-                    .collect(),
-            )
+            crate::strategy::builtin::from_config(&loaded.appliance.strategy, names.clone())
         });
+        // `--print-events` prints what the strategy stage hands the strategy: every event,
+        // gaps and statuses included, ahead of the strategy itself.
+        let strategy = if print_events {
+            let (lines, consumer) = ring::frame_ring(PRINT_RING_BYTES);
+            let (tap, dropped) = crate::strategy::print::EventTap::new(names, lines, strategy);
+            printed.push((consumer, dropped));
+            Some(Box::new(tap) as Box<dyn Strategy>)
+        } else {
+            strategy
+        };
         let options = RuntimeOptions {
             feeds,
             conn_venues,

@@ -1,6 +1,7 @@
 //! The built-in strategies, chosen by `[strategy] name` in the appliance file.
 //!
-//! - `print`: every event as a JSON line on stdout (the `tickwire decode` format).
+//! - `print`: every event as a JSON line on stdout (the `tickwire decode` format), named by
+//!   venue and symbol as `print::EventNames` names them (a connection's status by its venue).
 //! - `mid`: mid price, microprice and spread of every quote, as the published Rust and Node.js
 //!   price-feed comparison computed them; optionally one record per venue quote (update id and
 //!   the time its mid was computed) for the end-to-end benchmark.
@@ -17,23 +18,15 @@ use std::path::PathBuf;
 
 const NS_PER_MS: u64 = 1_000_000;
 
-/// An instrument's venue and symbol, for printed lines and summaries.
-#[derive(Clone, Debug)]
-pub struct InstrumentName {
-    pub venue: String,
-    pub symbol: String,
-}
+pub use super::print::{EventNames, InstrumentName};
 
 /// The strategy the config names, or `None` for `name = "none"`.
-pub fn from_config(
-    config: &StrategyConfig,
-    instruments: Vec<InstrumentName>,
-) -> Option<Box<dyn Strategy>> {
+pub fn from_config(config: &StrategyConfig, names: EventNames) -> Option<Box<dyn Strategy>> {
     let summary_ns =
         (config.summary_interval_ms > 0).then(|| config.summary_interval_ms * NS_PER_MS);
     match config.name {
         StrategyName::None => None,
-        StrategyName::Print => Some(Box::new(Print::new(instruments, std::io::stdout()))),
+        StrategyName::Print => Some(Box::new(Print::new(names, std::io::stdout()))),
         StrategyName::Mid => Some(Box::new(Mid::new(
             config.record_file.clone(),
             config.record_capacity,
@@ -41,7 +34,7 @@ pub fn from_config(
         ))),
         StrategyName::Quoter => Some(Box::new(Quoter::new(
             config.quoter,
-            instruments,
+            names.instruments().to_vec(),
             summary_ns,
         ))),
     }
@@ -49,14 +42,14 @@ pub fn from_config(
 
 /// `print`: JSON lines, buffered, flushed after every batch.
 pub struct Print<W: Write + Send> {
-    names: Vec<InstrumentName>,
+    names: EventNames,
     out: std::io::BufWriter<W>,
     line: Vec<u8>,
     failed: bool,
 }
 
 impl<W: Write + Send> Print<W> {
-    pub fn new(names: Vec<InstrumentName>, out: W) -> Print<W> {
+    pub fn new(names: EventNames, out: W) -> Print<W> {
         Print {
             names,
             out: std::io::BufWriter::with_capacity(1 << 16, out),
@@ -77,12 +70,8 @@ impl<W: Write + Send> Strategy for Print<W> {
             return;
         }
         for event in events {
-            let (venue, symbol) = match self.names.get(event.header.instrument_id as usize) {
-                Some(name) => (name.venue.as_str(), name.symbol.as_bytes()),
-                None => ("", &b"*"[..]),
-            };
             self.line.clear();
-            crate::venue::binance::json::write_event(&mut self.line, venue, symbol, event);
+            self.names.write(&mut self.line, event);
             if self.out.write_all(&self.line).is_err() {
                 self.failed = true;
                 return;
@@ -352,7 +341,7 @@ mod tests {
 
     #[test]
     fn print_writes_decode_style_lines() {
-        let mut print = Print::new(names(), Vec::new());
+        let mut print = Print::new(EventNames::new(vec!["v".to_owned()], names()), Vec::new());
         let market = Market::new(1);
         print.on_events(
             &[event(EventKind::Quote, quote("100", "101"), 7)],
@@ -362,9 +351,37 @@ mod tests {
         let out = String::from_utf8(print.into_inner().unwrap()).unwrap();
         let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(json["type"], "quote");
+        assert_eq!(json["venue"], "v");
         assert_eq!(json["symbol"], "BTCUSDT");
         assert_eq!(json["seq"], 7);
         assert_eq!(json["ask_px"], "101");
+    }
+
+    /// Issue 24: a connection's status (instrument `ALL_INSTRUMENTS`) printed `"venue":""`.
+    #[test]
+    fn print_names_a_connection_status_by_its_venue() {
+        let mut print = Print::new(
+            EventNames::new(vec!["v".to_owned(), "w".to_owned()], names()),
+            Vec::new(),
+        );
+        let mut status = event(
+            EventKind::VenueStatus,
+            Body::VenueStatus(crate::event::VenueStatus::new(
+                crate::event::VenueState::Disconnected,
+                2,
+                0,
+            )),
+            0,
+        );
+        status.header.instrument_id = crate::venue::feed::ALL_INSTRUMENTS;
+        status.header.venue_id = 1;
+        print.on_events(&[status], &Market::new(1), 0);
+        let out = String::from_utf8(print.into_inner().unwrap()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(json["type"], "status");
+        assert_eq!(json["venue"], "w");
+        assert_eq!(json["symbol"], "*");
+        assert_eq!(json["state"], "Disconnected");
     }
 
     #[test]

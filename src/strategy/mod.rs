@@ -5,10 +5,13 @@
 //!   thread to read without a lock.
 //! - [`stamps::StampMatcher`]: matches the simulator's send stamps to the quotes the strategy
 //!   receives, for latency from the venue's send to the strategy.
+//! - [`print`]: every event the strategy sees as a named JSON line (the `print` strategy and
+//!   `run --print-events`' [`print::EventTap`]).
 
 pub mod board;
 pub mod builtin;
 pub mod market;
+pub mod print;
 pub mod stamps;
 
 use crate::event::Event;

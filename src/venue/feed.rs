@@ -160,79 +160,6 @@ pub fn reconnect_gap(venue: VenueId, instrument: InstrumentId, now_ns: u64) -> E
     )
 }
 
-/// Where a feed's events go: the strategy's ring, and a copy for `run --print-events` when the
-/// feed prints.
-pub struct Out<'o, 's> {
-    pub sink: &'o mut EventSink<'s>,
-    pub tap: Option<&'o mut Vec<Event>>,
-}
-
-impl Out<'_, '_> {
-    #[inline]
-    pub fn push(&mut self, event: Event) {
-        if let Some(tap) = self.tap.as_deref_mut() {
-            tap.push(event);
-        }
-        self.sink.push(event);
-    }
-}
-
-/// `run --print-events`: each message's events as JSON lines into a byte ring, for the feeds
-/// that print their events (Thalex, Databento). A feed takes the event list before a message
-/// ([`EventPrinter::take_events`]), taps it through [`Out`], and hands it back to
-/// [`EventPrinter::print`]; the list and the line buffer are reused, so printing allocates
-/// nothing per message.
-pub struct EventPrinter {
-    ring: crate::ring::FrameProducer,
-    events: Vec<Event>,
-    line: Vec<u8>,
-    /// Lines the control thread could not take in time (the ring was full).
-    dropped: CounterWriter,
-}
-
-impl EventPrinter {
-    /// A printer into `ring`, and the counter of lines lost to a full ring.
-    pub fn new(ring: crate::ring::FrameProducer) -> (EventPrinter, CounterReader) {
-        let (dropped, reader) = crate::metrics::counter();
-        let printer = EventPrinter {
-            ring,
-            events: Vec::with_capacity(256),
-            line: Vec::with_capacity(64 << 10),
-            dropped,
-        };
-        (printer, reader)
-    }
-
-    /// The list to tap a message's events into.
-    pub fn take_events(&mut self) -> Vec<Event> {
-        std::mem::take(&mut self.events)
-    }
-
-    /// Prints `events` as one ring entry (instrument `instrument_base + i` is `symbols[i]`) and
-    /// keeps the emptied list for the next message.
-    pub fn print(
-        &mut self,
-        mut events: Vec<Event>,
-        venue_name: &str,
-        instrument_base: InstrumentId,
-        symbols: &[String],
-    ) {
-        self.line.clear();
-        for event in &events {
-            let index = event.header.instrument_id.wrapping_sub(instrument_base);
-            let symbol = symbols
-                .get(index as usize)
-                .map_or(&b"?"[..], |symbol| symbol.as_bytes());
-            crate::venue::binance::json::write_event(&mut self.line, venue_name, symbol, event);
-        }
-        events.clear();
-        self.events = events;
-        if !self.line.is_empty() && self.ring.try_push(0, &self.line).is_err() {
-            self.dropped.increment();
-        }
-    }
-}
-
 /// A feed's request for a book snapshot, by instrument (the control thread knows the symbol).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotRequest {
@@ -664,6 +591,9 @@ pub struct FeedCounters {
     pub duplicates: CounterReader,
     /// Replies to requests the control thread could not take in time.
     pub replies_dropped: CounterReader,
+    /// Book events whose size saturated `Fixed` (`flags::SATURATED`: a level's total above
+    /// 9,223,372,036 units; Databento MBO books).
+    pub book_saturated: CounterReader,
     /// Per stream: when it last delivered, when two connections agreed on it.
     pub activity: Arc<StreamActivity>,
 }
@@ -684,6 +614,7 @@ pub struct FeedWriters {
     pub book_syncs: CounterWriter,
     pub duplicates: CounterWriter,
     pub replies_dropped: CounterWriter,
+    pub book_saturated: CounterWriter,
 }
 
 impl FeedCounters {
@@ -704,6 +635,7 @@ impl FeedCounters {
         let (book_syncs, book_syncs_r) = counter();
         let (duplicates, duplicates_r) = counter();
         let (replies_dropped, replies_dropped_r) = counter();
+        let (book_saturated, book_saturated_r) = counter();
         let writers = FeedWriters {
             book_tickers,
             depth_updates,
@@ -719,6 +651,7 @@ impl FeedCounters {
             book_syncs,
             duplicates,
             replies_dropped,
+            book_saturated,
         };
         let counters = FeedCounters {
             book_tickers: book_tickers_r,
@@ -735,6 +668,7 @@ impl FeedCounters {
             book_syncs: book_syncs_r,
             duplicates: duplicates_r,
             replies_dropped: replies_dropped_r,
+            book_saturated: book_saturated_r,
             activity,
         };
         (writers, counters)

@@ -279,18 +279,15 @@ fn build_spec(
 pub struct VenueFeed {
     pub feed: Box<dyn feed::Feed>,
     pub counters: binance::feed::FeedCounters,
-    /// The lines `run --print-events` prints, when asked for.
-    pub printed: Option<(crate::ring::FrameConsumer, crate::metrics::CounterReader)>,
 }
 
 /// Builds the feed for venue `venue_id`, whose instruments take ids from `instrument_base` on
-/// (one per symbol, in the file's order). `print_ring_bytes`: also print every event as a JSON
-/// line into a ring of that size.
+/// (one per symbol, in the file's order). (`run --print-events` prints at the strategy stage,
+/// `strategy::print`, not in the feeds.)
 pub fn feed_for(
     venue_id: crate::event::VenueId,
     venue: &VenueConfig,
     instrument_base: crate::event::InstrumentId,
-    print_ring_bytes: Option<usize>,
 ) -> Result<VenueFeed, VenueError> {
     match venue.kind {
         VenueKind::BinanceUsdmFutures => {
@@ -302,7 +299,7 @@ pub fn feed_for(
                 snapshot_limit: venue.book_depth,
                 ..binance::sync::SyncConfig::default()
             };
-            let (mut feed, counters) = binance::feed::BinanceFeed::new(binance::feed::FeedConfig {
+            let (feed, counters) = binance::feed::BinanceFeed::new(binance::feed::FeedConfig {
                 venue_id,
                 venue_name: venue.name.clone(),
                 symbols: venue.symbols.clone(),
@@ -311,38 +308,26 @@ pub fn feed_for(
                 books,
                 sync,
             });
-            let printed = print_ring_bytes.map(|bytes| {
-                let (producer, consumer) = crate::ring::frame_ring(bytes);
-                let dropped = feed.print_to(producer);
-                (consumer, dropped)
-            });
             Ok(VenueFeed {
                 feed: Box::new(feed),
                 counters,
-                printed,
             })
         }
         VenueKind::Thalex => {
-            let (mut feed, counters) = thalex::feed::ThalexFeed::new(thalex::feed::FeedConfig {
+            let (feed, counters) = thalex::feed::ThalexFeed::new(thalex::feed::FeedConfig {
                 venue_id,
                 venue_name: venue.name.clone(),
                 symbols: venue.symbols.clone(),
                 channels: venue.channels.clone(),
                 instrument_base,
             });
-            let printed = print_ring_bytes.map(|bytes| {
-                let (producer, consumer) = crate::ring::frame_ring(bytes);
-                let dropped = feed.print_to(producer);
-                (consumer, dropped)
-            });
             Ok(VenueFeed {
                 feed: Box::new(feed),
                 counters,
-                printed,
             })
         }
         VenueKind::Databento => {
-            let (mut feed, counters) =
+            let (feed, counters) =
                 databento::feed::DatabentoFeed::new(databento::feed::FeedConfig {
                     venue_id,
                     venue_name: venue.name.clone(),
@@ -355,15 +340,9 @@ pub fn feed_for(
                         .map(|config| config.recovery)
                         .unwrap_or_default(),
                 });
-            let printed = print_ring_bytes.map(|bytes| {
-                let (producer, consumer) = crate::ring::frame_ring(bytes);
-                let dropped = feed.print_to(producer);
-                (consumer, dropped)
-            });
             Ok(VenueFeed {
                 feed: Box::new(feed),
                 counters,
-                printed,
             })
         }
     }

@@ -108,6 +108,51 @@ impl PlainMboBook {
         Ok(())
     }
 
+    /// A top-of-book add (DBN `F_TOB`): the side's orders and levels are replaced by one level
+    /// of `size` at `price` with no orders, or by nothing at `UNDEF_PRICE` (`i64::MAX`) or size
+    /// 0. The removed levels are reported best first (not one at the new price), then the new.
+    pub fn apply_top_of_book(
+        &mut self,
+        side: u8,
+        order_id: u64,
+        price: i64,
+        size: u32,
+        out: &mut impl FnMut(LevelUpdate),
+    ) -> Result<(), MboError> {
+        let side = book_side(side).ok_or(MboError::NoSide(order_id))?;
+        self.orders.retain(|_, order| order.side != side);
+        let levels = match side {
+            BookSide::Bid => &mut self.bids,
+            BookSide::Ask => &mut self.asks,
+        };
+        let old = std::mem::take(levels);
+        let best_first: Vec<i64> = match side {
+            BookSide::Bid => old.keys().rev().copied().collect(),
+            BookSide::Ask => old.keys().copied().collect(),
+        };
+        let new_price = (price != i64::MAX && size > 0).then_some(price);
+        for old_price in best_first {
+            if Some(old_price) != new_price {
+                out(LevelUpdate {
+                    side,
+                    price: old_price,
+                    size: 0,
+                    count: 0,
+                });
+            }
+        }
+        if let Some(price) = new_price {
+            levels.insert(price, (u64::from(size), 0));
+            out(LevelUpdate {
+                side,
+                price,
+                size: u64::from(size),
+                count: 0,
+            });
+        }
+        Ok(())
+    }
+
     /// Empties the book, reporting every level's removal (best first, bids then asks).
     pub fn clear(&mut self, out: &mut impl FnMut(LevelUpdate)) {
         for (side, levels) in [

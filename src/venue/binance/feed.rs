@@ -12,15 +12,12 @@
 //! - a message that does not decode: counted, and one sample per second kept for the log.
 
 use super::decode::{self, DepthUpdate, Message};
-use super::json;
 use super::sync::{BookSync, DiffHeader, SyncConfig};
 use crate::event::{
     flags, Body, BookLevel, Event, EventHeader, EventKind, InstrumentId, Reference, ReferenceKind,
     Side, Trade, VenueId,
 };
-use crate::metrics::{self, CounterReader, CounterWriter};
 use crate::net::ConnId;
-use crate::ring::FrameProducer;
 use crate::venue::feed::{
     EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
@@ -111,22 +108,12 @@ pub struct BinanceFeed {
     writers: Writers,
     malformed_sample: Option<MalformedSample>,
     last_sample_ns: u64,
-    /// `run --print-events`: JSON lines to the control thread, which writes them to stdout.
-    printer: Option<Printer>,
     /// Per stream kind, its channel's position in `config.channels`.
     channel_of: [Option<usize>; STREAM_KINDS],
     /// Per stream: the duplicate filter.
     floors: Vec<Floor>,
     activity: Arc<StreamActivity>,
     replies: VecDeque<VenueReply>,
-}
-
-/// The print path: lines built in a reused buffer and copied into a byte ring.
-struct Printer {
-    ring: FrameProducer,
-    line: Vec<u8>,
-    /// Lines the control thread could not take in time (the ring was full).
-    dropped: CounterWriter,
 }
 
 impl BinanceFeed {
@@ -169,25 +156,12 @@ impl BinanceFeed {
             writers,
             malformed_sample: None,
             last_sample_ns: 0,
-            printer: None,
             channel_of,
             floors,
             activity: activity.clone(),
             replies: VecDeque::with_capacity(REPLIES_KEPT),
         };
         (feed, counters)
-    }
-
-    /// Prints every normalized event as a JSON line into `ring` (see `run --print-events`);
-    /// returns the counter of lines lost to a full ring.
-    pub fn print_to(&mut self, ring: FrameProducer) -> CounterReader {
-        let (dropped, reader) = metrics::counter();
-        self.printer = Some(Printer {
-            ring,
-            line: Vec::with_capacity(64 << 10),
-            dropped,
-        });
-        reader
     }
 
     /// The duplicate filter: whether message `id` of `kind` for `instrument`, received on
@@ -335,30 +309,6 @@ impl BinanceFeed {
             ));
         }
     }
-
-    fn print(&mut self, message: &Message<'_>, recv_ts_ns: u64) {
-        let Some(printer) = self.printer.as_mut() else {
-            return;
-        };
-        printer.line.clear();
-        let venue = self.config.venue_name.as_str();
-        match message {
-            Message::BookTicker(ticker) => {
-                json::write_quote(&mut printer.line, venue, ticker, recv_ts_ns)
-            }
-            Message::Trade(trade) => json::write_trade(&mut printer.line, venue, trade, recv_ts_ns),
-            Message::Depth(depth) => {
-                json::write_levels(&mut printer.line, venue, depth, recv_ts_ns)
-            }
-            _ => return,
-        }
-        if printer.line.is_empty() {
-            return;
-        }
-        if printer.ring.try_push(0, &printer.line).is_err() {
-            printer.dropped.increment();
-        }
-    }
 }
 
 /// `btcusdt@depth5`, `btcusdt@depth20@100ms`: a partial book stream (a digit after `@depth`).
@@ -436,9 +386,6 @@ impl Feed for BinanceFeed {
             if !fresh {
                 return;
             }
-        }
-        if self.printer.is_some() {
-            self.print(&message, recv_ts_ns);
         }
         match (message, instrument) {
             (Message::BookTicker(ticker), Some(instrument)) => {

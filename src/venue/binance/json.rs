@@ -92,6 +92,15 @@ impl<'a> Line<'a> {
         self.string(key, &[value]);
     }
 
+    /// `"saturated":true` when a size reads `Fixed::MAX` because the true one does not fit
+    /// (`flags::SATURATED`); nothing otherwise.
+    fn saturated(&mut self, flags: u8) {
+        if flags & crate::event::flags::SATURATED != 0 {
+            self.key("saturated");
+            self.out.extend_from_slice(b"true");
+        }
+    }
+
     fn end(self) {
         self.out.extend_from_slice(b"}\n");
     }
@@ -151,7 +160,8 @@ pub fn write_levels(out: &mut Vec<u8>, venue: &str, depth: &DepthUpdate<'_>, rec
 }
 
 /// One line for a normalized event, in the same format (the fields an event carries: no
-/// separate event time, no `first_seq`/`prev_seq` on levels), plus `gap`, `status`,
+/// separate event time, no `first_seq`/`prev_seq` on levels; `"saturated":true` on a level or
+/// quote whose size did not fit and reads its largest value), plus `gap`, `status`,
 /// `snapshot_begin`/`snapshot_end`, and the `bar`, `trading_status`, `imbalance` and `statistic`
 /// lines of DBN venues (an unused price is `null`). What the `print` strategy writes.
 pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event) {
@@ -178,6 +188,7 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             if header.flags & crate::event::flags::DERIVED != 0 {
                 line.string("source", b"book");
             }
+            line.saturated(header.flags);
         }
         Body::Trade(trade) => {
             line = Line::start(out, "trade", venue, symbol);
@@ -201,6 +212,7 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.number("seq", header.venue_seq);
             line.number("exch_ts_ns", header.exchange_ts_ns);
             line.number("recv_ts_ns", header.recv_ts_ns);
+            line.saturated(header.flags);
         }
         Body::SnapshotBegin(_) | Body::SnapshotEnd(_) => {
             let kind = if header.kind == crate::event::EventKind::SnapshotBegin {
@@ -312,5 +324,33 @@ mod tests {
         assert_eq!(json["aggressor"], "buy");
         assert_eq!(json["event_ts_ns"], 1_000_000);
         assert!(out.ends_with(b"}\n"));
+    }
+
+    #[test]
+    fn a_saturated_size_says_so() {
+        use crate::event::{flags, Body, BookLevel, Event, EventHeader, EventKind, Side};
+        let header = EventHeader {
+            exchange_ts_ns: 1,
+            recv_ts_ns: 2,
+            venue_seq: 3,
+            instrument_id: 0,
+            venue_id: 0,
+            kind: EventKind::BookLevel,
+            flags: flags::LAST,
+        };
+        let level = Body::BookLevel(BookLevel::new(Side::Bid, Fixed(5), Fixed::MAX));
+        let mut out = Vec::new();
+        write_event(&mut out, "db", b"ESZ6", &Event::new(header, level));
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(json.get("saturated").is_none(), "{json}");
+        out.clear();
+        let saturated = EventHeader {
+            flags: flags::LAST | flags::SATURATED,
+            ..header
+        };
+        write_event(&mut out, "db", b"ESZ6", &Event::new(saturated, level));
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(json["saturated"], true);
+        assert_eq!(json["qty"], "9223372036.854775807");
     }
 }

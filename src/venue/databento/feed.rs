@@ -28,8 +28,8 @@ use crate::config::Recovery;
 use crate::event::{Body, Event, Gap, GapReason, InstrumentId, VenueId, VenueState};
 use crate::net::ConnId;
 use crate::venue::feed::{
-    own_header, EventPrinter, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample,
-    MalformedSampler, Out, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    own_header, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler,
+    ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
 use dbn::{ErrorMsg, SymbolMappingMsg, SystemMsg};
 use std::collections::HashMap;
@@ -97,7 +97,6 @@ pub struct DatabentoFeed {
     activity: Arc<StreamActivity>,
     replies: ReplyQueue,
     malformed: MalformedSampler,
-    printer: Option<EventPrinter>,
 }
 
 /// The record types a schema's records carry.
@@ -157,18 +156,9 @@ impl DatabentoFeed {
             activity,
             replies: ReplyQueue::new(REPLIES_KEPT),
             malformed: MalformedSampler::default(),
-            printer: None,
             config,
         };
         (feed, counters)
-    }
-
-    /// Prints every event the venue's messages make as a JSON line into `ring` (see `run
-    /// --print-events`); returns the counter of lines lost to a full ring.
-    pub fn print_to(&mut self, ring: crate::ring::FrameProducer) -> crate::metrics::CounterReader {
-        let (printer, dropped) = EventPrinter::new(ring);
-        self.printer = Some(printer);
-        dropped
     }
 
     fn channels(&self) -> usize {
@@ -188,7 +178,7 @@ impl DatabentoFeed {
     }
 
     /// A gateway notice for the strategy: a `VenueStatus` (still live) with the gateway's code.
-    fn status(&self, reason_code: u32, now_ns: u64, sink: &mut Out<'_, '_>) {
+    fn status(&self, reason_code: u32, now_ns: u64, sink: &mut EventSink<'_>) {
         sink.push(Event::new(
             own_header(
                 self.config.venue_id,
@@ -205,7 +195,13 @@ impl DatabentoFeed {
 
     /// Every instrument connection `conn` owns gets a gap (and a cleared book); a replay
     /// pending for them is called off.
-    fn gap_owned(&mut self, conn: ConnId, reason: GapReason, now_ns: u64, sink: &mut Out<'_, '_>) {
+    fn gap_owned(
+        &mut self,
+        conn: ConnId,
+        reason: GapReason,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) {
         let channels = self.channels();
         for symbol in 0..self.config.symbols.len() {
             let streams = symbol * channels..(symbol + 1) * channels;
@@ -253,7 +249,7 @@ impl DatabentoFeed {
         }
     }
 
-    fn system(&mut self, conn: ConnId, message: &SystemMsg, now_ns: u64, sink: &mut Out<'_, '_>) {
+    fn system(&mut self, conn: ConnId, message: &SystemMsg, now_ns: u64, sink: &mut EventSink<'_>) {
         if message.is_heartbeat() {
             return;
         }
@@ -271,7 +267,7 @@ impl DatabentoFeed {
         }
     }
 
-    fn error(&mut self, conn: ConnId, message: &ErrorMsg, now_ns: u64, sink: &mut Out<'_, '_>) {
+    fn error(&mut self, conn: ConnId, message: &ErrorMsg, now_ns: u64, sink: &mut EventSink<'_>) {
         self.writers.error_replies.increment();
         let code = message.code;
         let text = message.err().unwrap_or("");
@@ -295,7 +291,7 @@ impl DatabentoFeed {
 
 impl DatabentoFeed {
     /// One chunk of connection `conn`'s byte stream: every record it completes.
-    fn chunk(&mut self, conn: ConnId, recv_ts_ns: u64, payload: &[u8], sink: &mut Out<'_, '_>) {
+    fn chunk(&mut self, conn: ConnId, recv_ts_ns: u64, payload: &[u8], sink: &mut EventSink<'_>) {
         let slot = conn as usize;
         if self.sessions.len() <= slot {
             self.sessions.resize_with(slot + 1, || None);
@@ -424,9 +420,13 @@ impl DatabentoFeed {
                 _ => self.writers.mark_prices.increment(),
             }
             let instrument = self.config.instrument_base + symbol;
+            let saturated = &mut self.writers.book_saturated;
             if let Err(error) =
                 self.normalizer
                     .normalize(record, instrument, recv_ts_ns, &mut |event| {
+                        if event.header.flags & crate::event::flags::SATURATED != 0 {
+                            saturated.increment();
+                        }
                         sink.push(event)
                     })
             {
@@ -446,20 +446,7 @@ impl Feed for DatabentoFeed {
         payload: &[u8],
         sink: &mut EventSink<'_>,
     ) {
-        let mut tapped = self.printer.as_mut().map(EventPrinter::take_events);
-        let mut out = Out {
-            sink,
-            tap: tapped.as_mut(),
-        };
-        self.chunk(conn, recv_ts_ns, payload, &mut out);
-        if let (Some(events), Some(printer)) = (tapped, self.printer.as_mut()) {
-            printer.print(
-                events,
-                &self.config.venue_name,
-                self.config.instrument_base,
-                &self.config.symbols,
-            );
-        }
+        self.chunk(conn, recv_ts_ns, payload, sink);
     }
 
     fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
@@ -481,8 +468,7 @@ impl Feed for DatabentoFeed {
         // A replay brings back everything missed, into books that are still right; otherwise
         // the instruments lost records.
         if self.config.recovery != Recovery::Replay {
-            let mut out = Out { sink, tap: None };
-            self.gap_owned(conn, GapReason::Reconnect, now_ns, &mut out);
+            self.gap_owned(conn, GapReason::Reconnect, now_ns, sink);
         }
         for owner in &mut self.owners {
             if *owner == conn {
@@ -662,5 +648,87 @@ mod tests {
         let reply = feed.take_reply().expect("the stream is reported broken");
         assert_eq!(reply.error, Some(STREAM_BROKEN));
         assert_eq!(counters.malformed.get(), 1);
+    }
+
+    #[test]
+    fn a_short_v2_record_from_the_gateway_breaks_the_stream_cleanly() {
+        // Issue 24: a 16-byte STATISTICS header after v2 metadata panicked in dbn's upgrade of
+        // the record to v3, on the decoder thread (the release profile aborts on a panic).
+        let (mut feed, counters) = feed(Recovery::Gap);
+        let metadata = dbn::Metadata::builder()
+            .version(2)
+            .dataset("GLBX.MDP3".to_owned())
+            .schema(Some(Schema::Mbo))
+            .start(0)
+            .stype_in(Some(SType::RawSymbol))
+            .stype_out(SType::InstrumentId)
+            .build();
+        let mut bytes = Vec::new();
+        DbnMetadataEncoder::new(&mut bytes)
+            .encode(&metadata)
+            .unwrap();
+        // v2 symbol mappings and MBO records have the v3 layout.
+        mapping(&mut bytes, "ESZ6");
+        add(&mut bytes, 1, 10);
+        let mut short = [0u8; 16];
+        short[0] = 4;
+        short[1] = dbn::rtype::STATISTICS;
+        bytes.extend_from_slice(&short);
+        add(&mut bytes, 2, 11);
+        let events = run(&mut feed, 2, &bytes);
+        assert_eq!(
+            added(&events),
+            [1],
+            "the add before the bad record, none after"
+        );
+        assert!(
+            matches!(events.last().map(Event::body), Some(Body::Gap(g)) if g.reason() == GapReason::Unknown),
+            "the owned instrument's gap: {events:?}"
+        );
+        let reply = loop {
+            let reply = feed.take_reply().expect("the stream is reported broken");
+            if reply.error.is_some() {
+                break reply;
+            }
+        };
+        assert_eq!(reply.error, Some(STREAM_BROKEN));
+        assert!(
+            reply
+                .message()
+                .contains("DBN v2 rtype 0x18 record of 16 bytes, under its 64-byte layout"),
+            "{}",
+            reply.message()
+        );
+        assert_eq!(counters.malformed.get(), 1);
+    }
+
+    #[test]
+    fn saturated_level_sizes_are_counted() {
+        let (mut feed, counters) = feed(Recovery::Gap);
+        let mut bytes = metadata();
+        mapping(&mut bytes, "ESZ6");
+        for id in 1..=3u64 {
+            let mbo = MboMsg {
+                hd: RecordHeader::new::<MboMsg>(dbn::rtype::MBO, 1, ES, 10),
+                order_id: id,
+                price: 5_000_000_000_000,
+                size: u32::MAX,
+                flags: FlagSet::new(dbn::flags::LAST),
+                channel_id: 0,
+                action: b'A' as std::ffi::c_char,
+                side: b'B' as std::ffi::c_char,
+                ts_recv: 10,
+                ts_in_delta: 0,
+                sequence: id as u32,
+            };
+            record(&mut bytes, &mbo);
+        }
+        let events = run(&mut feed, 2, &bytes);
+        let flagged = events
+            .iter()
+            .filter(|e| e.header.flags & crate::event::flags::SATURATED != 0)
+            .count();
+        assert_eq!(flagged, 2, "the third add's level and its quote");
+        assert_eq!(counters.book_saturated.get(), 2);
     }
 }

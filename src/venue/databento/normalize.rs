@@ -5,7 +5,7 @@
 //!
 //! | DBN record | events |
 //! |---|---|
-//! | MBO | `BookLevel` per level the L3 book ([`MboBook`]) changes; a derived `Quote` when the top changed, at the end of a venue event only (see below); `Trade` for action `T`; nothing for `F` (fill) or `N`; `R` (clear) removes every level |
+//! | MBO | `BookLevel` per level the L3 book ([`MboBook`]) changes; a derived `Quote` when the top changed, at the end of a venue event only (see below); `Trade` for action `T`; nothing for `F` (fill) or `N`; `R` (clear) removes every level; an add flagged `F_TOB` (a top-of-book publisher: IEX, NYSE National) replaces its side's levels with its own, or with none at `UNDEF_PRICE`, as Databento documents (see `book::mbo`) |
 //! | MBO snapshot (flag `SNAPSHOT`) | applied silently; at its `LAST` record `SnapshotBegin`, every level best first (bids then asks), `SnapshotEnd`, then the derived `Quote` |
 //! | MBP-1 / TBBO, CMBP-1 / TCBBO | `Quote` when the top differs from the last one sent for the instrument, then `Trade` for action `T` |
 //! | MBP-10 | `BookLevel` per level that differs from the instrument's previous record (a level gone is size 0), `Quote` when the top changed, `Trade` for action `T` |
@@ -19,7 +19,9 @@
 //! | symbol mapping, system, error | nothing: [`Outcome::Control`] tells the caller (the feed) which |
 //!
 //! Prices are DBN's `i64` in 1e-9 units, which is `Fixed`'s raw scale: copied as they are. Sizes
-//! are whole units (`Fixed::from_units`). A quote side with `UNDEF_PRICE` has price and size 0
+//! are whole units (`Fixed::from_units`). An MBO book level's total (a `u64`) above the
+//! 9,223,372,036 units `Fixed` holds goes out as `Fixed::MAX` with `flags::SATURATED`, counted
+//! in [`NormalizerCounters::saturated`] (see `level_size`). A quote side with `UNDEF_PRICE` has price and size 0
 //! (tickwire's empty side); a trade with `UNDEF_PRICE` is dropped (counted in
 //! [`NormalizerCounters::undefined_prices`]); the optional prices of imbalances and statistics
 //! keep `UNDEF_PRICE`, which is [`NO_PRICE`] (the same bits).
@@ -157,6 +159,9 @@ pub struct NormalizerCounters {
     pub short: u64,
     /// Trades dropped because their price was `UNDEF_PRICE`.
     pub undefined_prices: u64,
+    /// Events whose size a book level's total saturated (`flags::SATURATED`: `Fixed::MAX`, a
+    /// floor of the true size).
+    pub saturated: u64,
 }
 
 /// One instrument's MBO state.
@@ -217,13 +222,25 @@ impl<'o, F: FnMut(Event)> Emitter<'o, F> {
     }
 }
 
-/// Whole units as `Fixed`, saturating (a level's total may exceed what `Fixed` holds).
+/// A DBN size (whole units, a `u32`) as `Fixed`. At most 4,294,967,295 units, which `Fixed`
+/// always holds (up to 9,223,372,036 at 1e-9); the fallback is never taken.
 #[inline]
-fn units(size: u64) -> Fixed {
-    i64::try_from(size)
-        .ok()
-        .and_then(Fixed::from_units)
-        .unwrap_or(Fixed::MAX)
+fn units(size: u32) -> Fixed {
+    Fixed::from_units(i64::from(size)).unwrap_or(Fixed::MAX)
+}
+
+/// An order book level's total size as `Fixed`, and whether it saturated. The book keeps totals
+/// as `u64` sums of `u32` order sizes, which cannot overflow (that would take more than 2^32
+/// orders of the largest size at one price), but above 9,223,372,036 units a total does not fit
+/// `Fixed`'s `i64` of 1e-9 units: it is then published as `Fixed::MAX` with
+/// [`flags::SATURATED`] on the event and counted ([`NormalizerCounters::saturated`]), never
+/// silently.
+#[inline]
+fn level_size(total: u64) -> (Fixed, bool) {
+    match i64::try_from(total).ok().and_then(Fixed::from_units) {
+        Some(size) => (size, false),
+        None => (Fixed::MAX, true),
+    }
 }
 
 /// The tickwire side of a DBN side character (`B`, `A`; anything else is `None`). For a trade
@@ -243,7 +260,7 @@ fn quote_side(price: i64, size: u32) -> (Fixed, Fixed) {
     if price == dbn::UNDEF_PRICE {
         (Fixed::ZERO, Fixed::ZERO)
     } else {
-        (Fixed(price), units(u64::from(size)))
+        (Fixed(price), units(size))
     }
 }
 
@@ -620,12 +637,7 @@ fn trade<F: FnMut(Event)>(
     // DBN trades carry no trade id; the header's `venue_seq` has the record's sequence.
     emit.push(Event::new(
         header,
-        Body::Trade(Trade::new(
-            Fixed(price),
-            units(u64::from(size)),
-            0,
-            side_of(side),
-        )),
+        Body::Trade(Trade::new(Fixed(price), units(size), 0, side_of(side))),
     ));
 }
 
@@ -678,11 +690,7 @@ impl Normalizer {
                 if present(level) && !(0..10).any(|old| read(&state.levels, old) == level) {
                     emit.push(Event::new(
                         header,
-                        Body::BookLevel(BookLevel::new(
-                            side,
-                            Fixed(level.0),
-                            units(u64::from(level.1)),
-                        )),
+                        Body::BookLevel(BookLevel::new(side, Fixed(level.0), units(level.1))),
                     ));
                 }
             }
@@ -728,39 +736,32 @@ impl Normalizer {
             // A snapshot that never sent its `LAST` record: close it before going on.
             state.in_snapshot = false;
             self.counters.snapshots += 1;
-            emit_snapshot(state, header, &mut emit);
+            emit_snapshot(state, header, &mut emit, &mut self.counters.saturated);
         }
+        let mut saturated = 0u64;
         let result = if snapshot {
             // Applied silently; the levels go out in one bracket at the snapshot's end.
             state.in_snapshot = true;
-            state.book.apply(
-                action,
-                mbo.side as u8,
-                mbo.order_id,
-                mbo.price,
-                mbo.size,
-                &mut |_| {},
-            )
+            apply_mbo(&mut state.book, mbo, &mut |_| {})
         } else {
-            let level_header = header;
-            state.book.apply(
-                action,
-                mbo.side as u8,
-                mbo.order_id,
-                mbo.price,
-                mbo.size,
-                &mut |update: LevelUpdate| {
-                    emit.push(Event::new(
-                        level_header,
-                        Body::BookLevel(BookLevel::new(
-                            update.side.into(),
-                            Fixed(update.price),
-                            units(update.size),
-                        )),
-                    ));
-                },
-            )
+            apply_mbo(&mut state.book, mbo, &mut |update: LevelUpdate| {
+                let (size, capped) = level_size(update.size);
+                let mut level_header = header;
+                if capped {
+                    level_header.flags |= flags::SATURATED;
+                    saturated += 1;
+                }
+                emit.push(Event::new(
+                    level_header,
+                    Body::BookLevel(BookLevel::new(
+                        update.side.into(),
+                        Fixed(update.price),
+                        size,
+                    )),
+                ));
+            })
         };
+        self.counters.saturated += saturated;
         if action == b'T' && !snapshot {
             trade(
                 &mut self.counters,
@@ -774,13 +775,17 @@ impl Normalizer {
         if snapshot && last {
             state.in_snapshot = false;
             self.counters.snapshots += 1;
-            emit_snapshot(state, header, &mut emit);
+            emit_snapshot(state, header, &mut emit, &mut self.counters.saturated);
         } else if last && !state.in_snapshot {
-            let top = top_of(&state.book);
+            let (top, capped) = top_of(&state.book);
             if top != state.top {
                 state.top = top;
                 let mut quote_header = header;
                 quote_header.flags |= flags::DERIVED;
+                if capped {
+                    quote_header.flags |= flags::SATURATED;
+                    self.counters.saturated += 1;
+                }
                 emit.push(Event::new(quote_header, Body::Quote(top)));
             }
         }
@@ -789,28 +794,58 @@ impl Normalizer {
     }
 }
 
-/// The book's best levels as a quote (0 for an empty side).
-fn top_of(book: &MboBook) -> Quote {
+/// One MBO record into its book: a top-of-book publisher's add (flagged `F_TOB`) replaces its
+/// side, as Databento documents for IEX and NYSE National (see `book::mbo`'s module docs);
+/// every other record is an order's.
+#[inline]
+fn apply_mbo(
+    book: &mut MboBook,
+    mbo: &MboMsg,
+    out: &mut impl FnMut(LevelUpdate),
+) -> Result<(), MboError> {
+    let action = mbo.action as u8;
+    if action == b'A' && mbo.flags.is_tob() {
+        book.apply_top_of_book(mbo.side as u8, mbo.order_id, mbo.price, mbo.size, out)
+    } else {
+        book.apply(
+            action,
+            mbo.side as u8,
+            mbo.order_id,
+            mbo.price,
+            mbo.size,
+            out,
+        )
+    }
+}
+
+/// The book's best levels as a quote (0 for an empty side), and whether a size saturated.
+fn top_of(book: &MboBook) -> (Quote, bool) {
     let side = |side: BookSide| match book.best(side) {
-        Some((price, size, _)) => (Fixed(price), units(size)),
-        None => (Fixed::ZERO, Fixed::ZERO),
+        Some((price, total, _)) => {
+            let (size, capped) = level_size(total);
+            (Fixed(price), size, capped)
+        }
+        None => (Fixed::ZERO, Fixed::ZERO, false),
     };
-    let (bid_px, bid_sz) = side(BookSide::Bid);
-    let (ask_px, ask_sz) = side(BookSide::Ask);
-    Quote {
+    let (bid_px, bid_sz, bid_capped) = side(BookSide::Bid);
+    let (ask_px, ask_sz, ask_capped) = side(BookSide::Ask);
+    let quote = Quote {
         bid_px,
         bid_sz,
         ask_px,
         ask_sz,
-    }
+    };
+    (quote, bid_capped || ask_capped)
 }
 
 /// `SnapshotBegin`, every level best first (bids, then asks), `SnapshotEnd`, then the derived
-/// quote (always: after a gap the strategy waits for one).
+/// quote (always: after a gap the strategy waits for one). Events with a saturated size are
+/// flagged and counted in `saturated`.
 fn emit_snapshot<F: FnMut(Event)>(
     state: &mut MboState,
     header: EventHeader,
     emit: &mut Emitter<'_, F>,
+    saturated: &mut u64,
 ) {
     let bids = state.book.levels(BookSide::Bid);
     let asks = state.book.levels(BookSide::Ask);
@@ -824,18 +859,29 @@ fn emit_snapshot<F: FnMut(Event)>(
     snapshot_header.flags |= flags::SNAPSHOT;
     emit.push(Event::new(snapshot_header, Body::SnapshotBegin(counts)));
     for (side, levels) in [(Side::Bid, &bids), (Side::Ask, &asks)] {
-        for &(price, size, _) in levels.iter() {
+        for &(price, total, _) in levels.iter() {
+            let (size, capped) = level_size(total);
+            let mut level_header = snapshot_header;
+            if capped {
+                level_header.flags |= flags::SATURATED;
+                *saturated += 1;
+            }
             emit.push(Event::new(
-                snapshot_header,
-                Body::BookLevel(BookLevel::new(side, Fixed(price), units(size))),
+                level_header,
+                Body::BookLevel(BookLevel::new(side, Fixed(price), size)),
             ));
         }
     }
     emit.push(Event::new(header, Body::SnapshotEnd(counts)));
-    state.top = top_of(&state.book);
+    let (top, capped) = top_of(&state.book);
+    state.top = top;
     let mut quote_header = header;
     quote_header.flags |= flags::DERIVED;
-    emit.push(Event::new(quote_header, Body::Quote(state.top)));
+    if capped {
+        quote_header.flags |= flags::SATURATED;
+        *saturated += 1;
+    }
+    emit.push(Event::new(quote_header, Body::Quote(top)));
 }
 
 #[cfg(test)]
@@ -1402,6 +1448,153 @@ mod tests {
         );
     }
 
+    /// Issue 24: MBO from a top-of-book publisher (IEX, NYSE National: each add flagged `F_TOB`
+    /// replaces its side, as Databento documents) moved the book only at the first add; every
+    /// add after it was refused as a duplicate order.
+    #[test]
+    fn top_of_book_adds_replace_their_side() {
+        const TOB: u8 = dbn::flags::TOB;
+        let mut normalizer = Normalizer::new(0);
+        let quote = |bid: i64, bid_sz: i64, ask: i64, ask_sz: i64| {
+            Body::Quote(Quote {
+                bid_px: fixed(bid),
+                bid_sz: fixed(bid_sz),
+                ask_px: fixed(ask),
+                ask_sz: fixed(ask_sz),
+            })
+        };
+        let level = |side: Side, price: i64, size: i64| {
+            Body::BookLevel(BookLevel::new(side, fixed(price), fixed(size)))
+        };
+        let bodies = |events: Vec<Event>| events.iter().map(Event::body).collect::<Vec<_>>();
+        // IEX sends order id 0 on every top-of-book record.
+        let first = apply_all(
+            &mut normalizer,
+            &[
+                mbo(b'A', b'B', 0, px(100), 5, TOB, 1),
+                mbo(b'A', b'A', 0, px(102), 7, TOB | LAST, 2),
+            ],
+        );
+        assert_eq!(
+            bodies(first),
+            [
+                level(Side::Bid, 100, 5),
+                level(Side::Ask, 102, 7),
+                quote(100, 5, 102, 7)
+            ]
+        );
+        let second = apply_all(
+            &mut normalizer,
+            &[mbo(b'A', b'B', 0, px(101), 3, TOB | LAST, 3)],
+        );
+        assert_eq!(
+            bodies(second),
+            [
+                level(Side::Bid, 100, 0),
+                level(Side::Bid, 101, 3),
+                quote(101, 3, 102, 7)
+            ]
+        );
+        // UNDEF_PRICE: the venue has no bid now.
+        let third = apply_all(
+            &mut normalizer,
+            &[mbo(b'A', b'B', 0, dbn::UNDEF_PRICE, 0, TOB | LAST, 4)],
+        );
+        assert_eq!(
+            bodies(third),
+            [
+                level(Side::Bid, 101, 0),
+                Body::Quote(Quote {
+                    bid_px: Fixed::ZERO,
+                    bid_sz: Fixed::ZERO,
+                    ask_px: fixed(102),
+                    ask_sz: fixed(7),
+                })
+            ]
+        );
+        let book = normalizer.book(INSTRUMENT).expect("a book");
+        assert_eq!(book.levels(BookSide::Ask), vec![(px(102), 7, 0)]);
+        assert!(
+            book.is_empty(),
+            "no orders: the levels are the venue's quotes"
+        );
+        assert_eq!(normalizer.counters().book_errors, 0);
+    }
+
+    /// Issue 24: a level's total above 9,223,372,036 units (what `Fixed` holds at 1e-9) was
+    /// published as `Fixed::MAX` with nothing to say so.
+    #[test]
+    fn a_level_total_beyond_fixed_is_flagged_saturated_and_counted() {
+        let mut normalizer = Normalizer::new(0);
+        let max = u32::MAX;
+        let events = apply_all(
+            &mut normalizer,
+            &[
+                mbo(b'A', b'B', 1, px(100), max, 0, 1),
+                mbo(b'A', b'B', 2, px(100), max, 0, 2),
+                mbo(b'A', b'B', 3, px(100), max, LAST, 3),
+            ],
+        );
+        let sizes: Vec<(Fixed, bool)> = events
+            .iter()
+            .map(|event| {
+                let size = match event.body() {
+                    Body::BookLevel(level) => level.size,
+                    Body::Quote(quote) => quote.bid_sz,
+                    other => panic!("{other:?}"),
+                };
+                (size, event.header.flags & flags::SATURATED != 0)
+            })
+            .collect();
+        let fits = |orders: i64| (fixed(i64::from(max) * orders), false);
+        assert_eq!(
+            sizes,
+            [fits(1), fits(2), (Fixed::MAX, true), (Fixed::MAX, true),],
+            "two orders of u32::MAX fit, three do not: the level and the derived quote say so"
+        );
+        assert_eq!(normalizer.counters().saturated, 2);
+        let book = normalizer.book(INSTRUMENT).expect("a book");
+        assert_eq!(
+            book.level(BookSide::Bid, px(100)),
+            Some((3 * u64::from(max), 3)),
+            "the book keeps the exact total"
+        );
+        // Back under the limit: exact again, no flag.
+        let events = apply_all(
+            &mut normalizer,
+            &[mbo(b'C', b'B', 3, px(100), max, LAST, 4)],
+        );
+        assert!(events
+            .iter()
+            .all(|e| e.header.flags & flags::SATURATED == 0));
+        assert_eq!(
+            events[0].body(),
+            Body::BookLevel(BookLevel::new(
+                Side::Bid,
+                fixed(100),
+                fixed(2 * i64::from(max))
+            ))
+        );
+        assert_eq!(normalizer.counters().saturated, 2);
+        // A snapshot of a saturated level says so too.
+        let mut normalizer = Normalizer::new(0);
+        let events = apply_all(
+            &mut normalizer,
+            &[
+                mbo(b'A', b'A', 1, px(100), max, SNAP, 1),
+                mbo(b'A', b'A', 2, px(100), max, SNAP, 2),
+                mbo(b'A', b'A', 3, px(100), max, SNAP | LAST, 3),
+            ],
+        );
+        let flagged: Vec<EventKind> = events
+            .iter()
+            .filter(|e| e.header.flags & flags::SATURATED != 0)
+            .map(Event::kind)
+            .collect();
+        assert_eq!(flagged, [EventKind::BookLevel, EventKind::Quote]);
+        assert_eq!(normalizer.counters().saturated, 2);
+    }
+
     #[test]
     fn reset_books_forgets_every_book() {
         let mut normalizer = Normalizer::new(0);
@@ -1460,7 +1653,7 @@ mod tests {
                     let mut expected = BTreeMap::new();
                     for (side, tag) in [(BookSide::Bid, Side::Bid as u8), (BookSide::Ask, Side::Ask as u8)] {
                         for (price, size, _) in book.levels(side) {
-                            expected.insert((tag, price), units(size));
+                            expected.insert((tag, price), level_size(size).0);
                         }
                     }
                     prop_assert_eq!(levels, expected);

@@ -15,6 +15,17 @@
 //!
 //! **Invariant:** after an error the stream is out of step with the bytes (DBN has no resync
 //! marker): it reports the error once, then yields nothing until [`RecordStream::reset`].
+//!
+//! **Invariant:** no input panics. The FSM's upgrade of a v1 or v2 record reads it as its
+//! version's struct with `RecordRef::get(..).unwrap()` (dbn 0.73, `upgrade_record` in
+//! `decode/dbn/fsm.rs`), which panics on a record shorter than that struct: a STATISTICS header
+//! of 16 bytes after v2 metadata aborted `tickwire decode` (issue 24; the release profile is
+//! `panic = "abort"`). So before the FSM sees a v1 or v2 record of a type the upgrade converts,
+//! [`RecordStream::next`] checks its length byte against that type's size in its version
+//! ([`upgraded_layout_bytes`]) and reports a shorter one as [`StreamError::ShortRecord`], at the
+//! record's offset. Records of the other types are not converted: they pass through in their
+//! (v3-identical) layout, and the normalizer counts a short one as malformed, as it does for
+//! v3 input.
 
 use dbn::decode::dbn::fsm::{DbnFsm, ProcessResult};
 use dbn::{Metadata, RecordRef, VersionUpgradePolicy};
@@ -56,6 +67,17 @@ pub enum StreamError {
     NotDbn([u8; 4]),
     #[error("DBN metadata of {0} bytes exceeds the {MAX_METADATA_BYTES}-byte limit")]
     MetadataTooLarge(u32),
+    /// A v1 or v2 record shorter than its type's struct in that version, which the upgrade to
+    /// v3 would read past (see the module docs).
+    #[error(
+        "DBN v{version} rtype {rtype:#04x} record of {bytes} bytes, under its {needed}-byte layout"
+    )]
+    ShortRecord {
+        version: u8,
+        rtype: u8,
+        bytes: usize,
+        needed: usize,
+    },
     #[error("stream ends inside a DBN {what}: {bytes} bytes left over")]
     Truncated { what: &'static str, bytes: usize },
     #[error("DBN decode: {0}")]
@@ -75,18 +97,39 @@ pub struct RecordStream {
     /// The 8-byte prelude (magic, version, metadata length) passed `check_prelude` (always true
     /// for a fragment).
     prelude_checked: bool,
+    /// A fragment's records carry the 8-byte send time `ts_out` (a stream with metadata says so
+    /// in its metadata).
+    fragment_ts_out: bool,
+}
+
+/// The size a v1 or v2 record of `rtype` must have for the FSM's upgrade to v3, without
+/// `ts_out`: the struct the upgrade reads it as, for the types it converts (dbn 0.73,
+/// `DbnFsm::upgrade_record_with_version`); `None` for the types it passes through unchanged.
+pub fn upgraded_layout_bytes(version: u8, rtype: u8) -> Option<usize> {
+    use dbn::rtype;
+    use std::mem::size_of;
+    Some(match (version, rtype) {
+        (1, rtype::INSTRUMENT_DEF) => size_of::<dbn::v1::InstrumentDefMsg>(),
+        (2, rtype::INSTRUMENT_DEF) => size_of::<dbn::v2::InstrumentDefMsg>(),
+        (1 | 2, rtype::STATISTICS) => size_of::<dbn::v1::StatMsg>(),
+        (1, rtype::SYMBOL_MAPPING) => size_of::<dbn::v1::SymbolMappingMsg>(),
+        (1, rtype::ERROR) => size_of::<dbn::v1::ErrorMsg>(),
+        (1, rtype::SYSTEM) => size_of::<dbn::v1::SystemMsg>(),
+        _ => return None,
+    })
 }
 
 impl RecordStream {
     /// A stream that starts with DBN metadata: the live gateway's, a `.dbn` file.
     pub fn new() -> RecordStream {
         RecordStream {
-            fsm: Self::build(None),
+            fsm: Self::build(None, false),
             fragment_version: None,
             fed_bytes: 0,
             records: 0,
             failed: false,
             prelude_checked: false,
+            fragment_ts_out: false,
         }
     }
 
@@ -96,22 +139,35 @@ impl RecordStream {
             return Err(StreamError::UnsupportedVersion(version));
         }
         Ok(RecordStream {
-            fsm: Self::build(Some(version)),
+            fsm: Self::build(Some(version), false),
             fragment_version: Some(version),
             fed_bytes: 0,
             records: 0,
             failed: false,
             prelude_checked: true,
+            fragment_ts_out: false,
         })
     }
 
-    fn build(fragment_version: Option<u8>) -> DbnFsm {
+    /// A fragment whose records each carry the 8-byte send time `ts_out` (DBN's `WithTsOut`),
+    /// as a DBZ file's records do when its metadata says `ts_out`. No effect on a stream with
+    /// metadata, which says so itself.
+    pub fn with_ts_out(mut self, ts_out: bool) -> RecordStream {
+        if self.fragment_version.is_some() {
+            self.fragment_ts_out = ts_out;
+            self.fsm.set_ts_out(ts_out);
+        }
+        self
+    }
+
+    fn build(fragment_version: Option<u8>, ts_out: bool) -> DbnFsm {
         let builder = DbnFsm::builder()
             .upgrade_policy(VersionUpgradePolicy::UpgradeToV3)
             .compat_size(dbn::MAX_RECORD_LEN);
         let built = match fragment_version {
             Some(version) => builder
                 .skip_metadata(true)
+                .ts_out(ts_out)
                 .input_dbn_version(Some(version))
                 .and_then(|builder| builder.build()),
             None => builder.build(),
@@ -162,6 +218,10 @@ impl RecordStream {
             // then seen whole.
             self.prelude_checked = self.fsm.data().len() >= 8;
         }
+        if let Err(error) = self.check_record() {
+            self.failed = true;
+            return Some(Err(error));
+        }
         match self.fsm.process() {
             ProcessResult::ReadMore(_) => None,
             ProcessResult::Metadata(metadata) => Some(Ok(Item::Metadata(Box::new(metadata)))),
@@ -209,6 +269,35 @@ impl RecordStream {
         Ok(())
     }
 
+    /// Refuses a v1 or v2 record the FSM's upgrade would read past (see the module docs). Only
+    /// the record's first two bytes are needed: its length in 4-byte words and its rtype.
+    #[inline]
+    fn check_record(&self) -> Result<(), StreamError> {
+        let Some(version @ 1..=2) = self.fsm.input_dbn_version() else {
+            return Ok(());
+        };
+        if !self.fsm.has_decoded_metadata() {
+            return Ok(());
+        }
+        let &[length_words, rtype, ..] = self.fsm.data() else {
+            return Ok(());
+        };
+        let Some(layout) = upgraded_layout_bytes(version, rtype) else {
+            return Ok(());
+        };
+        let needed = layout + if self.fsm.ts_out() { 8 } else { 0 };
+        let bytes = usize::from(length_words) * dbn::RecordHeader::LENGTH_MULTIPLIER;
+        if bytes < needed {
+            return Err(StreamError::ShortRecord {
+                version,
+                rtype,
+                bytes,
+                needed,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks that the input ended cleanly: no partial record or metadata is buffered. For the
     /// end of a file; a live stream never ends mid-record on purpose either.
     pub fn finish(&self) -> Result<(), StreamError> {
@@ -234,7 +323,7 @@ impl RecordStream {
         match self.fragment_version {
             None => self.fsm.reset(),
             // `DbnFsm::reset` would expect metadata and forget the version: build it anew.
-            Some(version) => self.fsm = Self::build(Some(version)),
+            Some(version) => self.fsm = Self::build(Some(version), self.fragment_ts_out),
         }
         self.fed_bytes = 0;
         self.records = 0;
@@ -445,6 +534,198 @@ mod tests {
         let (metadata, sequences) = read(&mut stream, &bytes, 9);
         assert!(metadata);
         assert_eq!(sequences, vec![0]);
+    }
+
+    /// DBN `version` metadata (with `ts_out` as given), as Databento's encoder writes it.
+    fn old_metadata(version: u8, ts_out: bool) -> Vec<u8> {
+        let metadata = MetadataBuilder::new()
+            .version(version)
+            .dataset("XNAS.ITCH".to_owned())
+            .schema(None)
+            .start(1)
+            .stype_in(Some(SType::RawSymbol))
+            .stype_out(SType::InstrumentId)
+            .ts_out(ts_out)
+            .build();
+        let mut bytes = Vec::new();
+        DbnEncoder::new(&mut bytes, &metadata).expect("encoder");
+        bytes
+    }
+
+    /// A record of `length_bytes` (a multiple of 4, at least 16) whose header names `rtype`,
+    /// zeros after the header.
+    fn raw_record(rtype: u8, length_bytes: usize) -> Vec<u8> {
+        let mut bytes = vec![0u8; length_bytes];
+        bytes[0] = (length_bytes / 4) as u8;
+        bytes[1] = rtype;
+        bytes
+    }
+
+    #[test]
+    fn a_short_v2_statistics_record_is_an_error_not_a_panic() {
+        // Issue 24: a 16-byte STATISTICS header after v2 metadata aborted in dbn's upgrade.
+        let metadata = old_metadata(2, false);
+        let mut bytes = metadata.clone();
+        let mut trade_bytes = Vec::new();
+        dbn::encode::DbnRecordEncoder::new(&mut trade_bytes)
+            .encode_record(&trade(1))
+            .expect("encode");
+        bytes.extend_from_slice(&trade_bytes);
+        let short_at = bytes.len() as u64;
+        bytes.extend_from_slice(&raw_record(dbn::rtype::STATISTICS, 16));
+        bytes.extend_from_slice(&trade_bytes);
+        for chunk in [1, 5, bytes.len()] {
+            let mut stream = RecordStream::new();
+            let mut trades = 0;
+            let mut error = None;
+            for piece in bytes.chunks(chunk) {
+                stream.feed(piece);
+                while let Some(item) = stream.next() {
+                    match item {
+                        Ok(Item::Metadata(_)) => {}
+                        Ok(Item::Record(record)) => {
+                            assert!(record.get::<TradeMsg>().is_some());
+                            trades += 1;
+                        }
+                        Err(failure) => {
+                            assert!(error.is_none(), "an error is reported once");
+                            error = Some((failure, stream.position()));
+                        }
+                    }
+                }
+            }
+            assert_eq!(trades, 1, "chunk {chunk}: the trade before it");
+            let (error, position) = error.expect("the short record is refused");
+            assert!(
+                matches!(
+                    error,
+                    StreamError::ShortRecord {
+                        version: 2,
+                        rtype: dbn::rtype::STATISTICS,
+                        bytes: 16,
+                        needed: 64,
+                    }
+                ),
+                "chunk {chunk}: {error}"
+            );
+            assert_eq!(position, short_at, "chunk {chunk}: the record's offset");
+        }
+    }
+
+    /// Every rtype, in v1 and v2, with and without `ts_out`, at every length from the header's
+    /// 16 bytes to past the largest v1/v2 struct: the stream yields records or one error and
+    /// never panics. This guards the table in `upgraded_layout_bytes` against a `dbn` release
+    /// that converts more types.
+    #[test]
+    fn no_v1_or_v2_record_length_panics_the_upgrade() {
+        let max_layout = std::mem::size_of::<dbn::v2::InstrumentDefMsg>()
+            .max(std::mem::size_of::<dbn::v1::InstrumentDefMsg>())
+            + 8;
+        let mut cases = 0;
+        for version in 1..=2u8 {
+            for ts_out in [false, true] {
+                let metadata = old_metadata(version, ts_out);
+                let mut stream = RecordStream::new();
+                for rtype in 0..=255u8 {
+                    let lengths: Vec<usize> = if upgraded_layout_bytes(version, rtype).is_some() {
+                        (16..=max_layout.next_multiple_of(4)).step_by(4).collect()
+                    } else {
+                        vec![16, 24]
+                    };
+                    for length in lengths {
+                        stream.reset();
+                        stream.feed(&metadata);
+                        stream.feed(&raw_record(rtype, length));
+                        while let Some(item) = stream.next() {
+                            if let Ok(Item::Record(record)) = item {
+                                assert_eq!(record.header().rtype, rtype);
+                            }
+                        }
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases > 2_000, "{cases}");
+    }
+
+    #[test]
+    fn the_layout_table_holds_dbn_v1_and_v2_sizes() {
+        // The sizes DBN documents for these layouts (dbn's own layout tests).
+        assert_eq!(upgraded_layout_bytes(1, dbn::rtype::STATISTICS), Some(64));
+        assert_eq!(upgraded_layout_bytes(2, dbn::rtype::STATISTICS), Some(64));
+        assert_eq!(
+            upgraded_layout_bytes(1, dbn::rtype::INSTRUMENT_DEF),
+            Some(360)
+        );
+        assert_eq!(
+            upgraded_layout_bytes(2, dbn::rtype::INSTRUMENT_DEF),
+            Some(400)
+        );
+        assert_eq!(
+            upgraded_layout_bytes(1, dbn::rtype::SYMBOL_MAPPING),
+            Some(80)
+        );
+        assert_eq!(upgraded_layout_bytes(2, dbn::rtype::SYMBOL_MAPPING), None);
+        assert_eq!(upgraded_layout_bytes(3, dbn::rtype::STATISTICS), None);
+        assert_eq!(upgraded_layout_bytes(1, dbn::rtype::MBO), None);
+    }
+
+    /// The seeds of the `dbn_stream` fuzz target (`fuzz/seeds/dbn_stream/`), read as that
+    /// target reads its input (first byte: chunk size, odd for a fragment; second: the
+    /// fragment's version), reach the length check and are refused by it.
+    #[test]
+    fn the_fuzz_seeds_for_short_records_are_refused_by_the_length_check() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/dbn_stream");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(&dir).expect("the seeds folder") {
+            let path = entry.expect("entry").path();
+            let data = std::fs::read(&path).expect("seed");
+            let [chunk, version, rest @ ..] = &data[..] else {
+                panic!("{}: too short for the target", path.display());
+            };
+            let mut stream = if chunk & 1 == 1 {
+                RecordStream::fragment(1 + version % 3).expect("a version")
+            } else {
+                RecordStream::new()
+            };
+            let mut refused = false;
+            for piece in rest.chunks(usize::from(*chunk).max(1)) {
+                stream.feed(piece);
+                while let Some(item) = stream.next() {
+                    if let Err(error) = item {
+                        refused = matches!(error, StreamError::ShortRecord { .. });
+                    }
+                }
+            }
+            assert!(refused, "{}", path.display());
+            seeds += 1;
+        }
+        assert!(seeds >= 6, "{seeds} seeds");
+    }
+
+    #[test]
+    fn a_fragment_with_ts_out_reads_its_send_times() {
+        let mut bytes = Vec::new();
+        let record = dbn::WithTsOut::new(trade(3), 77);
+        dbn::encode::DbnRecordEncoder::new(&mut bytes)
+            .encode_record(&record)
+            .expect("encode");
+        for round in 0..2 {
+            let mut stream = RecordStream::fragment(3).expect("v3").with_ts_out(true);
+            if round == 1 {
+                stream.feed(&bytes[..5]);
+                stream.reset();
+            }
+            stream.feed(&bytes);
+            let Some(Ok(Item::Record(read))) = stream.next() else {
+                panic!("a record");
+            };
+            assert_eq!(read.header().record_size(), bytes.len());
+            assert_eq!(read.get::<TradeMsg>().expect("trade").sequence, 3);
+            assert!(stream.next().is_none());
+            stream.finish().expect("clean end");
+        }
     }
 
     #[test]

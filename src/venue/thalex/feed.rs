@@ -46,8 +46,8 @@ use crate::event::{
 use crate::fixed::Fixed;
 use crate::net::ConnId;
 use crate::venue::feed::{
-    EventPrinter, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler,
-    Out, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, ReplyQueue,
+    SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -259,7 +259,6 @@ pub struct ThalexFeed {
     activity: Arc<StreamActivity>,
     replies: ReplyQueue,
     malformed: MalformedSampler,
-    printer: Option<EventPrinter>,
 }
 
 impl ThalexFeed {
@@ -341,14 +340,6 @@ impl ThalexFeed {
         ThalexFeed::with_routes(config, routes, book_channel)
     }
 
-    /// Prints every event the venue's messages make as a JSON line into `ring` (see `run
-    /// --print-events`); returns the counter of lines lost to a full ring.
-    pub fn print_to(&mut self, ring: crate::ring::FrameProducer) -> crate::metrics::CounterReader {
-        let (printer, dropped) = EventPrinter::new(ring);
-        self.printer = Some(printer);
-        dropped
-    }
-
     /// The instrument names, by instrument index.
     pub fn symbols(&self) -> &[String] {
         &self.config.symbols
@@ -411,7 +402,6 @@ impl ThalexFeed {
             activity,
             replies: ReplyQueue::new(REPLIES_KEPT),
             malformed: MalformedSampler::default(),
-            printer: None,
         };
         (feed, counters)
     }
@@ -526,7 +516,7 @@ impl ThalexFeed {
         recv_ts_ns: u64,
         quote: Quote,
         last: bool,
-        out: &mut Out<'_, '_>,
+        out: &mut EventSink<'_>,
     ) {
         let mut header = self.header(instrument, exchange_ts_ns, recv_ts_ns);
         if last {
@@ -543,7 +533,7 @@ impl ThalexFeed {
         price: Fixed,
         exchange_ts_ns: u64,
         recv_ts_ns: u64,
-        out: &mut Out<'_, '_>,
+        out: &mut EventSink<'_>,
     ) {
         let mut header = self.header(instrument, exchange_ts_ns, recv_ts_ns);
         header.flags |= flags::LAST;
@@ -572,7 +562,7 @@ impl ThalexFeed {
         snapshot: bool,
         payload: &[u8],
         recv_ts_ns: u64,
-        out: &mut Out<'_, '_>,
+        out: &mut EventSink<'_>,
     ) {
         self.messages += 1;
         let message = self.messages;
@@ -635,7 +625,7 @@ impl ThalexFeed {
         snapshot: bool,
         time_ns: u64,
         recv_ts_ns: u64,
-        out: &mut Out<'_, '_>,
+        out: &mut EventSink<'_>,
     ) {
         let mut header = self.header(instrument, time_ns, recv_ts_ns);
         let Some(state) = self.books.get_mut(instrument).and_then(Option::as_mut) else {
@@ -712,7 +702,7 @@ impl ThalexFeed {
         explicit_snapshot: Option<bool>,
         body: Notification<'_>,
         payload: &[u8],
-        out: &mut Out<'_, '_>,
+        out: &mut EventSink<'_>,
     ) {
         if let Notification::System { event } = body {
             self.writers.replies.increment();
@@ -855,12 +845,7 @@ impl Feed for ThalexFeed {
         payload: &[u8],
         sink: &mut EventSink<'_>,
     ) {
-        let mut tapped = self.printer.as_mut().map(EventPrinter::take_events);
-        let mut out = Out {
-            sink,
-            tap: tapped.as_mut(),
-        };
-        let out = &mut out;
+        let out = sink;
         match decode::decode(payload, &mut self.scratch) {
             Ok(Message::Notification {
                 channel,
@@ -889,14 +874,6 @@ impl Feed for ThalexFeed {
                 }
             }
             Err(error) => self.malformed(error, payload, recv_ts_ns),
-        }
-        if let (Some(events), Some(printer)) = (tapped, self.printer.as_mut()) {
-            printer.print(
-                events,
-                &self.config.venue_name,
-                self.config.instrument_base,
-                &self.config.symbols,
-            );
         }
     }
 
