@@ -7,10 +7,27 @@ use std::path::PathBuf;
 /// always has the folder) a missing file is a failure instead of a skip.
 #[allow(dead_code, reason = "each test binary uses some of these helpers")]
 pub fn shared_data(relative: &str) -> Option<PathBuf> {
+    shared(
+        "data",
+        relative,
+        |path| path.is_file(),
+        "this test needs the real capture",
+    )
+}
+
+/// `../shared/<folder>/<relative>` when `present` says it is there; else `None` with a printed
+/// reason, or a failure under `TICKWIRE_REQUIRE_SHARED_DATA=1`.
+fn shared(
+    folder: &str,
+    relative: &str,
+    present: impl Fn(&std::path::Path) -> bool,
+    why: &str,
+) -> Option<PathBuf> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
+        .join("../shared")
+        .join(folder)
         .join(relative);
-    if path.is_file() {
+    if present(&path) {
         return Some(path);
     }
     let required = std::env::var("TICKWIRE_REQUIRE_SHARED_DATA").is_ok_and(|value| value == "1");
@@ -20,7 +37,7 @@ pub fn shared_data(relative: &str) -> Option<PathBuf> {
         path.display()
     );
     println!(
-        "SKIPPED: {} is not here (a fresh clone has no ../shared); this test needs the real capture",
+        "SKIPPED: {} is not here (a fresh clone has no ../shared); {why}",
         path.display()
     );
     None
@@ -55,23 +72,12 @@ pub fn python_websockets_available() -> bool {
 /// absent; a failure instead under `TICKWIRE_REQUIRE_SHARED_DATA=1`, as [`shared_data`].
 #[allow(dead_code, reason = "each test binary uses some of these helpers")]
 pub fn shared_dir(relative: &str) -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data")
-        .join(relative);
-    if path.is_dir() {
-        return Some(path);
-    }
-    let required = std::env::var("TICKWIRE_REQUIRE_SHARED_DATA").is_ok_and(|value| value == "1");
-    assert!(
-        !required,
-        "TICKWIRE_REQUIRE_SHARED_DATA=1 but {} is missing",
-        path.display()
-    );
-    println!(
-        "SKIPPED: {} is not here (a fresh clone has no ../shared); this test needs the real files",
-        path.display()
-    );
-    None
+    shared(
+        "data",
+        relative,
+        |path| path.is_dir(),
+        "this test needs the real files",
+    )
 }
 
 /// A venue specification under `../shared/reference/<relative>`, or `None` with a printed reason
@@ -79,22 +85,10 @@ pub fn shared_dir(relative: &str) -> Option<PathBuf> {
 /// [`shared_data`].
 #[allow(dead_code, reason = "each test binary uses some of these helpers")]
 pub fn shared_reference(relative: &str) -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/reference")
-        .join(relative);
-    if path.is_file() {
-        return Some(path);
-    }
-    let required = std::env::var("TICKWIRE_REQUIRE_SHARED_DATA").is_ok_and(|value| value == "1");
-    assert!(
-        !required,
-        "TICKWIRE_REQUIRE_SHARED_DATA=1 but {} is missing",
-        path.display()
-    );
-    println!(
-        "SKIPPED: {} is not here (a fresh clone has no ../shared); this test reads the venue's own \
-         specification",
-        path.display()
-    );
-    None
+    shared(
+        "reference",
+        relative,
+        |path| path.is_file(),
+        "this test reads the venue's own specification",
+    )
 }
