@@ -2,7 +2,7 @@
 //! on the same MBO records, in one run.
 //!
 //! **File decode** (in memory, one thread). The mock gateway's benchmark batch
-//! (`tickwire::sim::databento::benchmark_batch`: a consistent synthetic MBO market of two
+//! (`tickwire_sim::databento::benchmark_batch`: a consistent synthetic MBO market of two
 //! instruments from empty books) behind a DBN v3 metadata header, timed as:
 //!
 //! - `tickwire`: the bytes fed to a `RecordStream` in 64 KiB chunks (what a network read
@@ -77,12 +77,12 @@ use tickwire::control::{Session, SessionExtras};
 use tickwire::event::{Event, EventKind};
 use tickwire::lifecycle::Reason;
 use tickwire::metrics::LatencySummary;
-use tickwire::sim::databento::{
-    self, DatabentoOptions, DatabentoSource, BENCHMARK_END, FIRST_INSTRUMENT_ID, TEST_API_KEY,
-};
 use tickwire::strategy::{Market, Strategy};
 use tickwire::venue::databento::normalize::Normalizer;
 use tickwire::venue::databento::stream::{Item, RecordStream};
+use tickwire_sim::databento::{
+    self, DatabentoOptions, DatabentoSource, BENCHMARK_END, FIRST_INSTRUMENT_ID, TEST_API_KEY,
+};
 
 /// Records in the in-memory file.
 const FILE_RECORDS: u64 = 2_000_000;

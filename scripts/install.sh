@@ -6,8 +6,10 @@
 #                     (default /usr/local; the unit's ExecStart follows it)
 #   --destdir DIR     stage everything under DIR (also the DESTDIR environment variable);
 #                     no user is created and nothing is chowned or reloaded then
-#   --bin FILE        binary to install (default target/release/tickwire)
-#   --build           run `cargo build --release` first if that binary is missing
+#   --bin FILE        binary to install (default target/appliance/release/tickwire: the
+#                     appliance alone, without the simulators and benchmark harness)
+#   --build           build that binary first (cargo build --release -p tickwire-cli
+#                     --no-default-features --target-dir target/appliance)
 #   --config-src DIR  config to install (default config/: tickwire.toml and venues/)
 #   --unitdir DIR     where the unit goes (default /etc/systemd/system)
 #   --no-user         do not create the tickwire user
@@ -54,7 +56,7 @@ while (($#)); do
 done
 PREFIX=${PREFIX%/}
 DESTDIR=${DESTDIR%/}
-[[ -n $BIN ]] || BIN=$REPO/target/release/tickwire
+[[ -n $BIN ]] || BIN=$REPO/target/appliance/release/tickwire
 [[ -n $DESTDIR && $DESTDIR != /* ]] && DESTDIR=$(pwd)/$DESTDIR
 
 BINDIR=$PREFIX/bin
@@ -91,13 +93,18 @@ if ((MAKE_USER)); then
 fi
 
 # --- binary ------------------------------------------------------------------------------------
+# The installed binary is the appliance alone: built without the `dev-tools` feature (no
+# simulator, no benchmark harness, no test key), in a target directory of its own so that a
+# development build (`cargo build --release`, which has them) never takes its place.
+APPLIANCE_BUILD=(cargo build --release -p tickwire-cli --no-default-features --target-dir target/appliance)
+if ((BUILD)); then
+    (cd "$REPO" && run "${APPLIANCE_BUILD[@]}")
+fi
 if [[ ! -x $BIN ]]; then
-    if ((BUILD)); then
-        (cd "$REPO" && run cargo build --release)
-    elif ((DRY)); then
+    if ((DRY)); then
         say "# WARNING: $BIN is missing: the install would fail (build it, or pass --build)"
     else
-        die "$BIN is missing: run 'cargo build --release' first, pass --build, or --bin FILE"
+        die "$BIN is missing: run '${APPLIANCE_BUILD[*]}' first, pass --build, or --bin FILE"
     fi
 fi
 run install -D -m 0755 "$BIN" "$DESTDIR$BINDIR/tickwire"

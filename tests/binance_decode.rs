@@ -3,7 +3,7 @@
 //! forms the capture does not hold (raw events, other key orders, whitespace, replies, errors)
 //! and every malformed case; then proptests that no input makes it panic.
 
-mod common;
+use crate::support::common;
 
 use proptest::prelude::*;
 use serde_json::Value;

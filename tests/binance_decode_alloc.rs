@@ -2,15 +2,14 @@
 //! allocator that wraps the system one. A test binary of its own, because the allocator is
 //! process-wide.
 
-mod common;
+use crate::support::common;
 
 use std::hint::black_box;
 use std::io::{BufRead, BufReader};
 use tickwire::fixed::Fixed;
 use tickwire::venue::binance::decode::{decode, Message};
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
+use crate::support::counting_alloc;
 
 use counting_alloc::allocations;
 

@@ -2,7 +2,7 @@
 //! a local order book correctly" with hand-made diffs, the events and flags it emits, a property
 //! test that no input sequence panics, and a replay of the real capture's depth stream.
 
-mod common;
+use crate::support::common;
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;

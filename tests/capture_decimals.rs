@@ -2,7 +2,7 @@
 //! back through `Display` to the same decimal, compared against a string-only oracle: the
 //! fixed-point path is exact on what the venue actually sends.
 
-mod common;
+use crate::support::common;
 
 use std::io::{BufRead, BufReader};
 use tickwire::fixed::Fixed;

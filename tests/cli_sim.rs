@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tickwire::sim::source::{CaptureSource, Source, SyntheticConfig, SyntheticSource};
+use tickwire_sim::source::{CaptureSource, Source, SyntheticConfig, SyntheticSource};
 
 fn tickwire() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickwire"))
@@ -391,7 +391,7 @@ fn run_print_events_prints_a_reconnects_gaps_and_statuses() {
         .arg(&appliance)
         .env(
             "TICKWIRE_CLI_DATABENTO_KEY",
-            tickwire::sim::databento::TEST_API_KEY,
+            tickwire_sim::databento::TEST_API_KEY,
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -439,7 +439,7 @@ fn run_print_events_prints_a_reconnects_gaps_and_statuses() {
 
 #[test]
 fn sim_venue_databento_serves_the_gateway_protocol() {
-    use tickwire::sim::databento::{cram_reply, TEST_API_KEY};
+    use tickwire_sim::databento::{cram_reply, TEST_API_KEY};
     let (_sim, addr) = start_sim(&[
         "--venue",
         "databento",

@@ -4,9 +4,8 @@
 //! with natural refresh; heartbeats on an idle session; a stall caught by the read timeout; a
 //! refused key. Every test checks what reached the strategy.
 
-#[path = "support/appliance.rs"]
-mod appliance;
-mod common;
+use crate::support::appliance;
+use crate::support::common;
 
 use appliance::{quote_list, write_appliance, Recorded, Setup};
 use std::collections::{BTreeMap, HashMap};
@@ -17,10 +16,10 @@ use tickwire::control::{Session, SessionExtras};
 use tickwire::event::{Body, Event, EventKind, GapReason, Side};
 use tickwire::fixed::Fixed;
 use tickwire::lifecycle::Reason;
-use tickwire::sim::databento::{
+use tickwire::venue::databento::feed::{ERROR_REASON, SYSTEM_REASON};
+use tickwire_sim::databento::{
     self, DatabentoHandle, DatabentoOptions, DatabentoSource, InjectedError, TEST_API_KEY,
 };
-use tickwire::venue::databento::feed::{ERROR_REASON, SYSTEM_REASON};
 
 const KEY_VARIABLE: &str = "TICKWIRE_TEST_DATABENTO_KEY";
 

@@ -7,7 +7,7 @@
 //!
 //! The directory is listed, not a hard-coded subset: a file added there is tested too.
 
-mod common;
+use crate::support::common;
 
 use dbn::decode::{DbnMetadata, DbnRecordDecoder, DecodeRecordRef, DynDecoder, DynReader};
 use dbn::{Metadata, RecordBuf, RecordRef, RecordRefEnum, VersionUpgradePolicy};

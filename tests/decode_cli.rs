@@ -1,6 +1,6 @@
 //! `tickwire decode` as a user runs it: a file in, JSON lines out, a summary on stderr.
 
-mod common;
+use crate::support::common;
 
 use std::io::Write;
 use std::process::Command;

@@ -4,9 +4,7 @@
 //! strategy saw every message at most once and in order, with gap and status events where data
 //! was lost.
 
-#[path = "support/appliance.rs"]
-mod appliance;
-mod common;
+use crate::support::appliance;
 
 use appliance::{start, synthetic, Pair, Setup};
 use std::io;
@@ -14,8 +12,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 use tickwire::event::{flags, Body, Event, EventKind, GapReason, VenueState};
 use tickwire::lifecycle::Reason;
-use tickwire::sim::{Faults, SimOptions};
 use tickwire::venue::feed::ALL_INSTRUMENTS;
+use tickwire_sim::{Faults, SimOptions};
 
 /// Backoff, timeouts and a window of the storm breaker sized for tests on loopback.
 const FAST: &str = "[reconnect]\ninitial_delay_ms = 20\nmax_delay_ms = 500\nfactor = 2.0\n\

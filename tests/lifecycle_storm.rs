@@ -4,6 +4,7 @@
 
 #[path = "support/appliance.rs"]
 mod appliance;
+#[path = "support/common.rs"]
 mod common;
 
 use appliance::{start, synthetic, Setup};

@@ -7,10 +7,8 @@
 //! orders and the record's order; every few thousand records, and at the end of a stream, they
 //! must hold the same levels and the same orders.
 
-#[path = "support/mbo_oracle.rs"]
-mod mbo_oracle;
-#[path = "support/mbo_stream.rs"]
-mod mbo_stream;
+use crate::support::mbo_oracle;
+use crate::support::mbo_stream;
 
 use mbo_oracle::PlainMboBook;
 use mbo_stream::{IdPattern, Record, Stream};

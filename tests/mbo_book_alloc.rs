@@ -3,10 +3,8 @@
 //! records and clears, counted by a global allocator that wraps the system one. A test binary of
 //! its own, because the allocator is process-wide.
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
-#[path = "support/mbo_stream.rs"]
-mod mbo_stream;
+use crate::support::counting_alloc;
+use crate::support::mbo_stream;
 
 use counting_alloc::allocations;
 use mbo_stream::{IdPattern, Stream};

@@ -2,9 +2,7 @@
 //! Prometheus text format with the venue's counters, lifecycle transitions and latency, and
 //! `/healthz` answering 200 while the venue is live, 503 with the reason when it is not.
 
-#[path = "support/appliance.rs"]
-mod appliance;
-mod common;
+use crate::support::appliance;
 
 use appliance::{start, synthetic, Pair, Setup};
 use std::collections::HashMap;

@@ -15,9 +15,9 @@ use tickwire::config;
 use tickwire::net::engine::{StreamSpec, WebSocketTarget};
 use tickwire::net::{BackendChoice, NetError, Transport, TransportConfig};
 use tickwire::runtime::{NetStatus, NetStatusKind, Runtime, RuntimeOptions};
-use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
-use tickwire::sim::{Faults, Sim, SimHandle, SimOptions};
 use tickwire::tls::{server_name, TlsSettings};
+use tickwire_sim::source::{SyntheticConfig, SyntheticSource};
+use tickwire_sim::{Faults, Sim, SimHandle, SimOptions};
 
 const CONN: u32 = 0;
 const DEADLINE: Duration = Duration::from_secs(5);

@@ -8,7 +8,7 @@
 //! it the tests skip with a printed reason, unless `TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS=1` (set by
 //! `.ci/run`) turns the skip into a failure.
 
-mod common;
+use crate::support::common;
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use std::io::{BufRead, BufReader};

@@ -5,16 +5,15 @@
 //! threads, io_uring or epoll, decoder, book sync, snapshot fetcher) configured through ordinary
 //! config files, with a recording strategy on the strategy thread.
 
-#[path = "support/appliance.rs"]
-mod appliance;
-mod common;
+use crate::support::appliance;
+use crate::support::common;
 
 use appliance::{start, synthetic, Pair, Setup};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tickwire::event::{flags, Body, Event, GapReason};
-use tickwire::sim::source::{CaptureSource, SyntheticConfig, SyntheticSource};
-use tickwire::sim::{Faults, Pace, SimOptions};
+use tickwire_sim::source::{CaptureSource, SyntheticConfig, SyntheticSource};
+use tickwire_sim::{Faults, Pace, SimOptions};
 
 /// The capture's messages as the venue sent them, by type, in order.
 struct CaptureFacts {

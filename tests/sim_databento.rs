@@ -1,4 +1,4 @@
-//! The mock Databento Live Subscription Gateway (`tickwire::sim::databento`) against clients over
+//! The mock Databento Live Subscription Gateway (`tickwire_sim::databento`) against clients over
 //! loopback: a plain std `TcpStream` doing the handshake by hand with the records decoded by the
 //! official `dbn` decoder, and the official `databento` live client.
 //!
@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
-use tickwire::sim::databento::{
+use tickwire_sim::databento::{
     self, cram_reply, DatabentoFaults, DatabentoHandle, DatabentoOptions, DatabentoSource,
     InjectedError, TEST_API_KEY,
 };

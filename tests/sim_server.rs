@@ -9,7 +9,7 @@
 //!
 //! Run: `cargo test --test sim_server`.
 
-mod common;
+use crate::support::common;
 
 use rustls::{ClientConnection, StreamOwned};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -23,10 +23,10 @@ use tickwire::net::engine::{
 };
 use tickwire::net::{BackendChoice, Transport, TransportConfig, WaitMode};
 use tickwire::ring::{frame_ring, FrameConsumer};
-use tickwire::sim::source::{SimMessage, Source, VecSource};
-use tickwire::sim::{Faults, Pace, Sim, SimHandle, SimOptions};
 use tickwire::tls::{server_name, TlsSettings};
 use tickwire::ws;
+use tickwire_sim::source::{SimMessage, Source, VecSource};
+use tickwire_sim::{Faults, Pace, Sim, SimHandle, SimOptions};
 
 const TICKER: &str = "btcusdt@bookTicker";
 const DEPTH: &str = "btcusdt@depth@100ms";
@@ -1211,7 +1211,7 @@ fn stop_closes_every_connection_and_returns() {
 #[test]
 fn starting_immediately_drops_what_nobody_subscribed_and_a_bad_speed_is_refused() {
     let running = start(tickers(5), |options| {
-        options.start = tickwire::sim::Start::Immediately;
+        options.start = tickwire_sim::Start::Immediately;
     });
     assert!(running.sim.wait_source_done(DEADLINE));
     let stats = running.sim.stats();

@@ -6,7 +6,7 @@
 //! `cargo test --test sim_source`; the throughput measurement is ignored by default:
 //! `cargo test --release --test sim_source -- --ignored --nocapture synthetic_throughput`.
 
-mod common;
+use crate::support::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -16,7 +16,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tickwire::fixed::Fixed;
-use tickwire::sim::source::{
+use tickwire_sim::source::{
     CaptureSource, SimMessage, Source, SourceError, SyntheticConfig, SyntheticSource,
     SYNTHETIC_EPOCH_MS,
 };

@@ -1,4 +1,4 @@
-//! The Thalex simulator (`tickwire::sim::thalex`) against a real client over loopback: TLS from
+//! The Thalex simulator (`tickwire_sim::thalex`) against a real client over loopback: TLS from
 //! rustls trusting the run's CA, tickwire's own sans-IO WebSocket client, JSON-RPC requests as a
 //! Thalex client sends them, and login tokens made with `venue::thalex::auth::login_token`.
 //!
@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tickwire::sim::thalex::{self, ThalexFaults, ThalexHandle, ThalexOptions};
 use tickwire::tls::{server_name, TlsSettings};
 use tickwire::venue::thalex::auth;
 use tickwire::ws;
+use tickwire_sim::thalex::{self, ThalexFaults, ThalexHandle, ThalexOptions};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 const COMBO: &str = "[BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1]";

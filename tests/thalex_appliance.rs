@@ -2,8 +2,7 @@
 //! subscriptions with an invalid channel, books from snapshot through changes, the venue's
 //! `reconnect` notice, a stall and a hung server. Every test checks what reached the strategy.
 
-#[path = "support/appliance.rs"]
-mod appliance;
+use crate::support::appliance;
 
 use appliance::{quote_list, write_appliance, Recorded, Setup};
 use std::collections::BTreeMap;
@@ -14,7 +13,7 @@ use tickwire::control::{Session, SessionExtras};
 use tickwire::event::{flags, Body, Event, EventKind, GapReason, ReferenceKind, Side, VenueState};
 use tickwire::fixed::Fixed;
 use tickwire::lifecycle::Reason;
-use tickwire::sim::thalex::{self, ThalexHandle, ThalexOptions, TEST_KEY_ID, TEST_PRIVATE_KEY_PEM};
+use tickwire_sim::thalex::{self, ThalexHandle, ThalexOptions, TEST_KEY_ID, TEST_PRIVATE_KEY_PEM};
 
 struct Pair {
     sim: ThalexHandle,

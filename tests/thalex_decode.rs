@@ -12,7 +12,7 @@
 //!
 //! Run: `cargo test --test thalex_decode`.
 
-mod common;
+use crate::support::common;
 
 use proptest::prelude::*;
 use serde_json::{json, Value};

@@ -15,8 +15,7 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 use tickwire::tls::{ReadOutcome, TlsClient, TlsSettings};
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
+use crate::support::counting_alloc;
 
 use counting_alloc::allocations;
 

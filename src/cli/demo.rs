@@ -24,11 +24,11 @@ use tickwire::config;
 use tickwire::control::{Session, SessionExtras};
 use tickwire::metrics::LatencySummary;
 use tickwire::ring;
-use tickwire::sim::source::CaptureSource;
-use tickwire::sim::source::Source;
-use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
-use tickwire::sim::{Pace, Sim, SimOptions};
 use tickwire::strategy::stamps::Stamp;
+use tickwire_sim::source::CaptureSource;
+use tickwire_sim::source::Source;
+use tickwire_sim::source::{SyntheticConfig, SyntheticSource};
+use tickwire_sim::{Pace, Sim, SimOptions};
 
 /// The demo's knobs, from the command line.
 pub struct DemoArgs {

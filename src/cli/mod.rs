@@ -1,19 +1,24 @@
 //! The command line: argument parsing and the subcommands. The edge of the program, where
 //! `anyhow` and printing are at home.
 
+#[cfg(feature = "dev-tools")]
 mod autobahn;
-mod bench;
 mod decode;
+#[cfg(feature = "dev-tools")]
 mod demo;
 mod record;
 mod run;
 mod signals;
+#[cfg(feature = "dev-tools")]
 mod sim;
+#[cfg(feature = "dev-tools")]
+use tickwire_bench as bench;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tickwire::config::{self, FileKind};
+#[cfg(feature = "dev-tools")]
 use tickwire::net::{BackendChoice, WaitMode};
 
 /// tickwire: a low-latency market-data feed appliance.
@@ -53,6 +58,7 @@ enum Command {
         #[arg(long)]
         print_events: bool,
     },
+    #[cfg(feature = "dev-tools")]
     /// The simulator and the appliance in one process on loopback, with a live view: the first
     /// thing to run. No network and no files needed.
     ///
@@ -77,6 +83,7 @@ enum Command {
         #[arg(long, default_value_t = 1.0)]
         speed: f64,
     },
+    #[cfg(feature = "dev-tools")]
     /// Run the venue simulator: a Binance USDⓈ-M Futures compatible server (WebSocket streams
     /// and REST depth snapshots over TLS) on loopback, replaying a capture or a synthetic
     /// market, with fault injection; `--venue thalex` for Thalex's JSON-RPC API, `--venue
@@ -132,9 +139,11 @@ enum Command {
         #[arg(long, value_name = "SECONDS")]
         duration: Option<f64>,
     },
+    #[cfg(feature = "dev-tools")]
     /// Benchmarks with their peers in one run.
     #[command(subcommand)]
     Bench(BenchCommand),
+    #[cfg(feature = "dev-tools")]
     /// Run the Autobahn|Testsuite WebSocket client cases over tickwire's own network stack.
     ///
     /// Connects to a running fuzzing server (`wstest -m fuzzingserver`), echoes every message of
@@ -155,6 +164,11 @@ enum Command {
         #[arg(long, default_value = "block", value_parser = ["busy-poll", "block"])]
         wait: String,
     },
+    /// A development tool this build leaves out (`demo`, `sim`, `bench`, `autobahn`: built
+    /// without the `dev-tools` feature, as `scripts/install.sh` builds the installed binary).
+    #[cfg(not(feature = "dev-tools"))]
+    #[command(external_subcommand)]
+    Other(Vec<String>),
 }
 
 pub fn main() -> ExitCode {
@@ -170,6 +184,7 @@ pub fn main() -> ExitCode {
             dbn_version,
             file,
         } => decode::decode(&venue, &file, dbn_version),
+        #[cfg(feature = "dev-tools")]
         Command::Bench(BenchCommand::E2e {
             rate,
             duration,
@@ -214,7 +229,9 @@ pub fn main() -> ExitCode {
                 search: !no_search,
             })
         }
+        #[cfg(feature = "dev-tools")]
         Command::Sim(args) => sim::sim(*args),
+        #[cfg(feature = "dev-tools")]
         Command::Demo {
             duration,
             symbols,
@@ -251,6 +268,7 @@ pub fn main() -> ExitCode {
             Some(Ok(duration)) => record::record(&venue, &out, Some(duration)),
             None => record::record(&venue, &out, None),
         },
+        #[cfg(feature = "dev-tools")]
         Command::Autobahn {
             url,
             agent,
@@ -270,6 +288,8 @@ pub fn main() -> ExitCode {
             };
             autobahn::autobahn(&url, &agent, backend, wait)
         }
+        #[cfg(not(feature = "dev-tools"))]
+        Command::Other(words) => not_in_this_build(&words),
         Command::CheckConfig {
             files,
             pinned_cores,
@@ -282,6 +302,26 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+/// What the installed binary says when asked for a development tool it does not carry.
+#[cfg(not(feature = "dev-tools"))]
+fn not_in_this_build(words: &[String]) -> ExitCode {
+    let name = words.first().map(String::as_str).unwrap_or_default();
+    if DEV_TOOLS.contains(&name) {
+        eprintln!(
+            "error: `tickwire {name}` is a development tool and this binary was built without it \
+             (the `dev-tools` feature; scripts/install.sh installs the appliance alone).\n\
+             Run it from a source clone: cargo run --release -- {name}"
+        );
+    } else {
+        eprintln!("error: unrecognized subcommand '{name}'\n\nFor more information, try '--help'.");
+    }
+    ExitCode::from(2)
+}
+
+/// The subcommands the `dev-tools` feature adds.
+#[cfg(not(feature = "dev-tools"))]
+const DEV_TOOLS: [&str; 4] = ["demo", "sim", "bench", "autobahn"];
 
 fn check_config(files: &[PathBuf]) -> ExitCode {
     let mut failed = false;
@@ -330,6 +370,7 @@ fn print_pinned_cores(files: &[PathBuf]) -> ExitCode {
     }
 }
 
+#[cfg(feature = "dev-tools")]
 #[derive(Subcommand, Debug)]
 enum BenchCommand {
     /// End to end: the simulator on one core, each client on the other, computing the mid price

@@ -10,14 +10,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tickwire::clock::Clock;
-use tickwire::sim::databento::{
+use tickwire_sim::databento::{
     self, DatabentoFaults, DatabentoOptions, DatabentoSource, InjectedError,
 };
-use tickwire::sim::source::CaptureSource;
-use tickwire::sim::source::Source;
-use tickwire::sim::source::{SyntheticConfig, SyntheticSource};
-use tickwire::sim::thalex::{self, ThalexFaults, ThalexOptions};
-use tickwire::sim::{Faults, Pace, Sim, SimOptions, Start};
+use tickwire_sim::source::CaptureSource;
+use tickwire_sim::source::Source;
+use tickwire_sim::source::{SyntheticConfig, SyntheticSource};
+use tickwire_sim::thalex::{self, ThalexFaults, ThalexOptions};
+use tickwire_sim::{Faults, Pace, Sim, SimOptions, Start};
 
 /// The protocols `tickwire sim` speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -489,7 +489,7 @@ fn run_thalex(args: SimArgs) -> anyhow::Result<()> {
     eprintln!("sim: CA certificate: {}", sim.ca_pem_path().display());
     eprintln!("sim: instruments: {instruments}");
     eprintln!(
-        "sim: login key id {}; the test-only private key is tickwire::sim::thalex::TEST_PRIVATE_KEY_PEM",
+        "sim: login key id {}; the test-only private key is tickwire_sim::thalex::TEST_PRIVATE_KEY_PEM",
         thalex::TEST_KEY_ID
     );
     loop {
@@ -600,7 +600,7 @@ fn run_databento(args: SimArgs) -> anyhow::Result<()> {
         sim.addr()
     );
     eprintln!(
-        "sim: API key {} (tickwire::sim::databento::TEST_API_KEY), dataset {}",
+        "sim: API key {} (tickwire_sim::databento::TEST_API_KEY), dataset {}",
         sim.api_key(),
         sim.dataset()
     );

@@ -3,7 +3,10 @@
 //! files, with a recording strategy on the strategy thread. Included with `#[path]` by the tests
 //! that need it.
 
-#![allow(dead_code, reason = "each test file uses a different part")]
+#![allow(
+    dead_code,
+    reason = "the storm test, a binary of its own, uses a part of it"
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -12,9 +15,9 @@ use tickwire::clock::Clock;
 use tickwire::config;
 use tickwire::control::{Session, SessionExtras};
 use tickwire::event::{Body, Event, GapReason};
-use tickwire::sim::source::{Source, SyntheticConfig, SyntheticSource};
-use tickwire::sim::{Sim, SimHandle, SimOptions};
 use tickwire::strategy::{Market, Strategy};
+use tickwire_sim::source::{Source, SyntheticConfig, SyntheticSource};
+use tickwire_sim::{Sim, SimHandle, SimOptions};
 
 /// Every event the strategy thread saw, in order.
 #[derive(Clone, Default)]

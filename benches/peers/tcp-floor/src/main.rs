@@ -10,8 +10,6 @@
 //! Records stay in memory (preallocated for `--count`) and are written at exit. The record format
 //! is described in `benches/peers/README.md`.
 
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::hint::black_box;
 use std::io::{ErrorKind, Read as _};

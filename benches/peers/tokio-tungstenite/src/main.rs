@@ -8,8 +8,6 @@
 //! memory (preallocated for `--count`) and are written at exit, so file I/O stays out of the
 //! measurement. The record format is described in `benches/peers/README.md`.
 
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
 
 use anyhow::Context as _;
 use futures_util::StreamExt as _;

@@ -2,8 +2,8 @@
 //! venue's paths, the WebSocket upgrade check (RFC 6455 section 4.2) and response writing.
 //! Request bodies are not supported: the venue's market-data API is all `GET`.
 
-use crate::ws::accept_key;
 use base64::Engine as _;
+use tickwire::ws::accept_key;
 
 /// The longest request head accepted.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;

@@ -15,7 +15,6 @@
 //! nothing is lost, only reported later.
 
 pub mod endpoint;
-pub mod perf;
 
 use crate::ring::spsc;
 use crossbeam_utils::CachePadded;

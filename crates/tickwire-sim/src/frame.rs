@@ -2,7 +2,7 @@
 //! out (unmasked). The client side in `ws::frame` rejects masked frames, as a client must, so the
 //! simulator keeps its own small reader; frame headers are written with `ws::frame::write_header`.
 
-use crate::ws::frame::{apply_mask, write_header, OpCode, MAX_CONTROL_PAYLOAD_BYTES};
+use tickwire::ws::frame::{apply_mask, write_header, OpCode, MAX_CONTROL_PAYLOAD_BYTES};
 
 /// The longest client message accepted: subscription requests are small, and a client cannot
 /// make the simulator hold more than this.

@@ -16,7 +16,7 @@
 //!
 //! **Invariant:** a book is never crossed: bids sit below the mid and asks above it.
 
-use crate::sim::source::SplitMix64;
+use crate::source::SplitMix64;
 use std::collections::{BTreeMap, VecDeque};
 
 /// The tick size of every instrument the simulator serves, in USD. Thalex's ticks differ by

@@ -31,7 +31,7 @@ use serde::Deserialize;
 
 use super::depth::{LevelChange, RecordedBook, RecordedDiff};
 use super::{SimMessage, Source, SourceError};
-use crate::fixed::Fixed;
+use tickwire::fixed::Fixed;
 
 /// The first bytes of every gzip member (RFC 1952, section 2.3.1).
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -243,7 +243,7 @@ enum LineError {
     #[error("depthUpdate level `{text}`: {error}")]
     BadDecimal {
         text: String,
-        error: crate::fixed::ParseError,
+        error: tickwire::fixed::ParseError,
     },
 }
 

@@ -37,10 +37,6 @@ use super::wire::{
     self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
     REQUEST_TIMEOUT,
 };
-use crate::clock::Clock;
-use crate::ring::Producer;
-use crate::ws::close_code;
-use crate::ws::frame::OpCode;
 use rustls::{ServerConfig, ServerConnection};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
@@ -50,6 +46,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tickwire::clock::Clock;
+use tickwire::ring::Producer;
+use tickwire::ws::close_code;
+use tickwire::ws::frame::OpCode;
 
 /// How long the server waits for the client's close frame after sending its own.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(2);

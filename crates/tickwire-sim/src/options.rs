@@ -2,11 +2,11 @@
 //! faults to inject. A plain struct, so that the CLI, the demo and the tests all fill it the same
 //! way; the defaults are Binance USDⓈ-M Futures' documented behaviour.
 
-use crate::clock::Clock;
-use crate::ring::Producer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use tickwire::clock::Clock;
+use tickwire::ring::Producer;
 
 /// How the pacer spaces the source's messages.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,7 +34,7 @@ pub enum Start {
 /// One latency stamp: the message's key (`SimMessage::stamp_key`) and when the simulator handed
 /// it to TLS and the kernel, in ns since the epoch on the options' clock. The strategy side's type,
 /// so the ring runs straight from the simulator to `strategy::stamps::StampMatcher`.
-pub use crate::strategy::stamps::Stamp;
+pub use tickwire::strategy::stamps::Stamp;
 
 /// Fault injection, all off by default. Connection faults (everything but `rest_errors`,
 /// `handshake_delay` and `wrong_host_cert`) apply to the first `fault_connections` WebSocket

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::text::push_u64;
-use crate::fixed::Fixed;
+use tickwire::fixed::Fixed;
 
 /// Writes a REST depth snapshot body, `{"lastUpdateId":..,"E":..,"T":..,"bids":[..],"asks":[..]}`,
 /// in the field order Binance USD-M uses ("Order Book" in the USD-M REST market data docs).

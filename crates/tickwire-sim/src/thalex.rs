@@ -46,9 +46,6 @@ use super::wire::{
     self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
     REQUEST_TIMEOUT,
 };
-use crate::venue::thalex::auth;
-use crate::ws::close_code;
-use crate::ws::frame::OpCode;
 use channel::Channel;
 use market::Market;
 use render::Subscription;
@@ -61,6 +58,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tickwire::venue::thalex::auth;
+use tickwire::ws::close_code;
+use tickwire::ws::frame::OpCode;
 
 /// The key id of the simulator's test key; `public/login` accepts tokens of this key only.
 pub const TEST_KEY_ID: &str = "tickwire-sim-test-key";

@@ -6,9 +6,6 @@
 //! receive times, `thread` pins and paces the hot threads, `metrics` counts and times them, and
 //! `config` loads the appliance and venue files.
 
-#![deny(unsafe_op_in_unsafe_fn)]
-#![warn(clippy::undocumented_unsafe_blocks)]
-
 pub mod book;
 pub mod clock;
 pub mod config;
@@ -20,7 +17,6 @@ pub mod metrics;
 pub mod net;
 pub mod ring;
 pub mod runtime;
-pub mod sim;
 pub mod strategy;
 pub mod systemd;
 pub mod thread;

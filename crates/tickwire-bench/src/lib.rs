@@ -10,6 +10,9 @@
 //! simulator's stamps use the same clock. Latency is record minus stamp, joined on the update id;
 //! a stamped message without a record is lost. Peak RSS and CPU times come from `wait4`.
 
+pub mod perf;
+
+use crate::perf::ProcessCounters;
 use anyhow::{bail, Context};
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
@@ -21,10 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
-use tickwire::metrics::perf::ProcessCounters;
-use tickwire::sim::source::{Source, SyntheticConfig, SyntheticSource};
-use tickwire::sim::{Pace, Sim, SimOptions, Start};
 use tickwire::strategy::stamps::Stamp;
+use tickwire_sim::source::{Source, SyntheticConfig, SyntheticSource};
+use tickwire_sim::{Pace, Sim, SimOptions, Start};
 
 /// The command line of `bench e2e`.
 pub struct E2eArgs {
@@ -81,7 +83,7 @@ struct Outcome {
     cpu_user_s: f64,
     cpu_sys_s: f64,
     /// The client's performance counters over the run (hardware ones where the host has them).
-    counters: Vec<tickwire::metrics::perf::Reading>,
+    counters: Vec<crate::perf::Reading>,
     /// The client exited cleanly (a client that failed still gets its row and its note).
     clean: bool,
     note: Option<String>,
@@ -108,8 +110,9 @@ pub fn e2e(args: E2eArgs) -> ExitCode {
 }
 
 fn repo_root() -> PathBuf {
-    // The clone this binary was built from: where the peers' sources are.
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    // The clone this binary was built from (this crate sits in its `crates/tickwire-bench`):
+    // where the peers' sources are.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn run(args: E2eArgs) -> anyhow::Result<()> {
@@ -637,7 +640,7 @@ fn plain_stream(
 /// writing its records.
 fn tickwire_config(
     dir: &Path,
-    sim: &tickwire::sim::SimHandle,
+    sim: &tickwire_sim::SimHandle,
     symbols: &[String],
     backend: &str,
     spin: bool,

@@ -13,7 +13,7 @@
 //! applies the records in order from the market's start, from a snapshot, or from a replay
 //! position, holds the generator's book.
 
-use crate::sim::source::SplitMix64;
+use crate::source::SplitMix64;
 use dbn::{flags, rtype, FlagSet, MboMsg, RecordHeader, UNDEF_PRICE};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::c_char;

@@ -1,0 +1,41 @@
+//! tickwire's integration tests: one binary, one module per area (`cargo test --test tickwire
+//! AREA::`), sharing `support`. The storm test (tests/lifecycle_storm.rs) is a binary of its own
+//! because it measures the process's CPU time.
+//!
+//! Tests that need `../shared` (the venues' captures and references) or Python `websockets`
+//! skip with a printed reason where those are missing; `.ci/run` turns such a skip into a failure.
+
+mod support;
+
+mod binance_decode;
+mod binance_decode_alloc;
+mod binance_sync;
+mod book;
+mod capture_decimals;
+mod cli;
+mod cli_bench;
+mod cli_sim;
+mod config;
+mod databento_appliance;
+mod dbn_files;
+mod decode_cli;
+mod lifecycle;
+mod mbo_book;
+mod mbo_book_alloc;
+mod metrics_endpoint;
+mod net_heartbeat;
+mod net_transport;
+mod net_websocket;
+mod rings;
+mod sim_appliance;
+mod sim_databento;
+mod sim_server;
+mod sim_source;
+mod sim_thalex;
+mod thalex_appliance;
+mod thalex_auth;
+mod thalex_decode;
+mod tls_alloc;
+mod tls_client;
+mod ws_client;
+mod ws_handshake;

@@ -1,0 +1,10 @@
+//! What the integration tests share: finding shared data and the binary (`common`), an
+//! appliance in a thread with a simulator (`appliance`), a thread-local allocation counter
+//! installed as the binary's global allocator (`counting_alloc`), and the MBO oracle and streams
+//! of the L3 book tests.
+
+pub mod appliance;
+pub mod common;
+pub mod counting_alloc;
+pub mod mbo_oracle;
+pub mod mbo_stream;
