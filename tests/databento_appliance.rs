@@ -7,12 +7,10 @@
 use crate::support::appliance;
 use crate::support::common;
 
-use appliance::{quote_list, write_appliance, Recorded, Setup};
+use appliance::{quote_list, write_appliance, Setup};
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tickwire::clock::Clock;
-use tickwire::config;
-use tickwire::control::{Session, SessionExtras};
 use tickwire::event::{Body, Event, EventKind, GapReason, Side};
 use tickwire::fixed::Fixed;
 use tickwire::lifecycle::Reason;
@@ -23,12 +21,7 @@ use tickwire_sim::databento::{
 
 const KEY_VARIABLE: &str = "TICKWIRE_TEST_DATABENTO_KEY";
 
-struct Pair {
-    sim: DatabentoHandle,
-    session: Session,
-    recorded: Recorded,
-    _dir: tempfile::TempDir,
-}
+type Pair = appliance::Pair<DatabentoHandle>;
 
 fn start(
     options: impl FnOnce(&mut DatabentoOptions),
@@ -63,59 +56,7 @@ fn start(
     )
     .unwrap();
     let appliance = write_appliance(dir.path(), "databento.toml", &Setup::default());
-    let loaded = config::load(&appliance).expect("the test config is valid");
-    let recorded = Recorded::default();
-    let session = Session::start(
-        &loaded,
-        Clock::calibrate(),
-        SessionExtras {
-            strategy: Some(Box::new(recorded.clone())),
-            ..SessionExtras::default()
-        },
-    )
-    .expect("the appliance starts");
-    Pair {
-        sim,
-        session,
-        recorded,
-        _dir: dir,
-    }
-}
-
-impl Pair {
-    fn run_until(
-        &mut self,
-        timeout: Duration,
-        what: &str,
-        mut done: impl FnMut(&mut Pair) -> bool,
-    ) {
-        let started = Instant::now();
-        loop {
-            self.session.tick().expect("control tick");
-            assert!(self.session.runtime.all_running(), "a hot thread ended");
-            if done(self) {
-                return;
-            }
-            assert!(
-                started.elapsed() < timeout,
-                "timed out after {timeout:?} waiting for: {what}; ends {:?}; counters {:?}; sim {:?}",
-                self.session.venues.ends,
-                self.session.venues.counters(0),
-                self.sim.stats()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn finish(self) -> Vec<Event> {
-        let failed = self.session.shutdown();
-        assert!(failed.is_empty(), "threads panicked: {failed:?}");
-        self.recorded.snapshot()
-    }
-
-    fn count(&self, what: impl Fn(&Event) -> bool) -> usize {
-        self.recorded.snapshot().iter().filter(|e| what(e)).count()
-    }
+    appliance::start_session(sim, dir, &appliance, Clock::calibrate())
 }
 
 /// Replays an instrument's book events as a strategy would: snapshots reset the book, levels

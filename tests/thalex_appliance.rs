@@ -4,23 +4,16 @@
 
 use crate::support::appliance;
 
-use appliance::{quote_list, write_appliance, Recorded, Setup};
+use appliance::{quote_list, write_appliance, Setup};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tickwire::clock::Clock;
-use tickwire::config;
-use tickwire::control::{Session, SessionExtras};
 use tickwire::event::{flags, Body, Event, EventKind, GapReason, ReferenceKind, Side, VenueState};
 use tickwire::fixed::Fixed;
 use tickwire::lifecycle::Reason;
 use tickwire_sim::thalex::{self, ThalexHandle, ThalexOptions, TEST_KEY_ID, TEST_PRIVATE_KEY_PEM};
 
-struct Pair {
-    sim: ThalexHandle,
-    session: Session,
-    recorded: Recorded,
-    _dir: tempfile::TempDir,
-}
+type Pair = appliance::Pair<ThalexHandle>;
 
 fn start(
     options: impl FnOnce(&mut ThalexOptions),
@@ -49,64 +42,7 @@ fn start(
     )
     .unwrap();
     let appliance = write_appliance(dir.path(), "thalex.toml", &Setup::default());
-    let loaded = config::load(&appliance).expect("the test config is valid");
-    let recorded = Recorded::default();
-    let session = Session::start(
-        &loaded,
-        Clock::calibrate(),
-        SessionExtras {
-            strategy: Some(Box::new(recorded.clone())),
-            ..SessionExtras::default()
-        },
-    )
-    .expect("the appliance starts");
-    Pair {
-        sim,
-        session,
-        recorded,
-        _dir: dir,
-    }
-}
-
-impl Pair {
-    fn run_until(
-        &mut self,
-        timeout: Duration,
-        what: &str,
-        mut done: impl FnMut(&mut Pair) -> bool,
-    ) {
-        let started = Instant::now();
-        loop {
-            self.session.tick().expect("control tick");
-            assert!(self.session.runtime.all_running(), "a hot thread ended");
-            if done(self) {
-                return;
-            }
-            assert!(
-                started.elapsed() < timeout,
-                "timed out after {timeout:?} waiting for: {what}; ends {:?}; sim {:?}",
-                self.session.venues.ends,
-                self.sim.stats()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Keeps the control thread running for `duration`.
-    fn run_for(&mut self, duration: Duration) {
-        let until = Instant::now() + duration;
-        self.run_until(duration * 2, "time to pass", |_| Instant::now() >= until);
-    }
-
-    fn finish(self) -> Vec<Event> {
-        let failed = self.session.shutdown();
-        assert!(failed.is_empty(), "threads panicked: {failed:?}");
-        self.recorded.snapshot()
-    }
-
-    fn count(&self, what: impl Fn(&Event) -> bool) -> usize {
-        self.recorded.snapshot().iter().filter(|e| what(e)).count()
-    }
+    appliance::start_session(sim, dir, &appliance, Clock::calibrate())
 }
 
 fn fixed(text: &str) -> Fixed {

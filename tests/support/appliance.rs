@@ -1,7 +1,7 @@
 //! The appliance against the simulator, as the integration tests start them: a real `Sim`
 //! (TLS, WebSocket, REST) and a real appliance `Session` configured through ordinary config
-//! files, with a recording strategy on the strategy thread. Included with `#[path]` by the tests
-//! that need it.
+//! files, with a recording strategy on the strategy thread. The Thalex and Databento tests use the
+//! same `Pair` with their own simulators.
 
 #![allow(
     dead_code,
@@ -16,7 +16,9 @@ use tickwire::config;
 use tickwire::control::{Session, SessionExtras};
 use tickwire::event::{Body, Event, GapReason};
 use tickwire::strategy::{Market, Strategy};
+use tickwire_sim::databento::DatabentoHandle;
 use tickwire_sim::source::{Source, SyntheticConfig, SyntheticSource};
+use tickwire_sim::thalex::ThalexHandle;
 use tickwire_sim::{Sim, SimHandle, SimOptions};
 
 /// Every event the strategy thread saw, in order.
@@ -39,11 +41,57 @@ impl Recorded {
     }
 }
 
-pub struct Pair {
-    pub sim: SimHandle,
+/// A simulator beside a running appliance session, with what its strategy recorded.
+pub struct Pair<S = SimHandle> {
+    pub sim: S,
     pub session: Session,
     pub recorded: Recorded,
     pub dir: tempfile::TempDir,
+}
+
+/// What a simulator says of itself when a test's wait times out.
+pub trait SimReport {
+    fn report(&self) -> String;
+}
+
+impl SimReport for SimHandle {
+    fn report(&self) -> String {
+        format!("{:?}", self.stats().connections)
+    }
+}
+
+impl SimReport for ThalexHandle {
+    fn report(&self) -> String {
+        format!("{:?}", self.stats())
+    }
+}
+
+impl SimReport for DatabentoHandle {
+    fn report(&self) -> String {
+        format!("{:?}", self.stats())
+    }
+}
+
+/// Starts the appliance on the config file `appliance` (in `dir`) with a recording strategy,
+/// beside `sim`.
+pub fn start_session<S>(sim: S, dir: tempfile::TempDir, appliance: &Path, clock: Clock) -> Pair<S> {
+    let loaded = config::load(appliance).expect("the test config is valid");
+    let recorded = Recorded::default();
+    let session = Session::start(
+        &loaded,
+        clock,
+        SessionExtras {
+            strategy: Some(Box::new(recorded.clone())),
+            ..SessionExtras::default()
+        },
+    )
+    .expect("the appliance starts");
+    Pair {
+        sim,
+        session,
+        recorded,
+        dir,
+    }
 }
 
 pub struct Setup {
@@ -133,23 +181,7 @@ pub fn start(source: Box<dyn Source>, options: impl FnOnce(&mut SimOptions), set
     options(&mut sim_options);
     let sim = Sim::start(sim_options, source).expect("the simulator starts");
     let appliance = write_configs(dir.path(), &sim, &setup);
-    let loaded = config::load(&appliance).expect("the test config is valid");
-    let recorded = Recorded::default();
-    let session = Session::start(
-        &loaded,
-        clock,
-        SessionExtras {
-            strategy: Some(Box::new(recorded.clone())),
-            ..SessionExtras::default()
-        },
-    )
-    .expect("the appliance starts");
-    Pair {
-        sim,
-        session,
-        recorded,
-        dir,
-    }
+    start_session(sim, dir, &appliance, clock)
 }
 
 pub fn synthetic(rate: f64) -> Box<dyn Source> {
@@ -163,13 +195,13 @@ pub fn synthetic(rate: f64) -> Box<dyn Source> {
     )
 }
 
-impl Pair {
+impl<S: SimReport> Pair<S> {
     /// Runs the control thread's work until `done` says so; panics after `timeout`.
     pub fn run_until(
         &mut self,
         timeout: Duration,
         what: &str,
-        mut done: impl FnMut(&mut Pair) -> bool,
+        mut done: impl FnMut(&mut Pair<S>) -> bool,
     ) {
         let started = Instant::now();
         loop {
@@ -180,12 +212,26 @@ impl Pair {
             }
             assert!(
                 started.elapsed() < timeout,
-                "timed out after {timeout:?} waiting for: {what}; ends {:?}; sim {:?}",
+                "timed out after {timeout:?} waiting for: {what}; ends {:?}; counters {:?}; sim {}",
                 self.session.venues.ends,
-                self.sim.stats().connections
+                self.session.venues.counters(0),
+                self.sim.report()
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Keeps the control thread running for `duration`.
+    pub fn run_for(&mut self, duration: Duration) {
+        let until = Instant::now() + duration;
+        self.run_until(duration * 2, "time to pass", |_| Instant::now() >= until);
+    }
+}
+
+impl<S> Pair<S> {
+    /// How many recorded events `what` picks.
+    pub fn count(&self, what: impl Fn(&Event) -> bool) -> usize {
+        self.recorded.snapshot().iter().filter(|e| what(e)).count()
     }
 
     pub fn counters(&self) -> &tickwire::venue::binance::feed::FeedCounters {

@@ -264,19 +264,20 @@ fn prepare(name: &str) -> anyhow::Result<Client> {
                 manifest.display()
             );
         }
+        // The peer's own target folder, named explicitly: a CARGO_TARGET_DIR in the
+        // environment would otherwise put the binary somewhere this function does not look.
+        let target = root.join("benches/peers").join(dir).join("target");
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
             .args(["build", "--release", "--quiet", "--manifest-path"])
             .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target)
             .status()
             .context("running cargo")?;
         if !status.success() {
             bail!("building {} failed ({status})", manifest.display());
         }
-        Ok(root
-            .join("benches/peers")
-            .join(dir)
-            .join("target/release")
-            .join(bin))
+        Ok(target.join("release").join(bin))
     };
     Ok(match name {
         "tickwire-uring-spin" => Client::Tickwire {

@@ -124,11 +124,21 @@ mod tests {
     use crate::ring::ring;
     use std::time::Instant;
 
+    /// A park timeout no delivery can reach unless a wake-up was lost.
+    const PARK_TIMEOUT: Duration = Duration::from_secs(120);
+    /// How long a delivery may take before the test calls its wake-ups lost. A delivery takes
+    /// well under a second even on a loaded 2-core machine; a lost wake-up leaves the consumer
+    /// parked for `PARK_TIMEOUT`, four times longer. A liveness bound, not a latency check.
+    const DELIVERY_BOUND: Duration = Duration::from_secs(30);
+
     /// Runs a consumer with `strategy` against a producer that sends `total` items in bursts
-    /// and checks they all arrive in order: the waiting must never lose or stall delivery.
+    /// and checks they all arrive in order within `DELIVERY_BOUND`: the waiting must never lose
+    /// or stall delivery.
     fn deliver_all(strategy: WaitStrategy, total: u64) {
+        let started = Instant::now();
         let (mut tx, mut rx) = ring::<u64>(16);
         let (wakeup_tx, wakeup_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
         let consumer = std::thread::spawn(move || {
             let mut waiter = Waiter::new(strategy);
             wakeup_tx.send(waiter.wakeup()).unwrap();
@@ -143,6 +153,7 @@ mod tests {
                     None => waiter.idle(|| !rx.is_empty()),
                 }
             }
+            done_tx.send(()).unwrap();
         });
         let wakeup = wakeup_rx.recv().unwrap();
         let mut next = 0;
@@ -151,6 +162,11 @@ mod tests {
                 next += 1;
                 wakeup.wake();
             } else {
+                // The ring is full: the consumer must wake and drain it.
+                assert!(
+                    started.elapsed() < DELIVERY_BOUND,
+                    "{strategy:?}: the consumer stopped draining at item {next}: a lost wake-up"
+                );
                 std::thread::yield_now();
             }
             if next % 100 == 0 {
@@ -158,6 +174,11 @@ mod tests {
                 std::thread::sleep(Duration::from_micros(200));
             }
         }
+        let left = DELIVERY_BOUND.saturating_sub(started.elapsed());
+        assert!(
+            done_rx.recv_timeout(left).is_ok(),
+            "{strategy:?}: the last items were not delivered within {DELIVERY_BOUND:?}: a lost wake-up"
+        );
         consumer.join().unwrap();
     }
 
@@ -167,8 +188,7 @@ mod tests {
         deliver_all(
             WaitStrategy::Park {
                 spins: 10,
-                // Long: a lost wake-up would show as a test taking minutes.
-                timeout: Duration::from_secs(30),
+                timeout: PARK_TIMEOUT,
             },
             20_000,
         );

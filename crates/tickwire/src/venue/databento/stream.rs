@@ -676,7 +676,9 @@ mod tests {
     /// fragment's version), reach the length check and are refused by it.
     #[test]
     fn the_fuzz_seeds_for_short_records_are_refused_by_the_length_check() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/dbn_stream");
+        // The repository root is two folders up from this crate (`crates/tickwire`).
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/dbn_stream");
         let mut seeds = 0;
         for entry in std::fs::read_dir(&dir).expect("the seeds folder") {
             let path = entry.expect("entry").path();

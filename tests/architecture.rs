@@ -1,0 +1,164 @@
+//! ARCHITECTURE.md stays true to the tree: every module of every crate is named in it, and every
+//! path it names exists.
+//!
+//! How the map names things, which this test reads:
+//! - a heading whose first code span is a crate's source folder (`crates/tickwire/src/`, `src/`)
+//!   starts that crate's part of the map;
+//! - a bullet whose first code span is a folder (`venue/binance/`) names that module folder, and
+//!   bare file names in code spans on that bullet and its indented continuation lines
+//!   (`decode.rs`) name files in it; a top-level file of the crate is named the same way on a
+//!   bullet whose first code span is the file itself (`event.rs`) or a folder-less bullet of the
+//!   crate;
+//! - any other code span that looks like a path (it has a `/` or a file extension, and no spaces
+//!   or Rust paths) must exist relative to the repository root or to one of the crates' source
+//!   folders.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const EXTENSIONS: [&str; 9] = [
+    ".rs", ".toml", ".md", ".sh", ".py", ".service", ".pem", ".yaml", ".json",
+];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every crate's source folder, relative to the repository root.
+fn crate_sources() -> Vec<String> {
+    let mut out = vec!["src/".to_owned()];
+    let crates = std::fs::read_dir(repo().join("crates")).expect("crates/ exists");
+    for entry in crates {
+        let path = entry.unwrap().path();
+        if path.join("Cargo.toml").exists() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            out.push(format!("crates/{name}/src/"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every module file under `source` (relative to the root), as paths relative to `source`:
+/// `venue/binance/decode.rs`; a folder module (`mod.rs`) as its folder, `venue/binance/`.
+fn modules(source: &str) -> Vec<String> {
+    fn walk(root: &Path, folder: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            let relative = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if path.is_dir() {
+                if path.join("mod.rs").exists() {
+                    out.push(format!("{relative}/"));
+                }
+                walk(root, &path, out);
+            } else if relative.ends_with(".rs") {
+                let name = path.file_name().unwrap().to_string_lossy();
+                if !matches!(name.as_ref(), "mod.rs" | "lib.rs" | "main.rs") {
+                    out.push(relative);
+                }
+            }
+        }
+    }
+    let root = repo().join(source);
+    let mut out = Vec::new();
+    walk(&root, &root, &mut out);
+    out.sort();
+    out
+}
+
+/// The code spans of a line.
+fn spans(line: &str) -> Vec<&str> {
+    line.split('`').skip(1).step_by(2).collect()
+}
+
+fn looks_like_path(span: &str) -> bool {
+    let plain = !span.is_empty()
+        && !span.contains([' ', '*', '<', '>', '{', '}', '$', '=', '(', '@', '|'])
+        && !span.contains("::")
+        && !span.contains("..")
+        && !span.starts_with('-')
+        && !span.contains("://");
+    plain && (span.contains('/') || EXTENSIONS.iter().any(|ext| span.ends_with(ext)))
+}
+
+#[test]
+fn architecture_md_names_every_module_and_only_paths_that_exist() {
+    let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let sources = crate_sources();
+    // What the map names: (crate source, path relative to it).
+    let mut named: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut missing_paths = Vec::new();
+    let mut crate_source: Option<String> = None;
+    let mut folder = String::new();
+    for (number, line) in text.lines().enumerate() {
+        let spans = spans(line);
+        let first = spans.first().copied().unwrap_or_default();
+        if line.starts_with('#') {
+            folder.clear();
+            if sources.iter().any(|source| source == first) {
+                crate_source = Some(first.to_owned());
+            }
+        } else if line.starts_with("- ") || line.starts_with("* ") {
+            folder = if first.ends_with('/') && looks_like_path(first) {
+                first.to_owned()
+            } else {
+                String::new()
+            };
+        } else if line.trim().is_empty() {
+            folder.clear();
+        }
+        for span in spans {
+            if !looks_like_path(span) {
+                continue;
+            }
+            let mut found = false;
+            if let Some(source) = &crate_source {
+                let relative = if span.contains('/') {
+                    span.to_owned()
+                } else {
+                    format!("{folder}{span}")
+                };
+                if repo().join(source).join(&relative).exists() {
+                    named.insert((source.clone(), relative));
+                    found = true;
+                }
+            }
+            if span.contains('/') {
+                for source in &sources {
+                    if repo().join(source).join(span).exists() {
+                        named.insert((source.clone(), span.to_owned()));
+                        found = true;
+                    }
+                }
+                found |= repo().join(span).exists();
+            }
+            // A bare file name outside a crate's folder bullet names a file at the root.
+            found |= !span.contains('/') && repo().join(span).exists();
+            if !found {
+                missing_paths.push(format!("line {}: `{span}`", number + 1));
+            }
+        }
+    }
+    let mut unnamed = Vec::new();
+    for source in &sources {
+        for module in modules(source) {
+            if !named.contains(&(source.clone(), module.clone())) {
+                unnamed.push(format!("{source}{module}"));
+            }
+        }
+    }
+    assert!(
+        missing_paths.is_empty(),
+        "ARCHITECTURE.md names paths that do not exist:\n{}",
+        missing_paths.join("\n")
+    );
+    assert!(
+        unnamed.is_empty(),
+        "ARCHITECTURE.md does not name these modules:\n{}",
+        unnamed.join("\n")
+    );
+}
