@@ -15,6 +15,7 @@ use serde::Deserialize;
 use super::endpoint::{is_valid_host_name, Endpoint, EndpointError, Scheme};
 use super::error::CredentialError;
 use super::source::{KeyPath, Problem, SourceFile};
+use crate::venue::protocol::Protocol;
 
 /// The validated venue file.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,22 +107,27 @@ impl VenueKind {
         }
     }
 
+    /// The venue's protocol: everything else tickwire knows about a kind goes through it.
+    /// This is the one `match` over venue kinds (adding a venue adds its variant and its arm
+    /// here, and its spelling in `as_str`).
+    pub fn protocol(self) -> &'static dyn Protocol {
+        match self {
+            VenueKind::BinanceUsdmFutures => &crate::venue::binance::protocol::BinanceUsdmFutures,
+            VenueKind::Databento => &crate::venue::databento::protocol::Databento,
+            VenueKind::Thalex => &crate::venue::thalex::protocol::Thalex,
+        }
+    }
+
     /// Schemes valid for `url`: Binance and Thalex stream over WebSocket, Databento's live
     /// gateway over a raw TCP session.
     pub fn feed_schemes(self) -> &'static [Scheme] {
-        match self {
-            VenueKind::BinanceUsdmFutures | VenueKind::Thalex => &[Scheme::Wss, Scheme::Ws],
-            VenueKind::Databento => &[Scheme::Tls, Scheme::Tcp],
-        }
+        self.protocol().feed_schemes()
     }
 
     /// The heartbeat defaults: (ping interval, read timeout) in ms. Thalex asks clients to
     /// ping; Binance pings its clients and closes the ones that do not answer.
     pub fn default_heartbeat_ms(self) -> (Option<u64>, Option<u64>) {
-        match self {
-            VenueKind::Thalex => (Some(5_000), Some(7_000)),
-            VenueKind::BinanceUsdmFutures | VenueKind::Databento => (None, None),
-        }
+        self.protocol().default_heartbeat_ms()
     }
 
     /// Binance documents "a single connection can listen to a maximum of 1024 streams" (USDⓈ-M
@@ -750,39 +756,8 @@ fn check_symbols(problems: &mut Vec<Problem>, kind: VenueKind, symbols: &[String
     }
     for (index, symbol) in symbols.iter().enumerate() {
         let path = KeyPath::dotted("symbols").index(index);
-        let valid_chars = symbol.bytes().all(|byte| {
-            byte.is_ascii_uppercase() || byte.is_ascii_digit() || matches!(byte, b'_' | b'-' | b'.')
-        });
-        // Thalex instrument names: perpetuals, futures, options, combinations in brackets.
-        let thalex_problem = (kind == VenueKind::Thalex)
-            .then(|| crate::venue::thalex::channel::check_symbol(symbol).err())
-            .flatten();
-        if let Some(message) = thalex_problem {
+        if let Err(message) = kind.protocol().check_symbol(symbol) {
             problems.push(Problem::new(path, message));
-        } else if kind == VenueKind::Databento
-            && (symbol.is_empty()
-                || !symbol
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && !matches!(b, b',' | b'|')))
-        {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{symbol}\" is not a valid symbol; Databento symbols are printable ASCII \
-                     without `,` or `|`, such as ESZ6, ES.FUT or ES.c.0"
-                ),
-            ));
-        } else if !matches!(kind, VenueKind::Thalex | VenueKind::Databento)
-            && (symbol.is_empty() || !valid_chars)
-        {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{symbol}\" is not a valid symbol; use uppercase letters, digits, `_`, `-` \
-                     and `.` as the venue writes it (tickwire lowercases it where a venue's stream \
-                     names need that)"
-                ),
-            ));
         } else if let Some(first) = symbols[..index].iter().position(|s| s == symbol) {
             problems.push(Problem::new(
                 path,
@@ -790,33 +765,6 @@ fn check_symbols(problems: &mut Vec<Problem>, kind: VenueKind, symbols: &[String
             ));
         }
     }
-}
-
-/// Binance USDⓈ-M Futures market streams (Binance docs, "WebSocket Market Streams"). `depth` takes
-/// an update speed; the partial-book streams `depth5/10/20` take one optionally.
-const BINANCE_CHANNELS: [&str; 10] = [
-    "bookTicker",
-    "aggTrade",
-    "trade",
-    "markPrice",
-    "markPrice@1s",
-    "depth",
-    "depth@0ms",
-    "depth@100ms",
-    "depth@250ms",
-    "depth@500ms",
-];
-
-fn is_binance_channel(channel: &str) -> bool {
-    if BINANCE_CHANNELS.contains(&channel) {
-        return true;
-    }
-    let (levels, speed) = match channel.split_once('@') {
-        Some((levels, speed)) => (levels, Some(speed)),
-        None => (channel, None),
-    };
-    matches!(levels, "depth5" | "depth10" | "depth20")
-        && matches!(speed, None | Some("100ms" | "250ms" | "500ms"))
 }
 
 fn check_channels(problems: &mut Vec<Problem>, kind: VenueKind, channels: &[String]) {
@@ -830,39 +778,8 @@ fn check_channels(problems: &mut Vec<Problem>, kind: VenueKind, channels: &[Stri
         let path = KeyPath::dotted("channels").index(index);
         if channel.is_empty() {
             problems.push(Problem::new(path, "is empty; expected a channel name"));
-        } else if let (VenueKind::Thalex, Err(message)) = (
-            kind,
-            crate::venue::thalex::channel::Template::parse(channel),
-        ) {
+        } else if let Err(message) = kind.protocol().check_channel(channel, &channels[..index]) {
             problems.push(Problem::new(path, message));
-        } else if kind == VenueKind::Thalex
-            && channel.starts_with("book.")
-            && channels[..index].iter().any(|c| c.starts_with("book."))
-        {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{channel}\" is a second book channel; an instrument has one book, so list \
-                     one book.<grouping>.<levels>.<delay>"
-                ),
-            ));
-        } else if kind == VenueKind::Databento && !DATABENTO_SCHEMAS.contains(&channel.as_str()) {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{channel}\" is not a DBN schema; valid: {}",
-                    DATABENTO_SCHEMAS.join(", ")
-                ),
-            ));
-        } else if kind == VenueKind::BinanceUsdmFutures && !is_binance_channel(channel) {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{channel}\" is not a {kind} channel; valid channels: {}, depth5, depth10, \
-                     depth20 (each optionally with @100ms, @250ms or @500ms)",
-                    BINANCE_CHANNELS.join(", ")
-                ),
-            ));
         } else if let Some(first) = channels[..index].iter().position(|c| c == channel) {
             problems.push(Problem::new(
                 path,
@@ -1125,29 +1042,6 @@ fn check_credentials(problems: &mut Vec<Problem>, credentials: &CredentialsConfi
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn binance_channels() {
-        for valid in [
-            "bookTicker",
-            "depth@100ms",
-            "depth5",
-            "depth20@500ms",
-            "markPrice@1s",
-        ] {
-            assert!(is_binance_channel(valid), "{valid}");
-        }
-        for invalid in [
-            "bookticker",
-            "depth@1000ms",
-            "depth15",
-            "depth5@0ms",
-            "depth10@",
-            "",
-        ] {
-            assert!(!is_binance_channel(invalid), "{invalid}");
-        }
-    }
 
     #[test]
     fn secret_keys_match_case_insensitively_and_exactly() {

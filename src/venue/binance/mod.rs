@@ -18,6 +18,7 @@
 pub mod decode;
 pub mod feed;
 pub mod json;
+pub mod protocol;
 mod scan;
 pub mod subscribe;
 pub mod sync;

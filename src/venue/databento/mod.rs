@@ -4,5 +4,6 @@
 pub mod feed;
 pub mod gateway;
 pub mod normalize;
+pub mod protocol;
 pub mod stream;
 pub mod subscribe;

@@ -11,5 +11,6 @@ pub mod auth;
 pub mod channel;
 pub mod decode;
 pub mod feed;
+pub mod protocol;
 pub mod reader;
 pub mod subscribe;
