@@ -15,7 +15,7 @@ use serde::Deserialize;
 use super::endpoint::{is_valid_host_name, Endpoint, EndpointError, Scheme};
 use super::error::CredentialError;
 use super::source::{KeyPath, Problem, SourceFile};
-use crate::venue::protocol::Protocol;
+use crate::venue::protocol::{KeyUse, Protocol, RestUrl};
 
 /// The validated venue file.
 #[derive(Debug, Clone, PartialEq)]
@@ -437,10 +437,11 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
     });
     check_symbols(&mut problems, raw.kind, &raw.symbols);
     check_channels(&mut problems, raw.kind, &raw.channels);
-    if raw.kind == VenueKind::Thalex && raw.rest_url.is_some() {
+    let rules = raw.kind.protocol().file_rules();
+    if let (RestUrl::Unused { why }, true) = (rules.rest_url, raw.rest_url.is_some()) {
         problems.push(Problem::new(
             KeyPath::dotted("rest_url"),
-            "has no use for a thalex venue: its books start from the stream's own snapshot",
+            format!("has no use for a {} venue: {why}", raw.kind),
         ));
     }
 
@@ -467,7 +468,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             ),
         ));
     }
-    if raw.kind == VenueKind::BinanceUsdmFutures
+    if matches!(rules.rest_url, RestUrl::NeededForDiffDepth)
         && raw.rest_url.is_none()
         && raw
             .channels
@@ -506,30 +507,29 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
     lifecycle.ping_interval_ms = lifecycle.ping_interval_ms.or(ping_default);
     lifecycle.read_timeout_ms = lifecycle.read_timeout_ms.or(read_default);
     check_lifecycle(&mut problems, &lifecycle);
-    if raw.kind == VenueKind::Thalex {
-        let has_key =
-            raw.credentials.api_key_env.is_some() || raw.credentials.api_key_credential.is_some();
-        match (has_key, &raw.credentials.key_id) {
+    let has_key =
+        raw.credentials.api_key_env.is_some() || raw.credentials.api_key_credential.is_some();
+    match rules.key {
+        KeyUse::Unused => {}
+        KeyUse::SignedLogin {
+            missing_key_id,
+            key_id_without_key,
+        } => match (has_key, &raw.credentials.key_id) {
             (true, None) => problems.push(Problem::new(
                 KeyPath::dotted("credentials.key_id"),
-                "is missing: a Thalex login token names its key by id (the `kid` shown beside                  the API key); set it, or remove the key settings to use public data only",
+                missing_key_id,
             )),
             (false, Some(_)) => problems.push(Problem::new(
                 KeyPath::dotted("credentials.key_id"),
-                "has no key to go with it: set credentials.api_key_env or                  credentials.api_key_credential to where the RSA private key (PEM) is",
+                key_id_without_key,
             )),
-            _ => {}
+            (true, Some(_)) | (false, None) => {}
+        },
+        KeyUse::Required { missing } => {
+            if !has_key {
+                problems.push(Problem::new(KeyPath::dotted("credentials"), missing));
+            }
         }
-    }
-    if raw.kind == VenueKind::Databento
-        && raw.credentials.api_key_env.is_none()
-        && raw.credentials.api_key_credential.is_none()
-    {
-        problems.push(Problem::new(
-            KeyPath::dotted("credentials"),
-            "has no API key: the Databento gateway needs one; set credentials.api_key_env (an \
-             environment variable) or credentials.api_key_credential (a systemd credential)",
-        ));
     }
     check_staleness(&mut problems, &raw.staleness, &raw.channels);
     check_credentials(&mut problems, &raw.credentials);
@@ -628,7 +628,7 @@ fn check_databento(
     channels: &[String],
     lifecycle: &mut LifecycleConfig,
 ) {
-    if kind != VenueKind::Databento {
+    if !kind.protocol().file_rules().databento_table {
         if databento.is_some() {
             problems.push(Problem::new(
                 KeyPath::dotted("databento"),
@@ -1042,6 +1042,77 @@ fn check_credentials(problems: &mut Vec<Problem>, credentials: &CredentialsConfi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The problems a venue file's text has: (key, message).
+    fn problems(text: &str) -> Vec<(String, String)> {
+        match crate::config::venue_from_text(text) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors
+                .0
+                .into_iter()
+                .map(|error| (error.key, error.message))
+                .collect(),
+        }
+    }
+
+    const THALEX: &str = "name = \"t\"\nkind = \"thalex\"\nurl = \"wss://127.0.0.1:9444/ws\"\n\
+                          symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"ticker.100ms\"]\n";
+
+    #[test]
+    fn the_venues_file_rules_hold() {
+        let rest = format!("rest_url = \"https://127.0.0.1:9443\"\n{THALEX}");
+        assert_eq!(
+            problems(&rest),
+            [(
+                "rest_url".to_owned(),
+                "has no use for a thalex venue: its books start from the stream's own snapshot"
+                    .to_owned()
+            )]
+        );
+        let key_only = format!("{THALEX}[credentials]\napi_key_env = \"THALEX_KEY\"\n");
+        let found = problems(&key_only);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "credentials.key_id");
+        assert!(
+            found[0].1.starts_with("is missing: a Thalex login token"),
+            "{found:?}"
+        );
+        let id_only = format!("{THALEX}[credentials]\nkey_id = \"k\"\n");
+        let found = problems(&id_only);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].1.starts_with("has no key to go with it"),
+            "{found:?}"
+        );
+        assert!(problems(&format!(
+            "{THALEX}[credentials]\nkey_id = \"k\"\napi_key_env = \"K\"\n"
+        ))
+        .is_empty());
+
+        let databento = "name = \"d\"\nkind = \"databento\"\nurl = \"tcp://127.0.0.1:13000\"\n\
+                         symbols = [\"ESM5\"]\nchannels = [\"mbo\"]\n\
+                         [databento]\ndataset = \"GLBX.MDP3\"\n";
+        assert_eq!(
+            problems(databento),
+            [(
+                "credentials".to_owned(),
+                "has no API key: the Databento gateway needs one; set credentials.api_key_env \
+                 (an environment variable) or credentials.api_key_credential (a systemd \
+                 credential)"
+                    .to_owned()
+            )]
+        );
+        let binance = "name = \"b\"\nkind = \"binance-usdm-futures\"\n\
+                       url = \"wss://127.0.0.1:9443/stream\"\nsymbols = [\"BTCUSDT\"]\n\
+                       channels = [\"bookTicker\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n";
+        assert_eq!(
+            problems(binance),
+            [(
+                "databento".to_owned(),
+                "is only for kind = \"databento\"; this venue is binance-usdm-futures".to_owned()
+            )]
+        );
+    }
 
     #[test]
     fn secret_keys_match_case_insensitively_and_exactly() {

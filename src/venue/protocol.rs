@@ -72,11 +72,51 @@ pub struct Notice {
     pub stream_broken: bool,
 }
 
+/// A venue's rules for the parts of its file that not every venue uses; the config checks the
+/// file against them.
+#[derive(Clone, Copy, Debug)]
+pub struct FileRules {
+    pub rest_url: RestUrl,
+    pub key: KeyUse,
+    /// Whether the file takes the `[databento]` table (a gateway session's settings); the
+    /// config then also turns the default rotation off and refuses pings.
+    pub databento_table: bool,
+}
+
+/// What a venue does with `rest_url`.
+#[derive(Clone, Copy, Debug)]
+pub enum RestUrl {
+    /// Books of diff-depth channels start from a REST snapshot: one such channel needs it.
+    NeededForDiffDepth,
+    /// The venue has no use for one, for the reason `why`: giving one is a mistake.
+    Unused { why: &'static str },
+    /// Accepted, and used for REST snapshots when a feed asks for one.
+    Accepted,
+}
+
+/// What a venue does with a key (`credentials.api_key_env` or `credentials.api_key_credential`).
+#[derive(Clone, Copy, Debug)]
+pub enum KeyUse {
+    /// Nothing: its market data is public.
+    Unused,
+    /// An optional key that signs a login, named by `credentials.key_id`; the messages for a
+    /// key without its id and an id without its key.
+    SignedLogin {
+        missing_key_id: &'static str,
+        key_id_without_key: &'static str,
+    },
+    /// A key is required; the message when there is none.
+    Required { missing: &'static str },
+}
+
 /// A venue's protocol, as the config and the control plane use it. Implemented by one unit
 /// struct per venue; see the module doc.
 pub trait Protocol: Sync {
     /// Schemes valid for the venue file's `url`.
     fn feed_schemes(&self) -> &'static [Scheme];
+
+    /// How the venue uses the optional parts of its file.
+    fn file_rules(&self) -> FileRules;
 
     /// The heartbeat defaults: (ping interval, read timeout) in ms.
     fn default_heartbeat_ms(&self) -> (Option<u64>, Option<u64>);

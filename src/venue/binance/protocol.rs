@@ -6,7 +6,9 @@ use crate::config::{Scheme, VenueConfig, VenueKind};
 use crate::event::{InstrumentId, VenueId};
 use crate::venue::feed::VenueReply;
 use crate::venue::login::Login;
-use crate::venue::protocol::{Notice, NoticeKind, Protocol, Response, SubscribeContext, Transport};
+use crate::venue::protocol::{
+    FileRules, KeyUse, Notice, NoticeKind, Protocol, Response, RestUrl, SubscribeContext, Transport,
+};
 use crate::venue::{Shard, VenueError, VenueFeed};
 
 /// The Binance USD-M Futures protocol.
@@ -55,6 +57,15 @@ pub fn stream_names(symbols: &[String], channels: &[String]) -> Vec<String> {
 impl Protocol for BinanceUsdmFutures {
     fn feed_schemes(&self) -> &'static [Scheme] {
         &[Scheme::Wss, Scheme::Ws]
+    }
+
+    /// Diff-depth books start from a REST snapshot; the market streams need no key.
+    fn file_rules(&self) -> FileRules {
+        FileRules {
+            rest_url: RestUrl::NeededForDiffDepth,
+            key: KeyUse::Unused,
+            databento_table: false,
+        }
     }
 
     /// Binance pings its clients and closes the ones that do not answer: no ping of ours.

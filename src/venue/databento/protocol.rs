@@ -8,7 +8,9 @@ use crate::config::{DatabentoConfig, Recovery, Scheme, VenueConfig, VenueKind, D
 use crate::event::{InstrumentId, VenueId};
 use crate::venue::feed::{StreamActivity, VenueReply};
 use crate::venue::login::Login;
-use crate::venue::protocol::{Notice, NoticeKind, Protocol, Response, SubscribeContext, Transport};
+use crate::venue::protocol::{
+    FileRules, KeyUse, Notice, NoticeKind, Protocol, Response, RestUrl, SubscribeContext, Transport,
+};
 use crate::venue::{Shard, VenueError, VenueFeed};
 use std::ops::Range;
 
@@ -41,6 +43,19 @@ fn replay_starts(
 impl Protocol for Databento {
     fn feed_schemes(&self) -> &'static [Scheme] {
         &[Scheme::Tls, Scheme::Tcp]
+    }
+
+    /// The gateway needs a key and its session settings; `rest_url` is accepted as before.
+    fn file_rules(&self) -> FileRules {
+        FileRules {
+            rest_url: RestUrl::Accepted,
+            key: KeyUse::Required {
+                missing: "has no API key: the Databento gateway needs one; set \
+                          credentials.api_key_env (an environment variable) or \
+                          credentials.api_key_credential (a systemd credential)",
+            },
+            databento_table: true,
+        }
     }
 
     /// The gateway's heartbeats set the read timeout (from the `[databento]` table, applied by

@@ -9,7 +9,9 @@ use crate::config::{Scheme, VenueConfig, VenueKind};
 use crate::event::{InstrumentId, VenueId};
 use crate::venue::feed::VenueReply;
 use crate::venue::login::Login;
-use crate::venue::protocol::{Notice, NoticeKind, Protocol, Response, SubscribeContext, Transport};
+use crate::venue::protocol::{
+    FileRules, KeyUse, Notice, NoticeKind, Protocol, Response, RestUrl, SubscribeContext, Transport,
+};
 use crate::venue::{Shard, VenueError, VenueFeed};
 
 /// The Thalex protocol.
@@ -18,6 +20,20 @@ pub struct Thalex;
 impl Protocol for Thalex {
     fn feed_schemes(&self) -> &'static [Scheme] {
         &[Scheme::Wss, Scheme::Ws]
+    }
+
+    /// Books start from the stream's own snapshots; an optional key signs a login.
+    fn file_rules(&self) -> FileRules {
+        FileRules {
+            rest_url: RestUrl::Unused {
+                why: "its books start from the stream's own snapshot",
+            },
+            key: KeyUse::SignedLogin {
+                missing_key_id: "is missing: a Thalex login token names its key by id (the `kid` shown beside                  the API key); set it, or remove the key settings to use public data only",
+                key_id_without_key: "has no key to go with it: set credentials.api_key_env or                  credentials.api_key_credential to where the RSA private key (PEM) is",
+            },
+            databento_table: false,
+        }
     }
 
     /// Thalex asks clients to ping.
