@@ -178,13 +178,16 @@ impl Fixture {
 
 /// The generation of the stream opened on `slot` among `commands`.
 fn opened(commands: &[LinkCommand], slot: ConnId) -> Option<u32> {
-    commands.iter().find_map(|command| match command {
-        LinkCommand::Open {
+    commands.iter().find_map(|command| {
+        let LinkCommand::Open {
             slot: opened,
             generation,
             ..
-        } if *opened == slot => Some(*generation),
-        _ => None,
+        } = command
+        else {
+            return None;
+        };
+        (*opened == slot).then_some(*generation)
     })
 }
 
@@ -192,9 +195,11 @@ fn opened(commands: &[LinkCommand], slot: ConnId) -> Option<u32> {
 fn sent(commands: &[LinkCommand], slot: ConnId) -> Vec<String> {
     commands
         .iter()
-        .filter_map(|command| match command {
-            LinkCommand::Send { slot: to, text } if *to == slot => Some(text.clone()),
-            _ => None,
+        .filter_map(|command| {
+            let LinkCommand::Send { slot: to, text } = command else {
+                return None;
+            };
+            (*to == slot).then(|| text.clone())
         })
         .collect()
 }
@@ -209,14 +214,14 @@ fn closed(commands: &[LinkCommand], slot: ConnId) -> bool {
 fn statuses(commands: &[LinkCommand]) -> Vec<(InstrumentId, VenueState, u64)> {
     commands
         .iter()
-        .filter_map(|command| match command {
-            LinkCommand::Event(event) => match event.body() {
-                Body::VenueStatus(status) => {
-                    Some((event.header.instrument_id, status.state(), status.detail))
-                }
-                _ => None,
-            },
-            _ => None,
+        .filter_map(|command| {
+            let LinkCommand::Event(event) = command else {
+                return None;
+            };
+            let Body::VenueStatus(status) = event.body() else {
+                return None;
+            };
+            Some((event.header.instrument_id, status.state(), status.detail))
         })
         .collect()
 }
