@@ -6,6 +6,8 @@
 //! - [`feed`]: the decoder stage's feed (routes, owners, books from snapshots).
 //! - [`subscribe`]: the request texts the control thread sends.
 //! - [`auth`]: the RS512 JWT `public/login` takes.
+//! - [`protocol`]: the venue's [`crate::venue::protocol::Protocol`] (channel rules, the login,
+//!   the `system` channel, the throttle error) for the config and the control plane.
 
 pub mod auth;
 pub mod channel;
