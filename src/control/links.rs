@@ -749,12 +749,6 @@ impl Venues {
         Some(shard.link(role).conn.state())
     }
 
-    /// The slot (connection id) of a shard's connection in `role`.
-    pub fn slot_of(&self, venue: usize, shard: usize, role: Role) -> Option<ConnId> {
-        let shard = self.venues.get(venue)?.shards.get(shard)?;
-        Some(shard.link(role).conn.slot())
-    }
-
     /// The rotation's switch: the spare becomes the active connection (and the slot map says
     /// so).
     fn switch(&mut self, venue: usize, shard: usize) {
