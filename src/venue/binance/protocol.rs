@@ -245,4 +245,42 @@ mod tests {
             assert!(!is_channel(invalid), "{invalid}");
         }
     }
+
+    fn venue(max_streams: u32) -> VenueConfig {
+        let text = format!(
+            "name = \"b\"\nkind = \"binance-usdm-futures\"\n\
+             url = \"wss://127.0.0.1:9443/stream\"\nsymbols = [\"BTCUSDT\", \"ETHUSDT\"]\n\
+             channels = [\"bookTicker\", \"aggTrade\"]\n\
+             max_streams_per_connection = {max_streams}\n"
+        );
+        match crate::config::venue_from_text(&text) {
+            Ok(venue) => venue,
+            Err(errors) => panic!("test venue: {errors}"),
+        }
+    }
+
+    #[test]
+    fn a_recording_names_every_stream_in_its_url() {
+        let Ok(Transport::WebSocket { path }) = BinanceUsdmFutures.transport(&venue(4), true)
+        else {
+            panic!("a WebSocket path");
+        };
+        assert_eq!(
+            path,
+            "/stream?streams=btcusdt@bookTicker/btcusdt@aggTrade/ethusdt@bookTicker/ethusdt@aggTrade"
+        );
+        let Ok(Transport::WebSocket { path }) = BinanceUsdmFutures.transport(&venue(4), false)
+        else {
+            panic!("a WebSocket path");
+        };
+        assert_eq!(path, "/stream");
+        assert!(matches!(
+            BinanceUsdmFutures.transport(&venue(3), true),
+            Err(VenueError::TooManyStreams {
+                streams: 4,
+                max: 3,
+                ..
+            })
+        ));
+    }
 }

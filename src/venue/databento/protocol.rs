@@ -224,3 +224,46 @@ impl Protocol for Databento {
         crate::venue::rest_snapshot_target(venue, instrument_base)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::venue::databento::feed::{SESSION_STARTED, STREAM_BROKEN};
+
+    #[test]
+    fn the_session_start_answers_the_request() {
+        let started = VenueReply::new(0, (3 << 32) | SESSION_STARTED, None, b"");
+        assert_eq!(Databento.read_response(&started), Response::SessionStarted);
+        let other = VenueReply::new(0, (3 << 32) | 1, None, b"");
+        assert_eq!(Databento.read_response(&other), Response::Answer);
+    }
+
+    #[test]
+    fn gateway_notices_are_read_by_their_codes() {
+        let slow = dbn::SystemCode::SlowReaderWarning as u8;
+        let notice = Databento.read_notice(&VenueReply::notice(0, 1, slow, None, b"slow"));
+        assert_eq!(notice.kind, NoticeKind::SlowReader);
+        assert!(!notice.stream_broken);
+        let replayed = dbn::SystemCode::ReplayCompleted as u8;
+        let notice = Databento.read_notice(&VenueReply::notice(0, 1, replayed, None, b""));
+        assert_eq!(
+            notice.kind,
+            NoticeKind::Other {
+                what: "ReplayCompleted".to_owned()
+            }
+        );
+        let broken = VenueReply::notice(0, 1, 0, Some(STREAM_BROKEN), b"bad record");
+        let notice = Databento.read_notice(&broken);
+        assert!(notice.stream_broken);
+        assert!(matches!(notice.kind, NoticeKind::Error { .. }));
+    }
+
+    #[test]
+    fn symbols_and_schemas_follow_the_gateway() {
+        assert!(Databento.check_symbol("ES.c.0").is_ok());
+        assert!(Databento.check_symbol("ES,NQ").is_err());
+        assert!(Databento.check_symbol("").is_err());
+        assert!(Databento.check_channel("mbo", &[]).is_ok());
+        assert!(Databento.check_channel("bookTicker", &[]).is_err());
+    }
+}

@@ -182,3 +182,33 @@ impl Protocol for Thalex {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_throttle_error_is_read_as_such_and_other_errors_as_answers() {
+        let throttled = VenueReply::new(0, 7, Some(subscribe::THROTTLED), b"throttle exceeded");
+        assert_eq!(Thalex.read_response(&throttled), Response::Throttled);
+        let invalid = VenueReply::new(0, 7, Some(6), b"invalid request");
+        assert_eq!(Thalex.read_response(&invalid), Response::Answer);
+        assert_eq!(
+            Thalex.read_response(&VenueReply::new(0, 7, None, b"")),
+            Response::Answer
+        );
+    }
+
+    #[test]
+    fn the_system_channel_is_no_stream_and_one_book_is_allowed() {
+        assert!(!Thalex.names_a_stream(SYSTEM_CHANNEL));
+        assert!(Thalex.names_a_stream("ticker.BTC-PERPETUAL.100ms"));
+        let first = ["book.none.10.100ms".to_owned()];
+        assert!(Thalex.check_channel("book.none.10.100ms", &[]).is_ok());
+        let second = Thalex
+            .check_channel("book.1.10.100ms", &first)
+            .expect_err("a second book channel");
+        assert!(second.contains("a second book channel"), "{second}");
+        assert!(Thalex.check_channel("tickers.100ms", &[]).is_err());
+    }
+}
