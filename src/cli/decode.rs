@@ -58,21 +58,54 @@ pub fn split_line(line: &[u8]) -> (u64, &[u8]) {
     (0, line)
 }
 
+/// The venues whose captures `decode` reads, each with its own file reader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DecodeVenue {
+    Binance,
+    Thalex,
+    Databento,
+}
+
+impl DecodeVenue {
+    const ALL: [DecodeVenue; 3] = [
+        DecodeVenue::Binance,
+        DecodeVenue::Thalex,
+        DecodeVenue::Databento,
+    ];
+
+    /// The `--venue` label, also printed on every line.
+    fn label(self) -> &'static str {
+        match self {
+            DecodeVenue::Binance => VENUE,
+            DecodeVenue::Thalex => THALEX,
+            DecodeVenue::Databento => DATABENTO,
+        }
+    }
+
+    fn from_label(label: &str) -> Option<DecodeVenue> {
+        DecodeVenue::ALL
+            .into_iter()
+            .find(|venue| venue.label() == label)
+    }
+}
+
 pub fn decode(venue: &str, path: &Path, dbn_version: Option<u8>) -> ExitCode {
-    if dbn_version.is_some() && venue != DATABENTO {
+    let label = venue;
+    let venue = DecodeVenue::from_label(label);
+    if dbn_version.is_some() && venue != Some(DecodeVenue::Databento) {
         eprintln!("decode: --dbn-version is for --venue {DATABENTO} only");
         return ExitCode::from(2);
     }
+    let Some(venue) = venue else {
+        eprintln!(
+            "decode: venue {label:?} is not supported; valid: {VENUE}, {THALEX}, {DATABENTO}"
+        );
+        return ExitCode::from(2);
+    };
     let result = match venue {
-        VENUE => run(path),
-        THALEX => run_thalex(path),
-        DATABENTO => databento::run(path, dbn_version),
-        _ => {
-            eprintln!(
-                "decode: venue {venue:?} is not supported; valid: {VENUE}, {THALEX}, {DATABENTO}"
-            );
-            return ExitCode::from(2);
-        }
+        DecodeVenue::Binance => run(path),
+        DecodeVenue::Thalex => run_thalex(path),
+        DecodeVenue::Databento => databento::run(path, dbn_version),
     };
     match result {
         Ok(summary) => {

@@ -173,6 +173,15 @@ pub fn load_venue(path: &Path) -> Result<VenueConfig, ConfigErrors> {
     load_venue_source(&source).map_err(ConfigErrors)
 }
 
+/// Loads a venue file from its text, as if it were `venue.toml` in the working directory: unit
+/// tests elsewhere in the crate build their venues this way.
+#[cfg(test)]
+pub(crate) fn venue_from_text(text: &str) -> Result<VenueConfig, ConfigErrors> {
+    let source = SourceFile::parse(std::path::PathBuf::from("venue.toml"), text.to_owned())
+        .map_err(|error| ConfigErrors(vec![error]))?;
+    load_venue_source(&source).map_err(ConfigErrors)
+}
+
 fn load_venue_source(source: &SourceFile) -> Result<VenueConfig, Vec<ConfigError>> {
     let secrets = venue::find_secret_keys(source);
     if !secrets.is_empty() {

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use super::endpoint::{is_valid_host_name, Endpoint, EndpointError, Scheme};
 use super::error::CredentialError;
 use super::source::{KeyPath, Problem, SourceFile};
+use crate::venue::protocol::{KeyUse, Protocol, RestUrl};
 
 /// The validated venue file.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,22 +107,27 @@ impl VenueKind {
         }
     }
 
+    /// The venue's protocol: everything else tickwire knows about a kind goes through it.
+    /// This is the one `match` over venue kinds (adding a venue adds its variant and its arm
+    /// here, and its spelling in `as_str`).
+    pub fn protocol(self) -> &'static dyn Protocol {
+        match self {
+            VenueKind::BinanceUsdmFutures => &crate::venue::binance::protocol::BinanceUsdmFutures,
+            VenueKind::Databento => &crate::venue::databento::protocol::Databento,
+            VenueKind::Thalex => &crate::venue::thalex::protocol::Thalex,
+        }
+    }
+
     /// Schemes valid for `url`: Binance and Thalex stream over WebSocket, Databento's live
     /// gateway over a raw TCP session.
     pub fn feed_schemes(self) -> &'static [Scheme] {
-        match self {
-            VenueKind::BinanceUsdmFutures | VenueKind::Thalex => &[Scheme::Wss, Scheme::Ws],
-            VenueKind::Databento => &[Scheme::Tls, Scheme::Tcp],
-        }
+        self.protocol().feed_schemes()
     }
 
     /// The heartbeat defaults: (ping interval, read timeout) in ms. Thalex asks clients to
     /// ping; Binance pings its clients and closes the ones that do not answer.
     pub fn default_heartbeat_ms(self) -> (Option<u64>, Option<u64>) {
-        match self {
-            VenueKind::Thalex => (Some(5_000), Some(7_000)),
-            VenueKind::BinanceUsdmFutures | VenueKind::Databento => (None, None),
-        }
+        self.protocol().default_heartbeat_ms()
     }
 
     /// Binance documents "a single connection can listen to a maximum of 1024 streams" (USDⓈ-M
@@ -431,10 +437,11 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
     });
     check_symbols(&mut problems, raw.kind, &raw.symbols);
     check_channels(&mut problems, raw.kind, &raw.channels);
-    if raw.kind == VenueKind::Thalex && raw.rest_url.is_some() {
+    let rules = raw.kind.protocol().file_rules();
+    if let (RestUrl::Unused { why }, true) = (rules.rest_url, raw.rest_url.is_some()) {
         problems.push(Problem::new(
             KeyPath::dotted("rest_url"),
-            "has no use for a thalex venue: its books start from the stream's own snapshot",
+            format!("has no use for a {} venue: {why}", raw.kind),
         ));
     }
 
@@ -461,7 +468,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             ),
         ));
     }
-    if raw.kind == VenueKind::BinanceUsdmFutures
+    if matches!(rules.rest_url, RestUrl::NeededForDiffDepth)
         && raw.rest_url.is_none()
         && raw
             .channels
@@ -500,30 +507,29 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
     lifecycle.ping_interval_ms = lifecycle.ping_interval_ms.or(ping_default);
     lifecycle.read_timeout_ms = lifecycle.read_timeout_ms.or(read_default);
     check_lifecycle(&mut problems, &lifecycle);
-    if raw.kind == VenueKind::Thalex {
-        let has_key =
-            raw.credentials.api_key_env.is_some() || raw.credentials.api_key_credential.is_some();
-        match (has_key, &raw.credentials.key_id) {
+    let has_key =
+        raw.credentials.api_key_env.is_some() || raw.credentials.api_key_credential.is_some();
+    match rules.key {
+        KeyUse::Unused => {}
+        KeyUse::SignedLogin {
+            missing_key_id,
+            key_id_without_key,
+        } => match (has_key, &raw.credentials.key_id) {
             (true, None) => problems.push(Problem::new(
                 KeyPath::dotted("credentials.key_id"),
-                "is missing: a Thalex login token names its key by id (the `kid` shown beside                  the API key); set it, or remove the key settings to use public data only",
+                missing_key_id,
             )),
             (false, Some(_)) => problems.push(Problem::new(
                 KeyPath::dotted("credentials.key_id"),
-                "has no key to go with it: set credentials.api_key_env or                  credentials.api_key_credential to where the RSA private key (PEM) is",
+                key_id_without_key,
             )),
-            _ => {}
+            (true, Some(_)) | (false, None) => {}
+        },
+        KeyUse::Required { missing } => {
+            if !has_key {
+                problems.push(Problem::new(KeyPath::dotted("credentials"), missing));
+            }
         }
-    }
-    if raw.kind == VenueKind::Databento
-        && raw.credentials.api_key_env.is_none()
-        && raw.credentials.api_key_credential.is_none()
-    {
-        problems.push(Problem::new(
-            KeyPath::dotted("credentials"),
-            "has no API key: the Databento gateway needs one; set credentials.api_key_env (an \
-             environment variable) or credentials.api_key_credential (a systemd credential)",
-        ));
     }
     check_staleness(&mut problems, &raw.staleness, &raw.channels);
     check_credentials(&mut problems, &raw.credentials);
@@ -622,7 +628,7 @@ fn check_databento(
     channels: &[String],
     lifecycle: &mut LifecycleConfig,
 ) {
-    if kind != VenueKind::Databento {
+    if !kind.protocol().file_rules().databento_table {
         if databento.is_some() {
             problems.push(Problem::new(
                 KeyPath::dotted("databento"),
@@ -750,39 +756,8 @@ fn check_symbols(problems: &mut Vec<Problem>, kind: VenueKind, symbols: &[String
     }
     for (index, symbol) in symbols.iter().enumerate() {
         let path = KeyPath::dotted("symbols").index(index);
-        let valid_chars = symbol.bytes().all(|byte| {
-            byte.is_ascii_uppercase() || byte.is_ascii_digit() || matches!(byte, b'_' | b'-' | b'.')
-        });
-        // Thalex instrument names: perpetuals, futures, options, combinations in brackets.
-        let thalex_problem = (kind == VenueKind::Thalex)
-            .then(|| crate::venue::thalex::channel::check_symbol(symbol).err())
-            .flatten();
-        if let Some(message) = thalex_problem {
+        if let Err(message) = kind.protocol().check_symbol(symbol) {
             problems.push(Problem::new(path, message));
-        } else if kind == VenueKind::Databento
-            && (symbol.is_empty()
-                || !symbol
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && !matches!(b, b',' | b'|')))
-        {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{symbol}\" is not a valid symbol; Databento symbols are printable ASCII \
-                     without `,` or `|`, such as ESZ6, ES.FUT or ES.c.0"
-                ),
-            ));
-        } else if !matches!(kind, VenueKind::Thalex | VenueKind::Databento)
-            && (symbol.is_empty() || !valid_chars)
-        {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{symbol}\" is not a valid symbol; use uppercase letters, digits, `_`, `-` \
-                     and `.` as the venue writes it (tickwire lowercases it where a venue's stream \
-                     names need that)"
-                ),
-            ));
         } else if let Some(first) = symbols[..index].iter().position(|s| s == symbol) {
             problems.push(Problem::new(
                 path,
@@ -790,33 +765,6 @@ fn check_symbols(problems: &mut Vec<Problem>, kind: VenueKind, symbols: &[String
             ));
         }
     }
-}
-
-/// Binance USDⓈ-M Futures market streams (Binance docs, "WebSocket Market Streams"). `depth` takes
-/// an update speed; the partial-book streams `depth5/10/20` take one optionally.
-const BINANCE_CHANNELS: [&str; 10] = [
-    "bookTicker",
-    "aggTrade",
-    "trade",
-    "markPrice",
-    "markPrice@1s",
-    "depth",
-    "depth@0ms",
-    "depth@100ms",
-    "depth@250ms",
-    "depth@500ms",
-];
-
-fn is_binance_channel(channel: &str) -> bool {
-    if BINANCE_CHANNELS.contains(&channel) {
-        return true;
-    }
-    let (levels, speed) = match channel.split_once('@') {
-        Some((levels, speed)) => (levels, Some(speed)),
-        None => (channel, None),
-    };
-    matches!(levels, "depth5" | "depth10" | "depth20")
-        && matches!(speed, None | Some("100ms" | "250ms" | "500ms"))
 }
 
 fn check_channels(problems: &mut Vec<Problem>, kind: VenueKind, channels: &[String]) {
@@ -830,39 +778,8 @@ fn check_channels(problems: &mut Vec<Problem>, kind: VenueKind, channels: &[Stri
         let path = KeyPath::dotted("channels").index(index);
         if channel.is_empty() {
             problems.push(Problem::new(path, "is empty; expected a channel name"));
-        } else if let (VenueKind::Thalex, Err(message)) = (
-            kind,
-            crate::venue::thalex::channel::Template::parse(channel),
-        ) {
+        } else if let Err(message) = kind.protocol().check_channel(channel, &channels[..index]) {
             problems.push(Problem::new(path, message));
-        } else if kind == VenueKind::Thalex
-            && channel.starts_with("book.")
-            && channels[..index].iter().any(|c| c.starts_with("book."))
-        {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{channel}\" is a second book channel; an instrument has one book, so list \
-                     one book.<grouping>.<levels>.<delay>"
-                ),
-            ));
-        } else if kind == VenueKind::Databento && !DATABENTO_SCHEMAS.contains(&channel.as_str()) {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{channel}\" is not a DBN schema; valid: {}",
-                    DATABENTO_SCHEMAS.join(", ")
-                ),
-            ));
-        } else if kind == VenueKind::BinanceUsdmFutures && !is_binance_channel(channel) {
-            problems.push(Problem::new(
-                path,
-                format!(
-                    "\"{channel}\" is not a {kind} channel; valid channels: {}, depth5, depth10, \
-                     depth20 (each optionally with @100ms, @250ms or @500ms)",
-                    BINANCE_CHANNELS.join(", ")
-                ),
-            ));
         } else if let Some(first) = channels[..index].iter().position(|c| c == channel) {
             problems.push(Problem::new(
                 path,
@@ -1126,27 +1043,75 @@ fn check_credentials(problems: &mut Vec<Problem>, credentials: &CredentialsConfi
 mod tests {
     use super::*;
 
+    /// The problems a venue file's text has: (key, message).
+    fn problems(text: &str) -> Vec<(String, String)> {
+        match crate::config::venue_from_text(text) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors
+                .0
+                .into_iter()
+                .map(|error| (error.key, error.message))
+                .collect(),
+        }
+    }
+
+    const THALEX: &str = "name = \"t\"\nkind = \"thalex\"\nurl = \"wss://127.0.0.1:9444/ws\"\n\
+                          symbols = [\"BTC-PERPETUAL\"]\nchannels = [\"ticker.100ms\"]\n";
+
     #[test]
-    fn binance_channels() {
-        for valid in [
-            "bookTicker",
-            "depth@100ms",
-            "depth5",
-            "depth20@500ms",
-            "markPrice@1s",
-        ] {
-            assert!(is_binance_channel(valid), "{valid}");
-        }
-        for invalid in [
-            "bookticker",
-            "depth@1000ms",
-            "depth15",
-            "depth5@0ms",
-            "depth10@",
-            "",
-        ] {
-            assert!(!is_binance_channel(invalid), "{invalid}");
-        }
+    fn the_venues_file_rules_hold() {
+        let rest = format!("rest_url = \"https://127.0.0.1:9443\"\n{THALEX}");
+        assert_eq!(
+            problems(&rest),
+            [(
+                "rest_url".to_owned(),
+                "has no use for a thalex venue: its books start from the stream's own snapshot"
+                    .to_owned()
+            )]
+        );
+        let key_only = format!("{THALEX}[credentials]\napi_key_env = \"THALEX_KEY\"\n");
+        let found = problems(&key_only);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, "credentials.key_id");
+        assert!(
+            found[0].1.starts_with("is missing: a Thalex login token"),
+            "{found:?}"
+        );
+        let id_only = format!("{THALEX}[credentials]\nkey_id = \"k\"\n");
+        let found = problems(&id_only);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].1.starts_with("has no key to go with it"),
+            "{found:?}"
+        );
+        assert!(problems(&format!(
+            "{THALEX}[credentials]\nkey_id = \"k\"\napi_key_env = \"K\"\n"
+        ))
+        .is_empty());
+
+        let databento = "name = \"d\"\nkind = \"databento\"\nurl = \"tcp://127.0.0.1:13000\"\n\
+                         symbols = [\"ESM5\"]\nchannels = [\"mbo\"]\n\
+                         [databento]\ndataset = \"GLBX.MDP3\"\n";
+        assert_eq!(
+            problems(databento),
+            [(
+                "credentials".to_owned(),
+                "has no API key: the Databento gateway needs one; set credentials.api_key_env \
+                 (an environment variable) or credentials.api_key_credential (a systemd \
+                 credential)"
+                    .to_owned()
+            )]
+        );
+        let binance = "name = \"b\"\nkind = \"binance-usdm-futures\"\n\
+                       url = \"wss://127.0.0.1:9443/stream\"\nsymbols = [\"BTCUSDT\"]\n\
+                       channels = [\"bookTicker\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n";
+        assert_eq!(
+            problems(binance),
+            [(
+                "databento".to_owned(),
+                "is only for kind = \"databento\"; this venue is binance-usdm-futures".to_owned()
+            )]
+        );
     }
 
     #[test]

@@ -1,31 +1,42 @@
-//! The control thread's side of the connection lifecycle: every venue's connections with their
-//! state machines ([`crate::lifecycle::Connection`]), subscriptions, the staleness watchdog and
-//! planned rotation.
+//! The control plane's link logic, sans-IO: every venue's connections with their state machines
+//! ([`crate::lifecycle::Connection`]), subscriptions, heartbeats, the staleness watchdog and
+//! planned rotation. It takes network statuses, venue replies and time, and returns
+//! [`LinkCommand`]s; `control::apply` carries them out on the runtime, `control::link_view`
+//! renders the state as metrics and health. It holds no runtime and names no venue: what
+//! differs between venues comes from each venue's [`Protocol`].
 //!
 //! A venue's streams (symbol × channel) are split into shards of at most
 //! `max_streams_per_connection` streams, a symbol's channels always together. Each shard owns two
-//! stream slots: the active connection, and a spare that a rotation opens beside it
+//! links: the [`Role::Active`] connection, and a [`Role::Spare`] that a rotation opens beside it
 //! (make-before-break). The decoder's feed drops whatever update id it has delivered already, so
 //! while both run the strategy sees each message once; the switch waits until, on every stream
 //! with recent traffic, both connections delivered the same update id (or until
-//! `lifecycle.rotation_overlap_ms` has passed).
+//! `lifecycle.rotation_overlap_ms` has passed). A switch swaps the two links, so a slot keeps its
+//! connection and changes its role.
 //!
-//! The strategy hears about it all through `VenueStatus` events, written by the decoder thread
-//! in order with the market events: a shard's connection going live (`Live`, instrument
-//! [`ALL_INSTRUMENTS`], detail = shard) and down (`Disconnected`), and each stream going stale
-//! and recovering (`Stale` / `Recovered`, the stream's instrument, detail = channel index).
+//! The strategy hears about it all through `VenueStatus` events ([`LinkCommand::Event`]), written
+//! by the decoder thread in order with the market events: a shard's connection going live
+//! (`Live`, instrument [`ALL_INSTRUMENTS`], detail = shard) and down (`Disconnected`), and each
+//! stream going stale and recovering (`Stale` / `Recovered`, the stream's instrument, detail =
+//! channel index).
+//!
+//! **Invariant:** nothing here blocks or does I/O beyond logging; the one shared state it reads
+//! is each venue's [`StreamActivity`] (relaxed atomics the decoder thread writes), and the
+//! network thread's last-read times come in as an argument of [`Venues::tick`].
 
-use crate::config::{LoadedConfig, VenueConfig, VenueKind};
+use crate::config::{LoadedConfig, VenueConfig};
 use crate::event::{Body, Event, InstrumentId, VenueId, VenueState, VenueStatus};
 use crate::lifecycle::{Action, ConnState, Connection, Reason, ReasonCounts, StormBreaker, Timing};
-use crate::net::engine::StreamSpec;
 use crate::net::ConnId;
-use crate::runtime::{NetStatus, NetStatusKind, Runtime, RuntimeError};
-use crate::venue::binance::subscribe::subscribe_request;
+use crate::runtime::{NetStatus, NetStatusKind};
 use crate::venue::feed::{ReplyKind, StreamActivity, VenueReply, ALL_INSTRUMENTS};
+use crate::venue::login::Login;
+use crate::venue::protocol::{NoticeKind, Protocol, Response, SubscribeContext};
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
+
+pub(crate) use super::link_view::label;
 
 const NS_PER_MS: u64 = 1_000_000;
 /// After a failed rotation, the next try waits this long.
@@ -34,6 +45,71 @@ const ROTATION_RETRY_NS: u64 = 60_000 * NS_PER_MS;
 const ACTIVE_WINDOW_NS: u64 = 2_000 * NS_PER_MS;
 /// Stream ends kept for reports and tests.
 const ENDS_KEPT: usize = 64;
+
+/// What a connection of a shard is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// It carries the shard.
+    Active,
+    /// Idle, or opened by a rotation beside the active one.
+    Spare,
+}
+
+impl Role {
+    pub const BOTH: [Role; 2] = [Role::Active, Role::Spare];
+
+    pub fn other(self) -> Role {
+        match self {
+            Role::Active => Role::Spare,
+            Role::Spare => Role::Active,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Active => "active",
+            Role::Spare => "spare",
+        }
+    }
+}
+
+/// Where a stream slot (a connection id of the network thread) belongs now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotRef {
+    /// Index of the venue, in the appliance file's order.
+    pub venue: usize,
+    pub shard: usize,
+    pub role: Role,
+}
+
+/// What the link logic asks of the runtime; `control::apply` carries it out.
+#[derive(Debug)]
+pub enum LinkCommand {
+    /// Open a stream on `slot` with the prepared stream of venue `venue` (an index);
+    /// `generation` tags the statuses that will come back about it.
+    Open {
+        venue: usize,
+        slot: ConnId,
+        generation: u32,
+    },
+    /// Send a text message (a login or subscription request).
+    Send { slot: ConnId, text: String },
+    /// Send a heartbeat ping.
+    Ping { slot: ConnId },
+    /// Start the closing handshake.
+    Close { slot: ConnId },
+    /// Drop the socket at once.
+    Abort { slot: ConnId },
+    /// The connection carrying `instruments` of `venue` dropped: the decoder owes gaps.
+    Disconnected {
+        venue: VenueId,
+        slot: ConnId,
+        instruments: Range<InstrumentId>,
+    },
+    /// A status event for the strategy, written by the decoder thread in order with the
+    /// market events.
+    Event(Event),
+}
 
 /// How a venue stream ended.
 #[derive(Clone, Debug)]
@@ -45,77 +121,86 @@ pub struct StreamEnd {
     pub error: Option<String>,
 }
 
-struct Shard {
+/// One connection of a shard and what goes with its socket.
+pub(super) struct Link {
+    pub(super) conn: Connection,
+    /// Tags the statuses of the connection's current stream.
+    generation: u32,
+    /// When the connection last sent a heartbeat ping.
+    pinged_ns: u64,
+}
+
+pub(super) struct Shard {
     instruments: Range<InstrumentId>,
+    /// Indexes into the venue file's `symbols`.
+    symbols: Range<usize>,
     /// Streams of the venue's activity table this shard carries.
-    streams: Range<usize>,
+    pub(super) streams: Range<usize>,
     requests: Vec<Vec<String>>,
-    /// Per request, per name: the stream it subscribes (`None` for the `system` channel).
+    /// Per request, per name: the stream it subscribes (`None` for a connection-wide channel).
     request_streams: Vec<Vec<Option<usize>>>,
-    conns: [Connection; 2],
-    /// When each connection last sent a heartbeat ping.
-    pinged_ns: [u64; 2],
+    pub(super) active: Link,
+    spare: Link,
     /// The venue announced it will close the active connection: rotate now.
     rotate_requested: bool,
-    generations: [u32; 2],
-    /// Which of `conns` carries the shard.
-    active: usize,
     /// When the running rotation started.
     rotation: Option<u64>,
     next_rotation_ns: u64,
     /// Per stream of the shard: since when it is stale.
-    stale_since: Vec<Option<u64>>,
+    pub(super) stale_since: Vec<Option<u64>>,
 }
 
-impl VenueLinks {
-    /// Whether the venue could be prepared and every shard's active connection is live.
-    fn live(&self) -> bool {
-        self.spec.is_some()
-            && self
-                .shards
-                .iter()
-                .all(|shard| shard.conns[shard.active].state() == ConnState::Live)
+impl Shard {
+    fn link(&self, role: Role) -> &Link {
+        match role {
+            Role::Active => &self.active,
+            Role::Spare => &self.spare,
+        }
+    }
+
+    fn link_mut(&mut self, role: Role) -> &mut Link {
+        match role {
+            Role::Active => &mut self.active,
+            Role::Spare => &mut self.spare,
+        }
     }
 }
 
-/// A venue login: the key id and the private key (PEM). Never printed.
-#[derive(Clone)]
-pub struct Login {
-    pub key_id: String,
-    pub private_key_pem: String,
-}
-
-impl std::fmt::Debug for Login {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Login")
-            .field("key_id", &self.key_id)
-            .finish_non_exhaustive()
-    }
-}
-
-struct VenueLinks {
-    name: String,
-    kind: VenueKind,
+pub(super) struct VenueLinks {
+    pub(super) name: String,
+    protocol: &'static dyn Protocol,
+    /// The venue file, for the requests made per connection.
+    config: VenueConfig,
     /// Sent as the first request of every connection, when the venue file has a key.
     login: Option<Login>,
     ping_interval_ns: Option<u64>,
     read_timeout_ns: Option<u64>,
     /// Per stream, its name in logs and metrics.
-    stream_names: Vec<String>,
+    pub(super) stream_names: Vec<String>,
     id: VenueId,
-    channels: Vec<String>,
+    /// Channels per symbol (at least 1).
+    channels: usize,
     /// Per channel: its staleness threshold.
     thresholds: Vec<Option<u64>>,
     rotate_after_ns: u64,
     rotation_overlap_ns: u64,
     breaker: StormBreaker,
-    /// `None` when the stream could not be prepared (the error was logged).
-    spec: Option<StreamSpec>,
-    shards: Vec<Shard>,
-    activity: Arc<StreamActivity>,
-    /// A Databento venue's session settings and symbols (its request is built per connection,
-    /// with the replay start of the moment).
-    databento: Option<(crate::config::DatabentoConfig, Vec<String>)>,
+    /// Whether the venue's stream could be prepared (else the error was logged, and its
+    /// connections never start).
+    pub(super) prepared: bool,
+    pub(super) shards: Vec<Shard>,
+    pub(super) activity: Arc<StreamActivity>,
+}
+
+impl VenueLinks {
+    /// Whether the venue could be prepared and every shard's active connection is live.
+    pub(super) fn live(&self) -> bool {
+        self.prepared
+            && self
+                .shards
+                .iter()
+                .all(|shard| shard.active.conn.state() == ConnState::Live)
+    }
 }
 
 /// Counters of a venue's lifecycle, for reports and tests.
@@ -132,34 +217,34 @@ pub struct LinkCounters {
     pub stale_streams: u64,
     pub recovered_streams: u64,
     pub refused_requests: u64,
-    /// Channels the venue left out of a subscription's answer (Thalex drops invalid ones).
+    /// Channels the venue left out of a subscription's answer (a venue that drops invalid channels from its answer; `Protocol::answer_lists_accepted`).
     pub rejected_channels: u64,
     /// Logins the venue refused.
     pub refused_logins: u64,
     /// Requests the venue refused for its rate limit (each recycles the connection).
     pub throttled_requests: u64,
-    /// Announcements that the venue will close a connection soon (Thalex `reconnect`).
+    /// Announcements that the venue will close a connection soon (`ReplyKind::ReconnectNotice`).
     pub reconnect_notices: u64,
-    /// Errors the venue reported on a running session (Databento `ErrorMsg`).
+    /// Errors the venue reported on a running session (`NoticeKind::Error`).
     pub venue_errors: u64,
-    /// Warnings that tickwire reads too slowly (Databento's slow-reader notice).
+    /// Warnings that tickwire reads too slowly (`NoticeKind::SlowReader`).
     pub slow_reader_warnings: u64,
-    /// Other notices (Databento: subscription acknowledgements, replay completed, end of
-    /// interval).
+    /// Other notices (acknowledgements, a replay completed: `NoticeKind::Info`).
     pub venue_notices: u64,
 }
 
 /// Every venue's connections.
 pub struct Venues {
-    venues: Vec<VenueLinks>,
-    /// By slot: (venue, shard, which of the pair).
-    slots: Vec<Option<(usize, usize, usize)>>,
+    pub(super) venues: Vec<VenueLinks>,
+    /// By slot (connection id): where it belongs now.
+    slots: Vec<Option<SlotRef>>,
     counters: Vec<LinkCounters>,
     /// Streams that ended (closed by the venue, reset, or failed), all venues together.
     pub streams_ended: u64,
     /// The most recent ends, oldest first (at most 64).
     pub ends: VecDeque<StreamEnd>,
-    out: Vec<Action>,
+    /// What the connection machines asked for, turned into commands by `follow`.
+    actions: Vec<Action>,
     /// A connection changed state since `take_changed` was last called.
     changed: bool,
 }
@@ -170,7 +255,9 @@ pub struct VenuePlan<'a> {
     pub id: VenueId,
     pub instrument_base: InstrumentId,
     pub activity: Arc<StreamActivity>,
-    pub spec: Option<StreamSpec>,
+    /// Whether the venue's stream could be prepared (`venue::subscribe_spec`); the applier
+    /// holds the prepared stream.
+    pub prepared: bool,
     pub login: Option<Login>,
 }
 
@@ -182,10 +269,11 @@ impl Venues {
         seed: u64,
     ) -> Result<(Venues, Vec<VenueId>), crate::venue::VenueError> {
         let mut venues = Vec::new();
-        let mut slots: Vec<Option<(usize, usize, usize)>> = Vec::new();
+        let mut slots: Vec<Option<SlotRef>> = Vec::new();
         let mut conn_venues = Vec::new();
         for (venue_index, plan) in plans.into_iter().enumerate() {
             let config = plan.config;
+            let protocol = config.kind.protocol();
             let timing = Timing::new(&config.reconnect, &config.lifecycle);
             let secure = config.url.scheme.is_tls();
             let channels = config.channels.len().max(1);
@@ -199,18 +287,24 @@ impl Venues {
                     });
                 }
                 let batches = shard.requests.len() + usize::from(plan.login.is_some());
-                let conn = |slot: ConnId| {
-                    Connection::new(
+                let link = |slot: ConnId| Link {
+                    conn: Connection::new(
                         slot,
                         secure,
                         timing,
                         &config.reconnect,
                         batches,
                         seed ^ (u64::from(slot) << 17),
-                    )
+                    ),
+                    generation: 0,
+                    pinged_ns: 0,
                 };
-                for which in 0..2 {
-                    slots.push(Some((venue_index, shard_index, which)));
+                for role in Role::BOTH {
+                    slots.push(Some(SlotRef {
+                        venue: venue_index,
+                        shard: shard_index,
+                        role,
+                    }));
                     conn_venues.push(plan.id);
                 }
                 let base = plan.instrument_base;
@@ -223,9 +317,7 @@ impl Venues {
                         names
                             .iter()
                             .map(|name| {
-                                let system = config.kind == VenueKind::Thalex
-                                    && name == crate::venue::thalex::channel::SYSTEM_CHANNEL;
-                                (!system).then(|| {
+                                protocol.names_a_stream(name).then(|| {
                                     next_stream += 1;
                                     next_stream - 1
                                 })
@@ -235,23 +327,23 @@ impl Venues {
                     .collect();
                 shards.push(Shard {
                     request_streams,
-                    pinged_ns: [0; 2],
                     rotate_requested: false,
                     instruments: base + symbols.start as InstrumentId
                         ..base + symbols.end as InstrumentId,
                     streams: symbols.start * channels..symbols.end * channels,
                     stale_since: vec![None; symbols.len() * channels],
+                    symbols,
                     requests: shard.requests,
-                    conns: [conn(first), conn(first + 1)],
-                    generations: [0; 2],
-                    active: 0,
+                    active: link(first),
+                    spare: link(first + 1),
                     rotation: None,
                     next_rotation_ns: 0,
                 });
             }
             venues.push(VenueLinks {
                 name: config.name.clone(),
-                kind: config.kind,
+                protocol,
+                config: config.clone(),
                 login: plan.login,
                 ping_interval_ns: config.lifecycle.ping_interval().map(|ms| ms * NS_PER_MS),
                 read_timeout_ns: config.lifecycle.read_timeout().map(|ms| ms * NS_PER_MS),
@@ -267,17 +359,13 @@ impl Venues {
                             .map(|ms| ms * NS_PER_MS)
                     })
                     .collect(),
-                channels: config.channels.clone(),
+                channels,
                 rotate_after_ns: config.lifecycle.rotate_after_ms * NS_PER_MS,
                 rotation_overlap_ns: config.lifecycle.rotation_overlap_ms * NS_PER_MS,
                 breaker: StormBreaker::new(config.reconnect.max_attempts_per_minute),
-                spec: plan.spec,
+                prepared: plan.prepared,
                 shards,
                 activity: plan.activity,
-                databento: config
-                    .databento
-                    .clone()
-                    .map(|databento| (databento, config.symbols.clone())),
             });
         }
         let counters = vec![LinkCounters::default(); venues.len()];
@@ -288,7 +376,7 @@ impl Venues {
                 counters,
                 streams_ended: 0,
                 ends: VecDeque::new(),
-                out: Vec::new(),
+                actions: Vec::new(),
                 changed: false,
             },
             conn_venues,
@@ -296,19 +384,29 @@ impl Venues {
     }
 
     /// Starts every shard's first connection.
-    pub fn start(&mut self, now_ns: u64, runtime: &mut Runtime) -> Result<(), RuntimeError> {
+    pub fn start(&mut self, now_ns: u64, out: &mut Vec<LinkCommand>) {
         for venue in 0..self.venues.len() {
-            if self.venues[venue].spec.is_none() {
+            if !self.venues[venue].prepared {
                 continue;
             }
             for shard in 0..self.venues[venue].shards.len() {
                 let links = &mut self.venues[venue];
-                let active = links.shards[shard].active;
-                links.shards[shard].conns[active].start(now_ns, &mut links.breaker, &mut self.out);
-                self.apply(venue, shard, active, now_ns, runtime)?;
+                links.shards[shard].active.conn.start(
+                    now_ns,
+                    &mut links.breaker,
+                    &mut self.actions,
+                );
+                self.follow(
+                    SlotRef {
+                        venue,
+                        shard,
+                        role: Role::Active,
+                    },
+                    now_ns,
+                    out,
+                );
             }
         }
-        Ok(())
     }
 
     pub fn name(&self, venue: usize) -> &str {
@@ -317,27 +415,28 @@ impl Venues {
             .map_or("?", |links| links.name.as_str())
     }
 
+    /// Where slot `slot` belongs now.
+    pub fn slot(&self, slot: ConnId) -> Option<SlotRef> {
+        self.slots.get(slot as usize).copied().flatten()
+    }
+
     /// A status report from the network thread.
-    pub fn on_status(
-        &mut self,
-        now_ns: u64,
-        status: NetStatus,
-        runtime: &mut Runtime,
-    ) -> Result<(), RuntimeError> {
-        let Some(Some((venue, shard, which))) = self.slots.get(status.conn as usize).copied()
-        else {
-            return Ok(());
+    pub fn on_status(&mut self, now_ns: u64, status: NetStatus, out: &mut Vec<LinkCommand>) {
+        let Some(at) = self.slot(status.conn) else {
+            return;
         };
-        if self.venues[venue].shards[shard].generations[which] != status.generation {
+        let links = &mut self.venues[at.venue];
+        let link = links.shards[at.shard].link_mut(at.role);
+        if link.generation != status.generation {
             // About a stream this slot no longer has.
-            return Ok(());
+            return;
         }
-        let name = self.venues[venue].name.clone();
-        let conn = &mut self.venues[venue].shards[shard].conns[which];
+        let name = &links.name;
+        let conn = &mut link.conn;
         match status.kind {
-            NetStatusKind::Connected => conn.on_connected(now_ns, &mut self.out),
-            NetStatusKind::Secured => conn.on_secured(now_ns, &mut self.out),
-            NetStatusKind::Open => conn.on_open(now_ns, &mut self.out),
+            NetStatusKind::Connected => conn.on_connected(now_ns, &mut self.actions),
+            NetStatusKind::Secured => conn.on_secured(now_ns, &mut self.actions),
+            NetStatusKind::Open => conn.on_open(now_ns, &mut self.actions),
             NetStatusKind::Closed {
                 close_code,
                 reason,
@@ -363,7 +462,7 @@ impl Venues {
                         error,
                     });
                 }
-                conn.on_closed(now_ns, reason, &mut self.out);
+                conn.on_closed(now_ns, reason, &mut self.actions);
             }
             NetStatusKind::OpenFailed { error } => {
                 self.streams_ended += 1;
@@ -373,70 +472,67 @@ impl Venues {
                     close_code: None,
                     error: Some(error),
                 });
-                conn.on_closed(now_ns, Reason::OpenRefused, &mut self.out);
+                conn.on_closed(now_ns, Reason::OpenRefused, &mut self.actions);
             }
         }
-        self.apply(venue, shard, which, now_ns, runtime)
+        self.follow(at, now_ns, out);
     }
 
-    /// A venue's answer to a subscription request.
-    pub fn on_reply(
-        &mut self,
-        now_ns: u64,
-        reply: VenueReply,
-        runtime: &mut Runtime,
-    ) -> Result<(), RuntimeError> {
+    /// A venue's answer to a request, or a notice it sent on a connection.
+    pub fn on_reply(&mut self, now_ns: u64, reply: VenueReply, out: &mut Vec<LinkCommand>) {
         let slot = (reply.id >> 32) as usize;
-        let Some(Some((venue, shard, which))) = self.slots.get(slot).copied() else {
-            return Ok(());
+        let Some(Some(at)) = self.slots.get(slot).copied() else {
+            return;
         };
-        if self.venues[venue].id != reply.venue {
-            return Ok(());
+        if self.venues[at.venue].id != reply.venue {
+            return;
         }
-        let name = self.venues[venue].name.clone();
-        if reply.kind == ReplyKind::Notice {
-            self.on_notice(venue, slot, &reply);
-            if reply.error == Some(crate::venue::databento::feed::STREAM_BROKEN) {
-                // The feed cannot read the connection's stream any further: start afresh.
-                let conn = &mut self.venues[venue].shards[shard].conns[which];
-                conn.recycle_for(now_ns, Reason::ProtocolError, &mut self.out);
-                return self.apply(venue, shard, which, now_ns, runtime);
+        let protocol = self.venues[at.venue].protocol;
+        let name = self.venues[at.venue].name.clone();
+        match reply.kind {
+            ReplyKind::Notice => {
+                let notice = protocol.read_notice(&reply);
+                self.on_notice(at.venue, slot, &reply, &notice.kind);
+                if notice.stream_broken {
+                    // The feed cannot read the connection's stream any further: start afresh.
+                    let link = self.venues[at.venue].shards[at.shard].link_mut(at.role);
+                    link.conn
+                        .recycle_for(now_ns, Reason::ProtocolError, &mut self.actions);
+                    self.follow(at, now_ns, out);
+                }
+                return;
             }
-            return Ok(());
+            ReplyKind::ReconnectNotice => {
+                self.counters[at.venue].reconnect_notices += 1;
+                if at.role == Role::Active {
+                    tracing::info!(
+                        venue = %name,
+                        conn = slot,
+                        "the venue announced it will close the connection: opening a replacement \
+                         before it does"
+                    );
+                    self.venues[at.venue].shards[at.shard].rotate_requested = true;
+                }
+                return;
+            }
+            ReplyKind::Response => {}
         }
+        let response = protocol.read_response(&reply);
         let mut reply = reply;
-        if self.venues[venue].kind == VenueKind::Databento
-            && reply.id & 0xffff_ffff == crate::venue::databento::feed::SESSION_STARTED
-        {
-            // The gateway started the session (its DBN stream began): that answers the
-            // connection's one request.
-            match self.venues[venue].shards[shard].conns[which].oldest_outstanding() {
+        if response == Response::SessionStarted {
+            // The venue started the session: that answers the connection's one request.
+            let link = self.venues[at.venue].shards[at.shard].link(at.role);
+            match link.conn.oldest_outstanding() {
                 Some(id) => reply.id = id,
-                None => return Ok(()),
+                None => return,
             }
         }
-        if reply.kind == ReplyKind::ReconnectNotice {
-            self.counters[venue].reconnect_notices += 1;
-            let shard = &mut self.venues[venue].shards[shard];
-            if shard.active == which {
-                tracing::info!(
-                    venue = %name,
-                    conn = slot,
-                    "the venue announced it will close the connection: opening a replacement \
-                     before it does"
-                );
-                shard.rotate_requested = true;
-            }
-            return Ok(());
-        }
-        let links = &self.venues[venue];
-        let Some(batch) = links.shards[shard].conns[which].batch_of(reply.id) else {
-            return Ok(());
+        let links = &self.venues[at.venue];
+        let Some(batch) = links.shards[at.shard].link(at.role).conn.batch_of(reply.id) else {
+            return;
         };
         let login_batches = usize::from(links.login.is_some());
-        if links.kind == VenueKind::Thalex
-            && reply.error == Some(crate::venue::thalex::subscribe::THROTTLED)
-        {
+        if response == Response::Throttled {
             // A request lost to the venue's rate limit: start again on a fresh connection,
             // after the backoff, rather than run without it.
             tracing::warn!(
@@ -446,13 +542,14 @@ impl Venues {
                  again",
                 reply.message()
             );
-            self.counters[venue].throttled_requests += 1;
-            let conn = &mut self.venues[venue].shards[shard].conns[which];
-            conn.recycle_for(now_ns, Reason::Throttled, &mut self.out);
-            return self.apply(venue, shard, which, now_ns, runtime);
+            self.counters[at.venue].throttled_requests += 1;
+            let link = self.venues[at.venue].shards[at.shard].link_mut(at.role);
+            link.conn
+                .recycle_for(now_ns, Reason::Throttled, &mut self.actions);
+            self.follow(at, now_ns, out);
+            return;
         }
         if batch < login_batches {
-            let conn = &mut self.venues[venue].shards[shard].conns[which];
             match reply.error {
                 None => tracing::info!(venue = %name, conn = slot, "logged in"),
                 Some(code) => {
@@ -464,18 +561,20 @@ impl Venues {
                          stay silent (check credentials.key_id and the key)",
                         reply.message()
                     );
-                    self.counters[venue].refused_logins += 1;
+                    self.counters[at.venue].refused_logins += 1;
                 }
             }
-            conn.on_ack(now_ns, reply.id, &mut self.out);
-            return self.apply(venue, shard, which, now_ns, runtime);
+            let link = self.venues[at.venue].shards[at.shard].link_mut(at.role);
+            link.conn.on_ack(now_ns, reply.id, &mut self.actions);
+            self.follow(at, now_ns, out);
+            return;
         }
-        if reply.error.is_none() && links.kind == VenueKind::Thalex {
-            self.check_accepted(venue, shard, which, batch - login_batches);
+        if reply.error.is_none() && protocol.answer_lists_accepted() {
+            self.check_accepted(at, batch - login_batches);
         }
-        let conn = &mut self.venues[venue].shards[shard].conns[which];
+        let link = self.venues[at.venue].shards[at.shard].link_mut(at.role);
         match reply.error {
-            None => conn.on_ack(now_ns, reply.id, &mut self.out),
+            None => link.conn.on_ack(now_ns, reply.id, &mut self.actions),
             Some(code) => {
                 tracing::error!(
                     venue = %name,
@@ -486,49 +585,40 @@ impl Venues {
                      (check symbols and channels)",
                     reply.message()
                 );
-                self.counters[venue].refused_requests += 1;
-                conn.on_refused(now_ns, reply.id, &mut self.out);
+                self.counters[at.venue].refused_requests += 1;
+                link.conn.on_refused(now_ns, reply.id, &mut self.actions);
             }
         }
-        self.apply(venue, shard, which, now_ns, runtime)
+        self.follow(at, now_ns, out);
     }
 
     /// A condition the venue reported on a connection: a log line and a counter.
-    fn on_notice(&mut self, venue: usize, slot: usize, reply: &VenueReply) {
+    fn on_notice(&mut self, venue: usize, slot: usize, reply: &VenueReply, kind: &NoticeKind) {
         let name = &self.venues[venue].name;
         let counters = &mut self.counters[venue];
         let message = reply.message();
-        if let Some(code) = reply.error {
-            counters.venue_errors += 1;
-            let what = u8::try_from(code)
-                .ok()
-                .and_then(|code| dbn::ErrorCode::try_from(code).ok())
-                .map_or_else(|| format!("code {code}"), |code| format!("{code:?}"));
-            tracing::error!(venue = %name, conn = slot, code, "the venue reported an error ({what}): {message}");
-            return;
-        }
-        let code = (reply.id & 0xff) as u8;
-        match dbn::SystemCode::try_from(code) {
-            Ok(dbn::SystemCode::SlowReaderWarning) => {
+        match kind {
+            NoticeKind::Error { what } => {
+                counters.venue_errors += 1;
+                tracing::error!(venue = %name, conn = slot, code = ?reply.error, "the venue reported an error ({what}): {message}");
+            }
+            NoticeKind::SlowReader => {
                 counters.slow_reader_warnings += 1;
                 tracing::warn!(venue = %name, conn = slot, "the venue says tickwire reads too slowly: {message}");
             }
-            Ok(other) => {
+            NoticeKind::Other { what } => {
                 counters.venue_notices += 1;
-                tracing::info!(venue = %name, conn = slot, "venue notice ({other:?}): {message}");
-            }
-            Err(_) => {
-                counters.venue_notices += 1;
-                tracing::info!(venue = %name, conn = slot, code, "venue notice: {message}");
+                tracing::info!(venue = %name, conn = slot, "venue notice ({what}): {message}");
             }
         }
     }
 
     /// After a subscription answer: which of the batch's streams the venue left out.
-    fn check_accepted(&mut self, venue: usize, shard: usize, which: usize, batch: usize) {
-        let links = &self.venues[venue];
-        let slot = links.shards[shard].conns[which].slot();
-        let Some(streams) = links.shards[shard].request_streams.get(batch) else {
+    fn check_accepted(&mut self, at: SlotRef, batch: usize) {
+        let links = &self.venues[at.venue];
+        let shard = &links.shards[at.shard];
+        let slot = shard.link(at.role).conn.slot();
+        let Some(streams) = shard.request_streams.get(batch) else {
             return;
         };
         let rejected: Vec<&str> = streams
@@ -547,46 +637,50 @@ impl Venues {
             "the venue left channels out of its subscription answer (an unknown instrument or \
              parameter): they stay silent (check symbols and channels)"
         );
-        self.counters[venue].rejected_channels += rejected.len() as u64;
+        self.counters[at.venue].rejected_channels += rejected.len() as u64;
     }
 
-    /// Timers, staleness and rotation; call every control tick.
-    pub fn tick(&mut self, now_ns: u64, runtime: &mut Runtime) -> Result<(), RuntimeError> {
+    /// Timers, heartbeats, staleness and rotation; call every control tick. `last_read_ns`
+    /// says when the network thread last read anything on a slot.
+    pub fn tick(
+        &mut self,
+        now_ns: u64,
+        last_read_ns: &dyn Fn(ConnId) -> u64,
+        out: &mut Vec<LinkCommand>,
+    ) {
         for venue in 0..self.venues.len() {
             for shard in 0..self.venues[venue].shards.len() {
-                for which in 0..2 {
+                for role in Role::BOTH {
                     let links = &mut self.venues[venue];
-                    links.shards[shard].conns[which].tick(
+                    links.shards[shard].link_mut(role).conn.tick(
                         now_ns,
                         &mut links.breaker,
-                        &mut self.out,
+                        &mut self.actions,
                     );
-                    self.apply(venue, shard, which, now_ns, runtime)?;
+                    self.follow(SlotRef { venue, shard, role }, now_ns, out);
                 }
-                self.heartbeat(venue, shard, now_ns, runtime)?;
-                self.staleness(venue, shard, now_ns, runtime)?;
-                self.rotation(venue, shard, now_ns, runtime)?;
+                self.heartbeat(venue, shard, now_ns, last_read_ns, out);
+                self.staleness(venue, shard, now_ns, out);
+                self.rotation(venue, shard, now_ns, out);
             }
             self.counters[venue].postponed = self.venues[venue].breaker.postponed;
         }
-        Ok(())
     }
 
     /// Closes every connection for good (shutdown); `all_closed` says when they are.
-    pub fn close_all(&mut self, now_ns: u64, runtime: &mut Runtime) -> Result<(), RuntimeError> {
+    pub fn close_all(&mut self, now_ns: u64, out: &mut Vec<LinkCommand>) {
         for venue in 0..self.venues.len() {
             for shard in 0..self.venues[venue].shards.len() {
-                for which in 0..2 {
-                    self.venues[venue].shards[shard].conns[which].retire(
+                for role in Role::BOTH {
+                    self.venues[venue].shards[shard].link_mut(role).conn.retire(
                         now_ns,
                         Reason::Shutdown,
-                        &mut self.out,
+                        &mut self.actions,
                     );
-                    self.apply(venue, shard, which, now_ns, runtime)?;
+                    self.follow(SlotRef { venue, shard, role }, now_ns, out);
                 }
             }
         }
-        Ok(())
     }
 
     /// Whether a connection changed state since the last call (and clears it).
@@ -599,8 +693,8 @@ impl Venues {
         self.venues
             .iter()
             .flat_map(|links| &links.shards)
-            .flat_map(|shard| &shard.conns)
-            .all(|conn| !conn.state().has_socket())
+            .flat_map(|shard| [&shard.active, &shard.spare])
+            .all(|link| !link.conn.state().has_socket())
     }
 
     /// Whether every shard of every venue is live.
@@ -625,9 +719,13 @@ impl Venues {
         if let Some(links) = self.venues.get(venue) {
             counters.transitions = ReasonCounts::default();
             counters.attempts = 0;
-            for conn in links.shards.iter().flat_map(|shard| &shard.conns) {
-                counters.transitions.merge(conn.counts());
-                counters.attempts += conn.attempts;
+            for link in links
+                .shards
+                .iter()
+                .flat_map(|shard| [&shard.active, &shard.spare])
+            {
+                counters.transitions.merge(link.conn.counts());
+                counters.attempts += link.conn.attempts;
             }
         }
         counters
@@ -639,43 +737,62 @@ impl Venues {
             links
                 .shards
                 .iter()
-                .map(|shard| shard.conns[shard.active].state())
+                .map(|shard| shard.active.conn.state())
                 .collect()
         })
     }
 
-    /// Carries out what a connection's machine asked for.
-    fn apply(
-        &mut self,
-        venue: usize,
-        shard_index: usize,
-        which: usize,
-        now_ns: u64,
-        runtime: &mut Runtime,
-    ) -> Result<(), RuntimeError> {
+    /// The state of a shard's connection in `role`.
+    pub fn state(&self, venue: usize, shard: usize, role: Role) -> Option<ConnState> {
+        let shard = self.venues.get(venue)?.shards.get(shard)?;
+        Some(shard.link(role).conn.state())
+    }
+
+    /// The rotation's switch: the spare becomes the active connection (and the slot map says
+    /// so).
+    fn switch(&mut self, venue: usize, shard: usize) {
         let links = &mut self.venues[venue];
-        let shard = &mut links.shards[shard_index];
-        let slot = shard.conns[which].slot();
-        let is_active = shard.active == which;
-        for action in self.out.drain(..) {
+        let shard_links = &mut links.shards[shard];
+        std::mem::swap(&mut shard_links.active, &mut shard_links.spare);
+        for role in Role::BOTH {
+            let slot = shard_links.link(role).conn.slot() as usize;
+            if let Some(entry) = self.slots.get_mut(slot) {
+                *entry = Some(SlotRef { venue, shard, role });
+            }
+        }
+    }
+
+    /// Turns what a connection's machine asked for into commands.
+    fn follow(&mut self, at: SlotRef, now_ns: u64, out: &mut Vec<LinkCommand>) {
+        let mut actions = std::mem::take(&mut self.actions);
+        let links = &mut self.venues[at.venue];
+        let shard = &mut links.shards[at.shard];
+        let is_active = at.role == Role::Active;
+        for action in actions.drain(..) {
+            let slot = shard.link(at.role).conn.slot();
             match action {
                 Action::Open => {
-                    let Some(spec) = links.spec.clone() else {
+                    if !links.prepared {
                         continue;
-                    };
-                    shard.generations[which] = shard.generations[which].wrapping_add(1);
-                    runtime.open_stream(slot, shard.generations[which], spec)?;
+                    }
+                    let link = shard.link_mut(at.role);
+                    link.generation = link.generation.wrapping_add(1);
+                    out.push(LinkCommand::Open {
+                        venue: at.venue,
+                        slot,
+                        generation: link.generation,
+                    });
                 }
                 Action::Subscribe { id, batch } => {
                     let login_batches = usize::from(links.login.is_some());
                     if batch < login_batches {
                         if let Some(login) = &links.login {
-                            match login_request(id, login) {
-                                Ok(text) => runtime.send_text(slot, text)?,
+                            match links.protocol.login_request(id, login) {
+                                Ok(text) => out.push(LinkCommand::Send { slot, text }),
                                 // Checked at start-up, so this cannot happen unless the clock
                                 // is before 1970; the ack timeout then recycles the connection.
                                 Err(error) => {
-                                    tracing::error!(venue = %links.name, "login token: {error}")
+                                    tracing::error!(venue = %links.name, "login request: {error}")
                                 }
                             }
                         }
@@ -685,55 +802,39 @@ impl Venues {
                     let Some(names) = shard.requests.get(batch) else {
                         continue;
                     };
-                    let text = match links.kind {
-                        VenueKind::Databento => {
-                            let Some((config, symbols)) = &links.databento else {
-                                continue;
-                            };
-                            let channels = links.channels.len().max(1);
-                            let shard_symbols =
-                                shard.streams.start / channels..shard.streams.end / channels;
-                            let starts = databento_starts(
-                                config,
-                                &links.activity,
-                                shard_symbols.clone(),
-                                channels,
-                            );
-                            let first = shard
-                                .streams
-                                .clone()
-                                .all(|stream| links.activity.replay_from(stream) == 0);
-                            crate::venue::databento::subscribe::session_request(
-                                config,
-                                &links.channels,
-                                &symbols[shard_symbols],
-                                &starts,
-                                first,
-                                id,
-                            )
+                    if links.protocol.answer_lists_accepted() {
+                        // The answer names what the venue accepted; forget older answers.
+                        for stream in shard.request_streams[batch].iter().flatten() {
+                            links.activity.clear_accepted(*stream);
                         }
-                        VenueKind::Thalex => {
-                            // The answer names what the venue accepted; forget older answers.
-                            for stream in shard.request_streams[batch].iter().flatten() {
-                                links.activity.clear_accepted(*stream);
-                            }
-                            crate::venue::thalex::subscribe::subscribe_request(id, names)
-                        }
-                        _ => subscribe_request(id, names),
+                    }
+                    let request = SubscribeContext {
+                        id,
+                        names,
+                        venue: &links.config,
+                        symbols: shard.symbols.clone(),
+                        streams: shard.streams.clone(),
+                        activity: &links.activity,
                     };
-                    runtime.send_text(slot, text)?;
+                    if let Some(text) = links.protocol.subscribe_request(&request) {
+                        out.push(LinkCommand::Send { slot, text });
+                    }
                 }
-                Action::Close => runtime.close_stream(slot)?,
-                Action::Abort => runtime.abort_stream(slot)?,
+                Action::Close => out.push(LinkCommand::Close { slot }),
+                Action::Abort => out.push(LinkCommand::Abort { slot }),
                 Action::Down { gap } => {
                     if gap && is_active {
-                        runtime.notify_disconnect(links.id, slot, shard.instruments.clone())?;
+                        out.push(LinkCommand::Disconnected {
+                            venue: links.id,
+                            slot,
+                            instruments: shard.instruments.clone(),
+                        });
                     }
                 }
                 Action::Transition { from, to, reason } => {
                     self.changed = true;
-                    let conn = &shard.conns[which];
-                    let role = if is_active { "active" } else { "spare" };
+                    let conn = &shard.link(at.role).conn;
+                    let role = at.role.name();
                     let retry_in_ms = conn
                         .retry_at_ns()
                         .map(|at| at.saturating_sub(now_ns) / NS_PER_MS);
@@ -756,7 +857,13 @@ impl Venues {
                             "connection state: gave up after reconnect.max_attempts failures in \
                              a row; the venue stays down until restarted"
                         ),
-                        _ => tracing::info!(
+                        ConnState::Idle
+                        | ConnState::Connecting
+                        | ConnState::TlsHandshake
+                        | ConnState::Upgrading
+                        | ConnState::Subscribing
+                        | ConnState::Live
+                        | ConnState::Closing => tracing::info!(
                             venue = %links.name,
                             conn = slot,
                             role,
@@ -779,19 +886,19 @@ impl Venues {
                         None
                     };
                     if let Some(state) = state {
-                        runtime.send_status(status_event(
+                        out.push(LinkCommand::Event(status_event(
                             links.id,
                             ALL_INSTRUMENTS,
                             state,
                             reason,
-                            shard_index as u64,
+                            at.shard as u64,
                             now_ns,
-                        ))?;
+                        )));
                     }
                 }
             }
         }
-        Ok(())
+        self.actions = actions;
     }
 
     /// Heartbeat pings on each open connection of a shard, and the read timeout: a connection
@@ -799,37 +906,37 @@ impl Venues {
     fn heartbeat(
         &mut self,
         venue: usize,
-        shard_index: usize,
+        shard: usize,
         now_ns: u64,
-        runtime: &mut Runtime,
-    ) -> Result<(), RuntimeError> {
+        last_read_ns: &dyn Fn(ConnId) -> u64,
+        out: &mut Vec<LinkCommand>,
+    ) {
         let links = &mut self.venues[venue];
         if links.ping_interval_ns.is_none() && links.read_timeout_ns.is_none() {
-            return Ok(());
+            return;
         }
-        for which in 0..2 {
-            let shard = &mut links.shards[shard_index];
-            let conn = &shard.conns[which];
+        for role in Role::BOTH {
+            let link = links.shards[shard].link_mut(role);
             // Past `Upgrading` the network thread has reported the stream open, so its
             // last-read time belongs to this stream.
             if !matches!(
-                conn.state(),
+                link.conn.state(),
                 ConnState::Subscribing | ConnState::Live | ConnState::Stale
             ) {
-                shard.pinged_ns[which] = 0;
+                link.pinged_ns = 0;
                 continue;
             }
-            let slot = conn.slot();
+            let slot = link.conn.slot();
             if let Some(interval) = links.ping_interval_ns {
-                if now_ns.saturating_sub(shard.pinged_ns[which]) >= interval {
-                    shard.pinged_ns[which] = now_ns;
-                    runtime.ping(slot)?;
+                if now_ns.saturating_sub(link.pinged_ns) >= interval {
+                    link.pinged_ns = now_ns;
+                    out.push(LinkCommand::Ping { slot });
                 }
             }
             let Some(timeout) = links.read_timeout_ns else {
                 continue;
             };
-            let last = runtime.last_read_ns(slot).max(conn.since_ns());
+            let last = last_read_ns(slot).max(link.conn.since_ns());
             if now_ns.saturating_sub(last) > timeout {
                 tracing::warn!(
                     venue = %links.name,
@@ -837,12 +944,12 @@ impl Venues {
                     silent_ms = now_ns.saturating_sub(last) / NS_PER_MS,
                     "nothing read on the connection, not even pongs: recycling it"
                 );
-                shard.conns[which].recycle_for(now_ns, Reason::ReadTimeout, &mut self.out);
-                self.apply(venue, shard_index, which, now_ns, runtime)?;
-                return Ok(());
+                link.conn
+                    .recycle_for(now_ns, Reason::ReadTimeout, &mut self.actions);
+                self.follow(SlotRef { venue, shard, role }, now_ns, out);
+                return;
             }
         }
-        Ok(())
     }
 
     /// The per-stream watchdog of a shard's live connection.
@@ -851,17 +958,17 @@ impl Venues {
         venue: usize,
         shard_index: usize,
         now_ns: u64,
-        runtime: &mut Runtime,
-    ) -> Result<(), RuntimeError> {
+        out: &mut Vec<LinkCommand>,
+    ) {
         let links = &mut self.venues[venue];
-        let channels = links.channels.len().max(1);
+        let channels = links.channels;
         let shard = &mut links.shards[shard_index];
-        let active = &shard.conns[shard.active];
+        let active = &shard.active.conn;
         let Some(live_since) = active.live_since_ns() else {
-            return Ok(());
+            return;
         };
         if active.state() != ConnState::Live {
-            return Ok(());
+            return;
         }
         let mut watched = 0;
         let mut stale = 0;
@@ -881,14 +988,14 @@ impl Venues {
                         stale += 1;
                         self.counters[venue].stale_streams += 1;
                         newly_stale.push(stream);
-                        runtime.send_status(status_event(
+                        out.push(LinkCommand::Event(status_event(
                             links.id,
                             instrument,
                             VenueState::Stale,
                             Reason::AllStreamsStale,
                             (stream % channels) as u64,
                             now_ns,
-                        ))?;
+                        )));
                     }
                 }
                 Some(since) => {
@@ -900,14 +1007,14 @@ impl Venues {
                             stream = %links.stream_names[stream].clone(),
                             "stream recovered"
                         );
-                        runtime.send_status(status_event(
+                        out.push(LinkCommand::Event(status_event(
                             links.id,
                             instrument,
                             VenueState::Recovered,
                             Reason::Recovered,
                             (stream % channels) as u64,
                             now_ns,
-                        ))?;
+                        )));
                     } else {
                         stale += 1;
                     }
@@ -922,11 +1029,17 @@ impl Venues {
             tracing::warn!(venue = %links.name, streams = %names.join(" "), "streams stale");
         }
         if watched > 0 && stale == watched {
-            let active = shard.active;
-            shard.conns[active].recycle(now_ns, &mut self.out);
-            self.apply(venue, shard_index, active, now_ns, runtime)?;
+            shard.active.conn.recycle(now_ns, &mut self.actions);
+            self.follow(
+                SlotRef {
+                    venue,
+                    shard: shard_index,
+                    role: Role::Active,
+                },
+                now_ns,
+                out,
+            );
         }
-        Ok(())
     }
 
     /// Planned rotation: open the spare, switch when both agree, retire the old one.
@@ -935,62 +1048,81 @@ impl Venues {
         venue: usize,
         shard_index: usize,
         now_ns: u64,
-        runtime: &mut Runtime,
-    ) -> Result<(), RuntimeError> {
+        out: &mut Vec<LinkCommand>,
+    ) {
+        let active_at = SlotRef {
+            venue,
+            shard: shard_index,
+            role: Role::Active,
+        };
+        let spare_at = SlotRef {
+            role: Role::Spare,
+            ..active_at
+        };
         let links = &mut self.venues[venue];
         let shard = &mut links.shards[shard_index];
-        let active = shard.active;
-        let spare = 1 - active;
         let Some(started) = shard.rotation else {
             let planned = links.rotate_after_ns > 0
                 && now_ns >= shard.next_rotation_ns
-                && shard.conns[active]
+                && shard
+                    .active
+                    .conn
                     .live_since_ns()
                     .is_some_and(|since| now_ns.saturating_sub(since) >= links.rotate_after_ns);
             let due = (planned || shard.rotate_requested)
-                && shard.conns[active].state() == ConnState::Live
-                && shard.conns[spare].state() == ConnState::Idle;
+                && shard.active.conn.state() == ConnState::Live
+                && shard.spare.conn.state() == ConnState::Idle;
             if due {
                 shard.rotate_requested = false;
                 tracing::info!(
                     venue = %links.name,
-                    conn = shard.conns[active].slot(),
-                    spare = shard.conns[spare].slot(),
+                    conn = shard.active.conn.slot(),
+                    spare = shard.spare.conn.slot(),
                     "rotation: opening a replacement connection"
                 );
                 shard.rotation = Some(now_ns);
-                shard.conns[spare].start(now_ns, &mut links.breaker, &mut self.out);
-                self.apply(venue, shard_index, spare, now_ns, runtime)?;
+                shard
+                    .spare
+                    .conn
+                    .start(now_ns, &mut links.breaker, &mut self.actions);
+                self.follow(spare_at, now_ns, out);
             }
-            return Ok(());
+            return;
         };
-        let spare_state = shard.conns[spare].state();
-        let active_state = shard.conns[active].state();
+        let spare_state = shard.spare.conn.state();
+        let active_state = shard.active.conn.state();
         if !matches!(active_state, ConnState::Live | ConnState::Stale) {
             // The old connection dropped mid-rotation: a live spare takes over, anything else
             // is abandoned and the active connection's own reconnect carries on.
             shard.rotation = None;
             if spare_state == ConnState::Live {
-                shard.active = spare;
                 self.counters[venue].rotations += 1;
                 tracing::warn!(venue = %links.name, "rotation: the old connection dropped; the replacement takes over");
-                runtime.send_status(status_event(
+                out.push(LinkCommand::Event(status_event(
                     links.id,
                     ALL_INSTRUMENTS,
                     VenueState::Live,
                     Reason::Rotation,
                     shard_index as u64,
                     now_ns,
-                ))?;
+                )));
+                self.switch(venue, shard_index);
                 // The old connection's own reconnect is moot now: it becomes the idle spare.
-                shard.conns[active].retire(now_ns, Reason::Rotation, &mut self.out);
-                self.apply(venue, shard_index, active, now_ns, runtime)?;
+                self.venues[venue].shards[shard_index].spare.conn.retire(
+                    now_ns,
+                    Reason::Rotation,
+                    &mut self.actions,
+                );
+                self.follow(spare_at, now_ns, out);
             } else {
                 shard.next_rotation_ns = now_ns + ROTATION_RETRY_NS;
-                shard.conns[spare].retire(now_ns, Reason::Rotation, &mut self.out);
-                self.apply(venue, shard_index, spare, now_ns, runtime)?;
+                shard
+                    .spare
+                    .conn
+                    .retire(now_ns, Reason::Rotation, &mut self.actions);
+                self.follow(spare_at, now_ns, out);
             }
-            return Ok(());
+            return;
         }
         match spare_state {
             ConnState::Live => {
@@ -998,7 +1130,7 @@ impl Venues {
                 // old connection, and a feed may see the spare's first message before this
                 // thread has marked the spare live.
                 let since = started;
-                let overlap_since = shard.conns[spare].live_since_ns().unwrap_or(now_ns);
+                let overlap_since = shard.spare.conn.live_since_ns().unwrap_or(now_ns);
                 let mut active_streams = 0;
                 let mut agreed = 0;
                 for stream in shard.streams.clone() {
@@ -1018,18 +1150,22 @@ impl Venues {
                     }
                     tracing::info!(
                         venue = %links.name,
-                        old = shard.conns[active].slot(),
-                        new = shard.conns[spare].slot(),
+                        old = shard.active.conn.slot(),
+                        new = shard.spare.conn.slot(),
                         agreed,
                         active_streams,
                         forced,
                         overlap_ms = now_ns.saturating_sub(started) / NS_PER_MS,
                         "rotation: switched to the replacement connection"
                     );
-                    shard.active = spare;
                     shard.rotation = None;
-                    shard.conns[active].retire(now_ns, Reason::Retired, &mut self.out);
-                    self.apply(venue, shard_index, active, now_ns, runtime)?;
+                    self.switch(venue, shard_index);
+                    self.venues[venue].shards[shard_index].spare.conn.retire(
+                        now_ns,
+                        Reason::Retired,
+                        &mut self.actions,
+                    );
+                    self.follow(spare_at, now_ns, out);
                 }
             }
             ConnState::BackingOff | ConnState::GaveUp | ConnState::Idle => {
@@ -1040,46 +1176,20 @@ impl Venues {
                 );
                 shard.rotation = None;
                 shard.next_rotation_ns = now_ns + ROTATION_RETRY_NS;
-                shard.conns[spare].retire(now_ns, Reason::Rotation, &mut self.out);
-                self.apply(venue, shard_index, spare, now_ns, runtime)?;
+                shard
+                    .spare
+                    .conn
+                    .retire(now_ns, Reason::Rotation, &mut self.actions);
+                self.follow(spare_at, now_ns, out);
             }
-            _ => {}
+            ConnState::Connecting
+            | ConnState::TlsHandshake
+            | ConnState::Upgrading
+            | ConnState::Subscribing
+            | ConnState::Stale
+            | ConnState::Closing => {}
         }
-        Ok(())
     }
-}
-
-/// The `public/login` request for `login`, with a token made now.
-/// Per schema, where a Databento resubscription replays from: with `recovery = "replay"`, the
-/// earliest of the latest record times of the shard's symbols that had any (`None`: live only).
-/// The feed skips what the replay repeats.
-fn databento_starts(
-    config: &crate::config::DatabentoConfig,
-    activity: &StreamActivity,
-    symbols: std::ops::Range<usize>,
-    channels: usize,
-) -> Vec<Option<u64>> {
-    (0..channels)
-        .map(|channel| {
-            if config.recovery != crate::config::Recovery::Replay {
-                return None;
-            }
-            symbols
-                .clone()
-                .map(|symbol| activity.replay_from(symbol * channels + channel))
-                .filter(|&ns| ns > 0)
-                .min()
-        })
-        .collect()
-}
-
-fn login_request(id: u64, login: &Login) -> Result<String, crate::venue::thalex::auth::AuthError> {
-    let iat = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_secs());
-    let token =
-        crate::venue::thalex::auth::login_token(&login.key_id, &login.private_key_pem, iat)?;
-    Ok(crate::venue::thalex::auth::login_request(id, &token))
 }
 
 fn status_event(
@@ -1109,224 +1219,5 @@ pub fn slots_needed(loaded: &LoadedConfig) -> usize {
         .sum()
 }
 
-/// A counter family of the lifecycle: its name, its help text, and how to read it.
-type CounterFamily = (&'static str, &'static str, fn(&LinkCounters) -> u64);
-
-/// Prometheus label values: backslash, double quote and line feed escaped.
-pub(crate) fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-impl Venues {
-    /// Why the appliance is not healthy: every venue's connection that is not live, every
-    /// stale stream. Empty when all is well.
-    pub fn health_problems(&self) -> Vec<String> {
-        let mut problems = Vec::new();
-        for links in &self.venues {
-            if links.spec.is_none() {
-                problems.push(format!(
-                    "venue {}: its connection could not be prepared (see the log)",
-                    links.name
-                ));
-                continue;
-            }
-            for (index, shard) in links.shards.iter().enumerate() {
-                let conn = &shard.conns[shard.active];
-                if conn.state() != ConnState::Live {
-                    problems.push(format!(
-                        "venue {} connection {index}: {} (failures in a row: {})",
-                        links.name,
-                        conn.state().name(),
-                        conn.failures()
-                    ));
-                    continue;
-                }
-                for (offset, stale) in shard.stale_since.iter().enumerate() {
-                    if stale.is_some() {
-                        let stream = shard.streams.start + offset;
-                        problems.push(format!(
-                            "venue {}: stream {} stale",
-                            links.name,
-                            links.stream_names[stream].clone()
-                        ));
-                    }
-                }
-            }
-        }
-        problems
-    }
-
-    /// Appends every venue's lifecycle and per-stream metrics (Prometheus text format).
-    pub fn render_metrics(&self, out: &mut String, now_ns: u64) {
-        use std::fmt::Write;
-        let _ = writeln!(
-            out,
-            "# HELP tickwire_venue_live Whether every connection of the venue is live.\n\
-             # TYPE tickwire_venue_live gauge"
-        );
-        for links in &self.venues {
-            let live = links.live();
-            let _ = writeln!(
-                out,
-                "tickwire_venue_live{{venue=\"{}\"}} {}",
-                label(&links.name),
-                u8::from(live)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP tickwire_connection_transitions_total Connection state transitions, by reason.\n\
-             # TYPE tickwire_connection_transitions_total counter"
-        );
-        let counters: Vec<LinkCounters> = (0..self.venues.len())
-            .map(|index| self.counters(index))
-            .collect();
-        for (links, counters) in self.venues.iter().zip(&counters) {
-            for reason in crate::lifecycle::Reason::ALL {
-                let _ = writeln!(
-                    out,
-                    "tickwire_connection_transitions_total{{venue=\"{}\",reason=\"{}\"}} {}",
-                    label(&links.name),
-                    reason.name(),
-                    counters.transitions.get(reason)
-                );
-            }
-        }
-        let families: [CounterFamily; 14] = [
-            (
-                "tickwire_connection_attempts_total",
-                "Connection attempts started.",
-                |c| c.attempts,
-            ),
-            (
-                "tickwire_connection_attempts_postponed_total",
-                "Attempts the storm breaker postponed.",
-                |c| c.postponed,
-            ),
-            (
-                "tickwire_reconnects_total",
-                "Connections that ended and were replaced by a new attempt (not rotations).",
-                |c| {
-                    c.transitions.get(Reason::ClosedByVenue)
-                        + c.transitions.get(Reason::ConnectionLost)
-                        + c.transitions.get(Reason::ProtocolError)
-                },
-            ),
-            (
-                "tickwire_rotations_total",
-                "Planned rotations (make-before-break).",
-                |c| c.rotations,
-            ),
-            (
-                "tickwire_rotations_forced_total",
-                "Rotations switched before every stream agreed.",
-                |c| c.forced_rotations,
-            ),
-            (
-                "tickwire_streams_stale_total",
-                "Streams that went stale.",
-                |c| c.stale_streams,
-            ),
-            (
-                "tickwire_subscriptions_refused_total",
-                "Subscription requests the venue refused.",
-                |c| c.refused_requests,
-            ),
-            (
-                "tickwire_subscription_channels_rejected_total",
-                "Channels a venue left out of its answer to a subscription.",
-                |c| c.rejected_channels,
-            ),
-            (
-                "tickwire_logins_refused_total",
-                "Logins the venue refused.",
-                |c| c.refused_logins,
-            ),
-            (
-                "tickwire_requests_throttled_total",
-                "Requests the venue refused for its request rate.",
-                |c| c.throttled_requests,
-            ),
-            (
-                "tickwire_reconnect_notices_total",
-                "Announcements that the venue would soon close a connection.",
-                |c| c.reconnect_notices,
-            ),
-            (
-                "tickwire_venue_errors_total",
-                "Errors the venue reported on a running session.",
-                |c| c.venue_errors,
-            ),
-            (
-                "tickwire_slow_reader_warnings_total",
-                "Warnings from the venue that tickwire reads too slowly.",
-                |c| c.slow_reader_warnings,
-            ),
-            (
-                "tickwire_venue_notices_total",
-                "Other notices from the venue (acknowledgements, replay completed, ...).",
-                |c| c.venue_notices,
-            ),
-        ];
-        for (name, help, value) in families {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (links, counters) in self.venues.iter().zip(&counters) {
-                let _ = writeln!(
-                    out,
-                    "{name}{{venue=\"{}\"}} {}",
-                    label(&links.name),
-                    value(counters)
-                );
-            }
-        }
-        let _ = writeln!(
-            out,
-            "# HELP tickwire_stream_messages_total Messages a stream delivered to the strategy (duplicates excluded).\n\
-             # TYPE tickwire_stream_messages_total counter"
-        );
-        let mut stale_lines = String::new();
-        let mut age_lines = String::new();
-        for links in &self.venues {
-            for shard in &links.shards {
-                for stream in shard.streams.clone() {
-                    let name = links.stream_names[stream].clone();
-                    let labels = format!(
-                        "venue=\"{}\",stream=\"{}\"",
-                        label(&links.name),
-                        label(&name)
-                    );
-                    let _ = writeln!(
-                        out,
-                        "tickwire_stream_messages_total{{{labels}}} {}",
-                        links.activity.messages(stream)
-                    );
-                    let stale = shard.stale_since[stream - shard.streams.start].is_some();
-                    let _ = writeln!(
-                        stale_lines,
-                        "tickwire_stream_stale{{{labels}}} {}",
-                        u8::from(stale)
-                    );
-                    let last = links.activity.last_ns(stream);
-                    if last > 0 {
-                        let _ = writeln!(
-                            age_lines,
-                            "tickwire_stream_last_message_age_seconds{{{labels}}} {:.6}",
-                            now_ns.saturating_sub(last) as f64 / 1e9
-                        );
-                    }
-                }
-            }
-        }
-        let _ = writeln!(
-            out,
-            "# HELP tickwire_stream_stale Whether the stream is stale now.\n\
-             # TYPE tickwire_stream_stale gauge\n{stale_lines}\
-             # HELP tickwire_stream_last_message_age_seconds Time since the stream last delivered.\n\
-             # TYPE tickwire_stream_last_message_age_seconds gauge\n{age_lines}"
-        );
-        out.pop();
-    }
-}
+#[cfg(test)]
+mod tests;

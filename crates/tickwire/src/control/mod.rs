@@ -2,6 +2,15 @@
 //! and the integration tests: the runtime, the venue feeds' counters, the snapshot fetcher, and the work
 //! done on every control tick (stream status, snapshot requests and replies, malformed-message
 //! logs, printed events).
+//!
+//! The control plane is split three ways:
+//! - [`links`]: the decisions, sans-IO: statuses, replies and time in, [`links::LinkCommand`]s
+//!   out (unit-tested on a fake clock in `links/tests.rs`);
+//! - [`apply`]: the effects, the commands carried out on the [`Runtime`];
+//! - `link_view` (and `metrics`): the view, health and Prometheus text.
+//!
+//! **Invariant:** `control/` names no venue; what differs between venues comes from
+//! `venue::protocol::Protocol`.
 
 use crate::clock::Clock;
 use crate::config::LoadedConfig;
@@ -11,17 +20,19 @@ use crate::ring::{self, FrameConsumer};
 use crate::runtime::{Runtime, RuntimeOptions};
 use crate::strategy::stamps::Stamp;
 use crate::strategy::Strategy;
-use crate::venue::binance::feed::FeedCounters;
+use crate::venue::feed::FeedCounters;
 use crate::venue::snapshot::SnapshotFetcher;
 use crate::venue::{self, feed::SnapshotReply};
 use std::io::Write;
 
+pub mod apply;
+mod link_view;
 pub mod links;
 mod metrics;
 
 pub use metrics::memory_kb;
 
-pub use links::{LinkCounters, StreamEnd, Venues};
+pub use links::{LinkCommand, LinkCounters, Role, SlotRef, StreamEnd, Venues};
 
 /// Bytes of printed JSON lines buffered between the strategy stage and stdout.
 const PRINT_RING_BYTES: usize = 64 << 20;
@@ -66,6 +77,10 @@ pub struct Session {
     pub runtime: Runtime,
     /// Every venue's connections and their lifecycle.
     pub venues: Venues,
+    /// Carries out what `venues` decides.
+    applier: apply::Applier,
+    /// Commands decided and not yet applied (kept for its allocation).
+    commands: Vec<LinkCommand>,
     /// Per venue: its name and its feed's counters.
     pub feeds: Vec<(String, FeedCounters)>,
     pub instruments: Vec<Instrument>,
@@ -112,6 +127,7 @@ impl Session {
         let mut targets = Vec::new();
         let mut instruments = Vec::new();
         let mut plans = Vec::new();
+        let mut specs = Vec::new();
         let mut base: InstrumentId = 0;
         for (index, loaded_venue) in loaded.venues.iter().enumerate() {
             let config = &loaded_venue.venue;
@@ -138,8 +154,9 @@ impl Session {
                 id: venue_id,
                 instrument_base: base,
                 activity,
-                spec,
+                prepared: spec.is_some(),
             });
+            specs.push(spec);
             for symbol in &config.symbols {
                 instruments.push(Instrument {
                     id: base,
@@ -189,10 +206,15 @@ impl Session {
         let mut runtime = Runtime::start(loaded, clock, options)?;
         tracing::info!("{}", runtime.net_backend);
         let fetcher = SnapshotFetcher::start(targets, clock)?;
-        venues.start(clock.now_ns(), &mut runtime)?;
+        let applier = apply::Applier::new(specs);
+        let mut commands = Vec::new();
+        venues.start(clock.now_ns(), &mut commands);
+        applier.apply(&mut runtime, &mut commands)?;
         Ok(Session {
             runtime,
             venues,
+            applier,
+            commands,
             feeds: counters,
             instruments,
             printed,
@@ -224,12 +246,20 @@ impl Session {
         let now_ns = self.clock.now_ns();
         let statuses = self.runtime.take_statuses();
         for status in statuses {
-            self.venues.on_status(now_ns, status, &mut self.runtime)?;
+            self.venues.on_status(now_ns, status, &mut self.commands);
         }
+        self.applier.apply(&mut self.runtime, &mut self.commands)?;
         for reply in self.runtime.take_replies() {
-            self.venues.on_reply(now_ns, reply, &mut self.runtime)?;
+            self.venues.on_reply(now_ns, reply, &mut self.commands);
         }
-        self.venues.tick(now_ns, &mut self.runtime)?;
+        self.applier.apply(&mut self.runtime, &mut self.commands)?;
+        let runtime = &self.runtime;
+        self.venues.tick(
+            now_ns,
+            &|slot| runtime.last_read_ns(slot),
+            &mut self.commands,
+        );
+        self.applier.apply(&mut self.runtime, &mut self.commands)?;
         for request in self.runtime.take_snapshot_requests() {
             let name = self.venues.name(usize::from(request.venue)).to_owned();
             tracing::info!(venue = %name, instrument = request.instrument, "fetching a depth snapshot");
@@ -319,9 +349,11 @@ impl Session {
         drain_timeout: std::time::Duration,
     ) -> Vec<String> {
         let deadline = std::time::Instant::now() + close_timeout;
+        self.venues
+            .close_all(self.clock.now_ns(), &mut self.commands);
         if self
-            .venues
-            .close_all(self.clock.now_ns(), &mut self.runtime)
+            .applier
+            .apply(&mut self.runtime, &mut self.commands)
             .is_ok()
         {
             while !self.venues.all_closed() && std::time::Instant::now() < deadline {

@@ -1,20 +1,29 @@
-//! Venues: how a venue file becomes connections, and (in later work) each venue's decoders,
-//! subscriptions and book synchronisation under `venue/<name>/`.
+//! Venues: each venue's decoders, book synchronisation and protocol under `venue/<name>/`, and
+//! how a venue file becomes connections.
 //!
-//! For now this is the part the control thread needs to open a venue's stream: resolve its
-//! address (DNS may block: control thread only), build its TLS settings, and compose the
-//! WebSocket request target from the configured symbols and channels.
+//! - [`protocol`]: the [`protocol::Protocol`] trait, everything the config and the control side
+//!   need from a venue; each venue implements it in `venue/<name>/protocol.rs` and
+//!   `config::VenueKind::protocol` hands it out. The functions here dispatch through it.
+//! - [`login`]: a venue login's key material.
+//! - [`feed`]: the decoder stage's `Feed` trait and what feeds share.
+//! - [`rest`], [`snapshot`]: REST book snapshots, fetched off the hot path.
+//!
+//! This module also resolves a venue's address (DNS may block: control thread only) and builds
+//! its TLS settings for the network thread.
 
 pub mod binance;
 pub mod databento;
 pub mod feed;
+pub mod login;
+pub mod protocol;
 pub mod rest;
 pub mod snapshot;
 pub mod thalex;
 
-use crate::config::{NetConfig, VenueConfig, VenueKind};
+use crate::config::{NetConfig, VenueConfig};
 use crate::net::engine::{StreamSpec, WebSocketTarget};
 use crate::tls::{server_name, TlsSettings};
+use protocol::Transport;
 use std::net::ToSocketAddrs;
 
 /// Why a venue's stream could not be prepared.
@@ -41,21 +50,6 @@ pub enum VenueError {
     Login { venue: String, reason: String },
     #[error("venue `{venue}`: kind {kind} has no network feed in this build yet")]
     Unsupported { venue: String, kind: &'static str },
-}
-
-/// The stream names of a Binance venue: `<symbol lowercase>@<channel>` for every pair, the form
-/// its combined-stream endpoint takes (`/stream?streams=a/b`).
-pub fn binance_streams(venue: &VenueConfig) -> Vec<String> {
-    venue
-        .symbols
-        .iter()
-        .flat_map(|symbol| {
-            venue
-                .channels
-                .iter()
-                .map(move |channel| format!("{}@{channel}", symbol.to_ascii_lowercase()))
-        })
-        .collect()
 }
 
 /// Resolves the venue's address and builds everything the network thread needs to open a
@@ -139,54 +133,29 @@ pub fn plan_shards(
     Some(out)
 }
 
-/// The login a venue's connections start with, when its file points at a key (Thalex only).
-/// The key is read and a token made once here, so that a missing or unusable key stops the
-/// start with a clear error instead of failing on every connection.
-pub fn login_for(venue: &VenueConfig) -> Result<Option<crate::control::links::Login>, VenueError> {
-    if venue.kind != VenueKind::Thalex {
-        return Ok(None);
-    }
-    let error = |reason: String| VenueError::Login {
-        venue: venue.name.clone(),
-        reason,
-    };
-    let Some(pem) = venue.api_key().map_err(|e| error(e.to_string()))? else {
-        return Ok(None);
-    };
-    let key_id = venue
-        .credentials
-        .key_id
-        .clone()
-        .ok_or_else(|| error("credentials.key_id is not set".to_owned()))?;
-    thalex::auth::login_token(&key_id, &pem, 0).map_err(|e| error(e.to_string()))?;
-    Ok(Some(crate::control::links::Login {
-        key_id,
-        private_key_pem: pem,
-    }))
+/// The login a venue's connections start with, when its file points at a key. The key is read
+/// and a token made once here, so that a missing or unusable key stops the start with a clear
+/// error instead of failing on every connection.
+pub fn login_for(venue: &VenueConfig) -> Result<Option<login::Login>, VenueError> {
+    venue.kind.protocol().login(venue)
 }
 
 /// Every stream's name as the venue spells it, symbol-major (stream `symbol * channels +
 /// channel`), for logs and metrics: `btcusdt@bookTicker`, `ticker.BTC-PERPETUAL.100ms`.
 pub fn stream_names(venue: &VenueConfig) -> Vec<String> {
-    match venue.kind {
-        VenueKind::Thalex => {
-            thalex::feed::ThalexFeed::channel_names(&venue.symbols, &venue.channels)
-        }
-        VenueKind::Databento => databento::subscribe::stream_names(&venue.symbols, &venue.channels),
-        _ => binance_streams(venue),
-    }
+    venue
+        .kind
+        .protocol()
+        .stream_names(&venue.symbols, &venue.channels)
 }
 
 /// A venue's connections: which symbols each carries and its subscription requests.
 pub fn shards(venue: &VenueConfig) -> Result<Vec<Shard>, VenueError> {
     let max = venue.max_streams_per_connection as usize;
-    let planned = match venue.kind {
-        VenueKind::BinanceUsdmFutures => {
-            binance::subscribe::shards(&venue.symbols, &venue.channels, max)
-        }
-        VenueKind::Thalex => thalex::subscribe::shards(&venue.symbols, &venue.channels, max),
-        VenueKind::Databento => databento::subscribe::shards(&venue.symbols, &venue.channels, max),
-    };
+    let planned = venue
+        .kind
+        .protocol()
+        .shards(&venue.symbols, &venue.channels, max);
     planned.ok_or_else(|| VenueError::TooManyStreams {
         venue: venue.name.clone(),
         streams: venue.channels.len(),
@@ -199,41 +168,11 @@ fn build_spec(
     net: &NetConfig,
     streams_in_url: bool,
 ) -> Result<StreamSpec, VenueError> {
-    let mut preamble = None;
-    let (path, websocket) = match venue.kind {
-        VenueKind::BinanceUsdmFutures | VenueKind::Thalex if !streams_in_url => {
-            (venue.url.path.clone(), true)
-        }
-        VenueKind::Databento if !streams_in_url => {
-            preamble = Some(databento::subscribe::preamble_for(venue)?);
-            (String::new(), false)
-        }
-        VenueKind::BinanceUsdmFutures => {
-            let streams = binance_streams(venue);
-            if streams.len() > venue.max_streams_per_connection as usize {
-                return Err(VenueError::TooManyStreams {
-                    venue: venue.name.clone(),
-                    streams: streams.len(),
-                    max: venue.max_streams_per_connection,
-                });
-            }
-            let separator = if venue.url.path.contains('?') {
-                '&'
-            } else {
-                '?'
-            };
-            (
-                format!("{}{separator}streams={}", venue.url.path, streams.join("/")),
-                true,
-            )
-        }
-        other => {
-            return Err(VenueError::Unsupported {
-                venue: venue.name.clone(),
-                kind: other.as_str(),
-            })
-        }
-    };
+    let (path, websocket, preamble) =
+        match venue.kind.protocol().transport(venue, streams_in_url)? {
+            Transport::WebSocket { path } => (path, true, None),
+            Transport::Raw { preamble } => (String::new(), false, Some(preamble)),
+        };
     let host = venue.url.host.as_str();
     let port = venue.url.port;
     let addr = (host, port)
@@ -289,67 +228,23 @@ pub fn feed_for(
     venue: &VenueConfig,
     instrument_base: crate::event::InstrumentId,
 ) -> Result<VenueFeed, VenueError> {
-    match venue.kind {
-        VenueKind::BinanceUsdmFutures => {
-            let books = venue
-                .channels
-                .iter()
-                .any(|channel| crate::config::is_diff_depth_channel(channel));
-            let sync = binance::sync::SyncConfig {
-                snapshot_limit: venue.book_depth,
-                ..binance::sync::SyncConfig::default()
-            };
-            let (feed, counters) = binance::feed::BinanceFeed::new(binance::feed::FeedConfig {
-                venue_id,
-                venue_name: venue.name.clone(),
-                symbols: venue.symbols.clone(),
-                channels: venue.channels.clone(),
-                instrument_base,
-                books,
-                sync,
-            });
-            Ok(VenueFeed {
-                feed: Box::new(feed),
-                counters,
-            })
-        }
-        VenueKind::Thalex => {
-            let (feed, counters) = thalex::feed::ThalexFeed::new(thalex::feed::FeedConfig {
-                venue_id,
-                venue_name: venue.name.clone(),
-                symbols: venue.symbols.clone(),
-                channels: venue.channels.clone(),
-                instrument_base,
-            });
-            Ok(VenueFeed {
-                feed: Box::new(feed),
-                counters,
-            })
-        }
-        VenueKind::Databento => {
-            let (feed, counters) =
-                databento::feed::DatabentoFeed::new(databento::feed::FeedConfig {
-                    venue_id,
-                    venue_name: venue.name.clone(),
-                    symbols: venue.symbols.clone(),
-                    channels: venue.channels.clone(),
-                    instrument_base,
-                    recovery: venue
-                        .databento
-                        .as_ref()
-                        .map(|config| config.recovery)
-                        .unwrap_or_default(),
-                });
-            Ok(VenueFeed {
-                feed: Box::new(feed),
-                counters,
-            })
-        }
-    }
+    venue.kind.protocol().feed(venue_id, venue, instrument_base)
 }
 
-/// How the control thread fetches a venue's REST snapshots, when it has a REST endpoint.
+/// How the control thread fetches a venue's REST snapshots, when its books start from one.
 pub fn snapshot_target(
+    venue: &VenueConfig,
+    instrument_base: crate::event::InstrumentId,
+) -> Result<Option<snapshot::SnapshotTarget>, VenueError> {
+    venue
+        .kind
+        .protocol()
+        .snapshot_target(venue, instrument_base)
+}
+
+/// The REST snapshot target of a venue file's `rest_url`, when it has one: what a venue whose
+/// books start from REST snapshots returns from [`protocol::Protocol::snapshot_target`].
+pub fn rest_snapshot_target(
     venue: &VenueConfig,
     instrument_base: crate::event::InstrumentId,
 ) -> Result<Option<snapshot::SnapshotTarget>, VenueError> {

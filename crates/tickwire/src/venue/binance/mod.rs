@@ -10,6 +10,9 @@
 //!   correctly"): diffs, the REST snapshot, the `pu` chain, gaps and resyncs.
 //! - `feed` puts both together on the decoder thread as a [`crate::venue::feed::Feed`].
 //! - `json` writes normalized events as the JSON lines `tickwire decode` prints.
+//! - `protocol` is the venue's [`crate::venue::protocol::Protocol`]: what the config and the
+//!   control plane need (symbol and channel rules, stream names, `SUBSCRIBE` requests, the
+//!   combined-stream URL `record` uses), built on `subscribe`.
 //!
 //! **Invariant:** `decode`, `sync` and `feed` never do I/O and never allocate per message;
 //! nothing the venue sends can make them panic. A message that cannot be read is a
@@ -18,6 +21,7 @@
 pub mod decode;
 pub mod feed;
 pub mod json;
+pub mod protocol;
 mod scan;
 pub mod subscribe;
 pub mod sync;

@@ -1,0 +1,192 @@
+//! What the control side needs from a venue, in one interface: [`Protocol`].
+//!
+//! A venue implements it with a unit struct in `venue/<name>/protocol.rs`; the config's registry
+//! (`config::VenueKind::protocol`, the one `match` over venue kinds) hands it out, and everything
+//! else (the config's checks, the stream plan, the control plane's requests and its reading of
+//! replies, the decoder feed, the REST snapshot target) goes through it. Adding a venue is a new
+//! folder with its protocol plus one registration line.
+//!
+//! **Invariant:** nothing here does I/O except where a method says so (`transport` reads key
+//! files, `snapshot_target` builds an HTTP client); a reply from the venue is read, never
+//! trusted: no method panics on what a venue sent.
+
+use super::feed::{StreamActivity, VenueReply};
+use super::login::Login;
+use super::{Shard, VenueError, VenueFeed};
+use crate::config::{Scheme, VenueConfig};
+use crate::event::{InstrumentId, VenueId};
+use crate::net::engine::PreambleMaker;
+use std::ops::Range;
+
+/// How a venue's stream is carried once the socket (and TLS) is up.
+pub enum Transport {
+    /// A WebSocket upgrade to `path` (with its query).
+    WebSocket { path: String },
+    /// A raw stream that starts with the venue's own opening exchange (an authentication).
+    Raw { preamble: PreambleMaker },
+}
+
+/// Everything a subscription request may be made from: the request's id and stream names, and
+/// the shard it is for (a Databento session request replays from what the feed last saw).
+pub struct SubscribeContext<'a> {
+    pub id: u64,
+    /// The stream names of the request, in the venue's spelling.
+    pub names: &'a [String],
+    pub venue: &'a VenueConfig,
+    /// The shard's symbols: indexes into the venue file's `symbols`.
+    pub symbols: Range<usize>,
+    /// The shard's streams in the venue's activity table.
+    pub streams: Range<usize>,
+    pub activity: &'a StreamActivity,
+}
+
+/// What a [`crate::venue::feed::ReplyKind::Response`] means, as the venue's protocol reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// The answer to request `reply.id`: accepted, or refused with `reply.error`.
+    Answer,
+    /// The venue started the session: that answers the connection's oldest outstanding request
+    /// (the reply's id names only the connection).
+    SessionStarted,
+    /// The venue refused the request for its rate limit: the connection starts again after the
+    /// backoff rather than run without it.
+    Throttled,
+}
+
+/// What a [`crate::venue::feed::ReplyKind::Notice`] reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// An error on a running session; `what` names the venue's code.
+    Error { what: String },
+    /// tickwire reads too slowly for the venue.
+    SlowReader,
+    /// Anything else (an acknowledgement, a replay completed); `what` names the venue's code.
+    Other { what: String },
+}
+
+/// A notice read by the venue's protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub kind: NoticeKind,
+    /// The feed cannot read the connection's stream any further: start afresh.
+    pub stream_broken: bool,
+}
+
+/// A venue's rules for the parts of its file that not every venue uses; the config checks the
+/// file against them.
+#[derive(Clone, Copy, Debug)]
+pub struct FileRules {
+    pub rest_url: RestUrl,
+    pub key: KeyUse,
+    /// Whether the file takes the `[databento]` table (a gateway session's settings); the
+    /// config then also turns the default rotation off and refuses pings.
+    pub databento_table: bool,
+}
+
+/// What a venue does with `rest_url`.
+#[derive(Clone, Copy, Debug)]
+pub enum RestUrl {
+    /// Books of diff-depth channels start from a REST snapshot: one such channel needs it.
+    NeededForDiffDepth,
+    /// The venue has no use for one, for the reason `why`: giving one is a mistake.
+    Unused { why: &'static str },
+    /// Accepted, and used for REST snapshots when a feed asks for one.
+    Accepted,
+}
+
+/// What a venue does with a key (`credentials.api_key_env` or `credentials.api_key_credential`).
+#[derive(Clone, Copy, Debug)]
+pub enum KeyUse {
+    /// Nothing: its market data is public.
+    Unused,
+    /// An optional key that signs a login, named by `credentials.key_id`; the messages for a
+    /// key without its id and an id without its key.
+    SignedLogin {
+        missing_key_id: &'static str,
+        key_id_without_key: &'static str,
+    },
+    /// A key is required; the message when there is none.
+    Required { missing: &'static str },
+}
+
+/// A venue's protocol, as the config and the control plane use it. Implemented by one unit
+/// struct per venue; see the module doc.
+pub trait Protocol: Sync {
+    /// Schemes valid for the venue file's `url`.
+    fn feed_schemes(&self) -> &'static [Scheme];
+
+    /// How the venue uses the optional parts of its file.
+    fn file_rules(&self) -> FileRules;
+
+    /// The heartbeat defaults: (ping interval, read timeout) in ms.
+    fn default_heartbeat_ms(&self) -> (Option<u64>, Option<u64>);
+
+    /// Whether `symbol` is one the venue can name; the error is the config's message.
+    fn check_symbol(&self, symbol: &str) -> Result<(), String>;
+
+    /// Whether `channel` is one of the venue's channels, given the channels listed before it;
+    /// the error is the config's message.
+    fn check_channel(&self, channel: &str, earlier: &[String]) -> Result<(), String>;
+
+    /// Every stream's name as the venue spells it, symbol-major (stream `symbol * channels +
+    /// channel`), for logs and metrics.
+    fn stream_names(&self, symbols: &[String], channels: &[String]) -> Vec<String>;
+
+    /// The venue's connections: which symbols each carries and its subscription requests, at
+    /// most `max_streams` streams each. `None` when one symbol's channels alone exceed it.
+    fn shards(
+        &self,
+        symbols: &[String],
+        channels: &[String],
+        max_streams: usize,
+    ) -> Option<Vec<Shard>>;
+
+    /// Whether a name of a subscription request is one of the venue's streams (not a
+    /// connection-wide channel such as Thalex's `system`).
+    fn names_a_stream(&self, name: &str) -> bool;
+
+    /// How the stream is carried: the WebSocket path, or the raw stream's opening exchange.
+    /// With `streams_in_url`, a stream that names every stream in its URL, live at once with no
+    /// subscription request (what `tickwire record` uses), where the venue has one. May read
+    /// the venue's key (control thread only).
+    fn transport(&self, venue: &VenueConfig, streams_in_url: bool)
+        -> Result<Transport, VenueError>;
+
+    /// The login a connection starts with, when the venue file points at a key. Reads the key
+    /// and checks it can sign, so that an unusable key stops the start with a clear error.
+    fn login(&self, venue: &VenueConfig) -> Result<Option<Login>, VenueError>;
+
+    /// The login request with `id`, made now (a token's issue time is the wall clock's).
+    fn login_request(&self, id: u64, login: &Login) -> Result<String, String>;
+
+    /// The subscription request for `request.names`; `None` when the venue file lacks what it
+    /// is made from (nothing is sent, and the acknowledgement timeout recycles the connection).
+    fn subscribe_request(&self, request: &SubscribeContext<'_>) -> Option<String>;
+
+    /// Whether an accepted subscription's answer lists the streams the venue accepted (the feed
+    /// marks them in the activity table), so that the ones it left out can be counted.
+    fn answer_lists_accepted(&self) -> bool;
+
+    /// What a response to a request means.
+    fn read_response(&self, reply: &VenueReply) -> Response;
+
+    /// What a notice reports.
+    fn read_notice(&self, reply: &VenueReply) -> Notice;
+
+    /// The decoder stage's feed for venue `venue_id`, whose instruments take ids from
+    /// `instrument_base` on (one per symbol, in the file's order).
+    fn feed(
+        &self,
+        venue_id: VenueId,
+        venue: &VenueConfig,
+        instrument_base: InstrumentId,
+    ) -> Result<VenueFeed, VenueError>;
+
+    /// How the control thread fetches the venue's REST book snapshots, when its books start
+    /// from one.
+    fn snapshot_target(
+        &self,
+        venue: &VenueConfig,
+        instrument_base: InstrumentId,
+    ) -> Result<Option<super::snapshot::SnapshotTarget>, VenueError>;
+}
