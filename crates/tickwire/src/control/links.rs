@@ -229,7 +229,7 @@ pub struct LinkCounters {
     pub venue_errors: u64,
     /// Warnings that tickwire reads too slowly (`NoticeKind::SlowReader`).
     pub slow_reader_warnings: u64,
-    /// Other notices (acknowledgements, a replay completed: `NoticeKind::Info`).
+    /// Other notices (acknowledgements, a replay completed: `NoticeKind::Other`).
     pub venue_notices: u64,
 }
 
