@@ -12,6 +12,8 @@
 use crate::fixed::Fixed;
 use std::fmt;
 
+pub mod json;
+
 /// Identifies a venue within one process (its position in the appliance's venue list).
 pub type VenueId = u16;
 /// Identifies an instrument within one process (assigned by the venue's instrument table).

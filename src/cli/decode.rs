@@ -19,6 +19,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use tickwire::event::json as event_json;
 use tickwire::venue::binance::decode::{self, Message, TradeKind};
 use tickwire::venue::binance::json;
 
@@ -138,7 +139,7 @@ fn run(path: &Path) -> anyhow::Result<String> {
                             kind, price,
                         )),
                     );
-                    json::write_event(&mut buffer, VENUE, mark.symbol, &event);
+                    event_json::write_event(&mut buffer, VENUE, mark.symbol, &event);
                     events += 1;
                 }
             }
@@ -270,7 +271,7 @@ fn run_thalex(path: &Path) -> anyhow::Result<String> {
             let symbol = symbols
                 .get(event.header.instrument_id as usize)
                 .map_or(&b"?"[..], |symbol| symbol.as_bytes());
-            json::write_event(&mut buffer, THALEX, symbol, &event);
+            event_json::write_event(&mut buffer, THALEX, symbol, &event);
         }
         out.write_all(&buffer)
     })?;
@@ -312,7 +313,7 @@ mod databento {
     use std::collections::HashMap;
     use std::io::{BufWriter, Read, Write};
     use std::path::Path;
-    use tickwire::venue::binance::json;
+    use tickwire::event::json as event_json;
     use tickwire::venue::databento::normalize::{
         record_ts_recv, Control, NormalizeError, Normalizer, Outcome,
     };
@@ -389,7 +390,7 @@ mod databento {
                 .normalizer
                 .normalize(record, instrument, recv_ts_ns, &mut |event| {
                     events += 1;
-                    json::write_event(buffer, DATABENTO, symbol.as_bytes(), &event);
+                    event_json::write_event(buffer, DATABENTO, symbol.as_bytes(), &event);
                 });
             self.events += events;
             self.out.write_all(&self.buffer)?;
