@@ -276,17 +276,16 @@ fn run_thalex(path: &Path) -> anyhow::Result<String> {
         out.write_all(&buffer)
     })?;
     out.flush()?;
+    // The venue's own message kinds (the feed's table), then what the feed dropped.
+    let kinds: Vec<String> = counters
+        .messages()
+        .map(|(kind, count)| format!("{}={count}", kind.name))
+        .collect();
     Ok(format!(
-        "decode: {lines} lines; {messages} messages (ticker+lwt={}, book={}, trades={}, \
-         price_index={}, responses={}, errors={}, unknown channel={}, duplicate={}); {events} \
-         events; {} malformed",
-        counters.book_tickers.get(),
-        counters.depth_updates.get(),
-        counters.trades.get(),
-        counters.mark_prices.get(),
-        counters.replies.get(),
-        counters.error_replies.get(),
-        counters.unknown_symbol.get() + counters.unknown.get(),
+        "decode: {lines} lines; {messages} messages ({}, unknown channel={}, duplicate={}); \
+         {events} events; {} malformed",
+        kinds.join(", "),
+        counters.unknown_symbol.get(),
         counters.duplicates.get(),
         counters.malformed.get(),
     ))

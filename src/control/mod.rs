@@ -11,7 +11,7 @@ use crate::ring::{self, FrameConsumer};
 use crate::runtime::{Runtime, RuntimeOptions};
 use crate::strategy::stamps::Stamp;
 use crate::strategy::Strategy;
-use crate::venue::binance::feed::FeedCounters;
+use crate::venue::feed::FeedCounters;
 use crate::venue::snapshot::SnapshotFetcher;
 use crate::venue::{self, feed::SnapshotReply};
 use std::io::Write;

@@ -8,7 +8,9 @@
 //!   derived `Quote` (flag `DERIVED`) when the top changes, snapshots and gaps.
 //! - partial depth (`@depth5`, ...): its levels as `BookLevel` events, no book (each message
 //!   carries the top levels whole).
-//! - markPrice, replies and unknown event types: counted; no event kind carries them yet.
+//! - markPriceUpdate: a `Reference` mark and a `Reference` index.
+//! - replies and unknown event types: counted by kind ([`MESSAGE_KINDS`]); replies to the
+//!   control thread's requests are passed on.
 //! - a message that does not decode: counted, and one sample per second kept for the log.
 
 use super::decode::{self, DepthUpdate, Message};
@@ -19,14 +21,12 @@ use crate::event::{
 };
 use crate::net::ConnId;
 use crate::venue::feed::{
-    EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    EventSink, Feed, FeedCounters, FeedWriters as Writers, MalformedSample, MalformedSampler,
+    MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 const NS_PER_MS: u64 = 1_000_000;
-/// At most one malformed sample per this many ns is kept for the log.
-const MALFORMED_SAMPLE_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// How a feed is set up.
 #[derive(Clone, Debug)]
@@ -46,8 +46,43 @@ pub struct FeedConfig {
     pub sync: SyncConfig,
 }
 
-pub use crate::venue::feed::FeedCounters;
-use crate::venue::feed::FeedWriters as Writers;
+/// The messages a Binance USDⓈ-M Futures connection carries, by their `"e"` event type where
+/// they have one, as [`FeedCounters`] counts them (positions are [`Kind`]'s).
+pub const MESSAGE_KINDS: &[MessageKind] = &[
+    MessageKind::market("bookTicker"),
+    MessageKind::market("depthUpdate"),
+    MessageKind::market("trade"),
+    MessageKind::market("aggTrade"),
+    MessageKind::market("markPriceUpdate"),
+    // `{"result":null,"id":N}`: a SUBSCRIBE or UNSUBSCRIBE succeeded.
+    MessageKind::other("ack"),
+    // The LIST_SUBSCRIPTIONS answer.
+    MessageKind::other("subscriptions"),
+    // Any other `result` (GET_PROPERTY's).
+    MessageKind::other("result"),
+    // `{"error":..}` or `{"code":..,"msg":..}`: a refused request.
+    MessageKind::other("error"),
+    // A market event whose `"e"` this build does not know.
+    MessageKind::other("unknown_event"),
+    // A REST depth snapshot's body on the stream: not the stream's to carry.
+    MessageKind::other("depth_snapshot"),
+];
+
+/// A message's position in [`MESSAGE_KINDS`].
+#[derive(Clone, Copy)]
+enum Kind {
+    BookTicker = 0,
+    DepthUpdate = 1,
+    Trade = 2,
+    AggTrade = 3,
+    MarkPriceUpdate = 4,
+    Ack = 5,
+    Subscriptions = 6,
+    Result = 7,
+    Error = 8,
+    UnknownEvent = 9,
+    DepthSnapshot = 10,
+}
 
 /// The kinds of stream a symbol can have, each mapped to its position in the venue's channels.
 #[derive(Clone, Copy)]
@@ -106,14 +141,13 @@ pub struct BinanceFeed {
     symbols: Symbols,
     books: Vec<Option<BookSync>>,
     writers: Writers,
-    malformed_sample: Option<MalformedSample>,
-    last_sample_ns: u64,
+    malformed: MalformedSampler,
     /// Per stream kind, its channel's position in `config.channels`.
     channel_of: [Option<usize>; STREAM_KINDS],
     /// Per stream: the duplicate filter.
     floors: Vec<Floor>,
     activity: Arc<StreamActivity>,
-    replies: VecDeque<VenueReply>,
+    replies: ReplyQueue,
 }
 
 impl BinanceFeed {
@@ -126,7 +160,7 @@ impl BinanceFeed {
         }
         let channels = config.channels.len().max(1);
         let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
-        let (writers, counters) = FeedCounters::new(activity.clone());
+        let (writers, counters) = FeedCounters::new(MESSAGE_KINDS, activity.clone());
         let floors = vec![Floor::default(); config.symbols.len() * channels];
         let books = config
             .symbols
@@ -154,12 +188,11 @@ impl BinanceFeed {
             symbols,
             books,
             writers,
-            malformed_sample: None,
-            last_sample_ns: 0,
+            malformed: MalformedSampler::default(),
             channel_of,
             floors,
             activity: activity.clone(),
-            replies: VecDeque::with_capacity(REPLIES_KEPT),
+            replies: ReplyQueue::new(REPLIES_KEPT),
         };
         (feed, counters)
     }
@@ -198,11 +231,9 @@ impl BinanceFeed {
     }
 
     fn reply(&mut self, reply: VenueReply) {
-        if self.replies.len() == REPLIES_KEPT {
+        if !self.replies.push(reply) {
             self.writers.replies_dropped.increment();
-            return;
         }
-        self.replies.push_back(reply);
     }
 
     fn header(
@@ -297,17 +328,13 @@ impl BinanceFeed {
 
     fn malformed(&mut self, venue_error: decode::DecodeError, payload: &[u8], recv_ts_ns: u64) {
         self.writers.malformed.increment();
-        if self.malformed_sample.is_none()
-            && recv_ts_ns.saturating_sub(self.last_sample_ns) >= MALFORMED_SAMPLE_INTERVAL_NS
-        {
-            self.last_sample_ns = recv_ts_ns;
-            self.malformed_sample = Some(MalformedSample::new(
-                self.config.venue_id,
-                &venue_error.kind,
-                venue_error.offset,
-                payload,
-            ));
-        }
+        self.malformed.offer(
+            self.config.venue_id,
+            &venue_error.kind,
+            venue_error.offset,
+            payload,
+            recv_ts_ns,
+        );
     }
 }
 
@@ -340,7 +367,12 @@ impl Feed for BinanceFeed {
             Message::Depth(m) => Some(m.symbol),
             Message::Trade(m) => Some(m.symbol),
             Message::MarkPrice(m) => Some(m.symbol),
-            _ => None,
+            Message::DepthSnapshot(_)
+            | Message::Ack { .. }
+            | Message::Subscriptions { .. }
+            | Message::Reply { .. }
+            | Message::ErrorReply { .. }
+            | Message::Unknown { .. } => None,
         };
         let instrument = match symbol.map(|symbol| self.symbols.find(symbol)) {
             Some(Some(instrument)) => Some(instrument),
@@ -381,7 +413,12 @@ impl Feed for BinanceFeed {
                     conn,
                     recv_ts_ns,
                 ),
-                _ => true,
+                Message::DepthSnapshot(_)
+                | Message::Ack { .. }
+                | Message::Subscriptions { .. }
+                | Message::Reply { .. }
+                | Message::ErrorReply { .. }
+                | Message::Unknown { .. } => true,
             };
             if !fresh {
                 return;
@@ -389,7 +426,7 @@ impl Feed for BinanceFeed {
         }
         match (message, instrument) {
             (Message::BookTicker(ticker), Some(instrument)) => {
-                self.writers.book_tickers.increment();
+                self.writers.message(Kind::BookTicker as usize);
                 let header = self.header(
                     instrument,
                     EventKind::Quote,
@@ -408,7 +445,10 @@ impl Feed for BinanceFeed {
                 ));
             }
             (Message::Trade(trade), Some(instrument)) => {
-                self.writers.trades.increment();
+                self.writers.message(match trade.kind {
+                    decode::TradeKind::Trade => Kind::Trade as usize,
+                    decode::TradeKind::AggTrade => Kind::AggTrade as usize,
+                });
                 let header = self.header(
                     instrument,
                     EventKind::Trade,
@@ -432,11 +472,11 @@ impl Feed for BinanceFeed {
                 ));
             }
             (Message::Depth(depth), Some(instrument)) => {
-                self.writers.depth_updates.increment();
+                self.writers.message(Kind::DepthUpdate as usize);
                 self.depth(instrument, &depth, recv_ts_ns, sink);
             }
             (Message::MarkPrice(mark), Some(instrument)) => {
-                self.writers.mark_prices.increment();
+                self.writers.message(Kind::MarkPriceUpdate as usize);
                 let mut header = self.header(
                     instrument,
                     EventKind::Reference,
@@ -455,26 +495,33 @@ impl Feed for BinanceFeed {
                     Body::Reference(Reference::new(ReferenceKind::Index, mark.index_price)),
                 ));
             }
-            (Message::MarkPrice(_), None) => self.writers.mark_prices.increment(),
+            // Every market message names a symbol, and one the feed does not list returned
+            // above: these cannot happen, and would be a symbol the feed cannot route.
+            (
+                Message::BookTicker(_)
+                | Message::Depth(_)
+                | Message::Trade(_)
+                | Message::MarkPrice(_),
+                None,
+            ) => self.writers.unknown_symbol.increment(),
             (Message::ErrorReply { id, code, msg }, _) => {
-                self.writers.error_replies.increment();
+                self.writers.message(Kind::Error as usize);
                 if let Some(id) = id {
                     self.reply(VenueReply::new(self.config.venue_id, id, Some(code), msg));
                 }
             }
-            (Message::Unknown { .. }, _) => self.writers.unknown.increment(),
+            (Message::Unknown { .. }, _) => self.writers.message(Kind::UnknownEvent as usize),
             (Message::Ack { id }, _) => {
-                self.writers.replies.increment();
+                self.writers.message(Kind::Ack as usize);
                 if let Some(id) = id {
                     self.reply(VenueReply::new(self.config.venue_id, id, None, b""));
                 }
             }
-            (Message::Subscriptions { .. } | Message::Reply { .. }, _) => {
-                self.writers.replies.increment()
+            (Message::Subscriptions { .. }, _) => {
+                self.writers.message(Kind::Subscriptions as usize)
             }
-            // A REST snapshot body on the stream, or a market message without an instrument
-            // (impossible: every market message has a symbol): not ours to act on.
-            _ => self.writers.unknown.increment(),
+            (Message::Reply { .. }, _) => self.writers.message(Kind::Result as usize),
+            (Message::DepthSnapshot(_), _) => self.writers.message(Kind::DepthSnapshot as usize),
         }
     }
 
@@ -541,10 +588,10 @@ impl Feed for BinanceFeed {
     }
 
     fn take_malformed(&mut self) -> Option<MalformedSample> {
-        self.malformed_sample.take()
+        self.malformed.take()
     }
 
     fn take_reply(&mut self) -> Option<VenueReply> {
-        self.replies.pop_front()
+        self.replies.pop()
     }
 }
