@@ -84,6 +84,9 @@ enum Kind {
     DepthSnapshot = 10,
 }
 
+// Every `Kind` has its entry in the table (a position past it would count nothing).
+const _: () = assert!(MESSAGE_KINDS.len() == Kind::DepthSnapshot as usize + 1);
+
 /// The kinds of stream a symbol can have, each mapped to its position in the venue's channels.
 #[derive(Clone, Copy)]
 enum StreamKind {
@@ -593,5 +596,61 @@ impl Feed for BinanceFeed {
 
     fn take_reply(&mut self) -> Option<VenueReply> {
         self.replies.pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_counted_by_binance_kind_and_replies_and_samples_go_through_the_shared_queues() {
+        let (mut feed, counters) = BinanceFeed::new(FeedConfig {
+            venue_id: 2,
+            venue_name: "binance".to_owned(),
+            symbols: vec!["BTCUSDT".to_owned()],
+            channels: vec!["bookTicker".to_owned()],
+            instrument_base: 0,
+            books: false,
+            sync: SyncConfig::default(),
+        });
+        let (mut producer, mut consumer) = crate::ring::ring::<Event>(64);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        let ticker = br#"{"stream":"btcusdt@bookTicker","data":{"e":"bookTicker","u":5123107839020,"s":"BTCUSDT","b":"61800.20","B":"2.507","a":"61800.30","A":"2.510","T":1723161256313,"E":1723161256313}}"#;
+        let second = 2_000_000_000;
+        feed.on_message(0, second, ticker, &mut sink);
+        // The same update again (a second connection's copy): a duplicate, not a bookTicker.
+        feed.on_message(1, second, ticker, &mut sink);
+        feed.on_message(0, second, br#"{"result":null,"id":7}"#, &mut sink);
+        feed.on_message(
+            0,
+            second,
+            br#"{"error":{"code":2,"msg":"Invalid request"},"id":8}"#,
+            &mut sink,
+        );
+        feed.on_message(0, second, br#"{"e":"trade""#, &mut sink);
+        feed.on_message(0, second + 1, br#"{"e":"trade""#, &mut sink);
+        sink.publish();
+        assert_eq!(counters.message("bookTicker"), 1);
+        assert_eq!(counters.duplicates.get(), 1);
+        assert_eq!(counters.message("ack"), 1);
+        assert_eq!(counters.message("error"), 1);
+        assert_eq!(counters.malformed.get(), 2);
+        assert_eq!(counters.market_messages(), 1);
+        assert!(matches!(
+            consumer.try_pop().map(|e| e.body()),
+            Some(Body::Quote(_))
+        ));
+        let ack = feed.take_reply().expect("the ack is passed on");
+        assert_eq!((ack.id, ack.error), (7, None));
+        let refusal = feed.take_reply().expect("the refusal is passed on");
+        assert_eq!((refusal.id, refusal.error), (8, Some(2)));
+        assert!(feed.take_reply().is_none());
+        assert!(feed.take_malformed().is_some());
+        assert!(
+            feed.take_malformed().is_none(),
+            "one sample a second, the second malformed message within it"
+        );
     }
 }

@@ -81,6 +81,9 @@ pub const MESSAGE_KINDS: &[MessageKind] = &[
     MessageKind::other("unlisted_record"),
 ];
 
+// Every `Kind` has its entry in the table (a position past it would count nothing).
+const _: () = assert!(MESSAGE_KINDS.len() == Kind::UnlistedRecord as usize + 1);
+
 /// A record's position in [`MESSAGE_KINDS`].
 #[derive(Clone, Copy)]
 enum Kind {

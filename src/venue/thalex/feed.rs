@@ -79,6 +79,9 @@ pub const MESSAGE_KINDS: &[MessageKind] = &[
     MessageKind::other("other_channel"),
 ];
 
+// Every `Kind` has its entry in the table (a position past it would count nothing).
+const _: () = assert!(MESSAGE_KINDS.len() == Kind::OtherChannel as usize + 1);
+
 /// A message's position in [`MESSAGE_KINDS`].
 #[derive(Clone, Copy)]
 enum Kind {
