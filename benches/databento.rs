@@ -28,7 +28,7 @@
 //!
 //! - `tickwire`: the appliance (`control::Session` from config files written here: one venue
 //!   of `kind = "databento"`, `channels = ["mbo"]`, `recovery = "gap"`) for each configuration
-//!   in `CONFIGS`; the bench watches the feed's `depth_updates` (MBO records delivered to the
+//!   in `CONFIGS`; the bench watches the feed's `mbo` message count (MBO records delivered to the
 //!   normalizer) every millisecond until all N arrived. Records/s is N over the time from the
 //!   first record seen to the last. Without loss means: all N delivered on the first
 //!   connection (the gateway accepted one), no `Overrun` or `ConnectionLost` transition, no
@@ -549,7 +549,7 @@ fn tickwire_live(
     loop {
         session.tick().map_err(|error| anyhow::anyhow!("{error}"))?;
         ensure!(session.runtime.all_running(), "a hot thread ended");
-        let delivered = session.feeds[0].1.depth_updates.get();
+        let delivered = session.feeds[0].1.message("mbo");
         let now = Instant::now();
         if delivered > 0 && first.is_none() {
             first = Some(now);
@@ -577,7 +577,7 @@ fn tickwire_live(
     }
     // Checks, on what was counted when the last record arrived.
     let transitions = session.venues.counters(0).transitions;
-    let delivered = session.feeds[0].1.depth_updates.get();
+    let delivered = session.feeds[0].1.message("mbo");
     ensure!(
         delivered == records,
         "{delivered} records delivered, {records} sent"
@@ -600,9 +600,12 @@ fn tickwire_live(
     );
     let counters = &session.feeds[0].1;
     ensure!(
-        counters.malformed.get() == 0 && counters.duplicates.get() == 0,
-        "malformed {} duplicates {}",
+        counters.malformed.get() == 0
+            && counters.book_refused.get() == 0
+            && counters.duplicates.get() == 0,
+        "malformed {} refused by the book {} duplicates {}",
         counters.malformed.get(),
+        counters.book_refused.get(),
         counters.duplicates.get()
     );
     // Let the strategy take what is left, the gateway's close after its end marker included
@@ -631,7 +634,7 @@ fn tickwire_live(
     // The gateway closes the session after its end marker, and `recovery = "gap"` gives each
     // instrument a `Gap` for that close. Every other source of a gap is excluded above or here:
     // a full event ring (its overflow count), a broken stream (`malformed`), a gateway error
-    // (`error_replies`).
+    // (its `error` message count).
     let closes = session
         .venues
         .counters(0)
@@ -644,7 +647,7 @@ fn tickwire_live(
             .get(Reason::ClosedByVenue);
     let gaps = session.runtime.gaps.get();
     ensure!(
-        session.feeds[0].1.error_replies.get() == 0,
+        session.feeds[0].1.message("error") == 0,
         "the gateway sent an error"
     );
     ensure!(
@@ -884,7 +887,7 @@ fn tickwire_paced(
     let settle = Instant::now() + Duration::from_secs(10);
     loop {
         session.tick().map_err(|error| anyhow::anyhow!("{error}"))?;
-        let delivered = session.feeds[0].1.depth_updates.get();
+        let delivered = session.feeds[0].1.message("mbo");
         if delivered >= sent {
             break;
         }
@@ -901,12 +904,14 @@ fn tickwire_paced(
     let counters = &session.feeds[0].1;
     ensure!(
         counters.malformed.get() == 0
+            && counters.book_refused.get() == 0
             && counters.duplicates.get() == 0
-            && counters.error_replies.get() == 0,
-        "malformed {} duplicates {} gateway errors {}",
+            && counters.message("error") == 0,
+        "malformed {} refused by the book {} duplicates {} gateway errors {}",
         counters.malformed.get(),
+        counters.book_refused.get(),
         counters.duplicates.get(),
-        counters.error_replies.get()
+        counters.message("error")
     );
     ensure!(
         session.runtime.frame_ring.overflows() == 0 && session.runtime.event_ring.overflows() == 0,

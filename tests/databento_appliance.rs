@@ -185,7 +185,11 @@ fn a_full_session_with_an_error_a_warning_and_a_replayed_reconnect() {
     let stats = pair.sim.stats();
     let counters = pair.session.venues.counters(0);
     let feed = &pair.session.feeds[0].1;
-    let (duplicates, malformed) = (feed.duplicates.get(), feed.malformed.get());
+    let (duplicates, malformed, refused) = (
+        feed.duplicates.get(),
+        feed.malformed.get(),
+        feed.book_refused.get(),
+    );
     let events = pair.finish();
 
     // The gateway checked the key, and the second session asked for a replay.
@@ -223,7 +227,8 @@ fn a_full_session_with_an_error_a_warning_and_a_replayed_reconnect() {
         "no gap with a replay"
     );
     assert!(duplicates > 0, "the replay repeated records");
-    assert_eq!(malformed, 0, "no book error, no bad record");
+    assert_eq!(malformed, 0, "no bad record");
+    assert_eq!(refused, 0, "no book error");
     assert!(check_sequences(&events) > 4_000);
     for instrument in 0..2 {
         let (_, changes, quotes) = check_book(&events, instrument);
@@ -251,7 +256,7 @@ fn a_reconnect_with_an_mbo_snapshot_rebuilds_the_books() {
     });
     let stats = pair.sim.stats();
     let feed = &pair.session.feeds[0].1;
-    let malformed = feed.malformed.get();
+    let (malformed, refused) = (feed.malformed.get(), feed.book_refused.get());
     let events = pair.finish();
     assert!(stats
         .subscriptions
@@ -276,6 +281,10 @@ fn a_reconnect_with_an_mbo_snapshot_rebuilds_the_books() {
         assert!(snapshots >= 2 && changes > 300 && quotes > 50);
     }
     assert_eq!(malformed, 0);
+    assert_eq!(
+        refused, 0,
+        "the snapshots rebuilt books the MBO records fit"
+    );
     assert!(events.iter().any(|e| e.header.kind == EventKind::Trade));
 }
 

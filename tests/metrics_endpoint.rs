@@ -76,7 +76,7 @@ fn metrics_and_health_during_a_session() {
             .get(key)
             .unwrap_or_else(|| panic!("no sample {key} in:\n{body}"))
     };
-    assert!(value("tickwire_venue_messages_total{venue=\"sim\",type=\"book_ticker\"}") > 0.0);
+    assert!(value("tickwire_venue_messages_total{venue=\"sim\",kind=\"bookTicker\"}") > 0.0);
     assert!(value("tickwire_venue_received_bytes_total{venue=\"sim\"}") > 0.0);
     assert_eq!(value("tickwire_venue_live{venue=\"sim\"}"), 1.0);
     assert_eq!(

@@ -82,13 +82,19 @@ fn replay_capture(speed: f64) {
     });
     let counters = pair.counters();
     assert_eq!(
-        counters.book_tickers.get(),
+        counters.message("bookTicker"),
         facts.book_ticker_ids.len() as u64
     );
-    assert_eq!(counters.trades.get(), facts.trade_ids.len() as u64);
-    assert_eq!(counters.depth_updates.get(), facts.diffs.len() as u64);
+    assert_eq!(
+        counters.message("trade") + counters.message("aggTrade"),
+        facts.trade_ids.len() as u64
+    );
+    assert_eq!(counters.message("depthUpdate"), facts.diffs.len() as u64);
     assert_eq!(counters.malformed.get(), 0);
-    assert_eq!(counters.unknown.get(), 0);
+    assert_eq!(
+        counters.message("unknown_event") + counters.message("depth_snapshot"),
+        0
+    );
     assert_eq!(
         counters.book_gaps.get(),
         0,

@@ -19,6 +19,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use tickwire::event::json as event_json;
 use tickwire::venue::binance::decode::{self, Message, TradeKind};
 use tickwire::venue::binance::json;
 
@@ -171,7 +172,7 @@ fn run(path: &Path) -> anyhow::Result<String> {
                             kind, price,
                         )),
                     );
-                    json::write_event(&mut buffer, VENUE, mark.symbol, &event);
+                    event_json::write_event(&mut buffer, VENUE, mark.symbol, &event);
                     events += 1;
                 }
             }
@@ -303,22 +304,21 @@ fn run_thalex(path: &Path) -> anyhow::Result<String> {
             let symbol = symbols
                 .get(event.header.instrument_id as usize)
                 .map_or(&b"?"[..], |symbol| symbol.as_bytes());
-            json::write_event(&mut buffer, THALEX, symbol, &event);
+            event_json::write_event(&mut buffer, THALEX, symbol, &event);
         }
         out.write_all(&buffer)
     })?;
     out.flush()?;
+    // The venue's own message kinds (the feed's table), then what the feed dropped.
+    let kinds: Vec<String> = counters
+        .messages()
+        .map(|(kind, count)| format!("{}={count}", kind.name))
+        .collect();
     Ok(format!(
-        "decode: {lines} lines; {messages} messages (ticker+lwt={}, book={}, trades={}, \
-         price_index={}, responses={}, errors={}, unknown channel={}, duplicate={}); {events} \
-         events; {} malformed",
-        counters.book_tickers.get(),
-        counters.depth_updates.get(),
-        counters.trades.get(),
-        counters.mark_prices.get(),
-        counters.replies.get(),
-        counters.error_replies.get(),
-        counters.unknown_symbol.get() + counters.unknown.get(),
+        "decode: {lines} lines; {messages} messages ({}, unknown channel={}, duplicate={}); \
+         {events} events; {} malformed",
+        kinds.join(", "),
+        counters.unknown_symbol.get(),
         counters.duplicates.get(),
         counters.malformed.get(),
     ))
@@ -345,7 +345,7 @@ mod databento {
     use std::collections::HashMap;
     use std::io::{BufWriter, Read, Write};
     use std::path::Path;
-    use tickwire::venue::binance::json;
+    use tickwire::event::json as event_json;
     use tickwire::venue::databento::normalize::{
         record_ts_recv, Control, NormalizeError, Normalizer, Outcome,
     };
@@ -422,7 +422,7 @@ mod databento {
                 .normalizer
                 .normalize(record, instrument, recv_ts_ns, &mut |event| {
                     events += 1;
-                    json::write_event(buffer, DATABENTO, symbol.as_bytes(), &event);
+                    event_json::write_event(buffer, DATABENTO, symbol.as_bytes(), &event);
                 });
             self.events += events;
             self.out.write_all(&self.buffer)?;

@@ -233,12 +233,7 @@ impl View {
         let messages = session
             .feeds
             .iter()
-            .map(|(_, counters)| {
-                counters.book_tickers.get()
-                    + counters.depth_updates.get()
-                    + counters.trades.get()
-                    + counters.mark_prices.get()
-            })
+            .map(|(_, counters)| counters.market_messages())
             .sum();
         let malformed = session
             .feeds

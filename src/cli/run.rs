@@ -219,16 +219,22 @@ fn venue_reports(session: &tickwire::control::Session) {
             .iter()
             .map(|state| state.name())
             .collect();
+        // The venue's own message kinds, those it sent: `bookTicker:120 depthUpdate:40`.
+        let messages: Vec<String> = counters
+            .messages()
+            .filter(|(_, count)| *count > 0)
+            .map(|(kind, count)| format!("{}:{count}", kind.name))
+            .collect();
         tracing::info!(
             venue = %venue,
-            book_tickers = counters.book_tickers.get(),
-            depth_updates = counters.depth_updates.get(),
-            trades = counters.trades.get(),
+            messages = %messages.join(" "),
             malformed = counters.malformed.get(),
-            unknown = counters.unknown.get(),
+            unknown_symbol = counters.unknown_symbol.get(),
             duplicates = counters.duplicates.get(),
             book_syncs = counters.book_syncs.get(),
             book_gaps = counters.book_gaps.get(),
+            book_resyncs = counters.book_resyncs.get(),
+            book_refused = counters.book_refused.get(),
             connections = %states.join(","),
             attempts = lifecycle.attempts,
             postponed_attempts = lifecycle.postponed,

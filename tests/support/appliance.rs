@@ -234,13 +234,16 @@ impl<S> Pair<S> {
         self.recorded.snapshot().iter().filter(|e| what(e)).count()
     }
 
-    pub fn counters(&self) -> &tickwire::venue::binance::feed::FeedCounters {
+    pub fn counters(&self) -> &tickwire::venue::feed::FeedCounters {
         &self.session.feeds[0].1
     }
 
     pub fn decoded(&self) -> u64 {
         let counters = self.counters();
-        counters.book_tickers.get() + counters.depth_updates.get() + counters.trades.get()
+        counters.message("bookTicker")
+            + counters.message("depthUpdate")
+            + counters.message("trade")
+            + counters.message("aggTrade")
     }
 
     pub fn gaps(&self, reason: GapReason) -> usize {

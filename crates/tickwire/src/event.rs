@@ -12,6 +12,8 @@
 use crate::fixed::Fixed;
 use std::fmt;
 
+pub mod json;
+
 /// Identifies a venue within one process (its position in the appliance's venue list).
 pub type VenueId = u16;
 /// Identifies an instrument within one process (assigned by the venue's instrument table).
@@ -50,6 +52,72 @@ pub enum EventKind {
     /// A venue statistic: open, settlement, high, low, open interest... ([`Statistic`]).
     Statistic = 12,
 }
+
+impl EventKind {
+    /// Every kind, in the order of [`EventKind::index`]: the per-kind event counters' order.
+    pub const ALL: [EventKind; 12] = [
+        EventKind::Quote,
+        EventKind::Trade,
+        EventKind::BookLevel,
+        EventKind::SnapshotBegin,
+        EventKind::SnapshotEnd,
+        EventKind::Gap,
+        EventKind::VenueStatus,
+        EventKind::Reference,
+        EventKind::Bar,
+        EventKind::TradingStatus,
+        EventKind::Imbalance,
+        EventKind::Statistic,
+    ];
+    pub const COUNT: usize = EventKind::ALL.len();
+
+    /// The kind's position in [`EventKind::ALL`], for arrays of per-kind counters.
+    #[inline]
+    pub const fn index(self) -> usize {
+        match self {
+            EventKind::Quote => 0,
+            EventKind::Trade => 1,
+            EventKind::BookLevel => 2,
+            EventKind::SnapshotBegin => 3,
+            EventKind::SnapshotEnd => 4,
+            EventKind::Gap => 5,
+            EventKind::VenueStatus => 6,
+            EventKind::Reference => 7,
+            EventKind::Bar => 8,
+            EventKind::TradingStatus => 9,
+            EventKind::Imbalance => 10,
+            EventKind::Statistic => 11,
+        }
+    }
+
+    /// The kind's name in metrics (`tickwire_venue_events_total{kind=..}`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            EventKind::Quote => "quote",
+            EventKind::Trade => "trade",
+            EventKind::BookLevel => "book_level",
+            EventKind::SnapshotBegin => "snapshot_begin",
+            EventKind::SnapshotEnd => "snapshot_end",
+            EventKind::Gap => "gap",
+            EventKind::VenueStatus => "venue_status",
+            EventKind::Reference => "reference",
+            EventKind::Bar => "bar",
+            EventKind::TradingStatus => "trading_status",
+            EventKind::Imbalance => "imbalance",
+            EventKind::Statistic => "statistic",
+        }
+    }
+}
+
+/// `EventKind::ALL` lists each kind at its own index, so an array of `EventKind::COUNT` counters
+/// has exactly one slot per kind (checked when the crate compiles).
+const _: () = {
+    let mut position = 0;
+    while position < EventKind::COUNT {
+        assert!(EventKind::ALL[position].index() == position);
+        position += 1;
+    }
+};
 
 /// Side of a book level, or the aggressor side of a trade (`Bid` = the buyer took liquidity).
 #[repr(u8)]
@@ -839,6 +907,16 @@ mod tests {
             assert_eq!(event.body(), body);
             assert_eq!(event.header.venue_seq, 42);
         }
+        // Every body's kind has its own counter slot and metric name.
+        assert_eq!(
+            kinds,
+            EventKind::ALL,
+            "EventKind::ALL lists every kind, in order"
+        );
+        let mut names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), EventKind::COUNT);
     }
 
     #[test]

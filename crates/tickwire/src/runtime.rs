@@ -34,7 +34,8 @@ use crate::strategy::stamps::{Stamp, StampMatcher};
 use crate::strategy::{Market, Strategy};
 use crate::thread::{self, HotThread, ThreadError, Wakeup};
 use crate::venue::feed::{
-    EventSink, Feed, MalformedSample, Publisher, SnapshotReply, SnapshotRequest, VenueReply,
+    EventCounts, EventSink, Feed, MalformedSample, Publisher, SnapshotReply, SnapshotRequest,
+    VenueEvents, VenueReply,
 };
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -269,6 +270,8 @@ struct DecoderStage {
     last_control_ns: u64,
     /// Per venue: messages and bytes handed to its feed.
     traffic: Vec<(CounterWriter, CounterWriter)>,
+    /// Per venue and event kind: the events written, counted by the sink.
+    event_counts: EventCounts,
     receive_to_decoded: LatencyRecorder,
     /// Receive times of the current batch's frames, for `receive_to_decoded`.
     batch_recv_ns: [u64; EVENT_BATCH],
@@ -347,7 +350,8 @@ impl StagePoll for DecoderStage {
             wakeup: self.strategy_wakeup.as_ref(),
         };
         let mut sink =
-            EventSink::with_publisher(&mut self.events, &mut self.events_lost, &mut publication);
+            EventSink::with_publisher(&mut self.events, &mut self.events_lost, &mut publication)
+                .counting(&mut self.event_counts);
         let mut drained = 0;
         let mut now_ns = 0;
         let mut caught_up = true;
@@ -650,6 +654,8 @@ pub struct Runtime {
     pub decoded_to_strategy: LatencyCollector,
     /// Per venue: messages and bytes its feed was handed.
     pub venue_traffic: Vec<(CounterReader, CounterReader)>,
+    /// Per venue: the events written for the strategy, by kind.
+    pub venue_events: Vec<VenueEvents>,
     /// Simulator send to strategy, per quote, when stamps were wired in.
     pub send_to_strategy: Option<LatencyCollector>,
     /// Quotes that found no send stamp.
@@ -729,6 +735,7 @@ impl Runtime {
                 ((messages, bytes), (messages_r, bytes_r))
             })
             .unzip();
+        let (event_counts, venue_events) = EventCounts::new(options.feeds.len());
         let frame_ring = frame_rx.stats();
         let event_ring = event_rx.stats();
         let net_config = &appliance.net;
@@ -787,6 +794,7 @@ impl Runtime {
             commands: decoder_command_rx,
             last_control_ns: 0,
             traffic,
+            event_counts,
             receive_to_decoded: decoded_recorder,
             batch_recv_ns: [0; EVENT_BATCH],
             events_per_frame: 1,
@@ -937,6 +945,7 @@ impl Runtime {
             receive_to_decoded,
             decoded_to_strategy,
             venue_traffic,
+            venue_events,
             send_to_strategy,
             unstamped,
             board,
@@ -1258,6 +1267,7 @@ mod tests {
                 commands: command_rx,
                 last_control_ns: 0,
                 traffic: Vec::new(),
+                event_counts: EventCounts::new(1).0,
                 receive_to_decoded: metrics::latency("t", 1_000_000, 2).unwrap().0,
                 batch_recv_ns: [0; EVENT_BATCH],
                 events_per_frame: 1,

@@ -117,35 +117,73 @@ impl Session {
                 beats.get()
             );
         }
-        // Venue feeds: messages by type, bytes, book events.
+        // Venue feeds: messages by the venue's own kinds, what was dropped and why, events by
+        // kind, book events, bytes.
         let _ = writeln!(
             out,
-            "# HELP tickwire_venue_messages_total Venue messages decoded, by type.\n\
+            "# HELP tickwire_venue_messages_total Venue messages the venue's feed delivered, by the venue's own message kind.\n\
              # TYPE tickwire_venue_messages_total counter"
         );
         for (venue, feed) in &self.feeds {
             let venue = super::links::label(venue);
-            for (kind, value) in [
-                ("book_ticker", feed.book_tickers.get()),
-                ("depth_update", feed.depth_updates.get()),
-                ("trade", feed.trades.get()),
-                ("mark_price", feed.mark_prices.get()),
-                ("reply", feed.replies.get()),
-                ("error_reply", feed.error_replies.get()),
-                ("unknown", feed.unknown.get()),
-                ("unknown_symbol", feed.unknown_symbol.get()),
-                ("malformed", feed.malformed.get()),
-                ("duplicate", feed.duplicates.get()),
-            ] {
+            for (kind, value) in feed.messages() {
                 let _ = writeln!(
                     out,
-                    "tickwire_venue_messages_total{{venue=\"{venue}\",type=\"{kind}\"}} {value}"
+                    "tickwire_venue_messages_total{{venue=\"{venue}\",kind=\"{}\"}} {value}",
+                    kind.name
                 );
             }
         }
         let _ = writeln!(
             out,
-            "# HELP tickwire_venue_book_events_total Order book synchronisation events.\n\
+            "# HELP tickwire_venue_messages_dropped_total Venue messages dropped, by reason: malformed (did not decode), unknown_symbol (for a symbol the venue file does not list), duplicate (delivered already).\n\
+             # TYPE tickwire_venue_messages_dropped_total counter"
+        );
+        for (venue, feed) in &self.feeds {
+            let venue = super::links::label(venue);
+            for (reason, value) in [
+                ("malformed", feed.malformed.get()),
+                ("unknown_symbol", feed.unknown_symbol.get()),
+                ("duplicate", feed.duplicates.get()),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "tickwire_venue_messages_dropped_total{{venue=\"{venue}\",reason=\"{reason}\"}} {value}"
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_venue_replies_dropped_total Venue replies to the control thread's requests dropped because it did not take them in time.\n\
+             # TYPE tickwire_venue_replies_dropped_total counter"
+        );
+        for (venue, feed) in &self.feeds {
+            let _ = writeln!(
+                out,
+                "tickwire_venue_replies_dropped_total{{venue=\"{}\"}} {}",
+                super::links::label(venue),
+                feed.replies_dropped.get()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_venue_events_total Normalized events written for the strategy, by venue and event kind.\n\
+             # TYPE tickwire_venue_events_total counter"
+        );
+        for ((venue, _), events) in self.feeds.iter().zip(&runtime.venue_events) {
+            let venue = super::links::label(venue);
+            for kind in crate::event::EventKind::ALL {
+                let _ = writeln!(
+                    out,
+                    "tickwire_venue_events_total{{venue=\"{venue}\",kind=\"{}\"}} {}",
+                    kind.name(),
+                    events.get(kind)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_venue_book_events_total Order book events: sync (a snapshot applied), gap (continuity lost), resync (the book rebuilt from a new snapshot), refused (an update the book refused, unchanged), saturated (a size above what an event holds).\n\
              # TYPE tickwire_venue_book_events_total counter"
         );
         for (venue, feed) in &self.feeds {
@@ -154,6 +192,7 @@ impl Session {
                 ("sync", feed.book_syncs.get()),
                 ("gap", feed.book_gaps.get()),
                 ("resync", feed.book_resyncs.get()),
+                ("refused", feed.book_refused.get()),
                 ("saturated", feed.book_saturated.get()),
             ] {
                 let _ = writeln!(

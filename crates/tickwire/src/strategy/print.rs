@@ -66,7 +66,7 @@ impl EventNames {
 
     /// Appends `event` as one JSON line (the `tickwire decode` format).
     pub fn write(&self, out: &mut Vec<u8>, event: &Event) {
-        crate::venue::binance::json::write_event(
+        crate::event::json::write_event(
             out,
             self.venue(event.header.venue_id),
             self.symbol(event.header.instrument_id).as_bytes(),

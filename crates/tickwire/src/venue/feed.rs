@@ -43,6 +43,8 @@ pub struct EventSink<'a> {
     /// Written in all, published or not.
     total: usize,
     publisher: Option<&'a mut dyn Publisher>,
+    /// Where the events written are counted by venue and kind, if anywhere.
+    counts: Option<&'a mut EventCounts>,
 }
 
 impl<'a> EventSink<'a> {
@@ -57,6 +59,16 @@ impl<'a> EventSink<'a> {
             written: 0,
             total: 0,
             publisher: None,
+            counts: None,
+        }
+    }
+
+    /// The same sink, counting every event it writes by venue and kind in `counts`, published
+    /// with the events.
+    pub fn counting(self, counts: &'a mut EventCounts) -> EventSink<'a> {
+        EventSink {
+            counts: Some(counts),
+            ..self
         }
     }
 
@@ -92,12 +104,18 @@ impl<'a> EventSink<'a> {
             if self.events.try_write(gap).is_err() {
                 return;
             }
+            if let Some(counts) = self.counts.as_deref_mut() {
+                counts.count(&gap);
+            }
             *self.lost = false;
             self.written += 1;
             self.total += 1;
         }
         match self.events.try_write(event) {
             Ok(()) => {
+                if let Some(counts) = self.counts.as_deref_mut() {
+                    counts.count(&event);
+                }
                 self.written += 1;
                 self.total += 1;
                 if self.written >= Self::PUBLISH_EVERY && self.publisher.is_some() {
@@ -121,6 +139,9 @@ impl<'a> EventSink<'a> {
     /// Publishes what was written since the last publication; returns how many events that was.
     pub fn publish(&mut self) -> usize {
         let count = std::mem::take(&mut self.written);
+        if let Some(counts) = self.counts.as_deref_mut() {
+            counts.publish();
+        }
         match self.publisher.as_deref_mut() {
             Some(publisher) if count > 0 => {
                 publisher.before(count);
@@ -566,31 +587,62 @@ pub trait Feed: Send {
     fn take_reply(&mut self) -> Option<VenueReply>;
 }
 
-/// What the control thread reads about a feed. The names are Binance's; a Thalex feed counts
-/// `ticker` and `lwt` messages as `book_tickers`, `book` as `depth_updates`, `recent_trades` as
-/// `trades` and `price_index` as `mark_prices`.
+/// A kind of message a venue sends, as its feed counts it: an entry of the venue's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageKind {
+    /// As the venue's documentation names it (`bookTicker`, `price_index`, `mbp-10`...), or,
+    /// for what the venue leaves unnamed, what it is (`ack`, `error`, `unknown_event`).
+    pub name: &'static str,
+    /// Whether the kind carries market data (the demo's message rate counts these).
+    pub market_data: bool,
+}
+
+impl MessageKind {
+    /// A kind that carries market data.
+    pub const fn market(name: &'static str) -> MessageKind {
+        MessageKind {
+            name,
+            market_data: true,
+        }
+    }
+
+    /// A kind that does not (a reply, a notice, a message the feed does not decode).
+    pub const fn other(name: &'static str) -> MessageKind {
+        MessageKind {
+            name,
+            market_data: false,
+        }
+    }
+}
+
+/// What the control thread reads about a feed: per kind of the venue's own message table, the
+/// messages its feed delivered, then what went wrong, named for what it is on every venue.
 pub struct FeedCounters {
-    pub book_tickers: CounterReader,
-    pub depth_updates: CounterReader,
-    pub trades: CounterReader,
-    pub mark_prices: CounterReader,
-    pub replies: CounterReader,
-    /// Error replies from the venue (a refused SUBSCRIBE, ...).
-    pub error_replies: CounterReader,
-    /// Market events of a type we do not know.
-    pub unknown: CounterReader,
-    /// Messages for a symbol the venue file does not list.
+    /// The venue's message kinds (its feed's table), and per kind the messages delivered
+    /// (duplicates, malformed messages and messages for unknown symbols are counted apart).
+    kinds: &'static [MessageKind],
+    messages: Box<[CounterReader]>,
+    /// Messages (or a message's trades) for a symbol or instrument the venue file does not
+    /// list: dropped.
     pub unknown_symbol: CounterReader,
+    /// Messages that did not decode (a DBN record shorter than its layout included): dropped,
+    /// one sample a second logged.
     pub malformed: CounterReader,
-    /// Book sync: `pu` breaks (each emitted as a gap).
-    pub book_gaps: CounterReader,
-    pub book_resyncs: CounterReader,
-    pub book_syncs: CounterReader,
-    /// Messages dropped because their update id was already delivered (the same message from
-    /// a second connection during a rotation, or an older one).
+    /// Messages dropped because they were delivered already (the same message from a second
+    /// connection during a rotation, an older one, a replay's repeat).
     pub duplicates: CounterReader,
     /// Replies to requests the control thread could not take in time.
     pub replies_dropped: CounterReader,
+    /// Books brought in sync (a snapshot applied).
+    pub book_syncs: CounterReader,
+    /// Books that lost continuity (a `pu` break, a dropped connection's book), each told to the
+    /// strategy as a gap.
+    pub book_gaps: CounterReader,
+    /// Books thrown away and synchronised again from a new snapshot.
+    pub book_resyncs: CounterReader,
+    /// Book updates the book refused (a Databento MBO record for an order it does not hold):
+    /// the book is unchanged.
+    pub book_refused: CounterReader,
     /// Book events whose size saturated `Fixed` (`flags::SATURATED`: a level's total above
     /// 9,223,372,036 units; Databento MBO books).
     pub book_saturated: CounterReader,
@@ -598,80 +650,177 @@ pub struct FeedCounters {
     pub activity: Arc<StreamActivity>,
 }
 
-/// The decoder thread's side of [`FeedCounters`].
-pub struct FeedWriters {
-    pub book_tickers: CounterWriter,
-    pub depth_updates: CounterWriter,
-    pub trades: CounterWriter,
-    pub mark_prices: CounterWriter,
-    pub replies: CounterWriter,
-    pub error_replies: CounterWriter,
-    pub unknown: CounterWriter,
-    pub unknown_symbol: CounterWriter,
-    pub malformed: CounterWriter,
-    pub book_gaps: CounterWriter,
-    pub book_resyncs: CounterWriter,
-    pub book_syncs: CounterWriter,
-    pub duplicates: CounterWriter,
-    pub replies_dropped: CounterWriter,
-    pub book_saturated: CounterWriter,
-}
-
 impl FeedCounters {
-    /// A feed's counters: the decoder thread's writers and the control thread's readers.
-    pub fn new(activity: Arc<StreamActivity>) -> (FeedWriters, FeedCounters) {
+    /// A feed's counters for the venue whose message table is `kinds`: the decoder thread's
+    /// writers and the control thread's readers.
+    pub fn new(
+        kinds: &'static [MessageKind],
+        activity: Arc<StreamActivity>,
+    ) -> (FeedWriters, FeedCounters) {
         let counter = crate::metrics::counter;
-        let (book_tickers, book_tickers_r) = counter();
-        let (depth_updates, depth_updates_r) = counter();
-        let (trades, trades_r) = counter();
-        let (mark_prices, mark_prices_r) = counter();
-        let (replies, replies_r) = counter();
-        let (error_replies, error_replies_r) = counter();
-        let (unknown, unknown_r) = counter();
+        let (message_writers, messages): (Vec<_>, Vec<_>) = kinds.iter().map(|_| counter()).unzip();
         let (unknown_symbol, unknown_symbol_r) = counter();
         let (malformed, malformed_r) = counter();
-        let (book_gaps, book_gaps_r) = counter();
-        let (book_resyncs, book_resyncs_r) = counter();
-        let (book_syncs, book_syncs_r) = counter();
         let (duplicates, duplicates_r) = counter();
         let (replies_dropped, replies_dropped_r) = counter();
+        let (book_syncs, book_syncs_r) = counter();
+        let (book_gaps, book_gaps_r) = counter();
+        let (book_resyncs, book_resyncs_r) = counter();
+        let (book_refused, book_refused_r) = counter();
         let (book_saturated, book_saturated_r) = counter();
         let writers = FeedWriters {
-            book_tickers,
-            depth_updates,
-            trades,
-            mark_prices,
-            replies,
-            error_replies,
-            unknown,
+            messages: message_writers.into_boxed_slice(),
             unknown_symbol,
             malformed,
-            book_gaps,
-            book_resyncs,
-            book_syncs,
             duplicates,
             replies_dropped,
+            book_syncs,
+            book_gaps,
+            book_resyncs,
+            book_refused,
             book_saturated,
         };
         let counters = FeedCounters {
-            book_tickers: book_tickers_r,
-            depth_updates: depth_updates_r,
-            trades: trades_r,
-            mark_prices: mark_prices_r,
-            replies: replies_r,
-            error_replies: error_replies_r,
-            unknown: unknown_r,
+            kinds,
+            messages: messages.into_boxed_slice(),
             unknown_symbol: unknown_symbol_r,
             malformed: malformed_r,
-            book_gaps: book_gaps_r,
-            book_resyncs: book_resyncs_r,
-            book_syncs: book_syncs_r,
             duplicates: duplicates_r,
             replies_dropped: replies_dropped_r,
+            book_syncs: book_syncs_r,
+            book_gaps: book_gaps_r,
+            book_resyncs: book_resyncs_r,
+            book_refused: book_refused_r,
             book_saturated: book_saturated_r,
             activity,
         };
         (writers, counters)
+    }
+
+    /// Every kind of the venue's table with the messages of that kind delivered, in table order.
+    pub fn messages(&self) -> impl Iterator<Item = (MessageKind, u64)> + '_ {
+        self.kinds
+            .iter()
+            .zip(self.messages.iter())
+            .map(|(kind, count)| (*kind, count.get()))
+    }
+
+    /// Messages of the kind named `name` delivered (0 for a name not in the venue's table).
+    pub fn message(&self, name: &str) -> u64 {
+        self.messages()
+            .find(|(kind, _)| kind.name == name)
+            .map_or(0, |(_, count)| count)
+    }
+
+    /// Messages delivered that carry market data, of every kind.
+    pub fn market_messages(&self) -> u64 {
+        self.messages()
+            .filter(|(kind, _)| kind.market_data)
+            .map(|(_, count)| count)
+            .sum()
+    }
+}
+
+/// The decoder thread's side of [`FeedCounters`].
+pub struct FeedWriters {
+    /// By the position of a kind in the venue's table.
+    messages: Box<[CounterWriter]>,
+    pub unknown_symbol: CounterWriter,
+    pub malformed: CounterWriter,
+    pub duplicates: CounterWriter,
+    pub replies_dropped: CounterWriter,
+    pub book_syncs: CounterWriter,
+    pub book_gaps: CounterWriter,
+    pub book_resyncs: CounterWriter,
+    pub book_refused: CounterWriter,
+    pub book_saturated: CounterWriter,
+}
+
+impl FeedWriters {
+    /// Counts one message of the kind at `kind` in the venue's table (a position past the
+    /// table's end counts nothing: a feed's kinds are its table's positions).
+    #[inline]
+    pub fn message(&mut self, kind: usize) {
+        if let Some(counter) = self.messages.get_mut(kind) {
+            counter.increment();
+        }
+    }
+
+    /// Messages of the kind at `kind` counted so far (for a feed's own tests).
+    pub fn messages(&self, kind: usize) -> u64 {
+        self.messages.get(kind).map_or(0, CounterWriter::get)
+    }
+}
+
+/// Per venue, the events written into the event ring by kind, counted where every feed's events
+/// pass (the decoder stage's [`EventSink`], which also writes the gaps and statuses no feed
+/// makes). Plain counts per event, published to the control thread's readers when the sink
+/// publishes the events: no shared cache line is written per event.
+pub struct EventCounts {
+    /// By venue id, by [`EventKind::index`]: counted since the last publication.
+    pending: Box<[[u64; EventKind::COUNT]]>,
+    writers: Box<[[CounterWriter; EventKind::COUNT]]>,
+}
+
+/// The control thread's side of one venue's [`EventCounts`].
+pub struct VenueEvents {
+    /// By [`EventKind::index`].
+    counters: Box<[CounterReader]>,
+}
+
+impl VenueEvents {
+    /// Events of `kind` the venue's feed (and the decoder stage on its behalf) wrote.
+    pub fn get(&self, kind: EventKind) -> u64 {
+        self.counters
+            .get(kind.index())
+            .map_or(0, CounterReader::get)
+    }
+}
+
+impl EventCounts {
+    /// Counts for `venues` venues (ids `0..venues`; events of other ids are not counted), and
+    /// their readers by venue id.
+    pub fn new(venues: usize) -> (EventCounts, Vec<VenueEvents>) {
+        let mut writers = Vec::with_capacity(venues);
+        let mut readers = Vec::with_capacity(venues);
+        for _ in 0..venues {
+            let mut counters = Vec::with_capacity(EventKind::COUNT);
+            writers.push(std::array::from_fn(|_| {
+                let (writer, reader) = crate::metrics::counter();
+                counters.push(reader);
+                writer
+            }));
+            readers.push(VenueEvents {
+                counters: counters.into_boxed_slice(),
+            });
+        }
+        let counts = EventCounts {
+            pending: vec![[0; EventKind::COUNT]; venues].into_boxed_slice(),
+            writers: writers.into_boxed_slice(),
+        };
+        (counts, readers)
+    }
+
+    #[inline]
+    fn count(&mut self, event: &Event) {
+        if let Some(slot) = self
+            .pending
+            .get_mut(usize::from(event.header.venue_id))
+            .and_then(|venue| venue.get_mut(event.header.kind.index()))
+        {
+            *slot += 1;
+        }
+    }
+
+    /// Publishes what was counted since the last call.
+    pub fn publish(&mut self) {
+        for (pending, writers) in self.pending.iter_mut().zip(self.writers.iter_mut()) {
+            for (count, writer) in pending.iter_mut().zip(writers.iter_mut()) {
+                if *count > 0 {
+                    writer.add(std::mem::take(count));
+                }
+            }
+        }
     }
 }
 
@@ -766,5 +915,89 @@ mod tests {
             std::iter::from_fn(|| consumer.try_pop()).count(),
             3 * EventSink::PUBLISH_EVERY
         );
+    }
+
+    #[test]
+    fn a_counting_sink_counts_events_by_venue_and_kind_when_it_publishes() {
+        let (mut producer, _consumer) = ring::<Event>(1024);
+        let mut lost = false;
+        let (mut counts, venues) = EventCounts::new(2);
+        let mut sink = EventSink::new(&mut producer, &mut lost).counting(&mut counts);
+        let quote = |venue: VenueId| {
+            let mut header = event(0).header;
+            header.venue_id = venue;
+            Event::new(header, Body::Quote(crate::event::Quote::default()))
+        };
+        sink.push(quote(1));
+        sink.push(quote(1));
+        sink.push(event(0));
+        // A venue id beyond the counted ones is written, not counted (and nothing panics).
+        sink.push(quote(7));
+        assert_eq!(
+            venues[1].get(EventKind::Quote),
+            0,
+            "counted before published"
+        );
+        sink.publish();
+        assert_eq!(venues[1].get(EventKind::Quote), 2);
+        assert_eq!(venues[0].get(EventKind::Gap), 1);
+        assert_eq!(venues[0].get(EventKind::Quote), 0);
+        let total: u64 = venues
+            .iter()
+            .flat_map(|venue| EventKind::ALL.map(|kind| venue.get(kind)))
+            .sum();
+        assert_eq!(total, 3);
+    }
+
+    #[test]
+    fn the_gap_a_full_ring_owes_is_counted_as_a_gap() {
+        let (mut producer, mut consumer) = ring::<Event>(2);
+        let mut lost = false;
+        let (mut counts, venues) = EventCounts::new(1);
+        let mut sink = EventSink::new(&mut producer, &mut lost).counting(&mut counts);
+        let capacity = sink.free_slots();
+        for seq in 0..capacity + 1 {
+            sink.push(event(seq as u64));
+        }
+        sink.publish();
+        assert_eq!(
+            venues[0].get(EventKind::Gap),
+            capacity as u64,
+            "the lost one not counted"
+        );
+        while consumer.try_pop().is_some() {}
+        let mut sink = EventSink::new(&mut producer, &mut lost).counting(&mut counts);
+        sink.push(Event::new(
+            event(0).header,
+            Body::Quote(crate::event::Quote::default()),
+        ));
+        sink.publish();
+        assert_eq!(
+            venues[0].get(EventKind::Gap),
+            capacity as u64 + 1,
+            "the overflow gap"
+        );
+        assert_eq!(venues[0].get(EventKind::Quote), 1);
+    }
+
+    #[test]
+    fn feed_counters_read_the_venues_own_message_kinds() {
+        const KINDS: &[MessageKind] =
+            &[MessageKind::market("bookTicker"), MessageKind::other("ack")];
+        let (mut writers, counters) = FeedCounters::new(KINDS, Arc::new(StreamActivity::new(1, 1)));
+        writers.message(0);
+        writers.message(0);
+        writers.message(1);
+        // A position past the table counts nothing.
+        writers.message(2);
+        assert_eq!(counters.message("bookTicker"), 2);
+        assert_eq!(counters.message("ack"), 1);
+        assert_eq!(counters.message("depthUpdate"), 0);
+        assert_eq!(counters.market_messages(), 2);
+        let listed: Vec<(&str, u64)> = counters
+            .messages()
+            .map(|(kind, count)| (kind.name, count))
+            .collect();
+        assert_eq!(listed, [("bookTicker", 2), ("ack", 1)]);
     }
 }

@@ -217,7 +217,7 @@ fn build_spec(
 /// A venue's decoding feed for the decoder stage, and the counters the control thread reads.
 pub struct VenueFeed {
     pub feed: Box<dyn feed::Feed>,
-    pub counters: binance::feed::FeedCounters,
+    pub counters: feed::FeedCounters,
 }
 
 /// Builds the feed for venue `venue_id`, whose instruments take ids from `instrument_base` on

@@ -8,7 +8,9 @@
 //!   derived `Quote` (flag `DERIVED`) when the top changes, snapshots and gaps.
 //! - partial depth (`@depth5`, ...): its levels as `BookLevel` events, no book (each message
 //!   carries the top levels whole).
-//! - markPrice, replies and unknown event types: counted; no event kind carries them yet.
+//! - markPriceUpdate: a `Reference` mark and a `Reference` index.
+//! - replies and unknown event types: counted by kind ([`MESSAGE_KINDS`]); replies to the
+//!   control thread's requests are passed on.
 //! - a message that does not decode: counted, and one sample per second kept for the log.
 
 use super::decode::{self, DepthUpdate, Message};
@@ -19,14 +21,12 @@ use crate::event::{
 };
 use crate::net::ConnId;
 use crate::venue::feed::{
-    EventSink, Feed, MalformedSample, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    EventSink, Feed, FeedCounters, FeedWriters as Writers, MalformedSample, MalformedSampler,
+    MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 const NS_PER_MS: u64 = 1_000_000;
-/// At most one malformed sample per this many ns is kept for the log.
-const MALFORMED_SAMPLE_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// How a feed is set up.
 #[derive(Clone, Debug)]
@@ -46,8 +46,46 @@ pub struct FeedConfig {
     pub sync: SyncConfig,
 }
 
-pub use crate::venue::feed::FeedCounters;
-use crate::venue::feed::FeedWriters as Writers;
+/// The messages a Binance USDⓈ-M Futures connection carries, by their `"e"` event type where
+/// they have one, as [`FeedCounters`] counts them (positions are [`Kind`]'s).
+pub const MESSAGE_KINDS: &[MessageKind] = &[
+    MessageKind::market("bookTicker"),
+    MessageKind::market("depthUpdate"),
+    MessageKind::market("trade"),
+    MessageKind::market("aggTrade"),
+    MessageKind::market("markPriceUpdate"),
+    // `{"result":null,"id":N}`: a SUBSCRIBE or UNSUBSCRIBE succeeded.
+    MessageKind::other("ack"),
+    // The LIST_SUBSCRIPTIONS answer.
+    MessageKind::other("subscriptions"),
+    // Any other `result` (GET_PROPERTY's).
+    MessageKind::other("result"),
+    // `{"error":..}` or `{"code":..,"msg":..}`: a refused request.
+    MessageKind::other("error"),
+    // A market event whose `"e"` this build does not know.
+    MessageKind::other("unknown_event"),
+    // A REST depth snapshot's body on the stream: not the stream's to carry.
+    MessageKind::other("depth_snapshot"),
+];
+
+/// A message's position in [`MESSAGE_KINDS`].
+#[derive(Clone, Copy)]
+enum Kind {
+    BookTicker = 0,
+    DepthUpdate = 1,
+    Trade = 2,
+    AggTrade = 3,
+    MarkPriceUpdate = 4,
+    Ack = 5,
+    Subscriptions = 6,
+    Result = 7,
+    Error = 8,
+    UnknownEvent = 9,
+    DepthSnapshot = 10,
+}
+
+// Every `Kind` has its entry in the table (a position past it would count nothing).
+const _: () = assert!(MESSAGE_KINDS.len() == Kind::DepthSnapshot as usize + 1);
 
 /// The kinds of stream a symbol can have, each mapped to its position in the venue's channels.
 #[derive(Clone, Copy)]
@@ -106,14 +144,13 @@ pub struct BinanceFeed {
     symbols: Symbols,
     books: Vec<Option<BookSync>>,
     writers: Writers,
-    malformed_sample: Option<MalformedSample>,
-    last_sample_ns: u64,
+    malformed: MalformedSampler,
     /// Per stream kind, its channel's position in `config.channels`.
     channel_of: [Option<usize>; STREAM_KINDS],
     /// Per stream: the duplicate filter.
     floors: Vec<Floor>,
     activity: Arc<StreamActivity>,
-    replies: VecDeque<VenueReply>,
+    replies: ReplyQueue,
 }
 
 impl BinanceFeed {
@@ -126,7 +163,7 @@ impl BinanceFeed {
         }
         let channels = config.channels.len().max(1);
         let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
-        let (writers, counters) = FeedCounters::new(activity.clone());
+        let (writers, counters) = FeedCounters::new(MESSAGE_KINDS, activity.clone());
         let floors = vec![Floor::default(); config.symbols.len() * channels];
         let books = config
             .symbols
@@ -154,12 +191,11 @@ impl BinanceFeed {
             symbols,
             books,
             writers,
-            malformed_sample: None,
-            last_sample_ns: 0,
+            malformed: MalformedSampler::default(),
             channel_of,
             floors,
             activity: activity.clone(),
-            replies: VecDeque::with_capacity(REPLIES_KEPT),
+            replies: ReplyQueue::new(REPLIES_KEPT),
         };
         (feed, counters)
     }
@@ -198,11 +234,9 @@ impl BinanceFeed {
     }
 
     fn reply(&mut self, reply: VenueReply) {
-        if self.replies.len() == REPLIES_KEPT {
+        if !self.replies.push(reply) {
             self.writers.replies_dropped.increment();
-            return;
         }
-        self.replies.push_back(reply);
     }
 
     fn header(
@@ -297,17 +331,13 @@ impl BinanceFeed {
 
     fn malformed(&mut self, venue_error: decode::DecodeError, payload: &[u8], recv_ts_ns: u64) {
         self.writers.malformed.increment();
-        if self.malformed_sample.is_none()
-            && recv_ts_ns.saturating_sub(self.last_sample_ns) >= MALFORMED_SAMPLE_INTERVAL_NS
-        {
-            self.last_sample_ns = recv_ts_ns;
-            self.malformed_sample = Some(MalformedSample::new(
-                self.config.venue_id,
-                &venue_error.kind,
-                venue_error.offset,
-                payload,
-            ));
-        }
+        self.malformed.offer(
+            self.config.venue_id,
+            &venue_error.kind,
+            venue_error.offset,
+            payload,
+            recv_ts_ns,
+        );
     }
 }
 
@@ -340,7 +370,12 @@ impl Feed for BinanceFeed {
             Message::Depth(m) => Some(m.symbol),
             Message::Trade(m) => Some(m.symbol),
             Message::MarkPrice(m) => Some(m.symbol),
-            _ => None,
+            Message::DepthSnapshot(_)
+            | Message::Ack { .. }
+            | Message::Subscriptions { .. }
+            | Message::Reply { .. }
+            | Message::ErrorReply { .. }
+            | Message::Unknown { .. } => None,
         };
         let instrument = match symbol.map(|symbol| self.symbols.find(symbol)) {
             Some(Some(instrument)) => Some(instrument),
@@ -381,7 +416,12 @@ impl Feed for BinanceFeed {
                     conn,
                     recv_ts_ns,
                 ),
-                _ => true,
+                Message::DepthSnapshot(_)
+                | Message::Ack { .. }
+                | Message::Subscriptions { .. }
+                | Message::Reply { .. }
+                | Message::ErrorReply { .. }
+                | Message::Unknown { .. } => true,
             };
             if !fresh {
                 return;
@@ -389,7 +429,7 @@ impl Feed for BinanceFeed {
         }
         match (message, instrument) {
             (Message::BookTicker(ticker), Some(instrument)) => {
-                self.writers.book_tickers.increment();
+                self.writers.message(Kind::BookTicker as usize);
                 let header = self.header(
                     instrument,
                     EventKind::Quote,
@@ -408,7 +448,10 @@ impl Feed for BinanceFeed {
                 ));
             }
             (Message::Trade(trade), Some(instrument)) => {
-                self.writers.trades.increment();
+                self.writers.message(match trade.kind {
+                    decode::TradeKind::Trade => Kind::Trade as usize,
+                    decode::TradeKind::AggTrade => Kind::AggTrade as usize,
+                });
                 let header = self.header(
                     instrument,
                     EventKind::Trade,
@@ -432,11 +475,11 @@ impl Feed for BinanceFeed {
                 ));
             }
             (Message::Depth(depth), Some(instrument)) => {
-                self.writers.depth_updates.increment();
+                self.writers.message(Kind::DepthUpdate as usize);
                 self.depth(instrument, &depth, recv_ts_ns, sink);
             }
             (Message::MarkPrice(mark), Some(instrument)) => {
-                self.writers.mark_prices.increment();
+                self.writers.message(Kind::MarkPriceUpdate as usize);
                 let mut header = self.header(
                     instrument,
                     EventKind::Reference,
@@ -455,26 +498,33 @@ impl Feed for BinanceFeed {
                     Body::Reference(Reference::new(ReferenceKind::Index, mark.index_price)),
                 ));
             }
-            (Message::MarkPrice(_), None) => self.writers.mark_prices.increment(),
+            // Every market message names a symbol, and one the feed does not list returned
+            // above: these cannot happen, and would be a symbol the feed cannot route.
+            (
+                Message::BookTicker(_)
+                | Message::Depth(_)
+                | Message::Trade(_)
+                | Message::MarkPrice(_),
+                None,
+            ) => self.writers.unknown_symbol.increment(),
             (Message::ErrorReply { id, code, msg }, _) => {
-                self.writers.error_replies.increment();
+                self.writers.message(Kind::Error as usize);
                 if let Some(id) = id {
                     self.reply(VenueReply::new(self.config.venue_id, id, Some(code), msg));
                 }
             }
-            (Message::Unknown { .. }, _) => self.writers.unknown.increment(),
+            (Message::Unknown { .. }, _) => self.writers.message(Kind::UnknownEvent as usize),
             (Message::Ack { id }, _) => {
-                self.writers.replies.increment();
+                self.writers.message(Kind::Ack as usize);
                 if let Some(id) = id {
                     self.reply(VenueReply::new(self.config.venue_id, id, None, b""));
                 }
             }
-            (Message::Subscriptions { .. } | Message::Reply { .. }, _) => {
-                self.writers.replies.increment()
+            (Message::Subscriptions { .. }, _) => {
+                self.writers.message(Kind::Subscriptions as usize)
             }
-            // A REST snapshot body on the stream, or a market message without an instrument
-            // (impossible: every market message has a symbol): not ours to act on.
-            _ => self.writers.unknown.increment(),
+            (Message::Reply { .. }, _) => self.writers.message(Kind::Result as usize),
+            (Message::DepthSnapshot(_), _) => self.writers.message(Kind::DepthSnapshot as usize),
         }
     }
 
@@ -541,10 +591,66 @@ impl Feed for BinanceFeed {
     }
 
     fn take_malformed(&mut self) -> Option<MalformedSample> {
-        self.malformed_sample.take()
+        self.malformed.take()
     }
 
     fn take_reply(&mut self) -> Option<VenueReply> {
-        self.replies.pop_front()
+        self.replies.pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_counted_by_binance_kind_and_replies_and_samples_go_through_the_shared_queues() {
+        let (mut feed, counters) = BinanceFeed::new(FeedConfig {
+            venue_id: 2,
+            venue_name: "binance".to_owned(),
+            symbols: vec!["BTCUSDT".to_owned()],
+            channels: vec!["bookTicker".to_owned()],
+            instrument_base: 0,
+            books: false,
+            sync: SyncConfig::default(),
+        });
+        let (mut producer, mut consumer) = crate::ring::ring::<Event>(64);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        let ticker = br#"{"stream":"btcusdt@bookTicker","data":{"e":"bookTicker","u":5123107839020,"s":"BTCUSDT","b":"61800.20","B":"2.507","a":"61800.30","A":"2.510","T":1723161256313,"E":1723161256313}}"#;
+        let second = 2_000_000_000;
+        feed.on_message(0, second, ticker, &mut sink);
+        // The same update again (a second connection's copy): a duplicate, not a bookTicker.
+        feed.on_message(1, second, ticker, &mut sink);
+        feed.on_message(0, second, br#"{"result":null,"id":7}"#, &mut sink);
+        feed.on_message(
+            0,
+            second,
+            br#"{"error":{"code":2,"msg":"Invalid request"},"id":8}"#,
+            &mut sink,
+        );
+        feed.on_message(0, second, br#"{"e":"trade""#, &mut sink);
+        feed.on_message(0, second + 1, br#"{"e":"trade""#, &mut sink);
+        sink.publish();
+        assert_eq!(counters.message("bookTicker"), 1);
+        assert_eq!(counters.duplicates.get(), 1);
+        assert_eq!(counters.message("ack"), 1);
+        assert_eq!(counters.message("error"), 1);
+        assert_eq!(counters.malformed.get(), 2);
+        assert_eq!(counters.market_messages(), 1);
+        assert!(matches!(
+            consumer.try_pop().map(|e| e.body()),
+            Some(Body::Quote(_))
+        ));
+        let ack = feed.take_reply().expect("the ack is passed on");
+        assert_eq!((ack.id, ack.error), (7, None));
+        let refusal = feed.take_reply().expect("the refusal is passed on");
+        assert_eq!((refusal.id, refusal.error), (8, Some(2)));
+        assert!(feed.take_reply().is_none());
+        assert!(feed.take_malformed().is_some());
+        assert!(
+            feed.take_malformed().is_none(),
+            "one sample a second, the second malformed message within it"
+        );
     }
 }

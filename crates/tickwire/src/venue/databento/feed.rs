@@ -22,14 +22,14 @@
 //! stream's symbol) delivers it, so two sessions never both reach the strategy.
 //! **Invariant:** no allocation per record: the maps grow only on symbol mappings.
 
-use super::normalize::{typed, IdMap, Normalizer};
+use super::normalize::{typed, IdMap, NormalizeError, Normalizer};
 use super::stream::{Item, RecordStream};
 use crate::config::Recovery;
 use crate::event::{Body, Event, Gap, GapReason, InstrumentId, VenueId, VenueState};
 use crate::net::ConnId;
 use crate::venue::feed::{
     own_header, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler,
-    ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
 use dbn::{ErrorMsg, SymbolMappingMsg, SystemMsg};
 use std::collections::HashMap;
@@ -49,6 +49,91 @@ pub const ERROR_REASON: u32 = 0x200;
 const NO_CONN: ConnId = ConnId::MAX;
 const NO_CHANNEL: u8 = u8::MAX;
 const REPLIES_KEPT: usize = 256;
+
+/// The records a Databento gateway session carries, market records by the schema that carries
+/// them (Databento's schema names; a schema of several intervals counts as one), gateway
+/// records by their type, as [`FeedCounters`] counts them (positions are [`Kind`]'s).
+pub const MESSAGE_KINDS: &[MessageKind] = &[
+    MessageKind::market("mbo"),
+    // mbp-1 and tbbo records (both `MBP_1`).
+    MessageKind::market("mbp-1"),
+    MessageKind::market("mbp-10"),
+    MessageKind::market("trades"),
+    // bbo-1s and bbo-1m.
+    MessageKind::market("bbo"),
+    // cbbo-1s and cbbo-1m.
+    MessageKind::market("cbbo"),
+    MessageKind::market("cmbp-1"),
+    MessageKind::market("tcbbo"),
+    // Every interval, and the legacy OHLCV record.
+    MessageKind::market("ohlcv"),
+    MessageKind::market("status"),
+    MessageKind::market("imbalance"),
+    MessageKind::market("statistics"),
+    MessageKind::market("definition"),
+    MessageKind::other("symbol_mapping"),
+    // Heartbeats, subscription acknowledgements, the gateway's warnings.
+    MessageKind::other("system"),
+    MessageKind::other("error"),
+    // A session's DBN metadata: the gateway started the session.
+    MessageKind::other("metadata"),
+    // A record of a type no schema the venue file lists carries.
+    MessageKind::other("unlisted_record"),
+];
+
+// Every `Kind` has its entry in the table (a position past it would count nothing).
+const _: () = assert!(MESSAGE_KINDS.len() == Kind::UnlistedRecord as usize + 1);
+
+/// A record's position in [`MESSAGE_KINDS`].
+#[derive(Clone, Copy)]
+enum Kind {
+    Mbo = 0,
+    Mbp1 = 1,
+    Mbp10 = 2,
+    Trades = 3,
+    Bbo = 4,
+    Cbbo = 5,
+    Cmbp1 = 6,
+    Tcbbo = 7,
+    Ohlcv = 8,
+    Status = 9,
+    Imbalance = 10,
+    Statistics = 11,
+    Definition = 12,
+    SymbolMapping = 13,
+    System = 14,
+    Error = 15,
+    Metadata = 16,
+    UnlistedRecord = 17,
+}
+
+/// The kind a market record of type `rtype` counts as (looked up once per type, when the feed
+/// is built).
+fn record_kind(rtype: u8) -> Kind {
+    use dbn::rtype;
+    match rtype {
+        rtype::MBO => Kind::Mbo,
+        rtype::MBP_1 => Kind::Mbp1,
+        rtype::MBP_10 => Kind::Mbp10,
+        rtype::MBP_0 => Kind::Trades,
+        rtype::BBO_1S | rtype::BBO_1M => Kind::Bbo,
+        rtype::CBBO_1S | rtype::CBBO_1M => Kind::Cbbo,
+        rtype::CMBP_1 => Kind::Cmbp1,
+        rtype::TCBBO => Kind::Tcbbo,
+        rtype::OHLCV_1S
+        | rtype::OHLCV_1M
+        | rtype::OHLCV_1H
+        | rtype::OHLCV_1D
+        | rtype::OHLCV_EOD
+        | rtype::OHLCV_DEPRECATED => Kind::Ohlcv,
+        rtype::STATUS => Kind::Status,
+        rtype::IMBALANCE => Kind::Imbalance,
+        rtype::STATISTICS => Kind::Statistics,
+        rtype::INSTRUMENT_DEF => Kind::Definition,
+        // A record type is a byte: any other is one no schema tickwire subscribes carries.
+        _ => Kind::UnlistedRecord,
+    }
+}
 
 /// What the feed needs to know about its venue.
 pub struct FeedConfig {
@@ -90,6 +175,8 @@ pub struct DatabentoFeed {
     symbol_index: HashMap<String, u32>,
     /// By record type: the venue's channel (schema index) it belongs to.
     channel_of: [u8; 256],
+    /// By record type: its position in [`MESSAGE_KINDS`].
+    kind_of: [u8; 256],
     owners: Vec<ConnId>,
     marks: Vec<Mark>,
     normalizer: Normalizer,
@@ -131,7 +218,8 @@ impl DatabentoFeed {
         let channels = config.channels.len().max(1);
         let streams = config.symbols.len() * channels;
         let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
-        let (writers, counters) = FeedCounters::new(Arc::clone(&activity));
+        let (writers, counters) = FeedCounters::new(MESSAGE_KINDS, Arc::clone(&activity));
+        let kind_of = std::array::from_fn(|rtype| record_kind(rtype as u8) as u8);
         let mut channel_of = [NO_CHANNEL; 256];
         // A record type two listed schemas share (mbp-1 and tbbo) goes to the first listed.
         for (index, schema) in config.channels.iter().enumerate().rev() {
@@ -150,6 +238,7 @@ impl DatabentoFeed {
             sessions: Vec::new(),
             symbol_index,
             channel_of,
+            kind_of,
             owners: vec![NO_CONN; streams],
             marks: vec![Mark::default(); streams],
             writers,
@@ -268,7 +357,6 @@ impl DatabentoFeed {
     }
 
     fn error(&mut self, conn: ConnId, message: &ErrorMsg, now_ns: u64, sink: &mut EventSink<'_>) {
-        self.writers.error_replies.increment();
         let code = message.code;
         let text = message.err().unwrap_or("");
         self.reply(VenueReply::notice(
@@ -313,7 +401,7 @@ impl DatabentoFeed {
             let record = match session.stream.next() {
                 None => return,
                 Some(Ok(Item::Metadata(_))) => {
-                    self.writers.replies.increment();
+                    self.writers.message(Kind::Metadata as usize);
                     let id = (u64::from(conn) << 32) | SESSION_STARTED;
                     self.reply(VenueReply::new(self.config.venue_id, id, None, b""));
                     continue;
@@ -339,6 +427,7 @@ impl DatabentoFeed {
             let rtype = header.rtype;
             match rtype {
                 dbn::rtype::SYMBOL_MAPPING => {
+                    self.writers.message(Kind::SymbolMapping as usize);
                     // `typed` checks the length: `get` alone panics on a short record.
                     match typed::<SymbolMappingMsg>(&record) {
                         Ok(mapping) => {
@@ -350,6 +439,7 @@ impl DatabentoFeed {
                     continue;
                 }
                 dbn::rtype::SYSTEM => {
+                    self.writers.message(Kind::System as usize);
                     // `typed` checks the length: `get` alone panics on a short record.
                     match typed::<SystemMsg>(&record) {
                         Ok(message) => {
@@ -361,6 +451,7 @@ impl DatabentoFeed {
                     continue;
                 }
                 dbn::rtype::ERROR => {
+                    self.writers.message(Kind::Error as usize);
                     // `typed` checks the length: `get` alone panics on a short record.
                     match typed::<ErrorMsg>(&record) {
                         Ok(message) => {
@@ -379,7 +470,7 @@ impl DatabentoFeed {
             };
             let channel = self.channel_of[usize::from(rtype)];
             if channel == NO_CHANNEL {
-                self.writers.unknown.increment();
+                self.writers.message(Kind::UnlistedRecord as usize);
                 continue;
             }
             let stream = symbol as usize * channels + usize::from(channel);
@@ -407,18 +498,8 @@ impl DatabentoFeed {
                 self.activity.mark_replay(stream, ts);
             }
             self.activity.saw(stream, recv_ts_ns);
-            match rtype {
-                dbn::rtype::MBO | dbn::rtype::MBP_10 => self.writers.depth_updates.increment(),
-                dbn::rtype::MBP_0 => self.writers.trades.increment(),
-                dbn::rtype::MBP_1
-                | dbn::rtype::BBO_1S
-                | dbn::rtype::BBO_1M
-                | dbn::rtype::CBBO_1S
-                | dbn::rtype::CBBO_1M
-                | dbn::rtype::CMBP_1
-                | dbn::rtype::TCBBO => self.writers.book_tickers.increment(),
-                _ => self.writers.mark_prices.increment(),
-            }
+            self.writers
+                .message(usize::from(self.kind_of[usize::from(rtype)]));
             let instrument = self.config.instrument_base + symbol;
             let saturated = &mut self.writers.book_saturated;
             if let Err(error) =
@@ -430,8 +511,14 @@ impl DatabentoFeed {
                         sink.push(event)
                     })
             {
-                self.writers.book_resyncs.increment();
-                self.malformed(&error, payload, recv_ts_ns);
+                match error {
+                    NormalizeError::Short { .. } => self.writers.malformed.increment(),
+                    // The book is unchanged: no resync, the record is counted as refused.
+                    NormalizeError::Book { .. } => self.writers.book_refused.increment(),
+                }
+                // Either is worth a (rate-limited) log line.
+                self.malformed
+                    .offer(self.config.venue_id, &error, 0, payload, recv_ts_ns);
             }
         }
     }
@@ -730,5 +817,41 @@ mod tests {
             .count();
         assert_eq!(flagged, 2, "the third add's level and its quote");
         assert_eq!(counters.book_saturated.get(), 2);
+    }
+
+    #[test]
+    fn records_are_counted_by_kind_and_a_refused_update_is_not_a_resync() {
+        let (mut feed, counters) = feed(Recovery::Gap);
+        let mut bytes = metadata();
+        mapping(&mut bytes, "ESZ6");
+        add(&mut bytes, 1, 10);
+        // A cancel of an order the book does not hold: refused, the book unchanged.
+        let cancel = MboMsg {
+            hd: RecordHeader::new::<MboMsg>(dbn::rtype::MBO, 1, ES, 11),
+            order_id: 99,
+            price: 5_000_000_000_000,
+            size: 1,
+            flags: FlagSet::new(dbn::flags::LAST),
+            channel_id: 0,
+            action: b'C' as std::ffi::c_char,
+            side: b'B' as std::ffi::c_char,
+            ts_recv: 11,
+            ts_in_delta: 0,
+            sequence: 99,
+        };
+        record(&mut bytes, &cancel);
+        run(&mut feed, 0, &bytes);
+        assert_eq!(counters.message("metadata"), 1);
+        assert_eq!(counters.message("symbol_mapping"), 1);
+        assert_eq!(counters.message("mbo"), 2);
+        assert_eq!(counters.market_messages(), 2);
+        assert_eq!(counters.book_refused.get(), 1);
+        assert_eq!(counters.book_resyncs.get(), 0, "nothing was resynchronised");
+        assert_eq!(
+            counters.malformed.get(),
+            0,
+            "the record itself was well formed"
+        );
+        assert!(feed.take_malformed().is_some(), "the refusal is logged");
     }
 }

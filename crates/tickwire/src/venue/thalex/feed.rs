@@ -46,19 +46,69 @@ use crate::event::{
 use crate::fixed::Fixed;
 use crate::net::ConnId;
 use crate::venue::feed::{
-    EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, ReplyQueue,
-    SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, MessageKind,
+    ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-/// At most one malformed sample per this many ns is kept for the log.
 /// Replies kept for the control thread; more than this many waiting means it is wedged.
 const REPLIES_KEPT: usize = 64;
 /// Levels a book holds per side before it grows (a `book.<..>.all.<..>` channel may send more).
 const BOOK_LEVELS: usize = 64;
 const NO_CONN: ConnId = ConnId::MAX;
+
+/// The messages a Thalex connection carries, named by their channel (api.yaml's channel
+/// grammar) or, for JSON-RPC answers, by their outcome, as [`FeedCounters`] counts them
+/// (positions are [`Kind`]'s). A notification that feeds several instruments (a `price_index`)
+/// counts once.
+pub const MESSAGE_KINDS: &[MessageKind] = &[
+    MessageKind::market("ticker"),
+    MessageKind::market("lwt"),
+    MessageKind::market("book"),
+    MessageKind::market("recent_trades"),
+    MessageKind::market("price_index"),
+    // The `system` channel's events (`reconnect`...).
+    MessageKind::other("system"),
+    // A JSON-RPC `result`: a subscription's accepted channels, a login's answer.
+    MessageKind::other("result"),
+    // A JSON-RPC `error`.
+    MessageKind::other("error"),
+    // A notification of a channel this build does not decode.
+    MessageKind::other("other_channel"),
+];
+
+// Every `Kind` has its entry in the table (a position past it would count nothing).
+const _: () = assert!(MESSAGE_KINDS.len() == Kind::OtherChannel as usize + 1);
+
+/// A message's position in [`MESSAGE_KINDS`].
+#[derive(Clone, Copy)]
+enum Kind {
+    Ticker = 0,
+    Lwt = 1,
+    Book = 2,
+    RecentTrades = 3,
+    PriceIndex = 4,
+    System = 5,
+    Result = 6,
+    Error = 7,
+    OtherChannel = 8,
+}
+
+impl Kind {
+    fn of(body: &Notification<'_>) -> Kind {
+        match body {
+            Notification::Ticker(_) => Kind::Ticker,
+            Notification::Lwt(_) => Kind::Lwt,
+            Notification::Book { .. } => Kind::Book,
+            Notification::Trades => Kind::RecentTrades,
+            Notification::Index(_) => Kind::PriceIndex,
+            Notification::System { .. } => Kind::System,
+            Notification::Other => Kind::OtherChannel,
+        }
+    }
+}
 
 /// How a Thalex feed is set up.
 #[derive(Clone, Debug)]
@@ -379,7 +429,7 @@ impl ThalexFeed {
             })
             .collect();
         let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
-        let (writers, counters) = FeedCounters::new(activity.clone());
+        let (writers, counters) = FeedCounters::new(MESSAGE_KINDS, activity.clone());
         let owners = vec![Owner::NEW; config.symbols.len() * channels];
         let scratch = Scratch {
             bids: Vec::with_capacity(BOOK_LEVELS),
@@ -704,8 +754,9 @@ impl ThalexFeed {
         payload: &[u8],
         out: &mut EventSink<'_>,
     ) {
+        let kind = Kind::of(&body);
         if let Notification::System { event } = body {
-            self.writers.replies.increment();
+            self.writers.message(kind as usize);
             if event == b"reconnect" {
                 self.reply(VenueReply::reconnect_notice(self.config.venue_id, conn));
             }
@@ -727,11 +778,12 @@ impl ThalexFeed {
             .is_some_and(|owner| owner.first_on(conn));
         let snapshot = explicit_snapshot.unwrap_or(first_on_conn);
         if let Notification::Trades = body {
-            self.writers.trades.increment();
+            self.writers.message(kind as usize);
             self.trades(conn, channel, None, snapshot, payload, recv_ts_ns, out);
             return;
         }
         let is_book = matches!(body, Notification::Book { .. });
+        let mut delivered = false;
         // A price index can feed several instruments (looked up again for the second on, so
         // that the handlers may borrow the feed); every other channel here feeds one.
         for index in 0..count {
@@ -750,10 +802,10 @@ impl ThalexFeed {
             if !self.admit(target, conn, snapshot, is_book, recv_ts_ns) {
                 continue;
             }
+            delivered = true;
             let instrument = target.instrument;
             match body {
                 Notification::Ticker(ticker) => {
-                    self.writers.book_tickers.increment();
                     let has_quote = ticker.bid_px.is_some() || ticker.ask_px.is_some();
                     if has_quote {
                         let quote = Quote {
@@ -787,7 +839,6 @@ impl ThalexFeed {
                     }
                 }
                 Notification::Lwt(lwt) => {
-                    self.writers.book_tickers.increment();
                     let (bid_px, bid_sz) = lwt.bid.unwrap_or_default();
                     let (ask_px, ask_sz) = lwt.ask.unwrap_or_default();
                     let quote = Quote {
@@ -802,10 +853,8 @@ impl ThalexFeed {
                     }
                 }
                 Notification::Book { time_ns } => {
-                    self.writers.depth_updates.increment();
                     self.book(instrument, snapshot, time_ns, recv_ts_ns, out);
                     if !self.scratch.trades.is_empty() {
-                        self.writers.trades.increment();
                         self.trades(
                             conn,
                             channel,
@@ -818,7 +867,6 @@ impl ThalexFeed {
                     }
                 }
                 Notification::Index(index) => {
-                    self.writers.mark_prices.increment();
                     self.reference(
                         instrument,
                         ReferenceKind::Index,
@@ -828,10 +876,13 @@ impl ThalexFeed {
                         out,
                     );
                 }
-                Notification::Trades | Notification::System { .. } | Notification::Other => {
-                    self.writers.unknown.increment();
-                }
+                // Trades and system events were handled above; a channel this build does not
+                // decode makes no event.
+                Notification::Trades | Notification::System { .. } | Notification::Other => {}
             }
+        }
+        if delivered {
+            self.writers.message(kind as usize);
         }
     }
 }
@@ -856,14 +907,14 @@ impl Feed for ThalexFeed {
                 let venue = self.config.venue_id;
                 match outcome {
                     Outcome::Error { code, message } => {
-                        self.writers.error_replies.increment();
+                        self.writers.message(Kind::Error as usize);
                         // `id: null` (a request the venue could not read) is still worth a
                         // log line: it goes to the connection's slot, request 0.
                         let id = id.unwrap_or(u64::from(conn) << 32);
                         self.reply(VenueReply::new(venue, id, Some(code), message));
                     }
                     Outcome::Channels | Outcome::Done => {
-                        self.writers.replies.increment();
+                        self.writers.message(Kind::Result as usize);
                         if outcome == Outcome::Channels {
                             self.accepted(payload, conn);
                         }
@@ -1178,5 +1229,8 @@ mod tests {
         assert!(events
             .iter()
             .all(|e| e.header.exchange_ts_ns == 1_776_715_497_500_000_000));
+        // Counted once, as what it is: a ticker.
+        assert_eq!(feed.writers.messages(Kind::Ticker as usize), 1);
+        assert_eq!(MESSAGE_KINDS[Kind::Ticker as usize].name, "ticker");
     }
 }
