@@ -37,5 +37,6 @@ mod thalex_auth;
 mod thalex_decode;
 mod tls_alloc;
 mod tls_client;
+mod workspace;
 mod ws_client;
 mod ws_handshake;
