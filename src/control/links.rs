@@ -20,7 +20,7 @@ use crate::event::{Body, Event, InstrumentId, VenueId, VenueState, VenueStatus};
 use crate::lifecycle::{Action, ConnState, Connection, Reason, ReasonCounts, StormBreaker, Timing};
 use crate::net::engine::StreamSpec;
 use crate::net::ConnId;
-use crate::runtime::{NetStatus, NetStatusKind, Runtime, RuntimeError};
+use crate::pipeline::{NetStatus, NetStatusKind, Runtime, RuntimeError};
 use crate::venue::binance::subscribe::subscribe_request;
 use crate::venue::feed::{ReplyKind, StreamActivity, VenueReply, ALL_INSTRUMENTS};
 use std::collections::VecDeque;
