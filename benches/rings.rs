@@ -1,7 +1,8 @@
 //! Ring benchmarks: tickwire's rings beside `rtrb` and crossbeam's `ArrayQueue`, in one run.
 //!
 //! - `spsc_throughput/*`: items per second from a producer pinned to one core to a consumer pinned
-//!   to another, per item (`try_push`/`try_pop` or the peer's equivalent) and in batches of 64.
+//!   to another, per item (`try_push`/`try_pop` or the peer's equivalent) and in batches of 64
+//!   (for 64-byte events also read in place: tickwire's `read_chunk` and rtrb's).
 //! - `spsc_round_trip/*`: one item to an echo thread on the other core and back over a second
 //!   ring; the one-way latency is half of it.
 //! - `frame_throughput/*`: 64..320-byte frames (the size of Binance bookTicker and trade
@@ -22,7 +23,7 @@ fn spsc_throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("spsc_throughput");
     group.throughput(Throughput::Elements(ITEMS_PER_ITER));
     type Run = fn(u64) -> Duration;
-    let runs: [(&str, &str, Run); 8] = [
+    let runs: [(&str, &str, Run); 11] = [
         ("u64", "tickwire", tickwire_per_item::<u64>),
         ("u64", "rtrb", rtrb_per_item::<u64>),
         ("u64", "crossbeam_array_queue", crossbeam_per_item::<u64>),
@@ -35,6 +36,13 @@ fn spsc_throughput(c: &mut Criterion) {
             "crossbeam_array_queue",
             crossbeam_per_item::<Event>,
         ),
+        ("event64B_batch64", "tickwire", tickwire_batched::<Event>),
+        (
+            "event64B_batch64",
+            "tickwire_read_chunk",
+            tickwire_read_chunk::<Event>,
+        ),
+        ("event64B_batch64", "rtrb", rtrb_batched::<Event>),
     ];
     for (item, ring_name, run) in runs {
         group.bench_function(BenchmarkId::new(ring_name, item), |b| {

@@ -14,7 +14,7 @@
 //!   request 12345, while four requests (12345 among them) await theirs.
 //!
 //! **tickwire** runs its own code from the crate, called as the decoder stage calls it
-//! (`runtime.rs`: through `dyn Feed`):
+//! (`pipeline/decoder_stage.rs`: through `dyn Feed`):
 //!
 //! - Ticker: `ThalexFeed::on_message` into an `EventSink` over the decoder-to-strategy event
 //!   ring (the appliance's default `rings.event_ring_slots`), `publish`, then the strategy's side
@@ -158,7 +158,7 @@ const CONN: ConnId = 0;
 const RECV_TS_NS: u64 = 1_700_000_000_000_000_000;
 /// A request's ack deadline; never reached here.
 const DEADLINE_NS: u64 = u64::MAX;
-/// The runtime's decoder-to-control reply ring (`runtime.rs`).
+/// The decoder-to-control reply ring (`pipeline/rings.rs`, `VENUE_REPLY_SLOTS`).
 const REPLY_RING_SLOTS: usize = 1024;
 
 /// `BTC-PERPETUAL` and `n - 1` call options.

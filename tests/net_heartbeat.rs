@@ -14,7 +14,7 @@ use tickwire::clock::Clock;
 use tickwire::config;
 use tickwire::net::engine::{StreamSpec, WebSocketTarget};
 use tickwire::net::{BackendChoice, NetError, Transport, TransportConfig};
-use tickwire::runtime::{NetStatus, NetStatusKind, Runtime, RuntimeOptions};
+use tickwire::pipeline::{NetStatus, NetStatusKind, Runtime, RuntimeOptions};
 use tickwire::tls::{server_name, TlsSettings};
 use tickwire_sim::source::{SyntheticConfig, SyntheticSource};
 use tickwire_sim::{Faults, Sim, SimHandle, SimOptions};

@@ -195,6 +195,45 @@ pub fn tickwire_batched<T: Item>(total: u64) -> Duration {
     )
 }
 
+/// As `tickwire_batched`, with the consumer reading each batch in place (`read_chunk`) instead
+/// of moving the items out (`drain`): the strategy stage's way of reading the event ring.
+pub fn tickwire_read_chunk<T: Item>(total: u64) -> Duration {
+    let _layout = shifted_layout();
+    let (mut tx, mut rx) = ring::<T>(CAPACITY);
+    timed_transfer(
+        move || {
+            let mut batch = Vec::with_capacity(BATCH);
+            let mut seq = 0;
+            while seq < total {
+                batch.clear();
+                let end = (seq + BATCH as u64).min(total);
+                batch.extend((seq..end).map(T::make));
+                let mut sent = 0;
+                while sent < batch.len() {
+                    sent += tx.push_slice(&batch[sent..]);
+                }
+                seq = end;
+            }
+        },
+        move || {
+            let mut expected = 0;
+            while expected < total {
+                let chunk = rx.read_chunk(BATCH);
+                if chunk.is_empty() {
+                    spin_loop();
+                    continue;
+                }
+                let (first, second) = chunk.as_slices();
+                for item in first.iter().chain(second) {
+                    assert_eq!(item.seq(), expected);
+                    expected += 1;
+                }
+                chunk.commit_all();
+            }
+        },
+    )
+}
+
 pub fn rtrb_per_item<T: Item>(total: u64) -> Duration {
     let _layout = shifted_layout();
     let (mut tx, mut rx) = rtrb::RingBuffer::<T>::new(CAPACITY);

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
 use tickwire::config::{self, LoadedConfig, LogFormat};
-use tickwire::runtime::Runtime;
+use tickwire::pipeline::Runtime;
 use tickwire::systemd::{HeartbeatCheck, Notifier};
 use tickwire::thread;
 

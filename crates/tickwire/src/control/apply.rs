@@ -4,7 +4,7 @@
 
 use super::links::LinkCommand;
 use crate::net::engine::StreamSpec;
-use crate::runtime::{Runtime, RuntimeError};
+use crate::pipeline::{Runtime, RuntimeError};
 
 /// Carries out link commands.
 pub struct Applier {

@@ -28,7 +28,7 @@ use crate::config::{LoadedConfig, VenueConfig};
 use crate::event::{Body, Event, InstrumentId, VenueId, VenueState, VenueStatus};
 use crate::lifecycle::{Action, ConnState, Connection, Reason, ReasonCounts, StormBreaker, Timing};
 use crate::net::ConnId;
-use crate::runtime::{NetStatus, NetStatusKind};
+use crate::pipeline::{NetStatus, NetStatusKind};
 use crate::venue::feed::{ReplyKind, StreamActivity, VenueReply, ALL_INSTRUMENTS};
 use crate::venue::login::Login;
 use crate::venue::protocol::{NoticeKind, Protocol, Response, SubscribeContext};

@@ -16,8 +16,8 @@ use crate::clock::Clock;
 use crate::config::LoadedConfig;
 use crate::event::InstrumentId;
 use crate::metrics::CounterReader;
+use crate::pipeline::{Runtime, RuntimeOptions};
 use crate::ring::{self, FrameConsumer};
-use crate::runtime::{Runtime, RuntimeOptions};
 use crate::strategy::stamps::Stamp;
 use crate::strategy::Strategy;
 use crate::venue::feed::FeedCounters;
@@ -50,7 +50,7 @@ pub enum ControlError {
     #[error(transparent)]
     Venue(#[from] crate::venue::VenueError),
     #[error(transparent)]
-    Runtime(#[from] crate::runtime::RuntimeError),
+    Runtime(#[from] crate::pipeline::RuntimeError),
     #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("more venues than venue ids (65536)")]

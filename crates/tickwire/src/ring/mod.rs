@@ -72,4 +72,4 @@ impl Counters {
 }
 
 pub use bytes::{frame_ring, FrameConsumer, FrameProducer, ReserveError};
-pub use spsc::{ring, Consumer, Producer};
+pub use spsc::{ring, Consumer, Producer, ReadChunk};

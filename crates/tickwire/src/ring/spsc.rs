@@ -4,7 +4,9 @@
 //! written into slots and made visible by one `Release` store of the producer's cursor, either
 //! per item ([`Producer::try_push`]) or once for many ([`Producer::try_write`] then
 //! [`Producer::publish`], or [`Producer::push_slice`]). The consumer likewise returns slots with
-//! one store per batch ([`Consumer::drain`], [`Consumer::pop_slice`]).
+//! one store per batch ([`Consumer::drain`], [`Consumer::pop_slice`]), or lends them in place
+//! ([`Consumer::read_chunk`]: borrowed slices, returned by [`ReadChunk::commit_all`]), so that a
+//! reader of large items looks at them where the producer wrote them instead of copying them out.
 
 use super::{Counters, RingStats};
 use crossbeam_utils::CachePadded;
@@ -347,6 +349,24 @@ impl<T> Consumer<T> {
         count
     }
 
+    /// Lends up to `max` published items in place, oldest first, as a [`ReadChunk`]: their
+    /// slots stay the consumer's, so the producer cannot reuse them, until the chunk is
+    /// committed. Unlike rtrb's `read_chunk`, which fails when fewer than `max` items wait, this
+    /// takes what there is (possibly nothing), as [`Consumer::drain`] does.
+    #[inline]
+    pub fn read_chunk(&mut self, max: usize) -> ReadChunk<'_, T> {
+        let waiting = self.available(max);
+        let len = waiting.min(max);
+        if len > 0 {
+            self.counters
+                .saw_waiting(&mut self.high_water, waiting as u64);
+        }
+        ReadChunk {
+            consumer: self,
+            len,
+        }
+    }
+
     /// Copies up to `out.len()` items into `out` and returns their slots with one store.
     pub fn pop_slice(&mut self, out: &mut [T]) -> usize
     where
@@ -376,6 +396,97 @@ impl<T> Consumer<T> {
         self.head += count;
         self.shared.head.store(self.head, Ordering::Release);
         count
+    }
+}
+
+/// Published items lent in place by [`Consumer::read_chunk`], in rtrb's shape: read them through
+/// [`ReadChunk::as_slices`] (two slices when the chunk wraps around the ring's end), then return
+/// their slots with [`ReadChunk::commit`] or [`ReadChunk::commit_all`], one store. Dropped without
+/// a commit, the chunk consumes nothing: the items are lent again by the next read.
+///
+/// **Invariant:** while the chunk lives, it holds the consumer's `&mut`, so the consumer's head
+/// stays where it was and the producer, which writes only below `head + capacity`, never touches
+/// the lent slots.
+pub struct ReadChunk<'a, T> {
+    consumer: &'a mut Consumer<T>,
+    /// Items lent, from the consumer's head; at most what was published when the chunk was made.
+    len: usize,
+}
+
+impl<T> ReadChunk<'_, T> {
+    /// Items in the chunk.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The lent items in order: the run up to the ring's end, then the rest from its start
+    /// (empty unless the chunk wraps).
+    #[inline]
+    pub fn as_slices(&self) -> (&[T], &[T]) {
+        let shared = &self.consumer.shared;
+        let start = self.consumer.head & shared.mask;
+        let first = self.len.min(shared.capacity() - start);
+        // SAFETY: the `len` slots from head are published (read with Acquire in `available`)
+        // and initialised, and stay unwritten while `self` holds the consumer (see the type's
+        // invariant); they are the `first` slots from `start` and the `len - first` from 0, both
+        // in bounds. `MaybeUninit<T>` has `T`'s layout, so the initialised slots read as `T`s, and
+        // the returned slices borrow `self`, so they end before a commit frees the slots.
+        unsafe {
+            (
+                std::slice::from_raw_parts(shared.slot(self.consumer.head).cast::<T>(), first),
+                std::slice::from_raw_parts(shared.slots.cast::<T>(), self.len - first),
+            )
+        }
+    }
+
+    /// Consumes the oldest `count` items of the chunk (all of them if `count` is larger),
+    /// dropping them in place, and returns their slots to the producer with one store.
+    #[inline]
+    pub fn commit(self, count: usize) {
+        let count = count.min(self.len);
+        if count == 0 {
+            return;
+        }
+        // Publishes the new head on the way out, also if an item's `drop` panics: the items not
+        // yet dropped then leak, which is sound, where publishing nothing would have
+        // `Shared::drop` drop the dropped ones again.
+        struct Release<'a, T> {
+            consumer: &'a mut Consumer<T>,
+        }
+        impl<T> Drop for Release<'_, T> {
+            fn drop(&mut self) {
+                let consumer = &mut *self.consumer;
+                consumer.shared.head.store(consumer.head, Ordering::Release);
+            }
+        }
+        let first = self.consumer.head;
+        self.consumer.head += count;
+        let guard = Release {
+            consumer: self.consumer,
+        };
+        if needs_drop::<T>() {
+            for position in first..first + count {
+                // SAFETY: the slot is among the chunk's published, initialised items; no slice
+                // of it is alive (`as_slices` borrows the chunk, which this call consumed); the
+                // producer cannot write it before the guard publishes the head, after this loop;
+                // and the head has already moved past it, so it is dropped exactly once.
+                unsafe { (*guard.consumer.shared.slot(position)).assume_init_drop() };
+            }
+        }
+        drop(guard);
+    }
+
+    /// Consumes every item of the chunk: [`ReadChunk::commit`] of its length.
+    #[inline]
+    pub fn commit_all(self) {
+        let len = self.len;
+        self.commit(len);
     }
 }
 
@@ -509,6 +620,186 @@ mod tests {
         drop(rx);
         drop(tx);
         assert_eq!(Arc::strong_count(&marker), 1);
+    }
+
+    #[test]
+    fn read_chunk_lends_in_place_and_wraps_into_two_slices() {
+        let (mut tx, mut rx) = ring::<u32>(8);
+        let stats = rx.stats();
+        assert!(rx.read_chunk(4).is_empty(), "nothing published yet");
+        assert_eq!(tx.push_slice(&[0, 1, 2, 3, 4, 5]), 6);
+        let chunk = rx.read_chunk(4);
+        assert_eq!(chunk.len(), 4);
+        assert_eq!(chunk.as_slices(), (&[0, 1, 2, 3][..], &[][..]));
+        assert_eq!(stats.high_water(), 6);
+        chunk.commit(3);
+        assert_eq!(tx.free_slots(), 5, "three slots came back with the commit");
+        // Positions 6..11 wrap after slot 7.
+        assert_eq!(tx.push_slice(&[6, 7, 8, 9, 10]), 5);
+        let chunk = rx.read_chunk(usize::MAX);
+        assert_eq!(chunk.len(), 8);
+        assert_eq!(
+            chunk.as_slices(),
+            (&[3, 4, 5, 6, 7][..], &[8, 9, 10][..]),
+            "the run to the ring's end, then the rest from its start"
+        );
+        chunk.commit_all();
+        assert!(rx.is_empty());
+        assert_eq!(tx.free_slots(), 8);
+    }
+
+    #[test]
+    fn a_chunk_dropped_without_commit_consumes_nothing() {
+        let (mut tx, mut rx) = ring::<u64>(4);
+        for i in 0..4 {
+            tx.try_push(i).unwrap();
+        }
+        let first_address = {
+            let chunk = rx.read_chunk(2);
+            assert_eq!(chunk.as_slices().0, &[0, 1]);
+            chunk.as_slices().0.as_ptr()
+        };
+        assert_eq!(tx.try_push(4), Err(4), "the lent slots were not returned");
+        let chunk = rx.read_chunk(4);
+        assert_eq!(
+            chunk.as_slices().0.as_ptr(),
+            first_address,
+            "lent again from the same slots: read in place, not copied"
+        );
+        assert_eq!(chunk.as_slices(), (&[0, 1, 2, 3][..], &[][..]));
+        chunk.commit(usize::MAX);
+        assert_eq!(rx.try_pop(), None);
+    }
+
+    #[test]
+    fn committed_items_are_dropped_once_and_uncommitted_ones_at_the_end() {
+        let marker = Arc::new(());
+        {
+            let (mut tx, mut rx) = ring::<Arc<()>>(4);
+            for _ in 0..4 {
+                tx.try_push(marker.clone()).unwrap();
+            }
+            let chunk = rx.read_chunk(3);
+            assert!(chunk
+                .as_slices()
+                .0
+                .iter()
+                .all(|item| Arc::ptr_eq(item, &marker)));
+            chunk.commit(2);
+            assert_eq!(Arc::strong_count(&marker), 3, "two dropped by the commit");
+            rx.read_chunk(4).commit(0);
+            assert_eq!(Arc::strong_count(&marker), 3, "a commit of none drops none");
+            assert_eq!(rx.len(), 2);
+        }
+        assert_eq!(
+            Arc::strong_count(&marker),
+            1,
+            "the ring dropped the other two"
+        );
+    }
+
+    /// A panicking `drop` in a commit leaks the items after it and never drops one twice.
+    #[test]
+    fn a_commit_whose_drop_panics_publishes_the_head() {
+        // A static count, so that the leaked item owns no heap memory for Miri to report.
+        static DROPS: AtomicUsize = AtomicUsize::new(0);
+        /// Counts its drops; panics in `drop` when told to.
+        struct Bomb {
+            explode: bool,
+        }
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                DROPS.fetch_add(1, Ordering::Relaxed);
+                if self.explode {
+                    panic!("drop bug");
+                }
+            }
+        }
+        let (mut tx, mut rx) = ring::<Bomb>(4);
+        for explode in [false, true, false, false] {
+            assert!(tx.try_push(Bomb { explode }).is_ok());
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rx.read_chunk(3).commit_all();
+        }));
+        assert!(result.is_err());
+        assert_eq!(
+            DROPS.load(Ordering::Relaxed),
+            2,
+            "the first, then the panicking one"
+        );
+        assert_eq!(rx.len(), 1, "the head moved past the whole commit");
+        drop(rx);
+        drop(tx);
+        assert_eq!(
+            DROPS.load(Ordering::Relaxed),
+            3,
+            "the ring dropped the fourth only: the third leaked, none was dropped twice"
+        );
+    }
+
+    /// Random pushes and chunked reads against a `VecDeque` oracle (deterministic for Miri).
+    #[test]
+    fn read_chunk_matches_vecdeque_oracle_deterministic() {
+        let rounds = if cfg!(miri) { 300 } else { 20_000 };
+        let mut rng = Lcg(7);
+        let (mut tx, mut rx) = ring::<u64>(8);
+        let mut oracle = VecDeque::new();
+        let mut next = 0u64;
+        for _ in 0..rounds {
+            if rng.next() % 2 == 0 {
+                let batch: Vec<u64> = (next..next + rng.next() % 6).collect();
+                let pushed = tx.push_slice(&batch);
+                assert_eq!(pushed, batch.len().min(8 - oracle.len()));
+                oracle.extend(&batch[..pushed]);
+                next += batch.len() as u64;
+            } else {
+                let max = (rng.next() % 10) as usize;
+                let chunk = rx.read_chunk(max);
+                assert_eq!(chunk.len(), max.min(oracle.len()));
+                let (first, second) = chunk.as_slices();
+                let lent: Vec<u64> = first.iter().chain(second).copied().collect();
+                let expected: Vec<u64> = oracle.iter().take(chunk.len()).copied().collect();
+                assert_eq!(lent, expected);
+                let count = (rng.next() % 10) as usize;
+                let consumed = count.min(chunk.len());
+                chunk.commit(count);
+                oracle.drain(..consumed);
+            }
+            assert_eq!(rx.len(), oracle.len());
+        }
+    }
+
+    /// Two threads, the consumer reading in place: every item once and in order.
+    #[test]
+    fn two_threads_deliver_every_item_in_order_through_chunks() {
+        let total: u64 = if cfg!(miri) { 2_000 } else { 2_000_000 };
+        let (mut tx, mut rx) = ring::<u64>(64);
+        let producer = std::thread::spawn(move || {
+            let mut next = 0;
+            while next < total {
+                match tx.try_push(next) {
+                    Ok(()) => next += 1,
+                    Err(_) => std::thread::yield_now(),
+                }
+            }
+        });
+        let mut expected = 0;
+        while expected < total {
+            let chunk = rx.read_chunk(32);
+            if chunk.is_empty() {
+                std::thread::yield_now();
+                continue;
+            }
+            let (first, second) = chunk.as_slices();
+            for &item in first.iter().chain(second) {
+                assert_eq!(item, expected);
+                expected += 1;
+            }
+            chunk.commit_all();
+        }
+        producer.join().unwrap();
+        assert_eq!(rx.try_pop(), None);
     }
 
     /// Random push/pop interleavings against a `VecDeque` oracle, deterministic so Miri can run

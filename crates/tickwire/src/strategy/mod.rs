@@ -20,6 +20,10 @@ pub use market::{InstrumentState, Market};
 /// User code on the strategy thread. The stage calls it once per batch of events (at most 64, in
 /// order), after its own bookkeeping (latency, quote board) and after `market` has applied the
 /// batch; and on a timer when it asks for one. It must not block.
+///
+/// A batch is borrowed from the event ring in place (the decoder cannot reuse its slots until
+/// `on_events` returns), so it is a contiguous run of the ring: one that would wrap around the
+/// ring's end comes as two calls, each after `market` has applied its own events.
 pub trait Strategy: Send {
     /// A batch of events; `now_ns` is when the stage took the batch's last event off the ring.
     fn on_events(&mut self, events: &[Event], market: &Market, now_ns: u64);

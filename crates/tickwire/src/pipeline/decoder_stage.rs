@@ -1,0 +1,522 @@
+//! The decoder stage: frames from the network stage into venue events for the strategy stage.
+//!
+//! It hands each frame to its connection's venue [`Feed`] (frames of a connection without one
+//! are counted as undecoded) and publishes the events once per batch. Before each publication it
+//! pushes a [`PublishMark`] (events published so far, and when) into the ring beside the event
+//! ring, from which the strategy stage finds each event's publication for decoded-to-strategy
+//! latency. It relays the feeds' replies to subscription requests at once, and in every round
+//! that catches up with the frame ring (and at least every [`CONTROL_MAX_DEFER_NS`] during a
+//! backlog) the feeds' snapshot requests and the replies back, the control thread's
+//! [`DecoderCommand`]s, and one malformed-message sample per feed per second.
+//!
+//! **Invariant:** the decoder's control work never waits for the stream to pause: a network
+//! stage that blocks until data arrives hands this stage a frame in nearly every round while the
+//! stream flows.
+
+use super::rings::{DecoderEnds, PublishMark};
+use super::{StagePoll, BATCHES_PER_POLL, EVENT_BATCH, HIGHEST_LATENCY_NS};
+use crate::clock::Clock;
+use crate::event::{Event, InstrumentId, VenueId};
+use crate::metrics::{self, CounterReader, CounterWriter, LatencyCollector, LatencyRecorder};
+use crate::net::ConnId;
+use crate::ring::{self, FrameConsumer};
+use crate::thread::Wakeup;
+use crate::venue::feed::{
+    EventCounts, EventSink, Feed, MalformedSample, Publisher, SnapshotReply, SnapshotRequest,
+    VenueEvents, VenueReply,
+};
+use std::ops::Range;
+
+/// Free event slots the decoder wants before it decodes another batch in the same round (a
+/// frame may become many events: a depth diff is one per level).
+const EVENT_ROOM_PER_BATCH: usize = 4096;
+/// The longest the decoder defers its control work (snapshot requests and replies, disconnects)
+/// while frames keep filling whole batches. Far below a REST round trip, so a book's sync is never
+/// held back by it, and far above a batch's decoding time, so a backlog is not interrupted often.
+const CONTROL_MAX_DEFER_NS: u64 = 1_000_000;
+
+/// Work the control thread hands the decoder thread.
+#[derive(Debug)]
+pub enum DecoderCommand {
+    /// The connection carrying these instruments of a venue dropped: gaps are due.
+    Disconnected {
+        venue: VenueId,
+        /// The connection slot that dropped.
+        conn: ConnId,
+        instruments: Range<InstrumentId>,
+    },
+    /// A status event for the strategy (a connection or a stream changed state), written in
+    /// order with the market events.
+    Status(Event),
+}
+
+/// The decoder stage: drains frames into the venue feeds, writes events.
+pub(super) struct DecoderStage {
+    frames: FrameConsumer,
+    events: ring::Producer<Event>,
+    /// By venue id.
+    feeds: Vec<Box<dyn Feed>>,
+    /// By connection slot: the venue whose feed decodes it (`VenueId::MAX`: none).
+    conn_venues: Vec<VenueId>,
+    replies: ring::Producer<VenueReply>,
+    /// Events are being lost to a full event ring (see `EventSink`).
+    events_lost: bool,
+    undecoded: CounterWriter,
+    strategy_wakeup: Option<Wakeup>,
+    clock: Clock,
+    snapshot_requests: ring::Producer<SnapshotRequest>,
+    snapshot_replies: ring::Consumer<Box<SnapshotReply>>,
+    malformed: ring::Producer<MalformedSample>,
+    /// Disconnections (gaps due) and status events from the control thread.
+    commands: ring::Consumer<DecoderCommand>,
+    /// When the control work last ran (see `DecoderStage::poll`).
+    last_control_ns: u64,
+    /// Per venue: messages and bytes handed to its feed.
+    traffic: Vec<(CounterWriter, CounterWriter)>,
+    /// Per venue and event kind: the events written, counted by the sink.
+    event_counts: EventCounts,
+    receive_to_decoded: LatencyRecorder,
+    /// Receive times of the current batch's frames, for `receive_to_decoded`.
+    batch_recv_ns: [u64; EVENT_BATCH],
+    /// Per publication: events published so far and when, for decoded-to-strategy latency.
+    publish_marks: ring::Producer<PublishMark>,
+    published: u64,
+    /// Events per frame in the last batch that decoded any (at least 1): how many frames the
+    /// event ring has room for.
+    events_per_frame: usize,
+}
+
+/// What the control thread keeps of the decoder stage.
+pub(super) struct DecoderReaders {
+    pub frames_undecoded: CounterReader,
+    /// Per venue: messages and bytes its feed was handed.
+    pub venue_traffic: Vec<(CounterReader, CounterReader)>,
+    /// Per venue: the events written for the strategy, by kind.
+    pub venue_events: Vec<VenueEvents>,
+    pub receive_to_decoded: LatencyCollector,
+}
+
+impl DecoderStage {
+    /// The stage with its venue feeds (by venue id), the venue of each connection slot and its
+    /// rings. It wakes no one until [`DecoderStage::wake_strategy_with`] names the strategy's
+    /// thread.
+    pub(super) fn new(
+        clock: Clock,
+        feeds: Vec<Box<dyn Feed>>,
+        conn_venues: Vec<VenueId>,
+        rings: DecoderEnds,
+    ) -> Result<(DecoderStage, DecoderReaders), metrics::HistogramError> {
+        let (undecoded, frames_undecoded) = metrics::counter();
+        let (receive_to_decoded, receive_to_decoded_reader) =
+            metrics::latency("receive_to_decoded", HIGHEST_LATENCY_NS, 3)?;
+        let (traffic, venue_traffic): (Vec<_>, Vec<_>) = feeds
+            .iter()
+            .map(|_| {
+                let (messages, messages_reader) = metrics::counter();
+                let (bytes, bytes_reader) = metrics::counter();
+                ((messages, bytes), (messages_reader, bytes_reader))
+            })
+            .unzip();
+        let (event_counts, venue_events) = EventCounts::new(feeds.len());
+        let stage = DecoderStage {
+            frames: rings.frames,
+            events: rings.events,
+            feeds,
+            conn_venues,
+            replies: rings.replies,
+            events_lost: false,
+            undecoded,
+            strategy_wakeup: None,
+            clock,
+            snapshot_requests: rings.snapshot_requests,
+            snapshot_replies: rings.snapshot_replies,
+            malformed: rings.malformed,
+            commands: rings.commands,
+            last_control_ns: 0,
+            traffic,
+            event_counts,
+            receive_to_decoded,
+            batch_recv_ns: [0; EVENT_BATCH],
+            publish_marks: rings.publish_marks,
+            published: 0,
+            events_per_frame: 1,
+        };
+        let readers = DecoderReaders {
+            frames_undecoded,
+            venue_traffic,
+            venue_events,
+            receive_to_decoded: receive_to_decoded_reader,
+        };
+        Ok((stage, readers))
+    }
+
+    /// Has each publication wake the strategy stage's thread (when it runs on another thread;
+    /// a strategy polled on this stage's own thread needs no wake-up).
+    pub(super) fn wake_strategy_with(&mut self, wakeup: Wakeup) {
+        self.strategy_wakeup = Some(wakeup);
+    }
+}
+
+/// Notes a publication of `count` events, before it is made, so that the strategy never takes
+/// an event whose publication it cannot find (a full mark ring drops the mark: the strategy then
+/// times those events against a later publication).
+fn mark_publication(
+    marks: &mut ring::Producer<PublishMark>,
+    published: &mut u64,
+    count: usize,
+    at_ns: u64,
+) {
+    if count > 0 {
+        *published += count as u64;
+        let _ = marks.try_push(PublishMark {
+            events: *published,
+            at_ns,
+        });
+    }
+}
+
+/// The decoder stage's side of a publication: marked before, the strategy woken after.
+struct Publication<'p> {
+    marks: &'p mut ring::Producer<PublishMark>,
+    published: &'p mut u64,
+    clock: Clock,
+    wakeup: Option<&'p Wakeup>,
+}
+
+impl Publisher for Publication<'_> {
+    #[inline]
+    fn before(&mut self, count: usize) {
+        mark_publication(self.marks, self.published, count, self.clock.now_ns());
+    }
+
+    #[inline]
+    fn after(&mut self) {
+        if let Some(wakeup) = self.wakeup {
+            wakeup.wake();
+        }
+    }
+}
+
+impl StagePoll for DecoderStage {
+    fn finish(&mut self) {
+        self.receive_to_decoded.flush();
+    }
+
+    fn poll(&mut self) -> bool {
+        let undecoded = &mut self.undecoded;
+        let feeds = &mut self.feeds;
+        let conn_venues = &self.conn_venues;
+        let traffic = &mut self.traffic;
+        let batch_recv_ns = &mut self.batch_recv_ns;
+        let events_per_frame = &mut self.events_per_frame;
+        let mut publication = Publication {
+            marks: &mut self.publish_marks,
+            published: &mut self.published,
+            clock: self.clock,
+            wakeup: self.strategy_wakeup.as_ref(),
+        };
+        let mut sink =
+            EventSink::with_publisher(&mut self.events, &mut self.events_lost, &mut publication)
+                .counting(&mut self.event_counts);
+        let mut drained = 0;
+        let mut now_ns = 0;
+        let mut caught_up = true;
+        // Up to `BATCHES_PER_POLL` batches while the frame ring has full ones and the event ring
+        // has room, each published at once: a network stage on the same thread can hand over
+        // far more than one batch per round at high rates, and one batch a round would let the
+        // frame ring overflow.
+        for round in 0..BATCHES_PER_POLL {
+            // No more frames than the event ring has room for at the rate the last batch made
+            // events, `EVENT_ROOM_PER_BATCH` kept spare: a WebSocket frame makes one event or a
+            // few dozen, a raw byte stream's chunk (Databento's 64 KiB of DBN) a thousand, and 64
+            // such chunks would overrun a ring that a strategy on the same thread cannot drain
+            // before this round ends. The first batch of a round takes at least one frame, so
+            // that a ring smaller than the spare room, or a frame that made more events than the
+            // ring holds, never stops decoding for good.
+            let room = sink.free_slots().saturating_sub(EVENT_ROOM_PER_BATCH);
+            let mut frames = (room / (*events_per_frame).max(1)).min(EVENT_BATCH);
+            if round == 0 {
+                frames = frames.max(1);
+            }
+            if frames == 0 {
+                caught_up = false;
+                break;
+            }
+            let mut decoded = 0;
+            let events_before = sink.total_written();
+            let batch = self.frames.drain(frames, |tag, frame| {
+                let (conn, _kind) = crate::net::engine::split_tag(tag);
+                let venue = conn_venues
+                    .get(conn as usize)
+                    .copied()
+                    .unwrap_or(VenueId::MAX);
+                let feed = feeds.get_mut(venue as usize);
+                match (feed, crate::net::engine::split_frame(frame)) {
+                    (Some(feed), Some((recv_ts_ns, payload))) => {
+                        feed.on_message(conn, recv_ts_ns, payload, &mut sink);
+                        if let Some((messages, bytes)) = traffic.get_mut(venue as usize) {
+                            messages.increment();
+                            bytes.add(payload.len() as u64);
+                        }
+                        if let Some(slot) = batch_recv_ns.get_mut(decoded) {
+                            *slot = recv_ts_ns;
+                            decoded += 1;
+                        }
+                        // A frame that makes `EventSink::PUBLISH_EVERY` events or more (a byte
+                        // stream's chunk) has the sink publish them as they come, rather than
+                        // after the other frames of the batch.
+                    }
+                    _ => undecoded.increment(),
+                }
+            });
+            drained += batch;
+            if batch > 0 {
+                let batch_events = sink.total_written() - events_before;
+                *events_per_frame = batch_events.div_ceil(batch).max(1);
+            }
+            now_ns = self.clock.now_ns();
+            // One clock read per batch: each frame's decode finished by now.
+            for &recv_ts_ns in &batch_recv_ns[..decoded] {
+                self.receive_to_decoded
+                    .record(now_ns.saturating_sub(recv_ts_ns));
+            }
+            caught_up = batch < frames;
+            if caught_up || sink.free_slots() < EVENT_ROOM_PER_BATCH {
+                break;
+            }
+            sink.publish();
+        }
+        // Replies to the control thread's requests go out at once: a connection waits on them.
+        let mut control = 0;
+        for feed in feeds.iter_mut() {
+            while let Some(reply) = feed.take_reply() {
+                control += 1;
+                // Sized for many requests per connection; a full ring means the control thread
+                // is wedged, and its ack timeout will recycle the connection.
+                let _ = self.replies.try_push(reply);
+            }
+        }
+        // Control work (snapshot replies, disconnects, requests) runs once the decoder has caught
+        // up with the frame ring, and during a backlog at least every `CONTROL_MAX_DEFER_NS`.
+        // Waiting for a round that finds the ring empty is not enough: a network stage that
+        // blocks until data arrives hands this stage a frame in nearly every round while the
+        // stream flows, and an empty ring then comes only with a pause in the stream, which an
+        // evenly paced stream may not make for seconds, while every book waiting for its
+        // snapshot buffers diffs (the demo's receive-to-strategy p99 reached seconds).
+        self.receive_to_decoded.flush_if_requested();
+        if caught_up || now_ns.saturating_sub(self.last_control_ns) >= CONTROL_MAX_DEFER_NS {
+            self.last_control_ns = now_ns;
+            while let Some(reply) = self.snapshot_replies.try_pop() {
+                control += 1;
+                if let Some(feed) = feeds.get_mut(reply.venue as usize) {
+                    feed.on_snapshot(*reply, now_ns, &mut sink);
+                }
+            }
+            while let Some(command) = self.commands.try_pop() {
+                control += 1;
+                match command {
+                    DecoderCommand::Disconnected {
+                        venue,
+                        conn,
+                        instruments,
+                    } => {
+                        if let Some(feed) = feeds.get_mut(venue as usize) {
+                            feed.on_disconnect(conn, instruments, now_ns, &mut sink);
+                        }
+                    }
+                    DecoderCommand::Status(event) => sink.push(event),
+                }
+            }
+            let requests = &mut self.snapshot_requests;
+            let malformed = &mut self.malformed;
+            for feed in feeds.iter_mut() {
+                feed.snapshot_requests(now_ns, &mut |request| {
+                    // The request ring holds far more than the instruments a venue has; a
+                    // full one means the control thread is wedged and the watchdog says so.
+                    let _ = requests.try_push(request);
+                });
+                if let Some(sample) = feed.take_malformed() {
+                    let _ = malformed.try_push(sample);
+                }
+            }
+        }
+        sink.publish();
+        drained > 0 || control > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RingsConfig;
+    use crate::net::engine::FrameKind;
+    use crate::pipeline::net_stage::{NetCommand, NetStatus};
+    use crate::pipeline::rings::{ControlEnds, Rings, StrategyEnds};
+    use crate::ring::FrameProducer;
+    use crate::venue::feed::DepthSnapshot;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A feed with one book that wants one snapshot; it counts the snapshots it is handed.
+    struct OneBook {
+        wants_snapshot: bool,
+        snapshots: Arc<AtomicUsize>,
+    }
+
+    impl Feed for OneBook {
+        fn on_message(
+            &mut self,
+            _conn: ConnId,
+            _recv_ts_ns: u64,
+            _payload: &[u8],
+            _sink: &mut EventSink<'_>,
+        ) {
+        }
+
+        fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
+            self.snapshots.fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn snapshot_requests(&mut self, _now_ns: u64, request: &mut dyn FnMut(SnapshotRequest)) {
+            if std::mem::take(&mut self.wants_snapshot) {
+                request(SnapshotRequest {
+                    venue: 0,
+                    instrument: 0,
+                });
+            }
+        }
+
+        fn on_disconnect(
+            &mut self,
+            _conn: ConnId,
+            _instruments: Range<InstrumentId>,
+            _now_ns: u64,
+            _sink: &mut EventSink<'_>,
+        ) {
+        }
+
+        fn take_malformed(&mut self) -> Option<MalformedSample> {
+            None
+        }
+
+        fn take_reply(&mut self) -> Option<VenueReply> {
+            None
+        }
+    }
+
+    /// The decoder stage with one `OneBook` feed on connection 0, and the other ends of its
+    /// rings: the frame producer, the request consumer and the reply producer among them.
+    struct Bench {
+        stage: DecoderStage,
+        frames: FrameProducer,
+        control: ControlEnds,
+        snapshots: Arc<AtomicUsize>,
+        _strategy: StrategyEnds,
+        _net: (ring::Consumer<NetCommand>, ring::Producer<NetStatus>),
+    }
+
+    impl Bench {
+        fn new() -> Bench {
+            let rings = Rings::new(&RingsConfig {
+                frame_ring_bytes: 1 << 20,
+                event_ring_slots: 1 << 16,
+            });
+            let snapshots = Arc::new(AtomicUsize::new(0));
+            let feed = OneBook {
+                wants_snapshot: true,
+                snapshots: snapshots.clone(),
+            };
+            let (stage, _readers) = DecoderStage::new(
+                Clock::monotonic(),
+                vec![Box::new(feed)],
+                vec![0],
+                rings.decoder,
+            )
+            .expect("the histogram's bounds are valid");
+            Bench {
+                stage,
+                frames: rings.net.frames,
+                control: rings.control,
+                snapshots,
+                _strategy: rings.strategy,
+                _net: (rings.net.commands, rings.net.statuses),
+            }
+        }
+
+        /// Writes `count` frames for connection 0, as the network stage does.
+        fn receive(&mut self, count: usize) {
+            let mut frame = [0u8; 10];
+            frame[8..].copy_from_slice(b"{}");
+            // Connection 0: its id bits are zero.
+            let tag = (FrameKind::Text as u32) << 24;
+            for _ in 0..count {
+                self.frames
+                    .try_push(tag, &frame)
+                    .expect("the frame ring has room");
+            }
+        }
+
+        fn reply(&mut self) {
+            let reply = SnapshotReply {
+                venue: 0,
+                instrument: 0,
+                result: Ok(DepthSnapshot::default()),
+                recv_ts_ns: 0,
+            };
+            assert!(self
+                .control
+                .snapshot_replies
+                .try_push(Box::new(reply))
+                .is_ok());
+        }
+    }
+
+    /// A network stage that blocks until data arrives hands the decoder a frame in every round
+    /// while the stream flows: the snapshot request and reply must still pass at once, not wait
+    /// for a round without frames (which an evenly paced stream may not give for seconds).
+    #[test]
+    fn snapshot_requests_and_replies_pass_while_every_round_has_a_frame() {
+        let mut bench = Bench::new();
+        bench.receive(1);
+        assert!(bench.stage.poll());
+        assert!(
+            bench.control.snapshot_requests.try_pop().is_some(),
+            "the request went out in the first round"
+        );
+        bench.reply();
+        bench.receive(1);
+        bench.stage.poll();
+        assert_eq!(
+            bench.snapshots.load(Ordering::Relaxed),
+            1,
+            "the reply reached the feed in the next round"
+        );
+    }
+
+    /// During a backlog (every round drains a whole batch) the control work waits at most
+    /// `CONTROL_MAX_DEFER_NS`.
+    #[test]
+    fn a_backlog_defers_control_work_for_a_bounded_time() {
+        let mut bench = Bench::new();
+        bench.receive(1);
+        bench.stage.poll();
+        assert!(bench.control.snapshot_requests.try_pop().is_some());
+        bench.reply();
+        bench.receive((BATCHES_PER_POLL + 4) * EVENT_BATCH);
+        bench.stage.last_control_ns = bench.stage.clock.now_ns();
+        bench.stage.poll();
+        assert_eq!(
+            bench.snapshots.load(Ordering::Relaxed),
+            0,
+            "a full batch right after control work defers the next"
+        );
+        std::thread::sleep(Duration::from_nanos(2 * CONTROL_MAX_DEFER_NS));
+        bench.stage.poll();
+        assert_eq!(
+            bench.snapshots.load(Ordering::Relaxed),
+            1,
+            "the reply passed once the deferral ran out, in the middle of the backlog"
+        );
+    }
+}

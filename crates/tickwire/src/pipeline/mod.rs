@@ -1,0 +1,557 @@
+//! The pipeline: the three hot stages, the rings between them, and the [`Runtime`] that wires
+//! them, starts the hot threads the config plans and is the control thread's handle on them.
+//!
+//! ```text
+//!              NetCommand                 DecoderCommand, SnapshotReply
+//!   control ─────────────┐              ┌──────────────────────┐
+//!      ▲                 ▼              ▼                      │
+//!      │  NetStatus  ┌─────────┐ frames ┌─────────┐ events ┌──────────┐
+//!      └─────────────│ network │───────▶│ decoder │───────▶│ strategy │──▶ Strategy::on_events
+//!      ▲             └─────────┘        └─────────┘ marks  └──────────┘    (&[Event], in place)
+//!      │  SnapshotRequest, VenueReply,       │
+//!      └─────── MalformedSample ─────────────┘
+//! ```
+//!
+//! | stage | file | built by | does |
+//! |---|---|---|---|
+//! | network | `net_stage.rs` | `NetStage::new` | sockets, TLS, WebSocket: frames into the frame ring; the control thread's stream commands |
+//! | decoder | `decoder_stage.rs` | `DecoderStage::new` | frames through each connection's venue `Feed` into the event ring; snapshot and reply relays |
+//! | strategy | `strategy_stage.rs` | `StrategyStage::new` | latency, quote board and market per event, read in place; the user's `Strategy` |
+//!
+//! `rings.rs` makes every ring, says which ends it connects and how many it holds (a table in
+//! its module doc), and hands each constructor its own ends.
+//!
+//! [`Runtime::start`] only wires: it builds the rings, then each stage, then starts the hot
+//! threads the plan describes ([`crate::thread::plan`]), last stage first, so that each
+//! producer holds its consumer's [`Wakeup`]. Each hot thread runs the stages the plan gave it, in
+//! pipeline order, in one poll loop: poll every stage, count a heartbeat, and wait as its wait
+//! strategy says when no stage had work. A stage's `start` runs on its own thread before the
+//! loop (the network stage builds its transport there, because io_uring's SINGLE_ISSUER binds
+//! the ring to the thread that made it).
+
+mod decoder_stage;
+mod net_stage;
+mod rings;
+mod strategy_stage;
+
+pub use decoder_stage::DecoderCommand;
+pub use net_stage::{NetCommand, NetStatus, NetStatusKind};
+
+use crate::clock::Clock;
+use crate::config::{LoadedConfig, PrivilegeErrorPolicy, Stage, ThreadsConfig};
+use crate::event::{Event, InstrumentId, VenueId};
+use crate::metrics::{self, CounterReader, LatencyCollector};
+use crate::net::engine::StreamSpec;
+use crate::net::ConnId;
+use crate::ring::{self, RingStats};
+use crate::strategy::board::QuoteBoard;
+use crate::strategy::stamps::Stamp;
+use crate::strategy::Strategy;
+use crate::thread::{self, HotThread, ThreadError, Wakeup};
+use crate::venue::feed::{Feed, MalformedSample, SnapshotReply, SnapshotRequest, VenueReply};
+use decoder_stage::DecoderStage;
+use net_stage::NetStage;
+use rings::Rings;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use strategy_stage::StrategyStage;
+
+/// Events the decoder writes before publishing them as one batch, and the most the strategy
+/// stage hands the strategy at once.
+const EVENT_BATCH: usize = 64;
+/// Batches a stage handles per poll round at most, while there are full ones.
+const BATCHES_PER_POLL: usize = 16;
+/// Highest latency the stage histograms track: 10 s (anything above is clamped and counted).
+const HIGHEST_LATENCY_NS: u64 = 10_000_000_000;
+
+/// One stage's state on its thread. `poll` does a bounded amount of work and says whether it
+/// found any.
+trait StagePoll: Send {
+    /// Called once on the stage's own thread before the first poll.
+    fn start(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    fn poll(&mut self) -> bool;
+    /// Called when the thread is about to stop.
+    fn finish(&mut self) {}
+}
+
+/// What a caller adds to the config to start an appliance.
+#[derive(Default)]
+pub struct RuntimeOptions {
+    /// By venue id (the venue's index in the config): the feed that decodes it.
+    pub feeds: Vec<Box<dyn Feed>>,
+    /// By connection slot: the venue id whose feed decodes the slot's frames (`VenueId::MAX`
+    /// for none).
+    pub conn_venues: Vec<VenueId>,
+    /// Instrument ids the quote board holds (ids at or above are not shown).
+    pub board_instruments: usize,
+    /// The simulator's send stamps, for send-to-strategy latency (the demo and benchmarks).
+    pub stamps: Option<ring::Consumer<Stamp>>,
+    /// User code called for every event on the strategy thread.
+    pub strategy: Option<Box<dyn Strategy>>,
+}
+
+/// What the control thread can read about a running appliance.
+pub struct Runtime {
+    stop: Arc<AtomicBool>,
+    threads: Vec<HotThread<()>>,
+    /// Per thread: its name and a counter of poll-loop rounds (the watchdog's heartbeat).
+    pub heartbeats: Vec<(String, CounterReader)>,
+    pub frames_undecoded: CounterReader,
+    pub events_received: CounterReader,
+    /// Gap events the strategy received.
+    pub gaps: CounterReader,
+    pub wire_to_strategy: LatencyCollector,
+    /// Receive to decoded (the decoder stage's batch done), per message.
+    pub receive_to_decoded: LatencyCollector,
+    /// Decoded (the decoder published the event) to the strategy taking it, per event.
+    pub decoded_to_strategy: LatencyCollector,
+    /// Per venue: messages and bytes its feed was handed.
+    pub venue_traffic: Vec<(CounterReader, CounterReader)>,
+    /// Per venue: the events written for the strategy, by kind.
+    pub venue_events: Vec<crate::venue::feed::VenueEvents>,
+    /// Simulator send to strategy, per quote, when stamps were wired in.
+    pub send_to_strategy: Option<LatencyCollector>,
+    /// Quotes that found no send stamp.
+    pub unstamped: Option<CounterReader>,
+    /// The latest quote per instrument.
+    pub board: Arc<QuoteBoard>,
+    /// Refusals of the net-to-decoder frame ring (the decoder fell behind).
+    pub frame_ring: RingStats,
+    /// Refusals of the decoder-to-strategy event ring (the strategy fell behind).
+    pub event_ring: RingStats,
+    /// The network backend in use and why, for the log.
+    pub net_backend: String,
+    /// Per slot: the network thread's last-read times (`Runtime::last_read_ns`).
+    last_read: Arc<[AtomicU64]>,
+    commands: ring::Producer<NetCommand>,
+    statuses: ring::Consumer<NetStatus>,
+    net_wakeup: Option<Wakeup>,
+    decoder_wakeup: Option<Wakeup>,
+    snapshot_requests: ring::Consumer<SnapshotRequest>,
+    snapshot_replies: ring::Producer<Box<SnapshotReply>>,
+    malformed: ring::Consumer<MalformedSample>,
+    decoder_commands: ring::Producer<DecoderCommand>,
+    replies: ring::Consumer<VenueReply>,
+    /// Per hot thread: whether its last poll round found no work (for draining at shutdown).
+    idle: Vec<Arc<AtomicBool>>,
+}
+
+impl Runtime {
+    /// Wires the rings and starts the hot threads the config plans, last stage first so each
+    /// producer knows how to wake its consumer.
+    pub fn start(
+        config: &LoadedConfig,
+        clock: Clock,
+        options: RuntimeOptions,
+    ) -> Result<Runtime, RuntimeError> {
+        let appliance = &config.appliance;
+        let rings = Rings::new(&appliance.rings);
+        let (net, net_readers) = NetStage::new(&appliance.net, clock, rings.net);
+        let (decoder, decoder_readers) =
+            DecoderStage::new(clock, options.feeds, options.conn_venues, rings.decoder)?;
+        let (strategy, strategy_readers) = StrategyStage::new(
+            clock,
+            options.board_instruments,
+            options.stamps,
+            options.strategy,
+            rings.strategy,
+        )?;
+        let hot = HotThreads::start(
+            &appliance.threads,
+            appliance.process.on_privilege_error,
+            net,
+            decoder,
+            strategy,
+        )?;
+        // Written by the network stage's `start`, which has run: `HotThreads::start` waits for
+        // every thread's stages to start.
+        let net_backend = net_readers
+            .backend
+            .lock()
+            .map(|line| line.clone())
+            .unwrap_or_default();
+        let control = rings.control;
+        Ok(Runtime {
+            stop: hot.stop,
+            threads: hot.threads,
+            heartbeats: hot.heartbeats,
+            frames_undecoded: decoder_readers.frames_undecoded,
+            events_received: strategy_readers.events_received,
+            gaps: strategy_readers.gaps,
+            wire_to_strategy: strategy_readers.wire_to_strategy,
+            receive_to_decoded: decoder_readers.receive_to_decoded,
+            decoded_to_strategy: strategy_readers.decoded_to_strategy,
+            venue_traffic: decoder_readers.venue_traffic,
+            venue_events: decoder_readers.venue_events,
+            send_to_strategy: strategy_readers.send_to_strategy,
+            unstamped: strategy_readers.unstamped,
+            board: strategy_readers.board,
+            frame_ring: control.frame_ring,
+            event_ring: control.event_ring,
+            net_backend,
+            last_read: net_readers.last_read,
+            commands: control.net_commands,
+            statuses: control.net_statuses,
+            net_wakeup: hot.net_wakeup,
+            decoder_wakeup: hot.decoder_wakeup,
+            snapshot_requests: control.snapshot_requests,
+            snapshot_replies: control.snapshot_replies,
+            malformed: control.malformed,
+            decoder_commands: control.decoder_commands,
+            replies: control.replies,
+            idle: hot.idle,
+        })
+    }
+
+    /// Snapshot requests the feeds made since the last call.
+    pub fn take_snapshot_requests(&mut self) -> Vec<SnapshotRequest> {
+        let mut out = Vec::new();
+        while let Some(request) = self.snapshot_requests.try_pop() {
+            out.push(request);
+        }
+        out
+    }
+
+    /// Hands a snapshot (or its failure) to the decoder thread.
+    pub fn deliver_snapshot(&mut self, reply: SnapshotReply) -> Result<(), RuntimeError> {
+        self.snapshot_replies
+            .try_push(Box::new(reply))
+            .map_err(|_| RuntimeError::CommandRingFull)?;
+        self.wake_decoder();
+        Ok(())
+    }
+
+    /// Tells the decoder thread that the connection carrying `instruments` of `venue` dropped,
+    /// so its feed emits gaps.
+    pub fn notify_disconnect(
+        &mut self,
+        venue: VenueId,
+        conn: ConnId,
+        instruments: Range<InstrumentId>,
+    ) -> Result<(), RuntimeError> {
+        self.decoder_command(DecoderCommand::Disconnected {
+            venue,
+            conn,
+            instruments,
+        })
+    }
+
+    /// Hands a status event to the decoder thread, which writes it in order with the market
+    /// events.
+    pub fn send_status(&mut self, event: Event) -> Result<(), RuntimeError> {
+        self.decoder_command(DecoderCommand::Status(event))
+    }
+
+    fn decoder_command(&mut self, command: DecoderCommand) -> Result<(), RuntimeError> {
+        self.decoder_commands
+            .try_push(command)
+            .map_err(|_| RuntimeError::CommandRingFull)?;
+        self.wake_decoder();
+        Ok(())
+    }
+
+    /// Replies to the control thread's requests that the feeds relayed.
+    pub fn take_replies(&mut self) -> Vec<VenueReply> {
+        let mut out = Vec::new();
+        while let Some(reply) = self.replies.try_pop() {
+            out.push(reply);
+        }
+        out
+    }
+
+    /// Malformed messages the feeds kept for logging (at most one per feed per second).
+    pub fn take_malformed(&mut self) -> Vec<MalformedSample> {
+        let mut out = Vec::new();
+        while let Some(sample) = self.malformed.try_pop() {
+            out.push(sample);
+        }
+        out
+    }
+
+    fn wake_decoder(&self) {
+        if let Some(wakeup) = &self.decoder_wakeup {
+            wakeup.wake();
+        }
+    }
+
+    /// Hands a prepared stream to the network thread (prepare it with `venue::subscribe_spec`
+    /// on this, the control thread). `conn` must be below `net.max_connections`.
+    pub fn open_stream(
+        &mut self,
+        conn: ConnId,
+        generation: u32,
+        spec: StreamSpec,
+    ) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Open {
+            conn,
+            generation,
+            spec: Box::new(spec),
+        })
+    }
+
+    /// Starts the WebSocket closing handshake on `conn`.
+    pub fn close_stream(&mut self, conn: ConnId) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Close { conn })
+    }
+
+    /// Drops `conn`'s socket at once.
+    pub fn abort_stream(&mut self, conn: ConnId) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Abort { conn })
+    }
+
+    /// Sends a text message on `conn`.
+    pub fn send_text(&mut self, conn: ConnId, text: String) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Send { conn, text })
+    }
+
+    /// Sends a WebSocket ping on `conn` (RFC 6455 section 5.5.2, its payload the send time),
+    /// for a venue whose heartbeat is the client's ping. A slot without an open WebSocket stream
+    /// ignores it, so a ping racing a close fails nothing. The server's pong is never delivered
+    /// as a message; it shows only as a read in [`Runtime::last_read_ns`].
+    pub fn ping(&mut self, conn: ConnId) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::Ping { conn })
+    }
+
+    /// When `conn` last read anything (data, pongs, TLS records): the receive timestamp of the
+    /// network thread's latest completion on the slot, in ns since the epoch on the clock of
+    /// frames' receive times; the time its stream was opened until it reads anything; 0 for a
+    /// slot never opened or out of range. A lock-free load of a word the network thread stores.
+    /// Meaningful once the slot's `Open` status arrived: before the network thread takes an
+    /// `Open` command, the slot still shows its previous stream.
+    pub fn last_read_ns(&self, conn: ConnId) -> u64 {
+        self.last_read
+            .get(conn as usize)
+            .map_or(0, |slot| slot.load(Ordering::Relaxed))
+    }
+
+    fn net_command(&mut self, command: NetCommand) -> Result<(), RuntimeError> {
+        self.commands
+            .try_push(command)
+            .map_err(|_| RuntimeError::CommandRingFull)?;
+        if let Some(wakeup) = &self.net_wakeup {
+            wakeup.wake();
+        }
+        Ok(())
+    }
+
+    /// Waits until every hot thread has found no work twice in a row (the rings are drained),
+    /// or `timeout` passes; returns whether they went idle.
+    pub fn drain(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut quiet_rounds = 0;
+        while std::time::Instant::now() < deadline {
+            for thread in &self.threads {
+                thread.wakeup.wake();
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            if self.idle.iter().all(|idle| idle.load(Ordering::Relaxed)) {
+                quiet_rounds += 1;
+                if quiet_rounds == 2 {
+                    return true;
+                }
+            } else {
+                quiet_rounds = 0;
+            }
+        }
+        false
+    }
+
+    /// Stream state changes the network thread reported since the last call.
+    pub fn take_statuses(&mut self) -> Vec<NetStatus> {
+        let mut out = Vec::new();
+        while let Some(status) = self.statuses.try_pop() {
+            out.push(status);
+        }
+        out
+    }
+
+    /// Whether every hot thread is still running.
+    pub fn all_running(&self) -> bool {
+        self.threads.iter().all(|thread| !thread.is_finished())
+    }
+
+    /// Asks every hot thread to stop and waits for them. Returns the names of threads that
+    /// panicked.
+    pub fn shutdown(self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut panicked = Vec::new();
+        for thread in self.threads {
+            thread.wakeup.wake();
+            let name = thread.name.clone();
+            if thread.join().is_err() {
+                panicked.push(name);
+            }
+        }
+        panicked
+    }
+}
+
+/// The running hot threads and what the control thread keeps of them.
+struct HotThreads {
+    stop: Arc<AtomicBool>,
+    threads: Vec<HotThread<()>>,
+    /// Per thread, in plan order: its name and its heartbeat.
+    heartbeats: Vec<(String, CounterReader)>,
+    /// The thread whose first stage is the network stage, woken by a command.
+    net_wakeup: Option<Wakeup>,
+    /// The thread that runs the decoder stage, woken by a command or a snapshot.
+    decoder_wakeup: Option<Wakeup>,
+    idle: Vec<Arc<AtomicBool>>,
+}
+
+impl HotThreads {
+    /// Starts the threads `config` plans, each running its stages in one poll loop, from the
+    /// last stage backwards; returns once every thread's stages have started, or stops those
+    /// already running and returns why one could not.
+    fn start(
+        config: &ThreadsConfig,
+        on_privilege_error: PrivilegeErrorPolicy,
+        net: NetStage,
+        decoder: DecoderStage,
+        strategy: StrategyStage,
+    ) -> Result<HotThreads, RuntimeError> {
+        let mut net = Some(net);
+        let mut decoder = Some(decoder);
+        let mut strategy = Some(strategy);
+        let plans = thread::plan(config, on_privilege_error);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        let mut heartbeats = Vec::new();
+        let mut net_wakeup = None;
+        let mut decoder_wakeup = None;
+        let mut idle = Vec::new();
+        // Start the plan's threads from the last stage backwards.
+        for plan in plans.iter().rev() {
+            let mut stages: Vec<Box<dyn StagePoll>> = Vec::new();
+            for stage in &plan.stages {
+                match stage {
+                    Stage::Net => {
+                        if let Some(net) = net.take() {
+                            stages.push(Box::new(net));
+                        }
+                    }
+                    Stage::Decoder => {
+                        if let Some(decoder) = decoder.take() {
+                            stages.push(Box::new(decoder));
+                        }
+                    }
+                    Stage::Strategy => {
+                        if let Some(strategy) = strategy.take() {
+                            stages.push(Box::new(strategy));
+                        }
+                    }
+                }
+            }
+            let (mut heartbeat, heartbeat_reader) = metrics::counter();
+            heartbeats.push((plan.spec.name.clone(), heartbeat_reader));
+            let thread_stop = stop.clone();
+            let thread_idle = Arc::new(AtomicBool::new(false));
+            idle.push(thread_idle.clone());
+            let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), String>>(1);
+            let hot = thread::spawn(&plan.spec, move |waiter| {
+                for stage in stages.iter_mut() {
+                    if let Err(error) = stage.start() {
+                        let _ = ready_tx.send(Err(error));
+                        return;
+                    }
+                }
+                let _ = ready_tx.send(Ok(()));
+                while !thread_stop.load(Ordering::Relaxed) {
+                    let mut worked = false;
+                    for stage in stages.iter_mut() {
+                        worked |= stage.poll();
+                    }
+                    heartbeat.increment();
+                    thread_idle.store(!worked, Ordering::Relaxed);
+                    if worked {
+                        waiter.reset();
+                    } else {
+                        waiter.idle(|| thread_stop.load(Ordering::Relaxed));
+                    }
+                }
+                for stage in stages.iter_mut() {
+                    stage.finish();
+                }
+            });
+            let hot = match hot {
+                Ok(hot) => hot,
+                Err(error) => {
+                    stop_all(&stop, threads);
+                    return Err(error.into());
+                }
+            };
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    let _ = hot.join();
+                    stop_all(&stop, threads);
+                    return Err(RuntimeError::Stage {
+                        thread: plan.spec.name.clone(),
+                        error,
+                    });
+                }
+                Err(_) => {
+                    stop_all(&stop, threads);
+                    return Err(RuntimeError::Stage {
+                        thread: plan.spec.name.clone(),
+                        error: "the thread ended during start-up".to_owned(),
+                    });
+                }
+            }
+            if plan.stages.first() == Some(&Stage::Net) {
+                net_wakeup = Some(hot.wakeup.clone());
+            }
+            if plan.stages.contains(&Stage::Decoder) {
+                decoder_wakeup = Some(hot.wakeup.clone());
+            }
+            tracing::info!(
+                thread = %hot.name,
+                stages = ?plan.stages,
+                core = ?hot.pinned_core,
+                realtime = hot.realtime,
+                wait = ?plan.spec.wait,
+                "hot thread started"
+            );
+            // The stage feeding this thread's first stage wakes it.
+            if plan.stages.first() == Some(&Stage::Strategy) {
+                if let Some(decoder) = decoder.as_mut() {
+                    decoder.wake_strategy_with(hot.wakeup.clone());
+                }
+            }
+            threads.push(hot);
+        }
+        heartbeats.reverse();
+        Ok(HotThreads {
+            stop,
+            threads,
+            heartbeats,
+            net_wakeup,
+            decoder_wakeup,
+            idle,
+        })
+    }
+}
+
+fn stop_all(stop: &AtomicBool, threads: Vec<HotThread<()>>) {
+    stop.store(true, Ordering::Relaxed);
+    for thread in threads {
+        thread.wakeup.wake();
+        let _ = thread.join();
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Thread(#[from] ThreadError),
+    #[error(transparent)]
+    Histogram(#[from] metrics::HistogramError),
+    #[error("thread `{thread}` could not start its stages: {error}")]
+    Stage { thread: String, error: String },
+    #[error("a ring from the control thread to a hot thread is full")]
+    CommandRingFull,
+}
