@@ -81,6 +81,7 @@ fn looks_like_path(span: &str) -> bool {
         && !span.contains("::")
         && !span.contains("..")
         && !span.starts_with('-')
+        && !span.starts_with('/')
         && !span.contains("://");
     plain && (span.contains('/') || EXTENSIONS.iter().any(|ext| span.ends_with(ext)))
 }
@@ -99,15 +100,14 @@ fn architecture_md_names_every_module_and_only_paths_that_exist() {
         let first = spans.first().copied().unwrap_or_default();
         if line.starts_with('#') {
             folder.clear();
-            if sources.iter().any(|source| source == first) {
-                crate_source = Some(first.to_owned());
-            }
+            crate_source = sources.iter().find(|source| *source == first).cloned();
         } else if line.starts_with("- ") || line.starts_with("* ") {
-            folder = if first.ends_with('/') && looks_like_path(first) {
-                first.to_owned()
-            } else {
-                String::new()
-            };
+            // A bullet's context is the first folder it names (`thalex.rs` and `thalex/`).
+            folder = spans
+                .iter()
+                .find(|span| span.ends_with('/') && looks_like_path(span))
+                .map(|span| span.to_string())
+                .unwrap_or_default();
         } else if line.trim().is_empty() {
             folder.clear();
         }
@@ -115,29 +115,23 @@ fn architecture_md_names_every_module_and_only_paths_that_exist() {
             if !looks_like_path(span) {
                 continue;
             }
+            // The crate being described first, then every crate, then the repository root; in
+            // each, within the bullet's folder first.
+            let mut bases: Vec<&String> = crate_source.iter().collect();
+            bases.extend(sources.iter());
             let mut found = false;
-            if let Some(source) = &crate_source {
-                let relative = if span.contains('/') {
-                    span.to_owned()
-                } else {
-                    format!("{folder}{span}")
-                };
-                if repo().join(source).join(&relative).exists() {
-                    named.insert((source.clone(), relative));
-                    found = true;
-                }
-            }
-            if span.contains('/') {
-                for source in &sources {
-                    if repo().join(source).join(span).exists() {
-                        named.insert((source.clone(), span.to_owned()));
+            for base in bases {
+                for relative in [format!("{folder}{span}"), span.to_owned()] {
+                    if repo().join(base).join(&relative).exists() {
+                        named.insert((base.clone(), relative));
                         found = true;
                     }
                 }
-                found |= repo().join(span).exists();
+                if found {
+                    break;
+                }
             }
-            // A bare file name outside a crate's folder bullet names a file at the root.
-            found |= !span.contains('/') && repo().join(span).exists();
+            found = found || repo().join(&folder).join(span).exists() || repo().join(span).exists();
             if !found {
                 missing_paths.push(format!("line {}: `{span}`", number + 1));
             }

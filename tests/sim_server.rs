@@ -10,8 +10,8 @@
 //! Run: `cargo test --test sim_server`.
 
 use crate::support::common;
+use crate::support::ws_client::{self, TlsStream, WsEvent as Ev, WsTestClient};
 
-use rustls::{ClientConnection, StreamOwned};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -24,7 +24,6 @@ use tickwire::net::engine::{
 use tickwire::net::{BackendChoice, Transport, TransportConfig, WaitMode};
 use tickwire::ring::{frame_ring, FrameConsumer};
 use tickwire::tls::{server_name, TlsSettings};
-use tickwire::ws;
 use tickwire_sim::source::{SimMessage, Source, VecSource};
 use tickwire_sim::{Faults, Pace, Sim, SimHandle, SimOptions};
 
@@ -221,152 +220,24 @@ impl EngineClient {
 // ---------------------------------------------------------------------------------------------
 // A blocking client: tickwire's sans-IO WebSocket client over a rustls stream
 
-#[derive(Debug, PartialEq)]
-enum Ev {
-    Text(String),
-    Ping(Vec<u8>),
-    Pong(Vec<u8>),
-    Close(Option<u16>, String),
-    Eof,
-    Timeout,
+/// The blocking client of these tests, on `sim`'s port; `auto_pong: false` ignores pings.
+fn connect(sim: &SimHandle, path: &str, auto_pong: bool) -> WsTestClient {
+    let mut client =
+        WsTestClient::connect(sim.addr(), sim.host(), sim.ca_pem_path(), path, DEADLINE);
+    client.auto_pong = auto_pong;
+    client
 }
 
-struct BlockingClient {
-    tls: StreamOwned<ClientConnection, TcpStream>,
-    ws: ws::Client,
-    received: Vec<u8>,
-    auto_pong: bool,
+fn tls_stream(sim: &SimHandle) -> TlsStream {
+    ws_client::tls_stream(sim.addr(), sim.host(), sim.ca_pem_path())
 }
 
-fn tls_stream(sim: &SimHandle) -> StreamOwned<ClientConnection, TcpStream> {
-    let config = TlsSettings::new()
-        .extra_ca_file(sim.ca_pem_path())
-        .build()
-        .unwrap();
-    let session = ClientConnection::new(config, server_name(sim.host(), None).unwrap()).unwrap();
-    StreamOwned::new(session, TcpStream::connect(sim.addr()).unwrap())
-}
-
-impl BlockingClient {
-    fn connect(sim: &SimHandle, path: &str, auto_pong: bool) -> BlockingClient {
-        let mut tls = tls_stream(sim);
-        let mut handshake = ws::Handshake::new().unwrap();
-        let request = handshake
-            .request(&ws::Request {
-                host: sim.host(),
-                port: sim.addr().port(),
-                secure: true,
-                path,
-                headers: &[],
-            })
-            .unwrap();
-        tls.write_all(&request).unwrap();
-        tls.sock.set_read_timeout(Some(DEADLINE)).unwrap();
-        let mut received = Vec::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            let read = tls.read(&mut chunk).unwrap();
-            assert!(read > 0, "EOF during the upgrade");
-            received.extend_from_slice(&chunk[..read]);
-            if let ws::HandshakeStatus::Done { consumed } =
-                handshake.parse_response(&received).unwrap()
-            {
-                received.drain(..consumed);
-                break;
-            }
-        }
-        BlockingClient {
-            tls,
-            ws: ws::Client::new(ws::Config::default()).unwrap(),
-            received,
-            auto_pong,
-        }
-    }
-
-    fn send_text(&mut self, text: &str) {
-        self.ws
-            .send(ws::MessageKind::Text, text.as_bytes())
-            .unwrap();
-        self.flush();
-    }
-
-    fn flush(&mut self) {
-        let output = self.ws.output().to_vec();
-        self.ws.consume_output(output.len());
-        if !output.is_empty() {
-            let _ = self.tls.write_all(&output);
-        }
-    }
-
-    /// The next message or control frame, `Eof` when the server closed TCP, `Timeout` after
-    /// `timeout` without either.
-    fn next(&mut self, timeout: Duration) -> Ev {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let (consumed, event) = {
-                let read = self.ws.read(&self.received).expect("valid server frames");
-                let event = match read.event {
-                    ws::Event::Message { payload, .. } => {
-                        Some(Ev::Text(String::from_utf8(payload.to_vec()).unwrap()))
-                    }
-                    ws::Event::Ping { payload } => Some(Ev::Ping(payload.to_vec())),
-                    ws::Event::Pong { payload } => Some(Ev::Pong(payload.to_vec())),
-                    ws::Event::Close { code, reason } => Some(Ev::Close(code, reason.to_owned())),
-                    _ => None,
-                };
-                (read.consumed, event)
-            };
-            self.received.drain(..consumed);
-            if self.auto_pong || matches!(event, Some(Ev::Close(..))) {
-                self.flush();
-            } else {
-                // A client that ignores pings: its queued pongs are never sent.
-                let pending = self.ws.output().len();
-                self.ws.consume_output(pending);
-            }
-            if let Some(event) = event {
-                return event;
-            }
-            if consumed > 0 {
-                continue;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ev::Timeout;
-            }
-            self.tls
-                .sock
-                .set_read_timeout(Some(deadline - now))
-                .unwrap();
-            let mut chunk = [0u8; 16 * 1024];
-            match self.tls.read(&mut chunk) {
-                Ok(0) => return Ev::Eof,
-                Ok(read) => self.received.extend_from_slice(&chunk[..read]),
-                Err(error)
-                    if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
-                {
-                    return Ev::Timeout
-                }
-                Err(error)
-                    if matches!(
-                        error.kind(),
-                        ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
-                    ) =>
-                {
-                    return Ev::Eof
-                }
-                Err(error) => panic!("read failed: {error}"),
-            }
-        }
-    }
-
-    /// The next event that is not a ping.
-    fn next_non_ping(&mut self) -> Ev {
-        loop {
-            match self.next(DEADLINE) {
-                Ev::Ping(_) => {}
-                other => return other,
-            }
+/// The next event that is not a ping.
+fn next_non_ping(client: &mut WsTestClient) -> Ev {
+    loop {
+        match client.next(DEADLINE) {
+            Ev::Ping(_) => {}
+            other => return other,
         }
     }
 }
@@ -531,51 +402,51 @@ fn subscribe_unsubscribe_list_and_properties_answer_as_the_venue() {
     let running = start(messages.clone(), |options| {
         options.max_incoming_per_sec = 100
     });
-    let mut client = BlockingClient::connect(&running.sim, "/ws", true);
+    let mut client = connect(&running.sim, "/ws", true);
     client.send_text(r#"{"method":"LIST_SUBSCRIPTIONS","id":1}"#);
     assert_eq!(
-        client.next_non_ping(),
+        next_non_ping(&mut client),
         Ev::Text(r#"{"result":[],"id":1}"#.into())
     );
     client.send_text(r#"{"method":"GET_PROPERTY","params":["combined"],"id":2}"#);
     assert_eq!(
-        client.next_non_ping(),
+        next_non_ping(&mut client),
         Ev::Text(r#"{"result":false,"id":2}"#.into())
     );
     client.send_text(r#"{"method":"SET_PROPERTY","params":["combined",true],"id":3}"#);
     assert_eq!(
-        client.next_non_ping(),
+        next_non_ping(&mut client),
         Ev::Text(r#"{"result":null,"id":3}"#.into())
     );
     client.send_text(&format!(
         r#"{{"method":"SUBSCRIBE","params":["{TICKER}"],"id":4}}"#
     ));
     assert_eq!(
-        client.next_non_ping(),
+        next_non_ping(&mut client),
         Ev::Text(r#"{"result":null,"id":4}"#.into())
     );
     // combined is now on: the wrapped messages follow.
     for expected in combined_bytes(&messages) {
         assert_eq!(
-            client.next_non_ping(),
+            next_non_ping(&mut client),
             Ev::Text(String::from_utf8(expected).unwrap())
         );
     }
     client.send_text(r#"{"method":"LIST_SUBSCRIPTIONS","id":5}"#);
     assert_eq!(
-        client.next_non_ping(),
+        next_non_ping(&mut client),
         Ev::Text(format!(r#"{{"result":["{TICKER}"],"id":5}}"#))
     );
     client.send_text(&format!(
         r#"{{"method":"UNSUBSCRIBE","params":["{TICKER}"],"id":6}}"#
     ));
     assert_eq!(
-        client.next_non_ping(),
+        next_non_ping(&mut client),
         Ev::Text(r#"{"result":null,"id":6}"#.into())
     );
     client.send_text(r#"{"method":"LIST_SUBSCRIPTIONS","id":7}"#);
     assert_eq!(
-        client.next_non_ping(),
+        next_non_ping(&mut client),
         Ev::Text(r#"{"result":[],"id":7}"#.into())
     );
 }
@@ -583,10 +454,10 @@ fn subscribe_unsubscribe_list_and_properties_answer_as_the_venue() {
 #[test]
 fn invalid_requests_get_the_venue_error_shape() {
     let running = start(vec![], |options| options.max_incoming_per_sec = 100);
-    let mut client = BlockingClient::connect(&running.sim, "/ws", true);
+    let mut client = connect(&running.sim, "/ws", true);
     let mut ask = |text: &str| -> serde_json::Value {
         client.send_text(text);
-        match client.next_non_ping() {
+        match next_non_ping(&mut client) {
             Ev::Text(reply) => serde_json::from_str(&reply).unwrap(),
             other => panic!("{other:?}"),
         }
@@ -625,21 +496,21 @@ fn invalid_requests_get_the_venue_error_shape() {
 #[test]
 fn more_than_the_incoming_message_limit_per_second_disconnects() {
     let running = start(vec![], |_| {});
-    let mut client = BlockingClient::connect(&running.sim, "/ws", true);
+    let mut client = connect(&running.sim, "/ws", true);
     for id in 0..11 {
         client.send_text(&format!(r#"{{"method":"LIST_SUBSCRIPTIONS","id":{id}}}"#));
     }
     for id in 0..10 {
         assert_eq!(
-            client.next_non_ping(),
+            next_non_ping(&mut client),
             Ev::Text(format!(r#"{{"result":[],"id":{id}}}"#))
         );
     }
-    match client.next_non_ping() {
+    match next_non_ping(&mut client) {
         Ev::Close(Some(1008), reason) => assert!(reason.contains("more than 10"), "{reason}"),
         other => panic!("expected a 1008 close, got {other:?}"),
     }
-    assert_eq!(client.next_non_ping(), Ev::Eof);
+    assert_eq!(next_non_ping(&mut client), Ev::Eof);
     wait_for("the connection's end", || {
         !running.sim.stats().connections[0].open
     });
@@ -654,19 +525,19 @@ fn more_than_the_incoming_message_limit_per_second_disconnects() {
 #[test]
 fn more_streams_than_the_limit_disconnects() {
     let running = start(vec![], |options| options.max_streams_per_connection = 2);
-    let mut client = BlockingClient::connect(&running.sim, "/stream?streams=a@x/b@x", true);
+    let mut client = connect(&running.sim, "/stream?streams=a@x/b@x", true);
     client.send_text(r#"{"method":"SUBSCRIBE","params":["c@x"],"id":1}"#);
     assert_eq!(
-        client.next_non_ping(),
+        next_non_ping(&mut client),
         Ev::Text(r#"{"result":null,"id":1}"#.into())
     );
-    match client.next_non_ping() {
+    match next_non_ping(&mut client) {
         Ev::Close(Some(1008), reason) => assert!(reason.contains("too many streams"), "{reason}"),
         other => panic!("expected a 1008 close, got {other:?}"),
     }
     // At the handshake too.
-    let mut client = BlockingClient::connect(&running.sim, "/stream?streams=a@x/b@x/c@x", true);
-    match client.next_non_ping() {
+    let mut client = connect(&running.sim, "/stream?streams=a@x/b@x/c@x", true);
+    match next_non_ping(&mut client) {
         Ev::Close(Some(1008), reason) => assert!(reason.contains("3 subscribed"), "{reason}"),
         other => panic!("expected a 1008 close, got {other:?}"),
     }
@@ -683,16 +554,16 @@ fn pings_are_sent_and_a_client_without_pongs_is_disconnected() {
         options.pong_timeout = Duration::from_millis(300);
     });
     // A client that never answers: pings, then a 1008 close, then TCP ends.
-    let mut silent = BlockingClient::connect(&running.sim, "/ws", false);
+    let mut silent = connect(&running.sim, "/ws", false);
     assert_eq!(silent.next(DEADLINE), Ev::Ping(b"tickwire-sim".to_vec()));
-    match silent.next_non_ping() {
+    match next_non_ping(&mut silent) {
         Ev::Close(Some(1008), reason) => assert!(reason.contains("pong timeout"), "{reason}"),
         other => panic!("expected a 1008 close, got {other:?}"),
     }
-    assert_eq!(silent.next_non_ping(), Ev::Eof);
+    assert_eq!(next_non_ping(&mut silent), Ev::Eof);
     // A client that answers every ping: six pings (600 ms past the first, twice the pong
     // timeout), and no close among them.
-    let mut answering = BlockingClient::connect(&running.sim, "/ws", true);
+    let mut answering = connect(&running.sim, "/ws", true);
     for _ in 0..6 {
         assert_eq!(answering.next(DEADLINE), Ev::Ping(b"tickwire-sim".to_vec()));
     }
@@ -711,14 +582,20 @@ fn pings_are_sent_and_a_client_without_pongs_is_disconnected() {
 #[test]
 fn a_client_ping_is_answered_and_a_client_close_echoed() {
     let running = start(vec![], |_| {});
-    let mut client = BlockingClient::connect(&running.sim, "/ws", true);
+    let mut client = connect(&running.sim, "/ws", true);
     client.ws.send_ping(b"are you there").unwrap();
     client.flush();
-    assert_eq!(client.next_non_ping(), Ev::Pong(b"are you there".to_vec()));
+    assert_eq!(
+        next_non_ping(&mut client),
+        Ev::Pong(b"are you there".to_vec())
+    );
     client.ws.close(4321, "done").unwrap();
     client.flush();
-    assert_eq!(client.next_non_ping(), Ev::Close(Some(4321), String::new()));
-    assert_eq!(client.next_non_ping(), Ev::Eof);
+    assert_eq!(
+        next_non_ping(&mut client),
+        Ev::Close(Some(4321), String::new())
+    );
+    assert_eq!(next_non_ping(&mut client), Ev::Eof);
     wait_for("the client close code", || {
         running.sim.stats().connections[0].client_close_code == Some(4321)
     });
@@ -1167,7 +1044,7 @@ fn a_client_that_stops_reading_is_dropped_and_the_others_keep_receiving() {
         options.write_timeout = Duration::from_millis(200);
     });
     let gate = gate_sender;
-    let _stuck = BlockingClient::connect(&running.sim, &format!("/ws/{TICKER}"), true);
+    let _stuck = connect(&running.sim, &format!("/ws/{TICKER}"), true);
     let mut reader = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
     reader.run_until("open", |c| c.opened);
     gate.send(()).unwrap();
@@ -1195,7 +1072,7 @@ fn stop_closes_every_connection_and_returns() {
     wait_for("the held connection", || {
         running.sim.stats().connections_accepted == 1
     });
-    let mut open = BlockingClient::connect(&running.sim, "/ws", true);
+    let mut open = connect(&running.sim, "/ws", true);
     running.sim.stop();
     assert_eq!(open.next(DEADLINE), Ev::Eof);
     held.set_read_timeout(Some(DEADLINE)).unwrap();

@@ -10,15 +10,11 @@
 //!
 //! Run: `cargo test --test sim_thalex`.
 
-use rustls::{ClientConnection, StreamOwned};
+use crate::support::ws_client::{self, WsEvent, WsTestClient};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tickwire::tls::{server_name, TlsSettings};
 use tickwire::venue::thalex::auth;
-use tickwire::ws;
 use tickwire_sim::thalex::{self, ThalexFaults, ThalexHandle, ThalexOptions};
 
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -76,76 +72,37 @@ enum Ev {
     Timeout,
 }
 
+/// A Thalex client: the shared blocking WebSocket client, JSON-RPC ids, and JSON messages.
 struct Client {
-    tls: StreamOwned<ClientConnection, TcpStream>,
-    ws: ws::Client,
-    received: Vec<u8>,
+    ws: WsTestClient,
     next_id: u64,
     /// The text of the last message read, for what `Value` loses: key order and number text.
     last_text: String,
 }
 
-fn tls_stream(sim: &ThalexHandle) -> StreamOwned<ClientConnection, TcpStream> {
-    let config = TlsSettings::new()
-        .extra_ca_file(sim.ca_pem_path())
-        .build()
-        .unwrap();
-    let session = ClientConnection::new(config, server_name("127.0.0.1", None).unwrap()).unwrap();
-    StreamOwned::new(session, TcpStream::connect(sim.addr()).unwrap())
-}
-
-/// Sends an upgrade request for `path` and returns the stream and the response head.
-fn upgrade(sim: &ThalexHandle, path: &str) -> (StreamOwned<ClientConnection, TcpStream>, String) {
-    let mut tls = tls_stream(sim);
-    let mut handshake = ws::Handshake::new().unwrap();
-    let request = handshake
-        .request(&ws::Request {
-            host: "127.0.0.1",
-            port: sim.addr().port(),
-            secure: true,
-            path,
-            headers: &[],
-        })
-        .unwrap();
-    tls.write_all(&request).unwrap();
-    tls.sock.set_read_timeout(Some(DEADLINE)).unwrap();
-    let mut received = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !received.windows(4).any(|window| window == b"\r\n\r\n") {
-        match tls.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(read) => received.extend_from_slice(&chunk[..read]),
-        }
-    }
-    (tls, String::from_utf8_lossy(&received).into_owned())
+/// Sends an upgrade request for `path`: `Ok` when the server accepts, `Err` with its answer.
+fn upgrade(sim: &ThalexHandle, path: &str) -> Result<(), String> {
+    let mut tls = ws_client::tls_stream(sim.addr(), "127.0.0.1", sim.ca_pem_path());
+    ws_client::upgrade(&mut tls, "127.0.0.1", path, DEADLINE).map(|_| ())
 }
 
 impl Client {
     fn connect(sim: &ThalexHandle) -> Client {
-        let (tls, head) = upgrade(sim, thalex::PATH);
-        assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
         Client {
-            tls,
-            ws: ws::Client::new(ws::Config::default()).unwrap(),
-            received: Vec::new(),
+            ws: WsTestClient::connect(
+                sim.addr(),
+                "127.0.0.1",
+                sim.ca_pem_path(),
+                thalex::PATH,
+                DEADLINE,
+            ),
             next_id: 1,
             last_text: String::new(),
         }
     }
 
     fn send_text(&mut self, text: &str) {
-        self.ws
-            .send(ws::MessageKind::Text, text.as_bytes())
-            .unwrap();
-        self.flush();
-    }
-
-    fn flush(&mut self) {
-        let output = self.ws.output().to_vec();
-        self.ws.consume_output(output.len());
-        if !output.is_empty() {
-            let _ = self.tls.write_all(&output);
-        }
+        self.ws.send_text(text);
     }
 
     /// Sends a request and returns its id.
@@ -158,60 +115,18 @@ impl Client {
 
     /// The next message or control frame (pings are answered by the client).
     fn next(&mut self, timeout: Duration) -> Ev {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let (consumed, event) = {
-                let read = self.ws.read(&self.received).expect("valid server frames");
-                let event = match read.event {
-                    ws::Event::Message { payload, .. } => {
-                        let text = std::str::from_utf8(payload).unwrap();
-                        self.last_text = text.to_owned();
-                        Some(Ev::Text(serde_json::from_str(text).unwrap_or_else(
-                            |error| panic!("not JSON ({error}): {text}"),
-                        )))
-                    }
-                    ws::Event::Ping { .. } => Some(Ev::Ping),
-                    ws::Event::Pong { payload } => Some(Ev::Pong(payload.to_vec())),
-                    ws::Event::Close { code, .. } => Some(Ev::Close(code)),
-                    _ => None,
-                };
-                (read.consumed, event)
-            };
-            self.received.drain(..consumed);
-            self.flush();
-            if let Some(event) = event {
-                return event;
+        match self.ws.next(timeout) {
+            WsEvent::Text(text) => {
+                let value = serde_json::from_str(&text)
+                    .unwrap_or_else(|error| panic!("not JSON ({error}): {text}"));
+                self.last_text = text;
+                Ev::Text(value)
             }
-            if consumed > 0 {
-                continue;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ev::Timeout;
-            }
-            self.tls
-                .sock
-                .set_read_timeout(Some(deadline - now))
-                .unwrap();
-            let mut chunk = [0u8; 16 * 1024];
-            match self.tls.read(&mut chunk) {
-                Ok(0) => return Ev::Eof,
-                Ok(read) => self.received.extend_from_slice(&chunk[..read]),
-                Err(error)
-                    if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
-                {
-                    return Ev::Timeout
-                }
-                Err(error)
-                    if matches!(
-                        error.kind(),
-                        ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
-                    ) =>
-                {
-                    return Ev::Eof
-                }
-                Err(error) => panic!("read failed: {error}"),
-            }
+            WsEvent::Ping(_) => Ev::Ping,
+            WsEvent::Pong(payload) => Ev::Pong(payload),
+            WsEvent::Close(code, _) => Ev::Close(code),
+            WsEvent::Eof => Ev::Eof,
+            WsEvent::Timeout => Ev::Timeout,
         }
     }
 
@@ -1111,8 +1026,8 @@ fn reset_after_drops_the_connection_without_a_close_frame() {
 fn a_ping_is_answered_with_its_payload() {
     let running = start(|_| {});
     let mut client = Client::connect(&running.sim);
-    client.ws.send_ping(b"are you there").unwrap();
-    client.flush();
+    client.ws.ws.send_ping(b"are you there").unwrap();
+    client.ws.flush();
     loop {
         match client.next(DEADLINE) {
             Ev::Pong(payload) => {
@@ -1129,7 +1044,7 @@ fn a_ping_is_answered_with_its_payload() {
 #[test]
 fn other_paths_are_404() {
     let running = start(|_| {});
-    let (_tls, head) = upgrade(&running.sim, "/ws/api/v1");
+    let head = upgrade(&running.sim, "/ws/api/v1").expect_err("the server refuses the path");
     assert!(head.starts_with("HTTP/1.1 404 "), "{head}");
     assert!(running.sim.url().ends_with("/ws/api/v2"));
 }
