@@ -7,6 +7,7 @@
 
 pub mod binance;
 pub mod databento;
+pub mod emit;
 pub mod feed;
 pub mod rest;
 pub mod snapshot;
