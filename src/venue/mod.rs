@@ -9,6 +9,7 @@ pub mod binance;
 pub mod databento;
 pub mod emit;
 pub mod feed;
+pub mod json;
 pub mod rest;
 pub mod snapshot;
 pub mod thalex;

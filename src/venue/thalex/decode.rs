@@ -511,7 +511,7 @@ fn ticker(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticker, Decod
             }
             Some(id) if id != TICKER_OTHER && ticker_key_at(reader, id) => id,
             _ => {
-                *reader = Reader::at(reader.bytes(), before);
+                reader.rewind_in_object(before, index == 0);
                 match reader.next_key()? {
                     None => break,
                     Some(key) => {
