@@ -280,13 +280,19 @@ impl<'a> Cursor<'a> {
     /// case, are stepped over inline; arrays and objects recurse.
     #[inline]
     pub fn skip_value(&mut self) -> Result<()> {
+        self.skip_at_depth(0)
+    }
+
+    /// A value `depth` levels down: a scalar inline, a container through [`Cursor::skip_nested`].
+    #[inline(always)]
+    fn skip_at_depth(&mut self, depth: u32) -> Result<()> {
         match self.peek_value()? {
             b'"' => {
                 self.pos += 1;
                 self.string_body().map(drop)
             }
             b'-' | b'0'..=b'9' => self.skip_number(),
-            _ => self.skip_nested(0),
+            _ => self.skip_nested(depth),
         }
     }
 
@@ -303,7 +309,7 @@ impl<'a> Cursor<'a> {
                 self.pos += 1;
                 let mut members = Members::new();
                 while self.next_raw_key(&mut members)?.is_some() {
-                    self.skip_nested(depth + 1)?;
+                    self.skip_at_depth(depth + 1)?;
                 }
                 Ok(())
             }
@@ -317,7 +323,7 @@ impl<'a> Cursor<'a> {
                     return Ok(());
                 }
                 loop {
-                    self.skip_nested(depth + 1)?;
+                    self.skip_at_depth(depth + 1)?;
                     match self.peek_value()? {
                         b',' => self.pos += 1,
                         b']' => {
