@@ -41,6 +41,7 @@ mod market;
 pub use control::{cram_reply, ALL_SYMBOLS, API_KEY_LEN};
 pub use market::{FIRST_INSTRUMENT_ID, PUBLISHER_ID, TICK};
 
+use super::accept::{self, accept_loop, Sockets};
 use super::wire::{later, lock, set_linger_zero};
 use control::{ClientLine, SubscriptionLine, UnsubscriptionLine};
 use dbn::decode::{DbnMetadata, DecodeRecordRef, DynDecoder};
@@ -343,7 +344,7 @@ struct FileRecords {
 struct Shared {
     options: DatabentoOptions,
     stopping: AtomicBool,
-    registry: Mutex<Registry>,
+    registry: Mutex<Sockets>,
     counters: Counters,
     /// The instruments that subscriptions resolve to: raw symbol and instrument id.
     instruments: Vec<(String, u32)>,
@@ -354,13 +355,6 @@ struct Shared {
     /// The benchmark batch, encoded, and its record count.
     batch: Option<(Vec<u8>, u64)>,
     next_session_id: AtomicU64,
-}
-
-#[derive(Default)]
-struct Registry {
-    next_socket_id: u64,
-    sockets: HashMap<u64, Arc<TcpStream>>,
-    threads: Vec<JoinHandle<()>>,
 }
 
 impl Shared {
@@ -516,7 +510,7 @@ pub fn start(options: DatabentoOptions) -> io::Result<DatabentoHandle> {
         instruments,
         options,
         stopping: AtomicBool::new(false),
-        registry: Mutex::new(Registry::default()),
+        registry: Mutex::new(Sockets::default()),
         counters: Counters::default(),
         market,
         file,
@@ -536,7 +530,27 @@ pub fn start(options: DatabentoOptions) -> io::Result<DatabentoHandle> {
     let accept_shared = Arc::clone(&shared);
     let accept = std::thread::Builder::new()
         .name("sim-dbn-accept".into())
-        .spawn(move || accept_loop(&accept_shared, &listener))?;
+        .spawn(move || {
+            accept_loop(
+                &listener,
+                &accept_shared.registry,
+                &|| accept_shared.stopping(),
+                &accept::pause_after_failed_accept,
+                "sim-dbn",
+                |tcp, peer, socket_id| {
+                    bump(&accept_shared.counters.connections_accepted, 1);
+                    let thread_shared = Arc::clone(&accept_shared);
+                    move || {
+                        if let Err(error) = run_connection(&thread_shared, &tcp, socket_id) {
+                            if !thread_shared.stopping() {
+                                tracing::info!(%peer, %error, "sim: Databento connection ended with an error");
+                            }
+                        }
+                        lock(&thread_shared.registry).remove(socket_id);
+                    }
+                },
+            );
+        })?;
     tracing::info!(%addr, "Databento gateway simulator listening");
     Ok(DatabentoHandle {
         shared,
@@ -621,7 +635,7 @@ impl DatabentoHandle {
     pub fn stop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
         if let Some(accept) = self.accept.take() {
-            super::wire::stop_accepting(self.addr, accept);
+            accept::stop_accepting(self.addr, accept);
         }
         if let Some(market) = &self.shared.market {
             market.changed.notify_all();
@@ -629,13 +643,7 @@ impl DatabentoHandle {
         if let Some(generator) = self.generator.take() {
             let _ = generator.join();
         }
-        let threads = {
-            let mut registry = lock(&self.shared.registry);
-            for socket in registry.sockets.values() {
-                let _ = socket.shutdown(Shutdown::Both);
-            }
-            std::mem::take(&mut registry.threads)
-        };
+        let threads = lock(&self.shared.registry).shut_down();
         for thread in threads {
             let _ = thread.join();
         }
@@ -672,53 +680,6 @@ fn run_generator(shared: &Shared) {
             .saturating_sub(origin.elapsed())
             .clamp(Duration::from_millis(1), Duration::from_millis(50));
         std::thread::sleep(wait);
-    }
-}
-
-fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
-    loop {
-        let accepted = listener.accept();
-        if shared.stopping() {
-            return;
-        }
-        let (tcp, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!(%error, "sim: accept failed");
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
-            }
-        };
-        let mut registry = lock(&shared.registry);
-        // Checked under the lock `stop` shuts the sockets down under: a socket registered here
-        // is either shut down by `stop` or never served.
-        if shared.stopping() {
-            return;
-        }
-        let socket_id = registry.next_socket_id;
-        registry.next_socket_id += 1;
-        let tcp = Arc::new(tcp);
-        registry.sockets.insert(socket_id, Arc::clone(&tcp));
-        bump(&shared.counters.connections_accepted, 1);
-        registry.threads.retain(|thread| !thread.is_finished());
-        let thread_shared = Arc::clone(shared);
-        let spawned = std::thread::Builder::new()
-            .name(format!("sim-dbn-{socket_id}"))
-            .spawn(move || {
-                if let Err(error) = run_connection(&thread_shared, &tcp, socket_id) {
-                    if !thread_shared.stopping() {
-                        tracing::info!(%peer, %error, "sim: Databento connection ended with an error");
-                    }
-                }
-                lock(&thread_shared.registry).sockets.remove(&socket_id);
-            });
-        match spawned {
-            Ok(thread) => registry.threads.push(thread),
-            Err(error) => {
-                tracing::warn!(%error, %peer, "sim: cannot start a connection thread");
-                registry.sockets.remove(&socket_id);
-            }
-        }
     }
 }
 

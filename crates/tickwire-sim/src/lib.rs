@@ -9,6 +9,7 @@
 //! Nothing here is on tickwire's hot path: the simulator is the other side of the wire, written
 //! for clarity and for faithful venue behaviour, and it may allocate and block.
 
+mod accept;
 mod cert;
 mod control;
 pub mod databento;

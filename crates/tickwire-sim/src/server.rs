@@ -27,6 +27,7 @@
 //! except on a pong timeout, where the close frame (1008) is followed by the TCP close at once:
 //! a client that answers no ping is not expected to answer a close.
 
+use super::accept::{self, accept_loop, Sockets};
 use super::cert;
 use super::control::{self, Subscriptions};
 use super::frame::{self, FrameReader, Incoming};
@@ -38,7 +39,7 @@ use super::wire::{
     REQUEST_TIMEOUT,
 };
 use rustls::{ServerConfig, ServerConnection};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -194,7 +195,34 @@ impl Sim {
         handle.accept = Some(
             std::thread::Builder::new()
                 .name("sim-accept".into())
-                .spawn(move || accept_loop(&accept_shared, &listener))
+                .spawn(move || {
+                    accept_loop(
+                        &listener,
+                        &accept_shared.registry,
+                        &|| accept_shared.stopping(),
+                        &|| {
+                            accept_shared
+                                .sleep_until(Some(Instant::now() + Duration::from_millis(100)))
+                        },
+                        "sim-conn",
+                        |tcp, peer, socket_id| {
+                            let accept_index = accept_shared
+                                .counters
+                                .connections_accepted
+                                .fetch_add(1, Ordering::Relaxed);
+                            let thread_shared = Arc::clone(&accept_shared);
+                            move || {
+                                serve_connection(
+                                    &thread_shared,
+                                    tcp,
+                                    peer,
+                                    socket_id,
+                                    accept_index,
+                                );
+                            }
+                        },
+                    );
+                })
                 .map_err(SimError::Spawn)?,
         );
         tracing::info!(%addr, ca = %handle.ca_pem_path.display(), "venue simulator listening");
@@ -313,15 +341,9 @@ impl SimHandle {
         }
         self.shared.wake.notify_all();
         if let Some(accept) = self.accept.take() {
-            super::wire::stop_accepting(self.addr, accept);
+            accept::stop_accepting(self.addr, accept);
         }
-        let threads = {
-            let mut registry = lock(&self.shared.registry);
-            for socket in registry.sockets.values() {
-                let _ = socket.shutdown(Shutdown::Both);
-            }
-            std::mem::take(&mut registry.threads)
-        };
+        let threads = lock(&self.shared.registry).sockets.shut_down();
         if let Some(pacer) = self.pacer.take() {
             let _ = pacer.join();
         }
@@ -369,14 +391,18 @@ struct Control {
 
 #[derive(Default)]
 struct Registry {
-    next_socket_id: u64,
-    /// Every connection thread's socket, so that `stop` can wake each thread.
-    sockets: HashMap<u64, Arc<TcpStream>>,
+    /// Every connection thread's socket and the threads themselves.
+    sockets: Sockets,
     /// The open WebSocket connections, which the pacer writes to.
     live: Vec<Arc<Conn>>,
     /// Every WebSocket connection of the run, for `stats`.
     stats: Vec<Arc<ConnStats>>,
-    threads: Vec<JoinHandle<()>>,
+}
+
+impl accept::Registry for Registry {
+    fn sockets(&mut self) -> &mut Sockets {
+        &mut self.sockets
+    }
 }
 
 #[derive(Default)]
@@ -560,52 +586,6 @@ impl Conn {
     }
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
-    loop {
-        let accepted = listener.accept();
-        if shared.stopping() {
-            return;
-        }
-        let (tcp, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of descriptors, say: back off rather than spin on the error.
-                tracing::warn!(%error, "sim: accept failed");
-                if !shared.sleep_until(Some(Instant::now() + Duration::from_millis(100))) {
-                    return;
-                }
-                continue;
-            }
-        };
-        let mut registry = lock(&shared.registry);
-        // Checked under the lock `stop` shuts the sockets down under: a socket registered here
-        // is either shut down by `stop` or never served.
-        if shared.stopping() {
-            return;
-        }
-        let socket_id = registry.next_socket_id;
-        registry.next_socket_id += 1;
-        let tcp = Arc::new(tcp);
-        registry.sockets.insert(socket_id, Arc::clone(&tcp));
-        let accept_index = shared
-            .counters
-            .connections_accepted
-            .fetch_add(1, Ordering::Relaxed);
-        registry.threads.retain(|thread| !thread.is_finished());
-        let thread_shared = Arc::clone(shared);
-        let spawned = std::thread::Builder::new()
-            .name(format!("sim-conn-{socket_id}"))
-            .spawn(move || serve_connection(&thread_shared, tcp, peer, socket_id, accept_index));
-        match spawned {
-            Ok(thread) => registry.threads.push(thread),
-            Err(error) => {
-                tracing::warn!(%error, %peer, "sim: cannot start a connection thread");
-                registry.sockets.remove(&socket_id);
-            }
-        }
-    }
-}
-
 /// A connection thread: runs the connection, then unregisters it.
 fn serve_connection(
     shared: &Arc<Shared>,
@@ -620,7 +600,7 @@ fn serve_connection(
         }
     }
     let mut registry = lock(&shared.registry);
-    registry.sockets.remove(&socket_id);
+    registry.sockets.remove(socket_id);
     registry.live.retain(|conn| conn.socket_id != socket_id);
 }
 

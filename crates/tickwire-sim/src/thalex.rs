@@ -38,6 +38,7 @@ pub use channel::{DELAYS, TRADE_CATEGORIES};
 pub use market::{LOT, TICK_USD, UNDERLYINGS};
 pub use render::{RECONNECT_EVENT, SNAPSHOT_TRADES};
 
+use super::accept::{self, accept_loop, Sockets};
 use super::cert;
 use super::frame::{self, FrameReader, Incoming};
 use super::http;
@@ -50,7 +51,7 @@ use channel::Channel;
 use market::Market;
 use render::Subscription;
 use rustls::{ServerConfig, ServerConnection};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -279,16 +280,8 @@ struct Shared {
     tls: Arc<ServerConfig>,
     public_key_der: Vec<u8>,
     stopping: AtomicBool,
-    registry: Mutex<Registry>,
+    registry: Mutex<Sockets>,
     counters: Counters,
-}
-
-#[derive(Default)]
-struct Registry {
-    next_socket_id: u64,
-    /// Every connection thread's socket, so that `stop` can wake each thread.
-    sockets: HashMap<u64, Arc<TcpStream>>,
-    threads: Vec<JoinHandle<()>>,
 }
 
 impl Shared {
@@ -331,13 +324,26 @@ pub fn start(options: ThalexOptions) -> Result<ThalexHandle, SimError> {
         tls,
         public_key_der: test_public_key_der(),
         stopping: AtomicBool::new(false),
-        registry: Mutex::new(Registry::default()),
+        registry: Mutex::new(Sockets::default()),
         counters: Counters::default(),
     });
     let accept_shared = Arc::clone(&shared);
     let accept = std::thread::Builder::new()
         .name("sim-thalex-accept".into())
-        .spawn(move || accept_loop(&accept_shared, &listener))
+        .spawn(move || {
+            accept_loop(
+                &listener,
+                &accept_shared.registry,
+                &|| accept_shared.stopping(),
+                &accept::pause_after_failed_accept,
+                "sim-thalex",
+                |tcp, peer, socket_id| {
+                    bump(&accept_shared.counters.connections_accepted, 1);
+                    let thread_shared = Arc::clone(&accept_shared);
+                    move || serve_connection(&thread_shared, tcp, peer, socket_id)
+                },
+            );
+        })
         .map_err(SimError::Spawn)?;
     tracing::info!(%addr, ca = %ca_pem_path.display(), "Thalex simulator listening");
     Ok(ThalexHandle {
@@ -386,15 +392,9 @@ impl ThalexHandle {
     pub fn stop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
         if let Some(accept) = self.accept.take() {
-            super::wire::stop_accepting(self.addr, accept);
+            accept::stop_accepting(self.addr, accept);
         }
-        let threads = {
-            let mut registry = lock(&self.shared.registry);
-            for socket in registry.sockets.values() {
-                let _ = socket.shutdown(Shutdown::Both);
-            }
-            std::mem::take(&mut registry.threads)
-        };
+        let threads = lock(&self.shared.registry).shut_down();
         for thread in threads {
             let _ = thread.join();
         }
@@ -407,54 +407,13 @@ impl Drop for ThalexHandle {
     }
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
-    loop {
-        let accepted = listener.accept();
-        if shared.stopping() {
-            return;
-        }
-        let (tcp, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of descriptors, say: back off rather than spin on the error.
-                tracing::warn!(%error, "sim: accept failed");
-                std::thread::sleep(Duration::from_millis(100));
-                continue;
-            }
-        };
-        let mut registry = lock(&shared.registry);
-        // Checked under the lock `stop` shuts the sockets down under: a socket registered here
-        // is either shut down by `stop` or never served.
-        if shared.stopping() {
-            return;
-        }
-        let socket_id = registry.next_socket_id;
-        registry.next_socket_id += 1;
-        let tcp = Arc::new(tcp);
-        registry.sockets.insert(socket_id, Arc::clone(&tcp));
-        bump(&shared.counters.connections_accepted, 1);
-        registry.threads.retain(|thread| !thread.is_finished());
-        let thread_shared = Arc::clone(shared);
-        let spawned = std::thread::Builder::new()
-            .name(format!("sim-thalex-{socket_id}"))
-            .spawn(move || serve_connection(&thread_shared, tcp, peer, socket_id));
-        match spawned {
-            Ok(thread) => registry.threads.push(thread),
-            Err(error) => {
-                tracing::warn!(%error, %peer, "sim: cannot start a connection thread");
-                registry.sockets.remove(&socket_id);
-            }
-        }
-    }
-}
-
 fn serve_connection(shared: &Arc<Shared>, tcp: Arc<TcpStream>, peer: SocketAddr, socket_id: u64) {
     if let Err(error) = run_connection(shared, &tcp) {
         if !shared.stopping() {
             tracing::info!(%peer, %error, "sim: Thalex connection ended with an error");
         }
     }
-    lock(&shared.registry).sockets.remove(&socket_id);
+    lock(&shared.registry).remove(socket_id);
 }
 
 /// The TLS handshake and the upgrade request, then the WebSocket connection.

@@ -22,23 +22,6 @@ pub const READ_BYTES: usize = 64 * 1024;
 pub const WRITE_CHUNK_BYTES: usize = 16 * 1024;
 
 /// `at + duration`, or a year from `at` when that overflows (`Duration::MAX` as "never").
-/// Stops an accept thread blocked in accept(2) on `addr`: a connection of our own wakes it (the
-/// thread checks its stop flag first), then it is joined.
-pub fn stop_accepting(addr: std::net::SocketAddr, accept: std::thread::JoinHandle<()>) {
-    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-    let wake_addr = match addr {
-        SocketAddr::V4(addr) if addr.ip().is_unspecified() => {
-            SocketAddr::from((Ipv4Addr::LOCALHOST, addr.port()))
-        }
-        SocketAddr::V6(addr) if addr.ip().is_unspecified() => {
-            SocketAddr::from((Ipv6Addr::LOCALHOST, addr.port()))
-        }
-        addr => addr,
-    };
-    let _ = TcpStream::connect_timeout(&wake_addr, Duration::from_secs(1));
-    let _ = accept.join();
-}
-
 pub fn later(at: Instant, duration: Duration) -> Instant {
     at.checked_add(duration)
         .or_else(|| at.checked_add(Duration::from_secs(365 * 24 * 3600)))

@@ -12,6 +12,7 @@ pub mod config;
 pub mod control;
 pub mod event;
 pub mod fixed;
+pub mod hash;
 pub mod lifecycle;
 pub mod metrics;
 pub mod net;

@@ -13,7 +13,9 @@
 
 pub mod binance;
 pub mod databento;
+pub mod emit;
 pub mod feed;
+pub mod json;
 pub mod login;
 pub mod protocol;
 pub mod rest;

@@ -4,10 +4,10 @@
 //! neither a hot thread nor the control thread's report loop ever waits on a venue's REST API.
 //! The control thread hands it requests and collects replies without blocking.
 
+use super::binance::decode::{self, Message};
 use super::feed::{DepthSnapshot, SnapshotReply, SnapshotRequest};
 use super::rest::RestClient;
 use crate::clock::Clock;
-use crate::fixed::Fixed;
 use std::sync::mpsc;
 
 /// How to fetch one venue's snapshots.
@@ -107,44 +107,39 @@ pub fn fetch(target: &SnapshotTarget, instrument: usize) -> Result<DepthSnapshot
     parse_depth(&response.body).map_err(|error| format!("{path}: {error}"))
 }
 
-/// Parses a Binance depth snapshot body:
-/// `{"lastUpdateId":..,"E":..,"T":..,"bids":[["px","qty"],..],"asks":[..]}`.
+/// Parses a Binance depth snapshot body,
+/// `{"lastUpdateId":..,"E":..,"T":..,"bids":[["px","qty"],..],"asks":[..]}`, with the stream
+/// decoder (`binance::decode`), the parser `tickwire decode` also reads recorded snapshots with:
+/// one pass, no DOM, the whole body checked as JSON (and as UTF-8, which the WebSocket layer
+/// checks for stream messages), every decimal exact, `E` and `T` required, a repeated key refused.
 pub fn parse_depth(body: &[u8]) -> Result<DepthSnapshot, String> {
-    #[derive(serde::Deserialize)]
-    struct Raw<'a> {
-        #[serde(rename = "lastUpdateId")]
-        last_update_id: u64,
-        #[serde(borrow)]
-        bids: Vec<[&'a str; 2]>,
-        #[serde(borrow)]
-        asks: Vec<[&'a str; 2]>,
-    }
-    let raw: Raw = serde_json::from_slice(body).map_err(|error| {
-        format!(
-            "not a depth snapshot ({error}): {}",
-            String::from_utf8_lossy(&body[..body.len().min(200)])
-        )
-    })?;
-    let levels = |side: &[[&str; 2]]| -> Result<Vec<(Fixed, Fixed)>, String> {
-        side.iter()
-            .map(|[price, qty]| {
-                let parse = |text: &str| {
-                    Fixed::parse_str(text).map_err(|error| format!("bad decimal {text:?}: {error}"))
-                };
-                Ok((parse(price)?, parse(qty)?))
-            })
-            .collect()
+    let not_a_snapshot = |why: std::fmt::Arguments<'_>| {
+        format!("not a depth snapshot ({why}): {}", decode::sample(body))
     };
-    Ok(DepthSnapshot {
-        last_update_id: raw.last_update_id,
-        bids: levels(&raw.bids)?,
-        asks: levels(&raw.asks)?,
-    })
+    if let Err(error) = std::str::from_utf8(body) {
+        return Err(not_a_snapshot(format_args!("{error}")));
+    }
+    match decode::decode(body) {
+        Ok(Message::DepthSnapshot(snapshot)) => Ok(DepthSnapshot {
+            last_update_id: snapshot.last_update_id,
+            bids: snapshot.bids.iter().collect(),
+            asks: snapshot.asks.iter().collect(),
+        }),
+        Ok(Message::ErrorReply { code, msg, .. }) => Err(not_a_snapshot(format_args!(
+            "the venue answered error {code}: {}",
+            decode::sample(msg)
+        ))),
+        Ok(_) => Err(not_a_snapshot(format_args!(
+            "a stream message or a reply, without `lastUpdateId`"
+        ))),
+        Err(error) => Err(not_a_snapshot(format_args!("{error}"))),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixed::Fixed;
 
     #[test]
     fn parses_a_binance_snapshot() {
@@ -163,5 +158,21 @@ mod tests {
         assert_eq!(snapshot.asks.len(), 2);
         assert!(parse_depth(br#"{"code":-1121,"msg":"Invalid symbol."}"#).is_err());
         assert!(parse_depth(br#"{"lastUpdateId":1,"bids":[["1e3","1"]],"asks":[]}"#).is_err());
+        // The errors say what was wrong.
+        let refused = parse_depth(br#"{"code":-1121,"msg":"Invalid symbol."}"#).unwrap_err();
+        assert!(
+            refused.contains("error -1121: Invalid symbol."),
+            "{refused}"
+        );
+        let bad_decimal =
+            parse_depth(br#"{"lastUpdateId":1,"E":1,"T":1,"bids":[["1e3","1"]],"asks":[]}"#)
+                .unwrap_err();
+        assert!(bad_decimal.contains("bad decimal"), "{bad_decimal}");
+        let missing = parse_depth(br#"{"lastUpdateId":1,"E":1,"bids":[],"asks":[]}"#).unwrap_err();
+        assert!(missing.contains("missing field `T`"), "{missing}");
+        assert!(parse_depth(
+            b"{\"lastUpdateId\":1,\"E\":1,\"T\":1,\"x\":\"\xff\",\"bids\":[],\"asks\":[]}"
+        )
+        .is_err());
     }
 }

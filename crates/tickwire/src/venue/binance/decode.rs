@@ -28,11 +28,13 @@
 
 use super::scan;
 use crate::fixed::{Fixed, ParseError};
+use crate::venue::json::{self, JsonError, JsonErrorKind, Members};
 use std::fmt::{self, Write as _};
+use std::ops::{Deref, DerefMut};
 
-/// The deepest nesting of arrays and objects accepted in a skipped value. Skipping recurses, so
-/// the limit bounds stack use on hostile input (`[[[[...`); serde_json's default is the same.
-pub const MAX_DEPTH: u32 = 128;
+/// The deepest nesting of arrays and objects accepted in a skipped value: the shared cursor's
+/// one limit (see `venue::json`).
+pub use crate::venue::json::MAX_DEPTH;
 
 /// How many bytes of a bad message [`sample`] shows.
 pub const SAMPLE_BYTES: usize = 160;
@@ -279,14 +281,14 @@ impl<'a> Levels<'a> {
     pub fn iter(&self) -> LevelIter<'a> {
         LevelIter {
             // Skip the opening `[`.
-            cursor: Cursor {
-                bytes: if self.compact {
+            cursor: Cursor::at(
+                if self.compact {
                     self.scan_bytes
                 } else {
                     self.bytes
                 },
-                pos: 1,
-            },
+                1,
+            ),
             remaining: self.count,
             compact: self.compact,
         }
@@ -444,7 +446,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>> {
 /// [`decode`] for any key order and spacing, and for every error.
 #[cold]
 fn decode_general(bytes: &[u8]) -> Result<Message<'_>> {
-    let mut cursor = Cursor { bytes, pos: 0 };
+    let mut cursor = Cursor::at(bytes, 0);
     let first = cursor.peek_value()?;
     if first != b'{' {
         return Err(cursor.error(DecodeErrorKind::UnexpectedByte(first)));
@@ -776,7 +778,7 @@ fn top_level<'a>(cursor: &mut Cursor<'a>, object_start: usize) -> Result<Message
             b"T" => read_once!(cursor, transaction_time_ms, "T", integer),
             b"bids" => read_once!(cursor, bids, "bids", levels),
             b"asks" => read_once!(cursor, asks, "asks", levels),
-            _ => cursor.skip_value(0)?,
+            _ => cursor.skip_value()?,
         }
         first_key = false;
     }
@@ -844,11 +846,9 @@ fn market_object<'a>(cursor: &mut Cursor<'a>, hint: Option<Kind>) -> Result<Mess
         Some(kind) => kind,
         None => {
             let Some(event_type) = find_event_type(cursor.bytes, body_start)? else {
-                return Err(Cursor {
-                    bytes: cursor.bytes,
-                    pos: body_start,
-                }
-                .error(DecodeErrorKind::MissingField("e")));
+                return Err(
+                    Cursor::at(cursor.bytes, body_start).error(DecodeErrorKind::MissingField("e"))
+                );
             };
             match Kind::from_event_type(event_type) {
                 Some(kind) => kind,
@@ -891,16 +891,13 @@ fn market_after_event_type<'a>(
 /// The value of the first `"e"` member of the object whose body starts at `body_start`, found
 /// by skipping the other members: the slow path for messages whose `"e"` is not first.
 fn find_event_type(bytes: &[u8], body_start: usize) -> Result<Option<&[u8]>> {
-    let mut probe = Cursor {
-        bytes,
-        pos: body_start,
-    };
+    let mut probe = Cursor::at(bytes, body_start);
     let mut members = Members::new();
     while let Some(key) = probe.next_key(&mut members)? {
         if key == b"e" {
             return probe.plain_string("e").map(Some);
         }
-        probe.skip_value(0)?;
+        probe.skip_value()?;
     }
     Ok(None)
 }
@@ -944,7 +941,7 @@ fn book_ticker<'a>(
             b"A" => read_once!(cursor, ask_qty, "A", decimal),
             b"T" => read_once!(cursor, transaction_time_ms, "T", integer),
             b"E" => read_once!(cursor, event_time_ms, "E", integer),
-            _ => cursor.skip_value(0)?,
+            _ => cursor.skip_value()?,
         }
     }
     Ok(BookTicker {
@@ -979,7 +976,7 @@ fn depth_update<'a>(
             b"pu" => read_once!(cursor, prev_final_update_id, "pu", integer),
             b"b" => read_once!(cursor, bids, "b", levels),
             b"a" => read_once!(cursor, asks, "a", levels),
-            _ => cursor.skip_value(0)?,
+            _ => cursor.skip_value()?,
         }
     }
     Ok(DepthUpdate {
@@ -1023,7 +1020,7 @@ fn trade<'a>(
             b"p" => read_once!(cursor, price, "p", decimal),
             b"q" => read_once!(cursor, qty, "q", decimal),
             b"m" => read_once!(cursor, buyer_is_maker, "m", boolean),
-            _ => cursor.skip_value(0)?,
+            _ => cursor.skip_value()?,
         }
     }
     let (first_trade_id, last_trade_id) = if is_trade {
@@ -1066,7 +1063,7 @@ fn mark_price<'a>(
             b"P" => read_once!(cursor, settle, "P", decimal),
             b"r" => read_once!(cursor, funding_rate, "r", optional_decimal),
             b"T" => read_once!(cursor, next_funding_time_ms, "T", integer),
-            _ => cursor.skip_value(0)?,
+            _ => cursor.skip_value()?,
         }
     }
     Ok(MarkPrice {
@@ -1089,24 +1086,48 @@ enum ReplyResult<'a> {
     Other(&'a [u8]),
 }
 
-/// Where a member loop stands inside an object: before the first member or after one.
+/// The shared JSON cursor (`venue::json`), with Binance's reads on top: decimal strings,
+/// integers into `u64`, level arrays, replies, and errors as [`DecodeError`].
 #[derive(Clone, Copy)]
-struct Members {
-    first: bool,
-}
+struct Cursor<'a>(json::Cursor<'a>);
 
-impl Members {
-    fn new() -> Members {
-        Members { first: true }
+impl<'a> Cursor<'a> {
+    #[inline]
+    fn at(bytes: &'a [u8], pos: usize) -> Cursor<'a> {
+        Cursor(json::Cursor::at(bytes, pos))
     }
 }
 
-/// A position in the message. Every read goes through `get`, so no input can index out of
-/// bounds; `pos` never exceeds `bytes.len()`.
-#[derive(Clone, Copy)]
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+impl<'a> Deref for Cursor<'a> {
+    type Target = json::Cursor<'a>;
+
+    #[inline(always)]
+    fn deref(&self) -> &json::Cursor<'a> {
+        &self.0
+    }
+}
+
+impl DerefMut for Cursor<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl From<JsonError> for DecodeError {
+    #[inline]
+    fn from(error: JsonError) -> Self {
+        DecodeError {
+            kind: match error.kind {
+                JsonErrorKind::Truncated => DecodeErrorKind::Truncated,
+                JsonErrorKind::UnexpectedByte(byte) => DecodeErrorKind::UnexpectedByte(byte),
+                JsonErrorKind::InvalidString => DecodeErrorKind::InvalidString,
+                JsonErrorKind::InvalidNumber => DecodeErrorKind::InvalidNumber,
+                JsonErrorKind::TooDeep => DecodeErrorKind::TooDeep,
+            },
+            offset: error.offset,
+        }
+    }
 }
 
 impl<'a> Cursor<'a> {
@@ -1116,43 +1137,6 @@ impl<'a> Cursor<'a> {
             kind,
             offset: self.pos,
         }
-    }
-
-    #[inline]
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
-    }
-
-    /// `bytes[start..end]`; the positions come from this cursor, so the range is always in
-    /// bounds, and an empty slice stands in if that were ever not so.
-    #[inline]
-    fn slice(&self, start: usize, end: usize) -> &'a [u8] {
-        self.bytes.get(start..end).unwrap_or_default()
-    }
-
-    #[inline]
-    fn skip_whitespace(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
-            self.pos += 1;
-        }
-    }
-
-    /// The next byte after whitespace, not consumed.
-    #[inline]
-    fn peek_value(&mut self) -> Result<u8> {
-        self.skip_whitespace();
-        self.peek()
-            .ok_or_else(|| self.error(DecodeErrorKind::Truncated))
-    }
-
-    #[inline]
-    fn expect(&mut self, wanted: u8) -> Result<()> {
-        let byte = self.peek_value()?;
-        if byte != wanted {
-            return Err(self.error(DecodeErrorKind::UnexpectedByte(byte)));
-        }
-        self.pos += 1;
-        Ok(())
     }
 
     /// The error for a value of the wrong type where `field` was expected: `WrongType` when
@@ -1183,87 +1167,6 @@ impl<'a> Cursor<'a> {
             return Err(self.error(DecodeErrorKind::EscapedString("key")));
         }
         Ok(Some(key))
-    }
-
-    #[inline]
-    fn next_raw_key(&mut self, members: &mut Members) -> Result<Option<(&'a [u8], bool)>> {
-        let mut byte = self.peek_value()?;
-        if byte == b'}' {
-            self.pos += 1;
-            return Ok(None);
-        }
-        if !members.first {
-            if byte != b',' {
-                return Err(self.error(DecodeErrorKind::UnexpectedByte(byte)));
-            }
-            self.pos += 1;
-            byte = self.peek_value()?;
-        }
-        members.first = false;
-        if byte != b'"' {
-            return Err(self.error(DecodeErrorKind::UnexpectedByte(byte)));
-        }
-        self.pos += 1;
-        let key = self.string_body()?;
-        self.expect(b':')?;
-        Ok(Some(key))
-    }
-
-    /// Skips the remaining members of an object and its `}`.
-    fn skip_members(&mut self, mut members: Members) -> Result<()> {
-        while self.next_raw_key(&mut members)?.is_some() {
-            self.skip_value(0)?;
-        }
-        Ok(())
-    }
-
-    /// A string's content after its opening quote, and whether it holds escapes; consumes the
-    /// closing quote. Escapes are checked (`\uXXXX` needs four hex digits), control characters
-    /// refused, as RFC 8259 section 7 says.
-    #[inline]
-    fn string_body(&mut self) -> Result<(&'a [u8], bool)> {
-        let start = self.pos;
-        let mut escaped = false;
-        loop {
-            match self.peek() {
-                None => return Err(self.error(DecodeErrorKind::Truncated)),
-                Some(b'"') => {
-                    let content = self.slice(start, self.pos);
-                    self.pos += 1;
-                    return Ok((content, escaped));
-                }
-                Some(b'\\') => {
-                    escaped = true;
-                    self.pos += 1;
-                    self.escape()?;
-                }
-                Some(0x00..=0x1f) => return Err(self.error(DecodeErrorKind::InvalidString)),
-                Some(_) => self.pos += 1,
-            }
-        }
-    }
-
-    /// One escape after its backslash.
-    fn escape(&mut self) -> Result<()> {
-        match self.peek() {
-            None => Err(self.error(DecodeErrorKind::Truncated)),
-            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
-                self.pos += 1;
-                Ok(())
-            }
-            Some(b'u') => {
-                self.pos += 1;
-                for _ in 0..4 {
-                    match self.peek() {
-                        None => return Err(self.error(DecodeErrorKind::Truncated)),
-                        Some(digit) if digit.is_ascii_hexdigit() => self.pos += 1,
-                        Some(_) => return Err(self.error(DecodeErrorKind::InvalidString)),
-                    }
-                }
-                Ok(())
-            }
-            Some(_) => Err(self.error(DecodeErrorKind::InvalidString)),
-        }
     }
 
     /// A string returned in place: escapes refused (see the module documentation).
@@ -1301,7 +1204,8 @@ impl<'a> Cursor<'a> {
             return Err(self.type_error(first, field));
         }
         self.pos += 1;
-        self.string_body().map(|(content, _escaped)| content)
+        let (content, _escaped) = self.string_body()?;
+        Ok(content)
     }
 
     /// A `"e"` met again inside a body whose kind is already known (from the stream name, or
@@ -1402,29 +1306,15 @@ impl<'a> Cursor<'a> {
 
     fn boolean(&mut self, field: &'static str) -> Result<bool> {
         match self.peek_value()? {
-            b't' => self.literal(b"true").map(|()| true),
-            b'f' => self.literal(b"false").map(|()| false),
+            b't' => {
+                self.literal(b"true")?;
+                Ok(true)
+            }
+            b'f' => {
+                self.literal(b"false")?;
+                Ok(false)
+            }
             other => Err(self.type_error(other, field)),
-        }
-    }
-
-    fn literal(&mut self, word: &'static [u8]) -> Result<()> {
-        let end = self.pos.saturating_add(word.len());
-        match self.bytes.get(self.pos..end) {
-            Some(found) if found == word => {
-                self.pos = end;
-                Ok(())
-            }
-            found => {
-                // Point at the first byte that differs; running out is truncation.
-                let found = found.unwrap_or(self.slice(self.pos, self.bytes.len()));
-                let same = found.iter().zip(word).take_while(|(a, b)| a == b).count();
-                self.pos += same;
-                match found.get(same) {
-                    Some(&byte) => Err(self.error(DecodeErrorKind::UnexpectedByte(byte))),
-                    None => Err(self.error(DecodeErrorKind::Truncated)),
-                }
-            }
         }
     }
 
@@ -1558,7 +1448,7 @@ impl<'a> Cursor<'a> {
                 count,
             });
         }
-        self.skip_value(0)?;
+        self.skip_value()?;
         Ok(ReplyResult::Other(self.slice(start, self.pos)))
     }
 
@@ -1599,99 +1489,10 @@ impl<'a> Cursor<'a> {
             match key {
                 b"code" => read_once!(cursor, code, "code", signed_integer),
                 b"msg" => read_once!(cursor, msg, "msg", raw_string),
-                _ => self.skip_value(0)?,
+                _ => self.skip_value()?,
             }
         }
         Ok((self.required(code, "code")?, self.required(msg, "msg")?))
-    }
-
-    /// Skips one JSON value of any type, checking its syntax.
-    fn skip_value(&mut self, depth: u32) -> Result<()> {
-        match self.peek_value()? {
-            b'"' => {
-                self.pos += 1;
-                self.string_body().map(|_| ())
-            }
-            b'{' => {
-                if depth >= MAX_DEPTH {
-                    return Err(self.error(DecodeErrorKind::TooDeep));
-                }
-                self.pos += 1;
-                let mut members = Members::new();
-                while self.next_raw_key(&mut members)?.is_some() {
-                    self.skip_value(depth + 1)?;
-                }
-                Ok(())
-            }
-            b'[' => {
-                if depth >= MAX_DEPTH {
-                    return Err(self.error(DecodeErrorKind::TooDeep));
-                }
-                self.pos += 1;
-                if self.peek_value()? == b']' {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                loop {
-                    self.skip_value(depth + 1)?;
-                    match self.peek_value()? {
-                        b',' => self.pos += 1,
-                        b']' => {
-                            self.pos += 1;
-                            return Ok(());
-                        }
-                        other => return Err(self.error(DecodeErrorKind::UnexpectedByte(other))),
-                    }
-                }
-            }
-            b'-' | b'0'..=b'9' => self.skip_number(),
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            other => Err(self.error(DecodeErrorKind::UnexpectedByte(other))),
-        }
-    }
-
-    /// Skips a JSON number (RFC 8259 section 6): `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
-    fn skip_number(&mut self) -> Result<()> {
-        if self.peek() == Some(b'-') {
-            self.pos += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => self.skip_digits(),
-            None => return Err(self.error(DecodeErrorKind::Truncated)),
-            Some(_) => return Err(self.error(DecodeErrorKind::InvalidNumber)),
-        }
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            self.one_or_more_digits()?;
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.pos += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.pos += 1;
-            }
-            self.one_or_more_digits()?;
-        }
-        Ok(())
-    }
-
-    fn skip_digits(&mut self) {
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.pos += 1;
-        }
-    }
-
-    fn one_or_more_digits(&mut self) -> Result<()> {
-        match self.peek() {
-            Some(b'0'..=b'9') => {
-                self.skip_digits();
-                Ok(())
-            }
-            None => Err(self.error(DecodeErrorKind::Truncated)),
-            Some(_) => Err(self.error(DecodeErrorKind::InvalidNumber)),
-        }
     }
 }
 

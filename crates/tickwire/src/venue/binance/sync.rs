@@ -60,6 +60,7 @@ use crate::event::{
     VenueId,
 };
 use crate::fixed::Fixed;
+use crate::venue::emit::Emitter;
 
 /// The sequence fields and times of one `depthUpdate` event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -307,35 +308,6 @@ impl Stamp {
     }
 }
 
-/// Hands events to the caller one behind, so the last event made from one venue message can be
-/// given the `LAST` flag without knowing in advance which one it is.
-struct Emitter<'a, F: FnMut(Event)> {
-    out: &'a mut F,
-    pending: Option<Event>,
-}
-
-impl<'a, F: FnMut(Event)> Emitter<'a, F> {
-    fn new(out: &'a mut F) -> Self {
-        Emitter { out, pending: None }
-    }
-
-    #[inline]
-    fn push(&mut self, event: Event) {
-        if let Some(previous) = self.pending.replace(event) {
-            (self.out)(previous);
-        }
-    }
-
-    /// Emits the held event with `LAST`: the message is complete.
-    #[inline]
-    fn finish_message(&mut self) {
-        if let Some(mut last) = self.pending.take() {
-            last.header.flags |= flags::LAST;
-            (self.out)(last);
-        }
-    }
-}
-
 /// Applies one diff to a live book and emits its events.
 fn apply_diff<F: FnMut(Event)>(
     book: &mut OrderBook,
@@ -361,7 +333,7 @@ fn apply_diff<F: FnMut(Event)>(
         quote_header.flags |= flags::DERIVED;
         emitter.push(Event::new(quote_header, Body::Quote(top_after)));
     }
-    emitter.finish_message();
+    emitter.finish(true);
 }
 
 /// Emits the loaded book as a snapshot: `SnapshotBegin`, its levels, `SnapshotEnd`, `Quote`.
@@ -389,7 +361,7 @@ fn publish_snapshot<F: FnMut(Event)>(
     emitter.push(Event::new(header, Body::SnapshotEnd(snapshot)));
     let quote_header = stamp.header(last_update_id, 0, recv_ts_ns, flags::DERIVED);
     emitter.push(Event::new(quote_header, Body::Quote(book.top())));
-    emitter.finish_message();
+    emitter.finish(true);
 }
 
 /// The book synchronisation state machine of one Binance USD-M symbol. See the module docs.

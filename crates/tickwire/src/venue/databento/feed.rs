@@ -22,10 +22,11 @@
 //! stream's symbol) delivers it, so two sessions never both reach the strategy.
 //! **Invariant:** no allocation per record: the maps grow only on symbol mappings.
 
-use super::normalize::{typed, IdMap, NormalizeError, Normalizer};
+use super::normalize::{typed, NormalizeError, Normalizer};
 use super::stream::{Item, RecordStream};
 use crate::config::Recovery;
 use crate::event::{Body, Event, Gap, GapReason, InstrumentId, VenueId, VenueState};
+use crate::hash::IdMap;
 use crate::net::ConnId;
 use crate::venue::feed::{
     own_header, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler,

@@ -44,54 +44,13 @@ use crate::event::{
     InstrumentId, Quote, Side, Snapshot, Statistic, Trade, TradingStatus, VenueId,
 };
 use crate::fixed::Fixed;
+use crate::hash::IdMap;
+use crate::venue::emit::Emitter;
 use dbn::{
     rtype, BboMsg, BidAskPair, CbboMsg, Cmbp1Msg, ConsolidatedBidAskPair, ErrorMsg, HasRType,
     ImbalanceMsg, InstrumentDefMsg, MboMsg, Mbp10Msg, Mbp1Msg, OhlcvMsg, Record, RecordHeader,
     RecordRef, Schema, StatMsg, StatusMsg, SymbolMappingMsg, SystemMsg, TradeMsg,
 };
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// The hasher of the per-instrument maps here and in the feed: one multiply by 2^64 / phi
-/// (Fibonacci hashing, Knuth, TAOCP vol. 3, 6.4) instead of SipHash, which cost about a fifth of
-/// the time per MBO record (three lookups a record; `benches/databento.rs`). The keys are DBN
-/// instrument ids and tickwire instrument ids, chosen by the venue, not by whoever sends
-/// traffic, so flooding resistance buys nothing here. The product's low bits (hashbrown's
-/// bucket index) are a bijection of the id's low bits and its top bits (the control byte) mix
-/// every bit of the id.
-#[derive(Clone, Copy, Default)]
-pub struct IdHasher(u64);
-
-/// 2^64 / phi, odd.
-const FIBONACCI: u64 = 0x9e37_79b9_7f4a_7c15;
-
-impl Hasher for IdHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        // Only for keys other than the integers below (none here); correct if slow.
-        for &byte in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(FIBONACCI);
-        }
-    }
-
-    #[inline]
-    fn write_u32(&mut self, id: u32) {
-        self.0 = (self.0 ^ u64::from(id)).wrapping_mul(FIBONACCI);
-    }
-
-    #[inline]
-    fn write_u64(&mut self, id: u64) {
-        self.0 = (self.0 ^ id).wrapping_mul(FIBONACCI);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A map keyed by an instrument id, hashed with [`IdHasher`].
-pub type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
 
 /// What a record was, when it is not market data the normalizer turned into events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,35 +150,6 @@ pub struct Normalizer {
     /// CMBP-1, MBP-10).
     tops: IdMap<Quote>,
     counters: NormalizerCounters,
-}
-
-/// Holds back the latest event so the last one of a record can take the `LAST` flag.
-struct Emitter<'o, F: FnMut(Event)> {
-    out: &'o mut F,
-    pending: Option<Event>,
-}
-
-impl<'o, F: FnMut(Event)> Emitter<'o, F> {
-    fn new(out: &'o mut F) -> Self {
-        Emitter { out, pending: None }
-    }
-
-    #[inline]
-    fn push(&mut self, event: Event) {
-        if let Some(previous) = self.pending.replace(event) {
-            (self.out)(previous);
-        }
-    }
-
-    #[inline]
-    fn finish(mut self, last: bool) {
-        if let Some(mut event) = self.pending.take() {
-            if last {
-                event.header.flags |= flags::LAST;
-            }
-            (self.out)(event);
-        }
-    }
 }
 
 /// A DBN size (whole units, a `u32`) as `Fixed`. At most 4,294,967,295 units, which `Fixed`

@@ -49,6 +49,8 @@
 
 use super::reader::{ReadError, Reader};
 use crate::fixed::{Fixed, SCALE};
+use crate::hash::FastHasher;
+use std::hash::Hasher;
 
 /// A decode failure: what went wrong and where.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -509,7 +511,7 @@ fn ticker(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticker, Decod
             }
             Some(id) if id != TICKER_OTHER && ticker_key_at(reader, id) => id,
             _ => {
-                *reader = Reader::at(reader.bytes(), before);
+                reader.rewind_in_object(before, index == 0);
                 match reader.next_key()? {
                     None => break,
                     Some(key) => {
@@ -685,21 +687,17 @@ fn trade(reader: &mut Reader<'_>, named: bool) -> Result<TradePrint, DecodeError
     Ok(trade)
 }
 
-/// A 64-bit FNV-1a hash of a trade's tuple: equal for the same trade sent twice, different
-/// (but for a 2^-64 chance) for any two trades that differ in any field.
+/// A hash of a trade's tuple ([`FastHasher`]): equal for the same trade sent twice, different
+/// for any two trades that differ in one field (each step of the hasher is a bijection) and, but
+/// for a 2^-64 chance, for any two that differ in several.
 fn trade_key(trade: &TradePrint, instrument: &[u8]) -> u64 {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    let mut mix = |bytes: &[u8]| {
-        for &byte in bytes {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    mix(&trade.price.raw().to_le_bytes());
-    mix(&trade.amount.raw().to_le_bytes());
-    mix(&[u8::from(trade.buy), u8::from(trade.implied_taker)]);
-    mix(&trade.time_ns.to_le_bytes());
-    mix(instrument);
-    hash
+    let mut hasher = FastHasher::default();
+    hasher.write_i64(trade.price.raw());
+    hasher.write_i64(trade.amount.raw());
+    hasher.write_u8(u8::from(trade.buy) | u8::from(trade.implied_taker) << 1);
+    hasher.write_u64(trade.time_ns);
+    hasher.write(instrument);
+    hasher.finish()
 }
 
 fn recent_trades(reader: &mut Reader<'_>, scratch: &mut Scratch) -> Result<(), DecodeError> {

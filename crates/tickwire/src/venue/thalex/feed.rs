@@ -44,13 +44,13 @@ use crate::event::{
     ReferenceKind, Side, Snapshot, Trade, VenueId,
 };
 use crate::fixed::Fixed;
+use crate::hash::BuildFastHasher;
 use crate::net::ConnId;
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, MessageKind,
     ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
 };
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 /// Replies kept for the control thread; more than this many waiting means it is wedged.
@@ -120,35 +120,6 @@ pub struct FeedConfig {
     /// Channel templates (`ticker.100ms`, ...), already validated by the config.
     pub channels: Vec<String>,
     pub instrument_base: InstrumentId,
-}
-
-/// Multiply-rotate hashing (the Fx hash of rustc): a handful of cycles per word for the short
-/// channel names the route table holds. Not DoS-resistant, which a table the feed builds from
-/// its own config does not need.
-#[derive(Default)]
-pub struct NameHasher(u64);
-
-impl Hasher for NameHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut hash = self.0;
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-            hash = (hash.rotate_left(5) ^ word).wrapping_mul(K);
-        }
-        let mut tail = [0u8; 8];
-        let rest = chunks.remainder();
-        tail[..rest.len()].copy_from_slice(rest);
-        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(tail) ^ rest.len() as u64).wrapping_mul(K);
-        self.0 = hash;
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 /// The last trades a stream delivered, by the hash of their tuple and their time: enough to
@@ -230,7 +201,7 @@ struct Target {
 
 /// Channel name to the streams it feeds.
 struct Routes {
-    by_name: HashMap<Box<[u8]>, Box<[Target]>, BuildHasherDefault<NameHasher>>,
+    by_name: HashMap<Box<[u8]>, Box<[Target]>, BuildFastHasher>,
 }
 
 impl Routes {
@@ -402,8 +373,7 @@ impl ThalexFeed {
         book_channel: Option<usize>,
     ) -> (ThalexFeed, FeedCounters) {
         let channels = config.channels.len().max(1);
-        let mut by_name: HashMap<Box<[u8]>, Vec<Target>, BuildHasherDefault<NameHasher>> =
-            HashMap::default();
+        let mut by_name: HashMap<Box<[u8]>, Vec<Target>, BuildFastHasher> = HashMap::default();
         for (name, instrument, position) in list {
             by_name
                 .entry(name.into_bytes().into_boxed_slice())
@@ -417,7 +387,7 @@ impl ThalexFeed {
             by_name: by_name
                 .into_iter()
                 .map(|(name, targets)| (name, targets.into_boxed_slice()))
-                .collect::<HashMap<_, _, BuildHasherDefault<NameHasher>>>(),
+                .collect::<HashMap<_, _, BuildFastHasher>>(),
         };
         let books = (0..config.symbols.len())
             .map(|_| {

@@ -6,11 +6,13 @@
 //! digit by digit, so `0.1` is exactly 0.1 and a float never exists on the way. Timestamps are
 //! float seconds: as a `Fixed` (1e-9 units) their raw value is nanoseconds.
 //!
-//! Strings are returned as the raw bytes between their quotes: escapes are stepped over, not
-//! decoded. Every name the decoders compare with (keys, channel names, directions) is plain
-//! ASCII, so a name with an escape in it simply does not match.
+//! Strings, the key loop and skipping are the shared JSON cursor's (`venue::json`, with its one
+//! depth limit): strings are returned as the raw bytes between their quotes, escapes checked
+//! but not decoded. Every name the decoders compare with (keys, channel names, directions) is
+//! plain ASCII, so a name with an escape in it simply does not match.
 
 use crate::fixed::{Fixed, POW10, SCALE};
+use crate::venue::json::{self, JsonError, JsonErrorKind, Members};
 
 /// Why a message could not be read. Small and `Copy`: it is returned on the decode path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -43,74 +45,85 @@ impl ReadError {
     }
 }
 
-/// The lowest byte lane of `word` equal to `byte` has its top bit set in the result (lanes
-/// above it may too; only the lowest counts).
-#[inline(always)]
-fn lanes_equal(word: u64, byte: u8) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const TOPS: u64 = 0x8080_8080_8080_8080;
-    let x = word ^ (ONES * u64::from(byte));
-    x.wrapping_sub(ONES) & !x & TOPS
+/// Nesting `skip_value` follows at most: the shared cursor's one limit.
+pub const MAX_DEPTH: usize = json::MAX_DEPTH as usize;
+
+/// The shared JSON cursor with Thalex's reads on top: JSON numbers as exact or rounded
+/// [`Fixed`], float seconds as nanoseconds, and errors as [`ReadError`].
+pub struct Reader<'a> {
+    cursor: json::Cursor<'a>,
+    /// Where the innermost object being read stands in the key loop. One for all nesting levels
+    /// suffices: an inner object ends at its `}` with a member read in the outer one.
+    members: Members,
 }
 
-/// Nesting `skip_value` follows at most; deeper input is refused rather than recursed into.
-pub const MAX_DEPTH: usize = 64;
-
-/// A cursor over one JSON text.
-pub struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+/// A shared-cursor error as a [`ReadError`]; `expected` says what could have come next.
+#[inline]
+fn read_error(error: JsonError, expected: &'static str) -> ReadError {
+    let offset = error.offset;
+    match error.kind {
+        JsonErrorKind::Truncated => ReadError::End,
+        JsonErrorKind::UnexpectedByte(_) => ReadError::Expected { expected, offset },
+        JsonErrorKind::InvalidString => ReadError::Expected {
+            expected: "a string without control characters or invalid escapes",
+            offset,
+        },
+        JsonErrorKind::InvalidNumber => ReadError::NotJson { offset },
+        JsonErrorKind::TooDeep => ReadError::TooDeep { offset },
+    }
 }
 
 impl<'a> Reader<'a> {
     #[inline]
     pub fn new(bytes: &'a [u8]) -> Reader<'a> {
-        Reader { bytes, pos: 0 }
+        Reader::at(bytes, 0)
     }
 
     /// A reader placed at `pos`.
     #[inline]
     pub fn at(bytes: &'a [u8], pos: usize) -> Reader<'a> {
-        Reader { bytes, pos }
+        // Not after a `{`: a key loop started here follows a member the decoder read itself.
+        Reader {
+            cursor: json::Cursor::at(bytes, pos),
+            members: Members::after_first(),
+        }
+    }
+
+    /// Goes back to `pos`, a place in an object's key loop before its first member (`first`)
+    /// or after one, for a decoder whose guess at the next key was wrong.
+    #[inline]
+    pub fn rewind_in_object(&mut self, pos: usize, first: bool) {
+        self.cursor.pos = pos;
+        self.members = if first {
+            Members::new()
+        } else {
+            Members::after_first()
+        };
     }
 
     #[inline]
     pub fn pos(&self) -> usize {
-        self.pos
+        self.cursor.pos
     }
 
     /// The whole text being read.
     #[inline]
     pub fn bytes(&self) -> &'a [u8] {
-        self.bytes
+        self.cursor.bytes
     }
 
-    /// Skips whitespace; venues send none, so the first byte usually ends it.
     #[inline(always)]
     fn ws(&mut self) {
-        match self.bytes.get(self.pos) {
-            Some(&byte) if byte > b' ' => {}
-            _ => self.ws_run(),
-        }
-    }
-
-    #[cold]
-    fn ws_run(&mut self) {
-        while let Some(&byte) = self.bytes.get(self.pos) {
-            if !matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
-                break;
-            }
-            self.pos += 1;
-        }
+        self.cursor.skip_whitespace();
     }
 
     fn expected(&self, expected: &'static str) -> ReadError {
-        if self.pos >= self.bytes.len() {
+        if self.cursor.pos >= self.cursor.bytes.len() {
             ReadError::End
         } else {
             ReadError::Expected {
                 expected,
-                offset: self.pos,
+                offset: self.cursor.pos,
             }
         }
     }
@@ -119,14 +132,14 @@ impl<'a> Reader<'a> {
     #[inline(always)]
     pub fn peek(&mut self) -> Option<u8> {
         self.ws();
-        self.bytes.get(self.pos).copied()
+        self.cursor.bytes.get(self.cursor.pos).copied()
     }
 
     /// Consumes `byte` (after whitespace) if it is next.
     #[inline(always)]
     pub fn eat(&mut self, byte: u8) -> bool {
         if self.peek() == Some(byte) {
-            self.pos += 1;
+            self.cursor.pos += 1;
             true
         } else {
             false
@@ -146,79 +159,47 @@ impl<'a> Reader<'a> {
     #[inline(always)]
     pub fn literal(&mut self, literal: &[u8]) -> bool {
         let matches = self
+            .cursor
             .bytes
-            .get(self.pos..self.pos + literal.len())
+            .get(self.cursor.pos..self.cursor.pos + literal.len())
             .is_some_and(|bytes| bytes == literal);
         if matches {
-            self.pos += literal.len();
+            self.cursor.pos += literal.len();
         }
         matches
     }
 
-    /// A string's raw contents (escapes left as they are).
+    /// A string's raw contents (escapes checked, left as they are).
     #[inline(always)]
     pub fn string(&mut self) -> Result<&'a [u8], ReadError> {
         self.expect(b'"', "a string")?;
-        let start = self.pos;
-        loop {
-            // Eight bytes at a time up to the next quote.
-            while let Some(chunk) = self
-                .bytes
-                .get(self.pos..self.pos + 8)
-                .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
-            {
-                let hits = lanes_equal(u64::from_le_bytes(chunk), b'"');
-                if hits != 0 {
-                    self.pos += (hits.trailing_zeros() / 8) as usize;
-                    break;
-                }
-                self.pos += 8;
-            }
-            match self.bytes.get(self.pos) {
-                None => return Err(ReadError::End),
-                Some(b'"') => {
-                    // A quote after an odd run of backslashes is escaped: part of the string.
-                    let escapes = if self.pos > start && self.bytes[self.pos - 1] == b'\\' {
-                        self.bytes[start..self.pos]
-                            .iter()
-                            .rev()
-                            .take_while(|&&byte| byte == b'\\')
-                            .count()
-                    } else {
-                        0
-                    };
-                    self.pos += 1;
-                    if escapes % 2 == 0 {
-                        return Ok(&self.bytes[start..self.pos - 1]);
-                    }
-                }
-                Some(_) => self.pos += 1,
-            }
+        match self.cursor.string_body() {
+            Ok((content, _escaped)) => Ok(content),
+            Err(error) => Err(read_error(error, "a string")),
         }
     }
 
     /// Opens an object: `{`.
     #[inline(always)]
     pub fn begin_object(&mut self) -> Result<(), ReadError> {
-        self.expect(b'{', "an object")
+        self.expect(b'{', "an object")?;
+        self.members = Members::new();
+        Ok(())
     }
 
     /// The next key of an open object and its `:`, or `None` at its `}`. Call it again only after
     /// reading or skipping the key's value.
     #[inline(always)]
     pub fn next_key(&mut self) -> Result<Option<&'a [u8]>, ReadError> {
-        match self.peek() {
-            Some(b'}') => {
-                self.pos += 1;
-                return Ok(None);
+        match self.cursor.next_raw_key(&mut self.members) {
+            Ok(Some((key, _escaped))) => Ok(Some(key)),
+            Ok(None) => {
+                // The object was a member's value: its parent has had a member.
+                self.members = Members::after_first();
+                Ok(None)
             }
-            Some(b',') => self.pos += 1,
-            Some(b'"') => {}
-            _ => return Err(self.expected("a key, `,` or `}`")),
+            Err(error) => Err(read_error(error, "a key, `,` or `}`")),
         }
-        let key = self.string()?;
-        self.expect(b':', "`:`")?;
-        Ok(Some(key))
     }
 
     /// Opens an array: `[`.
@@ -233,11 +214,11 @@ impl<'a> Reader<'a> {
     pub fn next_item(&mut self, first: bool) -> Result<bool, ReadError> {
         match self.peek() {
             Some(b']') => {
-                self.pos += 1;
+                self.cursor.pos += 1;
                 Ok(false)
             }
             Some(b',') if !first => {
-                self.pos += 1;
+                self.cursor.pos += 1;
                 Ok(true)
             }
             Some(_) if first => Ok(true),
@@ -268,9 +249,9 @@ impl<'a> Reader<'a> {
     #[inline]
     pub fn unsigned(&mut self) -> Result<u64, ReadError> {
         self.ws();
-        let start = self.pos;
+        let start = self.cursor.pos;
         let mut value: u64 = 0;
-        while let Some(&byte) = self.bytes.get(self.pos) {
+        while let Some(&byte) = self.cursor.bytes.get(self.cursor.pos) {
             if !byte.is_ascii_digit() {
                 break;
             }
@@ -278,12 +259,12 @@ impl<'a> Reader<'a> {
                 .checked_mul(10)
                 .and_then(|value| value.checked_add(u64::from(byte - b'0')))
                 .ok_or(ReadError::Number { offset: start })?;
-            self.pos += 1;
+            self.cursor.pos += 1;
         }
-        if self.pos == start {
+        if self.cursor.pos == start {
             return Err(self.expected("an integer"));
         }
-        if self.pos - start > 1 && self.bytes[start] == b'0' {
+        if self.cursor.pos - start > 1 && self.cursor.bytes[start] == b'0' {
             return Err(ReadError::NotJson { offset: start });
         }
         Ok(value)
@@ -310,8 +291,8 @@ impl<'a> Reader<'a> {
     /// [`Reader::any_number`] then reads or refuses.
     #[inline(always)]
     fn plain_number(&mut self) -> Option<Fixed> {
-        let bytes = self.bytes;
-        let mut pos = self.pos;
+        let bytes = self.cursor.bytes;
+        let mut pos = self.cursor.pos;
         let negative = bytes.get(pos) == Some(&b'-');
         pos += usize::from(negative);
         let start = pos;
@@ -363,7 +344,7 @@ impl<'a> Reader<'a> {
         if round_up(raw & 1 == 1, round_digit, sticky) {
             raw += 1;
         }
-        self.pos = pos;
+        self.cursor.pos = pos;
         let raw = raw as i64;
         Some(Fixed(if negative { -raw } else { raw }))
     }
@@ -372,11 +353,11 @@ impl<'a> Reader<'a> {
     /// (RFC 8259 section 6) and rounded as [`Reader::number`] says.
     #[cold]
     fn any_number(&mut self) -> Result<Fixed, ReadError> {
-        let start = self.pos;
+        let start = self.cursor.pos;
         let not_json = ReadError::NotJson { offset: start };
-        let negative = self.bytes.get(self.pos) == Some(&b'-');
+        let negative = self.cursor.bytes.get(self.cursor.pos) == Some(&b'-');
         if negative {
-            self.pos += 1;
+            self.cursor.pos += 1;
         }
         // The significant digits as one decimal mantissa of at most 19 digits, its value
         // `mantissa * 10^exp10`; digits past the 19th are only kept as the first one dropped
@@ -395,8 +376,8 @@ impl<'a> Reader<'a> {
             }
             *dropped += 1;
         };
-        let integer_start = self.pos;
-        while let Some(&byte) = self.bytes.get(self.pos) {
+        let integer_start = self.cursor.pos;
+        while let Some(&byte) = self.cursor.bytes.get(self.cursor.pos) {
             if !byte.is_ascii_digit() {
                 break;
             }
@@ -410,24 +391,24 @@ impl<'a> Reader<'a> {
                 drop_digit(digit, &mut dropped);
                 exp10 = exp10.saturating_add(1);
             }
-            self.pos += 1;
+            self.cursor.pos += 1;
         }
-        let integer_len = self.pos - integer_start;
+        let integer_len = self.cursor.pos - integer_start;
         if integer_len == 0 {
-            return Err(match self.bytes.get(self.pos) {
+            return Err(match self.cursor.bytes.get(self.cursor.pos) {
                 None => ReadError::End,
                 Some(b'+' | b'.') => not_json,
                 Some(_) if negative => not_json,
                 Some(_) => self.expected("a number"),
             });
         }
-        if integer_len > 1 && self.bytes[integer_start] == b'0' {
+        if integer_len > 1 && self.cursor.bytes[integer_start] == b'0' {
             return Err(not_json);
         }
-        if self.bytes.get(self.pos) == Some(&b'.') {
-            self.pos += 1;
-            let fraction_start = self.pos;
-            while let Some(&byte) = self.bytes.get(self.pos) {
+        if self.cursor.bytes.get(self.cursor.pos) == Some(&b'.') {
+            self.cursor.pos += 1;
+            let fraction_start = self.cursor.pos;
+            while let Some(&byte) = self.cursor.bytes.get(self.cursor.pos) {
                 if !byte.is_ascii_digit() {
                     break;
                 }
@@ -443,10 +424,10 @@ impl<'a> Reader<'a> {
                 }
                 // A fraction longer than any exponent could make up is only precision lost.
                 exp10 = exp10.max(-10_000);
-                self.pos += 1;
+                self.cursor.pos += 1;
             }
-            if self.pos == fraction_start {
-                return Err(if self.pos >= self.bytes.len() {
+            if self.cursor.pos == fraction_start {
+                return Err(if self.cursor.pos >= self.cursor.bytes.len() {
                     ReadError::End
                 } else {
                     not_json
@@ -454,29 +435,29 @@ impl<'a> Reader<'a> {
             }
         }
         let mut exponent: i32 = 0;
-        if matches!(self.bytes.get(self.pos), Some(b'e' | b'E')) {
-            self.pos += 1;
-            let exp_negative = match self.bytes.get(self.pos) {
+        if matches!(self.cursor.bytes.get(self.cursor.pos), Some(b'e' | b'E')) {
+            self.cursor.pos += 1;
+            let exp_negative = match self.cursor.bytes.get(self.cursor.pos) {
                 Some(b'-') => {
-                    self.pos += 1;
+                    self.cursor.pos += 1;
                     true
                 }
                 Some(b'+') => {
-                    self.pos += 1;
+                    self.cursor.pos += 1;
                     false
                 }
                 _ => false,
             };
-            let exp_start = self.pos;
-            while let Some(&byte) = self.bytes.get(self.pos) {
+            let exp_start = self.cursor.pos;
+            while let Some(&byte) = self.cursor.bytes.get(self.cursor.pos) {
                 if !byte.is_ascii_digit() {
                     break;
                 }
                 exponent = (exponent * 10 + i32::from(byte - b'0')).min(100_000);
-                self.pos += 1;
+                self.cursor.pos += 1;
             }
-            if self.pos == exp_start {
-                return Err(if self.pos >= self.bytes.len() {
+            if self.cursor.pos == exp_start {
+                return Err(if self.cursor.pos >= self.cursor.bytes.len() {
                     ReadError::End
                 } else {
                     not_json
@@ -542,7 +523,7 @@ impl<'a> Reader<'a> {
     /// `None` for `null`. A time before the epoch is refused ([`ReadError::Number`]).
     #[inline(always)]
     pub fn seconds_as_ns(&mut self) -> Result<Option<u64>, ReadError> {
-        let offset = self.pos;
+        let offset = self.cursor.pos;
         match self.number_or_null()? {
             None => Ok(None),
             Some(seconds) => u64::try_from(seconds.raw())
@@ -551,87 +532,23 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Steps over any one value. A scalar is read whole; inside an object or array only the
-    /// structure is followed (strings, with their escapes, and brackets, which must balance):
-    /// a skipped value's contents are never used, so its literals and separators are not
-    /// checked.
+    /// Steps over any one value, checked to its end as JSON (the shared cursor's skip).
+    #[inline]
     pub fn skip_value(&mut self) -> Result<(), ReadError> {
-        match self.peek() {
-            None => return Err(ReadError::End),
-            Some(b'{' | b'[') => {}
-            Some(b'"') => return self.string().map(drop),
-            Some(b't' | b'f') => return self.boolean().map(drop),
-            Some(b'n') if self.null() => return Ok(()),
-            Some(b'-' | b'0'..=b'9') => return self.skip_number(),
-            Some(_) => return Err(self.expected("a value")),
+        self.ws();
+        let start = self.cursor.pos;
+        let first = self.cursor.peek();
+        if let Err(error) = self.cursor.skip_value() {
+            return Err(read_error(error, "a value"));
         }
-        let mut depth = 0usize;
-        loop {
-            match self.bytes.get(self.pos) {
-                None => return Err(ReadError::End),
-                Some(b'{' | b'[') => {
-                    depth += 1;
-                    if depth > MAX_DEPTH {
-                        return Err(ReadError::TooDeep { offset: self.pos });
-                    }
-                    self.pos += 1;
-                }
-                Some(b'}' | b']') => {
-                    self.pos += 1;
-                    depth -= 1;
-                    if depth == 0 {
-                        return Ok(());
-                    }
-                }
-                Some(b'"') => {
-                    self.string()?;
-                }
-                Some(_) => self.pos += 1,
-            }
-        }
-    }
-
-    /// Steps over a number, checking only the JSON grammar (its value is never used, so its
-    /// range does not matter).
-    fn skip_number(&mut self) -> Result<(), ReadError> {
-        let start = self.pos;
-        let not_json = |reader: &Reader<'_>| {
-            if reader.pos >= reader.bytes.len() {
-                ReadError::End
-            } else {
-                ReadError::NotJson { offset: start }
-            }
-        };
-        let digits = |reader: &mut Reader<'_>| {
-            let from = reader.pos;
-            while reader.bytes.get(reader.pos).is_some_and(u8::is_ascii_digit) {
-                reader.pos += 1;
-            }
-            reader.pos - from
-        };
-        if self.bytes.get(self.pos) == Some(&b'-') {
-            self.pos += 1;
-        }
-        let integer_start = self.pos;
-        match digits(self) {
-            0 => return Err(not_json(self)),
-            1 => {}
-            _ if self.bytes[integer_start] == b'0' => return Err(not_json(self)),
-            _ => {}
-        }
-        if self.bytes.get(self.pos) == Some(&b'.') {
-            self.pos += 1;
-            if digits(self) == 0 {
-                return Err(not_json(self));
-            }
-        }
-        if matches!(self.bytes.get(self.pos), Some(b'e' | b'E')) {
-            self.pos += 1;
-            if matches!(self.bytes.get(self.pos), Some(b'-' | b'+')) {
-                self.pos += 1;
-            }
-            if digits(self) == 0 {
-                return Err(not_json(self));
+        // A number's leading zero is followed by no digit (`01`), which the cursor leaves for
+        // the next read to refuse; a skipped scalar is refused here, as `number` refuses it.
+        if matches!(first, Some(b'-' | b'0')) {
+            let number_start = start + usize::from(first == Some(b'-'));
+            if self.cursor.bytes.get(number_start) == Some(&b'0')
+                && self.cursor.peek().is_some_and(|byte| byte.is_ascii_digit())
+            {
+                return Err(ReadError::NotJson { offset: start });
             }
         }
         Ok(())

@@ -1,0 +1,503 @@
+//! The borrowing JSON cursor the venue decoders share (Binance's `decode`, Thalex's `reader`):
+//! a position in one message and the venue-neutral reads on it, namely whitespace, literals,
+//! strings with their escapes checked but left in place, skipping any value, and the object key
+//! loop. No DOM, no allocation, no copy. Each decoder keeps what is its venue's on top of it:
+//! Binance's key-order fast paths (`binance/scan.rs`) and decimal strings, Thalex's JSON numbers
+//! rounded to 1e-9.
+//!
+//! What it accepts is RFC 8259: strings refuse control characters and unknown escapes
+//! (section 7), numbers follow section 6, every skipped value is checked to its end, and members
+//! are separated by exactly one `,`.
+//!
+//! **One depth limit, [`MAX_DEPTH`] = 128**: skipping recurses once per nested array or object,
+//! so the limit bounds stack use on hostile input (`[[[[...`) to a few KiB. 128 is
+//! `serde_json`'s default, the oracle both decoders are tested against, so any message the
+//! oracle reads is read here too; Thalex's reader used to stop at 64 and Binance's at 128, and
+//! no venue message nests deeper than 4.
+
+/// Arrays and objects nested deeper than this are refused ([`JsonErrorKind::TooDeep`]).
+pub const MAX_DEPTH: u32 = 128;
+
+/// What was wrong with the JSON itself. Each decoder maps it onto its own error type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonErrorKind {
+    /// The message ends inside a value.
+    Truncated,
+    /// A byte that cannot come next.
+    UnexpectedByte(u8),
+    /// A control character or an invalid escape in a string.
+    InvalidString,
+    /// A number outside RFC 8259's grammar.
+    InvalidNumber,
+    /// Arrays and objects nested deeper than [`MAX_DEPTH`].
+    TooDeep,
+}
+
+/// A [`JsonErrorKind`] and the byte offset where it was seen. Small and `Copy`: it is returned
+/// on the decode path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JsonError {
+    pub kind: JsonErrorKind,
+    pub offset: usize,
+}
+
+type Result<T> = std::result::Result<T, JsonError>;
+
+/// Where a key loop stands inside an object: before its first member or after one.
+#[derive(Clone, Copy, Debug)]
+pub struct Members {
+    first: bool,
+}
+
+impl Members {
+    /// Right after the object's `{`.
+    pub fn new() -> Members {
+        Members { first: true }
+    }
+
+    /// After a member read some other way (a decoder's literal prefix, say).
+    pub fn after_first() -> Members {
+        Members { first: false }
+    }
+}
+
+impl Default for Members {
+    fn default() -> Self {
+        Members::new()
+    }
+}
+
+/// The lowest byte lane of `word` equal to `byte` has its top bit set in the result (lanes
+/// above it may too, through the borrow; only the lowest counts).
+#[inline(always)]
+fn lanes_equal(word: u64, byte: u8) -> u64 {
+    lanes_below(word ^ (ONES * u64::from(byte)), 1)
+}
+
+/// The lowest byte lane of `word` below `limit` (at most 0x80) has its top bit set in the
+/// result, with the same caveat as [`lanes_equal`].
+#[inline(always)]
+fn lanes_below(word: u64, limit: u8) -> u64 {
+    word.wrapping_sub(ONES * u64::from(limit)) & !word & TOPS
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const TOPS: u64 = 0x8080_8080_8080_8080;
+
+/// A position in one JSON text. Every read goes through `get`, so no input can index out of
+/// bounds; `pos` never exceeds `bytes.len()`.
+#[derive(Clone, Copy, Debug)]
+pub struct Cursor<'a> {
+    pub bytes: &'a [u8],
+    pub pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    #[inline]
+    pub fn at(bytes: &'a [u8], pos: usize) -> Cursor<'a> {
+        Cursor { bytes, pos }
+    }
+
+    #[inline]
+    pub fn error(&self, kind: JsonErrorKind) -> JsonError {
+        JsonError {
+            kind,
+            offset: self.pos,
+        }
+    }
+
+    /// The byte at the cursor, whitespace included.
+    #[inline(always)]
+    pub fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// `bytes[start..end]`; the positions come from this cursor, so the range is always in
+    /// bounds, and an empty slice stands in if that were ever not so.
+    #[inline]
+    pub fn slice(&self, start: usize, end: usize) -> &'a [u8] {
+        self.bytes.get(start..end).unwrap_or_default()
+    }
+
+    /// Skips whitespace; venues send none, so the first byte usually ends it.
+    #[inline(always)]
+    pub fn skip_whitespace(&mut self) {
+        match self.peek() {
+            Some(byte) if byte > b' ' => {}
+            _ => self.whitespace_run(),
+        }
+    }
+
+    #[cold]
+    fn whitespace_run(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// The next byte after whitespace, not consumed.
+    #[inline(always)]
+    pub fn peek_value(&mut self) -> Result<u8> {
+        self.skip_whitespace();
+        self.peek()
+            .ok_or_else(|| self.error(JsonErrorKind::Truncated))
+    }
+
+    /// Consumes `wanted` after whitespace.
+    #[inline(always)]
+    pub fn expect(&mut self, wanted: u8) -> Result<()> {
+        let byte = self.peek_value()?;
+        if byte != wanted {
+            return Err(self.error(JsonErrorKind::UnexpectedByte(byte)));
+        }
+        self.pos += 1;
+        Ok(())
+    }
+
+    /// Consumes `word` at the cursor (no whitespace skipped); otherwise points at the first
+    /// byte that differs, and running out is truncation.
+    pub fn literal(&mut self, word: &'static [u8]) -> Result<()> {
+        let end = self.pos.saturating_add(word.len());
+        match self.bytes.get(self.pos..end) {
+            Some(found) if found == word => {
+                self.pos = end;
+                Ok(())
+            }
+            found => {
+                let found = found.unwrap_or(self.slice(self.pos, self.bytes.len()));
+                let same = found.iter().zip(word).take_while(|(a, b)| a == b).count();
+                self.pos += same;
+                match found.get(same) {
+                    Some(&byte) => Err(self.error(JsonErrorKind::UnexpectedByte(byte))),
+                    None => Err(self.error(JsonErrorKind::Truncated)),
+                }
+            }
+        }
+    }
+
+    /// A string's content after its opening quote, and whether it holds escapes; consumes the
+    /// closing quote. Escapes are checked (`\uXXXX` needs four hex digits) but not decoded,
+    /// control characters refused, as RFC 8259 section 7 says. Plain runs are crossed eight
+    /// bytes at a time.
+    #[inline(always)]
+    pub fn string_body(&mut self) -> Result<(&'a [u8], bool)> {
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            while let Some(chunk) = self
+                .bytes
+                .get(self.pos..self.pos + 8)
+                .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
+            {
+                let word = u64::from_le_bytes(chunk);
+                // Flipping bit 1 of every byte maps `"` (0x22) to 0x20 and keeps control
+                // characters below 0x20, while no other byte lands below 0x21: one compare finds
+                // both, a second finds the backslash.
+                let stops = lanes_below(word ^ (ONES * 0x02), 0x21) | lanes_equal(word, b'\\');
+                if stops != 0 {
+                    self.pos += (stops.trailing_zeros() / 8) as usize;
+                    break;
+                }
+                self.pos += 8;
+            }
+            match self.peek() {
+                None => return Err(self.error(JsonErrorKind::Truncated)),
+                Some(b'"') => {
+                    let content = self.slice(start, self.pos);
+                    self.pos += 1;
+                    return Ok((content, escaped));
+                }
+                Some(b'\\') => {
+                    escaped = true;
+                    self.pos += 1;
+                    self.escape()?;
+                }
+                Some(0x00..=0x1f) => return Err(self.error(JsonErrorKind::InvalidString)),
+                Some(_) => self.pos += 1,
+            }
+        }
+    }
+
+    /// One escape after its backslash.
+    fn escape(&mut self) -> Result<()> {
+        match self.peek() {
+            None => Err(self.error(JsonErrorKind::Truncated)),
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(b'u') => {
+                self.pos += 1;
+                for _ in 0..4 {
+                    match self.peek() {
+                        None => return Err(self.error(JsonErrorKind::Truncated)),
+                        Some(digit) if digit.is_ascii_hexdigit() => self.pos += 1,
+                        Some(_) => return Err(self.error(JsonErrorKind::InvalidString)),
+                    }
+                }
+                Ok(())
+            }
+            Some(_) => Err(self.error(JsonErrorKind::InvalidString)),
+        }
+    }
+
+    /// The key loop: the next member's key (raw, and whether it holds escapes) with its `:`
+    /// consumed, or `None` after the object's `}`. Call it with a fresh [`Members`] right after
+    /// the `{`, and again only after reading or skipping the key's value.
+    #[inline(always)]
+    pub fn next_raw_key(&mut self, members: &mut Members) -> Result<Option<(&'a [u8], bool)>> {
+        let mut byte = self.peek_value()?;
+        if byte == b'}' {
+            self.pos += 1;
+            return Ok(None);
+        }
+        if !members.first {
+            if byte != b',' {
+                return Err(self.error(JsonErrorKind::UnexpectedByte(byte)));
+            }
+            self.pos += 1;
+            byte = self.peek_value()?;
+        }
+        members.first = false;
+        if byte != b'"' {
+            return Err(self.error(JsonErrorKind::UnexpectedByte(byte)));
+        }
+        self.pos += 1;
+        let key = self.string_body()?;
+        self.expect(b':')?;
+        Ok(Some(key))
+    }
+
+    /// Skips the remaining members of an object and its `}`.
+    pub fn skip_members(&mut self, mut members: Members) -> Result<()> {
+        while self.next_raw_key(&mut members)?.is_some() {
+            self.skip_value()?;
+        }
+        Ok(())
+    }
+
+    /// Skips one JSON value of any type, checking its syntax to its end. Scalars, the common
+    /// case, are stepped over inline; arrays and objects recurse.
+    #[inline]
+    pub fn skip_value(&mut self) -> Result<()> {
+        self.skip_at_depth(0)
+    }
+
+    /// A value `depth` levels down: a scalar inline, a container through [`Cursor::skip_nested`].
+    #[inline(always)]
+    fn skip_at_depth(&mut self, depth: u32) -> Result<()> {
+        match self.peek_value()? {
+            b'"' => {
+                self.pos += 1;
+                self.string_body().map(drop)
+            }
+            b'-' | b'0'..=b'9' => self.skip_number(),
+            _ => self.skip_nested(depth),
+        }
+    }
+
+    fn skip_nested(&mut self, depth: u32) -> Result<()> {
+        match self.peek_value()? {
+            b'"' => {
+                self.pos += 1;
+                self.string_body().map(drop)
+            }
+            b'{' => {
+                if depth >= MAX_DEPTH {
+                    return Err(self.error(JsonErrorKind::TooDeep));
+                }
+                self.pos += 1;
+                let mut members = Members::new();
+                while self.next_raw_key(&mut members)?.is_some() {
+                    self.skip_at_depth(depth + 1)?;
+                }
+                Ok(())
+            }
+            b'[' => {
+                if depth >= MAX_DEPTH {
+                    return Err(self.error(JsonErrorKind::TooDeep));
+                }
+                self.pos += 1;
+                if self.peek_value()? == b']' {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                loop {
+                    self.skip_at_depth(depth + 1)?;
+                    match self.peek_value()? {
+                        b',' => self.pos += 1,
+                        b']' => {
+                            self.pos += 1;
+                            return Ok(());
+                        }
+                        other => return Err(self.error(JsonErrorKind::UnexpectedByte(other))),
+                    }
+                }
+            }
+            b'-' | b'0'..=b'9' => self.skip_number(),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            other => Err(self.error(JsonErrorKind::UnexpectedByte(other))),
+        }
+    }
+
+    /// Skips a JSON number (RFC 8259 section 6):
+    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`. Its value is never used, so its
+    /// range does not matter.
+    pub fn skip_number(&mut self) -> Result<()> {
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => self.skip_digits(),
+            None => return Err(self.error(JsonErrorKind::Truncated)),
+            Some(_) => return Err(self.error(JsonErrorKind::InvalidNumber)),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            self.one_or_more_digits()?;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            self.one_or_more_digits()?;
+        }
+        Ok(())
+    }
+
+    fn skip_digits(&mut self) {
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    fn one_or_more_digits(&mut self) -> Result<()> {
+        match self.peek() {
+            Some(b'0'..=b'9') => {
+                self.skip_digits();
+                Ok(())
+            }
+            None => Err(self.error(JsonErrorKind::Truncated)),
+            Some(_) => Err(self.error(JsonErrorKind::InvalidNumber)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn string(text: &str) -> Result<(&[u8], bool)> {
+        let mut cursor = Cursor::at(text.as_bytes(), 1);
+        cursor.string_body()
+    }
+
+    #[test]
+    fn strings_end_at_the_first_unescaped_quote_eight_bytes_at_a_time_or_not() {
+        for (text, content, escaped) in [
+            (r#""plain""#, "plain", false),
+            (
+                r#""longer than eight bytes" "#,
+                "longer than eight bytes",
+                false,
+            ),
+            (r#""a\"b""#, r#"a\"b"#, true),
+            (r#""a\\""#, r#"a\\"#, true),
+            (
+                r#""0123456789\u00e9abcdefgh""#,
+                r#"0123456789\u00e9abcdefgh"#,
+                true,
+            ),
+            (
+                r#""caf\u00e9 \/ é and more""#,
+                r#"caf\u00e9 \/ é and more"#,
+                true,
+            ),
+            (r#""""#, "", false),
+        ] {
+            assert_eq!(string(text), Ok((content.as_bytes(), escaped)), "{text}");
+        }
+    }
+
+    #[test]
+    fn control_characters_and_bad_escapes_are_refused_wherever_they_are() {
+        for text in [
+            "\"ab\tc\"",
+            "\"abcdefghijk\ncd\"",
+            "\"abcdefgh\u{1f}\"",
+            r#""a\x""#,
+            r#""abcdefghij\u12G4""#,
+        ] {
+            assert!(
+                matches!(
+                    string(text),
+                    Err(JsonError {
+                        kind: JsonErrorKind::InvalidString,
+                        ..
+                    })
+                ),
+                "{text:?}"
+            );
+        }
+        for text in ["\"abc", "\"abcdefghijklmnop", "\"ab\\", "\"ab\\u12"] {
+            assert_eq!(
+                string(text).map_err(|error| error.kind),
+                Err(JsonErrorKind::Truncated),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_key_loop_and_skipping_check_everything() {
+        let text = br#" {"a" : [1, {"x":"y\"z"}, null, true, -0.5e+3], "b":"c", "d":{}} "#;
+        let mut cursor = Cursor::at(text, 0);
+        cursor.expect(b'{').unwrap();
+        let mut members = Members::new();
+        let mut keys = Vec::new();
+        while let Some((key, _)) = cursor.next_raw_key(&mut members).unwrap() {
+            keys.push(key);
+            cursor.skip_value().unwrap();
+        }
+        assert_eq!(keys, [&b"a"[..], b"b", b"d"]);
+        for (text, kind) in [
+            (
+                &br#"{"a":1 "b":2}"#[..],
+                JsonErrorKind::UnexpectedByte(b'"'),
+            ),
+            (br#"{,"a":1}"#, JsonErrorKind::UnexpectedByte(b',')),
+            (br#"[1,]"#, JsonErrorKind::UnexpectedByte(b']')),
+            (br#"[tru]"#, JsonErrorKind::UnexpectedByte(b']')),
+            (br#"[01]"#, JsonErrorKind::UnexpectedByte(b'1')),
+            (br#"[1.]"#, JsonErrorKind::InvalidNumber),
+            (br#"{"a":"#, JsonErrorKind::Truncated),
+        ] {
+            let mut cursor = Cursor::at(text, 0);
+            assert_eq!(
+                cursor.skip_value().map_err(|error| error.kind),
+                Err(kind),
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
+    #[test]
+    fn nesting_stops_at_the_one_limit() {
+        let depth = MAX_DEPTH as usize;
+        let at_limit = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(Cursor::at(at_limit.as_bytes(), 0).skip_value(), Ok(()));
+        let beyond = "[".repeat(depth + 1);
+        assert_eq!(
+            Cursor::at(beyond.as_bytes(), 0).skip_value(),
+            Err(JsonError {
+                kind: JsonErrorKind::TooDeep,
+                offset: depth
+            })
+        );
+    }
+}
