@@ -7,6 +7,7 @@
 
 mod support;
 
+mod architecture;
 mod binance_decode;
 mod binance_decode_alloc;
 mod binance_sync;
