@@ -418,7 +418,7 @@ fn generated_streams_match_the_plain_book() {
 
 /// The long run: 40 streams of 100,000 records, 4,000,000 in all, deeper books and fewer clears.
 /// Under a second in release, about ten seconds in debug; run with
-/// `cargo test --release --test mbo_book -- --ignored`.
+/// `cargo test --release --test tickwire mbo_book:: -- --ignored`.
 #[test]
 #[ignore = "long: 4,000,000 records; run in release with --ignored"]
 fn long_generated_streams_match_the_plain_book() {

@@ -209,7 +209,7 @@ fn the_capture_at_10x_reaches_the_strategy_whole_and_in_order() {
     replay_capture(10.0);
 }
 
-/// About six minutes: `cargo test --test sim_appliance -- --ignored`.
+/// About six minutes: `cargo test --test tickwire sim_appliance:: -- --ignored`.
 #[test]
 #[ignore = "replays the capture at its recorded pace (about 6 minutes)"]
 fn the_capture_at_recorded_pace_reaches_the_strategy_whole_and_in_order() {

@@ -2,7 +2,7 @@
 //! loopback: a plain std `TcpStream` doing the handshake by hand with the records decoded by the
 //! official `dbn` decoder, and the official `databento` live client.
 //!
-//! Every test starts its own gateway on port 0. Run: `cargo test --test sim_databento`.
+//! Every test starts its own gateway on port 0. Run: `cargo test --test tickwire sim_databento::`.
 
 use dbn::decode::{DbnDecoder, DbnMetadata, DecodeRecordRef};
 use dbn::{

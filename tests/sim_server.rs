@@ -7,7 +7,7 @@
 //! `VecSource` of hand-made messages. The Python test needs `python3` with `websockets`; without
 //! it, it skips with a printed reason unless `TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS=1`.
 //!
-//! Run: `cargo test --test sim_server`.
+//! Run: `cargo test --test tickwire sim_server::`.
 
 use crate::support::common;
 use crate::support::ws_client::{self, TlsStream, WsEvent as Ev, WsTestClient};

@@ -3,8 +3,8 @@
 //! rules a Binance USD-M client relies on (shapes and types, update-id chains, trade ids, no
 //! crossed book, snapshots consistent with the diffs).
 //!
-//! `cargo test --test sim_source`; the throughput measurement is ignored by default:
-//! `cargo test --release --test sim_source -- --ignored --nocapture synthetic_throughput`.
+//! `cargo test --test tickwire sim_source::`; the throughput measurement is ignored by default:
+//! `cargo test --release --test tickwire sim_source:: -- --ignored --nocapture synthetic_throughput`.
 
 use crate::support::common;
 
@@ -933,7 +933,7 @@ fn synthetic_field_order_matches_the_capture() {
 }
 
 /// The generation rate, single core, no checks. Run it in release:
-/// `cargo test --release --test sim_source -- --ignored --nocapture synthetic_throughput`.
+/// `cargo test --release --test tickwire sim_source:: -- --ignored --nocapture synthetic_throughput`.
 #[test]
 #[ignore = "a measurement, not a check; run in release"]
 fn synthetic_throughput() {

@@ -8,7 +8,7 @@
 //!
 //! Every test starts its own server on port 0 with a temporary certificate folder.
 //!
-//! Run: `cargo test --test sim_thalex`.
+//! Run: `cargo test --test tickwire sim_thalex::`.
 
 use crate::support::ws_client::{self, WsEvent, WsTestClient};
 use serde_json::{json, Value};

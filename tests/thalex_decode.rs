@@ -10,7 +10,7 @@
 //!   Thalex prints them, nulls where the schema allows) decoded by tickwire and read by
 //!   `serde_json` plus a plain decimal-rounding oracle; the two must agree field by field.
 //!
-//! Run: `cargo test --test thalex_decode`.
+//! Run: `cargo test --test tickwire thalex_decode::`.
 
 use crate::support::common;
 

@@ -170,8 +170,23 @@ pub trait Protocol: Sync {
     /// What a response to a request means.
     fn read_response(&self, reply: &VenueReply) -> Response;
 
-    /// What a notice reports.
-    fn read_notice(&self, reply: &VenueReply) -> Notice;
+    /// What a notice reports. The default is for a venue whose feed sends no notices of its
+    /// own: should one come, it is counted as an error when it carries one, else as a plain
+    /// notice.
+    fn read_notice(&self, reply: &VenueReply) -> Notice {
+        let kind = match reply.error {
+            Some(code) => NoticeKind::Error {
+                what: format!("code {code}"),
+            },
+            None => NoticeKind::Other {
+                what: format!("code {}", reply.id & 0xff),
+            },
+        };
+        Notice {
+            kind,
+            stream_broken: false,
+        }
+    }
 
     /// The decoder stage's feed for venue `venue_id`, whose instruments take ids from
     /// `instrument_base` on (one per symbol, in the file's order).

@@ -7,7 +7,7 @@ use crate::event::{InstrumentId, VenueId};
 use crate::venue::feed::VenueReply;
 use crate::venue::login::Login;
 use crate::venue::protocol::{
-    FileRules, KeyUse, Notice, NoticeKind, Protocol, Response, RestUrl, SubscribeContext, Transport,
+    FileRules, KeyUse, Protocol, Response, RestUrl, SubscribeContext, Transport,
 };
 use crate::venue::{Shard, VenueError, VenueFeed};
 
@@ -162,23 +162,6 @@ impl Protocol for BinanceUsdmFutures {
 
     fn read_response(&self, _reply: &VenueReply) -> Response {
         Response::Answer
-    }
-
-    /// The Binance feed sends no notices; should one come, it is counted as an error when it
-    /// carries one, else as a plain notice.
-    fn read_notice(&self, reply: &VenueReply) -> Notice {
-        let kind = match reply.error {
-            Some(code) => NoticeKind::Error {
-                what: format!("code {code}"),
-            },
-            None => NoticeKind::Other {
-                what: format!("code {}", reply.id & 0xff),
-            },
-        };
-        Notice {
-            kind,
-            stream_broken: false,
-        }
     }
 
     fn feed(
