@@ -81,6 +81,16 @@ fn lanes_below(word: u64, limit: u8) -> u64 {
     word.wrapping_sub(ONES * u64::from(limit)) & !word & TOPS
 }
 
+/// The lowest byte lane of `word` that holds a quote, a backslash or a control character has
+/// its top bit set in the result, with the same caveat as [`lanes_equal`].
+#[inline(always)]
+fn string_stops(word: u64) -> u64 {
+    // Flipping bit 1 of every byte maps `"` (0x22) to 0x20 and keeps control characters below
+    // 0x20, while no other byte lands below 0x21: one compare finds both, a second finds the
+    // backslash.
+    lanes_below(word ^ (ONES * 0x02), 0x21) | lanes_equal(word, b'\\')
+}
+
 const ONES: u64 = 0x0101_0101_0101_0101;
 const TOPS: u64 = 0x8080_8080_8080_8080;
 
@@ -184,22 +194,7 @@ impl<'a> Cursor<'a> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            while let Some(chunk) = self
-                .bytes
-                .get(self.pos..self.pos + 8)
-                .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
-            {
-                let word = u64::from_le_bytes(chunk);
-                // Flipping bit 1 of every byte maps `"` (0x22) to 0x20 and keeps control
-                // characters below 0x20, while no other byte lands below 0x21: one compare finds
-                // both, a second finds the backslash.
-                let stops = lanes_below(word ^ (ONES * 0x02), 0x21) | lanes_equal(word, b'\\');
-                if stops != 0 {
-                    self.pos += (stops.trailing_zeros() / 8) as usize;
-                    break;
-                }
-                self.pos += 8;
-            }
+            self.advance_to_string_stop();
             match self.peek() {
                 None => return Err(self.error(JsonErrorKind::Truncated)),
                 Some(b'"') => {
@@ -215,6 +210,25 @@ impl<'a> Cursor<'a> {
                 Some(0x00..=0x1f) => return Err(self.error(JsonErrorKind::InvalidString)),
                 Some(_) => self.pos += 1,
             }
+        }
+    }
+
+    /// Moves over whole words of plain string bytes up to the word that holds a quote, a
+    /// backslash or a control character, to that byte; with fewer than eight bytes left, the
+    /// caller goes on byte by byte.
+    #[inline(always)]
+    fn advance_to_string_stop(&mut self) {
+        while let Some(chunk) = self
+            .bytes
+            .get(self.pos..self.pos + 8)
+            .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
+        {
+            let stops = string_stops(u64::from_le_bytes(chunk));
+            if stops != 0 {
+                self.pos += (stops.trailing_zeros() / 8) as usize;
+                return;
+            }
+            self.pos += 8;
         }
     }
 
@@ -292,16 +306,13 @@ impl<'a> Cursor<'a> {
                 self.string_body().map(drop)
             }
             b'-' | b'0'..=b'9' => self.skip_number(),
-            _ => self.skip_nested(depth),
+            first => self.skip_nested(first, depth),
         }
     }
 
-    fn skip_nested(&mut self, depth: u32) -> Result<()> {
-        match self.peek_value()? {
-            b'"' => {
-                self.pos += 1;
-                self.string_body().map(drop)
-            }
+    /// A value that is neither a string nor a number, whose `first` byte is at the cursor.
+    fn skip_nested(&mut self, first: u8, depth: u32) -> Result<()> {
+        match first {
             b'{' => {
                 if depth >= MAX_DEPTH {
                     return Err(self.error(JsonErrorKind::TooDeep));
@@ -334,7 +345,6 @@ impl<'a> Cursor<'a> {
                     }
                 }
             }
-            b'-' | b'0'..=b'9' => self.skip_number(),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -418,6 +428,9 @@ mod tests {
                 true,
             ),
             (r#""""#, "", false),
+            // Ends in the last eight bytes of the text, past the last whole word.
+            (r#""abcdefghijk""#, "abcdefghijk", false),
+            (r#""abcdefghi\"k""#, r#"abcdefghi\"k"#, true),
         ] {
             assert_eq!(string(text), Ok((content.as_bytes(), escaped)), "{text}");
         }
@@ -431,6 +444,7 @@ mod tests {
             "\"abcdefgh\u{1f}\"",
             r#""a\x""#,
             r#""abcdefghij\u12G4""#,
+            "\"abcdefghij\u{1}k\"",
         ] {
             assert!(
                 matches!(
@@ -443,7 +457,13 @@ mod tests {
                 "{text:?}"
             );
         }
-        for text in ["\"abc", "\"abcdefghijklmnop", "\"ab\\", "\"ab\\u12"] {
+        for text in [
+            "\"abc",
+            "\"abcdefghijklmnop",
+            "\"abcdefghijk",
+            "\"ab\\",
+            "\"ab\\u12",
+        ] {
             assert_eq!(
                 string(text).map_err(|error| error.kind),
                 Err(JsonErrorKind::Truncated),

@@ -34,8 +34,8 @@
 //! - No snapshot marker is documented; the feed treats a channel's first notification on a
 //!   connection as its snapshot. Thalex's official Python client reads a top-level
 //!   `"snapshot"` key, so one is read here when present and the feed takes it at its word.
-//! - Keys we do not read are skipped by structure (brackets and strings balanced); a skipped
-//!   container's scalars are not checked against the JSON grammar, skipped scalars are.
+//! - Keys we do not read are skipped, and a skipped value is still checked to its end as JSON
+//!   (the shared cursor's one skip, `venue::json`).
 //!
 //! **Routing without a parse.** A response starts `{"id":` and a notification
 //! `{"channel_name":"`, so the first key tells what a message is and, for a notification, which
@@ -332,8 +332,13 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
         }
     } else if reader.literal(br#"{"id":"#) {
         id = Some(id_value(&mut reader)?);
-        // The protocol marker carries nothing: step over it whole when it comes next.
+        // The protocol marker carries nothing: step over it whole when it comes next. Thalex
+        // sends `result` after it; reading that key as a literal too spares the key loop a
+        // string scan and a match on the one key a response always has.
         reader.literal(br#","jsonrpc":"2.0""#);
+        if reader.literal(br#","result":"#) {
+            outcome = Some(result(&mut reader, scratch)?);
+        }
     } else {
         reader.begin_object()?;
     }
