@@ -535,23 +535,10 @@ impl<'a> Reader<'a> {
     /// Steps over any one value, checked to its end as JSON (the shared cursor's skip).
     #[inline]
     pub fn skip_value(&mut self) -> Result<(), ReadError> {
-        self.ws();
-        let start = self.cursor.pos;
-        let first = self.cursor.peek();
-        if let Err(error) = self.cursor.skip_value() {
-            return Err(read_error(error, "a value"));
-        }
-        // A number's leading zero is followed by no digit (`01`), which the cursor leaves for
-        // the next read to refuse; a skipped scalar is refused here, as `number` refuses it.
-        if matches!(first, Some(b'-' | b'0')) {
-            let number_start = start + usize::from(first == Some(b'-'));
-            if self.cursor.bytes.get(number_start) == Some(&b'0')
-                && self.cursor.peek().is_some_and(|byte| byte.is_ascii_digit())
-            {
-                return Err(ReadError::NotJson { offset: start });
-            }
-        }
-        Ok(())
+        // The cursor refuses a leading zero (`01`) at the number's start, as `number` does.
+        self.cursor
+            .skip_value()
+            .map_err(|error| read_error(error, "a value"))
     }
 
     /// Whether only whitespace is left.
