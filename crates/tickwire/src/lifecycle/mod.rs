@@ -202,6 +202,12 @@ impl Reason {
     fn is_failure(self) -> bool {
         !matches!(self, Reason::Retired | Reason::Shutdown)
     }
+
+    /// Whether a connection recycled for this reason is judged dead: nothing arrives on it, so
+    /// no close frame would be answered either.
+    fn means_dead(self) -> bool {
+        matches!(self, Reason::AllStreamsStale | Reason::ReadTimeout)
+    }
 }
 
 /// How a stream's end, as the network engine reports it, counts for the lifecycle.
@@ -631,12 +637,25 @@ impl Connection {
     }
 
     /// The live (or subscribing) connection is unhealthy for `reason`: close it and reconnect.
+    /// A connection judged dead (every watched stream silent, or nothing read within the read
+    /// timeout) is dropped at once and the backoff starts: a peer that sends nothing will not
+    /// answer a close frame either, and waiting out the close timeout would only delay the
+    /// reconnect (issue 24). Any other reason closes gracefully.
     pub fn recycle_for(&mut self, now_ns: u64, reason: Reason, out: &mut Vec<Action>) {
         if !matches!(self.state, ConnState::Live | ConnState::Subscribing) {
             return;
         }
         self.go(now_ns, ConnState::Stale, reason, out);
-        self.close(now_ns, reason, ConnState::BackingOff, out);
+        if reason.means_dead() {
+            // From `Stale` straight to the backoff: the strategy hears the connection go down
+            // now, not after a close timeout.
+            self.after_close = ConnState::BackingOff;
+            self.closing_reason = reason;
+            out.push(Action::Abort);
+            self.ended(now_ns, reason, out);
+        } else {
+            self.close(now_ns, reason, ConnState::BackingOff, out);
+        }
     }
 
     /// Closes the connection for good (after a rotation, or at shutdown).
@@ -831,19 +850,44 @@ mod tests {
         let mut conn = machine(1, &reconnect());
         go_live(&mut conn, &mut breaker, 0);
         let mut out = Vec::new();
-        conn.recycle(MS, &mut out);
+        conn.recycle_for(MS, Reason::Throttled, &mut out);
         assert_eq!(
             transitions(&out),
             [
-                (ConnState::Stale, Reason::AllStreamsStale),
-                (ConnState::Closing, Reason::AllStreamsStale)
+                (ConnState::Stale, Reason::Throttled),
+                (ConnState::Closing, Reason::Throttled)
             ]
         );
+        assert!(out.contains(&Action::Close));
         out.clear();
         conn.tick(MS + 1_000 * MS, &mut breaker, &mut out);
         assert_eq!(out[0], Action::Abort);
         assert_eq!(conn.state(), ConnState::BackingOff);
         assert_eq!(conn.counts().get(Reason::CloseTimeout), 1);
+    }
+
+    #[test]
+    fn a_dead_connection_is_dropped_at_once() {
+        for reason in [Reason::AllStreamsStale, Reason::ReadTimeout] {
+            let mut breaker = StormBreaker::new(10);
+            let mut conn = machine(1, &reconnect());
+            go_live(&mut conn, &mut breaker, 0);
+            let mut out = Vec::new();
+            conn.recycle_for(MS, reason, &mut out);
+            assert_eq!(
+                transitions(&out),
+                [(ConnState::Stale, reason), (ConnState::BackingOff, reason)],
+                "{reason:?}"
+            );
+            assert!(out.contains(&Action::Abort), "{reason:?}");
+            assert!(
+                !out.contains(&Action::Close),
+                "{reason:?}: no close handshake"
+            );
+            assert_eq!(conn.counts().get(Reason::CloseTimeout), 0);
+            // The backoff runs from the moment it was judged dead.
+            assert!(conn.retry_at_ns().is_some_and(|at| at > MS));
+        }
     }
 
     #[test]

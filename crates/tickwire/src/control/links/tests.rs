@@ -217,6 +217,13 @@ fn closed(commands: &[LinkCommand], slot: ConnId) -> bool {
         .any(|command| matches!(command, LinkCommand::Close { slot: to } if *to == slot))
 }
 
+/// Whether `commands` drop `slot` at once, without a close handshake.
+fn aborted(commands: &[LinkCommand], slot: ConnId) -> bool {
+    commands
+        .iter()
+        .any(|command| matches!(command, LinkCommand::Abort { slot: to } if *to == slot))
+}
+
 /// The status events among `commands`: (instrument, state, detail).
 fn statuses(commands: &[LinkCommand]) -> Vec<(InstrumentId, VenueState, u64)> {
     commands
@@ -407,7 +414,7 @@ fn a_stream_goes_stale_after_its_threshold_and_recovers() {
 }
 
 #[test]
-fn a_connection_whose_every_stream_is_stale_is_closed_and_reopened() {
+fn a_connection_whose_every_stream_is_stale_is_dropped_and_reopened() {
     let mut fx = fixture(BINANCE);
     fx.live(T0);
     let silent = fx.tick(T0 + 501 * MS);
@@ -416,25 +423,31 @@ fn a_connection_whose_every_stream_is_stale_is_closed_and_reopened() {
         5,
         "four streams stale, then the shard down"
     );
-    assert!(closed(&silent, 0), "the stale connection is closed");
+    // Judged dead: dropped at once, with no close handshake to wait for (issue 24).
+    assert!(aborted(&silent, 0), "the stale connection is dropped");
+    assert!(!closed(&silent, 0), "no close handshake with a dead peer");
+    assert!(silent.iter().any(|command| matches!(
+        command,
+        LinkCommand::Disconnected { venue: 0, slot: 0, instruments } if *instruments == (0..2)
+    )));
     assert_eq!(
         fx.venues.state(0, 0, Role::Active),
-        Some(ConnState::Closing)
+        Some(ConnState::BackingOff)
     );
+    // The network thread's report of the aborted stream changes nothing.
     fx.status(
         T0 + 502 * MS,
         0,
         1,
         NetStatusKind::Closed {
-            close_code: Some(1000),
+            close_code: None,
             reason: Reason::AllStreamsStale,
             error: None,
         },
     );
-    let gaps = fx.take();
-    assert!(gaps.iter().any(|command| matches!(
+    assert!(!fx.take().iter().any(|command| matches!(
         command,
-        LinkCommand::Disconnected { venue: 0, slot: 0, instruments } if *instruments == (0..2)
+        LinkCommand::Disconnected { .. } | LinkCommand::Open { .. }
     )));
     assert_eq!(
         fx.venues.state(0, 0, Role::Active),
@@ -641,7 +654,10 @@ fn heartbeats_ping_and_a_silent_connection_is_recycled() {
     fx.read_ns = T0 + 5_000 * MS;
     assert!(!closed(&fx.tick(T0 + 7_000 * MS), 0));
     let silent = fx.tick(T0 + 12_001 * MS);
-    assert!(closed(&silent, 0), "nothing read for read_timeout_ms");
+    assert!(
+        aborted(&silent, 0),
+        "nothing read for read_timeout_ms: dropped at once"
+    );
     assert_eq!(
         fx.venues.counters(0).transitions.get(Reason::ReadTimeout),
         2
