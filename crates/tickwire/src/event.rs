@@ -90,16 +90,17 @@ impl EventKind {
         }
     }
 
-    /// The kind's name in metrics (`tickwire_venue_events_total{kind=..}`).
+    /// The kind's name: the `type` of its JSON line (`event::json`; a reference's line names its
+    /// reference kind instead) and the `kind` label of `tickwire_venue_events_total`.
     pub const fn name(self) -> &'static str {
         match self {
             EventKind::Quote => "quote",
             EventKind::Trade => "trade",
-            EventKind::BookLevel => "book_level",
+            EventKind::BookLevel => "level",
             EventKind::SnapshotBegin => "snapshot_begin",
             EventKind::SnapshotEnd => "snapshot_end",
             EventKind::Gap => "gap",
-            EventKind::VenueStatus => "venue_status",
+            EventKind::VenueStatus => "status",
             EventKind::Reference => "reference",
             EventKind::Bar => "bar",
             EventKind::TradingStatus => "trading_status",

@@ -9,7 +9,7 @@
 //! a message's size). Numbers are written with `itoa`-style integer formatting from the standard
 //! library's `Display`, and decimals with `Fixed::write_to`: exact, no exponent, no rounding.
 
-use crate::event::Event;
+use crate::event::{Event, EventKind};
 use crate::fixed::Fixed;
 use std::io::Write;
 
@@ -127,7 +127,7 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
     let mut line;
     match event.body() {
         Body::Quote(quote) => {
-            line = Line::start(out, "quote", venue, symbol);
+            line = Line::start(out, EventKind::Quote.name(), venue, symbol);
             line.number("seq", header.venue_seq);
             line.number("exch_ts_ns", header.exchange_ts_ns);
             line.number("recv_ts_ns", header.recv_ts_ns);
@@ -141,7 +141,7 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.saturated(header.flags);
         }
         Body::Trade(trade) => {
-            line = Line::start(out, "trade", venue, symbol);
+            line = Line::start(out, EventKind::Trade.name(), venue, symbol);
             line.number("trade_id", trade.trade_id);
             line.decimal("px", trade.price);
             line.decimal("qty", trade.size);
@@ -155,7 +155,7 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
         Body::BookLevel(level) => {
-            line = Line::start(out, "level", venue, symbol);
+            line = Line::start(out, EventKind::BookLevel.name(), venue, symbol);
             line.string("side", side_name(level.side()));
             line.decimal("px", level.price);
             line.decimal("qty", level.size);
@@ -165,22 +165,17 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.saturated(header.flags);
         }
         Body::SnapshotBegin(_) | Body::SnapshotEnd(_) => {
-            let kind = if header.kind == crate::event::EventKind::SnapshotBegin {
-                "snapshot_begin"
-            } else {
-                "snapshot_end"
-            };
-            line = Line::start(out, kind, venue, symbol);
+            line = Line::start(out, header.kind.name(), venue, symbol);
             line.number("seq", header.venue_seq);
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
         Body::Gap(gap) => {
-            line = Line::start(out, "gap", venue, symbol);
+            line = Line::start(out, EventKind::Gap.name(), venue, symbol);
             line.string("reason", format!("{:?}", gap.reason()).as_bytes());
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
         Body::VenueStatus(status) => {
-            line = Line::start(out, "status", venue, symbol);
+            line = Line::start(out, EventKind::VenueStatus.name(), venue, symbol);
             line.string("state", format!("{:?}", status.state()).as_bytes());
             line.number("reason_code", u64::from(status.reason_code));
             line.number("detail", status.detail);
@@ -193,7 +188,7 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
         Body::Bar(bar) => {
-            line = Line::start(out, "bar", venue, symbol);
+            line = Line::start(out, EventKind::Bar.name(), venue, symbol);
             let interval = crate::event::BarInterval::from_flags(header.flags);
             line.string("interval", interval.as_str().as_bytes());
             line.decimal("open", bar.open);
@@ -205,7 +200,7 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
         Body::TradingStatus(status) => {
-            line = Line::start(out, "trading_status", venue, symbol);
+            line = Line::start(out, EventKind::TradingStatus.name(), venue, symbol);
             line.number("action", u64::from(status.action));
             line.number("reason", u64::from(status.reason));
             line.number("trading_event", u64::from(status.trading_event));
@@ -216,7 +211,7 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
         Body::Imbalance(imbalance) => {
-            line = Line::start(out, "imbalance", venue, symbol);
+            line = Line::start(out, EventKind::Imbalance.name(), venue, symbol);
             line.price("ref_px", imbalance.ref_price);
             line.price("cont_book_clr_px", imbalance.cont_book_clr_price);
             line.number("paired_qty", u64::from(imbalance.paired_qty));
@@ -235,7 +230,7 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
         Body::Statistic(statistic) => {
-            line = Line::start(out, "statistic", venue, symbol);
+            line = Line::start(out, EventKind::Statistic.name(), venue, symbol);
             line.number("stat_type", u64::from(statistic.stat_type));
             line.price("px", statistic.price);
             if statistic.quantity == crate::event::Statistic::NO_QUANTITY {

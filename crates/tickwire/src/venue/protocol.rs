@@ -197,11 +197,14 @@ pub trait Protocol: Sync {
         instrument_base: InstrumentId,
     ) -> Result<VenueFeed, VenueError>;
 
-    /// How the control thread fetches the venue's REST book snapshots, when its books start
-    /// from one.
+    /// How the control thread fetches the venue's REST book snapshots: from the venue file's
+    /// `rest_url` when it has one (its `FileRules` say where one is needed, accepted or
+    /// refused), otherwise none.
     fn snapshot_target(
         &self,
         venue: &VenueConfig,
         instrument_base: InstrumentId,
-    ) -> Result<Option<super::snapshot::SnapshotTarget>, VenueError>;
+    ) -> Result<Option<super::snapshot::SnapshotTarget>, VenueError> {
+        super::rest_snapshot_target(venue, instrument_base)
+    }
 }

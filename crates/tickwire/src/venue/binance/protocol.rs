@@ -192,14 +192,6 @@ impl Protocol for BinanceUsdmFutures {
             counters,
         })
     }
-
-    fn snapshot_target(
-        &self,
-        venue: &VenueConfig,
-        instrument_base: InstrumentId,
-    ) -> Result<Option<crate::venue::snapshot::SnapshotTarget>, VenueError> {
-        crate::venue::rest_snapshot_target(venue, instrument_base)
-    }
 }
 
 #[cfg(test)]

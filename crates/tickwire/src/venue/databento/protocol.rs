@@ -215,14 +215,6 @@ impl Protocol for Databento {
             counters,
         })
     }
-
-    fn snapshot_target(
-        &self,
-        venue: &VenueConfig,
-        instrument_base: InstrumentId,
-    ) -> Result<Option<crate::venue::snapshot::SnapshotTarget>, VenueError> {
-        crate::venue::rest_snapshot_target(venue, instrument_base)
-    }
 }
 
 #[cfg(test)]

@@ -155,15 +155,6 @@ impl Protocol for Thalex {
             counters,
         })
     }
-
-    /// Thalex books start from the stream's own snapshot: no REST target.
-    fn snapshot_target(
-        &self,
-        _venue: &VenueConfig,
-        _instrument_base: InstrumentId,
-    ) -> Result<Option<crate::venue::snapshot::SnapshotTarget>, VenueError> {
-        Ok(None)
-    }
 }
 
 #[cfg(test)]
