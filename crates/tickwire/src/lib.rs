@@ -10,8 +10,6 @@ pub mod book;
 pub mod clock;
 pub mod config;
 pub mod control;
-pub mod event;
-pub mod fixed;
 pub mod hash;
 pub mod lifecycle;
 pub mod metrics;
@@ -24,3 +22,8 @@ pub mod thread;
 pub mod tls;
 pub mod venue;
 pub mod ws;
+
+// The event types and fixed-point decimals are the shared-memory bus's format as well, so they
+// live in `tickwire-bus`, which consumer processes link without the appliance; they keep their
+// paths here.
+pub use tickwire_bus::{event, fixed};

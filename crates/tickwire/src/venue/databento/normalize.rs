@@ -205,15 +205,20 @@ fn quote_of(bid_px: i64, bid_sz: u32, ask_px: i64, ask_sz: u32) -> Quote {
     }
 }
 
-impl From<&BidAskPair> for Quote {
-    fn from(pair: &BidAskPair) -> Quote {
-        quote_of(pair.bid_px, pair.bid_sz, pair.ask_px, pair.ask_sz)
+/// A DBN level's top of book as a quote (`BidAskPair` and `ConsolidatedBidAskPair` alike).
+trait TopOfBook {
+    fn quote(&self) -> Quote;
+}
+
+impl TopOfBook for BidAskPair {
+    fn quote(&self) -> Quote {
+        quote_of(self.bid_px, self.bid_sz, self.ask_px, self.ask_sz)
     }
 }
 
-impl From<&ConsolidatedBidAskPair> for Quote {
-    fn from(pair: &ConsolidatedBidAskPair) -> Quote {
-        quote_of(pair.bid_px, pair.bid_sz, pair.ask_px, pair.ask_sz)
+impl TopOfBook for ConsolidatedBidAskPair {
+    fn quote(&self) -> Quote {
+        quote_of(self.bid_px, self.bid_sz, self.ask_px, self.ask_sz)
     }
 }
 
@@ -382,7 +387,7 @@ impl Normalizer {
                 let mut header = self.header(&mbp.hd, instrument, recv_ts_ns);
                 header.venue_seq = u64::from(mbp.sequence);
                 let mut emit = Emitter::new(out);
-                self.top_changed(header, Quote::from(&mbp.levels[0]), &mut emit);
+                self.top_changed(header, mbp.levels[0].quote(), &mut emit);
                 if mbp.action as u8 == b'T' {
                     self.trade(header, mbp.price, mbp.size, mbp.side, &mut emit);
                 }
@@ -393,7 +398,7 @@ impl Normalizer {
                 let cmbp = typed::<Cmbp1Msg>(record)?;
                 let header = self.header(&cmbp.hd, instrument, recv_ts_ns);
                 let mut emit = Emitter::new(out);
-                self.top_changed(header, Quote::from(&cmbp.levels[0]), &mut emit);
+                self.top_changed(header, cmbp.levels[0].quote(), &mut emit);
                 if cmbp.action as u8 == b'T' {
                     self.trade(header, cmbp.price, cmbp.size, cmbp.side, &mut emit);
                 }
@@ -410,7 +415,7 @@ impl Normalizer {
                 let mut header = self.header(&bbo.hd, instrument, recv_ts_ns);
                 header.venue_seq = u64::from(bbo.sequence);
                 let mut emit = Emitter::new(out);
-                emit.push(Event::new(header, Body::Quote(Quote::from(&bbo.levels[0]))));
+                emit.push(Event::new(header, Body::Quote(bbo.levels[0].quote())));
                 emit.finish(bbo.flags.is_last());
             }
             rtype::CBBO_1S | rtype::CBBO_1M => {
@@ -418,10 +423,7 @@ impl Normalizer {
                 let cbbo = typed::<CbboMsg>(record)?;
                 let header = self.header(&cbbo.hd, instrument, recv_ts_ns);
                 let mut emit = Emitter::new(out);
-                emit.push(Event::new(
-                    header,
-                    Body::Quote(Quote::from(&cbbo.levels[0])),
-                ));
+                emit.push(Event::new(header, Body::Quote(cbbo.levels[0].quote())));
                 emit.finish(cbbo.flags.is_last());
             }
             rtype::OHLCV_DEPRECATED
@@ -641,7 +643,7 @@ impl Normalizer {
             }
         }
         state.levels.clone_from(&mbp.levels);
-        self.top_changed(header, Quote::from(&mbp.levels[0]), &mut emit);
+        self.top_changed(header, mbp.levels[0].quote(), &mut emit);
         if mbp.action as u8 == b'T' {
             self.trade(header, mbp.price, mbp.size, mbp.side, &mut emit);
         }

@@ -90,6 +90,31 @@ impl EventKind {
         }
     }
 
+    /// The kind a byte names, `None` for a byte no kind has (a reader of shared memory checks
+    /// before it makes an [`Event`] of the bytes).
+    pub const fn from_u8(byte: u8) -> Option<EventKind> {
+        match byte {
+            1 => Some(EventKind::Quote),
+            2 => Some(EventKind::Trade),
+            3 => Some(EventKind::BookLevel),
+            4 => Some(EventKind::SnapshotBegin),
+            5 => Some(EventKind::SnapshotEnd),
+            6 => Some(EventKind::Gap),
+            7 => Some(EventKind::VenueStatus),
+            8 => Some(EventKind::Reference),
+            9 => Some(EventKind::Bar),
+            10 => Some(EventKind::TradingStatus),
+            11 => Some(EventKind::Imbalance),
+            12 => Some(EventKind::Statistic),
+            _ => None,
+        }
+    }
+
+    /// The kind whose [`EventKind::name`] this is.
+    pub fn from_name(name: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
     /// The kind's name: the `type` of its JSON line (`event::json`; a reference's line names its
     /// reference kind instead) and the `kind` label of `tickwire_venue_events_total`.
     pub const fn name(self) -> &'static str {
@@ -741,6 +766,38 @@ impl Event {
     }
 }
 
+/// The byte offset of the header's `kind` inside an event (pinned by `layout_tests`).
+const KIND_OFFSET: usize = 30;
+
+impl Event {
+    /// The event's 64 bytes as eight little-endian words, as the bus stores them.
+    #[inline]
+    pub fn to_words(&self) -> [u64; 8] {
+        // SAFETY: an `Event` is 64 bytes without padding (the header's fields fill 32 bytes and
+        // every payload variant fills 32; `layout_tests` pins both), so every byte is
+        // initialized and any 64 initialized bytes are a valid `[u64; 8]`.
+        unsafe { std::mem::transmute::<Event, [u64; 8]>(*self) }
+    }
+
+    /// The kind byte of an event's words.
+    #[inline]
+    pub fn kind_byte(words: &[u64; 8]) -> u8 {
+        (words[KIND_OFFSET / 8] >> ((KIND_OFFSET % 8) * 8)) as u8
+    }
+
+    /// The event these words hold, `None` when the kind byte names no [`EventKind`] (the one
+    /// field whose bit patterns are not all valid).
+    #[inline]
+    pub fn from_words(words: [u64; 8]) -> Option<Event> {
+        EventKind::from_u8(Event::kind_byte(&words))?;
+        // SAFETY: 64 bytes, and every field of `Event` accepts any bit pattern except the kind
+        // byte, just checked: the header's other fields are integers, the payload is a union of
+        // integer structs. The alignment of the result is `Event`'s own (transmute moves by
+        // value).
+        Some(unsafe { std::mem::transmute::<[u64; 8], Event>(words) })
+    }
+}
+
 impl PartialEq for Event {
     fn eq(&self, other: &Event) -> bool {
         self.header == other.header && self.payload_words() == other.payload_words()
@@ -918,6 +975,26 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), EventKind::COUNT);
+    }
+
+    #[test]
+    fn events_round_trip_through_words_and_a_bad_kind_is_refused() {
+        let event = Event::new(
+            header(),
+            Body::Gap(Gap::new(GapReason::SequenceBreak, 100, 103)),
+        );
+        let words = event.to_words();
+        assert_eq!(Event::kind_byte(&words), EventKind::Gap as u8);
+        assert_eq!(Event::from_words(words), Some(event));
+        for kind in EventKind::ALL {
+            assert_eq!(EventKind::from_u8(kind as u8), Some(kind));
+            assert_eq!(EventKind::from_name(kind.name()), Some(kind));
+        }
+        let mut bad = words;
+        bad[3] &= !(0xff << 48);
+        assert_eq!(Event::from_words(bad), None);
+        bad[3] |= 13 << 48;
+        assert_eq!(Event::from_words(bad), None);
     }
 
     #[test]

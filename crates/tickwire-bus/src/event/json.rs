@@ -14,15 +14,15 @@ use crate::fixed::Fixed;
 use std::io::Write;
 
 /// ns in a ms, for a venue's millisecond times.
-const NS_PER_MS: u64 = 1_000_000;
+pub const NS_PER_MS: u64 = 1_000_000;
 
 /// One JSON object being written as a line: fields separated by commas, closed by `end`.
-pub(crate) struct Line<'a> {
+pub struct Line<'a> {
     out: &'a mut Vec<u8>,
 }
 
 impl<'a> Line<'a> {
-    pub(crate) fn start(out: &'a mut Vec<u8>, kind: &str, venue: &str, symbol: &[u8]) -> Line<'a> {
+    pub fn start(out: &'a mut Vec<u8>, kind: &str, venue: &str, symbol: &[u8]) -> Line<'a> {
         out.extend_from_slice(b"{\"type\":\"");
         out.extend_from_slice(kind.as_bytes());
         out.push(b'"');
@@ -32,13 +32,13 @@ impl<'a> Line<'a> {
         line
     }
 
-    pub(crate) fn key(&mut self, key: &str) {
+    pub fn key(&mut self, key: &str) {
         self.out.extend_from_slice(b",\"");
         self.out.extend_from_slice(key.as_bytes());
         self.out.extend_from_slice(b"\":");
     }
 
-    pub(crate) fn string(&mut self, key: &str, value: &[u8]) {
+    pub fn string(&mut self, key: &str, value: &[u8]) {
         self.key(key);
         self.out.push(b'"');
         // Venue names and symbols need no escaping (config names are [a-z0-9-], the decoder
@@ -56,17 +56,17 @@ impl<'a> Line<'a> {
         self.out.push(b'"');
     }
 
-    pub(crate) fn number(&mut self, key: &str, value: u64) {
+    pub fn number(&mut self, key: &str, value: u64) {
         self.key(key);
         let _ = write!(self.out, "{value}");
     }
 
     /// A venue time in ms, written in ns.
-    pub(crate) fn time_ms(&mut self, key: &str, ms: u64) {
+    pub fn time_ms(&mut self, key: &str, ms: u64) {
         self.number(key, ms.saturating_mul(NS_PER_MS));
     }
 
-    pub(crate) fn decimal(&mut self, key: &str, value: Fixed) {
+    pub fn decimal(&mut self, key: &str, value: Fixed) {
         self.key(key);
         let mut digits = [0u8; 21];
         let len = value.write_to(&mut digits);
@@ -76,7 +76,7 @@ impl<'a> Line<'a> {
     }
 
     /// A decimal, or `null` for [`NO_PRICE`](crate::event::NO_PRICE).
-    pub(crate) fn price(&mut self, key: &str, value: Fixed) {
+    pub fn price(&mut self, key: &str, value: Fixed) {
         if value == crate::event::NO_PRICE {
             self.key(key);
             self.out.extend_from_slice(b"null");
@@ -85,26 +85,26 @@ impl<'a> Line<'a> {
         }
     }
 
-    pub(crate) fn signed(&mut self, key: &str, value: i64) {
+    pub fn signed(&mut self, key: &str, value: i64) {
         self.key(key);
         let _ = write!(self.out, "{value}");
     }
 
     /// A DBN character field (`Y`, `N`, `~`...) as a one-character string.
-    pub(crate) fn char(&mut self, key: &str, value: u8) {
+    pub fn char(&mut self, key: &str, value: u8) {
         self.string(key, &[value]);
     }
 
     /// `"saturated":true` when a size reads `Fixed::MAX` because the true one does not fit
     /// (`flags::SATURATED`); nothing otherwise.
-    pub(crate) fn saturated(&mut self, flags: u8) {
+    pub fn saturated(&mut self, flags: u8) {
         if flags & crate::event::flags::SATURATED != 0 {
             self.key("saturated");
             self.out.extend_from_slice(b"true");
         }
     }
 
-    pub(crate) fn end(self) {
+    pub fn end(self) {
         self.out.extend_from_slice(b"}\n");
     }
 }

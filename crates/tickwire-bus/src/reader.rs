@@ -1,0 +1,185 @@
+//! A consumer's end of the bus: [`BusReader`], a read-only mapping and a position of its own.
+
+use crate::directory::{DirectoryEntry, DirectoryWords};
+use crate::event::Event;
+use crate::layout::{self, offsets, Geometry};
+use crate::ring::{Batch, RingError, RingReader, RingWords};
+use crate::shm::{self, BusError, Mapping};
+use crate::sigbus;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where a new reader starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Start {
+    /// At the write cursor: only events published from now on.
+    #[default]
+    Latest,
+    /// At the oldest event the ring still holds.
+    Oldest,
+}
+
+/// Why a read failed. Each says what to do: open the bus again, or give up on this file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// The file was truncated under the reader (its owner or root did it): the mapping no
+    /// longer holds the bus.
+    Truncated { path: PathBuf },
+    /// The memory does not behave as one writer's ring: the file was damaged or rewritten.
+    Damaged { path: PathBuf, error: RingError },
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Truncated { path } => write!(
+                f,
+                "bus {} was truncated under this reader; open it again once an appliance has \
+                 made a new one",
+                path.display()
+            ),
+            ReadError::Damaged { path, error } => {
+                write!(f, "bus {} is damaged: {error:?}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// One reader of a bus, in this process. Any number may read one bus, each at its own pace;
+/// none can disturb the writer or another reader (the file is mapped read-only).
+pub struct BusReader {
+    ring: RingReader,
+    directory: DirectoryWords,
+    /// Declared before the mapping so that it is unregistered before the unmap.
+    guard: sigbus::Guard,
+    mapping: Mapping,
+    geometry: Geometry,
+    epoch: u64,
+    identity: (u64, u64),
+    path: PathBuf,
+}
+
+impl BusReader {
+    /// Maps the bus at `path` and checks its header. `batch` is the most events one
+    /// [`BusReader::read`] copies.
+    pub fn open(path: &Path, start: Start, batch: usize) -> Result<BusReader, BusError> {
+        let opened = shm::open(path)?;
+        let mapping = opened.mapping;
+        let geometry = opened.geometry;
+        let guard = sigbus::register(mapping.base(), mapping.len());
+        let base = mapping.base();
+        // SAFETY: `shm::open` checked that the file holds the header and both regions where
+        // `geometry` places them; the mapping lives as long as the reader, and the words are
+        // only accessed atomically.
+        let (ring, directory) = unsafe {
+            let word = |offset: usize| base.add(offset) as *const AtomicU64;
+            (
+                RingWords::new(
+                    word(offsets::CLAIM),
+                    word(offsets::CURSOR),
+                    base.add(geometry.ring_offset() as usize) as *const AtomicU64,
+                    geometry.capacity,
+                ),
+                DirectoryWords::new(
+                    word(offsets::DIRECTORY_COUNT),
+                    base.add(geometry.directory_offset() as usize) as *const AtomicU64,
+                    geometry.directory_capacity,
+                ),
+            )
+        };
+        let cursor = ring.load_cursor();
+        let position = match start {
+            Start::Latest => cursor,
+            Start::Oldest => cursor.saturating_sub(geometry.capacity),
+        };
+        Ok(BusReader {
+            ring: RingReader::new(ring, position, batch),
+            directory,
+            guard,
+            mapping,
+            geometry,
+            epoch: opened.epoch,
+            identity: opened.identity,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Copies the next events into `out` (at most its length and the batch size), after
+    /// reporting in `missed` any the writer lapped this reader by. Never blocks.
+    #[inline]
+    pub fn read(&mut self, out: &mut [Event]) -> Result<Batch, ReadError> {
+        let result = self.ring.read(out);
+        if self.guard.truncated() {
+            return Err(ReadError::Truncated {
+                path: self.path.clone(),
+            });
+        }
+        result.map_err(|error| ReadError::Damaged {
+            path: self.path.clone(),
+            error,
+        })
+    }
+
+    /// The position of the next event this reader will read.
+    pub fn position(&self) -> u64 {
+        self.ring.position()
+    }
+
+    /// Events published that this reader has not read (above the capacity: it is lapped).
+    pub fn lag(&self) -> u64 {
+        self.ring.lag()
+    }
+
+    /// The write cursor: events published since the bus was made.
+    pub fn cursor(&self) -> u64 {
+        self.mapping.word(offsets::CURSOR).load(Ordering::Acquire)
+    }
+
+    /// The bus's epoch: a new value each time an appliance makes the bus.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.geometry.capacity
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The writer's process id.
+    pub fn writer_pid(&self) -> u32 {
+        self.mapping.read_u64(offsets::WRITER_PID) as u32
+    }
+
+    /// Whether the appliance stopped cleanly: nothing more will be written to this file.
+    pub fn is_closed(&self) -> bool {
+        self.mapping.word(offsets::STATE).load(Ordering::Acquire) == layout::STATE_CLOSED
+    }
+
+    /// Whether the path now names another file (a restarted appliance made a new bus) or
+    /// none (it was removed). A `stat`: call it when idle, not per read.
+    pub fn replaced(&self) -> bool {
+        shm::identity_at(&self.path) != Some(self.identity)
+    }
+
+    /// Directory entries published so far.
+    pub fn directory_len(&self) -> u64 {
+        self.directory.count()
+    }
+
+    /// Entry `index` (below [`BusReader::directory_len`]).
+    pub fn directory_entry(&self, index: u64) -> Option<DirectoryEntry> {
+        (index < self.directory.count()).then(|| self.directory.read(index))
+    }
+
+    /// Every entry published so far, in order (a later entry for the same instrument holds).
+    pub fn directory(&self) -> Vec<DirectoryEntry> {
+        (0..self.directory.count())
+            .map(|index| self.directory.read(index))
+            .collect()
+    }
+}
