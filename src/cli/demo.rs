@@ -125,6 +125,13 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
         session.runtime.net_backend,
         args.duration.as_secs_f64()
     );
+    if let Some(bus) = session.bus() {
+        println!(
+            "event bus: {} (from another terminal: tickwire tail --bus {})",
+            bus.path().display(),
+            bus.path().display()
+        );
+    }
     let mut totals = Totals {
         send_to_strategy: Histogram::new_with_bounds(1, 10_000_000_000, 3)?,
         wire_to_strategy: Histogram::new_with_bounds(1, 10_000_000_000, 3)?,
@@ -432,6 +439,12 @@ fn write_configs(
          [threads.net]\nwait = \"spin-then-yield\"\nspin_iterations = 100\n\
          [threads.decoder]\nfuse_into = \"net\"\n\
          [threads.strategy]\nwait = \"park\"\nspin_iterations = 100\npark_timeout_us = 1000\n";
+    // The demo's own bus, in its private directory, so that `tickwire tail --bus` can read it
+    // while the demo runs (and two demos never share one).
+    let appliance = format!(
+        "{appliance}[bus]\npath = {:?}\ncapacity = 65536\n",
+        dir.join("tickwire.bus").display().to_string()
+    );
     let path = dir.join("tickwire.toml");
     std::fs::write(&path, appliance)?;
     Ok(path)

@@ -23,6 +23,8 @@ pub struct ApplianceConfig {
     pub net: NetConfig,
     pub threads: ThreadsConfig,
     pub strategy: StrategyConfig,
+    /// `[bus]`: the shared-memory event bus, `None` when the table is absent (no bus).
+    pub bus: Option<BusConfig>,
     /// Venue files as written in the appliance file, relative to its directory unless absolute.
     /// `LoadedConfig::venues` holds them resolved and loaded.
     pub venues: Vec<PathBuf>,
@@ -132,6 +134,61 @@ impl Default for RingsConfig {
             // a frame may take at most half the ring.
             frame_ring_bytes: 64 * 1024 * 1024,
             event_ring_slots: 65_536,
+        }
+    }
+}
+
+/// `[bus]`: the shared-memory event bus that consumer processes read (`tickwire_bus`). The table's
+/// presence turns the bus on; every key has a default.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BusConfig {
+    /// The bus file; `None`: [`BusConfig::resolved_path`]'s default.
+    pub path: Option<PathBuf>,
+    /// Event slots in the ring (a power of two): how far behind a reader may fall before it is
+    /// lapped.
+    pub capacity: u64,
+    /// Instrument entries the directory holds.
+    pub directory_capacity: u64,
+    /// The group given the file (mode 0640): consumers in it may read the bus.
+    pub group: Option<String>,
+    /// The shortest time between two book snapshots of one instrument that readers ask for.
+    pub snapshot_interval_ms: u64,
+}
+
+impl Default for BusConfig {
+    fn default() -> Self {
+        Self {
+            path: None,
+            // 16 MiB of events: a quarter of a second at 1 M events/s, minutes at the shipped
+            // config's rates.
+            capacity: 1 << 18,
+            directory_capacity: 4096,
+            group: None,
+            snapshot_interval_ms: 100,
+        }
+    }
+}
+
+/// Where the bus goes when `[bus] path` is not given: systemd's runtime directory for the service
+/// (`RuntimeDirectory=tickwire`, `/run/tickwire`), else `/dev/shm`.
+pub const BUS_FILE_NAME: &str = "tickwire.bus";
+const BUS_SNAPSHOT_INTERVAL_MS_MAX: u64 = 60_000;
+
+impl BusConfig {
+    /// The bus file's path: `path`, or `$RUNTIME_DIRECTORY/tickwire.bus` (the first directory
+    /// when systemd lists several), or `/dev/shm/tickwire.bus`.
+    pub fn resolved_path(&self) -> PathBuf {
+        if let Some(path) = &self.path {
+            return path.clone();
+        }
+        match std::env::var_os("RUNTIME_DIRECTORY") {
+            Some(dirs) if !dirs.is_empty() => {
+                let dirs = dirs.to_string_lossy().into_owned();
+                let first = dirs.split(':').next().unwrap_or_default().to_owned();
+                PathBuf::from(first).join(BUS_FILE_NAME)
+            }
+            _ => PathBuf::from("/dev/shm").join(BUS_FILE_NAME),
         }
     }
 }
@@ -420,7 +477,7 @@ impl ThreadsConfig {
 
 /// The keys of `RawAppliance`, for the hint about keys written below a table header.
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
-    "log", "metrics", "rings", "process", "net", "threads", "strategy", "venues",
+    "log", "metrics", "rings", "process", "net", "threads", "strategy", "bus", "venues",
 ];
 
 /// The appliance file as serde sees it; `validate` turns it into an `ApplianceConfig`.
@@ -442,6 +499,8 @@ pub(crate) struct RawAppliance {
     threads: RawThreads,
     #[serde(default)]
     strategy: StrategyConfig,
+    #[serde(default)]
+    bus: Option<BusConfig>,
     #[serde(default)]
     pub(crate) venues: Vec<PathBuf>,
 }
@@ -660,6 +719,9 @@ pub(crate) fn validate(
     check_shared_spinning_cores(&mut problems, &written, cpu_count);
     check_venue_paths(&mut problems, &raw.venues);
     check_strategy(&mut problems, &raw.strategy);
+    if let Some(bus) = &raw.bus {
+        check_bus(&mut problems, bus);
+    }
 
     if !problems.is_empty() {
         return Err(problems);
@@ -677,8 +739,66 @@ pub(crate) fn validate(
             strategy: strategy.resolve(),
         },
         strategy: raw.strategy,
+        bus: raw.bus,
         venues: raw.venues,
     })
+}
+
+fn check_bus(problems: &mut Vec<Problem>, bus: &BusConfig) {
+    use tickwire_bus::layout;
+    if !bus.capacity.is_power_of_two()
+        || !(layout::MIN_CAPACITY..=layout::MAX_CAPACITY).contains(&bus.capacity)
+    {
+        problems.push(Problem::new(
+            KeyPath::dotted("bus.capacity"),
+            format!(
+                "{} is not valid; valid values are powers of two from {} to {}",
+                bus.capacity,
+                layout::MIN_CAPACITY,
+                layout::MAX_CAPACITY
+            ),
+        ));
+    }
+    if !(1..=layout::MAX_DIRECTORY).contains(&bus.directory_capacity) {
+        problems.push(Problem::new(
+            KeyPath::dotted("bus.directory_capacity"),
+            format!(
+                "{} is out of range; valid values are 1 to {}",
+                bus.directory_capacity,
+                layout::MAX_DIRECTORY
+            ),
+        ));
+    }
+    if !(1..=BUS_SNAPSHOT_INTERVAL_MS_MAX).contains(&bus.snapshot_interval_ms) {
+        problems.push(Problem::new(
+            KeyPath::dotted("bus.snapshot_interval_ms"),
+            format!(
+                "{} is out of range; valid values are 1 to {BUS_SNAPSHOT_INTERVAL_MS_MAX}",
+                bus.snapshot_interval_ms
+            ),
+        ));
+    }
+    if let Some(path) = &bus.path {
+        if !path.is_absolute() || path.file_name().is_none() {
+            problems.push(Problem::new(
+                KeyPath::dotted("bus.path"),
+                format!(
+                    "{:?} is not an absolute file path; give one such as \"/run/tickwire/{BUS_FILE_NAME}\" \
+                     or leave the key out for the default",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    if let Some(group) = &bus.group {
+        if group.is_empty() {
+            problems.push(Problem::new(
+                KeyPath::dotted("bus.group"),
+                "is empty; name a group, or leave the key out to keep the appliance's own"
+                    .to_owned(),
+            ));
+        }
+    }
 }
 
 fn check_strategy(problems: &mut Vec<Problem>, strategy: &StrategyConfig) {

@@ -104,6 +104,9 @@ impl Session {
             runtime.frame_ring.high_water(),
             runtime.event_ring.high_water()
         );
+        if let Some(bus) = &self.bus {
+            bus.render_metrics(&mut out, runtime.bus_books_served.get());
+        }
         let _ = writeln!(
             out,
             "# HELP tickwire_thread_loops_total Poll-loop rounds per hot thread (its heartbeat).\n\

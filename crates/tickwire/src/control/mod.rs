@@ -26,6 +26,7 @@ use crate::venue::{self, feed::SnapshotReply};
 use std::io::Write;
 
 pub mod apply;
+pub mod bus;
 mod link_view;
 pub mod links;
 mod metrics;
@@ -55,6 +56,15 @@ pub enum ControlError {
     Io(#[from] std::io::Error),
     #[error("more venues than venue ids (65536)")]
     TooManyVenues,
+    #[error(transparent)]
+    Bus(#[from] tickwire_bus::BusError),
+    #[error("{0}")]
+    BusDirectory(String),
+    #[error("bus request socket {}: {source}", path.display())]
+    BusSocket {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("metrics endpoint: cannot listen on {addr}: {source}")]
     MetricsListen {
         addr: std::net::SocketAddr,
@@ -91,6 +101,8 @@ pub struct Session {
     endpoint: Option<crate::metrics::endpoint::MetricsEndpoint>,
     /// When the stage histograms were last collected.
     collected_ns: u64,
+    /// The shared-memory event bus, when `[bus]` is configured.
+    bus: Option<bus::BusControl>,
 }
 
 /// How often the control thread collects the stage histograms.
@@ -129,6 +141,7 @@ impl Session {
         let mut plans = Vec::new();
         let mut specs = Vec::new();
         let mut base: InstrumentId = 0;
+        let mut venue_ranges = Vec::new();
         for (index, loaded_venue) in loaded.venues.iter().enumerate() {
             let config = &loaded_venue.venue;
             let venue_id = u16::try_from(index).map_err(|_| ControlError::TooManyVenues)?;
@@ -157,6 +170,7 @@ impl Session {
                 prepared: spec.is_some(),
             });
             specs.push(spec);
+            let first = base;
             for symbol in &config.symbols {
                 instruments.push(Instrument {
                     id: base,
@@ -165,7 +179,38 @@ impl Session {
                 });
                 base += 1;
             }
+            venue_ranges.push(first..base);
         }
+        // The bus before the threads: its file and socket fail the start with a clear error.
+        let (bus, bus_writer) = match &loaded.appliance.bus {
+            Some(config) => {
+                let venue_of = |id: InstrumentId| {
+                    venue_ranges
+                        .iter()
+                        .position(|range| range.contains(&id))
+                        .unwrap_or(0) as crate::event::VenueId
+                };
+                let listed: Vec<bus::BusInstrument<'_>> = instruments
+                    .iter()
+                    .map(|instrument| bus::BusInstrument {
+                        id: instrument.id,
+                        venue_id: venue_of(instrument.id),
+                        venue: &instrument.venue,
+                        symbol: &instrument.symbol,
+                    })
+                    .collect();
+                let (control, writer) =
+                    bus::BusControl::create(config, &listed, venue_ranges.clone(), clock.now_ns())?;
+                tracing::info!(
+                    path = %control.path().display(),
+                    capacity = config.capacity,
+                    "event bus: read it with `tickwire tail --bus {}`",
+                    control.path().display()
+                );
+                (Some(control), Some(writer))
+            }
+            None => (None, None),
+        };
         let seed = clock.now_ns() ^ u64::from(std::process::id());
         let (mut venues, conn_venues) =
             Venues::plan(plans, loaded.appliance.net.max_connections, seed)?;
@@ -202,6 +247,7 @@ impl Session {
             board_instruments: base as usize,
             stamps,
             strategy,
+            bus: bus_writer,
         };
         let mut runtime = Runtime::start(loaded, clock, options)?;
         tracing::info!("{}", runtime.net_backend);
@@ -222,6 +268,7 @@ impl Session {
             clock,
             endpoint,
             collected_ns: 0,
+            bus,
         })
     }
 
@@ -279,6 +326,9 @@ impl Session {
             );
         }
         self.print_events()?;
+        if let Some(bus) = self.bus.as_mut() {
+            bus.poll(now_ns, &mut self.runtime);
+        }
         // Keep the stage histograms flowing to this thread, so a scrape or a report sees them
         // whole (each recorder hands over at its next poll after a request); every
         // `COLLECT_EVERY_NS`, not every tick: a merge walks the whole histogram.
@@ -328,6 +378,11 @@ impl Session {
         }
         out.flush()?;
         Ok(())
+    }
+
+    /// The event bus, when `[bus]` is configured.
+    pub fn bus(&self) -> Option<&bus::BusControl> {
+        self.bus.as_ref()
     }
 
     /// Printed lines lost because stdout did not keep up.

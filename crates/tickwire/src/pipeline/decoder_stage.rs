@@ -48,6 +48,12 @@ pub enum DecoderCommand {
     /// A status event for the strategy (a connection or a stream changed state), written in
     /// order with the market events.
     Status(Event),
+    /// A reader of the event bus asked for books: the venue's feed writes the book of
+    /// `instrument` (`ALL_INSTRUMENTS`: every book) to the bus only, in order with its updates.
+    EmitBooks {
+        venue: VenueId,
+        instrument: InstrumentId,
+    },
 }
 
 /// The decoder stage: drains frames into the venue feeds, writes events.
@@ -84,6 +90,10 @@ pub(super) struct DecoderStage {
     /// Events per frame in the last batch that decoded any (at least 1): how many frames the
     /// event ring has room for.
     events_per_frame: usize,
+    /// The shared-memory event bus, written with the event ring (see `EventSink`).
+    bus: Option<tickwire_bus::BusWriter>,
+    /// Books written to the bus because a reader asked.
+    books_served: CounterWriter,
 }
 
 /// What the control thread keeps of the decoder stage.
@@ -94,6 +104,8 @@ pub(super) struct DecoderReaders {
     /// Per venue: the events written for the strategy, by kind.
     pub venue_events: Vec<VenueEvents>,
     pub receive_to_decoded: LatencyCollector,
+    /// Books written to the bus because a reader asked.
+    pub books_served: CounterReader,
 }
 
 impl DecoderStage {
@@ -104,9 +116,11 @@ impl DecoderStage {
         clock: Clock,
         feeds: Vec<Box<dyn Feed>>,
         conn_venues: Vec<VenueId>,
+        bus: Option<tickwire_bus::BusWriter>,
         rings: DecoderEnds,
     ) -> Result<(DecoderStage, DecoderReaders), metrics::HistogramError> {
         let (undecoded, frames_undecoded) = metrics::counter();
+        let (books_served, books_served_reader) = metrics::counter();
         let (receive_to_decoded, receive_to_decoded_reader) =
             metrics::latency("receive_to_decoded", HIGHEST_LATENCY_NS, 3)?;
         let (traffic, venue_traffic): (Vec<_>, Vec<_>) = feeds
@@ -140,12 +154,15 @@ impl DecoderStage {
             publish_marks: rings.publish_marks,
             published: 0,
             events_per_frame: 1,
+            bus,
+            books_served,
         };
         let readers = DecoderReaders {
             frames_undecoded,
             venue_traffic,
             venue_events,
             receive_to_decoded: receive_to_decoded_reader,
+            books_served: books_served_reader,
         };
         Ok((stage, readers))
     }
@@ -217,7 +234,8 @@ impl StagePoll for DecoderStage {
         };
         let mut sink =
             EventSink::with_publisher(&mut self.events, &mut self.events_lost, &mut publication)
-                .counting(&mut self.event_counts);
+                .counting(&mut self.event_counts)
+                .with_bus(self.bus.as_mut());
         let mut drained = 0;
         let mut now_ns = 0;
         let mut caught_up = true;
@@ -325,6 +343,14 @@ impl StagePoll for DecoderStage {
                         }
                     }
                     DecoderCommand::Status(event) => sink.push(event),
+                    DecoderCommand::EmitBooks { venue, instrument } => {
+                        if let Some(feed) = feeds.get_mut(venue as usize) {
+                            sink.bus_only(true);
+                            let books = feed.emit_books(instrument, now_ns, &mut sink);
+                            sink.bus_only(false);
+                            self.books_served.add(books as u64);
+                        }
+                    }
                 }
             }
             let requests = &mut self.snapshot_requests;
@@ -403,6 +429,15 @@ mod tests {
         fn take_reply(&mut self) -> Option<VenueReply> {
             None
         }
+
+        fn emit_books(
+            &mut self,
+            _instrument: InstrumentId,
+            _now_ns: u64,
+            _sink: &mut EventSink<'_>,
+        ) -> usize {
+            0
+        }
     }
 
     /// The decoder stage with one `OneBook` feed on connection 0, and the other ends of its
@@ -431,6 +466,7 @@ mod tests {
                 Clock::monotonic(),
                 vec![Box::new(feed)],
                 vec![0],
+                None,
                 rings.decoder,
             )
             .expect("the histogram's bounds are valid");

@@ -92,6 +92,8 @@ pub struct RuntimeOptions {
     pub stamps: Option<ring::Consumer<Stamp>>,
     /// User code called for every event on the strategy thread.
     pub strategy: Option<Box<dyn Strategy>>,
+    /// The shared-memory event bus the decoder stage writes every event to, if any.
+    pub bus: Option<tickwire_bus::BusWriter>,
 }
 
 /// What the control thread can read about a running appliance.
@@ -113,6 +115,8 @@ pub struct Runtime {
     pub venue_traffic: Vec<(CounterReader, CounterReader)>,
     /// Per venue: the events written for the strategy, by kind.
     pub venue_events: Vec<crate::venue::feed::VenueEvents>,
+    /// Books the decoder wrote to the bus because a reader asked.
+    pub bus_books_served: CounterReader,
     /// Simulator send to strategy, per quote, when stamps were wired in.
     pub send_to_strategy: Option<LatencyCollector>,
     /// Quotes that found no send stamp.
@@ -151,8 +155,13 @@ impl Runtime {
         let appliance = &config.appliance;
         let rings = Rings::new(&appliance.rings);
         let (net, net_readers) = NetStage::new(&appliance.net, clock, rings.net);
-        let (decoder, decoder_readers) =
-            DecoderStage::new(clock, options.feeds, options.conn_venues, rings.decoder)?;
+        let (decoder, decoder_readers) = DecoderStage::new(
+            clock,
+            options.feeds,
+            options.conn_venues,
+            options.bus,
+            rings.decoder,
+        )?;
         let (strategy, strategy_readers) = StrategyStage::new(
             clock,
             options.board_instruments,
@@ -187,6 +196,7 @@ impl Runtime {
             decoded_to_strategy: strategy_readers.decoded_to_strategy,
             venue_traffic: decoder_readers.venue_traffic,
             venue_events: decoder_readers.venue_events,
+            bus_books_served: decoder_readers.books_served,
             send_to_strategy: strategy_readers.send_to_strategy,
             unstamped: strategy_readers.unstamped,
             board: strategy_readers.board,
@@ -244,6 +254,16 @@ impl Runtime {
     /// events.
     pub fn send_status(&mut self, event: Event) -> Result<(), RuntimeError> {
         self.decoder_command(DecoderCommand::Status(event))
+    }
+
+    /// Asks the decoder thread to write the books of `instrument` of `venue`
+    /// (`ALL_INSTRUMENTS`: all of them) to the event bus, for its readers.
+    pub fn emit_books(
+        &mut self,
+        venue: VenueId,
+        instrument: InstrumentId,
+    ) -> Result<(), RuntimeError> {
+        self.decoder_command(DecoderCommand::EmitBooks { venue, instrument })
     }
 
     fn decoder_command(&mut self, command: DecoderCommand) -> Result<(), RuntimeError> {

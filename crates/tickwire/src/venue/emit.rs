@@ -69,3 +69,114 @@ mod tests {
         assert_eq!(seen, [(1, 0), (2, flags::LAST), (3, 0)]);
     }
 }
+
+/// One level of a book being written as a snapshot: side, price, size, and flags it adds
+/// ([`flags::SATURATED`] for a size that did not fit).
+pub type SnapshotLevel = (
+    crate::event::Side,
+    crate::fixed::Fixed,
+    crate::fixed::Fixed,
+    u8,
+);
+
+/// A book as it stands now, for a reader of the event bus that asked for it (issue 20):
+/// `SnapshotBegin`, every level (bids then asks, best first; flag `SNAPSHOT`), `SnapshotEnd`
+/// flagged `LAST`. The same shape a venue's own resync makes, so a reader rebuilds either the
+/// same way. `header` is tickwire's own (`feed::own_header`) with the book's last sequence in
+/// `venue_seq` where the venue has one.
+pub fn book_snapshot(
+    header: crate::event::EventHeader,
+    bid_levels: usize,
+    ask_levels: usize,
+    levels: impl Iterator<Item = SnapshotLevel>,
+    out: &mut impl FnMut(Event),
+) {
+    use crate::event::{Body, BookLevel, Snapshot};
+    let mut header = header;
+    header.flags &= !flags::LAST;
+    let counts = Snapshot {
+        bid_levels: u32::try_from(bid_levels).unwrap_or(u32::MAX),
+        ask_levels: u32::try_from(ask_levels).unwrap_or(u32::MAX),
+        snapshot_id: header.venue_seq,
+        _reserved: [0; 2],
+    };
+    let mut snapshot_header = header;
+    snapshot_header.flags |= flags::SNAPSHOT;
+    out(Event::new(snapshot_header, Body::SnapshotBegin(counts)));
+    for (side, price, size, extra) in levels {
+        let mut level_header = snapshot_header;
+        level_header.flags |= extra;
+        out(Event::new(
+            level_header,
+            Body::BookLevel(BookLevel::new(side, price, size)),
+        ));
+    }
+    let mut end_header = header;
+    end_header.flags |= flags::LAST;
+    out(Event::new(end_header, Body::SnapshotEnd(counts)));
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use crate::event::{Body, EventHeader, EventKind, Side};
+    use crate::fixed::Fixed;
+
+    #[test]
+    fn a_book_snapshot_is_begin_levels_end_with_the_counts() {
+        let header = EventHeader {
+            exchange_ts_ns: 0,
+            recv_ts_ns: 5,
+            venue_seq: 9,
+            instrument_id: 3,
+            venue_id: 1,
+            kind: EventKind::Gap,
+            flags: flags::NO_EXCHANGE_TS,
+        };
+        let levels = [
+            (Side::Bid, Fixed(100), Fixed(1), 0),
+            (Side::Ask, Fixed(101), Fixed::MAX, flags::SATURATED),
+        ];
+        let mut events = Vec::new();
+        book_snapshot(header, 1, 1, levels.into_iter(), &mut |event| {
+            events.push(event)
+        });
+        assert_eq!(events.len(), 4);
+        let Body::SnapshotBegin(begin) = events[0].body() else {
+            panic!("{:?}", events[0]);
+        };
+        assert_eq!(
+            (begin.bid_levels, begin.ask_levels, begin.snapshot_id),
+            (1, 1, 9)
+        );
+        assert_ne!(events[1].header.flags & flags::SNAPSHOT, 0);
+        assert_ne!(events[2].header.flags & flags::SATURATED, 0);
+        assert_eq!(events[3].kind(), EventKind::SnapshotEnd);
+        assert_ne!(events[3].header.flags & flags::LAST, 0);
+        assert_eq!(events[3].header.flags & flags::SNAPSHOT, 0);
+        assert!(events[..3]
+            .iter()
+            .all(|event| event.header.flags & flags::LAST == 0));
+    }
+}
+
+/// [`book_snapshot`] of a price-level [`OrderBook`](crate::book::OrderBook) (Binance's and
+/// Thalex's books).
+pub fn order_book_snapshot(
+    book: &crate::book::OrderBook,
+    header: crate::event::EventHeader,
+    out: &mut impl FnMut(Event),
+) {
+    use crate::book::BookSide;
+    let levels = [BookSide::Bid, BookSide::Ask].into_iter().flat_map(|side| {
+        book.levels(side)
+            .map(move |(price, size)| (side.into(), price, size, 0))
+    });
+    book_snapshot(
+        header,
+        book.len(BookSide::Bid),
+        book.len(BookSide::Ask),
+        levels,
+        out,
+    );
+}

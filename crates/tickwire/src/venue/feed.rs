@@ -34,6 +34,13 @@ pub trait Publisher {
 /// [`EventSink::PUBLISH_EVERY`] events: a message that makes hundreds of events (a Databento
 /// chunk of 64 KiB makes about 600) lets the strategy start on the first ones while the rest
 /// are decoded, instead of all of them waiting for the last.
+///
+/// With a bus ([`EventSink::with_bus`]), every event is also written to the shared-memory event
+/// bus first, whatever the strategy's ring does with it: the bus never refuses an event (its
+/// readers are lapped instead), so an event lost to a full strategy ring is still on the bus, and
+/// the `RingOverflow` gap that tells the strategy so is the strategy's alone. The bus is published
+/// with the ring. While [`EventSink::bus_only`] is set (a book snapshot a bus reader asked for),
+/// events go to the bus only.
 pub struct EventSink<'a> {
     events: &'a mut Producer<Event>,
     /// Set while events are being lost; cleared once the gap announcing the loss is written.
@@ -45,6 +52,12 @@ pub struct EventSink<'a> {
     publisher: Option<&'a mut dyn Publisher>,
     /// Where the events written are counted by venue and kind, if anywhere.
     counts: Option<&'a mut EventCounts>,
+    /// The shared-memory event bus, if the appliance has one.
+    bus: Option<&'a mut tickwire_bus::BusWriter>,
+    /// Events go to the bus only (see the type's doc).
+    bus_only: bool,
+    /// Bus-only events written and not yet published.
+    bus_pending: usize,
 }
 
 impl<'a> EventSink<'a> {
@@ -60,7 +73,25 @@ impl<'a> EventSink<'a> {
             total: 0,
             publisher: None,
             counts: None,
+            bus: None,
+            bus_only: false,
+            bus_pending: 0,
         }
+    }
+
+    /// The same sink, writing every event to `bus` as well (see the type's doc).
+    pub fn with_bus(self, bus: Option<&'a mut tickwire_bus::BusWriter>) -> EventSink<'a> {
+        EventSink { bus, ..self }
+    }
+
+    /// From now on events go to the bus only (`true`), or everywhere again (`false`).
+    pub fn bus_only(&mut self, only: bool) {
+        self.bus_only = only;
+    }
+
+    /// Whether the sink writes to a bus.
+    pub fn has_bus(&self) -> bool {
+        self.bus.is_some()
     }
 
     /// The same sink, counting every event it writes by venue and kind in `counts`, published
@@ -88,6 +119,19 @@ impl<'a> EventSink<'a> {
     /// Writes one event (published with the stage's batch, or by the sink's publisher).
     #[inline]
     pub fn push(&mut self, event: Event) {
+        if let Some(bus) = self.bus.as_deref_mut() {
+            bus.write(&event);
+            if self.bus_only {
+                self.bus_pending += 1;
+                if self.bus_pending >= Self::PUBLISH_EVERY {
+                    self.bus_pending = 0;
+                    bus.publish();
+                }
+                return;
+            }
+        } else if self.bus_only {
+            return;
+        }
         if *self.lost {
             let gap = Event::new(
                 EventHeader {
@@ -138,6 +182,10 @@ impl<'a> EventSink<'a> {
 
     /// Publishes what was written since the last publication; returns how many events that was.
     pub fn publish(&mut self) -> usize {
+        if let Some(bus) = self.bus.as_deref_mut() {
+            self.bus_pending = 0;
+            bus.publish();
+        }
         let count = std::mem::take(&mut self.written);
         if let Some(counts) = self.counts.as_deref_mut() {
             counts.publish();
@@ -585,6 +633,18 @@ pub trait Feed: Send {
 
     /// A reply to one of the control thread's requests, if one is waiting.
     fn take_reply(&mut self) -> Option<VenueReply>;
+
+    /// A reader of the event bus asked for the book of `instrument` ([`ALL_INSTRUMENTS`]: every
+    /// book of the venue): write each book that is in sync as a snapshot of how it stands now
+    /// (`SnapshotBegin`, its levels, `SnapshotEnd`: [`crate::venue::emit::book_snapshot`]) into
+    /// `sink`, which the decoder stage has set to send them to the bus only. Returns the books
+    /// written. A book out of sync is skipped: its own next snapshot will reach the bus.
+    fn emit_books(
+        &mut self,
+        instrument: InstrumentId,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) -> usize;
 }
 
 /// A kind of message a venue sends, as its feed counts it: an entry of the venue's table.

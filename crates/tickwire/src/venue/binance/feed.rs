@@ -20,6 +20,7 @@ use crate::event::{
     Side, Trade, VenueId,
 };
 use crate::net::ConnId;
+use crate::venue::feed::{own_header, ALL_INSTRUMENTS};
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters as Writers, MalformedSample, MalformedSampler,
     MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
@@ -596,6 +597,30 @@ impl Feed for BinanceFeed {
 
     fn take_reply(&mut self) -> Option<VenueReply> {
         self.replies.pop()
+    }
+
+    fn emit_books(
+        &mut self,
+        instrument: InstrumentId,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) -> usize {
+        let base = self.config.instrument_base;
+        let mut written = 0;
+        for (index, sync) in self.books.iter().enumerate() {
+            let id = base + index as InstrumentId;
+            let Some(sync) = sync else { continue };
+            if (instrument != ALL_INSTRUMENTS && instrument != id) || !sync.is_live() {
+                continue;
+            }
+            let mut header = own_header(self.config.venue_id, id, now_ns);
+            header.venue_seq = sync.last_update_id().unwrap_or(0);
+            crate::venue::emit::order_book_snapshot(sync.book(), header, &mut |event| {
+                sink.push(event)
+            });
+            written += 1;
+        }
+        written
     }
 }
 

@@ -403,6 +403,11 @@ impl BookSync {
     }
 
     /// The book. Valid only while [`BookSync::state`] is `Live`.
+    /// The `u` of the last diff applied (or the snapshot's `lastUpdateId`), once in sync.
+    pub fn last_update_id(&self) -> Option<u64> {
+        self.last_final_update_id
+    }
+
     pub fn book(&self) -> &OrderBook {
         &self.book
     }

@@ -537,6 +537,16 @@ impl Feed for DatabentoFeed {
         self.chunk(conn, recv_ts_ns, payload, sink);
     }
 
+    fn emit_books(
+        &mut self,
+        instrument: InstrumentId,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) -> usize {
+        self.normalizer
+            .emit_books(instrument, now_ns, &mut |event| sink.push(event))
+    }
+
     fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
         // Databento books start from the stream (an MBO snapshot or the replay); no REST.
     }

@@ -46,6 +46,7 @@ use crate::event::{
 use crate::fixed::Fixed;
 use crate::hash::IdMap;
 use crate::venue::emit::Emitter;
+use crate::venue::feed::{own_header, ALL_INSTRUMENTS};
 use dbn::{
     rtype, BboMsg, BidAskPair, CbboMsg, Cmbp1Msg, ConsolidatedBidAskPair, ErrorMsg, HasRType,
     ImbalanceMsg, InstrumentDefMsg, MboMsg, Mbp10Msg, Mbp1Msg, OhlcvMsg, Record, RecordHeader,
@@ -320,6 +321,74 @@ impl Normalizer {
     }
 
     /// An instrument's L3 book, when MBO records have made one.
+    /// Writes the book of `instrument` (every book for `ALL_INSTRUMENTS`) as it stands, for a
+    /// reader of the event bus (`Feed::emit_books`): an MBO book outside a snapshot, or the ten
+    /// levels of the last MBP-10 record. Returns the books written.
+    pub fn emit_books<F: FnMut(Event)>(
+        &mut self,
+        instrument: InstrumentId,
+        now_ns: u64,
+        out: &mut F,
+    ) -> usize {
+        let wanted = |id: InstrumentId| instrument == ALL_INSTRUMENTS || instrument == id;
+        let mut written = 0;
+        for (&id, state) in self.books.iter() {
+            if !wanted(id) || state.in_snapshot {
+                continue;
+            }
+            let header = own_header(self.venue_id, id, now_ns);
+            let mut saturated = 0u64;
+            let levels = [(BookSide::Bid, Side::Bid), (BookSide::Ask, Side::Ask)]
+                .into_iter()
+                .flat_map(|(book_side, side)| {
+                    state
+                        .book
+                        .levels(book_side)
+                        .into_iter()
+                        .map(move |(price, total, _)| {
+                            let (size, capped) = level_size(total);
+                            let extra = if capped { flags::SATURATED } else { 0 };
+                            (side, Fixed(price), size, extra)
+                        })
+                })
+                .inspect(|level| saturated += u64::from(level.3 != 0));
+            crate::venue::emit::book_snapshot(
+                header,
+                state.book.level_count(BookSide::Bid),
+                state.book.level_count(BookSide::Ask),
+                levels,
+                out,
+            );
+            self.counters.saturated += saturated;
+            written += 1;
+        }
+        for (&id, state) in self.mbp10.iter() {
+            if !wanted(id) {
+                continue;
+            }
+            let present = |(price, size): (i64, u32)| price != dbn::UNDEF_PRICE && size > 0;
+            let bids = state
+                .levels
+                .iter()
+                .map(|level| (level.bid_px, level.bid_sz));
+            let asks = state
+                .levels
+                .iter()
+                .map(|level| (level.ask_px, level.ask_sz));
+            let bid_levels = bids.clone().filter(|&level| present(level)).count();
+            let ask_levels = asks.clone().filter(|&level| present(level)).count();
+            let levels = bids
+                .map(|level| (Side::Bid, level))
+                .chain(asks.map(|level| (Side::Ask, level)))
+                .filter(|&(_, level)| present(level))
+                .map(|(side, (price, size))| (side, Fixed(price), units(size), 0));
+            let header = own_header(self.venue_id, id, now_ns);
+            crate::venue::emit::book_snapshot(header, bid_levels, ask_levels, levels, out);
+            written += 1;
+        }
+        written
+    }
+
     pub fn book(&self, instrument: InstrumentId) -> Option<&MboBook> {
         self.books.get(&instrument).map(|state| &state.book)
     }

@@ -46,6 +46,7 @@ use crate::event::{
 use crate::fixed::Fixed;
 use crate::hash::BuildFastHasher;
 use crate::net::ConnId;
+use crate::venue::feed::{own_header, ALL_INSTRUMENTS};
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, MessageKind,
     ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
@@ -960,6 +961,30 @@ impl Feed for ThalexFeed {
 
     fn take_reply(&mut self) -> Option<VenueReply> {
         self.replies.pop()
+    }
+
+    fn emit_books(
+        &mut self,
+        instrument: InstrumentId,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) -> usize {
+        let base = self.config.instrument_base;
+        let mut written = 0;
+        for (index, state) in self.books.iter().enumerate() {
+            let id = base + index as InstrumentId;
+            let Some(state) = state else { continue };
+            if (instrument != ALL_INSTRUMENTS && instrument != id) || !state.valid {
+                continue;
+            }
+            // Thalex books carry no sequence (see the module doc): `venue_seq` stays 0.
+            let header = own_header(self.config.venue_id, id, now_ns);
+            crate::venue::emit::order_book_snapshot(&state.book, header, &mut |event| {
+                sink.push(event)
+            });
+            written += 1;
+        }
+        written
     }
 }
 

@@ -1,0 +1,290 @@
+//! The event bus seen from the control thread: made at start with its instrument directory, the
+//! readers' snapshot requests answered on every tick, and its metrics.
+//!
+//! The decoder stage writes the events (`venue::feed::EventSink`); this module only makes the
+//! file ([`tickwire_bus::BusWriter::create`], then hands the writer to the runtime) and listens
+//! on the request socket beside it (`<bus>.requests`, a Unix datagram socket, mode 0660 with the
+//! bus's group so that the readers who may read the bus may ask). A request names a venue and an
+//! instrument (or all of them); each instrument gets at most one snapshot per
+//! `[bus] snapshot_interval_ms`, and requests inside that interval, malformed datagrams and
+//! unknown venues are counted and dropped (one log line a second at most), so that a reader
+//! that asks in a loop costs the decoder one book per instrument per interval and nothing more.
+
+use super::ControlError;
+use crate::config::BusConfig;
+use crate::event::{InstrumentId, VenueId};
+use crate::pipeline::Runtime;
+use crate::venue::feed::ALL_INSTRUMENTS;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use tickwire_bus::{BusOptions, BusStats, BusWriter, DirectoryEntry, Geometry, SnapshotRequest};
+
+/// Datagrams read per control tick at most; the rest wait in the socket's buffer.
+const REQUESTS_PER_TICK: usize = 256;
+/// The shortest time between two log lines about refused requests.
+const LOG_EVERY_NS: u64 = 1_000_000_000;
+
+/// One instrument for the directory.
+pub struct BusInstrument<'a> {
+    pub id: InstrumentId,
+    pub venue_id: VenueId,
+    pub venue: &'a str,
+    pub symbol: &'a str,
+}
+
+/// What the control thread keeps of the bus.
+pub struct BusControl {
+    path: PathBuf,
+    socket_path: PathBuf,
+    socket: UnixDatagram,
+    stats: BusStats,
+    /// By venue id: the venue's instrument ids.
+    venues: Vec<Range<InstrumentId>>,
+    interval_ns: u64,
+    /// When each `(venue, instrument)` last had a snapshot sent.
+    last_sent_ns: HashMap<(VenueId, InstrumentId), u64>,
+    requests: RequestCounts,
+    last_log_ns: u64,
+    names_cut: u64,
+}
+
+/// Readers' snapshot requests by outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// Instruments whose book snapshot was asked of the decoder.
+    pub accepted: u64,
+    /// Instruments asked for again within the interval.
+    pub throttled: u64,
+    /// Datagrams that were not a request, or named a venue or instrument that does not exist.
+    pub invalid: u64,
+}
+
+impl BusControl {
+    /// Makes the bus with every instrument in its directory; returns the writer for the
+    /// runtime. `venues[id]` holds venue `id`'s instrument ids.
+    pub fn create(
+        config: &BusConfig,
+        instruments: &[BusInstrument<'_>],
+        venues: Vec<Range<InstrumentId>>,
+        now_ns: u64,
+    ) -> Result<(BusControl, BusWriter), ControlError> {
+        let path = config.resolved_path();
+        let group = config
+            .group
+            .as_deref()
+            .map(tickwire_bus::group_id)
+            .transpose()?;
+        let geometry = Geometry::new(config.capacity, config.directory_capacity)
+            .map_err(|what| ControlError::Bus(tickwire_bus::BusError::Geometry(what)))?;
+        let options = BusOptions {
+            path: path.clone(),
+            geometry,
+            group,
+        };
+        // The start time is the epoch: a restarted appliance's is later, so never the same.
+        let mut writer = BusWriter::create(&options, now_ns, now_ns)?;
+        for instrument in instruments {
+            let entry = DirectoryEntry {
+                instrument_id: instrument.id,
+                venue_id: instrument.venue_id,
+                venue: instrument.venue.to_owned(),
+                symbol: instrument.symbol.to_owned(),
+                // Every venue so far names its instruments on the wire as its venue file
+                // lists them (Binance's stream names lower-case them, its messages do not).
+                venue_symbol: instrument.symbol.to_owned(),
+            };
+            writer
+                .add_instrument(&entry)
+                .map_err(|full| ControlError::BusDirectory(full.to_string()))?;
+        }
+        let socket_path = tickwire_bus::request_socket_path(&path);
+        // We hold the bus's lock: a socket file left here is an earlier run's.
+        let _ = std::fs::remove_file(&socket_path);
+        let socket =
+            UnixDatagram::bind(&socket_path).map_err(|source| ControlError::BusSocket {
+                path: socket_path.clone(),
+                source,
+            })?;
+        socket
+            .set_nonblocking(true)
+            .map_err(|source| ControlError::BusSocket {
+                path: socket_path.clone(),
+                source,
+            })?;
+        set_socket_access(&socket_path, group).map_err(|source| ControlError::BusSocket {
+            path: socket_path.clone(),
+            source,
+        })?;
+        let control = BusControl {
+            path,
+            socket_path,
+            socket,
+            stats: writer.stats(),
+            venues,
+            interval_ns: config.snapshot_interval_ms.saturating_mul(1_000_000),
+            last_sent_ns: HashMap::new(),
+            requests: RequestCounts::default(),
+            last_log_ns: 0,
+            names_cut: writer.names_cut(),
+        };
+        Ok((control, writer))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    pub fn stats(&self) -> &BusStats {
+        &self.stats
+    }
+
+    pub fn requests(&self) -> RequestCounts {
+        self.requests
+    }
+
+    /// Reads the readers' requests and asks the decoder for the books they may have.
+    pub fn poll(&mut self, now_ns: u64, runtime: &mut Runtime) {
+        let mut buffer = [0u8; 64];
+        let before = self.requests;
+        for _ in 0..REQUESTS_PER_TICK {
+            let received = match self.socket.recv(&mut buffer) {
+                Ok(received) => received,
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(error) => {
+                    tracing::warn!(path = %self.socket_path.display(), "bus request socket: {error}");
+                    break;
+                }
+            };
+            match SnapshotRequest::from_bytes(&buffer[..received.min(buffer.len())]) {
+                Ok(request) => self.on_request(request, now_ns, runtime),
+                Err(_) => self.requests.invalid += 1,
+            }
+        }
+        let refused =
+            (self.requests.throttled - before.throttled) + (self.requests.invalid - before.invalid);
+        if refused > 0 && now_ns.saturating_sub(self.last_log_ns) >= LOG_EVERY_NS {
+            self.last_log_ns = now_ns;
+            tracing::info!(
+                throttled = self.requests.throttled,
+                invalid = self.requests.invalid,
+                "bus snapshot requests refused so far (asked again within \
+                 [bus] snapshot_interval_ms, or not a valid request)"
+            );
+        }
+    }
+
+    fn on_request(&mut self, request: SnapshotRequest, now_ns: u64, runtime: &mut Runtime) {
+        let venues: Range<usize> = if request.venue_id == SnapshotRequest::ALL_VENUES {
+            0..self.venues.len()
+        } else if usize::from(request.venue_id) < self.venues.len() {
+            let venue = usize::from(request.venue_id);
+            venue..venue + 1
+        } else {
+            self.requests.invalid += 1;
+            return;
+        };
+        for venue in venues {
+            let range = self.venues[venue].clone();
+            let venue_id = venue as VenueId;
+            let wanted = if request.instrument_id == SnapshotRequest::ALL_INSTRUMENTS {
+                range.clone()
+            } else if range.contains(&request.instrument_id) {
+                request.instrument_id..request.instrument_id + 1
+            } else {
+                if request.venue_id != SnapshotRequest::ALL_VENUES {
+                    self.requests.invalid += 1;
+                }
+                continue;
+            };
+            let asked = wanted.len() as u64;
+            let due: Vec<InstrumentId> = wanted
+                .filter(|&id| {
+                    self.last_sent_ns
+                        .get(&(venue_id, id))
+                        .is_none_or(|&sent| now_ns.saturating_sub(sent) >= self.interval_ns)
+                })
+                .collect();
+            self.requests.throttled += asked - due.len() as u64;
+            if due.is_empty() {
+                continue;
+            }
+            // Every instrument of the venue due: one command for all of them.
+            let commands: Vec<InstrumentId> = if due.len() == range.len() && due.len() > 1 {
+                vec![ALL_INSTRUMENTS]
+            } else {
+                due.clone()
+            };
+            for instrument in commands {
+                if runtime.emit_books(venue_id, instrument).is_err() {
+                    // The decoder's command ring is full: it is far behind; this request waits
+                    // for the reader to ask again.
+                    self.requests.throttled += 1;
+                    return;
+                }
+            }
+            for id in due {
+                self.last_sent_ns.insert((venue_id, id), now_ns);
+                self.requests.accepted += 1;
+            }
+        }
+    }
+
+    /// The bus's lines of `/metrics`.
+    pub fn render_metrics(&self, out: &mut String, books_served: u64) {
+        let requests = self.requests;
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_bus_events_published_total Events published on the shared-memory bus: its write cursor.\n\
+             # TYPE tickwire_bus_events_published_total counter\n\
+             tickwire_bus_events_published_total {}\n\
+             # HELP tickwire_bus_capacity Event slots in the bus's ring.\n\
+             # TYPE tickwire_bus_capacity gauge\n\
+             tickwire_bus_capacity {}\n\
+             # HELP tickwire_bus_epoch The bus's epoch (its creation time in ns).\n\
+             # TYPE tickwire_bus_epoch gauge\n\
+             tickwire_bus_epoch {}\n\
+             # HELP tickwire_bus_directory_entries Instruments in the bus's directory.\n\
+             # TYPE tickwire_bus_directory_entries gauge\n\
+             tickwire_bus_directory_entries {}\n\
+             # HELP tickwire_bus_directory_names_cut_total Directory names cut to fit their field.\n\
+             # TYPE tickwire_bus_directory_names_cut_total counter\n\
+             tickwire_bus_directory_names_cut_total {}\n\
+             # HELP tickwire_bus_snapshot_requests_total Instruments readers asked book snapshots for, by outcome.\n\
+             # TYPE tickwire_bus_snapshot_requests_total counter\n\
+             tickwire_bus_snapshot_requests_total{{result=\"accepted\"}} {}\n\
+             tickwire_bus_snapshot_requests_total{{result=\"throttled\"}} {}\n\
+             tickwire_bus_snapshot_requests_total{{result=\"invalid\"}} {}\n\
+             # HELP tickwire_bus_books_served_total Books the decoder wrote to the bus for readers.\n\
+             # TYPE tickwire_bus_books_served_total counter\n\
+             tickwire_bus_books_served_total {books_served}",
+            self.stats.cursor(),
+            self.stats.capacity(),
+            self.stats.epoch(),
+            self.stats.directory_len(),
+            self.names_cut,
+            requests.accepted,
+            requests.throttled,
+            requests.invalid,
+        );
+    }
+}
+
+impl Drop for BusControl {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket_path);
+    }
+}
+
+/// Mode 0660 and the bus's group on the request socket: sending to a Unix socket needs write
+/// permission on its file.
+fn set_socket_access(path: &std::path::Path, group: Option<u32>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(path, None, Some(gid))?;
+    }
+    Ok(())
+}
