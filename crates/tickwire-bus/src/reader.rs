@@ -5,7 +5,6 @@ use crate::event::Event;
 use crate::layout::{self, offsets, Geometry};
 use crate::ring::{Batch, RingError, RingReader, RingWords};
 use crate::shm::{self, BusError, Mapping};
-use crate::sigbus;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -52,8 +51,6 @@ impl std::error::Error for ReadError {}
 pub struct BusReader {
     ring: RingReader,
     directory: DirectoryWords,
-    /// Declared before the mapping so that it is unregistered before the unmap.
-    guard: sigbus::Guard,
     mapping: Mapping,
     geometry: Geometry,
     epoch: u64,
@@ -68,7 +65,6 @@ impl BusReader {
         let opened = shm::open(path)?;
         let mapping = opened.mapping;
         let geometry = opened.geometry;
-        let guard = sigbus::register(mapping.base(), mapping.len());
         let base = mapping.base();
         // SAFETY: `shm::open` checked that the file holds the header and both regions where
         // `geometry` places them; the mapping lives as long as the reader, and the words are
@@ -97,7 +93,6 @@ impl BusReader {
         Ok(BusReader {
             ring: RingReader::new(ring, position, batch),
             directory,
-            guard,
             mapping,
             geometry,
             epoch: opened.epoch,
@@ -111,7 +106,7 @@ impl BusReader {
     #[inline]
     pub fn read(&mut self, out: &mut [Event]) -> Result<Batch, ReadError> {
         let result = self.ring.read(out);
-        if self.guard.truncated() {
+        if self.mapping.truncated() {
             return Err(ReadError::Truncated {
                 path: self.path.clone(),
             });

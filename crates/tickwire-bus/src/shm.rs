@@ -116,10 +116,12 @@ fn io_error<'a>(path: &'a Path, what: &'static str) -> impl FnOnce(io::Error) ->
     }
 }
 
-/// A shared mapping of a whole bus file, unmapped on drop.
+/// A shared mapping of a whole bus file, protected from SIGBUS while it lives (`sigbus.rs`),
+/// unmapped on drop.
 pub(crate) struct Mapping {
     base: *mut u8,
     len: usize,
+    guard: crate::sigbus::Guard,
 }
 
 // SAFETY: the mapping is plain shared memory, accessed through atomics for everything that
@@ -145,18 +147,22 @@ impl Mapping {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
+        let base: *mut u8 = base.cast();
         Ok(Mapping {
-            base: base.cast(),
+            base,
             len,
+            guard: crate::sigbus::register(base, len),
         })
+    }
+
+    /// Whether a page of the mapping was found cut off by a truncation of the file.
+    #[inline]
+    pub(crate) fn truncated(&self) -> bool {
+        self.guard.truncated()
     }
 
     pub(crate) fn base(&self) -> *mut u8 {
         self.base
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
     }
 
     /// The header word at byte `offset`.
@@ -180,6 +186,8 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        // No longer ours to repair once it is unmapped.
+        self.guard.release();
         // SAFETY: the mapping made in `Mapping::map`, unmapped once.
         unsafe {
             libc::munmap(self.base.cast(), self.len);

@@ -1,4 +1,5 @@
-//! A reader survives its bus file being truncated under it: an error, never a SIGBUS.
+//! A reader survives its bus file being truncated under it: an error, never a SIGBUS; and so does
+//! the writer, the appliance.
 //!
 //! A mapped page past the end of a truncated file raises SIGBUS when touched. Readers cannot
 //! truncate the file (they open it read-only), but its owner or root can. On a reader's first
@@ -52,14 +53,21 @@ impl Guard {
     }
 }
 
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(slot) = self.slot {
+impl Guard {
+    /// Stops protecting the mapping (before it is unmapped).
+    pub(crate) fn release(&mut self) {
+        if let Some(slot) = self.slot.take() {
             let entry = &SLOT_TABLE[slot];
             entry.len.store(0, Ordering::SeqCst);
             entry.truncated.store(false, Ordering::SeqCst);
             entry.start.store(0, Ordering::SeqCst);
         }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -108,15 +116,16 @@ extern "C" fn on_sigbus(
         let len = entry.len.load(Ordering::SeqCst);
         if start != 0 && address >= start && address < start + len {
             let page = address & !4095;
-            // SAFETY: replaces one page of a mapping this process made read-only and still
-            // holds (it is registered) with private zeros; the reader that touched it then reads
-            // zeros, which its checks reject, and sees the truncation mark. mmap is a plain
-            // system call, safe to make from a handler.
+            // SAFETY: replaces one page of a bus mapping this process still holds (it is
+            // registered) with private zeros: a reader that touched it reads zeros, which its
+            // checks reject, and sees the truncation mark; the writer's stores land in a page no
+            // reader sees, and the control thread reports the mark. mmap is a plain system
+            // call, safe to make from a handler.
             let mapped = unsafe {
                 libc::mmap(
                     page as *mut libc::c_void,
                     4096,
-                    libc::PROT_READ,
+                    libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
                     -1,
                     0,

@@ -63,6 +63,12 @@ impl BusStats {
     pub fn epoch(&self) -> u64 {
         self.shared.read_u64(offsets::EPOCH)
     }
+
+    /// Whether someone truncated the bus file under the appliance: readers get an error, the
+    /// writer's stores go to a private page; a restart makes a new bus.
+    pub fn truncated(&self) -> bool {
+        self.shared.truncated()
+    }
 }
 
 impl BusWriter {

@@ -49,6 +49,8 @@ pub struct BusControl {
     requests: RequestCounts,
     last_log_ns: u64,
     names_cut: u64,
+    /// The file was found truncated under the appliance (logged once).
+    truncated_logged: bool,
 }
 
 /// Readers' snapshot requests by outcome.
@@ -129,6 +131,7 @@ impl BusControl {
             requests: RequestCounts::default(),
             last_log_ns: 0,
             names_cut: writer.names_cut(),
+            truncated_logged: false,
         };
         Ok((control, writer))
     }
@@ -147,6 +150,14 @@ impl BusControl {
 
     /// Reads the readers' requests and asks the decoder for the books they may have.
     pub fn poll(&mut self, now_ns: u64, runtime: &mut Runtime) {
+        if !self.truncated_logged && self.stats.truncated() {
+            self.truncated_logged = true;
+            tracing::error!(
+                path = %self.path.display(),
+                "the bus file was truncated under the appliance (by its owner or root): its \
+                 readers now get an error; the appliance goes on, and a restart makes a new bus"
+            );
+        }
         let mut buffer = [0u8; 64];
         let before = self.requests;
         for _ in 0..REQUESTS_PER_TICK {
@@ -259,7 +270,10 @@ impl BusControl {
              tickwire_bus_snapshot_requests_total{{result=\"invalid\"}} {}\n\
              # HELP tickwire_bus_books_served_total Books the decoder wrote to the bus for readers.\n\
              # TYPE tickwire_bus_books_served_total counter\n\
-             tickwire_bus_books_served_total {books_served}",
+             tickwire_bus_books_served_total {books_served}\n\
+             # HELP tickwire_bus_truncated 1 once the bus file was found truncated under the appliance.\n\
+             # TYPE tickwire_bus_truncated gauge\n\
+             tickwire_bus_truncated {}",
             self.stats.cursor(),
             self.stats.capacity(),
             self.stats.epoch(),
@@ -268,6 +282,7 @@ impl BusControl {
             requests.accepted,
             requests.throttled,
             requests.invalid,
+            u8::from(self.stats.truncated()),
         );
     }
 }
