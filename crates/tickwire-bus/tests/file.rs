@@ -184,8 +184,7 @@ fn a_file_truncated_under_a_reader_is_an_error_not_a_sigbus() {
     let mut out = vec![event(0); 64];
     let error = reader
         .read(&mut out)
-        .err()
-        .expect("a truncated bus is an error");
+        .expect_err("a truncated bus is an error");
     assert!(matches!(error, ReadError::Truncated { .. }), "{error}");
     assert!(error.to_string().contains("truncated"));
 }
