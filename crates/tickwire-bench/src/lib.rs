@@ -43,8 +43,9 @@ pub struct E2eArgs {
 }
 
 /// Every client, in the order they run; the first is the reference for the ratios.
-pub const CLIENTS: [&str; 6] = [
+pub const CLIENTS: [&str; 7] = [
     "tickwire-uring-spin",
+    "tickwire-uring-spin-bus",
     "tickwire-uring-block",
     "tickwire-epoll",
     "tokio-tungstenite",
@@ -58,6 +59,8 @@ enum Client {
         exe: PathBuf,
         backend: &'static str,
         spin: bool,
+        /// With `[bus]`: every event also written to the shared-memory bus (issue 20).
+        bus: bool,
     },
     /// A peer program: the command up to its own flags.
     Peer {
@@ -284,16 +287,25 @@ fn prepare(name: &str) -> anyhow::Result<Client> {
             exe,
             backend: "io-uring",
             spin: true,
+            bus: false,
+        },
+        "tickwire-uring-spin-bus" => Client::Tickwire {
+            exe,
+            backend: "io-uring",
+            spin: true,
+            bus: true,
         },
         "tickwire-uring-block" => Client::Tickwire {
             exe,
             backend: "io-uring",
             spin: false,
+            bus: false,
         },
         "tickwire-epoll" => Client::Tickwire {
             exe,
             backend: "epoll",
             spin: true,
+            bus: false,
         },
         "tokio-tungstenite" => Client::Peer {
             program: vec![cargo_peer("tokio-tungstenite", "tw-peer-tokio")?
@@ -476,13 +488,18 @@ fn measure(
                 .map(|symbol| format!("{}@bookTicker", symbol.to_ascii_lowercase()))
                 .collect();
             let command = match client {
-                Client::Tickwire { exe, backend, spin } => {
+                Client::Tickwire {
+                    exe,
+                    backend,
+                    spin,
+                    bus,
+                } => {
                     let config = tickwire_config(
                         &dir,
                         &sim,
                         &symbols,
                         backend,
-                        *spin,
+                        (*spin, *bus),
                         &records_path,
                         messages,
                     )?;
@@ -644,7 +661,7 @@ fn tickwire_config(
     sim: &tickwire_sim::SimHandle,
     symbols: &[String],
     backend: &str,
-    spin: bool,
+    (spin, bus): (bool, bool),
     records: &Path,
     messages: u64,
 ) -> anyhow::Result<PathBuf> {
@@ -676,9 +693,17 @@ fn tickwire_config(
              [threads.net]\nwait = \"{thread_wait}\"\n\
              [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nfuse_into = \"decoder\"\n\
              [strategy]\nname = \"mid\"\nrecord_file = {:?}\nrecord_capacity = {}\n\
-             summary_interval_ms = 0\n",
+             summary_interval_ms = 0\n{}",
             records.display().to_string(),
-            messages + 1024
+            messages + 1024,
+            if bus {
+                format!(
+                    "[bus]\npath = {:?}\n",
+                    dir.join("tickwire.bus").display().to_string()
+                )
+            } else {
+                String::new()
+            }
         ),
     )?;
     Ok(path)
