@@ -13,6 +13,7 @@ mod binance_decode_alloc;
 mod binance_sync;
 mod book;
 mod bus_appliance;
+mod bus_clients;
 mod capture_decimals;
 mod cli;
 mod cli_bench;

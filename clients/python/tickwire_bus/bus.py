@@ -1,0 +1,420 @@
+"""A reader of tickwire's shared-memory event bus: ``Bus``.
+
+The bus is a file (``[bus] path`` in tickwire.toml) that the appliance writes and any number of
+processes map read-only. ``Bus.read`` follows the protocol of crates/tickwire-bus/src/ring.rs,
+validate-after-read: load the write **cursor**, copy the slots of the positions below it, then
+load the writer's **claim**; a copied position ``p`` whose slot the writer may have begun to
+reuse (``p + capacity < claim``) is thrown away and counted as missed. The count of missed
+events is therefore exact, and no event returned is torn or stale.
+
+Why this is sound in Python. The Rust and C readers order their loads with atomics: the cursor
+with acquire, the slots with relaxed loads, an acquire fence, then the claim. Python has no
+atomics or fences; it relies instead on the x86-64 memory model, in which loads are not
+reordered with other loads and stores are not reordered with other stores (Intel SDM vol. 3,
+8.2.2). The writer stores the claim before it overwrites a slot and the slots before the cursor;
+this reader loads the cursor before the slots and the slots before the claim (each load is a
+separate numpy call, so the compiler cannot reorder them either). So if a copied slot holds a
+later write, the claim load sees the claim that preceded it, exactly as the fences guarantee in
+Rust. The cursor and the claim are read as aligned 8-byte loads (one numpy element each), which
+x86-64 performs atomically; slots may be copied in any width, as a slot being overwritten is
+discarded whole. On another architecture (aarch64 reorders loads) none of this holds, so
+``Bus`` refuses to open there rather than risk returning torn events.
+
+Truncation. A mapped page past the end of a file truncated under the reader raises SIGBUS,
+which kills Python. ``Bus.read`` checks the file's size (one ``os.fstat``) before every batch and
+raises ``Truncated`` instead; a truncation in the microseconds between that check and the copy
+can still raise SIGBUS (the Rust reader closes that window with a SIGBUS handler, which Python
+cannot install safely). Readers cannot truncate the file; its owner or root can.
+"""
+
+import mmap
+import os
+import platform
+import socket
+import struct
+import sys
+from collections import namedtuple
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import layout
+from .layout import EVENT_DTYPE
+
+_WORD = {
+    name: offset // 8
+    for name, offset in [
+        ("claim", layout.OFF_CLAIM),
+        ("cursor", layout.OFF_CURSOR),
+        ("directory_count", layout.OFF_DIRECTORY_COUNT),
+        ("state", layout.OFF_STATE),
+    ]
+}
+
+
+class BusError(Exception):
+    """Why a bus could not be opened or read. The message names the file and what to do."""
+
+
+class NotFound(BusError):
+    """No file at the path: no appliance has made a bus there."""
+
+
+class PermissionDenied(BusError):
+    """The file exists but this user may not read it (not in the bus's group)."""
+
+
+class NotABus(BusError):
+    """The file is not a tickwire bus (no TICKWBUS magic)."""
+
+
+class LayoutVersionMismatch(BusError):
+    """A bus of another layout version than this package reads."""
+
+    def __init__(self, message, found, supported):
+        super().__init__(message)
+        self.found = found
+        self.supported = supported
+
+
+class Malformed(BusError):
+    """The header's sizes do not fit the file."""
+
+
+class Truncated(BusError):
+    """The file was truncated under this reader: open the bus again once an appliance made one."""
+
+
+class Damaged(BusError):
+    """The memory does not behave as one writer's ring (the file was rewritten or damaged)."""
+
+
+class UnsupportedPlatform(BusError):
+    """This reader's protocol needs x86-64's load ordering (see the module documentation)."""
+
+
+class RequestFailed(BusError):
+    """A snapshot request could not be sent (no appliance listening at the request socket)."""
+
+
+@dataclass(frozen=True)
+class DirectoryEntry:
+    """One instrument as the directory names it."""
+
+    instrument_id: int
+    venue_id: int
+    venue: str
+    symbol: str
+    venue_symbol: str
+
+
+ReadResult = namedtuple("ReadResult", ["events", "missed"])
+ReadResult.__doc__ = """What one read returned: ``missed`` events lost to the writer (the reader
+was lapped), then ``events``, a numpy array of ``EVENT_DTYPE`` that follows them without a hole."""
+
+
+def _text(raw: bytes) -> str:
+    """A NUL-padded field's text: up to its first NUL, invalid UTF-8 replaced."""
+    return raw.split(b"\0", 1)[0].decode("utf-8", errors="replace")
+
+
+def snapshot_request_bytes(venue_id: int, instrument_id: int) -> bytes:
+    """The 16 bytes of a snapshot request (layout.rs's ``SnapshotRequest``)."""
+    return struct.pack(
+        "<4sHHHHI",
+        layout.REQUEST_MAGIC,
+        layout.LAYOUT_VERSION,
+        layout.REQUEST_KIND_BOOK_SNAPSHOT,
+        venue_id,
+        0,
+        instrument_id,
+    )
+
+
+class Bus:
+    """One reader of a bus, with its own position; any number may read one bus.
+
+    ``start`` is ``"latest"`` (only events published from now on), ``"oldest"`` (the oldest the
+    ring still holds) or a position (one gone already is reported as missed by the first read).
+    """
+
+    def __init__(self, path, start="latest"):
+        self.path = os.fspath(path)
+        if platform.machine().lower() not in ("x86_64", "amd64") or sys.byteorder != "little":
+            raise UnsupportedPlatform(
+                f"bus {self.path}: this Python reader runs on x86-64 only ({platform.machine()} "
+                "may reorder loads, which its read protocol relies on not happening); use the C "
+                "header or the Rust client there"
+            )
+        self._mmap = None
+        self._header = None
+        self._ring = None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise NotFound(
+                f"no bus at {self.path}: no appliance has made one there (is it running, with "
+                "[bus] in its tickwire.toml naming this path?)"
+            ) from None
+        except PermissionError as error:
+            raise PermissionDenied(
+                f"bus {self.path}: permission denied ({error.strerror}); readers need to be in "
+                "the group that [bus] group names"
+            ) from None
+        except OSError as error:
+            raise BusError(f"bus {self.path}: opening: {error.strerror}") from None
+        try:
+            self._open(fd, start)
+        except BaseException:
+            self.close()
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _open(self, fd, start):
+        info = os.fstat(fd)
+        size = info.st_size
+        self._identity = (info.st_dev, info.st_ino)
+        if size < layout.HEADER_BYTES:
+            first = os.pread(fd, 8, 0)
+            if first != layout.MAGIC:
+                raise NotABus(f"{self.path} is not a tickwire bus (no TICKWBUS magic)")
+            raise Malformed(
+                f"bus {self.path} is damaged: {size} bytes, shorter than its "
+                f"{layout.HEADER_BYTES}-byte header"
+            )
+        self._mmap = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        self._size = size
+        self._header = np.frombuffer(self._mmap, dtype="<u8", count=layout.HEADER_BYTES // 8)
+        (magic, version, event_size) = struct.unpack_from("<8sII", self._mmap, 0)
+        if magic != layout.MAGIC:
+            raise NotABus(f"{self.path} is not a tickwire bus (no TICKWBUS magic)")
+        if version != layout.LAYOUT_VERSION:
+            raise LayoutVersionMismatch(
+                f"bus {self.path} has layout version {version}; this reader reads version "
+                f"{layout.LAYOUT_VERSION} (update the reader or the appliance so that they match)",
+                found=version,
+                supported=layout.LAYOUT_VERSION,
+            )
+        if event_size != layout.EVENT_SIZE:
+            raise Malformed(f"bus {self.path} is damaged: event size {event_size}, not 64")
+        word = lambda offset: int(self._header[offset // 8])  # noqa: E731
+        capacity = word(layout.OFF_CAPACITY)
+        directory_capacity = word(layout.OFF_DIRECTORY_CAPACITY)
+        if (
+            capacity & (capacity - 1) != 0
+            or not layout.MIN_CAPACITY <= capacity <= layout.MAX_CAPACITY
+        ):
+            raise Malformed(
+                f"bus {self.path} is damaged: capacity {capacity}: the ring holds a power of two "
+                f"of events, from {layout.MIN_CAPACITY} to {layout.MAX_CAPACITY}"
+            )
+        if not 1 <= directory_capacity <= layout.MAX_DIRECTORY:
+            raise Malformed(
+                f"bus {self.path} is damaged: directory capacity {directory_capacity}: from 1 "
+                f"to {layout.MAX_DIRECTORY} entries"
+            )
+        directory_offset = layout.HEADER_BYTES + capacity * layout.EVENT_SIZE
+        if (
+            word(layout.OFF_RING_OFFSET) != layout.HEADER_BYTES
+            or word(layout.OFF_DIRECTORY_OFFSET) != directory_offset
+            or word(layout.OFF_DIRECTORY_ENTRY_SIZE) != layout.DIRECTORY_ENTRY_BYTES
+        ):
+            raise Malformed(
+                f"bus {self.path} is damaged: its region offsets do not follow from its capacity"
+            )
+        file_bytes = directory_offset + directory_capacity * layout.DIRECTORY_ENTRY_BYTES
+        if size < file_bytes:
+            raise Malformed(
+                f"bus {self.path} is damaged: {size} bytes, shorter than the {file_bytes} its "
+                "header describes"
+            )
+        self.capacity = capacity
+        self.directory_capacity = directory_capacity
+        self._directory_offset = directory_offset
+        self.epoch = word(layout.OFF_EPOCH)
+        self.created_ns = word(layout.OFF_CREATED_NS)
+        self.writer_pid = word(layout.OFF_WRITER_PID)
+        self._ring = np.frombuffer(
+            self._mmap, dtype="<u8", count=capacity * 8, offset=layout.HEADER_BYTES
+        ).reshape(capacity, 8)
+        cursor = self.cursor
+        if start == "latest":
+            self.position = cursor
+        elif start == "oldest":
+            self.position = max(cursor - capacity, 0)
+        elif isinstance(start, int) and start >= 0:
+            self.position = start
+        else:
+            raise ValueError(f"start: 'latest', 'oldest' or a position, not {start!r}")
+        self.missed_total = 0
+
+    # -- the header's live words --------------------------------------------------------------
+
+    @property
+    def cursor(self) -> int:
+        """The write cursor: events published since the bus was made."""
+        return int(self._header[_WORD["cursor"]])
+
+    @property
+    def lag(self) -> int:
+        """Events published that this reader has not read (above the capacity: lapped)."""
+        return max(self.cursor - self.position, 0)
+
+    def is_closed(self) -> bool:
+        """Whether the appliance stopped cleanly: nothing more will be written to this file."""
+        return int(self._header[_WORD["state"]]) == layout.STATE_CLOSED
+
+    def replaced(self) -> bool:
+        """Whether the path now names another file (a restarted appliance made a new bus: open
+        it again) or none (it was removed). A ``stat``: call it when idle, not per read."""
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return True
+        return (info.st_dev, info.st_ino) != self._identity
+
+    def check_size(self):
+        """Raises ``Truncated`` when the file is shorter than the mapping (one ``fstat``)."""
+        size = os.fstat(self._fd).st_size
+        if size < self._size:
+            raise Truncated(
+                f"bus {self.path} was truncated under this reader ({size} bytes, {self._size} "
+                "mapped); open it again once an appliance has made a new one"
+            )
+
+    # -- events -------------------------------------------------------------------------------
+
+    def read(self, max_events: int = 4096) -> ReadResult:
+        """Copies up to ``max_events`` events, oldest first, after counting in ``missed`` any the
+        writer lapped this reader by. Never blocks."""
+        self.check_size()
+        empty = np.empty(0, dtype=EVENT_DTYPE)
+        cursor = self.cursor
+        position = self.position
+        if cursor == position or max_events <= 0:
+            return ReadResult(empty, 0)
+        if cursor < position:
+            raise Damaged(
+                f"bus {self.path} is damaged: the cursor {cursor} is below this reader's position "
+                f"{position} (the file was replaced or rewritten)"
+            )
+        capacity = self.capacity
+        # Positions more than a ring behind the cursor are gone already.
+        start = max(position, cursor - min(capacity, cursor))
+        copied = min(cursor - start, max_events)
+        words = np.empty((copied, 8), dtype="<u8")
+        first_slot = start & (capacity - 1)
+        head = min(copied, capacity - first_slot)
+        words[:head] = self._ring[first_slot : first_slot + head]
+        if head < copied:
+            words[head:] = self._ring[: copied - head]
+        # The claim, loaded after the copy (x86-64 keeps loads in order: the module doc).
+        claim = int(self._header[_WORD["claim"]])
+        # The oldest position whose slot the writer has not started to reuse.
+        oldest_intact = max(claim - capacity, 0)
+        end = start + copied
+        if oldest_intact >= end:
+            # Everything copied may be torn: skip to what is intact and report the loss.
+            missed = oldest_intact - position
+            self.position = oldest_intact
+            self.missed_total += missed
+            return ReadResult(empty, missed)
+        first = max(oldest_intact, start)
+        events = words[first - start :].view(EVENT_DTYPE).reshape(-1)
+        kinds = events["kind"]
+        bad = np.flatnonzero((kinds < layout.KIND_QUOTE) | (kinds > layout.KIND_STATISTIC))
+        if bad.size:
+            index = int(bad[0])
+            raise Damaged(
+                f"bus {self.path} is damaged: the event at position {first + index} has kind "
+                f"byte {int(kinds[index])}, which no writer writes"
+            )
+        missed = first - position
+        self.position = end
+        self.missed_total += missed
+        return ReadResult(events, missed)
+
+    def __iter__(self):
+        """Every event available now, one numpy record at a time; stops when caught up. Events
+        missed on the way are added to ``missed_total`` (read in batches to see each overrun)."""
+        while True:
+            events, missed = self.read()
+            if len(events) == 0 and missed == 0:
+                return
+            yield from events
+
+    # -- the directory ------------------------------------------------------------------------
+
+    def directory_len(self) -> int:
+        """Directory entries published so far."""
+        return min(int(self._header[_WORD["directory_count"]]), self.directory_capacity)
+
+    def directory(self):
+        """Every entry published so far, in order (a later entry for an instrument holds)."""
+        count = self.directory_len()
+        start = self._directory_offset
+        raw = self._mmap[start : start + count * layout.DIRECTORY_ENTRY_BYTES]
+        entries = []
+        for index in range(count):
+            at = index * layout.DIRECTORY_ENTRY_BYTES
+            instrument_id, venue_id = struct.unpack_from("<IH", raw, at)
+            field = lambda spec: _text(raw[at + spec[0] : at + spec[0] + spec[1]])  # noqa: E731
+            entries.append(
+                DirectoryEntry(
+                    instrument_id=instrument_id,
+                    venue_id=venue_id,
+                    venue=field(layout.ENTRY_VENUE),
+                    symbol=field(layout.ENTRY_SYMBOL),
+                    venue_symbol=field(layout.ENTRY_VENUE_SYMBOL),
+                )
+            )
+        return entries
+
+    def directory_map(self):
+        """``{(venue_id, instrument_id): DirectoryEntry}``, the later entry holding."""
+        return {(entry.venue_id, entry.instrument_id): entry for entry in self.directory()}
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def request_snapshot(
+        self, venue_id: int = layout.ALL_VENUES, instrument_id: int = layout.ALL_INSTRUMENTS
+    ):
+        """Asks the appliance for book snapshots (every venue and instrument by default): a
+        datagram to the Unix socket at the bus path plus ``.requests``. The books come back in
+        the stream; an instrument gets at most one snapshot per the appliance's interval."""
+        target = self.path + layout.REQUEST_SOCKET_SUFFIX
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            try:
+                sock.sendto(snapshot_request_bytes(venue_id, instrument_id), target)
+            except OSError as error:
+                raise RequestFailed(
+                    f"bus {self.path}: sending a snapshot request to {target}: {error.strerror} "
+                    "(is the appliance running with this bus?)"
+                ) from None
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def close(self):
+        """Unmaps the bus. Arrays returned by ``read`` are copies and stay valid."""
+        self._header = None
+        self._ring = None
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
+            self._fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
