@@ -134,7 +134,7 @@ extern "C" fn on_sigbus(
     // default action and returning so that the fault repeats under it.
     unsafe {
         if PREVIOUS_SET.load(Ordering::SeqCst) {
-            let previous = (*(&raw const PREVIOUS)).assume_init_ref();
+            let previous = &*(&raw const PREVIOUS).cast::<libc::sigaction>();
             let handler = previous.sa_sigaction;
             if handler == libc::SIG_IGN || handler == libc::SIG_DFL {
                 let mut default: libc::sigaction = std::mem::zeroed();
