@@ -634,3 +634,181 @@ impl Backoff {
         self.step = self.step.saturating_add(1);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The client's states against a real `BusWriter` in this process; the cross-process faults
+    //! are the root package's `tests/bus/`.
+    use super::*;
+    use tickwire_bus::event::{Body, EventHeader, EventKind, Side, Trade};
+    use tickwire_bus::{BusOptions, BusWriter, DirectoryEntry, Geometry};
+
+    fn trade(position: u64) -> Event {
+        Event::new(
+            EventHeader {
+                exchange_ts_ns: position,
+                recv_ts_ns: position,
+                venue_seq: position,
+                instrument_id: 7,
+                venue_id: 1,
+                kind: EventKind::Trade,
+                flags: 0,
+            },
+            Body::Trade(Trade::new(
+                tickwire_bus::fixed::Fixed(position as i64),
+                tickwire_bus::fixed::Fixed(1),
+                position,
+                Side::Bid,
+            )),
+        )
+    }
+
+    fn writer(path: &Path, epoch: u64) -> BusWriter {
+        let options = BusOptions {
+            path: path.to_owned(),
+            geometry: Geometry::new(1024, 16).unwrap(),
+            group: None,
+        };
+        BusWriter::create(&options, epoch, 0).unwrap()
+    }
+
+    /// Polls until something other than `Idle` comes, sleeping between polls (bounded).
+    fn next_step(client: &mut Client) -> Step {
+        for _ in 0..400 {
+            match client.step().unwrap() {
+                Step::Idle => std::thread::sleep(Duration::from_millis(5)),
+                step => return step,
+            }
+        }
+        panic!("nothing happened within 2 s");
+    }
+
+    #[test]
+    fn attach_names_a_missing_bus_and_attach_wait_gives_up_with_the_time_waited() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus");
+        let error = Client::attach(&path).err().unwrap().to_string();
+        assert!(error.contains("no bus at"), "{error}");
+        let error = Client::attach_wait(&path, Duration::from_millis(60))
+            .err()
+            .unwrap();
+        assert!(matches!(error, ClientError::NoBusWithin { .. }), "{error}");
+        assert!(error.to_string().contains("no bus appeared"), "{error}");
+    }
+
+    #[test]
+    fn events_then_an_exact_overrun_then_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus");
+        let mut bus = writer(&path, 1);
+        bus.add_instrument(&DirectoryEntry {
+            instrument_id: 7,
+            venue_id: 1,
+            venue: "binance-usdm".into(),
+            symbol: "BTCUSDT".into(),
+            venue_symbol: "btcusdt".into(),
+        })
+        .unwrap();
+        let mut client = Client::options().batch(64).attach(&path).unwrap();
+        for position in 0..10 {
+            bus.write(&trade(position));
+        }
+        bus.publish();
+        match client.poll().unwrap() {
+            Next::Events(events) => {
+                assert_eq!(events.len(), 10);
+                assert_eq!(events[3], trade(3));
+                assert_eq!(events.name(&events[0]), ("binance-usdm", "BTCUSDT"));
+            }
+            other => panic!("{other:?}"),
+        }
+        for position in 10..5000 {
+            bus.write(&trade(position));
+        }
+        bus.publish();
+        let Next::Overrun { missed } = client.poll().unwrap() else {
+            panic!("no overrun")
+        };
+        let mut read = 10;
+        let mut expected = 10 + missed;
+        loop {
+            match client.poll().unwrap() {
+                Next::Events(events) => {
+                    for event in events {
+                        assert_eq!(*event, trade(expected));
+                        expected += 1;
+                        read += 1;
+                    }
+                }
+                Next::Idle => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(read + missed, 5000);
+        let counters = client.counters();
+        assert_eq!((counters.overruns, counters.missed), (1, missed));
+        assert_eq!(counters.events_read, read);
+    }
+
+    #[test]
+    fn closed_once_then_a_new_epoch_read_from_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus");
+        let mut first = writer(&path, 1);
+        let mut client = Client::attach(&path).unwrap();
+        first.write(&trade(0));
+        first.publish();
+        drop(first);
+        assert!(matches!(next_step(&mut client), Step::Events(1)));
+        assert!(matches!(next_step(&mut client), Step::Closed));
+        let mut second = writer(&path, 2);
+        second.write(&trade(100));
+        second.publish();
+        assert!(matches!(next_step(&mut client), Step::NewEpoch(2)));
+        assert!(matches!(next_step(&mut client), Step::Events(1)));
+        assert_eq!(client.buffer[0], trade(100));
+        assert_eq!(client.counters().epochs, 1);
+    }
+
+    #[test]
+    fn a_removed_bus_is_reported_once_and_its_writer_still_reaches_the_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus");
+        let mut bus = writer(&path, 1);
+        let mut client = Client::attach(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(next_step(&mut client), Step::Removed));
+        bus.write(&trade(5));
+        bus.publish();
+        assert!(matches!(next_step(&mut client), Step::Events(1)));
+        assert_eq!(client.buffer[0], trade(5));
+    }
+
+    #[test]
+    fn a_snapshot_request_without_an_appliance_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus");
+        let _bus = writer(&path, 1);
+        let mut client = Client::attach(&path).unwrap();
+        let error = client.request_snapshots(1, 7).unwrap_err().to_string();
+        assert!(
+            error.contains("no appliance takes snapshot requests"),
+            "{error}"
+        );
+        assert!(error.contains("bus.requests"), "{error}");
+        // A bound socket takes it, and the appliance reads the 16 bytes of the layout.
+        let listener = UnixDatagram::bind(request_socket_path(&path)).unwrap();
+        client.request_snapshots(1, 7).unwrap();
+        let mut bytes = [0u8; 32];
+        let received = listener.recv(&mut bytes).unwrap();
+        assert_eq!(
+            SnapshotRequest::from_bytes(&bytes[..received]),
+            Ok(SnapshotRequest {
+                venue_id: 1,
+                instrument_id: 7
+            })
+        );
+        assert_eq!(client.counters().snapshot_requests, 1);
+        assert_eq!(client.counters().snapshot_request_errors, 1);
+    }
+}
