@@ -12,6 +12,7 @@ mod binance_decode;
 mod binance_decode_alloc;
 mod binance_sync;
 mod book;
+mod bus;
 mod capture_decimals;
 mod cli;
 mod cli_bench;
