@@ -159,3 +159,36 @@ fn tail_names_a_missing_bus_and_an_unknown_kind() {
         "{stderr}"
     );
 }
+
+#[test]
+fn tail_stats_counts_the_events_of_each_second() {
+    let dir = bus_dir();
+    let path = dir.path().join("bus");
+    let mut bus = writer(&path, 1024);
+    for position in 0..100 {
+        bus.write(&event_at(1, position));
+    }
+    bus.publish();
+    let mut child = tickwire()
+        .args([
+            "tail", "--stats", "--from", "oldest", "--kind", "quote", "--bus",
+        ])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines.next().unwrap().unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(stats["type"], "stats", "{line}");
+    // The ring's 100 events are read within the first second; none is a quote.
+    assert_eq!(stats["events_per_s"], 100, "{line}");
+    assert_eq!(stats["matched_per_s"], 0, "{line}");
+    assert_eq!(stats["lag"], 0, "{line}");
+    assert_eq!(stats["missed_total"], 0, "{line}");
+    assert_eq!(stats["epoch"], 5, "{line}");
+    // SAFETY: kill(2) on the child's pid, which has not been reaped (it is waited for below).
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    assert!(child.wait().unwrap().success());
+    drop(bus);
+}
