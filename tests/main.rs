@@ -12,6 +12,7 @@ mod binance_decode;
 mod binance_decode_alloc;
 mod binance_sync;
 mod book;
+mod bus;
 mod bus_appliance;
 mod bus_clients;
 mod capture_decimals;

@@ -11,6 +11,7 @@ mod run;
 mod signals;
 #[cfg(feature = "dev-tools")]
 mod sim;
+mod tail;
 #[cfg(feature = "dev-tools")]
 use tickwire_bench as bench;
 
@@ -109,6 +110,13 @@ enum Command {
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
+    /// Print the events of a running appliance's bus as JSON lines (the `decode` format), or
+    /// with --stats one line per second of rates, lag and overruns.
+    ///
+    /// Overruns (`{"type":"overrun","missed":N}`), new epochs (`{"type":"epoch",...}`: the
+    /// appliance restarted), a closed or removed bus are lines of their own. Exit status: 0 on
+    /// SIGINT/SIGTERM or when stdout closes, 1 when there is no bus (see --wait).
+    Tail(tail::TailArgs),
     /// Check appliance and venue files, printing every error with file, line, column and key.
     ///
     /// Each FILE may be an appliance file (it has a `[threads]` table; its venue files are
@@ -184,6 +192,7 @@ pub fn main() -> ExitCode {
             dbn_version,
             file,
         } => decode::decode(&venue, &file, dbn_version),
+        Command::Tail(args) => tail::tail(args),
         #[cfg(feature = "dev-tools")]
         Command::Bench(BenchCommand::E2e {
             rate,

@@ -1,0 +1,259 @@
+//! `tickwire tail`: the bus's events as JSON lines (the `decode` format), or a line of rates
+//! per second, read through `tickwire-client` like any other consumer.
+//!
+//! Overruns, new epochs, a closed or removed bus are lines of their own
+//! (`{"type":"overrun","missed":N}`, `{"type":"epoch","epoch":E}`, `{"type":"closed"}`,
+//! `{"type":"removed"}`), so a pipe never loses events silently. A closed pipe (`| head`) ends
+//! the command with status 0, as do SIGINT and SIGTERM.
+
+use super::signals::StopSignals;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tickwire::event::json::write_event;
+use tickwire::event::{Event, EventKind};
+use tickwire_client::{Client, ClientError, Directory, Next, Start};
+
+#[derive(clap::Args, Debug)]
+pub struct TailArgs {
+    /// The bus file (the appliance's `[bus] path`).
+    // The lead adds `--config FILE` here (the bus named by the appliance's `[bus]`), in a
+    // group with --bus so that exactly one of them is given.
+    #[arg(long, value_name = "PATH", required = true)]
+    pub bus: Option<PathBuf>,
+    /// Only events of this venue (its name in the directory, e.g. binance-usdm).
+    #[arg(long, value_name = "NAME")]
+    pub venue: Option<String>,
+    /// Only events of this instrument (the symbol as the venue file lists it).
+    #[arg(long, value_name = "SYMBOL")]
+    pub symbol: Option<String>,
+    /// Only events of these kinds (repeat): quote, trade, level, snapshot_begin, snapshot_end,
+    /// gap, status, reference, bar, trading_status, imbalance, statistic.
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
+    /// Print one line per second (events/s, lag, overruns, missed) instead of the events.
+    #[arg(long)]
+    pub stats: bool,
+    /// Where to start: latest (only new events) or oldest (what the ring still holds).
+    #[arg(long, value_name = "WHERE", default_value = "latest", value_parser = ["latest", "oldest"])]
+    pub from: String,
+    /// Wait up to this many seconds for the bus to appear (default: fail at once if none).
+    #[arg(long, value_name = "SECONDS")]
+    pub wait: Option<f64>,
+}
+
+/// Which events are printed.
+struct Filter {
+    venue: Option<String>,
+    symbol: Option<String>,
+    /// By `EventKind::index`; all true when no `--kind` was given.
+    kinds: [bool; EventKind::COUNT],
+}
+
+impl Filter {
+    fn new(args: &TailArgs) -> Result<Filter, String> {
+        let mut kinds = [args.kind.is_empty(); EventKind::COUNT];
+        for name in &args.kind {
+            let kind = EventKind::from_name(name).ok_or_else(|| {
+                let valid: Vec<&str> = EventKind::ALL.iter().map(|kind| kind.name()).collect();
+                format!("--kind {name}: no such kind; valid: {}", valid.join(", "))
+            })?;
+            kinds[kind.index()] = true;
+        }
+        Ok(Filter {
+            venue: args.venue.clone(),
+            symbol: args.symbol.clone(),
+            kinds,
+        })
+    }
+
+    fn matches(&self, event: &Event, venue: &str, symbol: &str) -> bool {
+        self.kinds[event.kind().index()]
+            && self.venue.as_deref().is_none_or(|want| want == venue)
+            && self.symbol.as_deref().is_none_or(|want| want == symbol)
+    }
+}
+
+pub fn tail(args: TailArgs) -> ExitCode {
+    let filter = match Filter::new(&args) {
+        Ok(filter) => filter,
+        Err(message) => {
+            eprintln!("tickwire tail: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(path) = args.bus.clone() else {
+        eprintln!("tickwire tail: --bus PATH names the bus to read");
+        return ExitCode::from(2);
+    };
+    let wait = match args.wait.map(Duration::try_from_secs_f64) {
+        Some(Err(_)) => {
+            eprintln!("tickwire tail: --wait must be a non-negative number of seconds");
+            return ExitCode::from(2);
+        }
+        Some(Ok(wait)) => Some(wait),
+        None => None,
+    };
+    // Blocked before any thread starts, so that every thread inherits the mask and the
+    // signals reach the one that waits for them.
+    let stop = Arc::new(AtomicBool::new(false));
+    match StopSignals::block() {
+        Ok(signals) => {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || loop {
+                match signals.wait(Duration::from_secs(1)) {
+                    Ok(Some(_)) => {
+                        stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(_) => return,
+                }
+            });
+        }
+        Err(error) => {
+            eprintln!("tickwire tail: {error}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let start = if args.from == "oldest" {
+        Start::Oldest
+    } else {
+        Start::Latest
+    };
+    let options = Client::options().start(start).batch(1024);
+    let attached = match wait {
+        Some(wait) => options.attach_wait(&path, wait),
+        None => options.attach(&path),
+    };
+    let mut client = match attached {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("tickwire tail: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let stdout = std::io::stdout();
+    let out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let result = if args.stats {
+        stats(&mut client, &filter, out, &stop)
+    } else {
+        events(&mut client, &filter, out, &stop)
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // The reader of the pipe is gone (`| head`): nothing more to do.
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("tickwire tail: writing to stdout: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// How long one wait lasts, so that a stop signal is seen within it.
+const WAIT: Duration = Duration::from_millis(100);
+
+fn events(
+    client: &mut Client,
+    filter: &Filter,
+    mut out: impl Write,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
+    let mut line = Vec::with_capacity(512);
+    while !stop.load(Ordering::Relaxed) {
+        match client.wait(WAIT) {
+            Ok(Next::Events(events)) => {
+                for event in events {
+                    let (venue, symbol) = events.name(event);
+                    if filter.matches(event, venue, symbol) {
+                        line.clear();
+                        write_event(&mut line, venue, symbol.as_bytes(), event);
+                        out.write_all(&line)?;
+                    }
+                }
+            }
+            Ok(Next::Overrun { missed }) => {
+                writeln!(out, "{{\"type\":\"overrun\",\"missed\":{missed}}}")?
+            }
+            Ok(Next::NewEpoch { epoch }) => {
+                writeln!(out, "{{\"type\":\"epoch\",\"epoch\":{epoch}}}")?
+            }
+            Ok(Next::Closed) => writeln!(out, "{{\"type\":\"closed\"}}")?,
+            Ok(Next::Removed) => writeln!(out, "{{\"type\":\"removed\"}}")?,
+            Ok(Next::Idle) => {}
+            Err(error) => report(&error),
+        }
+        // Caught up: the lines go out now; while behind, they go out in large writes.
+        if client.lag() == 0 {
+            out.flush()?;
+        }
+    }
+    out.flush()
+}
+
+fn stats(
+    client: &mut Client,
+    filter: &Filter,
+    mut out: impl Write,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
+    let mut next_line = Instant::now() + Duration::from_secs(1);
+    let (mut read, mut matched) = (0u64, 0u64);
+    let mut last = client.counters();
+    while !stop.load(Ordering::Relaxed) {
+        match client.wait(WAIT.min(next_line.saturating_duration_since(Instant::now()))) {
+            Ok(Next::Events(events)) => {
+                read += events.len() as u64;
+                matched += count_matching(&events, events.directory(), filter);
+            }
+            Ok(Next::NewEpoch { epoch }) => {
+                writeln!(out, "{{\"type\":\"epoch\",\"epoch\":{epoch}}}")?;
+                out.flush()?;
+            }
+            Ok(Next::Overrun { .. } | Next::Closed | Next::Removed | Next::Idle) => {}
+            Err(error) => report(&error),
+        }
+        let now = Instant::now();
+        if now >= next_line {
+            let counters = client.counters();
+            writeln!(
+                out,
+                "{{\"type\":\"stats\",\"events_per_s\":{read},\"matched_per_s\":{matched},\
+                 \"lag\":{},\"overruns\":{},\"missed\":{},\"overruns_total\":{},\
+                 \"missed_total\":{},\"epoch\":{}}}",
+                client.lag(),
+                counters.overruns - last.overruns,
+                counters.missed - last.missed,
+                counters.overruns,
+                counters.missed,
+                client.epoch(),
+            )?;
+            out.flush()?;
+            (read, matched, last) = (0, 0, counters);
+            next_line += Duration::from_secs(1);
+            if next_line < now {
+                next_line = now + Duration::from_secs(1);
+            }
+        }
+    }
+    out.flush()
+}
+
+fn count_matching(events: &[Event], directory: &Directory, filter: &Filter) -> u64 {
+    events
+        .iter()
+        .filter(|event| {
+            let (venue, symbol) = directory.name(event);
+            filter.matches(event, venue, symbol)
+        })
+        .count() as u64
+}
+
+/// A bus that failed under the reader: said on stderr; the client waits for a new bus.
+fn report(error: &ClientError) {
+    eprintln!("tickwire tail: {error}; waiting for the appliance to make a new bus");
+}
