@@ -13,10 +13,16 @@ use tickwire_sim::source::{Source, SyntheticConfig, SyntheticSource};
 
 /// The simulator's two symbols at `rate` messages per second.
 fn synthetic(rate: f64) -> Box<dyn Source> {
+    synthetic_book(rate, SyntheticConfig::default().book_levels)
+}
+
+/// The same with books of `levels` levels a side.
+fn synthetic_book(rate: f64, levels: usize) -> Box<dyn Source> {
     Box::new(
         SyntheticSource::new(SyntheticConfig {
             symbols: 2,
             rate_per_sec: rate,
+            book_levels: levels,
             ..SyntheticConfig::default()
         })
         .unwrap(),
@@ -232,4 +238,146 @@ fn a_second_appliance_on_the_same_bus_fails_to_start_naming_the_first() {
     );
     drop(sim);
     first.finish();
+}
+
+/// Reads everything the client has now; returns whether it saw an overrun.
+fn drain_client(client: &mut tickwire_client::Client) -> bool {
+    use tickwire_client::Next;
+    let mut lapped = false;
+    loop {
+        match client.poll().expect("the client reads") {
+            Next::Events(_) | Next::NewEpoch { .. } | Next::Closed => {}
+            Next::Overrun { .. } => lapped = true,
+            Next::Idle | Next::Removed => return lapped,
+        }
+    }
+}
+
+type Levels = Vec<(tickwire::fixed::Fixed, tickwire::fixed::Fixed)>;
+
+/// Every valid book of a client: (venue, instrument) -> (bids, asks).
+fn valid_books(client: &tickwire_client::Client) -> Vec<((u16, u32), (Levels, Levels))> {
+    let mut books: Vec<_> = client
+        .books()
+        .expect("the client follows books")
+        .iter()
+        .filter(|(_, book)| book.is_valid())
+        .map(|(key, book)| (key, (book.bids().collect(), book.asks().collect())))
+        .collect();
+    books.sort_by_key(|(key, _)| *key);
+    books
+}
+
+#[test]
+fn a_late_joiner_and_a_lapped_reader_end_with_the_books_of_a_reader_that_saw_everything() {
+    use tickwire_client::{Client, Start};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tickwire.bus");
+    // A ring of 4096 events, so that a reader that stops reading is lapped within a second.
+    let mut setup = bus_setup(&path, "snapshot_interval_ms = 50\n");
+    setup.appliance_extra = setup
+        .appliance_extra
+        .replace("capacity = 65536", "capacity = 16384");
+    let mut pair = appliance::start(synthetic(3_000.0), |_| {}, setup);
+    let open = |start| {
+        Client::options()
+            .start(start)
+            .follow_books(true)
+            .attach(&path)
+            .expect("the bus exists")
+    };
+    // Reads from the bus's first event on a thread of its own, as fast as events come: it never
+    // falls behind (a burst at start is more than the ring holds between two control ticks).
+    let mut everything = open(Start::Oldest);
+    let reader = std::thread::spawn(move || {
+        use tickwire_client::Next;
+        loop {
+            match everything
+                .wait(Duration::from_millis(5))
+                .expect("the client reads")
+            {
+                Next::Overrun { missed } => panic!("the full reader was lapped by {missed}"),
+                Next::Closed => return everything,
+                Next::Events(_) | Next::NewEpoch { .. } | Next::Idle | Next::Removed => {}
+            }
+        }
+    });
+    // Attaches now and does not read until it has been lapped.
+    let mut lapped = open(Start::Latest);
+    let mut was_lapped = false;
+    // Joins in the middle of the session.
+    pair.run_for(Duration::from_millis(500));
+    eprintln!(
+        "cursor after 0.5 s: {}",
+        pair.session.bus().unwrap().stats().cursor()
+    );
+    let mut late = open(Start::Latest);
+    pair.run_until(
+        Duration::from_secs(20),
+        "the lapped reader lapped and every book rebuilt",
+        |_| {
+            drain_client(&mut late);
+            if lapped.lag() > 16384 || was_lapped {
+                was_lapped |= drain_client(&mut lapped);
+            }
+            was_lapped && valid_books(&late).len() == 2 && valid_books(&lapped).len() == 2
+        },
+    );
+    assert!(lapped.counters().missed > 0, "{:?}", lapped.counters());
+    pair.run_for(Duration::from_millis(300));
+    pair.finish();
+    // Everything to the end of the stream (the bus is closed): the same position for all three.
+    let everything = reader.join().expect("the full reader was never lapped");
+    drain_client(&mut late);
+    assert!(
+        !drain_client(&mut lapped),
+        "not lapped again after it caught up"
+    );
+    let reference = valid_books(&everything);
+    assert_eq!(reference.len(), 2);
+    assert!(reference
+        .iter()
+        .all(|(_, (bids, asks))| !bids.is_empty() && !asks.is_empty()));
+    assert_eq!(valid_books(&late), reference, "the late joiner's books");
+    assert_eq!(valid_books(&lapped), reference, "the lapped reader's books");
+}
+
+#[test]
+fn tail_reads_the_bus_an_appliance_config_names() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tickwire.bus");
+    let mut pair = appliance::start(synthetic(1_000.0), |_| {}, bus_setup(&path, ""));
+    pair.run_until(Duration::from_secs(20), "trades", |pair| {
+        pair.count(|event| event.kind() == EventKind::Trade) >= 3
+    });
+    let config = pair.dir.path().join("tickwire.toml");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickwire"))
+        .args(["tail", "--from", "oldest", "--kind", "trade", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for _ in 0..3 {
+        let line = lines.next().unwrap().unwrap();
+        assert!(
+            line.starts_with("{\"type\":\"trade\",\"venue\":\"sim\",\"symbol\":\""),
+            "{line}"
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    pair.finish();
+    // A config without [bus] names no bus: a clear error.
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, "[threads]\n").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tickwire"))
+        .args(["tail", "--config"])
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("has no [bus] table"), "{stderr}");
 }

@@ -20,10 +20,17 @@ use tickwire_client::{Client, ClientError, Directory, Next, Start};
 #[derive(clap::Args, Debug)]
 pub struct TailArgs {
     /// The bus file (the appliance's `[bus] path`).
-    // The lead adds `--config FILE` here (the bus named by the appliance's `[bus]`), in a
-    // group with --bus so that exactly one of them is given.
-    #[arg(long, value_name = "PATH", required = true)]
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "config",
+        conflicts_with = "config"
+    )]
     pub bus: Option<PathBuf>,
+    /// The appliance's config file: read the bus its `[bus]` table names (its `path`, or the
+    /// default the appliance would take in this environment).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Only events of this venue (its name in the directory, e.g. binance-usdm).
     #[arg(long, value_name = "NAME")]
     pub venue: Option<String>,
@@ -85,9 +92,29 @@ pub fn tail(args: TailArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Some(path) = args.bus.clone() else {
-        eprintln!("tickwire tail: --bus PATH names the bus to read");
-        return ExitCode::from(2);
+    let path = match (&args.bus, &args.config) {
+        (Some(path), _) => path.clone(),
+        (None, Some(config)) => match tickwire::config::load(config) {
+            Ok(loaded) => match &loaded.appliance.bus {
+                Some(bus) => bus.resolved_path(),
+                None => {
+                    eprintln!(
+                        "tickwire tail: {} has no [bus] table: that appliance publishes no bus \
+                         (add [bus] to it, or name a bus with --bus PATH)",
+                        config.display()
+                    );
+                    return ExitCode::from(2);
+                }
+            },
+            Err(errors) => {
+                eprintln!("tickwire tail: {errors}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => {
+            eprintln!("tickwire tail: --bus PATH or --config FILE names the bus to read");
+            return ExitCode::from(2);
+        }
     };
     let wait = match args.wait.map(Duration::try_from_secs_f64) {
         Some(Err(_)) => {

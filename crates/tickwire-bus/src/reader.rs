@@ -88,7 +88,12 @@ impl BusReader {
         let cursor = ring.load_cursor();
         let position = match start {
             Start::Latest => cursor,
-            Start::Oldest => cursor.saturating_sub(geometry.capacity),
+            // The oldest slot the writer has not claimed for reuse (the claim runs a little
+            // ahead of the cursor): a reader starting lower would be told at once that it
+            // missed what it never had.
+            Start::Oldest => ring
+                .oldest_intact()
+                .max(cursor.saturating_sub(geometry.capacity)),
         };
         Ok(BusReader {
             ring: RingReader::new(ring, position, batch),

@@ -107,6 +107,13 @@ impl RingWords {
         self.capacity
     }
 
+    /// The oldest position whose slot the writer has not claimed for reuse.
+    pub(crate) fn oldest_intact(&self) -> u64 {
+        self.claim()
+            .load(Ordering::Acquire)
+            .saturating_sub(self.capacity)
+    }
+
     /// The writer's cursor: events published so far.
     #[inline]
     pub(crate) fn load_cursor(&self) -> u64 {
