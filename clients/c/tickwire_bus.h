@@ -576,7 +576,14 @@ static inline int tw_bus_open(tw_bus *bus, const char *path, tw_start start) {
     bus->directory_capacity = directory_capacity;
     bus->epoch = tw__word(bus, TW_OFF_EPOCH, __ATOMIC_RELAXED);
     uint64_t cursor = tw__word(bus, TW_OFF_CURSOR, __ATOMIC_ACQUIRE);
-    bus->next = start == TW_START_OLDEST ? (cursor > capacity ? cursor - capacity : 0) : cursor;
+    /* Oldest: the oldest slot the writer has not claimed for reuse (the claim runs a little
+     * ahead of the cursor), as the Rust reader starts. */
+    uint64_t claim = tw__word(bus, TW_OFF_CLAIM, __ATOMIC_ACQUIRE);
+    uint64_t oldest = claim > capacity ? claim - capacity : 0;
+    if (cursor > capacity && cursor - capacity > oldest) {
+        oldest = cursor - capacity;
+    }
+    bus->next = start == TW_START_OLDEST ? oldest : cursor;
     return TW_OK;
 }
 

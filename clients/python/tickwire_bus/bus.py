@@ -242,7 +242,10 @@ class Bus:
         if start == "latest":
             self.position = cursor
         elif start == "oldest":
-            self.position = max(cursor - capacity, 0)
+            # The oldest slot the writer has not claimed for reuse (the claim runs a little
+            # ahead of the cursor), as the Rust reader starts.
+            claim = int(self._header[_WORD["claim"]])
+            self.position = max(claim - capacity, cursor - capacity, 0)
         elif isinstance(start, int) and start >= 0:
             self.position = start
         else:
