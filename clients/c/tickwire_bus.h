@@ -2,7 +2,7 @@
  * tickwire_bus.h: a header-only C11 reader of tickwire's shared-memory event bus.
  *
  * The appliance writes every normalized event into a file in shared memory (`[bus] path` in
- * tickwire.toml, for example /run/tickwire/bus); any number of processes map it read-only and
+ * tickwire.toml, for example /run/tickwire/tickwire.bus); any number of processes map it read-only and
  * read at their own pace. This header follows the file's layout as
  * crates/tickwire-bus/src/layout.rs gives it byte by byte, and the read protocol of
  * crates/tickwire-bus/src/ring.rs (validate-after-read against the writer's claim word), so that
@@ -13,7 +13,7 @@
  *     #include "tickwire_bus.h"
  *
  *     tw_bus bus;
- *     if (tw_bus_open(&bus, "/run/tickwire/bus", TW_START_LATEST) != TW_OK) {
+ *     if (tw_bus_open(&bus, "/run/tickwire/tickwire.bus", TW_START_LATEST) != TW_OK) {
  *         fprintf(stderr, "%s\n", tw_bus_error(&bus));   // says what is wrong, naming the file
  *         return 1;
  *     }

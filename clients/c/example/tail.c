@@ -4,7 +4,7 @@
  * directory, prices and sizes as exact decimals from their 1e-9 fixed point.
  *
  *     cc -std=c11 -O2 -I clients/c -o tail clients/c/example/tail.c
- *     ./tail [--oldest] /run/tickwire/bus
+ *     ./tail [--oldest] /run/tickwire/tickwire.bus
  *
  * It follows the bus until the appliance stops (the bus is closed and every event read), and
  * reopens it when a restarted appliance makes a new one at the path. Overruns and restarts are

@@ -14,7 +14,7 @@
 //!
 //! # fn main() -> Result<(), tickwire_client::ClientError> {
 //! // Wait up to 10 s for the appliance to make its bus.
-//! let mut client = Client::attach_wait("/run/tickwire/bus", Duration::from_secs(10))?;
+//! let mut client = Client::attach_wait("/run/tickwire/tickwire.bus", Duration::from_secs(10))?;
 //! loop {
 //!     match client.wait(Duration::from_secs(1))? {
 //!         Next::Events(events) => {
@@ -47,7 +47,7 @@
 //! let mut client = Client::options()
 //!     .start(Start::Latest)
 //!     .follow_books(true)
-//!     .attach("/run/tickwire/bus")?;
+//!     .attach("/run/tickwire/tickwire.bus")?;
 //! loop {
 //!     if let Next::Events(events) = client.wait(Duration::from_millis(100))? {
 //!         let Some(books) = events.books() else { continue };
