@@ -310,7 +310,7 @@ impl Recorder {
         self.expected = Some(sequence + 1);
         if sequence >= self.warmup {
             if now < stamp {
-                // The clocks of the two cores disagree: counted, and recorded as zero.
+                // The clocks of the two cores disagree: counted, and recorded as the floor (one tick).
                 self.negative += 1;
             }
             self.histogram
