@@ -12,6 +12,9 @@
 //! stood and the first event it gets (at least all but the last ring's worth), then read the rest
 //! to the end with nothing unaccounted.
 
+/// The most positions the writer claims ahead of what it has written (`ring.rs`).
+const CLAIM_AHEAD_MAX: u64 = 1024;
+
 use crate::clock;
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -263,7 +266,7 @@ pub fn stalled_reader(path: &Path, core: usize) -> Result<(), String> {
     // The first read reports the whole overrun: exactly the positions between where the reader
     // stood and the first event it got (checked by `read_checked` against the event's own
     // position), which is at least everything but the last ring's worth, and at most the
-    // writer's claim-ahead (64) more.
+    // writer's claim-ahead (at most 1024, `ring.rs`) more.
     let first = if count > 0 {
         out[0].header.venue_seq
     } else {
@@ -275,10 +278,10 @@ pub fn stalled_reader(path: &Path, core: usize) -> Result<(), String> {
         ));
     }
     let lapped_by = cursor.saturating_sub(capacity).saturating_sub(stood_at);
-    if missed < lapped_by || missed > lapped_by + 64 {
+    if missed < lapped_by || missed > lapped_by + CLAIM_AHEAD_MAX {
         return Err(format!(
             "missed {missed}: expected {lapped_by} to {} (cursor {cursor}, capacity {capacity})",
-            lapped_by + 64
+            lapped_by + CLAIM_AHEAD_MAX
         ));
     }
     loop {
