@@ -381,3 +381,74 @@ fn tail_reads_the_bus_an_appliance_config_names() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("has no [bus] table"), "{stderr}");
 }
+
+#[test]
+fn a_consumer_outlives_an_appliance_restart_and_goes_on_with_the_new_epoch() {
+    use tickwire_client::{Client, Next};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tickwire.bus");
+    let mut first = appliance::start(synthetic(1_000.0), |_| {}, bus_setup(&path, ""));
+    let mut client = Client::attach(&path).expect("the first appliance's bus");
+    let first_epoch = client.epoch();
+    let mut last_old_ns = 0;
+    first.run_until(
+        Duration::from_secs(20),
+        "events on the bus",
+        |_| match client.poll() {
+            Ok(Next::Events(events)) => {
+                last_old_ns = events
+                    .iter()
+                    .map(|event| event.header.recv_ts_ns)
+                    .max()
+                    .unwrap_or(0);
+                true
+            }
+            _ => false,
+        },
+    );
+    first.finish();
+    // The stop is reported once the old bus is read to its end.
+    let mut closed = false;
+    for _ in 0..1000 {
+        match client.poll().expect("the client reads") {
+            Next::Closed => {
+                closed = true;
+                break;
+            }
+            Next::Events(events) => {
+                for event in events.iter() {
+                    last_old_ns = last_old_ns.max(event.header.recv_ts_ns);
+                }
+            }
+            Next::Idle => std::thread::sleep(Duration::from_millis(1)),
+            other => panic!("before the restart: {other:?}"),
+        }
+    }
+    assert!(closed, "a stopped appliance's bus reads as closed");
+    let mut second = appliance::start(synthetic(1_000.0), |_| {}, bus_setup(&path, ""));
+    let mut new_epoch = None;
+    let mut after = Vec::new();
+    second.run_until(Duration::from_secs(20), "the new epoch's events", |_| {
+        loop {
+            match client.poll().expect("the client reads") {
+                Next::NewEpoch { epoch } => new_epoch = Some(epoch),
+                Next::Events(events) => after.extend_from_slice(&events),
+                Next::Idle => break,
+                other => panic!("after the restart: {other:?}"),
+            }
+        }
+        new_epoch.is_some() && after.iter().any(|event| event.kind() == EventKind::Quote)
+    });
+    let new_epoch = new_epoch.unwrap();
+    assert!(new_epoch > first_epoch, "{new_epoch} after {first_epoch}");
+    assert_eq!(client.epoch(), new_epoch);
+    // Nothing of the old bus after the new epoch: every event was received after the last one
+    // the old appliance published.
+    assert!(
+        after
+            .iter()
+            .all(|event| event.header.recv_ts_ns > last_old_ns),
+        "an old event after the new epoch"
+    );
+    second.finish();
+}
