@@ -1076,6 +1076,32 @@ mod tests {
     }
 
     #[test]
+    fn a_bus_table_turns_the_bus_on_with_defaults_and_bad_values_name_their_key() {
+        assert_eq!(validate(raw("[threads]\n"), 4).unwrap().bus, None);
+        let config = validate(raw("[threads]\n[bus]\n"), 4).expect("defaults are valid");
+        assert_eq!(config.bus, Some(BusConfig::default()));
+        assert_eq!(
+            problem_keys(
+                "[threads]\n[bus]\ncapacity = 1000\ndirectory_capacity = 0\n\
+                 snapshot_interval_ms = 0\npath = \"relative.bus\"\ngroup = \"\"\n",
+                4
+            ),
+            [
+                "bus.capacity",
+                "bus.directory_capacity",
+                "bus.snapshot_interval_ms",
+                "bus.path",
+                "bus.group"
+            ]
+        );
+        let bus = BusConfig {
+            path: Some(PathBuf::from("/run/x/tickwire.bus")),
+            ..BusConfig::default()
+        };
+        assert_eq!(bus.resolved_path(), PathBuf::from("/run/x/tickwire.bus"));
+    }
+
+    #[test]
     fn defaults_fill_an_empty_threads_table() {
         let config = validate(raw("[threads]\n"), 4).expect("defaults are valid");
         assert_eq!(config.threads, ThreadsConfig::default());
