@@ -3,10 +3,10 @@
 use crate::directory::{DirectoryEntry, DirectoryWords};
 use crate::event::Event;
 use crate::layout::{self, offsets, Geometry};
-use crate::ring::{Batch, RingError, RingReader, RingWords};
+use crate::ring::{Batch, RingError, RingReader};
 use crate::shm::{self, BusError, Mapping};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Where a new reader starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -65,26 +65,10 @@ impl BusReader {
         let opened = shm::open(path)?;
         let mapping = opened.mapping;
         let geometry = opened.geometry;
-        let base = mapping.base();
         // SAFETY: `shm::open` checked that the file holds the header and both regions where
-        // `geometry` places them; the mapping lives as long as the reader, and the words are
-        // only accessed atomically.
-        let (ring, directory) = unsafe {
-            let word = |offset: usize| base.add(offset) as *const AtomicU64;
-            (
-                RingWords::new(
-                    word(offsets::CLAIM),
-                    word(offsets::CURSOR),
-                    base.add(geometry.ring_offset() as usize) as *const AtomicU64,
-                    geometry.capacity,
-                ),
-                DirectoryWords::new(
-                    word(offsets::DIRECTORY_COUNT),
-                    base.add(geometry.directory_offset() as usize) as *const AtomicU64,
-                    geometry.directory_capacity,
-                ),
-            )
-        };
+        // `geometry` places them; the words are used only by this reader, which holds the
+        // mapping, and only atomically.
+        let (ring, directory) = unsafe { mapping.regions(geometry) };
         let cursor = ring.load_cursor();
         let position = match start {
             Start::Latest => cursor,

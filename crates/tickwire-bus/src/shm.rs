@@ -161,16 +161,47 @@ impl Mapping {
         self.guard.truncated()
     }
 
-    pub(crate) fn base(&self) -> *mut u8 {
-        self.base
-    }
-
     /// The header word at byte `offset`.
     pub(crate) fn word(&self, offset: usize) -> &AtomicU64 {
         assert!(offset % 8 == 0 && offset + 8 <= HEADER_BYTES as usize);
         // SAFETY: inside the header page (checked), 8-byte aligned (the mapping is page
         // aligned), valid for the life of `&self`; shared words are only accessed atomically.
         unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+    }
+
+    /// The ring's and the directory's words in this mapping, where `geometry` places them.
+    ///
+    /// # Safety
+    ///
+    /// - The mapping holds the whole file `geometry` describes (the writer sized it so;
+    ///   `shm::open` checked it against the file's size).
+    /// - The results are used only while `self` lives, and their words only atomically.
+    pub(crate) unsafe fn regions(
+        &self,
+        geometry: Geometry,
+    ) -> (crate::ring::RingWords, crate::directory::DirectoryWords) {
+        use crate::layout::offsets;
+        let base = self.base;
+        let word = |offset: usize| base.wrapping_add(offset) as *const AtomicU64;
+        // SAFETY: the header words and both regions are inside the mapping (the caller's first
+        // precondition), page- or word-aligned (the mapping is page-aligned, the offsets are
+        // multiples of 8 and the regions start on pages), and valid while `self` lives (the
+        // second); `capacity` is a power of two (`Geometry::new` checked it).
+        unsafe {
+            (
+                crate::ring::RingWords::new(
+                    word(offsets::CLAIM),
+                    word(offsets::CURSOR),
+                    word(geometry.ring_offset() as usize),
+                    geometry.capacity,
+                ),
+                crate::directory::DirectoryWords::new(
+                    word(offsets::DIRECTORY_COUNT),
+                    word(geometry.directory_offset() as usize),
+                    geometry.directory_capacity,
+                ),
+            )
+        }
     }
 
     /// Reads the header's identity fields (written before the file became visible, never after).

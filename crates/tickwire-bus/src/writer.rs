@@ -3,11 +3,11 @@
 use crate::directory::{DirectoryEntry, DirectoryWords};
 use crate::event::Event;
 use crate::layout::{self, offsets, Geometry};
-use crate::ring::{RingWords, RingWriter};
+use crate::ring::RingWriter;
 use crate::shm::{self, BusError, Mapping};
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Where and how big a bus is made.
@@ -86,27 +86,10 @@ impl BusWriter {
         )?;
         let mapping = Arc::new(created.mapping);
         let geometry = options.geometry;
-        let base = mapping.base();
-        // SAFETY: the header words and the regions are inside the mapping (`Geometry` places
-        // them and the file was sized to `file_bytes`), page- or word-aligned, mapped for as
-        // long as `mapping` lives, which the writer holds; shared words are only accessed
-        // atomically by this crate.
-        let (ring, directory) = unsafe {
-            let word = |offset: usize| base.add(offset) as *const AtomicU64;
-            (
-                RingWords::new(
-                    word(offsets::CLAIM),
-                    word(offsets::CURSOR),
-                    base.add(geometry.ring_offset() as usize) as *const AtomicU64,
-                    geometry.capacity,
-                ),
-                DirectoryWords::new(
-                    word(offsets::DIRECTORY_COUNT),
-                    base.add(geometry.directory_offset() as usize) as *const AtomicU64,
-                    geometry.directory_capacity,
-                ),
-            )
-        };
+        // SAFETY: the file was sized to `geometry.file_bytes()` before it was mapped
+        // (`shm::create`); the words are used only by this writer and `BusStats`, which hold the
+        // mapping, and only atomically.
+        let (ring, directory) = unsafe { mapping.regions(geometry) };
         Ok(BusWriter {
             ring: RingWriter::new(ring, 0),
             directory,

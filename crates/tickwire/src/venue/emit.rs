@@ -160,6 +160,40 @@ mod snapshot_tests {
     }
 }
 
+/// `Feed::emit_books` for a venue whose books are price-level [`OrderBook`]s (Binance, Thalex):
+/// each book `instrument` selects (`ALL_INSTRUMENTS`: every one) that is in sync, written with
+/// [`order_book_snapshot`] under tickwire's own header with its last sequence. `books` gives
+/// each instrument's book and sequence, `None` for one out of sync. Returns the books written.
+///
+/// [`OrderBook`]: crate::book::OrderBook
+pub fn order_books_snapshot<'b>(
+    venue: crate::event::VenueId,
+    instrument: crate::event::InstrumentId,
+    now_ns: u64,
+    books: impl Iterator<
+        Item = (
+            crate::event::InstrumentId,
+            Option<(&'b crate::book::OrderBook, u64)>,
+        ),
+    >,
+    out: &mut impl FnMut(Event),
+) -> usize {
+    let mut written = 0;
+    for (id, book) in books {
+        let Some((book, venue_seq)) = book else {
+            continue;
+        };
+        if instrument != crate::venue::feed::ALL_INSTRUMENTS && instrument != id {
+            continue;
+        }
+        let mut header = crate::venue::feed::own_header(venue, id, now_ns);
+        header.venue_seq = venue_seq;
+        order_book_snapshot(book, header, out);
+        written += 1;
+    }
+    written
+}
+
 /// [`book_snapshot`] of a price-level [`OrderBook`](crate::book::OrderBook) (Binance's and
 /// Thalex's books).
 pub fn order_book_snapshot(

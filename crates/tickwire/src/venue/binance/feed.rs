@@ -20,7 +20,6 @@ use crate::event::{
     Side, Trade, VenueId,
 };
 use crate::net::ConnId;
-use crate::venue::feed::{own_header, ALL_INSTRUMENTS};
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters as Writers, MalformedSample, MalformedSampler,
     MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
@@ -606,21 +605,20 @@ impl Feed for BinanceFeed {
         sink: &mut EventSink<'_>,
     ) -> usize {
         let base = self.config.instrument_base;
-        let mut written = 0;
-        for (index, sync) in self.books.iter().enumerate() {
-            let id = base + index as InstrumentId;
-            let Some(sync) = sync else { continue };
-            if (instrument != ALL_INSTRUMENTS && instrument != id) || !sync.is_live() {
-                continue;
-            }
-            let mut header = own_header(self.config.venue_id, id, now_ns);
-            header.venue_seq = sync.last_update_id().unwrap_or(0);
-            crate::venue::emit::order_book_snapshot(sync.book(), header, &mut |event| {
-                sink.push(event)
-            });
-            written += 1;
-        }
-        written
+        let books = self.books.iter().enumerate().map(|(index, sync)| {
+            let book = sync
+                .as_ref()
+                .filter(|sync| sync.is_live())
+                .map(|sync| (sync.book(), sync.last_update_id().unwrap_or(0)));
+            (base + index as InstrumentId, book)
+        });
+        crate::venue::emit::order_books_snapshot(
+            self.config.venue_id,
+            instrument,
+            now_ns,
+            books,
+            &mut |event| sink.push(event),
+        )
     }
 }
 

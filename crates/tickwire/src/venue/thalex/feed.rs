@@ -46,7 +46,6 @@ use crate::event::{
 use crate::fixed::Fixed;
 use crate::hash::BuildFastHasher;
 use crate::net::ConnId;
-use crate::venue::feed::{own_header, ALL_INSTRUMENTS};
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, MessageKind,
     ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
@@ -970,21 +969,21 @@ impl Feed for ThalexFeed {
         sink: &mut EventSink<'_>,
     ) -> usize {
         let base = self.config.instrument_base;
-        let mut written = 0;
-        for (index, state) in self.books.iter().enumerate() {
-            let id = base + index as InstrumentId;
-            let Some(state) = state else { continue };
-            if (instrument != ALL_INSTRUMENTS && instrument != id) || !state.valid {
-                continue;
-            }
-            // Thalex books carry no sequence (see the module doc): `venue_seq` stays 0.
-            let header = own_header(self.config.venue_id, id, now_ns);
-            crate::venue::emit::order_book_snapshot(&state.book, header, &mut |event| {
-                sink.push(event)
-            });
-            written += 1;
-        }
-        written
+        // Thalex books carry no sequence (see the module doc): `venue_seq` stays 0.
+        let books = self.books.iter().enumerate().map(|(index, state)| {
+            let book = state
+                .as_ref()
+                .filter(|state| state.valid)
+                .map(|state| (&state.book, 0));
+            (base + index as InstrumentId, book)
+        });
+        crate::venue::emit::order_books_snapshot(
+            self.config.venue_id,
+            instrument,
+            now_ns,
+            books,
+            &mut |event| sink.push(event),
+        )
     }
 }
 
