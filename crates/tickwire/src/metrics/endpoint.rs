@@ -19,7 +19,7 @@ pub const CLIENT_DEADLINE: Duration = Duration::from_secs(5);
 /// Connections served at once; more wait in the kernel's backlog.
 pub const MAX_CLIENTS: usize = 16;
 /// A request head larger than this is refused (a scraper sends a few hundred bytes).
-const MAX_HEAD_BYTES: usize = 8192;
+pub const MAX_HEAD_BYTES: usize = 8192;
 
 /// What the caller answers for a path.
 pub struct Response {
@@ -113,19 +113,10 @@ impl MetricsEndpoint {
                     break;
                 }
             }
-            let response = if client.head.len() > MAX_HEAD_BYTES {
-                text(431, "request head too large\n")
-            } else if let Some(end) = find(&client.head, b"\r\n\r\n") {
-                match parse_request_line(&client.head[..end]) {
-                    Some(("GET" | "HEAD", path)) => render(path),
-                    Some(_) => text(405, "only GET and HEAD\n"),
-                    None => text(400, "bad request\n"),
-                }
-            } else {
+            let Some(out) = answer(&client.head, render) else {
                 return false;
             };
-            let head_only = client.head.starts_with(b"HEAD ");
-            client.out = encode(&response, head_only);
+            client.out = out;
             self.served += 1;
         }
         let client = &mut self.clients[index];
@@ -140,6 +131,26 @@ impl MetricsEndpoint {
         }
         true
     }
+}
+
+/// The bytes that answer a request whose head so far is `head`, `None` while the head is not
+/// complete (no blank line yet, and within [`MAX_HEAD_BYTES`]): 431 for a head too large, 400
+/// for a request line that is not `METHOD /path HTTP/1.x`, 405 for a method other than GET and
+/// HEAD, else what `render` makes of the path (its body left out for HEAD). Sans-IO, so that it
+/// is fuzzed (`fuzz/fuzz_targets/metrics_request.rs`).
+pub fn answer(head: &[u8], render: &mut dyn FnMut(&str) -> Response) -> Option<Vec<u8>> {
+    let response = if head.len() > MAX_HEAD_BYTES {
+        text(431, "request head too large\n")
+    } else if let Some(end) = find(head, b"\r\n\r\n") {
+        match parse_request_line(&head[..end]) {
+            Some(("GET" | "HEAD", path)) => render(path),
+            Some(_) => text(405, "only GET and HEAD\n"),
+            None => text(400, "bad request\n"),
+        }
+    } else {
+        return None;
+    };
+    Some(encode(&response, head.starts_with(b"HEAD ")))
 }
 
 fn text(status: u16, body: &str) -> Response {
