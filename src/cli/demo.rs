@@ -141,8 +141,10 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let mut last_events = 0;
     let mut last_messages = 0;
     let stop = loop {
-        if let Some(signal) = signals.wait(TICK)? {
-            break format!("signal {signal}");
+        if session.wait(TICK, signals.fd())? == tickwire::thread::Woken::Extra {
+            if let Some(signal) = signals.take()? {
+                break format!("signal {signal}");
+            }
         }
         session.tick()?;
         if !session.runtime.all_running() {

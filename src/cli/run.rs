@@ -13,7 +13,8 @@ use tickwire::thread;
 use super::signals::StopSignals;
 use tickwire::control::{Session, SessionExtras};
 
-/// How often the control thread does its routine work when no signal comes.
+/// How often the control thread does its routine work (metrics, reports, staleness) when
+/// nothing wakes it sooner.
 const CONTROL_TICK: Duration = Duration::from_millis(20);
 
 pub fn run(config_path: &Path, log_level: Option<&str>, print_events: bool) -> ExitCode {
@@ -104,8 +105,13 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
     let mut watchdog_withheld = false;
     let mut last_report = Instant::now();
     let stop_reason = loop {
-        if let Some(signal) = signals.wait(tick)? {
-            break format!("signal {signal}");
+        // Sleeps until a stage or worker hands the control thread work, a connection's timer
+        // falls due, a stop signal comes, or the tick passes (issue 24: each step of a
+        // reconnect used to wait for a tick).
+        if session.wait(tick, signals.fd())? == tickwire::thread::Woken::Extra {
+            if let Some(signal) = signals.take()? {
+                break format!("signal {signal}");
+            }
         }
         if !session.runtime.all_running() {
             break "a hot thread ended".to_owned();

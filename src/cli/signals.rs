@@ -1,10 +1,15 @@
 //! SIGINT and SIGTERM for the commands that run until stopped.
 
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
-/// SIGINT and SIGTERM, blocked for the whole process and taken synchronously.
+/// SIGINT and SIGTERM, blocked for the whole process and taken synchronously: with
+/// [`StopSignals::wait`], or through a signalfd ([`StopSignals::fd`]) that the control thread
+/// sleeps on beside its own wake-ups (`Session::wait`).
 pub struct StopSignals {
     set: libc::sigset_t,
+    /// Readable while a stop signal is pending; non-blocking.
+    fd: Option<OwnedFd>,
 }
 
 impl StopSignals {
@@ -25,13 +30,34 @@ impl StopSignals {
                 std::io::Error::from_raw_os_error(result)
             );
         }
-        Ok(StopSignals { set })
+        // SAFETY: `set` is an initialised sigset_t; -1 asks for a new descriptor.
+        let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+        if fd < 0 {
+            anyhow::bail!("signalfd failed: {}", std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by signalfd and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(StopSignals { set, fd: Some(fd) })
+    }
+
+    /// A descriptor that becomes readable when a stop signal is pending; then
+    /// [`StopSignals::take`] says which.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.fd.as_ref().map(AsFd::as_fd)
+    }
+
+    /// The pending stop signal, if one is pending (without waiting).
+    pub fn take(&self) -> anyhow::Result<Option<i32>> {
+        self.wait(Duration::ZERO)
     }
 
     /// From now on, another stop signal ends the process at once (exit 128 + signal), while
     /// the first one's clean stop is under way.
     pub fn exit_on_next(&self) {
-        let waiter = StopSignals { set: self.set };
+        let waiter = StopSignals {
+            set: self.set,
+            fd: None,
+        };
         std::thread::spawn(move || loop {
             match waiter.wait(Duration::from_secs(1)) {
                 Ok(Some(signal)) => {

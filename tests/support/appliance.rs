@@ -75,6 +75,17 @@ impl SimReport for DatabentoHandle {
 /// Starts the appliance on the config file `appliance` (in `dir`) with a recording strategy,
 /// beside `sim`.
 pub fn start_session<S>(sim: S, dir: tempfile::TempDir, appliance: &Path, clock: Clock) -> Pair<S> {
+    start_session_resolving(sim, dir, appliance, clock, None)
+}
+
+/// [`start_session`] with `resolver` looking up venue hosts (the system's when `None`).
+pub fn start_session_resolving<S>(
+    sim: S,
+    dir: tempfile::TempDir,
+    appliance: &Path,
+    clock: Clock,
+    resolver: Option<Arc<dyn tickwire::venue::resolve::Resolve>>,
+) -> Pair<S> {
     let loaded = config::load(appliance).expect("the test config is valid");
     let recorded = Recorded::default();
     let session = Session::start(
@@ -82,6 +93,7 @@ pub fn start_session<S>(sim: S, dir: tempfile::TempDir, appliance: &Path, clock:
         clock,
         SessionExtras {
             strategy: Some(Box::new(recorded.clone())),
+            resolver,
             ..SessionExtras::default()
         },
     )
@@ -217,7 +229,11 @@ impl<S: SimReport> Pair<S> {
                 self.session.venues.counters(0),
                 self.sim.report()
             );
-            std::thread::sleep(Duration::from_millis(10));
+            // As `tickwire run` waits: until a stage or worker hands the control thread work or
+            // a timer falls due, at most a tick.
+            self.session
+                .wait(Duration::from_millis(10), None)
+                .expect("control wait");
         }
     }
 

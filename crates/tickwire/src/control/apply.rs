@@ -1,27 +1,50 @@
 //! The effect side of the control plane: carries out the link logic's [`LinkCommand`]s on the
-//! [`Runtime`]. It decides nothing; it holds the prepared streams (resolved addresses and TLS
-//! settings) so that the link logic need not.
+//! [`Runtime`]. It decides nothing; it holds the prepared streams (TLS settings, WebSocket
+//! targets) and the resolver, so that the link logic need not.
+//!
+//! An `Open` starts an attempt by resolving the venue's host: a literal IP address at once, a
+//! name on the resolver's worker thread (`venue::resolve`), whose answer comes back through
+//! `Venues::on_resolved` as a `Connect` (or as the attempt's failure, `dns-failed`). So every
+//! attempt uses the address DNS gives now, and the control thread never blocks on a lookup.
 
 use super::links::LinkCommand;
-use crate::net::engine::StreamSpec;
+use crate::net::ConnId;
 use crate::pipeline::{Runtime, RuntimeError};
+use crate::venue::resolve::{self, ResolveRequest, Resolved, ResolverWorker};
+use crate::venue::PreparedStream;
+use std::net::SocketAddr;
 
 /// Carries out link commands.
 pub struct Applier {
     /// By venue index: its prepared stream (`None`: it could not be prepared, the error was
     /// logged, and the link logic never opens it).
-    specs: Vec<Option<StreamSpec>>,
+    streams: Vec<Option<PreparedStream>>,
+    /// By venue index: the address its last attempt connected to, so that a change is logged.
+    addrs: Vec<Option<SocketAddr>>,
+    /// By venue index: its name, for the log.
+    names: Vec<String>,
+    resolver: ResolverWorker,
 }
 
 impl Applier {
-    pub fn new(specs: Vec<Option<StreamSpec>>) -> Applier {
-        Applier { specs }
+    /// `streams` and `names` by venue index.
+    pub fn new(
+        streams: Vec<Option<PreparedStream>>,
+        names: Vec<String>,
+        resolver: ResolverWorker,
+    ) -> Applier {
+        Applier {
+            addrs: vec![None; streams.len()],
+            streams,
+            names,
+            resolver,
+        }
     }
 
     /// Applies `commands` in order, leaving the vector empty for reuse. Stops at the first
     /// command the runtime cannot take (its threads are gone).
     pub fn apply(
-        &self,
+        &mut self,
         runtime: &mut Runtime,
         commands: &mut Vec<LinkCommand>,
     ) -> Result<(), RuntimeError> {
@@ -32,11 +55,26 @@ impl Applier {
                     slot,
                     generation,
                 } => {
-                    let Some(Some(spec)) = self.specs.get(venue) else {
+                    let Some(Some(stream)) = self.streams.get(venue) else {
                         continue;
                     };
-                    runtime.open_stream(slot, generation, spec.clone())?;
+                    match resolve::literal(&stream.host, stream.port) {
+                        Some(addr) => self.connect(runtime, venue, slot, generation, addr)?,
+                        None => self.resolver.request(ResolveRequest {
+                            venue,
+                            slot,
+                            generation,
+                            host: stream.host.clone(),
+                            port: stream.port,
+                        }),
+                    }
                 }
+                LinkCommand::Connect {
+                    venue,
+                    slot,
+                    generation,
+                    addr,
+                } => self.connect(runtime, venue, slot, generation, addr)?,
                 LinkCommand::Send { slot, text } => runtime.send_text(slot, text)?,
                 LinkCommand::Ping { slot } => runtime.ping(slot)?,
                 LinkCommand::Close { slot } => runtime.close_stream(slot)?,
@@ -50,5 +88,43 @@ impl Applier {
             }
         }
         Ok(())
+    }
+
+    /// The lookups answered since the last call.
+    pub fn take_resolved(&self) -> Vec<Resolved> {
+        self.resolver.take_replies()
+    }
+
+    fn connect(
+        &mut self,
+        runtime: &mut Runtime,
+        venue: usize,
+        slot: ConnId,
+        generation: u32,
+        addr: SocketAddr,
+    ) -> Result<(), RuntimeError> {
+        let Some(Some(stream)) = self.streams.get(venue) else {
+            return Ok(());
+        };
+        let spec = stream.at(addr);
+        if let Some(last) = self.addrs.get_mut(venue) {
+            if *last != Some(addr) {
+                let name = self.names.get(venue).map_or("?", String::as_str);
+                match last {
+                    None => {
+                        tracing::info!(venue = %name, host = %stream.host, %addr, "connecting")
+                    }
+                    Some(before) => tracing::warn!(
+                        venue = %name,
+                        host = %stream.host,
+                        %before,
+                        %addr,
+                        "the venue's host resolves to a new address: connecting there"
+                    ),
+                }
+                *last = Some(addr);
+            }
+        }
+        runtime.open_stream(slot, generation, spec)
     }
 }

@@ -32,8 +32,13 @@ impl Venues {
             for (index, shard) in links.shards.iter().enumerate() {
                 let conn = &shard.active.conn;
                 if conn.state() != ConnState::Live {
+                    // The reason it is where it is: `backing-off after dns-failed`.
+                    let why = conn
+                        .last_reason()
+                        .map(|reason| format!(" after {}", reason.name()))
+                        .unwrap_or_default();
                     problems.push(format!(
-                        "venue {} connection {index}: {} (failures in a row: {})",
+                        "venue {} connection {index}: {}{why} (failures in a row: {})",
                         links.name,
                         conn.state().name(),
                         conn.failures()

@@ -32,6 +32,7 @@ use crate::pipeline::{NetStatus, NetStatusKind};
 use crate::venue::feed::{ReplyKind, StreamActivity, VenueReply, ALL_INSTRUMENTS};
 use crate::venue::login::Login;
 use crate::venue::protocol::{NoticeKind, Protocol, Response, SubscribeContext};
+use crate::venue::resolve::Resolved;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
@@ -85,12 +86,22 @@ pub struct SlotRef {
 /// What the link logic asks of the runtime; `control::apply` carries it out.
 #[derive(Debug)]
 pub enum LinkCommand {
-    /// Open a stream on `slot` with the prepared stream of venue `venue` (an index);
-    /// `generation` tags the statuses that will come back about it.
+    /// Start an attempt on `slot` with the prepared stream of venue `venue` (an index): resolve
+    /// its host, then open it (a literal IP address at once; a name through
+    /// [`Venues::on_resolved`], which answers with `Connect`). `generation` tags the answer and
+    /// the statuses that will come back about it.
     Open {
         venue: usize,
         slot: ConnId,
         generation: u32,
+    },
+    /// Open the stream of the attempt `generation` on `slot` at `addr`, the address its lookup
+    /// gave.
+    Connect {
+        venue: usize,
+        slot: ConnId,
+        generation: u32,
+        addr: std::net::SocketAddr,
     },
     /// Send a text message (a login or subscription request).
     Send { slot: ConnId, text: String },
@@ -476,6 +487,53 @@ impl Venues {
             }
         }
         self.follow(at, now_ns, out);
+    }
+
+    /// The answer to an attempt's address lookup: the attempt connects to the address, or, when
+    /// the host did not resolve, fails with `dns-failed` and backs off like any other failure.
+    /// An answer about an attempt that is over (a shutdown meanwhile) is dropped.
+    pub fn on_resolved(&mut self, now_ns: u64, resolved: Resolved, out: &mut Vec<LinkCommand>) {
+        let Some(at) = self.slot(resolved.slot) else {
+            return;
+        };
+        if at.venue != resolved.venue {
+            return;
+        }
+        let links = &mut self.venues[at.venue];
+        let link = links.shards[at.shard].link_mut(at.role);
+        if link.generation != resolved.generation || link.conn.state() != ConnState::Connecting {
+            return;
+        }
+        match resolved.result {
+            Ok(addr) => out.push(LinkCommand::Connect {
+                venue: at.venue,
+                slot: resolved.slot,
+                generation: resolved.generation,
+                addr,
+            }),
+            Err(error) => {
+                tracing::warn!(
+                    venue = %links.name,
+                    conn = resolved.slot,
+                    host = %links.config.url.host,
+                    "cannot resolve the venue's host: {error}"
+                );
+                link.conn
+                    .on_closed(now_ns, Reason::DnsFailed, &mut self.actions);
+                self.follow(at, now_ns, out);
+            }
+        }
+    }
+
+    /// The earliest deadline of any connection's timers (timeouts, backoffs, paced requests):
+    /// the control thread need not sleep past it.
+    pub fn next_deadline_ns(&self) -> Option<u64> {
+        self.venues
+            .iter()
+            .flat_map(|links| &links.shards)
+            .flat_map(|shard| [&shard.active, &shard.spare])
+            .filter_map(|link| link.conn.next_deadline_ns())
+            .min()
     }
 
     /// A venue's answer to a request, or a notice it sent on a connection.
@@ -876,10 +934,23 @@ impl Venues {
                     if !is_active {
                         continue;
                     }
+                    // Live, and down when it stops being live; and down again, with the reason,
+                    // whenever an attempt of a shard that is not live fails, so a strategy
+                    // learns why the venue stays away (`dns-failed`, `connect-failed`, ...)
+                    // instead of hearing nothing at all.
+                    let attempt_failed =
+                        matches!(
+                            from,
+                            ConnState::Connecting
+                                | ConnState::TlsHandshake
+                                | ConnState::Upgrading
+                                | ConnState::Subscribing
+                        ) && matches!(to, ConnState::BackingOff | ConnState::GaveUp);
                     let state = if to == ConnState::Live {
                         Some(VenueState::Live)
-                    } else if matches!(from, ConnState::Live | ConnState::Stale)
-                        && !matches!(to, ConnState::Live | ConnState::Stale)
+                    } else if attempt_failed
+                        || matches!(from, ConnState::Live | ConnState::Stale)
+                            && !matches!(to, ConnState::Live | ConnState::Stale)
                     {
                         Some(VenueState::Disconnected)
                     } else {
@@ -1015,7 +1086,12 @@ impl Venues {
                             (stream % channels) as u64,
                             now_ns,
                         )));
-                    } else {
+                    } else if now_ns.saturating_sub(last.max(live_since)) > threshold {
+                        // Still stale, and silent for the threshold on this connection too. A
+                        // stream still marked stale from the connection before is not held
+                        // against a connection that went live a moment ago and has not had the
+                        // time to deliver (a control thread woken by the acknowledgement gets
+                        // here before the first message).
                         stale += 1;
                     }
                 }

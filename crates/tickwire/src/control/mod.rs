@@ -9,6 +9,11 @@
 //! - [`apply`]: the effects, the commands carried out on the [`Runtime`];
 //! - `link_view` (and `metrics`): the view, health and Prometheus text.
 //!
+//! The control thread runs [`Session::tick`] after [`Session::wait`], which sleeps until a hot
+//! stage or a worker (resolver, snapshots) hands it work, a connection's timer falls due, or the
+//! caller's tick passes (`thread::wake`): each step of a connection is taken as soon as it
+//! happens, not at the next tick.
+//!
 //! **Invariant:** `control/` names no venue; what differs between venues comes from
 //! `venue::protocol::Protocol`.
 
@@ -20,10 +25,14 @@ use crate::pipeline::{Runtime, RuntimeOptions};
 use crate::ring::{self, FrameConsumer};
 use crate::strategy::stamps::Stamp;
 use crate::strategy::Strategy;
+use crate::thread::{ControlWait, Woken};
 use crate::venue::feed::FeedCounters;
+use crate::venue::resolve::{Resolve, ResolverWorker, SystemResolver};
 use crate::venue::snapshot::SnapshotFetcher;
 use crate::venue::{self, feed::SnapshotReply};
 use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
 
 pub mod apply;
 pub mod bus;
@@ -81,6 +90,9 @@ pub struct SessionExtras {
     pub stamps: Option<ring::Consumer<Stamp>>,
     /// User code on the strategy thread.
     pub strategy: Option<Box<dyn Strategy>>,
+    /// What resolves venue hosts at each connection attempt (the system's resolver when
+    /// `None`; tests inject one).
+    pub resolver: Option<Arc<dyn Resolve>>,
 }
 
 pub struct Session {
@@ -103,6 +115,8 @@ pub struct Session {
     collected_ns: u64,
     /// The shared-memory event bus, when `[bus]` is configured.
     bus: Option<bus::BusControl>,
+    /// Where the control thread sleeps until a stage or a worker hands it work.
+    wait: ControlWait,
 }
 
 /// How often the control thread collects the stage histograms.
@@ -119,7 +133,9 @@ impl Session {
             print_events,
             stamps,
             strategy,
+            resolver,
         } = extras;
+        let wait = ControlWait::new()?;
         // Bound first: a port in use fails the start before any thread runs.
         let endpoint = match loaded.appliance.metrics.listen {
             Some(addr) => {
@@ -140,6 +156,7 @@ impl Session {
         let mut instruments = Vec::new();
         let mut plans = Vec::new();
         let mut specs = Vec::new();
+        let mut venue_names = Vec::new();
         let mut base: InstrumentId = 0;
         let mut venue_ranges = Vec::new();
         for (index, loaded_venue) in loaded.venues.iter().enumerate() {
@@ -150,11 +167,11 @@ impl Session {
             let activity = built.counters.activity.clone();
             counters.push((config.name.clone(), built.counters));
             targets.push(venue::snapshot_target(config, base)?);
+            // The address is not resolved here but at every attempt (`control::apply`): a host
+            // that does not resolve now is retried with backoff, and a venue that moves is
+            // followed.
             let spec = match venue::subscribe_spec(config, &loaded.appliance.net) {
-                Ok(spec) => {
-                    tracing::info!(venue = %config.name, addr = %spec.addr, "connecting");
-                    Some(spec)
-                }
+                Ok(spec) => Some(spec),
                 Err(error) => {
                     tracing::error!("{error}");
                     None
@@ -170,6 +187,7 @@ impl Session {
                 prepared: spec.is_some(),
             });
             specs.push(spec);
+            venue_names.push(config.name.clone());
             let first = base;
             for symbol in &config.symbols {
                 instruments.push(Instrument {
@@ -248,11 +266,16 @@ impl Session {
             stamps,
             strategy,
             bus: bus_writer,
+            control_wakeup: Some(wait.wakeup()),
         };
         let mut runtime = Runtime::start(loaded, clock, options)?;
         tracing::info!("{}", runtime.net_backend);
-        let fetcher = SnapshotFetcher::start(targets, clock)?;
-        let applier = apply::Applier::new(specs);
+        let fetcher = SnapshotFetcher::start(targets, clock, Some(wait.wakeup()))?;
+        let resolver = ResolverWorker::start(
+            resolver.unwrap_or_else(|| Arc::new(SystemResolver)),
+            Some(wait.wakeup()),
+        )?;
+        let mut applier = apply::Applier::new(specs, venue_names, resolver);
         let mut commands = Vec::new();
         venues.start(clock.now_ns(), &mut commands);
         applier.apply(&mut runtime, &mut commands)?;
@@ -269,7 +292,27 @@ impl Session {
             endpoint,
             collected_ns: 0,
             bus,
+            wait,
         })
+    }
+
+    /// Sleeps until there is work for [`Session::tick`]: a network status, a venue's reply, a
+    /// snapshot request, a worker's answer (each wakes this thread), a connection's timer falling
+    /// due, or `at_most` passing; or until `extra` (a signalfd) becomes readable. Call `tick`
+    /// after it, whatever it returns.
+    pub fn wait(
+        &mut self,
+        at_most: Duration,
+        extra: Option<std::os::fd::BorrowedFd<'_>>,
+    ) -> std::io::Result<Woken> {
+        let now_ns = self.clock.now_ns();
+        let timeout = match self.venues.next_deadline_ns() {
+            Some(deadline) => at_most.min(Duration::from_nanos(deadline.saturating_sub(now_ns))),
+            None => at_most,
+        };
+        let runtime = &mut self.runtime;
+        self.wait
+            .wait(timeout, extra, || runtime.has_control_work())
     }
 
     /// Where the metrics endpoint listens (with the port the kernel chose for port 0).
@@ -294,6 +337,10 @@ impl Session {
         let statuses = self.runtime.take_statuses();
         for status in statuses {
             self.venues.on_status(now_ns, status, &mut self.commands);
+        }
+        for resolved in self.applier.take_resolved() {
+            self.venues
+                .on_resolved(now_ns, resolved, &mut self.commands);
         }
         self.applier.apply(&mut self.runtime, &mut self.commands)?;
         for reply in self.runtime.take_replies() {
@@ -412,7 +459,14 @@ impl Session {
             .is_ok()
         {
             while !self.venues.all_closed() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(2));
+                // Until a close is answered (a status wakes this thread) or a close times out.
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if self
+                    .wait(left.min(Duration::from_millis(20)), None)
+                    .is_err()
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
                 if self.tick().is_err() {
                     break;
                 }

@@ -13,9 +13,15 @@
 //!                                           Live ◄──── recovered ────── Stale
 //! ```
 //!
+//! `Connecting` covers the address lookup too: every attempt resolves the venue's host afresh
+//! (off the control thread, `venue::resolve`), so a venue that moves is followed, and a lookup
+//! that fails ends the attempt with [`Reason::DnsFailed`] like any other failure.
+//!
 //! Every transition carries a [`Reason`]; the machine counts transitions per reason, and the
 //! control thread logs each transition once. Timers (handshake, acknowledgement, closing
-//! handshake, backoff) are deadlines checked by [`Connection::tick`], so nothing sleeps.
+//! handshake, backoff) are deadlines checked by [`Connection::tick`], so nothing sleeps;
+//! [`Connection::next_deadline_ns`] says when the next one falls due, so the control thread can
+//! wake for it.
 //!
 //! **Invariant:** a connection attempt never starts before its backoff delay has passed and
 //! never exceeds the venue's [`StormBreaker`] cap, whatever the venue does.
@@ -40,7 +46,7 @@ pub const REQUESTS_PER_SEC: usize = 5;
 pub enum ConnState {
     /// Not started, or retired (after a rotation or at shutdown).
     Idle = 0,
-    /// The TCP connect is in flight.
+    /// The venue's host is being resolved, or the TCP connect is in flight.
     Connecting = 1,
     TlsHandshake = 2,
     /// The WebSocket upgrade request is out.
@@ -131,10 +137,12 @@ pub enum Reason {
     AuthFailed = 25,
     /// The frame ring was full and a byte stream lost bytes (the decoder fell behind).
     Overrun = 26,
+    /// The venue's host did not resolve to an address (DNS is asked again at every attempt).
+    DnsFailed = 27,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 26] = [
+    pub const ALL: [Reason; 27] = [
         Reason::Start,
         Reason::TcpConnected,
         Reason::TlsEstablished,
@@ -161,6 +169,7 @@ impl Reason {
         Reason::Throttled,
         Reason::AuthFailed,
         Reason::Overrun,
+        Reason::DnsFailed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -191,6 +200,7 @@ impl Reason {
             Reason::Throttled => "throttled",
             Reason::AuthFailed => "auth-failed",
             Reason::Overrun => "overrun",
+            Reason::DnsFailed => "dns-failed",
         }
     }
 
@@ -329,6 +339,8 @@ pub struct Connection {
     /// Requests the venue refused (logged by the control thread).
     pub refused: u64,
     counts: ReasonCounts,
+    /// The reason of the last transition (`None` before the first).
+    last_reason: Option<Reason>,
     /// Attempts started, in all.
     pub attempts: u64,
 }
@@ -363,6 +375,7 @@ impl Connection {
             sent: VecDeque::with_capacity(REQUESTS_PER_SEC),
             refused: 0,
             counts: ReasonCounts::default(),
+            last_reason: None,
             attempts: 0,
         }
     }
@@ -388,6 +401,49 @@ impl Connection {
         &self.counts
     }
 
+    /// Why the machine entered its current state (`None` before the first transition): what
+    /// `/healthz` names for a connection that is not live, `dns-failed` for one backing off
+    /// because its host did not resolve.
+    pub fn last_reason(&self) -> Option<Reason> {
+        self.last_reason
+    }
+
+    /// The earliest time [`Connection::tick`] has something to do (a timeout, the end of the
+    /// backoff, the next paced request), so that the control thread can sleep until then and
+    /// not a tick longer; `None` when no timer runs.
+    pub fn next_deadline_ns(&self) -> Option<u64> {
+        let deadline = match self.state {
+            ConnState::TlsHandshake
+            | ConnState::Upgrading
+            | ConnState::Closing
+            | ConnState::BackingOff => self.deadline_ns,
+            ConnState::Subscribing => {
+                let acks = self
+                    .outstanding
+                    .iter()
+                    .map(|&(_, deadline, _)| deadline)
+                    .min()
+                    .unwrap_or(u64::MAX);
+                let paced = if self.next_batch < self.batches {
+                    // The next request goes out when the oldest of the last second's leaves
+                    // the pacing window.
+                    self.sent
+                        .front()
+                        .map_or(u64::MAX, |&at| at.saturating_add(1_000 * NS_PER_MS))
+                } else {
+                    u64::MAX
+                };
+                acks.min(paced)
+            }
+            ConnState::Idle
+            | ConnState::Connecting
+            | ConnState::Live
+            | ConnState::Stale
+            | ConnState::GaveUp => u64::MAX,
+        };
+        (deadline != u64::MAX).then_some(deadline)
+    }
+
     /// Consecutive failures so far.
     pub fn failures(&self) -> u32 {
         self.backoff.failures()
@@ -400,6 +456,7 @@ impl Connection {
 
     fn go(&mut self, now_ns: u64, to: ConnState, reason: Reason, out: &mut Vec<Action>) {
         self.counts.add(reason);
+        self.last_reason = Some(reason);
         out.push(Action::Transition {
             from: self.state,
             to,
@@ -805,6 +862,78 @@ mod tests {
             [(ConnState::Connecting, Reason::BackoffElapsed)]
         );
         assert!(out.contains(&Action::Open));
+    }
+
+    #[test]
+    fn a_host_that_does_not_resolve_backs_off_and_is_asked_again() {
+        let mut breaker = StormBreaker::new(10);
+        let mut conn = machine(1, &reconnect());
+        let mut out = Vec::new();
+        conn.start(0, &mut breaker, &mut out);
+        assert!(out.contains(&Action::Open));
+        assert_eq!(
+            conn.next_deadline_ns(),
+            None,
+            "resolving has no timer of its own"
+        );
+        out.clear();
+        conn.on_closed(MS, Reason::DnsFailed, &mut out);
+        assert_eq!(
+            transitions(&out),
+            [(ConnState::BackingOff, Reason::DnsFailed)]
+        );
+        assert!(
+            !out.iter()
+                .any(|action| matches!(action, Action::Down { .. })),
+            "no data flowed: no gap"
+        );
+        assert_eq!(conn.last_reason(), Some(Reason::DnsFailed));
+        assert_eq!(conn.failures(), 1);
+        let retry = conn.retry_at_ns().expect("a retry is scheduled");
+        assert_eq!(conn.next_deadline_ns(), Some(retry));
+        out.clear();
+        conn.tick(retry, &mut breaker, &mut out);
+        assert_eq!(
+            transitions(&out),
+            [(ConnState::Connecting, Reason::BackoffElapsed)]
+        );
+        assert!(
+            out.contains(&Action::Open),
+            "the next attempt resolves again"
+        );
+        assert_eq!(conn.counts().get(Reason::DnsFailed), 1);
+        assert_eq!(conn.attempts, 2);
+    }
+
+    #[test]
+    fn the_next_deadline_is_the_running_timer() {
+        let mut breaker = StormBreaker::new(10);
+        let mut conn = machine(1, &reconnect());
+        let mut out = Vec::new();
+        assert_eq!(conn.next_deadline_ns(), None);
+        conn.start(0, &mut breaker, &mut out);
+        conn.on_connected(2 * MS, &mut out);
+        let handshake = LifecycleConfig::default().handshake_timeout_ms * MS;
+        assert_eq!(conn.next_deadline_ns(), Some(2 * MS + handshake));
+        conn.on_secured(3 * MS, &mut out);
+        assert_eq!(conn.next_deadline_ns(), Some(2 * MS + handshake));
+        conn.on_open(4 * MS, &mut out);
+        let ack = LifecycleConfig::default().ack_timeout_ms * MS;
+        assert_eq!(conn.next_deadline_ns(), Some(4 * MS + ack));
+        let id = out
+            .iter()
+            .find_map(|action| match action {
+                Action::Subscribe { id, .. } => Some(*id),
+                _ => None,
+            })
+            .expect("a subscription request");
+        conn.on_ack(5 * MS, id, &mut out);
+        assert_eq!(conn.state(), ConnState::Live);
+        assert_eq!(
+            conn.next_deadline_ns(),
+            None,
+            "the link logic times a live one"
+        );
     }
 
     #[test]

@@ -94,6 +94,8 @@ pub(super) struct DecoderStage {
     bus: Option<tickwire_bus::BusWriter>,
     /// Books written to the bus because a reader asked.
     books_served: CounterWriter,
+    /// Wakes the control thread after a round that handed it replies or snapshot requests.
+    control_wakeup: Option<crate::thread::ControlWakeup>,
 }
 
 /// What the control thread keeps of the decoder stage.
@@ -118,6 +120,7 @@ impl DecoderStage {
         conn_venues: Vec<VenueId>,
         bus: Option<tickwire_bus::BusWriter>,
         rings: DecoderEnds,
+        control_wakeup: Option<crate::thread::ControlWakeup>,
     ) -> Result<(DecoderStage, DecoderReaders), metrics::HistogramError> {
         let (undecoded, frames_undecoded) = metrics::counter();
         let (books_served, books_served_reader) = metrics::counter();
@@ -156,6 +159,7 @@ impl DecoderStage {
             events_per_frame: 1,
             bus,
             books_served,
+            control_wakeup,
         };
         let readers = DecoderReaders {
             frames_undecoded,
@@ -306,9 +310,12 @@ impl StagePoll for DecoderStage {
         }
         // Replies to the control thread's requests go out at once: a connection waits on them.
         let mut control = 0;
+        // Whether this round handed the control thread something to act on.
+        let mut for_control = false;
         for feed in feeds.iter_mut() {
             while let Some(reply) = feed.take_reply() {
                 control += 1;
+                for_control = true;
                 // Sized for many requests per connection; a full ring means the control thread
                 // is wedged, and its ack timeout will recycle the connection.
                 let _ = self.replies.try_push(reply);
@@ -357,6 +364,7 @@ impl StagePoll for DecoderStage {
             let malformed = &mut self.malformed;
             for feed in feeds.iter_mut() {
                 feed.snapshot_requests(now_ns, &mut |request| {
+                    for_control = true;
                     // The request ring holds far more than the instruments a venue has; a
                     // full one means the control thread is wedged and the watchdog says so.
                     let _ = requests.try_push(request);
@@ -367,6 +375,13 @@ impl StagePoll for DecoderStage {
             }
         }
         sink.publish();
+        // Once per round, after the replies and requests are published: a connection waits on
+        // its acknowledgements and a book on its snapshot, so the control thread acts now.
+        if for_control {
+            if let Some(wakeup) = &self.control_wakeup {
+                wakeup.wake();
+            }
+        }
         drained > 0 || control > 0
     }
 }
@@ -468,6 +483,7 @@ mod tests {
                 vec![0],
                 None,
                 rings.decoder,
+                None,
             )
             .expect("the histogram's bounds are valid");
             Bench {

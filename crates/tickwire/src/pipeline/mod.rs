@@ -94,6 +94,9 @@ pub struct RuntimeOptions {
     pub strategy: Option<Box<dyn Strategy>>,
     /// The shared-memory event bus the decoder stage writes every event to, if any.
     pub bus: Option<tickwire_bus::BusWriter>,
+    /// Wakes the control thread after a stage hands it work (a network status, a venue's
+    /// reply, a snapshot request), so it acts at once rather than at its next tick.
+    pub control_wakeup: Option<thread::ControlWakeup>,
 }
 
 /// What the control thread can read about a running appliance.
@@ -154,13 +157,19 @@ impl Runtime {
     ) -> Result<Runtime, RuntimeError> {
         let appliance = &config.appliance;
         let rings = Rings::new(&appliance.rings);
-        let (net, net_readers) = NetStage::new(&appliance.net, clock, rings.net);
+        let (net, net_readers) = NetStage::new(
+            &appliance.net,
+            clock,
+            rings.net,
+            options.control_wakeup.clone(),
+        );
         let (decoder, decoder_readers) = DecoderStage::new(
             clock,
             options.feeds,
             options.conn_venues,
             options.bus,
             rings.decoder,
+            options.control_wakeup,
         )?;
         let (strategy, strategy_readers) = StrategyStage::new(
             clock,
@@ -387,6 +396,12 @@ impl Runtime {
             out.push(status);
         }
         out
+    }
+
+    /// Whether a stage handed the control thread work it has not taken yet: statuses, venue
+    /// replies or snapshot requests (what `Session::wait` checks before it sleeps).
+    pub fn has_control_work(&mut self) -> bool {
+        !self.statuses.is_empty() || !self.replies.is_empty() || !self.snapshot_requests.is_empty()
     }
 
     /// Whether every hot thread is still running.

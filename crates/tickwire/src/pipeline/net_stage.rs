@@ -87,6 +87,8 @@ pub(super) struct NetStage {
     backend: Arc<Mutex<String>>,
     /// Per slot: the generation of its current stream.
     generations: Vec<u32>,
+    /// Wakes the control thread after a round that reported a status.
+    control_wakeup: Option<crate::thread::ControlWakeup>,
 }
 
 /// What the control thread keeps of the network stage.
@@ -100,7 +102,12 @@ pub(super) struct NetReaders {
 impl NetStage {
     /// The stage as `config` describes it, with its rings; the engine itself is built by
     /// `start`, on the thread that will poll it.
-    pub(super) fn new(config: &NetConfig, clock: Clock, rings: NetEnds) -> (NetStage, NetReaders) {
+    pub(super) fn new(
+        config: &NetConfig,
+        clock: Clock,
+        rings: NetEnds,
+        control_wakeup: Option<crate::thread::ControlWakeup>,
+    ) -> (NetStage, NetReaders) {
         let backend = Arc::new(Mutex::new(String::new()));
         let last_read: Arc<[AtomicU64]> = (0..config.max_connections)
             .map(|_| AtomicU64::new(0))
@@ -137,6 +144,7 @@ impl NetStage {
             statuses: rings.statuses,
             backend: backend.clone(),
             generations: vec![0; config.max_connections as usize],
+            control_wakeup,
         };
         (stage, NetReaders { backend, last_read })
     }
@@ -166,6 +174,7 @@ impl StagePoll for NetStage {
             commands,
             statuses: status_ring,
             generations,
+            control_wakeup,
             ..
         } = self;
         let Some(engine) = engine.as_mut() else {
@@ -173,7 +182,9 @@ impl StagePoll for NetStage {
         };
         // The status ring is sized for every stream's changes between two control ticks; a full
         // ring means the control thread is wedged, and the watchdog will say so.
+        let mut reported = false;
         let mut report = |status: NetStatus| {
+            reported = true;
             let _ = status_ring.try_push(status);
         };
         let mut commanded = false;
@@ -233,6 +244,13 @@ impl StagePoll for NetStage {
                 generation,
                 kind,
             });
+        }
+        // Once per round, after the statuses are published: the control thread acts on them
+        // now (the next step of a connection waits on it), not at its next tick.
+        if reported {
+            if let Some(wakeup) = control_wakeup {
+                wakeup.wake();
+            }
         }
         worked || commanded
     }

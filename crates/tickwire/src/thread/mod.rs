@@ -6,13 +6,16 @@
 //! isolated cores. [`spawn`] starts such a thread: named, pinned with `core_affinity`, optionally
 //! `SCHED_FIFO`, and reports back whether that setup worked before the thread's work begins, so
 //! that a missing capability is an error at start, not a silent slowdown. [`lock_memory`] is the
-//! process-wide `mlockall`.
+//! process-wide `mlockall`. [`wake`] is how the control thread sleeps until a stage or a worker
+//! hands it work.
 //!
 //! **Invariant:** nothing here runs on the hot path: it is all start-up, on the control thread.
 
 pub mod wait;
+pub mod wake;
 
 pub use wait::{WaitStrategy, Waiter, Wakeup};
+pub use wake::{ControlWait, ControlWakeup, Woken};
 
 use crate::config::{PrivilegeErrorPolicy, Stage, ThreadConfig, ThreadsConfig, WaitKind};
 use std::io;

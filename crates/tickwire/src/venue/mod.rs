@@ -7,9 +7,11 @@
 //! - [`login`]: a venue login's key material.
 //! - [`feed`]: the decoder stage's `Feed` trait and what feeds share.
 //! - [`rest`], [`snapshot`]: REST book snapshots, fetched off the hot path.
+//! - [`resolve`]: a venue's address, looked up at every connection attempt on a worker thread.
 //!
-//! This module also resolves a venue's address (DNS may block: control thread only) and builds
-//! its TLS settings for the network thread.
+//! This module also prepares a venue's stream for the network thread (its TLS settings, its
+//! WebSocket target or preamble: [`PreparedStream`]), to which each attempt adds the address it
+//! resolved.
 
 pub mod binance;
 pub mod databento;
@@ -18,6 +20,7 @@ pub mod feed;
 pub mod json;
 pub mod login;
 pub mod protocol;
+pub mod resolve;
 pub mod rest;
 pub mod snapshot;
 pub mod thalex;
@@ -26,7 +29,7 @@ use crate::config::{NetConfig, VenueConfig};
 use crate::net::engine::{StreamSpec, WebSocketTarget};
 use crate::tls::{server_name, TlsSettings};
 use protocol::Transport;
-use std::net::ToSocketAddrs;
+use std::net::SocketAddr;
 
 /// Why a venue's stream could not be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -59,13 +62,52 @@ pub enum VenueError {
 /// subscription requests; what `tickwire record` uses). Blocking (DNS, reading CA files): call
 /// it on the control thread.
 pub fn stream_spec(venue: &VenueConfig, net: &NetConfig) -> Result<StreamSpec, VenueError> {
-    build_spec(venue, net, true)
+    let prepared = prepare(venue, net, true)?;
+    let addr = resolve::literal(&prepared.host, prepared.port)
+        .map_or_else(
+            || resolve::Resolve::resolve(&resolve::SystemResolver, &prepared.host, prepared.port),
+            Ok,
+        )
+        .map_err(|reason| VenueError::Resolve {
+            venue: venue.name.clone(),
+            host: prepared.host.clone(),
+            port: prepared.port,
+            reason,
+        })?;
+    Ok(prepared.at(addr))
 }
 
-/// Like [`stream_spec`], for a connection that subscribes after the upgrade (the appliance's
-/// connections, run by the lifecycle): the URL as configured.
-pub fn subscribe_spec(venue: &VenueConfig, net: &NetConfig) -> Result<StreamSpec, VenueError> {
-    build_spec(venue, net, false)
+/// Everything the network thread needs to open a connection that subscribes after the upgrade
+/// (the appliance's connections, run by the lifecycle; the URL as configured), except the
+/// address, which each attempt resolves afresh ([`resolve`]). Reads CA files: call it on the
+/// control thread.
+pub fn subscribe_spec(venue: &VenueConfig, net: &NetConfig) -> Result<PreparedStream, VenueError> {
+    prepare(venue, net, false)
+}
+
+/// A venue's stream without its address: the host and port to resolve, and the layers to run.
+#[derive(Clone)]
+pub struct PreparedStream {
+    pub host: String,
+    pub port: u16,
+    tls: Option<(
+        std::sync::Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    websocket: Option<WebSocketTarget>,
+    preamble: Option<crate::net::engine::PreambleMaker>,
+}
+
+impl PreparedStream {
+    /// The stream to open at `addr`, the address this attempt resolved.
+    pub fn at(&self, addr: SocketAddr) -> StreamSpec {
+        StreamSpec {
+            addr,
+            tls: self.tls.clone(),
+            websocket: self.websocket.clone(),
+            preamble: self.preamble.clone(),
+        }
+    }
 }
 
 /// A JSON-RPC request naming streams: `{head}["a","b",..]{tail}{id}}`. The names come from a
@@ -165,11 +207,11 @@ pub fn shards(venue: &VenueConfig) -> Result<Vec<Shard>, VenueError> {
     })
 }
 
-fn build_spec(
+fn prepare(
     venue: &VenueConfig,
     net: &NetConfig,
     streams_in_url: bool,
-) -> Result<StreamSpec, VenueError> {
+) -> Result<PreparedStream, VenueError> {
     let (path, websocket, preamble) =
         match venue.kind.protocol().transport(venue, streams_in_url)? {
             Transport::WebSocket { path } => (path, true, None),
@@ -177,16 +219,6 @@ fn build_spec(
         };
     let host = venue.url.host.as_str();
     let port = venue.url.port;
-    let addr = (host, port)
-        .to_socket_addrs()
-        .map_err(|error| error.to_string())
-        .and_then(|mut addrs| addrs.next().ok_or_else(|| "no address".to_owned()))
-        .map_err(|reason| VenueError::Resolve {
-            venue: venue.name.clone(),
-            host: host.to_owned(),
-            port,
-            reason,
-        })?;
     let secure = venue.url.scheme.is_tls();
     let tls = if secure {
         let tls_error = |reason: String| VenueError::Tls {
@@ -202,8 +234,9 @@ fn build_spec(
     } else {
         None
     };
-    Ok(StreamSpec {
-        addr,
+    Ok(PreparedStream {
+        host: host.to_owned(),
+        port,
         tls,
         preamble,
         websocket: websocket.then(|| WebSocketTarget {

@@ -31,8 +31,13 @@ pub struct SnapshotFetcher {
 
 impl SnapshotFetcher {
     /// Starts the worker. `targets[venue]` serves requests for that venue id; a venue without a
-    /// target gets an error reply.
-    pub fn start(targets: Vec<Option<SnapshotTarget>>, clock: Clock) -> std::io::Result<Self> {
+    /// target gets an error reply. Each reply is followed by a `wakeup.notify()`, so that the
+    /// control thread relays it at once rather than at its next tick.
+    pub fn start(
+        targets: Vec<Option<SnapshotTarget>>,
+        clock: Clock,
+        wakeup: Option<crate::thread::ControlWakeup>,
+    ) -> std::io::Result<Self> {
         let (request_tx, request_rx) = mpsc::channel::<SnapshotRequest>();
         let (reply_tx, replies) = mpsc::channel();
         let worker = std::thread::Builder::new()
@@ -55,6 +60,9 @@ impl SnapshotFetcher {
                     };
                     if reply_tx.send(reply).is_err() {
                         break;
+                    }
+                    if let Some(wakeup) = &wakeup {
+                        wakeup.notify();
                     }
                 }
             })?;

@@ -465,6 +465,17 @@ fn a_connection_whose_every_stream_is_stale_is_dropped_and_reopened() {
         fx.venues.state(0, 0, Role::Active),
         Some(ConnState::Connecting)
     );
+    // The new connection goes live; its streams, still marked stale from the old one, have
+    // had no time to deliver: it is not recycled for their silence before its threshold.
+    let requests = fx.bring_up(T0 + 702 * MS, 0, &reopened);
+    fx.ack_all(T0 + 702 * MS, 0, &requests);
+    assert_eq!(fx.venues.state(0, 0, Role::Active), Some(ConnState::Live));
+    let just_live = fx.tick(T0 + 703 * MS);
+    assert!(!aborted(&just_live, 0), "{just_live:?}");
+    assert_eq!(fx.venues.state(0, 0, Role::Active), Some(ConnState::Live));
+    // Silent past the threshold on the new connection as well: recycled again.
+    let silent_again = fx.tick(T0 + 1_203 * MS);
+    assert!(aborted(&silent_again, 0), "{silent_again:?}");
 }
 
 #[test]
@@ -738,4 +749,120 @@ fn venues_of_every_kind_plan_side_by_side() {
     );
     assert_eq!(fx.venues.slot(6), None);
     assert_eq!(fx.venues.name(2), "databento-test");
+}
+
+/// The resolver's answer about `slot`'s attempt `generation`.
+fn resolved(slot: ConnId, generation: u32, result: Result<&str, &str>) -> Resolved {
+    Resolved {
+        venue: 0,
+        slot,
+        generation,
+        result: result
+            .map(|addr| addr.parse().expect("a socket address"))
+            .map_err(str::to_owned),
+    }
+}
+
+#[test]
+fn a_host_that_does_not_resolve_backs_off_with_dns_failed_and_is_asked_again() {
+    let mut fixture = fixture(BINANCE);
+    let started = fixture.start(T0);
+    let generation = opened(&started, 0).expect("the first attempt");
+    fixture.venues.on_resolved(
+        T0 + MS,
+        resolved(0, generation, Err("no such host")),
+        &mut fixture.out,
+    );
+    let failed = fixture.take();
+    assert_eq!(
+        fixture.venues.state(0, 0, Role::Active),
+        Some(ConnState::BackingOff)
+    );
+    assert!(
+        !failed
+            .iter()
+            .any(|command| matches!(command, LinkCommand::Connect { .. })),
+        "{failed:?}"
+    );
+    // The strategy hears why the venue stays away.
+    let events: Vec<u32> = failed
+        .iter()
+        .filter_map(|command| match command {
+            LinkCommand::Event(event) => match event.body() {
+                Body::VenueStatus(status) => Some(status.reason_code),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(events, [Reason::DnsFailed as u32]);
+    assert_eq!(
+        statuses(&failed),
+        [(ALL_INSTRUMENTS, VenueState::Disconnected, 0)]
+    );
+    assert_eq!(
+        fixture
+            .venues
+            .counters(0)
+            .transitions
+            .get(Reason::DnsFailed),
+        1
+    );
+    let health = fixture.venues.health_problems();
+    assert!(
+        health
+            .iter()
+            .any(|problem| problem.contains("backing-off after dns-failed")),
+        "{health:?}"
+    );
+    // The backoff (at most 100 ms) elapses: a new attempt, which resolves again.
+    let retry = fixture.venues.next_deadline_ns().expect("a backoff timer");
+    assert!(retry <= T0 + 101 * MS, "{retry}");
+    let again = fixture.tick(retry);
+    let next = opened(&again, 0).expect("a second attempt");
+    assert_ne!(next, generation);
+    // A late answer about the first attempt is not taken for the second's.
+    fixture.venues.on_resolved(
+        retry,
+        resolved(0, generation, Ok("127.0.0.1:9443")),
+        &mut fixture.out,
+    );
+    assert!(fixture.take().is_empty());
+    fixture.venues.on_resolved(
+        retry,
+        resolved(0, next, Ok("127.0.0.2:9443")),
+        &mut fixture.out,
+    );
+    let connect = fixture.take();
+    assert!(
+        matches!(
+            connect.as_slice(),
+            [LinkCommand::Connect { venue: 0, slot: 0, generation, addr }]
+                if *generation == next && *addr == "127.0.0.2:9443".parse().unwrap()
+        ),
+        "{connect:?}"
+    );
+    let requests = fixture.bring_up(retry, 0, &again);
+    fixture.ack_all(retry, 0, &requests);
+    assert_eq!(
+        fixture.venues.state(0, 0, Role::Active),
+        Some(ConnState::Live)
+    );
+    assert_eq!(fixture.venues.counters(0).attempts, 2);
+}
+
+#[test]
+fn an_answer_after_the_shutdown_opens_nothing() {
+    let mut fixture = fixture(BINANCE);
+    let started = fixture.start(T0);
+    let generation = opened(&started, 0).expect("the first attempt");
+    fixture.venues.close_all(T0 + MS, &mut fixture.out);
+    fixture.take();
+    assert!(fixture.venues.all_closed());
+    fixture.venues.on_resolved(
+        T0 + 2 * MS,
+        resolved(0, generation, Ok("127.0.0.1:9443")),
+        &mut fixture.out,
+    );
+    assert!(fixture.take().is_empty());
 }
