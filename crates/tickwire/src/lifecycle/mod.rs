@@ -534,6 +534,11 @@ impl Connection {
             return;
         }
         self.carried_data = true;
+        // The venue's limit is per connection (Binance: 10 incoming messages a second per
+        // connection): a new socket starts with a fresh window, so a reconnect never waits for
+        // the requests its dead predecessor sent (issue 24: the fifth reconnect within a second
+        // waited 250-430 ms for them).
+        self.sent.clear();
         self.go(now_ns, ConnState::Subscribing, Reason::Upgraded, out);
         self.send_due(now_ns, out);
         self.maybe_live(now_ns, out);
@@ -1135,5 +1140,39 @@ mod tests {
         assert_eq!(sent(&out), 0);
         conn.tick(1_000 * MS, &mut breaker, &mut out);
         assert_eq!(sent(&out), 2);
+    }
+
+    #[test]
+    fn a_new_connection_paces_its_requests_afresh() {
+        let mut breaker = StormBreaker::new(10);
+        let mut conn = machine(7, &reconnect());
+        let mut out = Vec::new();
+        let sent = |out: &[Action]| {
+            out.iter()
+                .filter(|action| matches!(action, Action::Subscribe { .. }))
+                .count()
+        };
+        conn.start(0, &mut breaker, &mut out);
+        conn.on_connected(0, &mut out);
+        conn.on_secured(0, &mut out);
+        conn.on_open(0, &mut out);
+        assert_eq!(sent(&out), REQUESTS_PER_SEC);
+        // The socket dies 10 ms later; the next one opens well inside the same second.
+        let mut now = 10 * MS;
+        conn.on_closed(now, Reason::ConnectionLost, &mut out);
+        while conn.state() != ConnState::Connecting {
+            now += MS;
+            conn.tick(now, &mut breaker, &mut out);
+        }
+        conn.on_connected(now, &mut out);
+        conn.on_secured(now, &mut out);
+        out.clear();
+        conn.on_open(now, &mut out);
+        assert!(now < 1_000 * MS, "{now}");
+        assert_eq!(
+            sent(&out),
+            REQUESTS_PER_SEC,
+            "the new socket's limit is its own"
+        );
     }
 }
