@@ -668,6 +668,18 @@ fn rest_errors_fail_the_first_requests_with_503() {
 }
 
 #[test]
+fn rest_error_every_fails_every_nth_request_for_good() {
+    let source = BookSource(VecSource::new(vec![]));
+    let running = start_source(Box::new(source), |options| {
+        options.faults.rest_error_every = Some(3)
+    });
+    let statuses: Vec<u16> = (0..7)
+        .map(|_| get(&running.sim, "/fapi/v1/depth?symbol=BTCUSDT&limit=5").status)
+        .collect();
+    assert_eq!(statuses, [200, 200, 503, 200, 200, 503, 200]);
+}
+
+#[test]
 fn a_broken_client_closes_only_its_own_connection() {
     let source = BookSource(VecSource::new(vec![]));
     let running = start_source(Box::new(source), |_| {});

@@ -411,6 +411,8 @@ struct Counters {
     websocket_connections: AtomicU64,
     rest_requests: AtomicU64,
     rest_errors_served: AtomicU32,
+    /// Depth requests answered or failed, for `Faults::rest_error_every`.
+    rest_depth_requests: AtomicU64,
     messages_pulled: AtomicU64,
     messages_unsubscribed: AtomicU64,
     stamps_pushed: AtomicU64,
@@ -697,13 +699,24 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
         }
     };
     let rest_errors = shared.settings.faults.rest_errors;
-    let fail = shared
+    let first_errors = shared
         .counters
         .rest_errors_served
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |served| {
             (served < rest_errors).then_some(served + 1)
         })
         .is_ok();
+    let depth_request = shared
+        .counters
+        .rest_depth_requests
+        .fetch_add(1, Ordering::Relaxed)
+        + 1;
+    let every_error = shared
+        .settings
+        .faults
+        .rest_error_every
+        .is_some_and(|every| every > 0 && depth_request % u64::from(every) == 0);
+    let fail = first_errors || every_error;
     if fail {
         return http::json_error(
             503,
