@@ -747,6 +747,42 @@ fn reset_after_ends_the_connection_without_a_close_frame() {
 }
 
 #[test]
+fn rotate_faults_gives_each_connection_one_fault_in_turn() {
+    // Without the rotation both connections would be reset after 2 messages (the reset comes
+    // first); with it the first is closed after 3 and only the second is reset.
+    let faults = Faults {
+        close_after: Some(3),
+        reset_after: Some(2),
+        rotate_faults: true,
+        fault_connections: 2,
+        ..Faults::default()
+    };
+    let (gate_sender, gate) = std::sync::mpsc::channel();
+    let source = GatedSource {
+        gate,
+        opened: false,
+        messages: VecSource::new(tickers(6)),
+    };
+    let running = start_source(Box::new(source), faulty(faults));
+    // Declared after `running`, so dropped before it: the pacer is never left at the gate.
+    let gate = gate_sender;
+    let mut first = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    first.run_until("first open", |c| c.opened);
+    let mut second = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    second.run_until("second open", |c| c.opened);
+    gate.send(()).unwrap();
+    first.run_to_close("rotate_faults, first connection");
+    let (code, error) = first.closed.take().unwrap();
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(code, Some(1000), "the first connection is closed");
+    assert_eq!(first.messages.len(), 3);
+    second.run_to_close("rotate_faults, second connection");
+    let (code, _) = second.closed.take().unwrap();
+    assert_eq!(code, None, "the second connection is reset: no close frame");
+    assert_eq!(second.messages.len(), 2);
+}
+
+#[test]
 fn stall_after_goes_silent_then_resumes() {
     // Ten messages 50 ms apart, then the last one 1.5 s later; the stall starts after the
     // third message and lasts 300 ms, so at least the next few are lost, and the last one,

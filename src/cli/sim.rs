@@ -130,6 +130,10 @@ pub struct SimArgs {
     /// long as the run lasts.
     #[arg(long, value_name = "N")]
     rest_error_every: Option<u32>,
+    /// Fault: each faulty connection gets one of --stall-after, --close-after and --reset-after,
+    /// in turn by connection (with a large --fault-connections, every kind again and again).
+    #[arg(long)]
+    rotate_faults: bool,
     /// Fault: wait this long before answering a TLS handshake.
     #[arg(long, value_name = "MS")]
     handshake_delay_ms: Option<u64>,
@@ -314,6 +318,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         skip_depth_after: args.skip_depth_after,
         rest_errors: args.rest_errors,
         rest_error_every: args.rest_error_every,
+        rotate_faults: args.rotate_faults,
         handshake_delay: args.handshake_delay_ms.map(Duration::from_millis),
         wrong_host_cert: args.wrong_host_cert,
         ignore_requests: args.ignore_requests,
@@ -412,6 +417,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
                 ("--skip-depth-after", args.skip_depth_after.is_some()),
                 ("--rest-errors", args.rest_errors != 0),
                 ("--rest-error-every", args.rest_error_every.is_some()),
+                ("--rotate-faults", args.rotate_faults),
                 ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
                 ("--wrong-host-cert", args.wrong_host_cert),
                 ("--ignore-requests", args.ignore_requests),
@@ -438,6 +444,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
                 ("--skip-depth-after", args.skip_depth_after.is_some()),
                 ("--rest-errors", args.rest_errors != 0),
                 ("--rest-error-every", args.rest_error_every.is_some()),
+                ("--rotate-faults", args.rotate_faults),
                 ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
                 ("--wrong-host-cert", args.wrong_host_cert),
                 ("--ignore-requests", args.ignore_requests),

@@ -78,6 +78,11 @@ pub struct Faults {
     pub ignore_requests: bool,
     /// How many connections the connection faults apply to.
     pub fault_connections: u32,
+    /// Each faulty connection gets one of the configured `stall_after`, `close_after` and
+    /// `reset_after` faults rather than all of them, in turn by upgrade order (connection 0 the
+    /// first configured of the three, connection 1 the next, ...): with `fault_connections`
+    /// large, a soak test meets every kind again and again on one simulator.
+    pub rotate_faults: bool,
 }
 
 impl Default for Faults {
@@ -94,6 +99,7 @@ impl Default for Faults {
             rest_error_every: None,
             handshake_delay: None,
             wrong_host_cert: false,
+            rotate_faults: false,
             ignore_requests: false,
             fault_connections: 1,
         }
