@@ -668,6 +668,18 @@ fn rest_errors_fail_the_first_requests_with_503() {
 }
 
 #[test]
+fn rest_error_every_fails_every_nth_request_for_good() {
+    let source = BookSource(VecSource::new(vec![]));
+    let running = start_source(Box::new(source), |options| {
+        options.faults.rest_error_every = Some(3)
+    });
+    let statuses: Vec<u16> = (0..7)
+        .map(|_| get(&running.sim, "/fapi/v1/depth?symbol=BTCUSDT&limit=5").status)
+        .collect();
+    assert_eq!(statuses, [200, 200, 503, 200, 200, 503, 200]);
+}
+
+#[test]
 fn a_broken_client_closes_only_its_own_connection() {
     let source = BookSource(VecSource::new(vec![]));
     let running = start_source(Box::new(source), |_| {});
@@ -732,6 +744,42 @@ fn reset_after_ends_the_connection_without_a_close_frame() {
         "{error:?}"
     );
     assert_eq!(client.messages, raw_bytes(&tickers(2)));
+}
+
+#[test]
+fn rotate_faults_gives_each_connection_one_fault_in_turn() {
+    // Without the rotation both connections would be reset after 2 messages (the reset comes
+    // first); with it the first is closed after 3 and only the second is reset.
+    let faults = Faults {
+        close_after: Some(3),
+        reset_after: Some(2),
+        rotate_faults: true,
+        fault_connections: 2,
+        ..Faults::default()
+    };
+    let (gate_sender, gate) = std::sync::mpsc::channel();
+    let source = GatedSource {
+        gate,
+        opened: false,
+        messages: VecSource::new(tickers(6)),
+    };
+    let running = start_source(Box::new(source), faulty(faults));
+    // Declared after `running`, so dropped before it: the pacer is never left at the gate.
+    let gate = gate_sender;
+    let mut first = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    first.run_until("first open", |c| c.opened);
+    let mut second = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    second.run_until("second open", |c| c.opened);
+    gate.send(()).unwrap();
+    first.run_to_close("rotate_faults, first connection");
+    let (code, error) = first.closed.take().unwrap();
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(code, Some(1000), "the first connection is closed");
+    assert_eq!(first.messages.len(), 3);
+    second.run_to_close("rotate_faults, second connection");
+    let (code, _) = second.closed.take().unwrap();
+    assert_eq!(code, None, "the second connection is reset: no close frame");
+    assert_eq!(second.messages.len(), 2);
 }
 
 #[test]

@@ -126,6 +126,14 @@ pub struct SimArgs {
     /// Fault: the first K REST depth requests fail with HTTP 503.
     #[arg(long, default_value_t = 0, value_name = "K")]
     rest_errors: u32,
+    /// Fault: every Nth REST depth request fails with HTTP 503 (counting from the first), for as
+    /// long as the run lasts.
+    #[arg(long, value_name = "N")]
+    rest_error_every: Option<u32>,
+    /// Fault: each faulty connection gets one of --stall-after, --close-after and --reset-after,
+    /// in turn by connection (with a large --fault-connections, every kind again and again).
+    #[arg(long)]
+    rotate_faults: bool,
     /// Fault: wait this long before answering a TLS handshake.
     #[arg(long, value_name = "MS")]
     handshake_delay_ms: Option<u64>,
@@ -309,6 +317,8 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         fragment_into: args.fragment_into,
         skip_depth_after: args.skip_depth_after,
         rest_errors: args.rest_errors,
+        rest_error_every: args.rest_error_every,
+        rotate_faults: args.rotate_faults,
         handshake_delay: args.handshake_delay_ms.map(Duration::from_millis),
         wrong_host_cert: args.wrong_host_cert,
         ignore_requests: args.ignore_requests,
@@ -322,7 +332,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let sim = Sim::start(options, source)?;
+    let mut sim = Sim::start(options, source)?;
     let addr = sim.addr();
     eprintln!("sim: listening on {addr} (WebSocket and REST over TLS)");
     eprintln!("sim: CA certificate: {}", sim.ca_pem_path().display());
@@ -339,8 +349,10 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
             break;
         }
     }
+    // Stopped first, so that the count is final: the pacer sends nothing after it, and a soak
+    // test compares it with what the client received.
+    sim.stop();
     let stats = sim.stats();
-    drop(sim);
     eprintln!(
         "sim: {} connections, {} messages sent",
         stats.connections_accepted, stats.messages_sent
@@ -404,6 +416,8 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
                 ("--fragment-into", args.fragment_into.is_some()),
                 ("--skip-depth-after", args.skip_depth_after.is_some()),
                 ("--rest-errors", args.rest_errors != 0),
+                ("--rest-error-every", args.rest_error_every.is_some()),
+                ("--rotate-faults", args.rotate_faults),
                 ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
                 ("--wrong-host-cert", args.wrong_host_cert),
                 ("--ignore-requests", args.ignore_requests),
@@ -429,6 +443,8 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
                 ("--fragment-into", args.fragment_into.is_some()),
                 ("--skip-depth-after", args.skip_depth_after.is_some()),
                 ("--rest-errors", args.rest_errors != 0),
+                ("--rest-error-every", args.rest_error_every.is_some()),
+                ("--rotate-faults", args.rotate_faults),
                 ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
                 ("--wrong-host-cert", args.wrong_host_cert),
                 ("--ignore-requests", args.ignore_requests),

@@ -37,9 +37,9 @@ pub enum Start {
 pub use tickwire::strategy::stamps::Stamp;
 
 /// Fault injection, all off by default. Connection faults (everything but `rest_errors`,
-/// `handshake_delay` and `wrong_host_cert`) apply to the first `fault_connections` WebSocket
-/// connections, counted in the order their upgrade completed, so that a client that reconnects
-/// eventually gets a clean connection. Message counts are data messages sent on that connection.
+/// `rest_error_every`, `handshake_delay` and `wrong_host_cert`) apply to the first
+/// `fault_connections` WebSocket connections, counted in the order their upgrade completed, so
+/// that a client that reconnects eventually gets a clean connection. Message counts are data messages sent on that connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Faults {
     /// After N data messages, a close frame with code 1000, then the TCP close.
@@ -63,6 +63,10 @@ pub struct Faults {
     pub skip_depth_after: Option<u64>,
     /// The first K REST depth requests are answered 503 with a JSON error body.
     pub rest_errors: u32,
+    /// Every Nth REST depth request (counting from the first, those failed by `rest_errors`
+    /// included; 0: none) is answered 503 as well: a REST error that comes back for as long as
+    /// the run lasts, for soak tests.
+    pub rest_error_every: Option<u32>,
     /// Each of the first `fault_connections` accepted TCP connections (WebSocket or REST: the
     /// kind is unknown before the handshake) waits this long before the TLS handshake starts.
     pub handshake_delay: Option<Duration>,
@@ -74,6 +78,11 @@ pub struct Faults {
     pub ignore_requests: bool,
     /// How many connections the connection faults apply to.
     pub fault_connections: u32,
+    /// Each faulty connection gets one of the configured `stall_after`, `close_after` and
+    /// `reset_after` faults rather than all of them, in turn by upgrade order (connection 0 the
+    /// first configured of the three, connection 1 the next, ...): with `fault_connections`
+    /// large, a soak test meets every kind again and again on one simulator.
+    pub rotate_faults: bool,
 }
 
 impl Default for Faults {
@@ -87,8 +96,10 @@ impl Default for Faults {
             fragment_into: None,
             skip_depth_after: None,
             rest_errors: 0,
+            rest_error_every: None,
             handshake_delay: None,
             wrong_host_cert: false,
+            rotate_faults: false,
             ignore_requests: false,
             fault_connections: 1,
         }

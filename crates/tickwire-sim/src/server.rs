@@ -411,6 +411,8 @@ struct Counters {
     websocket_connections: AtomicU64,
     rest_requests: AtomicU64,
     rest_errors_served: AtomicU32,
+    /// Depth requests answered or failed, for `Faults::rest_error_every`.
+    rest_depth_requests: AtomicU64,
     messages_pulled: AtomicU64,
     messages_unsubscribed: AtomicU64,
     stamps_pushed: AtomicU64,
@@ -697,13 +699,24 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
         }
     };
     let rest_errors = shared.settings.faults.rest_errors;
-    let fail = shared
+    let first_errors = shared
         .counters
         .rest_errors_served
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |served| {
             (served < rest_errors).then_some(served + 1)
         })
         .is_ok();
+    let depth_request = shared
+        .counters
+        .rest_depth_requests
+        .fetch_add(1, Ordering::Relaxed)
+        + 1;
+    let every_error = shared
+        .settings
+        .faults
+        .rest_error_every
+        .is_some_and(|every| every > 0 && depth_request % u64::from(every) == 0);
+    let fail = first_errors || every_error;
     if fail {
         return http::json_error(
             503,
@@ -1246,6 +1259,23 @@ fn post_send_faults(conn: &Conn, out: &mut Outbound, faults: &Faults) {
         return;
     }
     let sent = out.data_sent;
+    // With `rotate_faults`, the one of stall, close and reset that is this connection's turn.
+    let turn = faults.rotate_faults.then(|| {
+        let configured = [
+            faults.stall_after.is_some(),
+            faults.close_after.is_some(),
+            faults.reset_after.is_some(),
+        ];
+        let count = configured.iter().filter(|&&set| set).count().max(1) as u64;
+        let nth = (conn.stats.index % count) as usize;
+        configured
+            .iter()
+            .enumerate()
+            .filter(|(_, &set)| set)
+            .nth(nth)
+            .map_or(usize::MAX, |(kind, _)| kind)
+    });
+    let mine = |kind: usize| turn.is_none_or(|turn| turn == kind);
     if let Some((after, size_bytes)) = faults.oversized_after {
         if !out.done.oversized && sent >= after {
             out.done.oversized = true;
@@ -1262,20 +1292,20 @@ fn post_send_faults(conn: &Conn, out: &mut Outbound, faults: &Faults) {
         }
     }
     if let Some((after, duration)) = faults.stall_after {
-        if !out.done.stall && sent >= after {
+        if mine(0) && !out.done.stall && sent >= after {
             out.done.stall = true;
             out.stall_until = Some(later(Instant::now(), duration));
         }
     }
     if let Some(after) = faults.close_after {
-        if !out.done.close && sent >= after {
+        if mine(1) && !out.done.close && sent >= after {
             out.done.close = true;
             conn.start_close(out, 1000, "close_after fault");
             return;
         }
     }
     if let Some(after) = faults.reset_after {
-        if !out.done.reset && sent >= after {
+        if mine(2) && !out.done.reset && sent >= after {
             out.done.reset = true;
             conn.reset(out);
         }

@@ -130,10 +130,21 @@ pub struct RingsConfig {
 impl Default for RingsConfig {
     fn default() -> Self {
         Self {
-            // Twice the default largest message (net.max_message_bytes, 16 MiB) and then some:
-            // a frame may take at most half the ring.
-            frame_ring_bytes: 64 * 1024 * 1024,
-            event_ring_slots: 65_536,
+            // Sized to their purpose rather than to the most a ring could ever be asked to hold,
+            // because a ring is touched in full at start (`ring::prefault`) and stays resident
+            // (issue 24: 64 MiB and 4 MiB rings took the appliance from 16 MB to 85 MB).
+            //
+            // Frames: four times the default largest message (net.max_message_bytes, 256 KiB;
+            // a frame may take at most half the ring, and a Databento chunk can be that large),
+            // or some 80 ms of a 50,000 messages/s Binance feed of ~250-byte messages, far more
+            // than a decoder that keeps up ever finds waiting (`tickwire_ring_high_water`).
+            frame_ring_bytes: 1024 * 1024,
+            // Events: the largest snapshot a book makes at once (a 1,000-level Binance depth
+            // snapshot is 2,000 levels; the decoder holds a snapshot back until the ring has room
+            // for all of it) four times over, or a Databento chunk of 64 KiB of MBO records
+            // (1,170 events) with the decoder's spare room (`EVENT_ROOM_PER_BATCH`) beside it.
+            // 512 KiB.
+            event_ring_slots: 8_192,
         }
     }
 }
@@ -231,10 +242,19 @@ impl Default for NetConfig {
             connect_timeout_ms: 5_000,
             max_connections: 64,
             recv_buffer_bytes: 64 * 1024,
-            recv_buffers: 64,
+            // The provided buffers are mapped and touched at start (1 MiB here): 16 reads of up
+            // to 64 KiB each can complete between two rounds of the network thread before the
+            // kernel runs out (it then ends the multishot receive, which the engine re-arms).
+            // 64 of them took 4 MiB of resident memory for a handful of connections (issue 24).
+            recv_buffers: 16,
             rcvbuf_bytes: None,
             busy_poll_us: None,
-            max_message_bytes: 16 * 1024 * 1024,
+            // The largest message any venue kind sends, with room to spare: Binance's market
+            // streams send a few KB at most (a depth diff of a few hundred levels), Thalex's
+            // book snapshots tens of KB, and Databento's raw stream is handed over in chunks of
+            // at most the network stage's 256 KiB plaintext buffer, which the frame ring must
+            // take anyway. A venue that sends more is told with close code 1009.
+            max_message_bytes: 256 * 1024,
         }
     }
 }

@@ -28,12 +28,20 @@ use crate::venue::feed::{
 use std::ops::Range;
 
 /// Free event slots the decoder wants before it decodes another batch in the same round (a
-/// frame may become many events: a depth diff is one per level).
+/// frame may become many events: a depth diff is one per level), or half the event ring if that
+/// is less: a ring of 4,096 slots or fewer would otherwise never have the room, and the decoder
+/// would take one frame a round.
 const EVENT_ROOM_PER_BATCH: usize = 4096;
 /// The longest the decoder defers its control work (snapshot requests and replies, disconnects)
 /// while frames keep filling whole batches. Far below a REST round trip, so a book's sync is never
 /// held back by it, and far above a batch's decoding time, so a backlog is not interrupted often.
 const CONTROL_MAX_DEFER_NS: u64 = 1_000_000;
+/// The longest a snapshot reply waits for room in the event ring (see `DecoderStage::poll`):
+/// far longer than a strategy that keeps up takes to drain a full ring, and short beside the
+/// REST round trip the book already waited. Past it the reply goes in anyway, and whatever does
+/// not fit is lost and marked by a `RingOverflow` gap, as before the wait existed: a ring smaller
+/// than one snapshot, or a strategy that has stopped, must not hold every book back for good.
+const SNAPSHOT_HOLD_MAX_NS: u64 = 10_000_000;
 
 /// Work the control thread hands the decoder thread.
 #[derive(Debug)]
@@ -72,6 +80,13 @@ pub(super) struct DecoderStage {
     clock: Clock,
     snapshot_requests: ring::Producer<SnapshotRequest>,
     snapshot_replies: ring::Consumer<Box<SnapshotReply>>,
+    /// A snapshot reply taken from its ring that waits for room in the event ring, and since
+    /// when.
+    held_snapshot: Option<(Box<SnapshotReply>, u64)>,
+    /// Slots in the event ring.
+    events_capacity: usize,
+    /// `EVENT_ROOM_PER_BATCH`, or half the event ring if that is less.
+    event_room_per_batch: usize,
     malformed: ring::Producer<MalformedSample>,
     /// Disconnections (gaps due) and status events from the control thread.
     commands: ring::Consumer<DecoderCommand>,
@@ -135,6 +150,7 @@ impl DecoderStage {
             })
             .unzip();
         let (event_counts, venue_events) = EventCounts::new(feeds.len());
+        let events_capacity = rings.events.capacity();
         let stage = DecoderStage {
             frames: rings.frames,
             events: rings.events,
@@ -147,6 +163,9 @@ impl DecoderStage {
             clock,
             snapshot_requests: rings.snapshot_requests,
             snapshot_replies: rings.snapshot_replies,
+            held_snapshot: None,
+            events_capacity,
+            event_room_per_batch: EVENT_ROOM_PER_BATCH.min(events_capacity / 2),
             malformed: rings.malformed,
             commands: rings.commands,
             last_control_ns: 0,
@@ -230,6 +249,7 @@ impl StagePoll for DecoderStage {
         let traffic = &mut self.traffic;
         let batch_recv_ns = &mut self.batch_recv_ns;
         let events_per_frame = &mut self.events_per_frame;
+        let event_room_per_batch = self.event_room_per_batch;
         let mut publication = Publication {
             marks: &mut self.publish_marks,
             published: &mut self.published,
@@ -249,13 +269,13 @@ impl StagePoll for DecoderStage {
         // frame ring overflow.
         for round in 0..BATCHES_PER_POLL {
             // No more frames than the event ring has room for at the rate the last batch made
-            // events, `EVENT_ROOM_PER_BATCH` kept spare: a WebSocket frame makes one event or a
+            // events, `event_room_per_batch` kept spare: a WebSocket frame makes one event or a
             // few dozen, a raw byte stream's chunk (Databento's 64 KiB of DBN) a thousand, and 64
             // such chunks would overrun a ring that a strategy on the same thread cannot drain
             // before this round ends. The first batch of a round takes at least one frame, so
             // that a ring smaller than the spare room, or a frame that made more events than the
             // ring holds, never stops decoding for good.
-            let room = sink.free_slots().saturating_sub(EVENT_ROOM_PER_BATCH);
+            let room = sink.free_slots().saturating_sub(event_room_per_batch);
             let mut frames = (room / (*events_per_frame).max(1)).min(EVENT_BATCH);
             if round == 0 {
                 frames = frames.max(1);
@@ -303,7 +323,7 @@ impl StagePoll for DecoderStage {
                     .record(now_ns.saturating_sub(recv_ts_ns));
             }
             caught_up = batch < frames;
-            if caught_up || sink.free_slots() < EVENT_ROOM_PER_BATCH {
+            if caught_up || sink.free_slots() < event_room_per_batch {
                 break;
             }
             sink.publish();
@@ -331,7 +351,29 @@ impl StagePoll for DecoderStage {
         self.receive_to_decoded.flush_if_requested();
         if caught_up || now_ns.saturating_sub(self.last_control_ns) >= CONTROL_MAX_DEFER_NS {
             self.last_control_ns = now_ns;
-            while let Some(reply) = self.snapshot_replies.try_pop() {
+            // A snapshot makes one event per level at once, and a venue's books all ask for
+            // theirs together at start and after a reconnect: ten 1,000-level Binance books make
+            // 20,000 events in one go (issue 24). So a reply waits here, the later ones behind it
+            // in order, until the event ring has room for all of its events (or is empty, for
+            // one larger than the ring), and the ring need hold only the largest snapshot rather
+            // than every book's together; for at most `SNAPSHOT_HOLD_MAX_NS`.
+            loop {
+                let (reply, held_since_ns) = match self.held_snapshot.take() {
+                    Some(held) => held,
+                    None => match self.snapshot_replies.try_pop() {
+                        Some(reply) => (reply, now_ns),
+                        None => break,
+                    },
+                };
+                let events = feeds
+                    .get(reply.venue as usize)
+                    .map_or(0, |feed| feed.snapshot_events(&reply));
+                if sink.free_slots() < events.min(self.events_capacity)
+                    && now_ns.saturating_sub(held_since_ns) < SNAPSHOT_HOLD_MAX_NS
+                {
+                    self.held_snapshot = Some((reply, held_since_ns));
+                    break;
+                }
                 control += 1;
                 if let Some(feed) = feeds.get_mut(reply.venue as usize) {
                     feed.on_snapshot(*reply, now_ns, &mut sink);
@@ -468,9 +510,13 @@ mod tests {
 
     impl Bench {
         fn new() -> Bench {
+            Bench::with_event_slots(1 << 16)
+        }
+
+        fn with_event_slots(event_ring_slots: usize) -> Bench {
             let rings = Rings::new(&RingsConfig {
                 frame_ring_bytes: 1 << 20,
-                event_ring_slots: 1 << 16,
+                event_ring_slots,
             });
             let snapshots = Arc::new(AtomicUsize::new(0));
             let feed = OneBook {
@@ -524,6 +570,217 @@ mod tests {
         }
     }
 
+    /// A feed that writes one `BookLevel` event per level of each snapshot it is handed, the
+    /// snapshot's `recv_ts_ns` as the event's `venue_seq` and the level's index as its size,
+    /// so that a reader can tell whether every snapshot arrived whole and in order.
+    struct LevelsOut {
+        snapshots: Arc<AtomicUsize>,
+    }
+
+    impl Feed for LevelsOut {
+        fn on_message(
+            &mut self,
+            _conn: ConnId,
+            _recv_ts_ns: u64,
+            _payload: &[u8],
+            _sink: &mut EventSink<'_>,
+        ) {
+        }
+
+        fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>) {
+            self.snapshots.fetch_add(1, Ordering::Relaxed);
+            let Ok(snapshot) = reply.result else {
+                return;
+            };
+            let mut header = crate::venue::feed::own_header(reply.venue, reply.instrument, now_ns);
+            header.venue_seq = reply.recv_ts_ns;
+            for (index, &(price, _)) in snapshot.bids.iter().enumerate() {
+                let level = crate::event::BookLevel::new(
+                    crate::event::Side::Bid,
+                    price,
+                    crate::fixed::Fixed(index as i64),
+                );
+                sink.push(Event::new(header, crate::event::Body::BookLevel(level)));
+            }
+        }
+
+        fn snapshot_requests(&mut self, _now_ns: u64, _request: &mut dyn FnMut(SnapshotRequest)) {}
+
+        fn on_disconnect(
+            &mut self,
+            _conn: ConnId,
+            _instruments: Range<InstrumentId>,
+            _now_ns: u64,
+            _sink: &mut EventSink<'_>,
+        ) {
+        }
+
+        fn take_malformed(&mut self) -> Option<MalformedSample> {
+            None
+        }
+
+        fn take_reply(&mut self) -> Option<VenueReply> {
+            None
+        }
+
+        fn emit_books(
+            &mut self,
+            _instrument: InstrumentId,
+            _now_ns: u64,
+            _sink: &mut EventSink<'_>,
+        ) -> usize {
+            0
+        }
+    }
+
+    /// A decoder stage with a `LevelsOut` feed and an event ring of `event_slots`: the stage,
+    /// its snapshot reply producer, the strategy's ends and the count of snapshots handed over.
+    fn levels_bench(
+        event_slots: usize,
+    ) -> (
+        DecoderStage,
+        ControlEnds,
+        StrategyEnds,
+        Arc<AtomicUsize>,
+        FrameProducer,
+    ) {
+        let rings = Rings::new(&RingsConfig {
+            frame_ring_bytes: 1 << 16,
+            event_ring_slots: event_slots,
+        });
+        let snapshots = Arc::new(AtomicUsize::new(0));
+        let feed = LevelsOut {
+            snapshots: snapshots.clone(),
+        };
+        let (stage, _readers) = DecoderStage::new(
+            Clock::monotonic(),
+            vec![Box::new(feed)],
+            vec![0],
+            None,
+            rings.decoder,
+        )
+        .expect("the histogram's bounds are valid");
+        (
+            stage,
+            rings.control,
+            rings.strategy,
+            snapshots,
+            rings.net.frames,
+        )
+    }
+
+    /// A snapshot reply for `LevelsOut`: `levels` bids, `id` as its `recv_ts_ns`.
+    fn levels_reply(id: u64, levels: usize) -> Box<SnapshotReply> {
+        let one = crate::fixed::Fixed::from_units(1).expect("1 fits");
+        Box::new(SnapshotReply {
+            venue: 0,
+            instrument: 0,
+            result: Ok(DepthSnapshot {
+                last_update_id: id,
+                bids: vec![(one, one); levels],
+                asks: Vec::new(),
+            }),
+            recv_ts_ns: id,
+        })
+    }
+
+    /// Replies that make far more events together than the event ring holds (six snapshots of
+    /// 400 levels, 1,024 slots) are held back until the strategy makes room: every snapshot
+    /// reaches the strategy whole and in order, and nothing is lost (a lost event would show as
+    /// a hole in a snapshot's levels, and the sink would write a `RingOverflow` gap).
+    #[test]
+    fn snapshots_wait_for_room_in_the_event_ring_and_arrive_whole_and_in_order() {
+        const SNAPSHOTS: u64 = 6;
+        const LEVELS: usize = 400;
+        let (mut stage, mut control, mut strategy, snapshots, _frames) = levels_bench(1024);
+        assert_eq!(strategy.events.capacity(), 1024);
+        for id in 1..=SNAPSHOTS {
+            assert!(control
+                .snapshot_replies
+                .try_push(levels_reply(id, LEVELS))
+                .is_ok());
+        }
+        let mut received = Vec::new();
+        let mut held_at_least_once = false;
+        // Each round delivers what fits and the strategy then drains the ring, as its thread
+        // would; twice the snapshots in rounds is more than enough.
+        for _ in 0..2 * SNAPSHOTS {
+            stage.poll();
+            held_at_least_once |= stage.held_snapshot.is_some();
+            while let Some(event) = strategy.events.try_pop() {
+                received.push(event);
+            }
+        }
+        assert!(
+            held_at_least_once,
+            "the ring is too small for all of them at once"
+        );
+        assert_eq!(snapshots.load(Ordering::Relaxed), SNAPSHOTS as usize);
+        let expected: Vec<(u64, i64)> = (1..=SNAPSHOTS)
+            .flat_map(|id| (0..LEVELS as i64).map(move |index| (id, index)))
+            .collect();
+        let got: Vec<(u64, i64)> = received
+            .iter()
+            .map(|event| {
+                let crate::event::Body::BookLevel(level) = event.body() else {
+                    panic!("only levels were written, got {:?}", event.body());
+                };
+                (event.header.venue_seq, level.size.0)
+            })
+            .collect();
+        assert_eq!(got, expected);
+    }
+
+    /// A snapshot larger than the whole event ring can never find room while anything sits in
+    /// the ring: it waits at most `SNAPSHOT_HOLD_MAX_NS`, then goes in (what does not fit is
+    /// lost and marked by a gap), and the replies behind it are not held back for good.
+    #[test]
+    fn a_snapshot_larger_than_the_event_ring_is_held_for_a_bounded_time() {
+        let (mut stage, mut control, mut strategy, snapshots, _frames) = levels_bench(1024);
+        for reply in [
+            levels_reply(1, 1),
+            levels_reply(2, 1500),
+            levels_reply(3, 1),
+        ] {
+            assert!(control.snapshot_replies.try_push(reply).is_ok());
+        }
+        stage.poll();
+        assert_eq!(
+            snapshots.load(Ordering::Relaxed),
+            1,
+            "the small one went in"
+        );
+        assert!(
+            stage.held_snapshot.is_some(),
+            "the large one waits while the ring holds the small one's event"
+        );
+        stage.poll();
+        assert_eq!(snapshots.load(Ordering::Relaxed), 1, "and still waits");
+        std::thread::sleep(Duration::from_nanos(2 * SNAPSHOT_HOLD_MAX_NS));
+        stage.poll();
+        assert_eq!(
+            snapshots.load(Ordering::Relaxed),
+            2,
+            "the large one went in once the wait ran out"
+        );
+        // The last one waits for room: the large one filled the ring.
+        while strategy.events.try_pop().is_some() {}
+        stage.poll();
+        assert_eq!(
+            snapshots.load(Ordering::Relaxed),
+            3,
+            "the one behind it followed"
+        );
+        let mut gaps = 0;
+        while let Some(event) = strategy.events.try_pop() {
+            if let crate::event::Body::Gap(gap) = event.body() {
+                assert_eq!(gap.reason(), crate::event::GapReason::RingOverflow);
+                gaps += 1;
+            }
+        }
+        assert_eq!(gaps, 1, "the loss is marked by one gap");
+    }
+
     /// A network stage that blocks until data arrives hands the decoder a frame in every round
     /// while the stream flows: the snapshot request and reply must still pass at once, not wait
     /// for a round without frames (which an evenly paced stream may not give for seconds).
@@ -544,6 +801,17 @@ mod tests {
             1,
             "the reply reached the feed in the next round"
         );
+    }
+
+    /// An event ring smaller than `EVENT_ROOM_PER_BATCH` still lets the decoder take a whole
+    /// batch of frames a round, not one frame at a time.
+    #[test]
+    fn a_small_event_ring_still_takes_whole_batches() {
+        let mut bench = Bench::with_event_slots(1024);
+        bench.receive(EVENT_BATCH);
+        assert!(bench.stage.poll());
+        let left = bench.stage.frames.drain(EVENT_BATCH, |_, _| {});
+        assert_eq!(left, 0, "one round took every frame");
     }
 
     /// During a backlog (every round drains a whole batch) the control work waits at most

@@ -100,15 +100,20 @@ impl Shared {
 }
 
 /// Creates a frame ring of `capacity_bytes`, rounded up to a power of two of at least
-/// [`MIN_CAPACITY_BYTES`]. The buffer is zeroed, which also faults its pages in now rather than
-/// on the hot path.
+/// [`MIN_CAPACITY_BYTES`]. The buffer is zeroed and every page of it touched now
+/// ([`super::prefault`]): a zeroed allocation is not yet memory, and the ring would otherwise
+/// fault its pages in on the hot path, one at a time, the first time the producer reaches each.
 pub fn frame_ring(capacity_bytes: usize) -> (FrameProducer, FrameConsumer) {
     let capacity = capacity_bytes.max(MIN_CAPACITY_BYTES).next_power_of_two();
     let buffer: Box<[u64]> = vec![0u64; capacity / 8].into_boxed_slice();
+    let base = Box::into_raw(buffer).cast::<u8>();
+    // SAFETY: `base` is the `capacity`-byte buffer just leaked, zeroed, and seen by no other
+    // thread yet; writing zeros keeps it zeroed.
+    unsafe { super::prefault(base, capacity) };
     let shared = Arc::new(Shared {
         head: CachePadded::new(AtomicUsize::new(0)),
         tail: CachePadded::new(AtomicUsize::new(0)),
-        base: Box::into_raw(buffer).cast::<u8>(),
+        base,
         capacity,
     });
     let counters = Arc::new(Counters::default());

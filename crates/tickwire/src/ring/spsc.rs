@@ -75,14 +75,20 @@ impl<T> Drop for Shared<T> {
     }
 }
 
-/// Creates a ring with `capacity` slots, rounded up to a power of two (at least 1).
+/// Creates a ring with `capacity` slots, rounded up to a power of two (at least 1). Every page of
+/// the slots is touched now ([`super::prefault`]), so that the resident set is reached here and
+/// the producer never takes a page fault on a slot it reaches for the first time.
 pub fn ring<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     let capacity = capacity.max(1).next_power_of_two();
     let slots: Box<[MaybeUninit<T>]> = (0..capacity).map(|_| MaybeUninit::uninit()).collect();
+    let slots = Box::into_raw(slots).cast::<MaybeUninit<T>>();
+    // SAFETY: `slots` is the allocation of `capacity` slots just leaked, seen by no other thread
+    // yet; the slots are uninitialised, so a zero byte in them breaks nothing.
+    unsafe { super::prefault(slots.cast::<u8>(), capacity * std::mem::size_of::<T>()) };
     let shared = Arc::new(Shared {
         head: CachePadded::new(AtomicUsize::new(0)),
         tail: CachePadded::new(AtomicUsize::new(0)),
-        slots: Box::into_raw(slots).cast::<MaybeUninit<T>>(),
+        slots,
         mask: capacity - 1,
     });
     let counters = Arc::new(Counters::default());

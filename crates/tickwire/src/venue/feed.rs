@@ -614,6 +614,18 @@ pub trait Feed: Send {
     /// A snapshot the feed asked for arrived (or failed).
     fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>);
 
+    /// At most how many events [`Feed::on_snapshot`] would write for `reply` now: the decoder
+    /// stage holds a reply back until the event ring has room for them all. This default counts
+    /// the snapshot's levels and the few events around them (its begin and end markers, the
+    /// quote after it); a feed that also replays what it buffered adds that.
+    fn snapshot_events(&self, reply: &SnapshotReply) -> usize {
+        const AROUND: usize = 4;
+        match &reply.result {
+            Ok(snapshot) => snapshot.bids.len() + snapshot.asks.len() + AROUND,
+            Err(_) => AROUND,
+        }
+    }
+
     /// Snapshots the feed needs now; called once per decoder round.
     fn snapshot_requests(&mut self, now_ns: u64, request: &mut dyn FnMut(SnapshotRequest));
 

@@ -548,6 +548,23 @@ impl Feed for BinanceFeed {
         self.count_book(before, after);
     }
 
+    fn snapshot_events(&self, reply: &SnapshotReply) -> usize {
+        // The snapshot's levels between its begin and end markers and the quote after it, then
+        // each buffered diff replayed: one event per level and a quote.
+        const AROUND: usize = 4;
+        let levels = reply
+            .result
+            .as_ref()
+            .map_or(0, |snapshot| snapshot.bids.len() + snapshot.asks.len());
+        let index = reply.instrument.wrapping_sub(self.config.instrument_base) as usize;
+        let buffered = self
+            .books
+            .get(index)
+            .and_then(Option::as_ref)
+            .map_or(0, |book| book.buffered_levels() + book.buffered_diffs());
+        levels + buffered + AROUND
+    }
+
     fn snapshot_requests(&mut self, now_ns: u64, request: &mut dyn FnMut(SnapshotRequest)) {
         let venue = self.config.venue_id;
         for book in self.books.iter_mut().flatten() {

@@ -433,6 +433,11 @@ impl BookSync {
         self.buffer.diffs.len()
     }
 
+    /// Levels (bids and asks together) across the buffered diffs.
+    pub fn buffered_levels(&self) -> usize {
+        self.buffer.levels.len()
+    }
+
     /// Whether a snapshot request was handed out and not yet answered.
     pub fn snapshot_outstanding(&self) -> bool {
         self.snapshot_outstanding
