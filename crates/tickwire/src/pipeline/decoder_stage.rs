@@ -658,6 +658,7 @@ mod tests {
             vec![0],
             None,
             rings.decoder,
+            None,
         )
         .expect("the histogram's bounds are valid");
         (
