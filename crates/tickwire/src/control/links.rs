@@ -1070,7 +1070,9 @@ impl Venues {
                     }
                 }
                 Some(since) => {
-                    if last > since.saturating_sub(threshold) && now_ns - last <= threshold {
+                    if last > since.saturating_sub(threshold)
+                        && now_ns.saturating_sub(last) <= threshold
+                    {
                         shard.stale_since[index] = None;
                         self.counters[venue].recovered_streams += 1;
                         tracing::info!(
