@@ -441,9 +441,13 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    /// A feed with one book that wants one snapshot; it counts the snapshots it is handed.
+    /// A feed with one book that wants one snapshot; it counts the snapshots it is handed. With
+    /// `levels_out`, it writes one `BookLevel` event per level of each snapshot, the snapshot's
+    /// `recv_ts_ns` as the event's `venue_seq` and the level's index as its size, so that a
+    /// reader can tell whether every snapshot arrived whole and in order.
     struct OneBook {
         wants_snapshot: bool,
+        levels_out: bool,
         snapshots: Arc<AtomicUsize>,
     }
 
@@ -457,8 +461,21 @@ mod tests {
         ) {
         }
 
-        fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
+        fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>) {
             self.snapshots.fetch_add(1, Ordering::Relaxed);
+            let (true, Ok(snapshot)) = (self.levels_out, reply.result) else {
+                return;
+            };
+            let mut header = crate::venue::feed::own_header(reply.venue, reply.instrument, now_ns);
+            header.venue_seq = reply.recv_ts_ns;
+            for (index, &(price, _)) in snapshot.bids.iter().enumerate() {
+                let level = crate::event::BookLevel::new(
+                    crate::event::Side::Bid,
+                    price,
+                    crate::fixed::Fixed(index as i64),
+                );
+                sink.push(Event::new(header, crate::event::Body::BookLevel(level)));
+            }
         }
 
         fn snapshot_requests(&mut self, _now_ns: u64, request: &mut dyn FnMut(SnapshotRequest)) {
@@ -521,6 +538,7 @@ mod tests {
             let snapshots = Arc::new(AtomicUsize::new(0));
             let feed = OneBook {
                 wants_snapshot: true,
+                levels_out: false,
                 snapshots: snapshots.clone(),
             };
             let (stage, _readers) = DecoderStage::new(
@@ -570,70 +588,7 @@ mod tests {
         }
     }
 
-    /// A feed that writes one `BookLevel` event per level of each snapshot it is handed, the
-    /// snapshot's `recv_ts_ns` as the event's `venue_seq` and the level's index as its size,
-    /// so that a reader can tell whether every snapshot arrived whole and in order.
-    struct LevelsOut {
-        snapshots: Arc<AtomicUsize>,
-    }
-
-    impl Feed for LevelsOut {
-        fn on_message(
-            &mut self,
-            _conn: ConnId,
-            _recv_ts_ns: u64,
-            _payload: &[u8],
-            _sink: &mut EventSink<'_>,
-        ) {
-        }
-
-        fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>) {
-            self.snapshots.fetch_add(1, Ordering::Relaxed);
-            let Ok(snapshot) = reply.result else {
-                return;
-            };
-            let mut header = crate::venue::feed::own_header(reply.venue, reply.instrument, now_ns);
-            header.venue_seq = reply.recv_ts_ns;
-            for (index, &(price, _)) in snapshot.bids.iter().enumerate() {
-                let level = crate::event::BookLevel::new(
-                    crate::event::Side::Bid,
-                    price,
-                    crate::fixed::Fixed(index as i64),
-                );
-                sink.push(Event::new(header, crate::event::Body::BookLevel(level)));
-            }
-        }
-
-        fn snapshot_requests(&mut self, _now_ns: u64, _request: &mut dyn FnMut(SnapshotRequest)) {}
-
-        fn on_disconnect(
-            &mut self,
-            _conn: ConnId,
-            _instruments: Range<InstrumentId>,
-            _now_ns: u64,
-            _sink: &mut EventSink<'_>,
-        ) {
-        }
-
-        fn take_malformed(&mut self) -> Option<MalformedSample> {
-            None
-        }
-
-        fn take_reply(&mut self) -> Option<VenueReply> {
-            None
-        }
-
-        fn emit_books(
-            &mut self,
-            _instrument: InstrumentId,
-            _now_ns: u64,
-            _sink: &mut EventSink<'_>,
-        ) -> usize {
-            0
-        }
-    }
-
-    /// A decoder stage with a `LevelsOut` feed and an event ring of `event_slots`: the stage,
+    /// A decoder stage with a `OneBook` feed writing levels out and an event ring of `event_slots`: the stage,
     /// its snapshot reply producer, the strategy's ends and the count of snapshots handed over.
     fn levels_bench(
         event_slots: usize,
@@ -649,7 +604,9 @@ mod tests {
             event_ring_slots: event_slots,
         });
         let snapshots = Arc::new(AtomicUsize::new(0));
-        let feed = LevelsOut {
+        let feed = OneBook {
+            wants_snapshot: false,
+            levels_out: true,
             snapshots: snapshots.clone(),
         };
         let (stage, _readers) = DecoderStage::new(
@@ -670,7 +627,7 @@ mod tests {
         )
     }
 
-    /// A snapshot reply for `LevelsOut`: `levels` bids, `id` as its `recv_ts_ns`.
+    /// A snapshot reply for a `OneBook` writing levels out: `levels` bids, `id` as its `recv_ts_ns`.
     fn levels_reply(id: u64, levels: usize) -> Box<SnapshotReply> {
         let one = crate::fixed::Fixed::from_units(1).expect("1 fits");
         Box::new(SnapshotReply {
