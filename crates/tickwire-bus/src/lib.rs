@@ -23,5 +23,5 @@ pub use directory::DirectoryEntry;
 pub use layout::{Geometry, SnapshotRequest};
 pub use reader::{BusReader, ReadError, Start};
 pub use ring::{Batch, RingError};
-pub use shm::{group_id, lock_path, request_socket_path, BusError};
+pub use shm::{group_id, identity_at, lock_path, request_socket_path, BusError};
 pub use writer::{BusOptions, BusStats, BusWriter, DirectoryFull};

@@ -144,6 +144,11 @@ impl BusReader {
         self.mapping.word(offsets::STATE).load(Ordering::Acquire) == layout::STATE_CLOSED
     }
 
+    /// The identity (device, inode) of the file this reader maps.
+    pub fn identity(&self) -> (u64, u64) {
+        self.identity
+    }
+
     /// Whether the path now names another file (a restarted appliance made a new bus) or
     /// none (it was removed). A `stat`: call it when idle, not per read.
     pub fn replaced(&self) -> bool {

@@ -401,8 +401,9 @@ pub(crate) struct Opened {
     pub identity: (u64, u64),
 }
 
-/// The identity (device, inode) of the file at `path` now, `None` when there is none.
-pub(crate) fn identity_at(path: &Path) -> Option<(u64, u64)> {
+/// The identity (device, inode) of the file at `path` now, `None` when there is none: a bus
+/// at a path whose identity changed is another bus.
+pub fn identity_at(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path)
         .ok()
         .map(|metadata| (metadata.dev(), metadata.ino()))

@@ -27,7 +27,6 @@
 use crate::books::Books;
 use crate::directory::Directory;
 use crate::error::ClientError;
-use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -523,13 +522,12 @@ impl Client {
         }
     }
 
+    /// What the path names now: one `stat`.
     fn path_state(&self) -> PathState {
-        if !self.reader.replaced() {
-            return PathState::Same;
-        }
-        match std::fs::metadata(&self.path) {
-            Ok(metadata) => PathState::Replaced((metadata.dev(), metadata.ino())),
-            Err(_) => PathState::Removed,
+        match tickwire_bus::identity_at(&self.path) {
+            Some(identity) if identity == self.reader.identity() => PathState::Same,
+            Some(identity) => PathState::Replaced(identity),
+            None => PathState::Removed,
         }
     }
 
