@@ -568,7 +568,7 @@ fn several_semantic_errors_are_all_reported_in_line_order() {
         dir.path(),
         "tickwire.toml",
         "venues = [\"venue.toml\", \"venue.toml\"]\n\
-         [metrics]\nreport_interval_ms = 5\n\
+         [metrics]\nreport_interval_ms = 5\nlatency_digits = 4\n\
          [rings]\nframe_ring_bytes = 1000\nevent_ring_slots = 3000000000\n\
          [threads.net]\ncore = 9\nsched_fifo_priority = 0\npark_timeout_us = 0\n",
     );
@@ -606,6 +606,7 @@ api_key_env = "1BAD"
         [
             "venues[1]",
             "metrics.report_interval_ms",
+            "metrics.latency_digits",
             "rings.frame_ring_bytes",
             "rings.event_ring_slots",
             "threads.net.core",

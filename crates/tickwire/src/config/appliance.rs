@@ -106,6 +106,10 @@ pub struct MetricsConfig {
     pub listen: Option<SocketAddr>,
     /// How often the metrics thread snapshots counters and histograms.
     pub report_interval_ms: u64,
+    /// Significant decimal digits the latency histograms keep (2 or 3): 3 resolves a latency to
+    /// 0.1 %, 2 to 1 %. Each of the appliance's 15 histograms (three stages, five histograms in
+    /// circulation each) takes about 200 KiB at 3 digits and 28 KiB at 2.
+    pub latency_digits: u8,
 }
 
 impl Default for MetricsConfig {
@@ -113,6 +117,7 @@ impl Default for MetricsConfig {
         Self {
             listen: None,
             report_interval_ms: 10_000,
+            latency_digits: 3,
         }
     }
 }
@@ -210,6 +215,9 @@ const FRAME_RING_BYTES_MAX: usize = 1024 * 1024 * 1024;
 const EVENT_RING_SLOTS_MIN: usize = 1024;
 const EVENT_RING_SLOTS_MAX: usize = 16 * 1024 * 1024;
 const REPORT_INTERVAL_MS_MIN: u64 = 100;
+/// `metrics.latency_digits`: 1 digit is too coarse for a percentile worth reporting, and 4 would
+/// take 1.6 MiB per histogram.
+const LATENCY_DIGITS: std::ops::RangeInclusive<u8> = 2..=3;
 
 /// `[net]`: the network thread's I/O backend and its sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -703,6 +711,16 @@ pub(crate) fn validate(
                 "{} ms is too short; the minimum is {REPORT_INTERVAL_MS_MIN} ms, because every \
                  report snapshots and formats every metric",
                 raw.metrics.report_interval_ms
+            ),
+        ));
+    }
+    if !LATENCY_DIGITS.contains(&raw.metrics.latency_digits) {
+        problems.push(Problem::new(
+            KeyPath::dotted("metrics.latency_digits"),
+            format!(
+                "{} is not a supported precision; use 3 (0.1 %, the default) or 2 (1 %, 1/7 of \
+                 the memory)",
+                raw.metrics.latency_digits
             ),
         ));
     }

@@ -136,11 +136,12 @@ impl DecoderStage {
         bus: Option<tickwire_bus::BusWriter>,
         rings: DecoderEnds,
         control_wakeup: Option<crate::thread::ControlWakeup>,
+        latency_digits: u8,
     ) -> Result<(DecoderStage, DecoderReaders), metrics::HistogramError> {
         let (undecoded, frames_undecoded) = metrics::counter();
         let (books_served, books_served_reader) = metrics::counter();
         let (receive_to_decoded, receive_to_decoded_reader) =
-            metrics::latency("receive_to_decoded", HIGHEST_LATENCY_NS, 3)?;
+            metrics::latency("receive_to_decoded", HIGHEST_LATENCY_NS, latency_digits)?;
         let (traffic, venue_traffic): (Vec<_>, Vec<_>) = feeds
             .iter()
             .map(|_| {
@@ -548,6 +549,7 @@ mod tests {
                 None,
                 rings.decoder,
                 None,
+                3,
             )
             .expect("the histogram's bounds are valid");
             Bench {
@@ -616,6 +618,7 @@ mod tests {
             None,
             rings.decoder,
             None,
+            3,
         )
         .expect("the histogram's bounds are valid");
         (

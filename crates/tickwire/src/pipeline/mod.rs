@@ -170,9 +170,11 @@ impl Runtime {
             options.bus,
             rings.decoder,
             options.control_wakeup,
+            appliance.metrics.latency_digits,
         )?;
         let (strategy, strategy_readers) = StrategyStage::new(
             clock,
+            appliance.metrics.latency_digits,
             options.board_instruments,
             options.stamps,
             options.strategy,

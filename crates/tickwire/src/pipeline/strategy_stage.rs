@@ -63,6 +63,7 @@ impl StrategyStage {
     /// the simulator's send stamps if given, and the user's strategy if any.
     pub(super) fn new(
         clock: Clock,
+        latency_digits: u8,
         board_instruments: usize,
         stamps: Option<ring::Consumer<Stamp>>,
         user: Option<Box<dyn Strategy>>,
@@ -71,7 +72,7 @@ impl StrategyStage {
         let (stamps, send_to_strategy, unstamped) = match stamps {
             Some(consumer) => {
                 let (recorder, collector) =
-                    metrics::latency("send_to_strategy", HIGHEST_LATENCY_NS, 3)?;
+                    metrics::latency("send_to_strategy", HIGHEST_LATENCY_NS, latency_digits)?;
                 let (unstamped_writer, unstamped) = metrics::counter();
                 (
                     Some((StampMatcher::new(consumer), recorder, unstamped_writer)),
@@ -82,9 +83,9 @@ impl StrategyStage {
             None => (None, None, None),
         };
         let (wire_to_strategy, wire_to_strategy_reader) =
-            metrics::latency("wire_to_strategy", HIGHEST_LATENCY_NS, 3)?;
+            metrics::latency("wire_to_strategy", HIGHEST_LATENCY_NS, latency_digits)?;
         let (decoded_to_strategy, decoded_to_strategy_reader) =
-            metrics::latency("decoded_to_strategy", HIGHEST_LATENCY_NS, 3)?;
+            metrics::latency("decoded_to_strategy", HIGHEST_LATENCY_NS, latency_digits)?;
         let (received, events_received) = metrics::counter();
         let (gaps, gaps_reader) = metrics::counter();
         let board = Arc::new(QuoteBoard::new(board_instruments));
@@ -361,6 +362,7 @@ mod tests {
         };
         let (stage, readers) = StrategyStage::new(
             Clock::monotonic(),
+            3,
             1,
             None,
             Some(Box::new(recorder)),
