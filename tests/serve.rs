@@ -231,22 +231,23 @@ fn readiness_says_why_when_the_venue_is_down() {
     pair.finish();
 }
 
-/// Two symbols with books, on the bus, and the serving plane reading it.
-fn api_setup(dir_extra: &str) -> Setup {
+/// Two symbols with books, on the bus, and the serving plane reading it; `http_extra` goes
+/// into `[http]`.
+fn api_setup(http_extra: &str) -> Setup {
     let bus = std::env::temp_dir().join(format!(
         "tickwire-serve-test-{}-{}.bus",
         std::process::id(),
         NEXT_BUS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
-    metrics_setup(Setup {
+    Setup {
         symbols: vec!["BTCUSDT", "ETHUSDT"],
         channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
         appliance_extra: format!(
-            "[bus]\npath = {:?}\ncapacity = 65536\n{dir_extra}",
+            "[bus]\npath = {:?}\ncapacity = 65536\n{HTTP_TABLE}{http_extra}",
             bus.display().to_string()
         ),
         ..Setup::default()
-    })
+    }
 }
 
 static NEXT_BUS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -490,5 +491,103 @@ fn a_token_when_set_is_required() {
         "Authorization: Bearer test-token-0123456789\r\n",
     );
     assert_eq!(right.status, 200, "{}", right.body);
+    pair.finish();
+}
+
+/// Runs `tests/support/stream_client.py` with `args` while the session ticks; its stdout lines.
+fn stream_client(pair: &mut Pair, args: &[String], within: Duration) -> Vec<String> {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/stream_client.py");
+    let child = std::process::Command::new("python3")
+        .arg(script)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let output = std::thread::spawn(move || child.wait_with_output().expect("the client ends"));
+    pair.run_until(within, "the stream client's end", |_| output.is_finished());
+    let output = output.join().unwrap();
+    assert!(output.status.success(), "the client failed: {output:?}");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_stream_carries_filtered_events_as_json() {
+    if !crate::support::common::python_websockets_available() {
+        return;
+    }
+    let mut pair = start(synthetic(500.0), |_| {}, api_setup(""));
+    pair.run_until(Duration::from_secs(20), "live", |pair| {
+        pair.session.venues.all_live()
+    });
+    let addr = pair.session.http_addr().unwrap();
+    let url = format!("ws://{addr}/v1/stream?venue=sim&symbol=BTCUSDT&kind=quote,trade");
+    let lines = stream_client(
+        &mut pair,
+        &["read".to_owned(), url, "200".to_owned(), "20".to_owned()],
+        Duration::from_secs(40),
+    );
+    assert_eq!(lines.last().map(String::as_str), Some("done"), "{lines:?}");
+    let events: Vec<serde_json::Value> = lines[..lines.len() - 1]
+        .iter()
+        .map(|line| json(line))
+        .collect();
+    assert_eq!(events.len(), 200);
+    let mut kinds = std::collections::BTreeSet::new();
+    for event in &events {
+        assert_eq!(
+            (event["venue"].as_str(), event["symbol"].as_str()),
+            (Some("sim"), Some("BTCUSDT")),
+            "{event}"
+        );
+        let kind = event["type"].as_str().unwrap();
+        kinds.insert(kind.to_owned());
+        let price = match kind {
+            "quote" => &event["bid_px"],
+            "trade" => &event["px"],
+            other => panic!("a {other} event passed a quote,trade filter: {event}"),
+        };
+        assert!(is_decimal(price), "{event}");
+    }
+    assert!(kinds.contains("quote"), "{kinds:?}");
+    pair.finish();
+}
+
+#[test]
+fn a_stream_client_that_stops_reading_is_closed_with_1008() {
+    if !crate::support::common::python_websockets_available() {
+        return;
+    }
+    let mut pair = start(
+        synthetic(5_000.0),
+        |_| {},
+        api_setup("stream_queue = 16\nwrite_timeout_ms = 60000\n"),
+    );
+    pair.run_until(Duration::from_secs(20), "live", |pair| {
+        pair.session.venues.all_live()
+    });
+    let addr = pair.session.http_addr().unwrap();
+    let url = format!("ws://{addr}/v1/stream");
+    let lines = stream_client(
+        &mut pair,
+        &["stall".to_owned(), url, "8".to_owned(), "30".to_owned()],
+        Duration::from_secs(60),
+    );
+    let closed = lines
+        .iter()
+        .find(|line| line.starts_with("closed "))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(closed.starts_with("closed 1008 too slow"), "{lines:?}");
+    let (_, metrics) = get(&mut pair, "/metrics");
+    assert!(samples(&metrics)["tickwire_http_stream_slow_closed_total"] >= 1.0);
+    // The appliance itself kept up: nothing the bus writer or the rings refused.
+    assert_eq!(
+        samples(&metrics)["tickwire_ring_drops_total{ring=\"event\"}"],
+        0.0
+    );
     pair.finish();
 }
