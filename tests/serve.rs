@@ -591,3 +591,128 @@ fn a_stream_client_that_stops_reading_is_closed_with_1008() {
     );
     pair.finish();
 }
+
+/// Chromium, when it is here (Debian's `chromium`); else a printed reason, or a failure under
+/// `TICKWIRE_REQUIRE_CHROMIUM=1` (set by `.ci/run`, which installs it).
+fn chromium() -> Option<&'static str> {
+    let found = ["chromium", "chromium-browser"].into_iter().find(|name| {
+        std::process::Command::new(name)
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("TICKWIRE_REQUIRE_CHROMIUM").as_deref() != Ok("1"),
+            "TICKWIRE_REQUIRE_CHROMIUM=1 but chromium is not installed"
+        );
+        println!("SKIPPED: chromium is not installed (apt-get install -y chromium)");
+    }
+    found
+}
+
+/// Runs headless Chromium on `url` with `action` (`--dump-dom`, `--screenshot=...`) while the
+/// session ticks; its stdout.
+fn headless(pair: &mut Pair, browser: &'static str, action: String, url: String) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let profile_arg = format!("--user-data-dir={}", profile.path().display());
+    let run = std::thread::spawn(move || {
+        std::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--window-size=1000,900",
+                // Lets the page's timers and fetches run for 3 s of its time before the dump.
+                "--virtual-time-budget=3000",
+                &profile_arg,
+                &action,
+                &url,
+            ])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .expect("chromium runs")
+    });
+    pair.run_until(Duration::from_secs(60), "chromium's end", |_| {
+        run.is_finished()
+    });
+    let output = run.join().unwrap();
+    assert!(output.status.success(), "chromium failed: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The texts of the cells of the status page's quote row for `symbol`.
+fn quote_row(dom: &str, symbol: &str) -> Vec<String> {
+    let start = dom
+        .find(&format!("<tr class=\"quote\" data-symbol=\"{symbol}\">"))
+        .unwrap_or_else(|| panic!("no quote row for {symbol} in:\n{dom}"));
+    let row = &dom[start..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    row.split("<td")
+        .skip(1)
+        .map(|cell| {
+            let text = &cell[cell.find('>').unwrap() + 1..];
+            text[..text.find("</td>").unwrap()].to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn the_status_page_shows_live_prices_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let mut pair = start(synthetic(500.0), |_| {}, api_setup(""));
+    pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
+        pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
+    });
+    valid_book(&mut pair, "");
+    let url = format!("http://{}/", pair.session.http_addr().unwrap());
+    let first = headless(&mut pair, browser, "--dump-dom".to_owned(), url.clone());
+    pair.run_for(Duration::from_secs(2));
+    let second = headless(&mut pair, browser, "--dump-dom".to_owned(), url.clone());
+    // venue, symbol, bid size, bid, ask, ask size, source.
+    let (before, after) = (quote_row(&first, "BTCUSDT"), quote_row(&second, "BTCUSDT"));
+    for row in [&before, &after] {
+        assert_eq!(row.len(), 7, "{row:?}");
+        assert_eq!((row[0].as_str(), row[1].as_str()), ("sim", "BTCUSDT"));
+        for cell in &row[2..6] {
+            assert!(
+                is_decimal(&serde_json::Value::String(cell.clone())),
+                "{row:?}"
+            );
+        }
+        let (bid, ask): (f64, f64) = (row[3].parse().unwrap(), row[4].parse().unwrap());
+        assert!(bid < ask, "{row:?}");
+    }
+    assert_ne!(before[2..6], after[2..6], "the prices did not move in 2 s");
+    assert!(
+        first.contains("id=\"venue-sim\"") && first.contains(">live"),
+        "{first}"
+    );
+    let shot = tempfile::tempdir().unwrap();
+    let png = shot.path().join("status.png");
+    headless(
+        &mut pair,
+        browser,
+        format!("--screenshot={}", png.display()),
+        url,
+    );
+    let bytes = std::fs::read(&png).expect("a screenshot");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let (width, height) = (
+        u32::from_be_bytes(bytes[16..20].try_into().unwrap()),
+        u32::from_be_bytes(bytes[20..24].try_into().unwrap()),
+    );
+    assert_eq!((width, height), (1000, 900));
+    // A blank page compresses to a few hundred bytes; tables, text and a plot do not.
+    assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
+    pair.finish();
+}

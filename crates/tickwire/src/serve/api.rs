@@ -232,7 +232,10 @@ async fn quotes(State(shared): State<Arc<Shared>>) -> Response {
         };
         let books = client.books();
         let mut out = Vec::new();
-        for entry in client.directory().iter() {
+        let mut entries: Vec<_> = client.directory().iter().collect();
+        // In the appliance's order (venue file, then symbol list), not the directory's.
+        entries.sort_by_key(|entry| (entry.venue_id, entry.instrument_id));
+        for entry in entries {
             let key = (entry.venue_id, entry.instrument_id);
             let book: Option<&Book> =
                 books.and_then(|books| books.book(entry.venue_id, entry.instrument_id));
