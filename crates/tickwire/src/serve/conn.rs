@@ -8,7 +8,6 @@
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -66,8 +65,14 @@ pub async fn accept_loop(
         // Small responses go out at once rather than after Nagle's delay.
         let _ = stream.set_nodelay(true);
         let io = TokioIo::new(Deadline::new(stream, limits.write_timeout));
-        let service = TowerToHyperService::new(app.clone());
         let counters = counters.clone();
+        let app = app.clone();
+        let request_counters = counters.clone();
+        // Counted here rather than in a middleware, which would box every request's future.
+        let service = hyper::service::service_fn(move |request| {
+            request_counters.requests.fetch_add(1, Ordering::Relaxed);
+            tower_service::Service::call(&mut app.clone(), request)
+        });
         tokio::spawn(async move {
             let connection = http1::Builder::new()
                 .timer(TokioTimer::new())
