@@ -921,8 +921,11 @@ fn check_http(problems: &mut Vec<Problem>, http: &HttpConfig) {
                 format!(
                     "{addr} is not a loopback address, and no bearer token is set: a serving \
                      plane reachable from other hosts needs one. Set the environment variable \
-                     {} or the systemd credential {} (LoadCredential=), or listen on 127.0.0.1",
-                    http.token_env, http.token_credential
+                     {} or the systemd credential {} (LoadCredential=) to a token of at least \
+                     {} characters, or listen on 127.0.0.1",
+                    http.token_env,
+                    http.token_credential,
+                    crate::serve::auth::MIN_TOKEN_BYTES
                 ),
             ));
         }
