@@ -716,3 +716,43 @@ fn the_status_page_shows_live_prices_in_headless_chromium() {
     assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
     pair.finish();
 }
+
+#[test]
+fn connections_beyond_the_cap_wait_until_one_ends() {
+    let mut pair = start(
+        synthetic(50.0),
+        |_| {},
+        metrics_setup(Setup {
+            appliance_extra: "max_connections = 2\nheader_timeout_ms = 60000\n".to_owned(),
+            ..Setup::default()
+        }),
+    );
+    let addr = pair.session.http_addr().unwrap();
+    // Two connections that send nothing hold both places.
+    let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    pair.run_for(Duration::from_millis(200));
+    // The third is accepted by the kernel's backlog, not by the server: no answer while the two
+    // are open.
+    let mut third = TcpStream::connect(addr).unwrap();
+    third
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let early = third.read(&mut buf);
+    assert!(
+        matches!(&early, Err(error) if error.kind() == std::io::ErrorKind::WouldBlock),
+        "answered beyond the cap: {early:?}"
+    );
+    drop(idle);
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut response = Vec::new();
+    let _ = third.read_to_end(&mut response);
+    let response = String::from_utf8_lossy(&response);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    pair.finish();
+}
