@@ -481,16 +481,29 @@ fn a_token_when_set_is_required() {
     );
     let wrong = get_with(
         &mut pair,
-        "/healthz",
+        "/v1/venues",
         "Authorization: Bearer test-token-0123456780\r\n",
     );
     assert_eq!(wrong.status, 401);
     let right = get_with(
         &mut pair,
-        "/healthz",
+        "/v1/venues",
         "Authorization: Bearer test-token-0123456789\r\n",
     );
     assert_eq!(right.status, 200, "{}", right.body);
+    // Liveness says nothing a supervisor without the token may not know.
+    assert_eq!(get_with(&mut pair, "/healthz", "").status, 200);
+    let metrics = get_with(
+        &mut pair,
+        "/metrics",
+        "Authorization: Bearer test-token-0123456789\r\n",
+    )
+    .body;
+    assert_eq!(
+        samples(&metrics)["tickwire_http_unauthorized_total"],
+        2.0,
+        "{metrics}"
+    );
     pair.finish();
 }
 

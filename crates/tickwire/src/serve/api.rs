@@ -12,6 +12,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use futures_util::SinkExt;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -76,8 +77,12 @@ fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
     }
 }
 
-/// Refuses requests without the token (401, JSON), when one is set.
+/// Refuses requests without the token (401, JSON), when one is set; `/healthz` excepted, which
+/// says only that the process runs, for supervisors and load balancers that hold no secret.
 async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
     if let Some(token) = &shared.token {
         let header = request
             .headers()
@@ -509,6 +514,9 @@ async fn stream(
         })
 }
 
+/// Messages written to a stream client before one flush.
+const STREAM_BATCH: usize = 256;
+
 /// Close code 1008 (policy violation, RFC 6455 section 7.4.1) for a client too slow for its
 /// queue.
 pub const CLOSE_SLOW: u16 = 1008;
@@ -523,8 +531,21 @@ async fn run_stream(
         tokio::select! {
             queued = receiver.recv() => match queued {
                 Some(text) => {
-                    // A client that stops reading fails this at the socket's write deadline.
-                    if socket.send(Message::Text(text)).await.is_err() {
+                    // Whatever else is queued goes out in the same write: one syscall for a
+                    // burst rather than one per event. A client that stops reading fails this
+                    // at the socket's write deadline.
+                    if socket.feed(Message::Text(text)).await.is_err() {
+                        return;
+                    }
+                    for _ in 1..STREAM_BATCH {
+                        let Ok(text) = receiver.try_recv() else {
+                            break;
+                        };
+                        if socket.feed(Message::Text(text)).await.is_err() {
+                            return;
+                        }
+                    }
+                    if socket.flush().await.is_err() {
                         return;
                     }
                 }

@@ -125,7 +125,10 @@ impl Feed {
         let mut batches = 0;
         loop {
             let next = match client.poll() {
-                Ok(next) => next,
+                Ok(next) => {
+                    self.error = None;
+                    next
+                }
                 Err(error) => {
                     self.error = Some(describe(&error));
                     self.mid_message = false;
@@ -159,10 +162,15 @@ impl Feed {
                     }
                 }
                 Next::Overrun { missed } => {
-                    // The client has invalidated its books and asked for snapshots.
+                    // The client has invalidated its books and asked for snapshots. Stream
+                    // clients are told what they missed, in the stream, as a line of its own.
                     counters.bus_missed.fetch_add(missed, Ordering::Relaxed);
                     self.mid_message = false;
                     self.quotes.clear();
+                    let notice =
+                        Utf8Bytes::from(format!("{{\"type\":\"overrun\",\"missed\":{missed}}}"));
+                    self.subscribers
+                        .retain(|subscriber| offer(subscriber, notice.clone(), counters));
                 }
                 Next::NewEpoch { .. } => {
                     self.mid_message = false;
@@ -210,16 +218,22 @@ impl Feed {
                     Utf8Bytes::from(String::from_utf8_lossy(line).into_owned())
                 })
                 .clone();
-            match subscriber.queue.try_send(text) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    subscriber.overflowed.store(true, Ordering::Relaxed);
-                    counters.stream_slow_closed.fetch_add(1, Ordering::Relaxed);
-                    false
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            }
+            offer(subscriber, text, counters)
         });
+    }
+}
+
+/// Queues `text` for one stream client; false when the client is to be dropped: its queue is
+/// full (it is marked, and closed with 1008) or its WebSocket task has ended.
+fn offer(subscriber: &Subscriber, text: Utf8Bytes, counters: &ServeCounters) -> bool {
+    match subscriber.queue.try_send(text) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            subscriber.overflowed.store(true, Ordering::Relaxed);
+            counters.stream_slow_closed.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
     }
 }
 
