@@ -1002,3 +1002,46 @@ fn databento_venues_take_a_dataset_schemas_and_a_key_and_never_rotate() {
     let error = only_error(config::load_venue(&path));
     assert_eq!(error.key, "databento");
 }
+
+#[test]
+fn the_old_metrics_listen_key_names_its_new_place() {
+    let dir = TempDir::new().expect("temp dir");
+    let appliance = write(
+        dir.path(),
+        "tickwire.toml",
+        "[threads]\n[metrics]\nlisten = \"127.0.0.1:9464\"\n",
+    );
+    let error = only_error(config::load(&appliance));
+    assert_eq!(
+        (error.file.as_path(), error.line, error.column),
+        (appliance.as_path(), 3, 1)
+    );
+    assert_eq!(error.key, "metrics.listen");
+    assert!(error.message.contains("[http]"), "{}", error.message);
+}
+
+#[test]
+fn listening_beyond_loopback_needs_a_token() {
+    let dir = TempDir::new().expect("temp dir");
+    // A variable and a credential no one sets, so that no token is found.
+    let appliance = write(
+        dir.path(),
+        "tickwire.toml",
+        "[threads]\n[http]\nlisten = \"0.0.0.0:9464\"\n\
+         token_env = \"TICKWIRE_TEST_UNSET_TOKEN_1B7C\"\ntoken_credential = \"unset-1b7c\"\n",
+    );
+    let error = only_error(config::load(&appliance));
+    assert_eq!((error.key.as_str(), error.line), ("http.listen", 3));
+    assert!(
+        error.message.contains("TICKWIRE_TEST_UNSET_TOKEN_1B7C")
+            && error.message.contains("loopback"),
+        "{}",
+        error.message
+    );
+    let loopback = write(
+        dir.path(),
+        "loopback.toml",
+        "[threads]\n[http]\nlisten = \"127.0.0.1:9464\"\n",
+    );
+    assert!(config::load(&loopback).is_ok());
+}

@@ -6,7 +6,9 @@
 //! `tickwire run`), connects, syncs its books from the simulator's REST snapshots and feeds the
 //! strategy thread. Every second the view shows each symbol's best bid and ask, the message rate,
 //! and the latency from the simulator's send to the strategy, measured with the simulator's send
-//! stamps (see `strategy::stamps`).
+//! stamps (see `strategy::stamps`). The serving plane runs too: its status page's URL is printed
+//! first and stays at the top of the view. On a terminal the view is one table redrawn in place;
+//! otherwise it is plain lines, one per symbol per refresh.
 //!
 //! Threads are set up for a 2-core machine: the network thread blocks in the kernel and decodes
 //! inline, the strategy thread parks until woken, and the simulator's threads sleep between
@@ -37,6 +39,8 @@ pub struct DemoArgs {
     pub rate: f64,
     pub source: Option<PathBuf>,
     pub speed: f64,
+    /// Where the serving plane listens (loopback).
+    pub http: std::net::SocketAddr,
 }
 
 /// How often the control thread does its routine work between screen refreshes.
@@ -104,7 +108,14 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
     options.clock = clock;
     let sim = Sim::start(options, source)?;
     let port = sim.addr().port();
-    let appliance_path = write_configs(dir.path(), port, sim.ca_pem_path(), &symbols, &channels)?;
+    let appliance_path = write_configs(
+        dir.path(),
+        port,
+        sim.ca_pem_path(),
+        &symbols,
+        &channels,
+        args.http,
+    )?;
     let loaded = config::load(&appliance_path).map_err(|errors| anyhow::anyhow!("{errors}"))?;
     let mut session = Session::start(
         &loaded,
@@ -116,6 +127,10 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
     )?;
 
     let terminal = std::io::stdout().is_terminal();
+    if terminal {
+        // A clear screen for the table that each refresh redraws from the top.
+        print!("\x1b[2J\x1b[H");
+    }
     let source_name = match &args.source {
         Some(path) => format!("capture {} at {}x", path.display(), args.speed),
         None => format!("synthetic, {} symbols, {} msg/s", symbols.len(), args.rate),
@@ -124,6 +139,13 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
         "tickwire demo: simulator on wss://127.0.0.1:{port} ({source_name}); {}; {} s",
         session.runtime.net_backend,
         args.duration.as_secs_f64()
+    );
+    let status_url = session
+        .http_addr()
+        .map(|addr| format!("http://{addr}/"))
+        .unwrap_or_default();
+    println!(
+        "status page: {status_url} (JSON: {status_url}v1/quotes, metrics: {status_url}metrics)"
     );
     if let Some(bus) = session.bus() {
         println!(
@@ -159,7 +181,14 @@ fn run(args: &DemoArgs) -> anyhow::Result<()> {
             let message_rate = (view.messages - last_messages) as f64 / seconds;
             last_events = view.events;
             last_messages = view.messages;
-            view.show(&session, terminal, started.elapsed(), message_rate, rate);
+            view.show(
+                &session,
+                terminal,
+                &status_url,
+                started.elapsed(),
+                message_rate,
+                rate,
+            );
         }
         if done {
             break "duration reached".to_owned();
@@ -269,16 +298,20 @@ impl View {
         &self,
         session: &Session,
         terminal: bool,
+        status_url: &str,
         elapsed: Duration,
         message_rate: f64,
         event_rate: f64,
     ) {
         let mut out = String::new();
         if terminal {
-            // Home and clear: redraw in place.
-            out.push_str("\x1b[H\x1b[2J");
+            // Home, then each line overwritten and cleared to its end, then the rest of the
+            // screen cleared: one table redrawn in place, without the flicker of clearing the
+            // whole screen first.
+            out.push_str("\x1b[H");
             out.push_str(&format!(
-                "tickwire demo  t={:.0}s  {message_rate:.0} msg/s  {event_rate:.0} events/s\n\n",
+                "tickwire demo  t={:.0}s  {message_rate:.0} msg/s  {event_rate:.0} events/s\n\
+                 status page: {status_url}\n\n",
                 elapsed.as_secs_f64()
             ));
             out.push_str(&format!(
@@ -335,6 +368,10 @@ impl View {
                 "t={:.0}s {message_rate:.0} msg/s {event_rate:.0} events/s; send->strategy {latency}; {counts}\n",
                 elapsed.as_secs_f64()
             ));
+        }
+        if terminal {
+            out = out.replace('\n', "\x1b[K\n");
+            out.push_str("\x1b[J");
         }
         let stdout = std::io::stdout();
         let mut lock = stdout.lock();
@@ -409,6 +446,7 @@ fn write_configs(
     ca_file: &Path,
     symbols: &[String],
     channels: &[String],
+    http: std::net::SocketAddr,
 ) -> anyhow::Result<PathBuf> {
     let list = |items: &[String]| {
         items
@@ -444,7 +482,7 @@ fn write_configs(
     // The demo's own bus, in its private directory, so that `tickwire tail --bus` can read it
     // while the demo runs (and two demos never share one).
     let appliance = format!(
-        "{appliance}[bus]\npath = {:?}\ncapacity = 65536\n",
+        "{appliance}[bus]\npath = {:?}\ncapacity = 65536\n[http]\nlisten = \"{http}\"\n",
         dir.join("tickwire.bus").display().to_string()
     );
     let path = dir.join("tickwire.toml");

@@ -83,6 +83,9 @@ enum Command {
         /// Replay pace factor (1 = as recorded).
         #[arg(long, default_value_t = 1.0)]
         speed: f64,
+        /// Where the status page and the API listen (loopback; port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+        http: std::net::SocketAddr,
     },
     #[cfg(feature = "dev-tools")]
     /// Run the venue simulator: a Binance USDⓈ-M Futures compatible server (WebSocket streams
@@ -247,7 +250,12 @@ pub fn main() -> ExitCode {
             rate,
             source,
             speed,
+            http,
         } => {
+            if !http.ip().is_loopback() {
+                eprintln!("--http must be a loopback address: the demo serves without a token");
+                return ExitCode::from(2);
+            }
             let Ok(duration) = std::time::Duration::try_from_secs_f64(duration) else {
                 eprintln!("--duration must be a non-negative number of seconds");
                 return ExitCode::from(2);
@@ -263,6 +271,7 @@ pub fn main() -> ExitCode {
                 rate,
                 source,
                 speed,
+                http,
             })
         }
         Command::Record {

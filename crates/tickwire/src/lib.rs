@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod net;
 pub mod pipeline;
 pub mod ring;
+pub mod serve;
 pub mod strategy;
 pub mod systemd;
 pub mod thread;

@@ -18,6 +18,8 @@ use super::source::{KeyPath, Problem};
 pub struct ApplianceConfig {
     pub log: LogConfig,
     pub metrics: MetricsConfig,
+    /// `[http]`: the serving plane (`serve`).
+    pub http: HttpConfig,
     pub rings: RingsConfig,
     pub process: ProcessConfig,
     pub net: NetConfig,
@@ -99,11 +101,8 @@ pub enum LogFormat {
 }
 
 /// `[metrics]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MetricsConfig {
-    /// Where the metrics endpoint listens; `None` (the key absent) turns the endpoint off.
-    pub listen: Option<SocketAddr>,
     /// How often the metrics thread snapshots counters and histograms.
     pub report_interval_ms: u64,
     /// Significant decimal digits the latency histograms keep (2 or 3): 3 resolves a latency to
@@ -115,12 +114,76 @@ pub struct MetricsConfig {
 impl Default for MetricsConfig {
     fn default() -> Self {
         Self {
-            listen: None,
             report_interval_ms: 10_000,
             latency_digits: 3,
         }
     }
 }
+
+/// `[metrics]` as written: `listen` is accepted by serde only to be refused by `validate` with
+/// a message naming its new place, `[http] listen`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawMetrics {
+    listen: Option<toml::Value>,
+    report_interval_ms: u64,
+}
+
+impl Default for RawMetrics {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            report_interval_ms: MetricsConfig::default().report_interval_ms,
+        }
+    }
+}
+
+/// `[http]`: the serving plane (HTTP API, `/metrics`, the WebSocket stream, the status page).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Where the serving thread listens; `None` (the key absent) turns the serving plane off.
+    pub listen: Option<SocketAddr>,
+    /// The environment variable that holds the bearer token.
+    pub token_env: String,
+    /// The systemd credential (`LoadCredential=`) that holds the bearer token, read from
+    /// `$CREDENTIALS_DIRECTORY/<name>` when the environment variable is not set.
+    pub token_credential: String,
+    /// Connections served at once; more wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// A request head (request line and headers) larger than this is refused.
+    pub max_request_head_bytes: usize,
+    /// A client that has not sent a whole request head this long after connecting (or after
+    /// its previous response) is disconnected: the slowloris defence.
+    pub header_timeout_ms: u64,
+    /// A response (or a WebSocket message) that the client does not take within this long
+    /// closes the connection.
+    pub write_timeout_ms: u64,
+    /// Messages a `/v1/stream` client may have queued; one more closes it (1008).
+    pub stream_queue: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            listen: None,
+            token_env: "TICKWIRE_HTTP_TOKEN".to_owned(),
+            token_credential: "tickwire-http-token".to_owned(),
+            max_connections: 256,
+            // Hyper's smallest read buffer is 8 KiB; a scraper or a browser sends well under
+            // that, and 16 KiB leaves room for cookies a browser adds for the host.
+            max_request_head_bytes: 16 * 1024,
+            header_timeout_ms: 5_000,
+            write_timeout_ms: 10_000,
+            stream_queue: 4096,
+        }
+    }
+}
+
+const HTTP_MAX_CONNECTIONS_MAX: usize = 65_536;
+const HTTP_HEAD_BYTES_RANGE: std::ops::RangeInclusive<usize> = 8192..=(1 << 20);
+const HTTP_TIMEOUT_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=600_000;
+const HTTP_STREAM_QUEUE_RANGE: std::ops::RangeInclusive<usize> = 16..=(1 << 20);
 
 /// `[rings]`: capacities of the SPSC rings between the hot threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -505,7 +568,7 @@ impl ThreadsConfig {
 
 /// The keys of `RawAppliance`, for the hint about keys written below a table header.
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
-    "log", "metrics", "rings", "process", "net", "threads", "strategy", "bus", "venues",
+    "log", "metrics", "http", "rings", "process", "net", "threads", "strategy", "bus", "venues",
 ];
 
 /// The appliance file as serde sees it; `validate` turns it into an `ApplianceConfig`.
@@ -515,7 +578,9 @@ pub(crate) struct RawAppliance {
     #[serde(default)]
     log: LogConfig,
     #[serde(default)]
-    metrics: MetricsConfig,
+    metrics: RawMetrics,
+    #[serde(default)]
+    http: HttpConfig,
     #[serde(default)]
     rings: RingsConfig,
     #[serde(default)]
@@ -704,6 +769,15 @@ pub(crate) fn validate(
 ) -> Result<ApplianceConfig, Vec<Problem>> {
     let mut problems = Vec::new();
 
+    if raw.metrics.listen.is_some() {
+        problems.push(Problem::new(
+            KeyPath::dotted("metrics.listen"),
+            "has moved: write it as `listen` under `[http]` (the serving plane now answers \
+             /metrics, /healthz, /readyz, the API and the status page), and remove it from \
+             `[metrics]`",
+        ));
+    }
+    check_http(&mut problems, &raw.http);
     if raw.metrics.report_interval_ms < REPORT_INTERVAL_MS_MIN {
         problems.push(Problem::new(
             KeyPath::dotted("metrics.report_interval_ms"),
@@ -767,7 +841,10 @@ pub(crate) fn validate(
     let [net, decoder, strategy] = written;
     Ok(ApplianceConfig {
         log: raw.log,
-        metrics: raw.metrics,
+        metrics: MetricsConfig {
+            report_interval_ms: raw.metrics.report_interval_ms,
+        },
+        http: raw.http,
         rings: raw.rings,
         process: raw.process,
         net: raw.net,
@@ -780,6 +857,97 @@ pub(crate) fn validate(
         bus: raw.bus,
         venues: raw.venues,
     })
+}
+
+fn check_http(problems: &mut Vec<Problem>, http: &HttpConfig) {
+    let path = KeyPath::dotted("http");
+    let mut out_of_range = |key: &str, value: String, valid: String| {
+        problems.push(Problem::new(
+            path.key(key),
+            format!("{value} is out of range; valid values are {valid}"),
+        ));
+    };
+    if !(1..=HTTP_MAX_CONNECTIONS_MAX).contains(&http.max_connections) {
+        out_of_range(
+            "max_connections",
+            http.max_connections.to_string(),
+            format!("1 to {HTTP_MAX_CONNECTIONS_MAX}"),
+        );
+    }
+    if !HTTP_HEAD_BYTES_RANGE.contains(&http.max_request_head_bytes) {
+        out_of_range(
+            "max_request_head_bytes",
+            http.max_request_head_bytes.to_string(),
+            format!(
+                "{} to {}",
+                HTTP_HEAD_BYTES_RANGE.start(),
+                HTTP_HEAD_BYTES_RANGE.end()
+            ),
+        );
+    }
+    for (key, value) in [
+        ("header_timeout_ms", http.header_timeout_ms),
+        ("write_timeout_ms", http.write_timeout_ms),
+    ] {
+        if !HTTP_TIMEOUT_MS_RANGE.contains(&value) {
+            out_of_range(
+                key,
+                value.to_string(),
+                format!(
+                    "{} to {}",
+                    HTTP_TIMEOUT_MS_RANGE.start(),
+                    HTTP_TIMEOUT_MS_RANGE.end()
+                ),
+            );
+        }
+    }
+    if !HTTP_STREAM_QUEUE_RANGE.contains(&http.stream_queue) {
+        out_of_range(
+            "stream_queue",
+            http.stream_queue.to_string(),
+            format!(
+                "{} to {}",
+                HTTP_STREAM_QUEUE_RANGE.start(),
+                HTTP_STREAM_QUEUE_RANGE.end()
+            ),
+        );
+    }
+    let names_valid = |name: &str| {
+        !name.is_empty()
+            && name
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.'))
+    };
+    for (key, name) in [
+        ("token_env", &http.token_env),
+        ("token_credential", &http.token_credential),
+    ] {
+        if !names_valid(name) || name.starts_with('.') {
+            problems.push(Problem::new(
+                KeyPath::dotted("http").key(key),
+                format!(
+                    "{name:?} is not a valid name; use letters, digits, '_', '-' and '.' \
+                     (not first)"
+                ),
+            ));
+        }
+    }
+    if let Some(addr) = http.listen {
+        if !addr.ip().is_loopback() && crate::serve::auth::token(http).is_none() {
+            problems.push(Problem::new(
+                KeyPath::dotted("http.listen"),
+                format!(
+                    "{addr} is not a loopback address, and no bearer token is set: a serving \
+                     plane reachable from other hosts needs one. Set the environment variable \
+                     {} or the systemd credential {} (LoadCredential=) to a token of at least \
+                     {} characters, or listen on 127.0.0.1",
+                    http.token_env,
+                    http.token_credential,
+                    crate::serve::auth::MIN_TOKEN_BYTES
+                ),
+            ));
+        }
+    }
 }
 
 fn check_bus(problems: &mut Vec<Problem>, bus: &BusConfig) {
@@ -1144,7 +1312,7 @@ mod tests {
         let config = validate(raw("[threads]\n"), 4).expect("defaults are valid");
         assert_eq!(config.threads, ThreadsConfig::default());
         assert_eq!(config.rings, RingsConfig::default());
-        assert_eq!(config.metrics.listen, None);
+        assert_eq!(config.http.listen, None);
         assert!(config.pinned_cores().is_empty());
     }
 

@@ -17,6 +17,62 @@ pub(crate) fn label(value: &str) -> String {
 }
 
 impl Venues {
+    /// Every venue's connections and streams for `/v1/venues`; the feed counters (messages,
+    /// rates, bytes) are the caller's to fill.
+    pub fn views(&self, now_ns: u64) -> Vec<crate::serve::snapshot::VenueView> {
+        use crate::serve::snapshot::{ConnectionView, StreamView, VenueView};
+        self.venues
+            .iter()
+            .enumerate()
+            .map(|(index, links)| {
+                let counters = self.counters(index);
+                let connections = links
+                    .shards
+                    .iter()
+                    .enumerate()
+                    .map(|(index, shard)| {
+                        let conn = &shard.active.conn;
+                        ConnectionView {
+                            index,
+                            state: conn.state().name(),
+                            reason: conn.last_reason().map(Reason::name),
+                            failures: conn.failures(),
+                        }
+                    })
+                    .collect();
+                let streams = links
+                    .shards
+                    .iter()
+                    .flat_map(|shard| {
+                        shard.streams.clone().map(move |stream| {
+                            let last = links.activity.last_ns(stream);
+                            StreamView {
+                                name: links.stream_names[stream].clone(),
+                                stale: shard.stale_since[stream - shard.streams.start].is_some(),
+                                messages_total: links.activity.messages(stream),
+                                last_message_age_seconds: (last > 0)
+                                    .then(|| now_ns.saturating_sub(last) as f64 / 1e9),
+                            }
+                        })
+                    })
+                    .collect();
+                VenueView {
+                    name: links.name.clone(),
+                    live: links.live(),
+                    connections,
+                    attempts_total: counters.attempts,
+                    reconnects_total: counters.transitions.get(Reason::ClosedByVenue)
+                        + counters.transitions.get(Reason::ConnectionLost)
+                        + counters.transitions.get(Reason::ProtocolError),
+                    messages_total: 0,
+                    messages_per_second: 0.0,
+                    received_bytes_total: 0,
+                    streams,
+                }
+            })
+            .collect()
+    }
+
     /// Why the appliance is not healthy: every venue's connection that is not live, every
     /// stale stream. Empty when all is well.
     pub fn health_problems(&self) -> Vec<String> {

@@ -1,50 +1,41 @@
-//! What the metrics endpoint serves for a session: `/metrics` in the Prometheus text exposition
-//! format (0.0.4), `/healthz` (200 when every venue is live and no stream is stale, 503 with the
-//! reasons otherwise). Rendered on the control thread from counters and histograms the hot
-//! threads publish.
+//! `/metrics` in the Prometheus text exposition format (0.0.4), rendered on the control thread
+//! from counters and histograms the hot threads publish, and handed to the serving thread
+//! (`control::publish`), which adds its own counters.
 
 use super::Session;
-use crate::metrics::endpoint::Response;
 use crate::metrics::LatencyCollector;
 use std::fmt::Write;
 
-const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// Bucket bounds of `tickwire_latency_seconds`, in nanoseconds: 1-2.5-5 steps from 1 µs to
+/// 10 s, which spans a loopback hop to a stalled connection. Fixed, so that histograms of
+/// every appliance aggregate.
+pub const LATENCY_BUCKETS_NS: [u64; 22] = [
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
 
 impl Session {
-    /// The answer for one request path.
-    pub fn respond(&mut self, path: &str) -> Response {
-        let path = path.split('?').next().unwrap_or(path);
-        match path {
-            "/metrics" => Response {
-                status: 200,
-                content_type: PROMETHEUS_TEXT,
-                body: self.render_metrics(),
-            },
-            "/healthz" => {
-                let problems = self.health_problems();
-                if problems.is_empty() {
-                    Response {
-                        status: 200,
-                        content_type: "text/plain; charset=utf-8",
-                        body: "ok\n".to_owned(),
-                    }
-                } else {
-                    Response {
-                        status: 503,
-                        content_type: "text/plain; charset=utf-8",
-                        body: problems.join("\n") + "\n",
-                    }
-                }
-            }
-            _ => Response {
-                status: 404,
-                content_type: "text/plain; charset=utf-8",
-                body: "not found: try /metrics or /healthz\n".to_owned(),
-            },
-        }
-    }
-
-    /// Why the appliance is not healthy; empty when every venue is live and fresh and every hot
+    /// Why the appliance is not ready; empty when every venue is live and fresh and every hot
     /// thread runs.
     pub fn health_problems(&self) -> Vec<String> {
         let mut problems = self.venues.health_problems();
@@ -218,13 +209,14 @@ impl Session {
             );
         }
         self.venues.render_metrics(&mut out, self.clock.now_ns());
-        // Latency per stage, since start.
+        // Latency per stage, since start, as cumulative buckets (hdrhistogram's counts at or
+        // below each bound, to its 3 significant digits).
         let _ = writeln!(
             out,
             "# HELP tickwire_latency_seconds Per-stage latency since start: receive (the network \
              thread reaping the bytes) to decoded (the decoder's batch done), decoded (published) \
              to the strategy taking the event, receive to the strategy.\n\
-             # TYPE tickwire_latency_seconds summary"
+             # TYPE tickwire_latency_seconds histogram"
         );
         let mut stages: Vec<(&str, &mut LatencyCollector)> = vec![
             ("receive_to_decoded", &mut runtime.receive_to_decoded),
@@ -237,11 +229,16 @@ impl Session {
         for (stage, collector) in stages {
             collector.collect();
             let total = collector.total();
-            for quantile in [0.5, 0.9, 0.99, 0.999] {
+            for bound_ns in LATENCY_BUCKETS_NS {
+                let count = if total.is_empty() {
+                    0
+                } else {
+                    total.count_between(0, bound_ns)
+                };
                 let _ = writeln!(
                     out,
-                    "tickwire_latency_seconds{{stage=\"{stage}\",quantile=\"{quantile}\"}} {:.9}",
-                    total.value_at_quantile(quantile) as f64 / 1e9
+                    "tickwire_latency_seconds_bucket{{stage=\"{stage}\",le=\"{}\"}} {count}",
+                    bound_ns as f64 / 1e9
                 );
             }
             let sum: f64 = total
@@ -250,8 +247,10 @@ impl Session {
                 .sum();
             let _ = writeln!(
                 out,
-                "tickwire_latency_seconds_sum{{stage=\"{stage}\"}} {:.9}\n\
+                "tickwire_latency_seconds_bucket{{stage=\"{stage}\",le=\"+Inf\"}} {}\n\
+                 tickwire_latency_seconds_sum{{stage=\"{stage}\"}} {:.9}\n\
                  tickwire_latency_seconds_count{{stage=\"{stage}\"}} {}",
+                total.len(),
                 sum / 1e9,
                 total.len()
             );

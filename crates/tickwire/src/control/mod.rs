@@ -7,7 +7,9 @@
 //! - [`links`]: the decisions, sans-IO: statuses, replies and time in, [`links::LinkCommand`]s
 //!   out (unit-tested on a fake clock in `links/tests.rs`);
 //! - [`apply`]: the effects, the commands carried out on the [`Runtime`];
-//! - `link_view` (and `metrics`): the view, health and Prometheus text.
+//! - `link_view` (and `metrics`): the view, health and Prometheus text;
+//! - [`publish`]: what the serving thread (`serve`) is handed, every 100 ms and on every
+//!   connection change.
 //!
 //! The control thread runs [`Session::tick`] after [`Session::wait`], which sleeps until a hot
 //! stage or a worker (resolver, snapshots) hands it work, a connection's timer falls due, or the
@@ -39,8 +41,9 @@ pub mod bus;
 mod link_view;
 pub mod links;
 mod metrics;
+pub mod publish;
 
-pub use metrics::memory_kb;
+pub use metrics::{memory_kb, LATENCY_BUCKETS_NS};
 
 pub use links::{LinkCommand, LinkCounters, Role, SlotRef, StreamEnd, Venues};
 
@@ -74,11 +77,8 @@ pub enum ControlError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
-    #[error("metrics endpoint: cannot listen on {addr}: {source}")]
-    MetricsListen {
-        addr: std::net::SocketAddr,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Http(#[from] crate::serve::ServeError),
 }
 
 /// What a session adds to its config.
@@ -109,8 +109,10 @@ pub struct Session {
     printed: Vec<(FrameConsumer, CounterReader)>,
     fetcher: SnapshotFetcher,
     clock: Clock,
-    /// The metrics endpoint, when `metrics.listen` is set.
-    endpoint: Option<crate::metrics::endpoint::MetricsEndpoint>,
+    /// The serving thread, when `http.listen` is set.
+    http: Option<crate::serve::HttpServer>,
+    /// What was last published for it.
+    window: publish::Window,
     /// When the stage histograms were last collected.
     collected_ns: u64,
     /// The shared-memory event bus, when `[bus]` is configured.
@@ -137,16 +139,8 @@ impl Session {
         } = extras;
         let wait = ControlWait::new()?;
         // Bound first: a port in use fails the start before any thread runs.
-        let endpoint = match loaded.appliance.metrics.listen {
-            Some(addr) => {
-                let endpoint = crate::metrics::endpoint::MetricsEndpoint::bind(addr)
-                    .map_err(|source| ControlError::MetricsListen { addr, source })?;
-                tracing::info!(
-                    addr = %endpoint.local_addr().unwrap_or(addr),
-                    "metrics endpoint: /metrics (Prometheus text), /healthz"
-                );
-                Some(endpoint)
-            }
+        let http_listener = match loaded.appliance.http.listen {
+            Some(addr) => Some(crate::serve::bind(addr)?),
             None => None,
         };
         let mut feeds = Vec::new();
@@ -279,7 +273,7 @@ impl Session {
         let mut commands = Vec::new();
         venues.start(clock.now_ns(), &mut commands);
         applier.apply(&mut runtime, &mut commands)?;
-        Ok(Session {
+        let mut session = Session {
             runtime,
             venues,
             applier,
@@ -289,11 +283,39 @@ impl Session {
             printed,
             fetcher,
             clock,
-            endpoint,
+            http: None,
+            window: publish::Window::default(),
             collected_ns: 0,
             bus,
             wait,
-        })
+        };
+        if let Some(listener) = http_listener {
+            let instruments = session
+                .instruments
+                .iter()
+                .map(|instrument| crate::serve::InstrumentView {
+                    venue: instrument.venue.clone(),
+                    symbol: instrument.symbol.clone(),
+                    instrument_id: instrument.id,
+                })
+                .collect();
+            let first = session.build_published(clock.now_ns());
+            let bus_path = session.bus.as_ref().map(|bus| bus.path().to_owned());
+            let http = crate::serve::HttpServer::start(
+                listener,
+                &loaded.appliance.http,
+                instruments,
+                bus_path,
+                first,
+            )?;
+            tracing::info!(
+                addr = %http.local_addr(),
+                "serving plane: http://{}/ (status page), /metrics, /healthz, /readyz, /v1/...",
+                http.local_addr()
+            );
+            session.http = Some(http);
+        }
+        Ok(session)
     }
 
     /// Sleeps until there is work for [`Session::tick`]: a network status, a venue's reply, a
@@ -315,19 +337,14 @@ impl Session {
             .wait(timeout, extra, || runtime.has_control_work())
     }
 
-    /// Where the metrics endpoint listens (with the port the kernel chose for port 0).
-    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
-        self.endpoint
-            .as_ref()
-            .and_then(|endpoint| endpoint.local_addr().ok())
+    /// Where the serving plane listens (with the port the kernel chose for port 0).
+    pub fn http_addr(&self) -> Option<std::net::SocketAddr> {
+        self.http.as_ref().map(crate::serve::HttpServer::local_addr)
     }
 
-    /// Answers what the metrics endpoint has received.
-    fn serve_metrics(&mut self) {
-        if let Some(mut endpoint) = self.endpoint.take() {
-            endpoint.poll(&mut |path| self.respond(path));
-            self.endpoint = Some(endpoint);
-        }
+    /// The serving plane, when `[http] listen` is set.
+    pub fn http(&self) -> Option<&crate::serve::HttpServer> {
+        self.http.as_ref()
     }
 
     /// The control thread's routine work; returns whether a connection changed state (a
@@ -385,8 +402,11 @@ impl Session {
             self.runtime.decoded_to_strategy.collect();
             self.runtime.wire_to_strategy.collect();
         }
-        self.serve_metrics();
-        Ok(self.venues.take_changed())
+        let changed = self.venues.take_changed();
+        if changed || now_ns.saturating_sub(self.window.published_ns) >= publish::PUBLISH_EVERY_NS {
+            self.publish(now_ns);
+        }
+        Ok(changed)
     }
 
     fn log_snapshot(&self, reply: &SnapshotReply) {

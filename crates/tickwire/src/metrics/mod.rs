@@ -14,8 +14,6 @@
 //! the control thread falls behind, the hot thread keeps recording into the histogram it has and
 //! nothing is lost, only reported later.
 
-pub mod endpoint;
-
 use crate::ring::spsc;
 use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
