@@ -127,6 +127,7 @@ impl Default for MetricsConfig {
 struct RawMetrics {
     listen: Option<toml::Value>,
     report_interval_ms: u64,
+    latency_digits: u8,
 }
 
 impl Default for RawMetrics {
@@ -134,6 +135,7 @@ impl Default for RawMetrics {
         Self {
             listen: None,
             report_interval_ms: MetricsConfig::default().report_interval_ms,
+            latency_digits: MetricsConfig::default().latency_digits,
         }
     }
 }
@@ -843,6 +845,7 @@ pub(crate) fn validate(
         log: raw.log,
         metrics: MetricsConfig {
             report_interval_ms: raw.metrics.report_interval_ms,
+            latency_digits: raw.metrics.latency_digits,
         },
         http: raw.http,
         rings: raw.rings,
