@@ -1,0 +1,70 @@
+//! The recorder's loop over a bus: what `tickwire record --events` runs in its own process and
+//! the appliance runs on a thread of its own (never a hot one).
+
+use crate::recorder::{Clock, Recorder, RecorderStats};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tickwire_client::{Client, Next};
+
+/// How long one wait on the bus lasts at most: the recorder's ticks (flushes, rotation) and
+/// the stop flag are looked at least this often.
+const WAIT: Duration = Duration::from_millis(50);
+
+/// How a recording session ended.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOutcome {
+    pub stats: RecorderStats,
+    /// Times the bus was damaged under the recorder (the client then waits for a new epoch).
+    pub read_errors: u64,
+    /// New buses (appliance restarts) the recorder followed.
+    pub epochs: u64,
+}
+
+/// Records every event of `client`'s bus until `stop` is set or `until` passes, then closes
+/// every file. Nothing the bus holds can make it panic: a damaged bus is an error the client
+/// reports, counted here.
+pub fn record_bus<C: Clock>(
+    client: &mut Client,
+    mut recorder: Recorder<C>,
+    stop: &AtomicBool,
+    until: Option<Instant>,
+) -> RunOutcome {
+    let mut outcome = RunOutcome::default();
+    let mut known_directory = usize::MAX;
+    while !stop.load(Ordering::Relaxed) && until.is_none_or(|until| Instant::now() < until) {
+        match client.wait(WAIT) {
+            Ok(Next::Events(events)) => {
+                // The directory names an instrument before its first event is published, so
+                // it is taken in before the batch is recorded.
+                let directory = events.directory();
+                if directory.len() != known_directory {
+                    known_directory = directory.len();
+                    recorder.learn(directory.iter());
+                }
+                recorder.record(&events);
+            }
+            Ok(Next::Overrun { missed }) => {
+                tracing::warn!(missed, "the bus lapped the recorder; a gap is written");
+                recorder.overrun(missed);
+            }
+            Ok(Next::NewEpoch { epoch }) => {
+                tracing::info!(epoch, "a new bus: new recording files");
+                outcome.epochs += 1;
+                recorder.new_epoch();
+                known_directory = usize::MAX;
+            }
+            Ok(Next::Closed | Next::Removed | Next::Idle) => {}
+            Err(error) => {
+                outcome.read_errors += 1;
+                tracing::error!(%error, "reading the bus failed; waiting for a new one");
+            }
+        }
+        if client.directory().len() != known_directory {
+            known_directory = client.directory().len();
+            recorder.learn(client.directory().iter());
+        }
+        recorder.tick();
+    }
+    outcome.stats = recorder.close();
+    outcome
+}

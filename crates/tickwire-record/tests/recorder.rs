@@ -1,0 +1,444 @@
+//! The recorder on a fake clock and real files: what it writes reads back, rotation, gaps,
+//! write errors, damaged files.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
+use tickwire_bus::event::{
+    flags, Body, Event, EventHeader, EventKind, GapReason, Quote, Side, Trade,
+};
+use tickwire_bus::fixed::Fixed;
+use tickwire_bus::DirectoryEntry;
+use tickwire_record::{Clock, ReadError, Recorder, RecorderConfig, RecordingReader, Replay};
+
+/// 2024-08-07 23:59:58 UTC.
+const BEFORE_MIDNIGHT_NS: u64 = 1_723_075_198_000_000_000;
+const SECOND_NS: u64 = 1_000_000_000;
+
+#[derive(Clone, Default)]
+struct FakeClock {
+    wall_ns: Rc<Cell<u64>>,
+    monotonic_ns: Rc<Cell<u64>>,
+}
+
+impl FakeClock {
+    fn at(wall_ns: u64) -> FakeClock {
+        let clock = FakeClock::default();
+        clock.wall_ns.set(wall_ns);
+        clock
+    }
+
+    /// Both clocks move forward by `ns`.
+    fn advance(&self, ns: u64) {
+        self.wall_ns.set(self.wall_ns.get() + ns);
+        self.monotonic_ns.set(self.monotonic_ns.get() + ns);
+    }
+
+    /// The wall clock is set to `wall_ns`; the monotonic clock moves a little, as it would.
+    fn jump_to(&self, wall_ns: u64) {
+        self.wall_ns.set(wall_ns);
+        self.monotonic_ns.set(self.monotonic_ns.get() + 1_000);
+    }
+}
+
+impl Clock for FakeClock {
+    fn wall_ns(&self) -> u64 {
+        self.wall_ns.get()
+    }
+    fn monotonic_ns(&self) -> u64 {
+        self.monotonic_ns.get()
+    }
+}
+
+fn entry(venue_id: u16, venue: &str, instrument_id: u32, symbol: &str) -> DirectoryEntry {
+    DirectoryEntry {
+        instrument_id,
+        venue_id,
+        venue: venue.to_owned(),
+        symbol: symbol.to_owned(),
+        venue_symbol: symbol.to_ascii_lowercase(),
+    }
+}
+
+fn directory() -> Vec<DirectoryEntry> {
+    vec![
+        entry(0, "binance-usdm", 1, "BTCUSDT"),
+        entry(0, "binance-usdm", 2, "ETHUSDT"),
+        entry(1, "thalex", 1, "BTC-PERPETUAL"),
+    ]
+}
+
+fn quote(venue_id: u16, instrument_id: u32, n: u64) -> Event {
+    Event::new(
+        EventHeader {
+            exchange_ts_ns: BEFORE_MIDNIGHT_NS + n,
+            recv_ts_ns: BEFORE_MIDNIGHT_NS + n * 10,
+            venue_seq: 5_000_000_000 + n,
+            instrument_id,
+            venue_id,
+            kind: EventKind::Quote,
+            flags: flags::LAST,
+        },
+        Body::Quote(Quote {
+            bid_px: Fixed(60_000_000_000_000 + n as i64),
+            bid_sz: Fixed(1_500_000_000),
+            ask_px: Fixed(60_000_100_000_000),
+            ask_sz: Fixed(250_000_000),
+        }),
+    )
+}
+
+fn trade(venue_id: u16, instrument_id: u32, n: u64) -> Event {
+    Event::new(
+        EventHeader {
+            exchange_ts_ns: BEFORE_MIDNIGHT_NS + n,
+            recv_ts_ns: BEFORE_MIDNIGHT_NS + n * 10 + 1,
+            venue_seq: n,
+            instrument_id,
+            venue_id,
+            kind: EventKind::Trade,
+            flags: flags::LAST,
+        },
+        Body::Trade(Trade::new(
+            Fixed(60_000_000_000_000),
+            Fixed(1_000_000),
+            n,
+            Side::Ask,
+        )),
+    )
+}
+
+fn config(dir: &Path) -> RecorderConfig {
+    let mut config = RecorderConfig::new(dir);
+    config
+        .datasets
+        .insert("binance-usdm".to_owned(), "BINANCE.USDM".to_owned());
+    config
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the directory")
+        .map(|entry| entry.expect("an entry").path())
+        .collect();
+    files.sort();
+    files
+}
+
+fn read_all(path: &Path) -> (Vec<Event>, Option<ReadError>) {
+    let mut reader = RecordingReader::open(path).expect("the file opens");
+    let mut events = Vec::new();
+    loop {
+        match reader.next_event() {
+            Ok(Some(event)) => events.push(event),
+            Ok(None) => return (events, None),
+            Err(error) => return (events, Some(error)),
+        }
+    }
+}
+
+fn replay_all(paths: &[PathBuf]) -> Vec<Event> {
+    let mut replay = Replay::open(paths).expect("the files open");
+    let mut events = Vec::new();
+    while let Some(next) = replay.next_event() {
+        events.push(next.expect("no damage"));
+    }
+    events
+}
+
+#[test]
+fn one_file_per_venue_reads_back_the_same_events_with_symbol_mappings() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut recorder = Recorder::new(config(dir.path()), clock.clone());
+    recorder.learn(&directory());
+    let mut sent: Vec<Event> = Vec::new();
+    for n in 0..5000 {
+        sent.push(quote(0, 1 + (n % 2) as u32, n));
+        sent.push(trade(1, 1, n));
+    }
+    for batch in sent.chunks(256) {
+        recorder.record(batch);
+        clock.advance(SECOND_NS / 10);
+        recorder.tick();
+    }
+    let stats = recorder.close();
+    assert_eq!(stats.events, sent.len() as u64);
+    assert_eq!(stats.fell_back, 0);
+    assert_eq!(stats.files_opened, 2);
+    assert!(stats.frames > 2, "flushed every second: {stats:?}");
+    let files = files_in(dir.path());
+    assert_eq!(files.len(), 2, "{files:?}");
+    let name = |path: &PathBuf| path.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name(&files[0]).starts_with("binance-usdm-20240807T225958Z"),
+        "{files:?}"
+    );
+    assert!(name(&files[1]).starts_with("thalex-"), "{files:?}");
+    for (venue_id, path) in [(0u16, &files[0]), (1, &files[1])] {
+        let (events, error) = read_all(path);
+        assert!(error.is_none(), "{error:?}");
+        let expected: Vec<Event> = sent
+            .iter()
+            .filter(|event| event.header.venue_id == venue_id)
+            .copied()
+            .collect();
+        assert_eq!(events, expected);
+    }
+    let reader = RecordingReader::open(&files[0]).expect("opens");
+    let metadata = reader.metadata();
+    assert_eq!(metadata.dataset, "BINANCE.USDM");
+    assert_eq!(metadata.schema, None, "mixed record types");
+    let mut mapped: Vec<(String, String)> = metadata
+        .mappings
+        .iter()
+        .map(|mapping| {
+            (
+                mapping.raw_symbol.clone(),
+                mapping.intervals[0].symbol.clone(),
+            )
+        })
+        .collect();
+    mapped.sort();
+    assert_eq!(
+        mapped,
+        [
+            ("BTCUSDT".to_owned(), "1".to_owned()),
+            ("ETHUSDT".to_owned(), "2".to_owned())
+        ]
+    );
+    let thalex = RecordingReader::open(&files[1]).expect("opens");
+    assert_eq!(
+        thalex.metadata().dataset,
+        "THALEX",
+        "the default: the venue name in capitals"
+    );
+    // Merged in receive-time order, every event once.
+    let merged = replay_all(&files);
+    let mut by_time = sent.clone();
+    by_time.sort_by_key(|event| event.header.recv_ts_ns);
+    assert_eq!(merged, by_time);
+}
+
+#[test]
+fn a_clock_jump_across_midnight_neither_loses_nor_duplicates_a_rotation() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS);
+    let mut recorder = Recorder::new(config(dir.path()), clock.clone());
+    recorder.learn(&directory());
+    let mut n = 0;
+    let mut step = |recorder: &mut Recorder<FakeClock>| {
+        recorder.record(&[quote(0, 1, n)]);
+        n += 1;
+        recorder.tick();
+    };
+    step(&mut recorder);
+    // Across midnight: one rotation.
+    clock.advance(3 * SECOND_NS);
+    recorder.tick();
+    step(&mut recorder);
+    assert_eq!(recorder.stats().files_opened, 2);
+    // Back across midnight (an NTP step): no rotation, the events stay in today's file.
+    clock.jump_to(BEFORE_MIDNIGHT_NS - 10 * SECOND_NS);
+    step(&mut recorder);
+    // Forward across the same midnight again: still no rotation.
+    clock.jump_to(BEFORE_MIDNIGHT_NS + 20 * SECOND_NS);
+    step(&mut recorder);
+    assert_eq!(
+        recorder.stats().files_opened,
+        2,
+        "the same midnight rotates once"
+    );
+    // A jump of three days: one rotation, not three.
+    clock.jump_to(BEFORE_MIDNIGHT_NS + 3 * 86_400 * SECOND_NS);
+    step(&mut recorder);
+    assert_eq!(recorder.stats().files_opened, 3);
+    let stats = recorder.close();
+    assert_eq!(stats.events, 5);
+    let files = files_in(dir.path());
+    assert_eq!(files.len(), 3, "{files:?}");
+    let counts: Vec<usize> = files.iter().map(|path| read_all(path).0.len()).collect();
+    assert_eq!(counts, [1, 3, 1]);
+}
+
+#[test]
+fn files_rotate_by_size_and_a_restart_never_appends() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut config = config(dir.path());
+    config.max_file_bytes = Some(4096);
+    config.max_frame_bytes = 8192;
+    let mut recorder = Recorder::new(config.clone(), clock.clone());
+    recorder.learn(&directory());
+    let sent: Vec<Event> = (0..20_000).map(|n| quote(0, 1, n * 7919)).collect();
+    recorder.record(&sent);
+    let stats = recorder.close();
+    assert!(stats.files_opened > 2, "{stats:?}");
+    // A second recorder at the same wall second: a new file beside the old ones.
+    let mut again = Recorder::new(config, clock.clone());
+    again.learn(&directory());
+    again.record(&sent[..10]);
+    again.close();
+    let files = files_in(dir.path());
+    assert_eq!(files.len() as u64, stats.files_opened + 1);
+    let all = replay_all(&files);
+    assert_eq!(all.len(), sent.len() + 10);
+    let mut expected = sent.clone();
+    expected.extend_from_slice(&sent[..10]);
+    expected.sort_by_key(|event| event.header.recv_ts_ns);
+    let mut got = all.clone();
+    got.sort_by_key(|event| event.header.recv_ts_ns);
+    assert_eq!(got, expected);
+}
+
+fn recorder_gap_lost(event: &Event) -> Option<u64> {
+    match event.body() {
+        Body::Gap(gap)
+            if event.header.flags & flags::DERIVED != 0
+                && gap.reason() == GapReason::RingOverflow
+                && event.header.instrument_id == 0 =>
+        {
+            Some(gap.received_seq - gap.expected_seq)
+        }
+        _ => None,
+    }
+}
+
+#[test]
+fn an_overrun_writes_a_counted_gap_into_every_venue_file() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut recorder = Recorder::new(config(dir.path()), clock.clone());
+    recorder.learn(&directory());
+    recorder.record(&[quote(0, 1, 1), trade(1, 1, 2)]);
+    recorder.overrun(1234);
+    recorder.record(&[quote(0, 1, 3)]);
+    let stats = recorder.close();
+    assert_eq!(
+        (stats.overruns, stats.missed, stats.gaps_written),
+        (1, 1234, 2)
+    );
+    for path in files_in(dir.path()) {
+        let (events, error) = read_all(&path);
+        assert!(error.is_none());
+        let gaps: Vec<u64> = events.iter().filter_map(recorder_gap_lost).collect();
+        assert_eq!(gaps, [1234], "{}", path.display());
+        assert_eq!(
+            recorder_gap_lost(&events[1]),
+            Some(1234),
+            "after the first event"
+        );
+        if let Body::Gap(gap) = events[1].body() {
+            assert_eq!(gap.expected_seq, 2, "the bus position the loss starts at");
+        }
+    }
+}
+
+#[test]
+fn an_unwritable_directory_is_retried_and_the_loss_is_marked() {
+    let base = tempfile::tempdir().expect("a temporary directory");
+    // A path under a regular file: no process, root included, can create a file there.
+    let blocker = base.path().join("out");
+    std::fs::write(&blocker, b"not a directory").expect("write");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut config = config(&blocker);
+    config.retry_interval = Duration::from_secs(2);
+    let mut recorder = Recorder::new(config, clock.clone());
+    recorder.learn(&directory());
+    recorder.record(&[quote(0, 1, 1), quote(0, 1, 2)]);
+    assert_eq!(
+        recorder.stats().write_errors,
+        1,
+        "one attempt, then the retry interval"
+    );
+    assert_eq!(recorder.stats().lost, 2);
+    clock.advance(SECOND_NS);
+    recorder.tick();
+    recorder.record(&[quote(0, 1, 3)]);
+    assert_eq!(
+        recorder.stats().write_errors,
+        1,
+        "no retry before the interval"
+    );
+    assert_eq!(recorder.stats().lost, 3);
+    // The operator fixes the directory; the next retry opens a file that starts with the gap.
+    std::fs::remove_file(&blocker).expect("remove");
+    std::fs::create_dir(&blocker).expect("mkdir");
+    clock.advance(2 * SECOND_NS);
+    recorder.tick();
+    recorder.record(&[quote(0, 1, 4)]);
+    let stats = recorder.close();
+    assert_eq!(stats.lost, 3);
+    assert_eq!(stats.gaps_written, 1);
+    let files = files_in(&blocker);
+    assert_eq!(files.len(), 1);
+    let (events, _) = read_all(&files[0]);
+    assert_eq!(events.len(), 2);
+    assert_eq!(recorder_gap_lost(&events[0]), Some(3));
+    assert_eq!(events[1], quote(0, 1, 4));
+}
+
+#[test]
+fn a_cut_or_corrupt_file_reads_up_to_the_damage_and_names_the_offset() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut recorder = Recorder::new(config(dir.path()), clock.clone());
+    recorder.learn(&directory());
+    let sent: Vec<Event> = (0..3000).map(|n| quote(0, 1, n)).collect();
+    for batch in sent.chunks(100) {
+        recorder.record(batch);
+        recorder.flush();
+    }
+    recorder.close();
+    let path = files_in(dir.path()).remove(0);
+    let bytes = std::fs::read(&path).expect("read");
+    let cut_path = dir.path().join("cut.dbn.zst");
+    let mut last_count = 0;
+    let mut cuts = 0;
+    for cut in (1..bytes.len()).step_by(97) {
+        std::fs::write(&cut_path, &bytes[..cut]).expect("write");
+        let Ok(mut reader) = RecordingReader::open(&cut_path) else {
+            // Cut inside the metadata frame: nothing to read, and open says so.
+            continue;
+        };
+        let mut events = Vec::new();
+        let error = loop {
+            match reader.next_event() {
+                Ok(Some(event)) => events.push(event),
+                Ok(None) => break None,
+                Err(error) => break Some(error),
+            }
+        };
+        assert_eq!(events[..], sent[..events.len()], "a prefix, in order");
+        assert!(
+            events.len() >= last_count,
+            "a longer file never reads fewer events"
+        );
+        assert_eq!(
+            events.len() % 100,
+            0,
+            "whole frames: every flush is one frame"
+        );
+        last_count = events.len();
+        // A cut exactly between two frames looks like a whole, shorter file; anywhere else
+        // the reader says where the cut frame starts.
+        if let Some(error) = error {
+            assert_eq!(error.path, cut_path);
+            assert!(error.offset <= cut as u64 && error.offset > 0, "{error}");
+            assert!(error.to_string().contains("byte offset"), "{error}");
+            cuts += 1;
+        }
+    }
+    assert!(cuts > 10);
+    // A flipped byte in the middle: events up to the damaged frame, then the error.
+    let mut corrupt = bytes.clone();
+    let middle = corrupt.len() / 2;
+    corrupt[middle] ^= 0xff;
+    std::fs::write(&cut_path, &corrupt).expect("write");
+    let (events, error) = read_all(&cut_path);
+    let error = error.expect("a corrupt frame is reported");
+    assert!(events.len() < sent.len());
+    assert_eq!(events[..], sent[..events.len()]);
+    assert!(error.offset <= middle as u64, "{error}");
+}
