@@ -30,6 +30,7 @@ mod metrics_endpoint;
 mod net_heartbeat;
 mod net_transport;
 mod net_websocket;
+mod record;
 mod rings;
 mod sim_appliance;
 mod sim_databento;

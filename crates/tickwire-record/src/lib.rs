@@ -19,6 +19,8 @@ pub mod run;
 
 pub use codec::{decode, encode, Encoded};
 pub use file::{FsyncPolicy, RecordingFile};
-pub use reader::{ReadError, RecordingReader, Replay};
-pub use recorder::{Clock, Recorder, RecorderConfig, RecorderStats, SystemClock};
+pub use reader::{ReadError, RecordingReader, Replay, Source};
+pub use recorder::{
+    venue_of_file_name, Clock, Recorder, RecorderConfig, RecorderStats, SystemClock,
+};
 pub use run::{record_bus, RunOutcome};

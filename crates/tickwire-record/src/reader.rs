@@ -183,7 +183,28 @@ pub struct Replay {
     errors: VecDeque<ReadError>,
 }
 
+/// One file of a [`Replay`]: where it is, its metadata, and its venue (the `venue_id` of its
+/// first event, `None` for a file with none).
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub path: PathBuf,
+    pub metadata: Metadata,
+    pub venue_id: Option<u16>,
+}
+
 impl Replay {
+    /// The files, in the order given.
+    pub fn sources(&self) -> Vec<Source> {
+        self.files
+            .iter()
+            .map(|(reader, head)| Source {
+                path: reader.path().to_path_buf(),
+                metadata: reader.metadata().clone(),
+                venue_id: head.map(|event| event.header.venue_id),
+            })
+            .collect()
+    }
+
     /// Opens every file and reads its first event. A file that cannot be opened or has no
     /// metadata fails the whole call; damage after the metadata comes from
     /// [`Replay::next_event`].

@@ -17,8 +17,8 @@
 //! - Size rotation: a file past [`RecorderConfig::max_file_bytes`] (compressed) is closed and
 //!   the venue's next event opens a new one.
 //! - Lapped by the writer ([`Recorder::overrun`]): a recorder gap is written to every venue's
-//!   file and counted. A recorder gap is a `Gap` event with `instrument_id` 0 (the whole
-//!   venue), reason `RingOverflow`, flag `DERIVED`, whose `received_seq - expected_seq` is the
+//!   file and counted. A recorder gap is a `Gap` event with `instrument_id` `u32::MAX` (every
+//!   instrument of the venue, as connection-wide events have it), reason `RingOverflow`, flag `DERIVED`, whose `received_seq - expected_seq` is the
 //!   number of events lost (bus positions when the bus lapped the recorder).
 //! - A write error (full disk, unwritable directory): logged, counted, the file abandoned; the
 //!   venue's events are counted as lost until a new file opens (tried every
@@ -34,6 +34,9 @@ use tickwire_bus::event::{flags, Body, Event, EventHeader, EventKind, Gap, GapRe
 use tickwire_bus::DirectoryEntry;
 
 const NS_PER_DAY: u64 = 86_400 * 1_000_000_000;
+
+/// The instrument id of an event about every instrument of its venue.
+pub const ALL_INSTRUMENTS: u32 = tickwire_bus::SnapshotRequest::ALL_INSTRUMENTS;
 
 /// How long a file must have been open before a new instrument rotates it: an appliance that
 /// adds many instruments at once makes one new file, not one per instrument.
@@ -168,7 +171,7 @@ pub fn recorder_gap(venue_id: VenueId, now_ns: u64, from_position: u64, lost: u6
             exchange_ts_ns: 0,
             recv_ts_ns: now_ns,
             venue_seq: 0,
-            instrument_id: 0,
+            instrument_id: ALL_INSTRUMENTS,
             venue_id,
             kind: EventKind::Gap,
             flags: flags::DERIVED | flags::NO_EXCHANGE_TS | flags::LAST,
@@ -196,6 +199,27 @@ fn stamp(wall_ns: u64) -> String {
         ),
         Err(_) => format!("{seconds}s"),
     }
+}
+
+/// The venue name in a recording's file name (`<venue>-<YYYYMMDD>T<HHMMSS>Z[-n].dbn.zst`),
+/// `None` for a name the recorder does not make.
+pub fn venue_of_file_name(file_name: &str) -> Option<&str> {
+    let stem = file_name.strip_suffix(".dbn.zst")?;
+    // A `-n` suffix that made the name unique.
+    let stem = match stem.rsplit_once('-') {
+        Some((head, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => head,
+        _ => stem,
+    };
+    let (venue, stamp) = stem.rsplit_once('-')?;
+    let bytes = stamp.as_bytes();
+    let is_stamp = bytes.len() == 16
+        && bytes[8] == b'T'
+        && bytes[15] == b'Z'
+        && bytes[..8]
+            .iter()
+            .chain(&bytes[9..15])
+            .all(u8::is_ascii_digit);
+    (is_stamp && !venue.is_empty()).then_some(venue)
 }
 
 fn date_of(wall_ns: u64) -> time::Date {

@@ -10,6 +10,9 @@ use tickwire_client::{Client, Next};
 /// the stop flag are looked at least this often.
 const WAIT: Duration = Duration::from_millis(50);
 
+/// How long a stopped recorder goes on reading what the bus still holds, at most.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
 /// How a recording session ended.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunOutcome {
@@ -20,9 +23,10 @@ pub struct RunOutcome {
     pub epochs: u64,
 }
 
-/// Records every event of `client`'s bus until `stop` is set or `until` passes, then closes
-/// every file. Nothing the bus holds can make it panic: a damaged bus is an error the client
-/// reports, counted here.
+/// Records every event of `client`'s bus until `stop` is set or `until` passes, then records
+/// what the bus still holds for it (up to [`DRAIN_LIMIT`]), so that an appliance stopping its
+/// recorder after its last publication loses nothing, and closes every file. Nothing the bus
+/// holds can make it panic: a damaged bus is an error the client reports, counted here.
 pub fn record_bus<C: Clock>(
     client: &mut Client,
     mut recorder: Recorder<C>,
@@ -64,6 +68,14 @@ pub fn record_bus<C: Clock>(
             recorder.learn(client.directory().iter());
         }
         recorder.tick();
+    }
+    let drain_until = Instant::now() + DRAIN_LIMIT;
+    while Instant::now() < drain_until {
+        match client.poll() {
+            Ok(Next::Events(events)) => recorder.record(&events),
+            Ok(Next::Overrun { missed }) => recorder.overrun(missed),
+            Ok(Next::NewEpoch { .. } | Next::Closed | Next::Removed | Next::Idle) | Err(_) => break,
+        }
     }
     outcome.stats = recorder.close();
     outcome

@@ -176,6 +176,15 @@ fn one_file_per_venue_reads_back_the_same_events_with_symbol_mappings() {
         "{files:?}"
     );
     assert!(name(&files[1]).starts_with("thalex-"), "{files:?}");
+    assert_eq!(
+        tickwire_record::venue_of_file_name(&name(&files[0])),
+        Some("binance-usdm")
+    );
+    assert_eq!(
+        tickwire_record::venue_of_file_name("binance-usdm-20240807T225958Z-2.dbn.zst"),
+        Some("binance-usdm")
+    );
+    assert_eq!(tickwire_record::venue_of_file_name("notes.txt"), None);
     for (venue_id, path) in [(0u16, &files[0]), (1, &files[1])] {
         let (events, error) = read_all(path);
         assert!(error.is_none(), "{error:?}");
@@ -297,7 +306,7 @@ fn recorder_gap_lost(event: &Event) -> Option<u64> {
         Body::Gap(gap)
             if event.header.flags & flags::DERIVED != 0
                 && gap.reason() == GapReason::RingOverflow
-                && event.header.instrument_id == 0 =>
+                && event.header.instrument_id == u32::MAX =>
         {
             Some(gap.received_seq - gap.expected_seq)
         }

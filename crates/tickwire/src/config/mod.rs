@@ -26,8 +26,9 @@ use std::path::{Path, PathBuf};
 
 pub use appliance::{
     host_cpu_count, ApplianceConfig, BusConfig, LogConfig, LogFormat, LogLevel, MetricsConfig,
-    NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig, QuoterConfig, RingsConfig,
-    Stage, StrategyConfig, StrategyName, ThreadConfig, ThreadsConfig, WaitKind,
+    NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig, QuoterConfig,
+    RecordConfig, RecordFsync, RingsConfig, Stage, StrategyConfig, StrategyName, ThreadConfig,
+    ThreadsConfig, WaitKind,
 };
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
