@@ -232,6 +232,56 @@ fn the_appliance_records_what_its_strategy_sees_and_replay_gives_the_same_events
     assert_eq!(first_line_difference, None);
     assert_eq!(printed.lines().count(), seen.len());
 
+    // `tickwire replay --bus`: the same events on a bus of its own, for any consumer.
+    let replay_bus = dir.path().join("replay.bus");
+    let status = tickwire()
+        .args([
+            "replay",
+            "--as-fast-as-possible",
+            "--strategy",
+            "none",
+            "--bus",
+        ])
+        .arg(&replay_bus)
+        .args(&files)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut reader = tickwire_bus::BusReader::open(&replay_bus, tickwire_bus::Start::Oldest, 1024)
+        .expect("the replay's bus stays after the replay");
+    assert!(
+        reader.is_closed(),
+        "the replay's bus is closed when it ends"
+    );
+    let mut on_bus = Vec::new();
+    let mut buffer = vec![seen[0]; 1024];
+    loop {
+        let batch = reader.read(&mut buffer).expect("the bus reads");
+        assert_eq!(batch.missed, 0);
+        if batch.count == 0 {
+            break;
+        }
+        on_bus.extend_from_slice(&buffer[..batch.count]);
+    }
+    assert_eq!(
+        on_bus, seen,
+        "the replay's bus holds the recorded events in order"
+    );
+    let mut directory: Vec<(String, String)> = reader
+        .directory()
+        .into_iter()
+        .map(|entry| (entry.venue, entry.symbol))
+        .collect();
+    directory.sort();
+    assert_eq!(
+        directory,
+        [
+            ("sim".to_owned(), "BTCUSDT".to_owned()),
+            ("sim".to_owned(), "ETHUSDT".to_owned())
+        ]
+    );
+
     // Databento's Python reader gets the same quotes and trades.
     if python_has(
         "databento_dbn, zstandard",

@@ -451,3 +451,92 @@ fn a_cut_or_corrupt_file_reads_up_to_the_damage_and_names_the_offset() {
     assert_eq!(events[..], sent[..events.len()]);
     assert!(error.offset <= middle as u64, "{error}");
 }
+
+/// A small tmpfs, unmounted when dropped.
+struct SmallDisk {
+    path: PathBuf,
+}
+
+impl SmallDisk {
+    /// `None` (with the reason printed) where this process may not mount (not root).
+    fn mount(path: PathBuf, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(&path).ok()?;
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&path)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !mounted {
+            println!("SKIPPED: cannot mount a tmpfs here (needs root) to fill a disk");
+            return None;
+        }
+        Some(SmallDisk { path })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.path)
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_an_error_counted_retried_and_marked_as_a_gap() {
+    let base = tempfile::tempdir().expect("a temporary directory");
+    let Some(disk) = SmallDisk::mount(base.path().join("disk"), "1m") else {
+        return;
+    };
+    // Fill it.
+    let filler = disk.path.join("filler");
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&filler).expect("create the filler");
+        let chunk = vec![0x5a_u8; 64 << 10];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+    }
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut recorder = Recorder::new(config(&disk.path), clock.clone());
+    recorder.learn(&directory());
+    let sent: Vec<Event> = (0..2000).map(|n| quote(0, 1, n * 7919)).collect();
+    recorder.record(&sent[..1000]);
+    recorder.flush();
+    let full = recorder.stats();
+    assert!(full.write_errors >= 1, "{full:?}");
+    assert!(full.lost > 0, "{full:?}");
+    // Space again; the retry opens a new file that starts with the loss.
+    std::fs::remove_file(&filler).expect("remove the filler");
+    clock.advance(2 * SECOND_NS);
+    recorder.tick();
+    recorder.record(&sent[1000..]);
+    let stats = recorder.close();
+    assert_eq!(stats.lost, full.lost, "nothing lost after the retry");
+    let newest = files_in(&disk.path)
+        .into_iter()
+        .filter(|path| RecordingReader::open(path).is_ok())
+        .filter_map(|path| {
+            let (events, _) = read_all(&path);
+            recorder_gap_lost(events.first()?).map(|lost| (lost, events))
+        })
+        .next()
+        .expect("a file that starts with the gap");
+    assert_eq!(newest.0, stats.lost, "the gap counts every lost event");
+    assert_eq!(newest.1[1..], sent[1000..]);
+    // Every event was either written or counted as lost.
+    let written: usize = files_in(&disk.path)
+        .iter()
+        .filter(|path| path.file_name() != filler.file_name())
+        .map(|path| match RecordingReader::open(path) {
+            Ok(_) => read_all(path)
+                .0
+                .iter()
+                .filter(|event| recorder_gap_lost(event).is_none())
+                .count(),
+            Err(_) => 0,
+        })
+        .sum();
+    assert_eq!(written as u64 + stats.lost, sent.len() as u64);
+}
