@@ -345,10 +345,12 @@ fn a_recorder_process_killed_with_sigkill_leaves_files_that_read_to_the_last_flu
     }
     assert!(events.len() > 100, "two flushes' worth: {}", events.len());
 
-    // A restart writes a new file and never touches the old one.
+    // A restart writes a new file and never touches the old one; this time the bus is found
+    // through the appliance's config, as `tickwire tail --config` finds it.
+    let config = pair.dir.path().join("tickwire.toml");
     let status = tickwire()
-        .args(["record", "--events", "--duration", "1.5", "--bus"])
-        .arg(&bus)
+        .args(["record", "--events", "--duration", "1.5", "--config"])
+        .arg(&config)
         .arg("--out")
         .arg(&out)
         .stderr(Stdio::null())

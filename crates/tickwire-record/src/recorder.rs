@@ -269,6 +269,16 @@ impl<C: Clock> Recorder<C> {
         &self.clock
     }
 
+    /// Records encoded and not yet in a frame on disk, over every venue: what a benchmark
+    /// subtracts from the records it handed over to know which are flushed.
+    pub fn pending_records(&self) -> u64 {
+        self.venues
+            .values()
+            .filter_map(|venue| venue.file.as_ref())
+            .map(RecordingFile::pending_records)
+            .sum()
+    }
+
     /// The open files, for tests and logs.
     pub fn open_files(&self) -> Vec<PathBuf> {
         let mut paths: Vec<PathBuf> = self
