@@ -364,6 +364,14 @@ impl<C: Clock> Recorder<C> {
     /// Opens a new file for the venue if it has none and is not waiting to retry; writes the
     /// gap owed for events lost since the last file failed.
     fn ensure_file(&mut self, venue_id: VenueId) -> bool {
+        // The path of every event: no clock read when the file is open.
+        if self
+            .venues
+            .get(&venue_id)
+            .is_some_and(|venue| venue.file.is_some())
+        {
+            return true;
+        }
         let now_mono = self.clock.monotonic_ns();
         let wall_ns = self.clock.wall_ns();
         let venue = self.venues.entry(venue_id).or_insert_with(|| VenueFiles {
