@@ -295,7 +295,8 @@ fn run_rate(rate: f64, seconds: f64, out: &Path, keep: bool) -> RateResult {
     };
     let mut idle_after_done = 0;
     loop {
-        match client.wait(Duration::from_millis(20)) {
+        // As `tickwire_record::record_bus` reads: poll, and sleep when idle.
+        match client.poll() {
             Ok(Next::Events(events)) => {
                 unflushed.extend(events.iter().map(|event| event.header.recv_ts_ns));
                 handed += events.len() as u64;
@@ -303,6 +304,7 @@ fn run_rate(rate: f64, seconds: f64, out: &Path, keep: bool) -> RateResult {
             }
             Ok(Next::Overrun { missed }) => recorder.overrun(missed),
             Ok(Next::Idle | Next::Closed) => {
+                std::thread::sleep(tickwire_record::run::IDLE_SLEEP);
                 if done.load(Ordering::Acquire) {
                     idle_after_done += 1;
                     if idle_after_done > 2 {

@@ -540,3 +540,49 @@ fn a_full_disk_is_an_error_counted_retried_and_marked_as_a_gap() {
         .sum();
     assert_eq!(written as u64 + stats.lost, sent.len() as u64);
 }
+
+#[test]
+fn an_instrument_that_appears_later_is_recorded_at_once_and_mapped_by_the_next_file() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut recorder = Recorder::new(config(dir.path()), clock.clone());
+    recorder.learn(&directory());
+    recorder.record(&[quote(0, 1, 1)]);
+    // Instrument 3 is published before the recorder has taken in its directory entry.
+    recorder.record(&[quote(0, 3, 2)]);
+    recorder.learn(&[entry(0, "binance-usdm", 3, "SOLUSDT")]);
+    recorder.record(&[quote(0, 3, 3)]);
+    recorder.tick();
+    assert_eq!(
+        recorder.stats().files_opened,
+        1,
+        "not within a second of opening"
+    );
+    clock.advance(SECOND_NS);
+    recorder.tick();
+    assert_eq!(
+        recorder.stats().files_opened,
+        2,
+        "rotated to map the new instrument"
+    );
+    recorder.record(&[quote(0, 3, 4)]);
+    recorder.close();
+    let files = files_in(dir.path());
+    assert_eq!(files.len(), 2);
+    let (first, _) = read_all(&files[0]);
+    assert_eq!(first, [quote(0, 1, 1), quote(0, 3, 2), quote(0, 3, 3)]);
+    let mapped = |path: &Path| -> Vec<String> {
+        let reader = RecordingReader::open(path).expect("opens");
+        let mut symbols: Vec<String> = reader
+            .metadata()
+            .mappings
+            .iter()
+            .map(|mapping| mapping.raw_symbol.clone())
+            .collect();
+        symbols.sort();
+        symbols
+    };
+    assert_eq!(mapped(&files[0]), ["BTCUSDT", "ETHUSDT"]);
+    assert_eq!(mapped(&files[1]), ["BTCUSDT", "ETHUSDT", "SOLUSDT"]);
+    assert_eq!(read_all(&files[1]).0, [quote(0, 3, 4)]);
+}
