@@ -515,7 +515,7 @@ fn measure(
                         &sim,
                         &symbols,
                         backend,
-                        (*spin, *bus),
+                        (*spin, *bus, args.sim_core),
                         &records_path,
                         messages,
                     )?;
@@ -671,13 +671,13 @@ fn plain_stream(
 }
 
 /// A tickwire client's config: everything on one thread on the client core, the `mid` strategy
-/// writing its records.
+/// writing its records; a recorder (`BusMode::BusAndRecord`) on `recorder_core`.
 fn tickwire_config(
     dir: &Path,
     sim: &tickwire_sim::SimHandle,
     symbols: &[String],
     backend: &str,
-    (spin, bus): (bool, BusMode),
+    (spin, bus, recorder_core): (bool, BusMode, usize),
     records: &Path,
     messages: u64,
 ) -> anyhow::Result<PathBuf> {
@@ -718,8 +718,11 @@ fn tickwire_config(
                     "[bus]\npath = {:?}\n",
                     dir.join("tickwire.bus").display().to_string()
                 ),
+                // The recorder on the simulator's core, not the client's: the client process is
+                // pinned to one core with a busy-polling thread on it, which any work of the
+                // recorder there would preempt.
                 BusMode::BusAndRecord => format!(
-                    "[bus]\npath = {:?}\n[record]\ndir = {:?}\n",
+                    "[bus]\npath = {:?}\n[record]\ndir = {:?}\ncore = {recorder_core}\n",
                     dir.join("tickwire.bus").display().to_string(),
                     dir.join("recordings").display().to_string()
                 ),

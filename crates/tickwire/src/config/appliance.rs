@@ -225,6 +225,9 @@ pub struct RecordConfig {
     pub max_file_mib: Option<u64>,
     /// zstd's level: 1 (the fastest, the default) to 19.
     pub zstd_level: i32,
+    /// Pin the recorder thread to this core (absent: unpinned). A core no hot thread is pinned
+    /// to: the recorder's work (encoding, compressing, writing) must not preempt a hot thread.
+    pub core: Option<usize>,
     /// The DBN dataset of a venue, by venue name, where the default does not suit: Binance
     /// USD-M venues default to `BINANCE.USDM`, Thalex to `THALEX`, Databento venues to their
     /// `databento.dataset`.
@@ -249,6 +252,7 @@ impl Default for RecordConfig {
             rotate_daily: true,
             max_file_mib: None,
             zstd_level: 1,
+            core: None,
             datasets: std::collections::BTreeMap::new(),
         }
     }
@@ -799,6 +803,9 @@ pub(crate) fn validate(
     }
     if let Some(record) = &raw.record {
         check_record(&mut problems, record, raw.bus.is_some());
+        if let Some(core) = record.core {
+            check_record_core(&mut problems, core, &written, cpu_count);
+        }
     }
 
     if !problems.is_empty() {
@@ -821,6 +828,36 @@ pub(crate) fn validate(
         record: raw.record,
         venues: raw.venues,
     })
+}
+
+fn check_record_core(
+    problems: &mut Vec<Problem>,
+    core: usize,
+    written: &[WrittenThread; 3],
+    cpu_count: usize,
+) {
+    if core >= cpu_count {
+        problems.push(Problem::new(
+            KeyPath::dotted("record.core"),
+            format!(
+                "core {core} does not exist: this host has {cpu_count} CPUs, so valid cores are \
+                 0 to {}",
+                cpu_count.saturating_sub(1)
+            ),
+        ));
+    }
+    for thread in written {
+        if thread.fuse_into.is_none() && thread.core == Some(core) {
+            problems.push(Problem::new(
+                KeyPath::dotted("record.core"),
+                format!(
+                    "core {core} is the {} thread's ([threads.{}] core): the recorder would \
+                     preempt it; pick a core no hot thread is pinned to, or leave the key out",
+                    thread.stage, thread.stage
+                ),
+            ));
+        }
+    }
 }
 
 fn check_record(problems: &mut Vec<Problem>, record: &RecordConfig, has_bus: bool) {

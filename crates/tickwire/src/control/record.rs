@@ -100,9 +100,20 @@ impl RecorderThread {
             })?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
+        let core = record.core;
         let handle = std::thread::Builder::new()
             .name("tw-record".to_owned())
             .spawn(move || {
+                if let Some(core) = core {
+                    // Widens or moves this thread's own mask: a process started under `taskset`
+                    // on the hot cores still records on the core the config gives.
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+                        tracing::warn!(
+                            core,
+                            "the recorder thread could not be pinned; it runs unpinned"
+                        );
+                    }
+                }
                 let recorder = Recorder::new(config, SystemClock::default());
                 tickwire_record::record_bus(&mut client, recorder, &thread_stop, None)
             })?;
