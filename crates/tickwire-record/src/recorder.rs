@@ -20,6 +20,8 @@
 //!   file and counted. A recorder gap is a `Gap` event with `instrument_id` `u32::MAX` (every
 //!   instrument of the venue, as connection-wide events have it), reason `RingOverflow`, flag `DERIVED`, whose `received_seq - expected_seq` is the
 //!   number of events lost (bus positions when the bus lapped the recorder).
+//! - A damaged bus ([`Recorder::bus_damaged`]): a gap with reason `Unknown` in every venue's
+//!   file (how many events were lost is not known), counted.
 //! - A write error (full disk, unwritable directory): logged, counted, the file abandoned; the
 //!   venue's events are counted as lost until a new file opens (tried every
 //!   [`RecorderConfig::retry_interval`]), whose first record is a recorder gap with the count.
@@ -129,6 +131,8 @@ pub struct RecorderStats {
     pub write_errors: u64,
     /// Recorder gaps written into files.
     pub gaps_written: u64,
+    /// Times the bus was found damaged under the recorder (an unknown number of events lost).
+    pub bus_damaged: u64,
     pub files_opened: u64,
     pub frames: u64,
     /// Compressed bytes written, over all files.
@@ -166,6 +170,19 @@ pub struct Recorder<C: Clock> {
 
 /// A `Gap` event that says the recorder lost `lost` events of `venue_id`.
 pub fn recorder_gap(venue_id: VenueId, now_ns: u64, from_position: u64, lost: u64) -> Event {
+    gap_event(
+        venue_id,
+        now_ns,
+        Gap::new(
+            GapReason::RingOverflow,
+            from_position,
+            from_position.saturating_add(lost),
+        ),
+    )
+}
+
+/// A recorder gap about every instrument of `venue_id`, flagged `DERIVED` (tickwire's own).
+fn gap_event(venue_id: VenueId, now_ns: u64, gap: Gap) -> Event {
     Event::new(
         EventHeader {
             exchange_ts_ns: 0,
@@ -176,11 +193,7 @@ pub fn recorder_gap(venue_id: VenueId, now_ns: u64, from_position: u64, lost: u6
             kind: EventKind::Gap,
             flags: flags::DERIVED | flags::NO_EXCHANGE_TS | flags::LAST,
         },
-        Body::Gap(Gap::new(
-            GapReason::RingOverflow,
-            from_position,
-            from_position.saturating_add(lost),
-        )),
+        Body::Gap(gap),
     )
 }
 
@@ -221,6 +234,21 @@ pub fn venue_of_file_name(file_name: &str) -> Option<&str> {
             .all(u8::is_ascii_digit);
     (is_stamp && !venue.is_empty()).then_some(venue)
 }
+
+/// `text` as DBN metadata can hold it: ASCII (anything else becomes `?`), at most `max` bytes.
+/// DBN refuses a longer or non-ASCII string, and the directory's names are the venue files'
+/// (up to 104 bytes of UTF-8), so a name is fitted rather than allowed to fail the file.
+fn dbn_text(text: &str, max: usize) -> String {
+    text.chars()
+        .map(|ch| if ch.is_ascii() && ch != '\0' { ch } else { '?' })
+        .take(max)
+        .collect()
+}
+
+/// The longest dataset DBN metadata holds (a 16-byte C string).
+const DATASET_MAX: usize = 15;
+/// The longest symbol DBN v3 metadata holds (`SYMBOL_CSTR_LEN` less the NUL).
+const SYMBOL_MAX: usize = dbn::SYMBOL_CSTR_LEN - 1;
 
 fn date_of(wall_ns: u64) -> time::Date {
     time::OffsetDateTime::from_unix_timestamp((wall_ns / 1_000_000_000) as i64)
@@ -318,12 +346,15 @@ impl<C: Clock> Recorder<C> {
 
     fn metadata(&self, venue_id: VenueId, wall_ns: u64) -> (Metadata, HashSet<u32>) {
         let venue = self.venue_name(venue_id);
-        let dataset = self
-            .config
-            .datasets
-            .get(&venue)
-            .cloned()
-            .unwrap_or_else(|| venue.to_ascii_uppercase());
+        let dataset = dbn_text(
+            &self
+                .config
+                .datasets
+                .get(&venue)
+                .cloned()
+                .unwrap_or_else(|| venue.to_ascii_uppercase()),
+            DATASET_MAX,
+        );
         let start_date = date_of(wall_ns);
         let end_date = if self.config.rotate_daily {
             start_date.next_day().unwrap_or(start_date)
@@ -343,12 +374,17 @@ impl<C: Clock> Recorder<C> {
             .start(wall_ns)
             .stype_in(Some(SType::RawSymbol))
             .stype_out(SType::InstrumentId)
-            .symbols(entries.iter().map(|entry| entry.symbol.clone()).collect())
+            .symbols(
+                entries
+                    .iter()
+                    .map(|entry| dbn_text(&entry.symbol, SYMBOL_MAX))
+                    .collect(),
+            )
             .mappings(
                 entries
                     .iter()
                     .map(|entry| SymbolMapping {
-                        raw_symbol: entry.symbol.clone(),
+                        raw_symbol: dbn_text(&entry.symbol, SYMBOL_MAX),
                         intervals: vec![MappingInterval {
                             start_date,
                             end_date,
@@ -547,6 +583,42 @@ impl<C: Clock> Recorder<C> {
                 }
             } else if let Some(venue) = self.venues.get_mut(&venue_id) {
                 venue.unreported_lost += missed;
+            }
+        }
+    }
+
+    /// The bus turned out damaged under the recorder (a reader error: a slot that is no event,
+    /// a truncated file): an unknown number of events is lost until a new bus. Every venue's
+    /// file gets a gap with reason `Unknown` whose `expected_seq == received_seq` (the bus
+    /// position where the damage was found): never a silent hole.
+    pub fn bus_damaged(&mut self) {
+        self.stats.bus_damaged += 1;
+        let now = self.clock.wall_ns();
+        let position = self.bus_position;
+        let mut venue_ids: Vec<VenueId> = self
+            .venue_names
+            .keys()
+            .chain(self.venues.keys())
+            .copied()
+            .collect();
+        venue_ids.sort_unstable();
+        venue_ids.dedup();
+        for venue_id in venue_ids {
+            if !self.ensure_file(venue_id) {
+                continue;
+            }
+            let gap = gap_event(
+                venue_id,
+                now,
+                Gap::new(GapReason::Unknown, position, position),
+            );
+            if let Some(file) = self
+                .venues
+                .get_mut(&venue_id)
+                .and_then(|venue| venue.file.as_mut())
+            {
+                file.push(codec::encode(&gap).record.as_record_ref());
+                self.stats.gaps_written += 1;
             }
         }
     }

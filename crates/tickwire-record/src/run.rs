@@ -62,7 +62,8 @@ pub fn record_bus<C: Clock>(
             Ok(Next::Closed | Next::Removed | Next::Idle) => std::thread::sleep(IDLE_SLEEP),
             Err(error) => {
                 outcome.read_errors += 1;
-                tracing::error!(%error, "reading the bus failed; waiting for a new one");
+                tracing::error!(%error, "reading the bus failed; a gap is written, waiting for a new bus");
+                recorder.bus_damaged();
                 std::thread::sleep(IDLE_SLEEP);
             }
         }

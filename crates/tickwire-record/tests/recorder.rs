@@ -586,3 +586,47 @@ fn an_instrument_that_appears_later_is_recorded_at_once_and_mapped_by_the_next_f
     assert_eq!(mapped(&files[1]), ["BTCUSDT", "ETHUSDT", "SOLUSDT"]);
     assert_eq!(read_all(&files[1]).0, [quote(0, 3, 4)]);
 }
+
+#[test]
+fn names_dbn_cannot_hold_are_fitted_not_allowed_to_fail_the_file() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut recorder = Recorder::new(RecorderConfig::new(dir.path()), clock.clone());
+    let long_venue = "a-venue-name-far-longer-than-sixteen";
+    let long_symbol = "Ünïcødé-".repeat(12);
+    recorder.learn(&[entry(4, long_venue, 9, &long_symbol)]);
+    recorder.record(&[quote(4, 9, 1)]);
+    let stats = recorder.close();
+    assert_eq!((stats.write_errors, stats.lost, stats.events), (0, 0, 1));
+    let files = files_in(dir.path());
+    let reader = RecordingReader::open(&files[0]).expect("opens");
+    assert_eq!(reader.metadata().dataset, "A-VENUE-NAME-FA");
+    let symbol = &reader.metadata().mappings[0].raw_symbol;
+    assert_eq!(symbol.len(), dbn::SYMBOL_CSTR_LEN - 1);
+    assert!(symbol.starts_with("?n?c?d?-?n?c?d?-"), "{symbol}");
+    assert_eq!(read_all(&files[0]).0, [quote(4, 9, 1)]);
+}
+
+#[test]
+fn a_damaged_bus_is_a_gap_of_unknown_size_in_every_venue_file() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut recorder = Recorder::new(config(dir.path()), clock.clone());
+    recorder.learn(&directory());
+    recorder.record(&[quote(0, 1, 1), trade(1, 1, 2), quote(0, 2, 3)]);
+    recorder.bus_damaged();
+    let stats = recorder.close();
+    assert_eq!((stats.bus_damaged, stats.gaps_written), (1, 2));
+    for path in files_in(dir.path()) {
+        let (events, _) = read_all(&path);
+        let last = events.last().expect("events");
+        match last.body() {
+            Body::Gap(gap) => {
+                assert_eq!(gap.reason(), GapReason::Unknown);
+                assert_eq!((gap.expected_seq, gap.received_seq), (3, 3));
+                assert_eq!(last.header.instrument_id, u32::MAX);
+            }
+            other => panic!("{other:?} is not the damage's gap"),
+        }
+    }
+}

@@ -904,7 +904,7 @@ fn check_record(problems: &mut Vec<Problem>, record: &RecordConfig, has_bus: boo
     }
     for (venue, dataset) in &record.datasets {
         let valid = !dataset.is_empty()
-            && dataset.len() <= 16
+            && dataset.len() <= 15
             && dataset.bytes().all(|byte| {
                 byte.is_ascii_uppercase() || byte.is_ascii_digit() || byte == b'.' || byte == b'_'
             });
@@ -913,7 +913,7 @@ fn check_record(problems: &mut Vec<Problem>, record: &RecordConfig, has_bus: boo
                 KeyPath::dotted("record.datasets").key(venue),
                 format!(
                     "{dataset:?} is not a dataset name; use capitals, digits, '.' and '_', at \
-                     most 16 characters, such as \"BINANCE.USDM\""
+                     most 15 characters (DBN's limit), such as \"BINANCE.USDM\""
                 ),
             ));
         }
