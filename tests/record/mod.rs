@@ -432,3 +432,67 @@ fn replay_of_a_damaged_file_gives_the_events_before_the_damage_then_names_file_a
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn an_appliance_killed_with_sigkill_leaves_recordings_that_read_to_the_last_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = tickwire_sim::Sim::start(
+        tickwire_sim::SimOptions::new(dir.path().join("sim")),
+        synthetic(3_000.0),
+    )
+    .expect("the simulator starts");
+    let bus = dir.path().join("tickwire.bus");
+    let out = dir.path().join("recordings");
+    let extra = format!(
+        "[record]\ndir = {:?}\nflush_interval_ms = 200\n",
+        out.display().to_string()
+    );
+    let config = appliance::write_configs(dir.path(), &sim, &setup(&bus, &extra));
+    let run = |what: &str| {
+        let mut child = tickwire()
+            .args(["run", "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until the recorder has written records past the metadata, then past a few
+        // more flushes, and kill the whole appliance.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let bytes: u64 = recordings(&out)
+                .iter()
+                .filter_map(|path| std::fs::metadata(path).ok())
+                .map(|meta| meta.len())
+                .sum();
+            if bytes > 20_000 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{what}: no recording grew");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    };
+    run("first appliance");
+    let first = recordings(&out);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let first_bytes = std::fs::read(&first[0]).unwrap();
+    let (events, error) = read_file(&first[0]);
+    assert!(events.len() > 100, "{}", events.len());
+    if let Some(error) = &error {
+        assert!(error.offset <= first_bytes.len() as u64, "{error}");
+    }
+    assert!(
+        events.iter().any(|event| event.kind() == EventKind::Quote),
+        "the recording holds market data"
+    );
+    // A restarted appliance records into a new file and leaves the cut one as it was.
+    run("restarted appliance");
+    let files = recordings(&out);
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(std::fs::read(&first[0]).unwrap(), first_bytes);
+    let (restarted, _) = read_file(&files[1]);
+    assert!(restarted.len() > 100);
+}
