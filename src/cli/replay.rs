@@ -20,6 +20,8 @@ use tickwire_record::{venue_of_file_name, Replay};
 
 /// The strategy stage's batch size, which replay keeps so that strategies see the same shapes.
 const BATCH: usize = 64;
+/// The most instrument ids a replay keeps names and market state for.
+const MAX_INSTRUMENTS: usize = 1 << 20;
 
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
@@ -86,13 +88,15 @@ fn names(replay: &Replay) -> (EventNames, Vec<DirectoryEntry>) {
     for (venue_id, name) in venues {
         venue_names[usize::from(venue_id)] = name;
     }
-    // Instrument ids index a vector: only as far as the largest mapped id, which the
-    // appliance numbers densely from 0.
+    // Instrument ids index vectors (names, the market state): only as far as the largest mapped
+    // id, which the appliance numbers densely from 0, and never past a million, so that a
+    // stray id in a file cannot make a replay allocate gigabytes (an instrument past it is
+    // named `?` and has no market state, as on the appliance).
     let instrument_count = instruments
         .keys()
         .next_back()
         .map_or(0, |&last| last as usize + 1)
-        .min(1 << 24);
+        .min(MAX_INSTRUMENTS);
     let mut instrument_names = vec![
         InstrumentName {
             venue: "?".to_owned(),
