@@ -117,7 +117,7 @@ pub fn record_events(
     );
     let recorder =
         tickwire_record::Recorder::new(recorder_config, tickwire_record::SystemClock::default());
-    let outcome = tickwire_record::record_bus(&mut client, recorder, &stop, until);
+    let outcome = tickwire_record::record_bus(&mut client, recorder, &stop, until, None);
     let stats = outcome.stats;
     eprintln!(
         "record: {} events in {} files ({} bytes, {:.1} bytes/event), {} overruns ({} events \

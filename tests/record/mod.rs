@@ -160,6 +160,36 @@ fn the_appliance_records_what_its_strategy_sees_and_replay_gives_the_same_events
                 && pair.count(|event| event.kind() == EventKind::Trade) >= 20
         },
     );
+    // The recorder's counters on /metrics, as of its last loop.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let metrics = pair.session.render_metrics();
+        let recorded = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("tickwire_record_events_total "))
+            .and_then(|value| value.parse::<u64>().ok())
+            .expect("the recorder's events counter");
+        if recorded > 0 {
+            assert!(
+                metrics.contains("tickwire_record_files_total 1"),
+                "{metrics}"
+            );
+            assert!(
+                metrics.contains("tickwire_record_overruns_total 0"),
+                "{metrics}"
+            );
+            assert!(
+                metrics.contains("tickwire_record_write_errors_total 0"),
+                "{metrics}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the recorder counted nothing: {metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let seen = pair.finish();
     let files = recordings(&out);
     assert_eq!(files.len(), 1, "one venue, one file: {files:?}");

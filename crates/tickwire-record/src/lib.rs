@@ -23,4 +23,4 @@ pub use reader::{ReadError, RecordingReader, Replay, Source};
 pub use recorder::{
     venue_of_file_name, Clock, Recorder, RecorderConfig, RecorderStats, SystemClock,
 };
-pub use run::{record_bus, RunOutcome};
+pub use run::{record_bus, RunOutcome, SharedStats};

@@ -3,6 +3,7 @@
 
 use crate::recorder::{Clock, Recorder, RecorderStats};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tickwire_client::{Client, Next};
 
@@ -14,6 +15,26 @@ pub const IDLE_SLEEP: Duration = Duration::from_millis(2);
 
 /// How long a stopped recorder goes on reading what the bus still holds, at most.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// The recorder's counters as another thread reads them (the appliance's `/metrics`): the
+/// recording thread stores them once per loop. A mutex: neither side is a hot thread.
+#[derive(Clone, Debug, Default)]
+pub struct SharedStats(Arc<Mutex<RecorderStats>>);
+
+impl SharedStats {
+    pub fn get(&self) -> RecorderStats {
+        self.0
+            .lock()
+            .map_or_else(|poisoned| *poisoned.into_inner(), |stats| *stats)
+    }
+
+    fn set(&self, stats: RecorderStats) {
+        match self.0.lock() {
+            Ok(mut shared) => *shared = stats,
+            Err(poisoned) => *poisoned.into_inner() = stats,
+        }
+    }
+}
 
 /// How a recording session ended.
 #[derive(Clone, Copy, Debug, Default)]
@@ -34,6 +55,7 @@ pub fn record_bus<C: Clock>(
     mut recorder: Recorder<C>,
     stop: &AtomicBool,
     until: Option<Instant>,
+    shared: Option<&SharedStats>,
 ) -> RunOutcome {
     let mut outcome = RunOutcome::default();
     let mut known_directory = usize::MAX;
@@ -72,6 +94,9 @@ pub fn record_bus<C: Clock>(
             recorder.learn(client.directory().iter());
         }
         recorder.tick();
+        if let Some(shared) = shared {
+            shared.set(recorder.stats());
+        }
     }
     let drain_until = Instant::now() + DRAIN_LIMIT;
     while Instant::now() < drain_until {
@@ -82,5 +107,8 @@ pub fn record_bus<C: Clock>(
         }
     }
     outcome.stats = recorder.close();
+    if let Some(shared) = shared {
+        shared.set(outcome.stats);
+    }
     outcome
 }

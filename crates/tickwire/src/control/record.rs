@@ -8,13 +8,16 @@
 
 use crate::config::{LoadedConfig, RecordConfig, RecordFsync, VenueKind};
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 use tickwire_client::{Client, Start};
-use tickwire_record::{FsyncPolicy, Recorder, RecorderConfig, RunOutcome, SystemClock};
+use tickwire_record::{
+    FsyncPolicy, Recorder, RecorderConfig, RunOutcome, SharedStats, SystemClock,
+};
 
 /// The DBN dataset of each venue by name: `[record] datasets` where given, else the venue
 /// kind's: `BINANCE.USDM`, `THALEX`, or a Databento venue's own `databento.dataset`.
@@ -70,6 +73,7 @@ pub fn recorder_config(
 pub struct RecorderThread {
     stop: Arc<AtomicBool>,
     handle: JoinHandle<RunOutcome>,
+    stats: SharedStats,
 }
 
 impl RecorderThread {
@@ -101,6 +105,8 @@ impl RecorderThread {
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = Arc::clone(&stop);
         let core = record.core;
+        let stats = SharedStats::default();
+        let thread_stats = stats.clone();
         let handle = std::thread::Builder::new()
             .name("tw-record".to_owned())
             .spawn(move || {
@@ -115,10 +121,68 @@ impl RecorderThread {
                     }
                 }
                 let recorder = Recorder::new(config, SystemClock::default());
-                tickwire_record::record_bus(&mut client, recorder, &thread_stop, None)
+                tickwire_record::record_bus(
+                    &mut client,
+                    recorder,
+                    &thread_stop,
+                    None,
+                    Some(&thread_stats),
+                )
             })?;
         tracing::info!(dir = %record.dir.display(), "recording the bus to DBN files");
-        Ok(Some(RecorderThread { stop, handle }))
+        Ok(Some(RecorderThread {
+            stop,
+            handle,
+            stats,
+        }))
+    }
+
+    /// The recorder's counters for `/metrics` (as of its last loop, at most a few ms old).
+    pub fn render_metrics(&self, out: &mut String) {
+        let stats = self.stats.get();
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_record_events_total Events the recorder wrote into DBN files.\n\
+             # TYPE tickwire_record_events_total counter\n\
+             tickwire_record_events_total {}\n\
+             # HELP tickwire_record_bytes_total Compressed bytes the recorder wrote.\n\
+             # TYPE tickwire_record_bytes_total counter\n\
+             tickwire_record_bytes_total {}\n\
+             # HELP tickwire_record_files_total Recording files opened.\n\
+             # TYPE tickwire_record_files_total counter\n\
+             tickwire_record_files_total {}\n\
+             # HELP tickwire_record_overruns_total Times the bus lapped the recorder (each a gap in the files).\n\
+             # TYPE tickwire_record_overruns_total counter\n\
+             tickwire_record_overruns_total {}\n\
+             # HELP tickwire_record_missed_events_total Events lost to overruns.\n\
+             # TYPE tickwire_record_missed_events_total counter\n\
+             tickwire_record_missed_events_total {}\n\
+             # HELP tickwire_record_lost_events_total Events lost to write errors (full disk, unwritable directory).\n\
+             # TYPE tickwire_record_lost_events_total counter\n\
+             tickwire_record_lost_events_total {}\n\
+             # HELP tickwire_record_write_errors_total Failed file creations and writes.\n\
+             # TYPE tickwire_record_write_errors_total counter\n\
+             tickwire_record_write_errors_total {}\n\
+             # HELP tickwire_record_gaps_total Recorder gaps written into files.\n\
+             # TYPE tickwire_record_gaps_total counter\n\
+             tickwire_record_gaps_total {}\n\
+             # HELP tickwire_record_private_encoding_total Events whose kind has a DBN record that went to the private encoding.\n\
+             # TYPE tickwire_record_private_encoding_total counter\n\
+             tickwire_record_private_encoding_total {}\n\
+             # HELP tickwire_record_bus_damaged_total Times the bus was found damaged under the recorder.\n\
+             # TYPE tickwire_record_bus_damaged_total counter\n\
+             tickwire_record_bus_damaged_total {}",
+            stats.events,
+            stats.bytes,
+            stats.files_opened,
+            stats.overruns,
+            stats.missed,
+            stats.lost,
+            stats.write_errors,
+            stats.gaps_written,
+            stats.fell_back,
+            stats.bus_damaged,
+        );
     }
 
     /// Stops the recorder once it has recorded what the bus holds, closes its files and logs
