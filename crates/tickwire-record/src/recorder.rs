@@ -558,13 +558,8 @@ impl<C: Clock> Recorder<C> {
         }
     }
 
-    /// The bus lapped the recorder: `missed` events are lost. Every venue's file gets a gap.
-    pub fn overrun(&mut self, missed: u64) {
-        self.stats.overruns += 1;
-        self.stats.missed += missed;
-        let from = self.bus_position;
-        self.bus_position += missed;
-        let now = self.clock.wall_ns();
+    /// Every venue the directory names or an event came from, in order.
+    fn known_venues(&self) -> Vec<VenueId> {
         let mut venue_ids: Vec<VenueId> = self
             .venue_names
             .keys()
@@ -573,6 +568,17 @@ impl<C: Clock> Recorder<C> {
             .collect();
         venue_ids.sort_unstable();
         venue_ids.dedup();
+        venue_ids
+    }
+
+    /// The bus lapped the recorder: `missed` events are lost. Every venue's file gets a gap.
+    pub fn overrun(&mut self, missed: u64) {
+        self.stats.overruns += 1;
+        self.stats.missed += missed;
+        let from = self.bus_position;
+        self.bus_position += missed;
+        let now = self.clock.wall_ns();
+        let venue_ids = self.known_venues();
         for venue_id in venue_ids {
             if self.ensure_file(venue_id) {
                 let gap = recorder_gap(venue_id, now, from, missed);
@@ -598,14 +604,7 @@ impl<C: Clock> Recorder<C> {
         self.stats.bus_damaged += 1;
         let now = self.clock.wall_ns();
         let position = self.bus_position;
-        let mut venue_ids: Vec<VenueId> = self
-            .venue_names
-            .keys()
-            .chain(self.venues.keys())
-            .copied()
-            .collect();
-        venue_ids.sort_unstable();
-        venue_ids.dedup();
+        let venue_ids = self.known_venues();
         for venue_id in venue_ids {
             if !self.ensure_file(venue_id) {
                 continue;
