@@ -29,6 +29,7 @@ mod mbo_book_alloc;
 mod net_heartbeat;
 mod net_transport;
 mod net_websocket;
+mod record;
 mod rings;
 mod serve;
 mod sim_appliance;

@@ -7,6 +7,7 @@ mod decode;
 #[cfg(feature = "dev-tools")]
 mod demo;
 mod record;
+mod replay;
 mod run;
 mod signals;
 #[cfg(feature = "dev-tools")]
@@ -134,22 +135,69 @@ enum Command {
         #[arg(long)]
         pinned_cores: bool,
     },
-    /// Record a venue's raw messages with their receive times to a gzip file the simulator
-    /// replays (`<receive ns> <message>` per line).
+    /// Record, in one of two modes: `--events` records the appliance's normalized events from
+    /// its bus to DBN files (what `tickwire replay` and Databento's own tools read);
+    /// `--venue` records one venue's raw messages with their receive times to a gzip capture
+    /// (what `tickwire sim` replays).
     ///
-    /// Exit status: 0 when the duration ends or on SIGINT/SIGTERM (the file is complete either
-    /// way), 1 when the venue cannot be reached or closes the stream.
+    /// Events mode: a bus consumer in a process of its own, the same recorder as `[record]`
+    /// runs in the appliance: one set of `.dbn.zst` files per venue in `--out DIR`, rotated at
+    /// UTC midnight (and by size with `[record] max_file_mib`), flushed every second (`[record]
+    /// flush_interval_ms`). A restart starts new files; an overrun is written as a gap.
+    ///
+    /// Raw mode: `<receive ns> <message>` per line, gzip.
+    ///
+    /// Exit status: 0 when the duration ends or on SIGINT/SIGTERM (the files are complete
+    /// either way), 1 when the venue or the bus cannot be reached (raw mode: when the venue
+    /// closes the stream), 2 for bad arguments or config.
     Record {
-        /// The venue file to connect with.
-        #[arg(long, value_name = "FILE.toml")]
-        venue: PathBuf,
-        /// Where to write the capture (gzip).
-        #[arg(long, value_name = "FILE.gz")]
+        /// Raw mode: the venue file to connect with.
+        #[arg(
+            long,
+            value_name = "FILE.toml",
+            required_unless_present = "events",
+            conflicts_with = "events"
+        )]
+        venue: Option<PathBuf>,
+        /// Events mode: record the bus's normalized events to DBN files.
+        #[arg(long)]
+        events: bool,
+        /// Events mode: the appliance's config file, for its bus (`[bus]`), its `[record]`
+        /// settings and its venues' datasets.
+        #[arg(
+            long,
+            value_name = "FILE",
+            requires = "events",
+            required_unless_present_any = ["venue", "bus"]
+        )]
+        config: Option<PathBuf>,
+        /// Events mode: the bus file, instead of the one `--config` names.
+        #[arg(
+            long,
+            value_name = "PATH",
+            requires = "events",
+            conflicts_with = "config"
+        )]
+        bus: Option<PathBuf>,
+        /// Raw mode: the capture file to write (gzip). Events mode: the directory for the DBN
+        /// files (made if missing).
+        #[arg(long, value_name = "FILE.gz|DIR")]
         out: PathBuf,
         /// Stop after this many seconds (default: until SIGINT or SIGTERM).
         #[arg(long, value_name = "SECONDS")]
         duration: Option<f64>,
     },
+    /// Replay DBN recordings (`tickwire record --events`, `[record]`) through a strategy, and
+    /// optionally onto a bus, in receive-time order across files and venues.
+    ///
+    /// The strategy gets the recorded events through the same `Strategy` API as on the
+    /// appliance's strategy thread (batches of at most 64, after the market state has taken
+    /// them in; `now_ns` is the batch's last recorded receive time).
+    ///
+    /// Exit status: 0 when every file was read to its end, 1 when a file is damaged (its
+    /// events up to the damage are replayed, then an error names the file and byte offset),
+    /// 2 for bad arguments.
+    Replay(replay::ReplayArgs),
     #[cfg(feature = "dev-tools")]
     /// Benchmarks with their peers in one run.
     #[command(subcommand)]
@@ -276,16 +324,32 @@ pub fn main() -> ExitCode {
         }
         Command::Record {
             venue,
+            events,
+            config,
+            bus,
             out,
             duration,
-        } => match duration.map(std::time::Duration::try_from_secs_f64) {
-            Some(Err(_)) => {
-                eprintln!("--duration must be a non-negative number of seconds");
-                ExitCode::from(2)
+        } => {
+            let duration = match duration.map(std::time::Duration::try_from_secs_f64) {
+                Some(Err(_)) => {
+                    eprintln!("--duration must be a non-negative number of seconds");
+                    return ExitCode::from(2);
+                }
+                Some(Ok(duration)) => Some(duration),
+                None => None,
+            };
+            match (events, venue) {
+                (true, _) => {
+                    record::record_events(config.as_deref(), bus.as_deref(), &out, duration)
+                }
+                (false, Some(venue)) => record::record(&venue, &out, duration),
+                (false, None) => {
+                    eprintln!("tickwire record: --events or --venue FILE says what to record");
+                    ExitCode::from(2)
+                }
             }
-            Some(Ok(duration)) => record::record(&venue, &out, Some(duration)),
-            None => record::record(&venue, &out, None),
-        },
+        }
+        Command::Replay(args) => replay::replay(args),
         #[cfg(feature = "dev-tools")]
         Command::Autobahn {
             url,

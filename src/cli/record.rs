@@ -1,4 +1,9 @@
-//! `tickwire record`: capture a venue's raw messages with their receive times, in the line format
+//! `tickwire record`, two modes.
+//!
+//! `--events` ([`record_events`]): the bus's normalized events to DBN files, through
+//! `tickwire_record` (the same recorder the appliance runs for `[record]`).
+//!
+//! `--venue` ([`record`]): capture a venue's raw messages with their receive times, in the line format
 //! the simulator replays (`<receive time, ns since the Unix epoch> <message>\n`, gzip), the format
 //! of the hftbacktest captures in `../shared/data/binance-futures/`.
 //!
@@ -13,6 +18,8 @@ use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
 use tickwire::config::{self, NetConfig};
@@ -26,6 +33,110 @@ const CONN: u32 = 0;
 /// Enough for seconds of a busy venue while the writer compresses.
 const RING_BYTES: usize = 64 << 20;
 
+/// `tickwire record --events`: a bus consumer writing DBN files into `out` until the duration
+/// ends or a stop signal comes.
+pub fn record_events(
+    config: Option<&Path>,
+    bus: Option<&Path>,
+    out: &Path,
+    duration: Option<Duration>,
+) -> ExitCode {
+    let (bus_path, recorder_config) = match (bus, config) {
+        (Some(bus), _) => (bus.to_path_buf(), tickwire_record::RecorderConfig::new(out)),
+        (None, Some(config_path)) => match config::load(config_path) {
+            Ok(loaded) => {
+                let Some(bus) = &loaded.appliance.bus else {
+                    eprintln!(
+                        "tickwire record: {} has no [bus] table: that appliance publishes no \
+                         events to record (add [bus] to it, or name a bus with --bus PATH)",
+                        config_path.display()
+                    );
+                    return ExitCode::from(2);
+                };
+                let record = loaded.appliance.record.clone().unwrap_or_default();
+                let datasets = tickwire::control::record::datasets(&loaded);
+                (
+                    bus.resolved_path(),
+                    tickwire::control::record::recorder_config(&record, out, datasets),
+                )
+            }
+            Err(errors) => {
+                eprintln!("tickwire record: {errors}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => {
+            eprintln!("tickwire record --events: --config FILE or --bus PATH names the bus");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(error) = std::fs::create_dir_all(out) {
+        eprintln!("tickwire record: cannot make {}: {error}", out.display());
+        return ExitCode::FAILURE;
+    }
+    // Blocked before any thread starts, so that every thread inherits the mask.
+    let stop = Arc::new(AtomicBool::new(false));
+    match StopSignals::block() {
+        Ok(signals) => {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || loop {
+                match signals.wait(Duration::from_secs(1)) {
+                    Ok(Some(_)) => {
+                        stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(_) => return,
+                }
+            });
+        }
+        Err(error) => {
+            eprintln!("tickwire record: {error}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let until = duration.map(|duration| Instant::now() + duration);
+    // The bus may not exist yet (the recorder started first): wait for it as long as the
+    // recording would last, or a minute.
+    let attach_wait = duration.unwrap_or(Duration::from_secs(60));
+    let mut client = match tickwire_client::Client::options()
+        .start(tickwire_client::Start::Oldest)
+        .batch(4096)
+        .attach_wait(&bus_path, attach_wait)
+    {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("tickwire record: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!(
+        "record: recording {} to {}",
+        bus_path.display(),
+        out.display()
+    );
+    let recorder =
+        tickwire_record::Recorder::new(recorder_config, tickwire_record::SystemClock::default());
+    let outcome = tickwire_record::record_bus(&mut client, recorder, &stop, until, None);
+    let stats = outcome.stats;
+    eprintln!(
+        "record: {} events in {} files ({} bytes, {:.1} bytes/event), {} overruns ({} events \
+         missed), {} lost to write errors ({} errors), {} in the private encoding, {} bus errors",
+        stats.events,
+        stats.files_opened,
+        stats.bytes,
+        stats.bytes as f64 / stats.events.max(1) as f64,
+        stats.overruns,
+        stats.missed,
+        stats.lost,
+        stats.write_errors,
+        stats.fell_back,
+        outcome.read_errors
+    );
+    ExitCode::SUCCESS
+}
+
+/// `tickwire record --venue`: one venue's raw messages.
 pub fn record(venue_file: &Path, out: &Path, duration: Option<Duration>) -> ExitCode {
     match run(venue_file, out, duration) {
         Ok(summary) => {

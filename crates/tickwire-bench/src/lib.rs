@@ -43,9 +43,10 @@ pub struct E2eArgs {
 }
 
 /// Every client, in the order they run; the first is the reference for the ratios.
-pub const CLIENTS: [&str; 7] = [
+pub const CLIENTS: [&str; 8] = [
     "tickwire-uring-spin",
     "tickwire-uring-spin-bus",
+    "tickwire-uring-spin-bus-record",
     "tickwire-uring-block",
     "tickwire-epoll",
     "tokio-tungstenite",
@@ -53,14 +54,23 @@ pub const CLIENTS: [&str; 7] = [
     "tcp-floor",
 ];
 
+/// What a tickwire client publishes beside its strategy.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BusMode {
+    Off,
+    Bus,
+    BusAndRecord,
+}
+
 /// A client ready to run.
 enum Client {
     Tickwire {
         exe: PathBuf,
         backend: &'static str,
         spin: bool,
-        /// With `[bus]`: every event also written to the shared-memory bus (issue 20).
-        bus: bool,
+        /// With `[bus]`: every event also written to the shared-memory bus (issue 20); and with
+        /// `[record]`, recorded from it to DBN files by the appliance's recorder thread (issue 21).
+        bus: BusMode,
     },
     /// A peer program: the command up to its own flags.
     Peer {
@@ -287,25 +297,31 @@ fn prepare(name: &str) -> anyhow::Result<Client> {
             exe,
             backend: "io-uring",
             spin: true,
-            bus: false,
+            bus: BusMode::Off,
         },
         "tickwire-uring-spin-bus" => Client::Tickwire {
             exe,
             backend: "io-uring",
             spin: true,
-            bus: true,
+            bus: BusMode::Bus,
+        },
+        "tickwire-uring-spin-bus-record" => Client::Tickwire {
+            exe,
+            backend: "io-uring",
+            spin: true,
+            bus: BusMode::BusAndRecord,
         },
         "tickwire-uring-block" => Client::Tickwire {
             exe,
             backend: "io-uring",
             spin: false,
-            bus: false,
+            bus: BusMode::Off,
         },
         "tickwire-epoll" => Client::Tickwire {
             exe,
             backend: "epoll",
             spin: true,
-            bus: false,
+            bus: BusMode::Off,
         },
         "tokio-tungstenite" => Client::Peer {
             program: vec![cargo_peer("tokio-tungstenite", "tw-peer-tokio")?
@@ -499,7 +515,7 @@ fn measure(
                         &sim,
                         &symbols,
                         backend,
-                        (*spin, *bus),
+                        (*spin, *bus, args.sim_core),
                         &records_path,
                         messages,
                     )?;
@@ -655,13 +671,13 @@ fn plain_stream(
 }
 
 /// A tickwire client's config: everything on one thread on the client core, the `mid` strategy
-/// writing its records.
+/// writing its records; a recorder (`BusMode::BusAndRecord`) on `recorder_core`.
 fn tickwire_config(
     dir: &Path,
     sim: &tickwire_sim::SimHandle,
     symbols: &[String],
     backend: &str,
-    (spin, bus): (bool, bool),
+    (spin, bus, recorder_core): (bool, BusMode, usize),
     records: &Path,
     messages: u64,
 ) -> anyhow::Result<PathBuf> {
@@ -696,13 +712,20 @@ fn tickwire_config(
              summary_interval_ms = 0\n{}",
             records.display().to_string(),
             messages + 1024,
-            if bus {
-                format!(
+            match bus {
+                BusMode::Off => String::new(),
+                BusMode::Bus => format!(
                     "[bus]\npath = {:?}\n",
                     dir.join("tickwire.bus").display().to_string()
-                )
-            } else {
-                String::new()
+                ),
+                // The recorder on the simulator's core, not the client's: the client process is
+                // pinned to one core with a busy-polling thread on it, which any work of the
+                // recorder there would preempt.
+                BusMode::BusAndRecord => format!(
+                    "[bus]\npath = {:?}\n[record]\ndir = {:?}\ncore = {recorder_core}\n",
+                    dir.join("tickwire.bus").display().to_string(),
+                    dir.join("recordings").display().to_string()
+                ),
             }
         ),
     )?;

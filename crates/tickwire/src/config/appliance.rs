@@ -27,6 +27,8 @@ pub struct ApplianceConfig {
     pub strategy: StrategyConfig,
     /// `[bus]`: the shared-memory event bus, `None` when the table is absent (no bus).
     pub bus: Option<BusConfig>,
+    /// `[record]`: the DBN recorder thread, `None` when the table is absent (no recording).
+    pub record: Option<RecordConfig>,
     /// Venue files as written in the appliance file, relative to its directory unless absolute.
     /// `LoadedConfig::venues` holds them resolved and loaded.
     pub venues: Vec<PathBuf>,
@@ -273,6 +275,61 @@ impl BusConfig {
         }
     }
 }
+
+/// `[record]`: record every event of the bus to DBN files on a thread of the appliance (never a
+/// hot one), as `tickwire record --events` does in a process of its own. The table's presence
+/// turns it on; it needs `[bus]`, whose events it records.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecordConfig {
+    /// The directory the files go to (one set per venue); it must be absolute.
+    pub dir: PathBuf,
+    /// How long an event may wait before its zstd frame is written: what `kill -9` may lose.
+    pub flush_interval_ms: u64,
+    /// When files are fsynced: `never`, `every-flush` or `on-close` (after the metadata and
+    /// when a file is closed).
+    pub fsync: RecordFsync,
+    /// Start new files at each UTC midnight.
+    pub rotate_daily: bool,
+    /// Start a new file once one holds this many MiB (compressed); absent: no size limit.
+    pub max_file_mib: Option<u64>,
+    /// zstd's level: 1 (the fastest, the default) to 19.
+    pub zstd_level: i32,
+    /// Pin the recorder thread to this core (absent: unpinned). A core no hot thread is pinned
+    /// to: the recorder's work (encoding, compressing, writing) must not preempt a hot thread.
+    pub core: Option<usize>,
+    /// The DBN dataset of a venue, by venue name, where the default does not suit: Binance
+    /// USD-M venues default to `BINANCE.USDM`, Thalex to `THALEX`, Databento venues to their
+    /// `databento.dataset`.
+    pub datasets: std::collections::BTreeMap<String, String>,
+}
+
+/// `[record] fsync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordFsync {
+    Never,
+    EveryFlush,
+    OnClose,
+}
+
+impl Default for RecordConfig {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("/var/lib/tickwire/recordings"),
+            flush_interval_ms: 1000,
+            fsync: RecordFsync::OnClose,
+            rotate_daily: true,
+            max_file_mib: None,
+            zstd_level: 1,
+            core: None,
+            datasets: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+const RECORD_FLUSH_INTERVAL_MS_MAX: u64 = 60_000;
+const RECORD_MAX_FILE_MIB_MAX: u64 = 1 << 20;
 
 /// Ring sizes must be powers of two so that a cursor maps to a slot with a mask, not a division.
 const FRAME_RING_BYTES_MIN: usize = 64 * 1024;
@@ -570,7 +627,8 @@ impl ThreadsConfig {
 
 /// The keys of `RawAppliance`, for the hint about keys written below a table header.
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
-    "log", "metrics", "http", "rings", "process", "net", "threads", "strategy", "bus", "venues",
+    "log", "metrics", "http", "rings", "process", "net", "threads", "strategy", "bus", "record",
+    "venues",
 ];
 
 /// The appliance file as serde sees it; `validate` turns it into an `ApplianceConfig`.
@@ -596,6 +654,8 @@ pub(crate) struct RawAppliance {
     strategy: StrategyConfig,
     #[serde(default)]
     bus: Option<BusConfig>,
+    #[serde(default)]
+    record: Option<RecordConfig>,
     #[serde(default)]
     pub(crate) venues: Vec<PathBuf>,
 }
@@ -836,6 +896,12 @@ pub(crate) fn validate(
     if let Some(bus) = &raw.bus {
         check_bus(&mut problems, bus);
     }
+    if let Some(record) = &raw.record {
+        check_record(&mut problems, record, raw.bus.is_some());
+        if let Some(core) = record.core {
+            check_record_core(&mut problems, core, &written, cpu_count);
+        }
+    }
 
     if !problems.is_empty() {
         return Err(problems);
@@ -858,6 +924,7 @@ pub(crate) fn validate(
         },
         strategy: raw.strategy,
         bus: raw.bus,
+        record: raw.record,
         venues: raw.venues,
     })
 }
@@ -947,6 +1014,96 @@ fn check_http(problems: &mut Vec<Problem>, http: &HttpConfig) {
                     http.token_env,
                     http.token_credential,
                     crate::serve::auth::MIN_TOKEN_BYTES
+                ),
+            ));
+        }
+    }
+}
+
+fn check_record_core(
+    problems: &mut Vec<Problem>,
+    core: usize,
+    written: &[WrittenThread; 3],
+    cpu_count: usize,
+) {
+    if core >= cpu_count {
+        problems.push(Problem::new(
+            KeyPath::dotted("record.core"),
+            format!(
+                "core {core} does not exist: this host has {cpu_count} CPUs, so valid cores are \
+                 0 to {}",
+                cpu_count.saturating_sub(1)
+            ),
+        ));
+    }
+    for thread in written {
+        if thread.fuse_into.is_none() && thread.core == Some(core) {
+            problems.push(Problem::new(
+                KeyPath::dotted("record.core"),
+                format!(
+                    "core {core} is the {} thread's ([threads.{}] core): the recorder would \
+                     preempt it; pick a core no hot thread is pinned to, or leave the key out",
+                    thread.stage, thread.stage
+                ),
+            ));
+        }
+    }
+}
+
+fn check_record(problems: &mut Vec<Problem>, record: &RecordConfig, has_bus: bool) {
+    if !has_bus {
+        problems.push(Problem::new(
+            KeyPath::dotted("record"),
+            "needs [bus]: the recorder records the bus's events; add a [bus] table".to_owned(),
+        ));
+    }
+    if !record.dir.is_absolute() {
+        problems.push(Problem::new(
+            KeyPath::dotted("record.dir"),
+            format!(
+                "{:?} is not an absolute directory; give one such as \"/var/lib/tickwire/recordings\"",
+                record.dir.display()
+            ),
+        ));
+    }
+    if !(1..=RECORD_FLUSH_INTERVAL_MS_MAX).contains(&record.flush_interval_ms) {
+        problems.push(Problem::new(
+            KeyPath::dotted("record.flush_interval_ms"),
+            format!(
+                "{} is out of range; valid values are 1 to {RECORD_FLUSH_INTERVAL_MS_MAX}",
+                record.flush_interval_ms
+            ),
+        ));
+    }
+    if let Some(mib) = record.max_file_mib {
+        if !(1..=RECORD_MAX_FILE_MIB_MAX).contains(&mib) {
+            problems.push(Problem::new(
+                KeyPath::dotted("record.max_file_mib"),
+                format!("{mib} is out of range; valid values are 1 to {RECORD_MAX_FILE_MIB_MAX}"),
+            ));
+        }
+    }
+    if !(1..=19).contains(&record.zstd_level) {
+        problems.push(Problem::new(
+            KeyPath::dotted("record.zstd_level"),
+            format!(
+                "{} is out of range; valid values are 1 to 19",
+                record.zstd_level
+            ),
+        ));
+    }
+    for (venue, dataset) in &record.datasets {
+        let valid = !dataset.is_empty()
+            && dataset.len() <= 15
+            && dataset.bytes().all(|byte| {
+                byte.is_ascii_uppercase() || byte.is_ascii_digit() || byte == b'.' || byte == b'_'
+            });
+        if !valid {
+            problems.push(Problem::new(
+                KeyPath::dotted("record.datasets").key(venue),
+                format!(
+                    "{dataset:?} is not a dataset name; use capitals, digits, '.' and '_', at \
+                     most 15 characters (DBN's limit), such as \"BINANCE.USDM\""
                 ),
             ));
         }
@@ -1282,6 +1439,43 @@ mod tests {
             Ok(_) => Vec::new(),
             Err(problems) => problems.iter().map(|p| p.key.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn a_record_table_turns_the_recorder_on_and_bad_values_name_their_key() {
+        assert_eq!(validate(raw("[threads]\n[bus]\n"), 4).unwrap().record, None);
+        let config = validate(raw("[threads]\n[bus]\n[record]\n"), 4).expect("defaults");
+        assert_eq!(config.record, Some(RecordConfig::default()));
+        assert_eq!(problem_keys("[threads]\n[record]\n", 4), ["record"]);
+        assert_eq!(
+            problem_keys(
+                "[threads]\n[bus]\n[record]\ndir = \"relative\"\nflush_interval_ms = 0\n\
+                 max_file_mib = 0\nzstd_level = 30\n[record.datasets]\nmy-venue = \"lower.case\"\n",
+                4
+            ),
+            [
+                "record.dir",
+                "record.flush_interval_ms",
+                "record.max_file_mib",
+                "record.zstd_level",
+                "record.datasets.my-venue"
+            ]
+        );
+        assert!(
+            toml::from_str::<RawAppliance>("[threads]\n[record]\nfsync = \"sometimes\"\n").is_err()
+        );
+        let config = validate(
+            raw(
+                "[threads]\n[bus]\n[record]\ndir = \"/tmp/rec\"\nfsync = \"every-flush\"\n\
+                 max_file_mib = 64\n[record.datasets]\nbinance = \"BINANCE.USDM\"\n",
+            ),
+            4,
+        )
+        .expect("valid");
+        let record = config.record.expect("on");
+        assert_eq!(record.fsync, RecordFsync::EveryFlush);
+        assert_eq!(record.max_file_mib, Some(64));
+        assert_eq!(record.datasets["binance"], "BINANCE.USDM");
     }
 
     #[test]

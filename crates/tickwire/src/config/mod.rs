@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 pub use appliance::{
     host_cpu_count, ApplianceConfig, BusConfig, HttpConfig, LogConfig, LogFormat, LogLevel,
     MetricsConfig, NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig,
-    QuoterConfig, RingsConfig, Stage, StrategyConfig, StrategyName, ThreadConfig, ThreadsConfig,
-    WaitKind,
+    QuoterConfig, RecordConfig, RecordFsync, RingsConfig, Stage, StrategyConfig, StrategyName,
+    ThreadConfig, ThreadsConfig, WaitKind,
 };
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};

@@ -98,6 +98,9 @@ impl Session {
         if let Some(bus) = &self.bus {
             bus.render_metrics(&mut out, runtime.bus_books_served.get());
         }
+        if let Some(recorder) = &self.recorder {
+            recorder.render_metrics(&mut out);
+        }
         let _ = writeln!(
             out,
             "# HELP tickwire_thread_loops_total Poll-loop rounds per hot thread (its heartbeat).\n\

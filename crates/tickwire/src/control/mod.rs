@@ -42,6 +42,7 @@ mod link_view;
 pub mod links;
 mod metrics;
 pub mod publish;
+pub mod record;
 
 pub use metrics::{memory_kb, LATENCY_BUCKETS_NS};
 
@@ -117,6 +118,8 @@ pub struct Session {
     collected_ns: u64,
     /// The shared-memory event bus, when `[bus]` is configured.
     bus: Option<bus::BusControl>,
+    /// The DBN recorder thread, when `[record]` is configured.
+    recorder: Option<record::RecorderThread>,
     /// Where the control thread sleeps until a stage or a worker hands it work.
     wait: ControlWait,
 }
@@ -262,7 +265,21 @@ impl Session {
             bus: bus_writer,
             control_wakeup: Some(wait.wakeup()),
         };
-        let mut runtime = Runtime::start(loaded, clock, options)?;
+        // The recorder attaches before the first event is published, and reads from the
+        // bus's oldest event, so that the recording starts with the session.
+        let recorder = match &bus {
+            Some(control) => record::RecorderThread::start(loaded, control.path())?,
+            None => None,
+        };
+        let mut runtime = match Runtime::start(loaded, clock, options) {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                if let Some(recorder) = recorder {
+                    let _ = recorder.stop();
+                }
+                return Err(error.into());
+            }
+        };
         tracing::info!("{}", runtime.net_backend);
         let fetcher = SnapshotFetcher::start(targets, clock, Some(wait.wakeup()))?;
         let resolver = ResolverWorker::start(
@@ -287,6 +304,7 @@ impl Session {
             window: publish::Window::default(),
             collected_ns: 0,
             bus,
+            recorder,
             wait,
         };
         if let Some(listener) = http_listener {
@@ -496,7 +514,14 @@ impl Session {
             tracing::warn!("the rings did not drain in time; stopping anyway");
         }
         let _ = self.print_events();
-        self.runtime.shutdown()
+        let mut lines = self.runtime.shutdown();
+        // After the runtime: every event is on the bus, and the recorder drains it.
+        if let Some(recorder) = self.recorder.take() {
+            if let Err(thread) = recorder.stop() {
+                lines.push(thread);
+            }
+        }
+        lines
     }
 
     /// [`Session::shutdown_within`] with the appliance's budget: 1 s for the closes, 0.5 s to

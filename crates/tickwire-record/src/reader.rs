@@ -1,0 +1,245 @@
+//! Reading recordings back: [`RecordingReader`] gives one file's events, [`Replay`] merges
+//! several files (venues, days) into one stream in time order.
+//!
+//! Damage is reported, never skipped: a frame that does not decompress, a file cut inside a
+//! frame (what `kill -9` leaves), or a record tickwire does not write ends the file's events
+//! with a [`ReadError`] that names the file and the byte offset in it where the damaged frame
+//! starts; every event before it has been handed out.
+
+use crate::codec::{self, DecodeError};
+use dbn::decode::{DbnMetadata, DecodeRecordRef};
+use dbn::Metadata;
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use tickwire_bus::event::Event;
+use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer};
+
+/// Why a recording stopped before its end.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {what} (at byte offset {offset})", path.display())]
+pub struct ReadError {
+    pub path: PathBuf,
+    /// Where the damaged frame starts in the file (compressed bytes).
+    pub offset: u64,
+    pub what: String,
+}
+
+/// A zstd multi-frame stream that knows where its last whole frame ended.
+struct FrameReader {
+    file: File,
+    dctx: DCtx<'static>,
+    input: Vec<u8>,
+    input_pos: usize,
+    input_len: usize,
+    /// File offset of `input[0]`.
+    input_offset: u64,
+    /// File offset just past the last frame that decompressed whole.
+    frame_end: Rc<Cell<u64>>,
+    in_frame: bool,
+}
+
+impl FrameReader {
+    fn new(file: File, frame_end: Rc<Cell<u64>>) -> FrameReader {
+        FrameReader {
+            file,
+            dctx: DCtx::create(),
+            input: vec![0; 1 << 17],
+            input_pos: 0,
+            input_len: 0,
+            input_offset: 0,
+            frame_end,
+            in_frame: false,
+        }
+    }
+}
+
+impl Read for FrameReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if self.input_pos == self.input_len {
+                self.input_offset += self.input_len as u64;
+                self.input_pos = 0;
+                self.input_len = self.file.read(&mut self.input)?;
+                if self.input_len == 0 {
+                    return if self.in_frame {
+                        // Not `UnexpectedEof`: `dbn`'s decoder takes that for the clean end of a
+                        // stream, and a cut frame is damage.
+                        Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "the file ends inside a zstd frame (cut while being written)",
+                        ))
+                    } else {
+                        Ok(0)
+                    };
+                }
+            }
+            let mut input = InBuffer::around(&self.input[self.input_pos..self.input_len]);
+            let mut output = OutBuffer::around(&mut *buf);
+            let hint = self
+                .dctx
+                .decompress_stream(&mut output, &mut input)
+                .map_err(|code| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "a zstd frame does not decompress: {}",
+                            zstd::zstd_safe::get_error_name(code)
+                        ),
+                    )
+                })?;
+            self.input_pos += input.pos();
+            self.in_frame = hint != 0;
+            if hint == 0 {
+                self.frame_end
+                    .set(self.input_offset + self.input_pos as u64);
+            }
+            if output.pos() > 0 {
+                return Ok(output.pos());
+            }
+        }
+    }
+}
+
+/// One recording file's events, in the order they were recorded.
+pub struct RecordingReader {
+    path: PathBuf,
+    decoder: dbn::decode::dbn::Decoder<FrameReader>,
+    frame_end: Rc<Cell<u64>>,
+    failed: bool,
+}
+
+impl RecordingReader {
+    /// Opens a file and reads its metadata.
+    pub fn open(path: &Path) -> Result<RecordingReader, ReadError> {
+        let frame_end = Rc::new(Cell::new(0));
+        let error = |what: String| ReadError {
+            path: path.to_path_buf(),
+            offset: 0,
+            what,
+        };
+        let file = File::open(path).map_err(|e| error(format!("cannot open: {e}")))?;
+        let decoder = dbn::decode::dbn::Decoder::new(FrameReader::new(file, Rc::clone(&frame_end)))
+            .map_err(|e| error(format!("no DBN metadata: {e}")))?;
+        Ok(RecordingReader {
+            path: path.to_path_buf(),
+            decoder,
+            frame_end,
+            failed: false,
+        })
+    }
+
+    pub fn metadata(&self) -> &Metadata {
+        self.decoder.metadata()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn error(&mut self, what: String) -> ReadError {
+        self.failed = true;
+        ReadError {
+            path: self.path.clone(),
+            offset: self.frame_end.get(),
+            what,
+        }
+    }
+
+    /// The next event, `Ok(None)` at the end of the file. After an error, `Ok(None)`.
+    pub fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        if self.failed {
+            return Ok(None);
+        }
+        let decoded = match self.decoder.decode_record_ref() {
+            Ok(Some(record)) => codec::decode(record),
+            Ok(None) => return Ok(None),
+            Err(error) => return Err(self.error(error.to_string())),
+        };
+        match decoded {
+            Ok(event) => Ok(Some(event)),
+            Err(
+                error @ (DecodeError::UnknownRType { .. }
+                | DecodeError::Short { .. }
+                | DecodeError::UnknownAction { .. }
+                | DecodeError::UnknownKind { .. }),
+            ) => Err(self.error(format!("not a tickwire record: {error}"))),
+        }
+    }
+}
+
+/// Several recordings merged into one stream: at each step the event with the earliest
+/// `recv_ts_ns` among the files' next events (ties to the file given first). Each file's own
+/// order, the bus's order for its venue, is kept as it is.
+pub struct Replay {
+    files: Vec<(RecordingReader, Option<Event>)>,
+    /// Damage found while reading ahead, handed out before the next event.
+    errors: VecDeque<ReadError>,
+}
+
+/// One file of a [`Replay`]: where it is, its metadata, and its venue (the `venue_id` of its
+/// first event, `None` for a file with none).
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub path: PathBuf,
+    pub metadata: Metadata,
+    pub venue_id: Option<u16>,
+}
+
+impl Replay {
+    /// The files, in the order given.
+    pub fn sources(&self) -> Vec<Source> {
+        self.files
+            .iter()
+            .map(|(reader, head)| Source {
+                path: reader.path().to_path_buf(),
+                metadata: reader.metadata().clone(),
+                venue_id: head.map(|event| event.header.venue_id),
+            })
+            .collect()
+    }
+
+    /// Opens every file and reads its first event. A file that cannot be opened or has no
+    /// metadata fails the whole call; damage after the metadata comes from
+    /// [`Replay::next_event`].
+    pub fn open(paths: &[PathBuf]) -> Result<Replay, ReadError> {
+        let mut files = Vec::with_capacity(paths.len());
+        let mut errors = VecDeque::new();
+        for path in paths {
+            let mut reader = RecordingReader::open(path)?;
+            let head = reader.next_event().unwrap_or_else(|error| {
+                errors.push_back(error);
+                None
+            });
+            files.push((reader, head));
+        }
+        Ok(Replay { files, errors })
+    }
+
+    /// The next event in time order, or the damage found in a file (whose events before the
+    /// damage were all handed out; the other files go on). `None` at the end of every file.
+    pub fn next_event(&mut self) -> Option<Result<Event, ReadError>> {
+        if let Some(error) = self.errors.pop_front() {
+            return Some(Err(error));
+        }
+        let (index, _) = self
+            .files
+            .iter()
+            .enumerate()
+            .filter_map(|(index, (_, head))| head.map(|event| (index, event.header.recv_ts_ns)))
+            .min_by_key(|&(index, recv_ts_ns)| (recv_ts_ns, index))?;
+        let (reader, head) = &mut self.files[index];
+        let event = head.take()?;
+        *head = reader.next_event().unwrap_or_else(|error| {
+            self.errors.push_back(error);
+            None
+        });
+        Some(Ok(event))
+    }
+}
