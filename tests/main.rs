@@ -27,6 +27,7 @@ mod lifecycle;
 mod mbo_book;
 mod mbo_book_alloc;
 mod metrics_endpoint;
+mod nats;
 mod net_heartbeat;
 mod net_transport;
 mod net_websocket;
