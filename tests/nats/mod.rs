@@ -7,6 +7,7 @@
 //! printed reason, unless `TICKWIRE_REQUIRE_NATS=1` (set by `.ci/run`), which makes that a
 //! failure.
 
+mod cli;
 mod stream;
 
 use std::net::{TcpListener, TcpStream};
@@ -51,14 +52,21 @@ pub fn free_port() -> u16 {
 pub struct NatsServer {
     binary: PathBuf,
     pub port: u16,
+    /// Arguments beyond the address and port (JetStream, monitoring).
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
 impl NatsServer {
     pub fn start(binary: &Path) -> NatsServer {
+        NatsServer::start_with(binary, &[])
+    }
+
+    pub fn start_with(binary: &Path, extra: &[String]) -> NatsServer {
         let mut server = NatsServer {
             binary: binary.to_owned(),
             port: free_port(),
+            extra: extra.to_vec(),
             child: None,
         };
         server.restart();
@@ -73,6 +81,7 @@ impl NatsServer {
     pub fn restart(&mut self) {
         let child = Command::new(&self.binary)
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

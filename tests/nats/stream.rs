@@ -11,7 +11,7 @@ use tickwire_client::Next;
 use tickwire_nats::bridge::parse_servers;
 use tickwire_nats::{NatsClient, NatsOptions};
 
-const INSTRUMENTS: u32 = 3;
+pub const INSTRUMENTS: u32 = 3;
 const TRADES: &str = "tickwire.*.*.*.trade";
 
 /// What a consumer saw: each instrument's trade ids in arrival order, and the losses reported.
@@ -86,14 +86,14 @@ impl Seen {
 }
 
 /// The bus's writer side: the next trade id of each instrument.
-struct Feed {
-    bus: BusWriter,
-    next: [u64; INSTRUMENTS as usize + 1],
+pub struct Feed {
+    pub bus: BusWriter,
+    pub next: [u64; INSTRUMENTS as usize + 1],
 }
 
 impl Feed {
     /// `rounds` trades of every instrument, published every 64 rounds.
-    fn write(&mut self, rounds: u64) {
+    pub fn write(&mut self, rounds: u64) {
         for round in 0..rounds {
             for instrument in 1..=INSTRUMENTS {
                 let position = &mut self.next[instrument as usize];
@@ -152,17 +152,20 @@ fn consumer(url: &str, queue_messages: usize) -> NatsClient {
     NatsClient::connect(options).unwrap()
 }
 
-fn counter(line: &str, name: &str) -> u64 {
+/// The number after `"name":` (the last one in `text`), in the bridge's counters line or a
+/// server's monitoring JSON (which puts a space after the colon).
+pub fn counter(text: &str, name: &str) -> u64 {
     let key = format!("\"{name}\":");
-    let at = line
+    let at = text
         .rfind(&key)
-        .unwrap_or_else(|| panic!("no {name} in {line}"))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
         + key.len();
-    line[at..]
+    text[at..]
+        .trim_start()
         .split(|c: char| !c.is_ascii_digit())
         .next()
         .and_then(|digits| digits.parse().ok())
-        .unwrap_or_else(|| panic!("{name} in {line}"))
+        .unwrap_or_else(|| panic!("{name} in {text}"))
 }
 
 #[test]
