@@ -8,6 +8,7 @@
 //! failure.
 
 mod cli;
+mod cluster;
 mod stream;
 
 use std::net::{TcpListener, TcpStream};
