@@ -9,6 +9,7 @@
 
 mod cli;
 mod cluster;
+mod python;
 mod stream;
 
 use std::net::{TcpListener, TcpStream};
