@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tickwire::config::BridgeConfig;
 use tickwire_nats::bridge::{self, BridgeCounters, BridgeOptions, JetStreamOptions};
 
 #[derive(clap::Subcommand, Debug)]
@@ -26,7 +27,8 @@ pub enum BridgeCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct NatsArgs {
-    /// The appliance's config file: the bus its `[bus]` table names.
+    /// The appliance's config file: the bus its `[bus]` table names, and the defaults of the
+    /// flags below from its `[bridge]` table.
     #[arg(
         long,
         value_name = "FILE",
@@ -37,28 +39,30 @@ pub struct NatsArgs {
     /// The bus file, instead of --config.
     #[arg(long, value_name = "PATH")]
     pub bus: Option<PathBuf>,
-    /// The NATS servers, comma separated (nats://host:port,...).
-    #[arg(
-        long,
-        value_name = "URL[,URL...]",
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    pub url: String,
-    /// The appliance's name, the subjects' second token (default: the host name).
+    /// The NATS servers, comma separated (default: `[bridge] nats_urls`, else
+    /// nats://127.0.0.1:4222).
+    #[arg(long, value_name = "URL[,URL...]")]
+    pub url: Option<String>,
+    /// The appliance's name, the subjects' second token (default: `[bridge] name`, else the
+    /// host name).
     #[arg(long, value_name = "NAME")]
     pub appliance: Option<String>,
-    /// Messages (up to 64 events each) the queue in front of the network holds.
-    #[arg(long, value_name = "N", default_value_t = bridge::DEFAULT_QUEUE_MESSAGES)]
-    pub queue: usize,
-    /// Keep the events in this JetStream stream (made if missing) for replay.
+    /// Messages (up to 64 events each) the queue in front of the network holds (default:
+    /// `[bridge] queue_messages`, else 8192).
+    #[arg(long, value_name = "N")]
+    pub queue: Option<usize>,
+    /// Keep the events in this JetStream stream (made if missing) for replay (default:
+    /// `[bridge] jetstream_stream`, else none).
     #[arg(long, value_name = "NAME")]
     pub jetstream_stream: Option<String>,
-    /// The stream's retention: events older than this many seconds go (0: no age limit).
-    #[arg(long, value_name = "SECONDS", default_value_t = 3600.0)]
-    pub jetstream_max_age: f64,
-    /// The stream's retention: at most this many bytes, oldest first out (-1: no limit).
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
-    pub jetstream_max_bytes: i64,
+    /// The stream's retention: events older than this many seconds go (0: no age limit;
+    /// default: `[bridge] jetstream_max_age_s`, else 3600).
+    #[arg(long, value_name = "SECONDS")]
+    pub jetstream_max_age: Option<f64>,
+    /// The stream's retention: at most this many bytes, oldest first out (-1: no limit;
+    /// default: `[bridge] jetstream_max_bytes`, else 1 GiB).
+    #[arg(long, value_name = "BYTES")]
+    pub jetstream_max_bytes: Option<i64>,
     /// Seconds to wait for the bus to appear.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub bus_wait: f64,
@@ -78,15 +82,6 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The host's name, for the default appliance name.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_owned())
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "tickwire".into())
-}
-
 fn nats(args: NatsArgs) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -95,11 +90,14 @@ fn nats(args: NatsArgs) -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
-    let bus = match (&args.bus, &args.config) {
-        (Some(bus), _) => bus.clone(),
+    let (bus, configured) = match (&args.bus, &args.config) {
+        (Some(bus), _) => (bus.clone(), BridgeConfig::default()),
         (None, Some(config)) => match tickwire::config::load(config) {
             Ok(loaded) => match &loaded.appliance.bus {
-                Some(bus) => bus.resolved_path(),
+                Some(bus) => (
+                    bus.resolved_path(),
+                    loaded.appliance.bridge.clone().unwrap_or_default(),
+                ),
                 None => {
                     return fail(format_args!(
                         "{} has no [bus] table: that appliance publishes no bus",
@@ -111,24 +109,44 @@ fn nats(args: NatsArgs) -> ExitCode {
         },
         (None, None) => return fail("--config FILE or --bus PATH names the bus to read"),
     };
-    let servers = match bridge::parse_servers(&args.url) {
+    let url = args.url.clone().unwrap_or_else(|| {
+        if configured.nats_urls.is_empty() {
+            "nats://127.0.0.1:4222".to_owned()
+        } else {
+            configured.nats_urls.join(",")
+        }
+    });
+    let servers = match bridge::parse_servers(&url) {
         Ok(servers) => servers,
         Err(message) => return fail(format_args!("--url: {message}")),
     };
+    let max_age = args
+        .jetstream_max_age
+        .unwrap_or(configured.jetstream_max_age_s as f64);
     let (Ok(bus_wait), Ok(stats_interval), Ok(max_age)) = (
         Duration::try_from_secs_f64(args.bus_wait),
         Duration::try_from_secs_f64(args.stats_interval),
-        Duration::try_from_secs_f64(args.jetstream_max_age),
+        Duration::try_from_secs_f64(max_age),
     ) else {
         return fail(
             "--bus-wait, --stats-interval and --jetstream-max-age are seconds, not negative",
         );
     };
-    let appliance = args.appliance.clone().unwrap_or_else(host_name);
+    let appliance = args
+        .appliance
+        .clone()
+        .unwrap_or_else(|| configured.resolved_name());
     let mut options = BridgeOptions::new(bus, servers, appliance);
     options.bus_wait = bus_wait;
-    options.queue_messages = args.queue.max(1);
-    if let Some(stream) = &args.jetstream_stream {
+    options.queue_messages = args.queue.unwrap_or(configured.queue_messages).max(1);
+    let max_bytes = args
+        .jetstream_max_bytes
+        .unwrap_or(configured.jetstream_max_bytes);
+    if let Some(stream) = args
+        .jetstream_stream
+        .as_ref()
+        .or(configured.jetstream_stream.as_ref())
+    {
         if stream.is_empty() || stream.contains(['.', '*', '>', ' ', '\t', '/', '\\']) {
             return fail(format_args!(
                 "--jetstream-stream {stream:?}: a stream name holds no '.', '*', '>', '/', '\\' \
@@ -138,7 +156,7 @@ fn nats(args: NatsArgs) -> ExitCode {
         options.jetstream = Some(JetStreamOptions {
             stream: stream.clone(),
             max_age,
-            max_bytes: args.jetstream_max_bytes,
+            max_bytes,
         });
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -174,7 +192,7 @@ fn nats(args: NatsArgs) -> ExitCode {
     tracing::info!(
         bus = %options.bus.display(),
         appliance = %options.appliance,
-        url = %args.url,
+        url = %url,
         "bridge: publishing the bus on NATS"
     );
     let result = bridge::run(&options, &stop, Arc::clone(&counters));

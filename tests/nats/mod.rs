@@ -7,6 +7,7 @@
 //! printed reason, unless `TICKWIRE_REQUIRE_NATS=1` (set by `.ci/run`), which makes that a
 //! failure.
 
+mod appliance;
 mod cli;
 mod cluster;
 mod python;

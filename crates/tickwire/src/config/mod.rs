@@ -25,9 +25,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use appliance::{
-    host_cpu_count, ApplianceConfig, BusConfig, LogConfig, LogFormat, LogLevel, MetricsConfig,
-    NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig, QuoterConfig, RingsConfig,
-    Stage, StrategyConfig, StrategyName, ThreadConfig, ThreadsConfig, WaitKind,
+    host_cpu_count, ApplianceConfig, BridgeConfig, BusConfig, LogConfig, LogFormat, LogLevel,
+    MetricsConfig, NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig,
+    QuoterConfig, RingsConfig, Stage, StrategyConfig, StrategyName, ThreadConfig, ThreadsConfig,
+    WaitKind,
 };
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
