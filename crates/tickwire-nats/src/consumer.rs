@@ -106,8 +106,6 @@ struct Appliance {
     stream: u64,
     /// Remote venue id -> local venue id.
     venues: HashMap<VenueId, VenueId>,
-    /// When the directory was last asked for.
-    asked_at: Option<Instant>,
     /// This client saw the stream start (it knew the one before), so every subject of it is
     /// numbered from 1 here.
     seen_start: bool,
@@ -377,7 +375,6 @@ impl NatsClient {
                 Appliance {
                     stream: header.stream,
                     venues: HashMap::new(),
-                    asked_at: None,
                     seen_start: false,
                 }
             });
@@ -385,7 +382,6 @@ impl NatsClient {
             appliance.stream = header.stream;
             appliance.venues.clear();
             appliance.seen_start = true;
-            appliance.asked_at = None;
             ask = true;
             let name = &names.appliance;
             self.subjects.retain(|_, track| track.appliance != *name);
@@ -456,9 +452,8 @@ impl NatsClient {
     }
 
     fn ask_directory(&mut self, appliance: &str) {
-        if let Some(known) = self.appliances.get_mut(appliance) {
-            known.asked_at = Some(Instant::now());
-        }
+        // Once per appliance and stream; a request that goes unanswered (no bridge serves the
+        // directory) leaves the names the subjects gave.
         let _ = self.asks.send(appliance.to_owned());
     }
 
