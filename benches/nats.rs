@@ -14,7 +14,7 @@
 //!
 //! Before anything is timed, the consumer checks every event it gets: each instrument's trade
 //! ids strictly increasing, the price equal to the trade id; a run whose consumer saw anything
-//! else aborts. Events: trades of `INSTRUMENTS` instruments in turn, written in 1 ms batches
+//! else aborts. Events: trades of `--instruments` instruments in turn (default 16), written in 1 ms batches
 //! (the writer sleeps between batches; it never spins).
 
 use hdrhistogram::Histogram;
@@ -30,7 +30,13 @@ use tickwire_client::{Client, Next, Start};
 use tickwire_nats::bridge::{self, BridgeCounters, BridgeOptions};
 use tickwire_nats::{NatsClient, NatsOptions};
 
-const INSTRUMENTS: u32 = 16;
+/// Instruments the trades go round (`--instruments`, default 16): how many events one subject
+/// gets per bus batch, and so how many share a message.
+static INSTRUMENTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(16);
+
+fn instruments() -> u32 {
+    INSTRUMENTS.load(Ordering::Relaxed)
+}
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -136,7 +142,7 @@ fn run_nats_consumer(url: String, stop: Arc<AtomicBool>, ready: Arc<AtomicBool>)
     ))
     .unwrap();
     let mut seen = Seen::new();
-    let mut last = vec![0u64; INSTRUMENTS as usize + 1];
+    let mut last = vec![0u64; instruments() as usize + 1];
     // Drains for up to a second after the writer stops.
     let mut quiet_since: Option<Instant> = None;
     loop {
@@ -168,7 +174,7 @@ fn run_bus_consumer(path: PathBuf, stop: Arc<AtomicBool>) -> Seen {
         .attach(&path)
         .unwrap();
     let mut seen = Seen::new();
-    let mut last = vec![0u64; INSTRUMENTS as usize + 1];
+    let mut last = vec![0u64; instruments() as usize + 1];
     loop {
         match client.wait(Duration::from_millis(20)).unwrap() {
             Next::Events(events) => {
@@ -202,11 +208,11 @@ fn run(url: &str, rate: u64, seconds: f64, with_bus_consumer: bool) -> RunResult
     let path = dir.path().join("bus");
     let options = BusOptions {
         path: path.clone(),
-        geometry: Geometry::new(1 << 22, 64).unwrap(),
+        geometry: Geometry::new(1 << 22, u64::from(instruments()) + 1).unwrap(),
         group: None,
     };
     let mut bus = BusWriter::create(&options, now_ns(), now_ns()).unwrap();
-    for instrument_id in 0..=INSTRUMENTS {
+    for instrument_id in 0..=instruments() {
         bus.add_instrument(&DirectoryEntry {
             instrument_id,
             venue_id: 0,
@@ -241,7 +247,7 @@ fn run(url: &str, rate: u64, seconds: f64, with_bus_consumer: bool) -> RunResult
     };
     // Until the consumer has an event (bridge attached, subscription made): warm-up events,
     // not counted (the consumer only checks them).
-    let mut position = vec![0u64; INSTRUMENTS as usize + 1];
+    let mut position = vec![0u64; instruments() as usize + 1];
     let started = Instant::now();
     while !ready.load(Ordering::Relaxed) {
         assert!(
@@ -249,7 +255,7 @@ fn run(url: &str, rate: u64, seconds: f64, with_bus_consumer: bool) -> RunResult
             "nothing came through"
         );
         let now = now_ns();
-        for instrument in 1..=INSTRUMENTS {
+        for instrument in 1..=instruments() {
             bus.write(&trade(
                 instrument,
                 position[instrument as usize],
@@ -277,7 +283,7 @@ fn run(url: &str, rate: u64, seconds: f64, with_bus_consumer: bool) -> RunResult
         for _ in 0..per_ms {
             bus.write(&trade(instrument, position[instrument as usize], now, true));
             position[instrument as usize] += 1;
-            instrument = instrument % INSTRUMENTS + 1;
+            instrument = instrument % instruments() + 1;
         }
         bus.publish();
         written += per_ms;
@@ -335,6 +341,10 @@ fn main() {
         return;
     };
     let url = format!("nats://127.0.0.1:{port}");
+    if let Some(count) = argument("--instruments").and_then(|n| n.parse::<u32>().ok()) {
+        INSTRUMENTS.store(count.clamp(1, 60_000), Ordering::Relaxed);
+    }
+    let instrument_count = instruments();
     let seconds: f64 = argument("--seconds")
         .and_then(|s| s.parse().ok())
         .unwrap_or(3.0);
@@ -345,7 +355,7 @@ fn main() {
         .collect();
     for rate in latency_rates {
         let result = run(&url, rate, seconds, true);
-        println!("latency at {rate} events/s, {INSTRUMENTS} instruments, {seconds} s:");
+        println!("latency at {rate} events/s, {instrument_count} instruments, {seconds} s:");
         if let Some(bus) = &result.bus {
             println!("  shared-memory bus: {}", percentiles(&bus.latency_ns));
         }
@@ -369,7 +379,7 @@ fn main() {
         .filter_map(|rate| rate.parse().ok())
         .collect();
     let mut sustained = 0;
-    println!("throughput ({seconds} s per rate, {INSTRUMENTS} instruments):");
+    println!("throughput ({seconds} s per rate, {instrument_count} instruments):");
     for rate in rates {
         let result = run(&url, rate, seconds, false);
         let dropped = result.counters.events_dropped.load(Ordering::Relaxed);
@@ -379,10 +389,11 @@ fn main() {
             sustained = sustained.max(rate);
         }
         println!(
-            "  {rate:>9} events/s: written {}, bridged {}, bridge dropped {dropped}, bus overrun {overruns}, \
-             consumer received {} missed {}, NATS p50 {:.1} us p99 {:.1} us{}",
+            "  {rate:>9} events/s: written {}, bridged {} in {} messages, bridge dropped {dropped}, \
+             bus overrun {overruns}, consumer received {} missed {}, NATS p50 {:.1} us p99 {:.1} us{}",
             result.written,
             result.counters.events_read.load(Ordering::Relaxed),
+            result.counters.messages_published.load(Ordering::Relaxed),
             result.nats.received,
             result.nats.missed,
             result.nats.latency_ns.value_at_quantile(0.5) as f64 / 1000.0,

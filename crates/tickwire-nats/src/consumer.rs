@@ -392,7 +392,9 @@ impl NatsClient {
         };
         self.counters.duplicates += skip;
         if header.stream == appliance.stream {
-            let next = header.sequence + count;
+            // Saturating: a hostile publisher may send any sequence, and nothing from the network may
+            // panic the process.
+            let next = header.sequence.saturating_add(count);
             let track = self
                 .subjects
                 .entry(subject.to_owned())
