@@ -10,7 +10,8 @@
 //!   the bridge's queue full. The events after the hole follow on the next poll. Loss at the end
 //!   of a subject's stream shows when its next message comes.
 //! - [`Next::NewEpoch`]: an appliance's bridge started a new stream (the appliance or the bridge
-//!   restarted); `epoch` is the appliance's bus epoch. Its subjects start again from 1.
+//!   restarted); `epoch` is the appliance's bus epoch. Its subjects start again from 1, and
+//!   events missing at its start follow as an overrun.
 //! - [`Next::Closed`]: the connection to the NATS servers was lost (reported once per loss);
 //!   the client reconnects across the servers by itself, and a hole that the loss made is
 //!   reported as an overrun when the events flow again.
@@ -130,6 +131,8 @@ pub struct NatsClient {
     buffer: Vec<Event>,
     /// Events at the buffer's start not handed out yet (after an overrun was reported).
     pending: usize,
+    /// A loss to report before the pending events (at a new stream's start).
+    pending_overrun: Option<u64>,
     /// A message read but not taken into the current batch (it starts with a hole).
     deferred: Option<Incoming>,
     subjects: HashMap<String, SubjectTrack>,
@@ -159,6 +162,16 @@ impl NatsClient {
                 runtime.block_on(network(servers, subjects, max_delay, sender, ask_receiver))
             })
             .map_err(NatsError::Start)?;
+        Ok(NatsClient::new(incoming, asks, Some(thread), options.batch))
+    }
+
+    /// A client reading `incoming` (the network thread's end, or a test's).
+    fn new(
+        incoming: Receiver<Incoming>,
+        asks: tokio::sync::mpsc::UnboundedSender<String>,
+        thread: Option<std::thread::JoinHandle<()>>,
+        batch: usize,
+    ) -> NatsClient {
         let mut directory = Directory::default();
         directory.insert(DirectoryEntry {
             instrument_id: SnapshotRequest::ALL_INSTRUMENTS,
@@ -167,13 +180,14 @@ impl NatsClient {
             symbol: "*".into(),
             venue_symbol: "*".into(),
         });
-        Ok(NatsClient {
+        NatsClient {
             incoming,
             asks,
-            thread: Some(thread),
-            batch: options.batch.max(MAX_MESSAGE_EVENTS),
-            buffer: Vec::with_capacity(options.batch.max(MAX_MESSAGE_EVENTS) * 2),
+            thread,
+            batch: batch.max(MAX_MESSAGE_EVENTS),
+            buffer: Vec::with_capacity(batch.max(MAX_MESSAGE_EVENTS) * 2),
             pending: 0,
+            pending_overrun: None,
             deferred: None,
             subjects: HashMap::new(),
             appliances: HashMap::new(),
@@ -181,7 +195,7 @@ impl NatsClient {
             directory,
             counters: NatsCounters::default(),
             decoded: Vec::with_capacity(MAX_MESSAGE_EVENTS),
-        })
+        }
     }
 
     pub fn counters(&self) -> NatsCounters {
@@ -255,6 +269,11 @@ impl NatsClient {
     }
 
     fn step(&mut self, deadline: Option<Instant>) -> Result<Step, NatsError> {
+        if let Some(missed) = self.pending_overrun.take() {
+            self.counters.overruns += 1;
+            self.counters.missed += missed;
+            return Ok(Step::Overrun(missed));
+        }
         if self.pending > 0 {
             let count = std::mem::take(&mut self.pending);
             self.counters.events_read += count as u64;
@@ -286,7 +305,7 @@ impl NatsClient {
                         continue;
                     };
                     let verdict = self.verdict(&subject, &names, header);
-                    let breaks = matches!(verdict, Verdict::Hole(_) | Verdict::NewStream);
+                    let breaks = matches!(verdict, Verdict::Hole(_) | Verdict::NewStream(_));
                     if breaks && !self.buffer.is_empty() {
                         // The events gathered so far go out first; this message is read again
                         // on the next step, which reports what it breaks.
@@ -302,9 +321,12 @@ impl NatsClient {
                             self.pending = self.buffer.len();
                             return Ok(Step::Overrun(missed));
                         }
-                        Verdict::NewStream => {
+                        Verdict::NewStream(missed) => {
                             self.counters.new_streams += 1;
                             self.pending = self.buffer.len();
+                            // The loss at the new stream's start is reported next, before its
+                            // events.
+                            self.pending_overrun = (missed > 0).then_some(missed);
                             return Ok(Step::NewEpoch(header.appliance_epoch));
                         }
                         Verdict::InOrder | Verdict::Skip(_) => {}
@@ -337,7 +359,9 @@ impl NatsClient {
         let expected = match self.appliances.get(&names.appliance) {
             // First contact: the stream is joined wherever it is.
             None => return Verdict::InOrder,
-            Some(known) if header.stream > known.stream => return Verdict::NewStream,
+            Some(known) if header.stream > known.stream => {
+                return Verdict::NewStream(header.sequence.saturating_sub(1))
+            }
             // A message of a stream already left behind.
             Some(known) if header.stream < known.stream => return Verdict::Skip(count),
             Some(known) => match self.subjects.get(subject) {
@@ -378,7 +402,7 @@ impl NatsClient {
                     seen_start: false,
                 }
             });
-        if matches!(verdict, Verdict::NewStream) {
+        if matches!(verdict, Verdict::NewStream(_)) {
             appliance.stream = header.stream;
             appliance.venues.clear();
             appliance.seen_start = true;
@@ -388,7 +412,7 @@ impl NatsClient {
         }
         let skip = match verdict {
             Verdict::Skip(skip) => *skip,
-            Verdict::InOrder | Verdict::Hole(_) | Verdict::NewStream => 0,
+            Verdict::InOrder | Verdict::Hole(_) | Verdict::NewStream(_) => 0,
         };
         self.counters.duplicates += skip;
         if header.stream == appliance.stream {
@@ -487,8 +511,9 @@ enum Verdict {
     Hole(u64),
     /// Its first this many events were seen already (or its stream is behind: all of them).
     Skip(u64),
-    /// The appliance's bridge started a new stream.
-    NewStream,
+    /// The appliance's bridge started a new stream; this many of its first events are
+    /// missing (the stream numbers every subject from 1).
+    NewStream(u64),
 }
 
 impl Drop for NatsClient {
@@ -580,3 +605,158 @@ async fn network(
 }
 
 const MAX_MESSAGE_EVENTS: usize = wire::MAX_EVENTS_PER_MESSAGE;
+
+#[cfg(test)]
+mod tests {
+    //! The continuity rules on messages fed straight into the reader's queue (no server): holes,
+    //! duplicates, overlaps, new and stale streams, several appliances.
+    use super::*;
+    use tickwire_bus::event::{Body, EventHeader, EventKind, Side, Trade};
+    use tickwire_bus::fixed::Fixed;
+
+    fn trade(venue_id: VenueId, id: u64) -> Event {
+        Event::new(
+            EventHeader {
+                exchange_ts_ns: id,
+                recv_ts_ns: id,
+                venue_seq: id,
+                instrument_id: 7,
+                venue_id,
+                kind: EventKind::Trade,
+                flags: 0,
+            },
+            Body::Trade(Trade::new(Fixed(id as i64), Fixed(1), id, Side::Bid)),
+        )
+    }
+
+    struct Feed {
+        sender: SyncSender<Incoming>,
+        client: NatsClient,
+    }
+
+    impl Feed {
+        fn new() -> Feed {
+            let (sender, incoming) = std::sync::mpsc::sync_channel(1024);
+            let (asks, _) = tokio::sync::mpsc::unbounded_channel();
+            Feed {
+                sender,
+                client: NatsClient::new(incoming, asks, None, 1024),
+            }
+        }
+
+        /// A message of `appliance`'s trades `first..first + count` (trade id = sequence).
+        fn send(&self, appliance: &str, stream: u64, first: u64, count: u64) {
+            let events: Vec<Event> = (first..first + count).map(|id| trade(0, id)).collect();
+            let mut payload = Vec::new();
+            wire::encode_message(
+                MessageHeader {
+                    appliance_epoch: 100 + stream,
+                    stream,
+                    sequence: first,
+                },
+                &events,
+                &mut payload,
+            );
+            self.sender
+                .send(Incoming::Message {
+                    subject: wire::event_subject(appliance, "sim", "S.1", EventKind::Trade),
+                    payload: payload.into(),
+                })
+                .unwrap();
+        }
+
+        /// Everything the client says until it is idle, as text.
+        fn read(&mut self) -> Vec<String> {
+            let mut said = Vec::new();
+            loop {
+                match self.client.poll().unwrap() {
+                    Next::Events(events) => {
+                        let ids: Vec<String> = events
+                            .iter()
+                            .map(|event| {
+                                let Body::Trade(trade) = event.body() else {
+                                    panic!("{event:?}")
+                                };
+                                format!("{}:{}", event.header.venue_id, trade.trade_id)
+                            })
+                            .collect();
+                        said.push(ids.join(","));
+                    }
+                    Next::Overrun { missed } => said.push(format!("missed {missed}")),
+                    Next::NewEpoch { epoch } => said.push(format!("epoch {epoch}")),
+                    Next::Closed | Next::Removed => said.push("closed".into()),
+                    Next::Idle => return said,
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn holes_are_counted_exactly_and_duplicates_dropped() {
+        let mut feed = Feed::new();
+        // Joined mid-stream at 5: no loss before it is known.
+        feed.send("a", 1, 5, 2);
+        feed.send("a", 1, 7, 1);
+        // 8 and 9 lost; 10..12 come.
+        feed.send("a", 1, 10, 2);
+        // A repeat, and an overlap: only 12 is new.
+        feed.send("a", 1, 10, 2);
+        feed.send("a", 1, 11, 2);
+        // The events after a hole go out on their own, as the bus client's do.
+        assert_eq!(
+            feed.read(),
+            ["0:5,0:6,0:7", "missed 2", "0:10,0:11", "0:12"]
+        );
+        assert_eq!(feed.client.counters().duplicates, 3);
+        assert_eq!(feed.client.counters().missed, 2);
+        let (venue, symbol) = feed.client.directory().name(&trade(0, 0));
+        assert_eq!((venue, symbol), ("sim", "S.1"));
+        assert_eq!(feed.client.appliance(0), Some(("a", 0)));
+    }
+
+    #[test]
+    fn a_new_stream_starts_from_one_and_a_stale_one_is_dropped() {
+        let mut feed = Feed::new();
+        feed.send("a", 1, 40, 1);
+        // The bridge restarted: stream 2, whose first two messages were lost.
+        feed.send("a", 2, 3, 1);
+        // A late message of stream 1.
+        feed.send("a", 1, 41, 1);
+        feed.send("a", 2, 4, 1);
+        // A new stream may number its venues anew: the client gives them new local ids.
+        assert_eq!(feed.read(), ["0:40", "epoch 102", "missed 2", "1:3", "1:4"]);
+        assert_eq!(feed.client.counters().duplicates, 1);
+    }
+
+    #[test]
+    fn appliances_are_apart_and_get_venue_ids_of_their_own() {
+        let mut feed = Feed::new();
+        feed.send("a", 1, 1, 1);
+        feed.send("b", 9, 1, 1);
+        feed.send("a", 1, 2, 1);
+        // Appliance b's hole does not touch appliance a's subject of the same name.
+        feed.send("b", 9, 5, 1);
+        assert_eq!(feed.read(), ["0:1,1:1,0:2", "missed 3", "1:5"]);
+        assert_eq!(feed.client.appliance(1), Some(("b", 0)));
+    }
+
+    #[test]
+    fn strangers_and_damaged_messages_are_counted_and_skipped() {
+        let mut feed = Feed::new();
+        for (subject, payload) in [
+            ("other.subject", vec![1u8, 2, 3]),
+            ("tickwire.a.sim.S%2E1.trade", vec![0u8; 31]),
+            ("tickwire.a.directory", Vec::new()),
+        ] {
+            feed.sender
+                .send(Incoming::Message {
+                    subject: subject.into(),
+                    payload: payload.into(),
+                })
+                .unwrap();
+        }
+        feed.send("a", 1, 1, 1);
+        assert_eq!(feed.read(), ["0:1"]);
+        assert_eq!(feed.client.counters().malformed, 3);
+    }
+}
