@@ -11,10 +11,8 @@
 
 use super::stream::{Feed, INSTRUMENTS};
 use super::{bus_dir, bus_writer, nats_server_binary, PATIENCE};
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use crate::support::netns::{self, get, in_namespace, Topology, SUBNET};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,146 +21,9 @@ use tickwire_client::Next;
 use tickwire_nats::bridge::parse_servers;
 use tickwire_nats::{NatsClient, NatsOptions};
 
-const SUBNET: &str = "10.77.0";
 const SERVERS: [u8; 3] = [11, 12, 13];
 const APPLIANCE: u8 = 20;
 const CONSUMERS: [u8; 2] = [31, 32];
-
-/// Runs `ip` with `args`; panics with its stderr when it fails.
-fn ip(args: &[&str]) {
-    let output = Command::new("ip").args(args).output().expect("ip runs");
-    assert!(
-        output.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// The namespaces, links and processes of one run; all removed on drop.
-struct Topology {
-    prefix: String,
-    namespaces: Vec<String>,
-    processes: Vec<(String, Child)>,
-}
-
-impl Topology {
-    fn hub(&self) -> String {
-        format!("{}h", self.prefix)
-    }
-
-    fn node(&self, host: u8) -> String {
-        format!("{}n{host}", self.prefix)
-    }
-
-    /// The hub with its bridge device, and one namespace per host, each with a veth to the hub.
-    fn build() -> Topology {
-        // Interface names have at most 15 bytes: `tw` + 5 digits + `v` + 2 digits + a side.
-        let prefix = format!("tw{:05}", std::process::id() % 100_000);
-        let mut topology = Topology {
-            prefix,
-            namespaces: Vec::new(),
-            processes: Vec::new(),
-        };
-        let hub = topology.hub();
-        ip(&["netns", "add", &hub]);
-        topology.namespaces.push(hub.clone());
-        ip(&["-n", &hub, "link", "set", "lo", "up"]);
-        ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"]);
-        ip(&["-n", &hub, "link", "set", "br0", "up"]);
-        for host in SERVERS.iter().chain([&APPLIANCE]).chain(&CONSUMERS) {
-            let node = topology.node(*host);
-            ip(&["netns", "add", &node]);
-            topology.namespaces.push(node.clone());
-            let hub_end = format!("{}v{host}h", topology.prefix);
-            let node_end = format!("{}v{host}n", topology.prefix);
-            ip(&[
-                "link", "add", &hub_end, "netns", &hub, "type", "veth", "peer", "name", &node_end,
-                "netns", &node,
-            ]);
-            ip(&["-n", &hub, "link", "set", &hub_end, "master", "br0"]);
-            ip(&["-n", &hub, "link", "set", &hub_end, "up"]);
-            ip(&["-n", &node, "link", "set", "lo", "up"]);
-            let address = format!("{SUBNET}.{host}/24");
-            ip(&["-n", &node, "addr", "add", &address, "dev", &node_end]);
-            ip(&["-n", &node, "link", "set", &node_end, "up"]);
-        }
-        topology
-    }
-
-    /// Starts `program` in a host's namespace.
-    fn spawn(&mut self, host: u8, label: &str, program: &Path, args: &[String]) {
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.node(host)])
-            .arg(program)
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("ip netns exec starts");
-        self.processes.push((label.to_owned(), child));
-    }
-
-    /// Kills the process started under `label` (SIGKILL).
-    fn kill(&mut self, label: &str) {
-        if let Some(at) = self.processes.iter().position(|(name, _)| name == label) {
-            let (_, mut child) = self.processes.remove(at);
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.processes {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        for namespace in self.namespaces.iter().rev() {
-            let _ = Command::new("ip")
-                .args(["netns", "del", namespace])
-                .status();
-        }
-    }
-}
-
-/// Runs `work` on a thread that entered the namespace `name` (threads it starts are there too).
-fn in_namespace<T: Send + 'static>(
-    name: &str,
-    work: impl FnOnce() -> T + Send + 'static,
-) -> std::thread::JoinHandle<T> {
-    let path = PathBuf::from("/run/netns").join(name);
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("the namespace's file");
-        use std::os::fd::AsRawFd;
-        // SAFETY: setns(2) on an open namespace file; it changes only this thread's network
-        // namespace, which the thread keeps to its end.
-        let entered = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(entered, 0, "setns: {}", std::io::Error::last_os_error());
-        work()
-    })
-}
-
-/// A GET to `host:port` from inside its namespace; the body.
-fn get(namespace: &str, host: u8, port: u16, path: &str) -> String {
-    let path = path.to_owned();
-    in_namespace(namespace, move || {
-        let Ok(mut stream) = TcpStream::connect((format!("{SUBNET}.{host}").as_str(), port)) else {
-            return String::new();
-        };
-        let _ = write!(stream, "GET {path} HTTP/1.0\r\n\r\n");
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response);
-        response
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_owned())
-            .unwrap_or_default()
-    })
-    .join()
-    .unwrap_or_default()
-}
 
 fn url(host: u8) -> String {
     format!("nats://{SUBNET}.{host}:4222")
@@ -243,13 +104,7 @@ fn assert_exact(label: &str, tally: &Tally) {
 }
 
 fn can_make_namespaces() -> bool {
-    // SAFETY: geteuid(2) has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let has_ip = Command::new("ip")
-        .arg("-V")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if root && has_ip {
+    if netns::available() {
         return true;
     }
     let required = std::env::var("TICKWIRE_REQUIRE_NATS").is_ok_and(|value| value == "1");
@@ -269,38 +124,14 @@ fn a_cluster_across_namespaces_loses_a_server_and_its_consumers_go_on_exactly() 
     if !can_make_namespaces() {
         return;
     }
-    let mut topology = Topology::build();
-    let routes: Vec<String> = SERVERS
+    let hosts: Vec<u8> = SERVERS
         .iter()
-        .map(|host| format!("nats://{SUBNET}.{host}:6222"))
+        .chain([&APPLIANCE])
+        .chain(&CONSUMERS)
+        .copied()
         .collect();
-    for host in SERVERS {
-        let args: Vec<String> = [
-            "-a".into(),
-            format!("{SUBNET}.{host}"),
-            "-p".into(),
-            "4222".into(),
-            "-m".into(),
-            "8222".into(),
-            "--cluster_name".into(),
-            "tickwire".into(),
-            "--cluster".into(),
-            format!("nats://{SUBNET}.{host}:6222"),
-            "--routes".into(),
-            routes.join(","),
-        ]
-        .into();
-        topology.spawn(host, &format!("server{host}"), &binary, &args);
-    }
-    // The cluster is formed when every server has routes to both others.
-    let started = Instant::now();
-    for host in SERVERS {
-        let node = topology.node(host);
-        while !get(&node, host, 8222, "/routez").contains("\"num_routes\": 2") {
-            assert!(started.elapsed() < PATIENCE, "the cluster never formed");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+    let mut topology = Topology::build(&hosts);
+    netns::start_cluster(&mut topology, &binary, SERVERS);
 
     let dir = bus_dir();
     let path = dir.path().join("bus");
