@@ -3,7 +3,11 @@
 //! on loopback (Debian's package), and a `NatsClient` consumer; beside it a bus `Client` reading
 //! the same bus, for the shared-memory figure.
 //!
-//! `cargo bench --bench nats` (or `scripts/bench-nats`) prints:
+//! `cargo bench --bench nats` (or `scripts/bench-nats`) prints the following; with `--cluster`
+//! (root and iproute2) the same through a three-server cluster across network namespaces
+//! (`tests/support/netns.rs`): the bridge in one namespace publishing to server 1, the consumer in
+//! another subscribed at server 3, so every event crosses a cluster route and two veth pairs.
+//!
 //!
 //! - latency: from the event's write to the bus (its `recv_ts_ns`, the wall clock when the writer
 //!   wrote it) to the moment each consumer holds it, p50 / p99 / p99.9 / max, at a steady
@@ -16,6 +20,9 @@
 //! ids strictly increasing, the price equal to the trade id; a run whose consumer saw anything
 //! else aborts. Events: trades of `--instruments` instruments in turn (default 16), written in 1 ms batches
 //! (the writer sleeps between batches; it never spins).
+
+#[path = "../tests/support/netns.rs"]
+mod netns;
 
 use hdrhistogram::Histogram;
 use std::path::PathBuf;
@@ -75,11 +82,14 @@ impl Drop for Server {
     }
 }
 
-fn start_server(port: u16) -> Option<Server> {
-    let binary = ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
+fn nats_server_binary() -> Option<PathBuf> {
+    ["/usr/sbin/nats-server", "/usr/bin/nats-server"]
         .into_iter()
         .map(PathBuf::from)
-        .find(|path| path.is_file())?;
+        .find(|path| path.is_file())
+}
+
+fn start_server(binary: &std::path::Path, port: u16) -> Option<Server> {
     let child = Command::new(binary)
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())
@@ -202,8 +212,29 @@ struct RunResult {
     counters: Arc<BridgeCounters>,
 }
 
+/// Where the bridge and the NATS consumer run and which servers they use: on loopback to one
+/// server, or each in a network namespace of the cluster (`--cluster`).
+#[derive(Clone)]
+struct Placement {
+    bridge_url: String,
+    consumer_url: String,
+    bridge_namespace: Option<String>,
+    consumer_namespace: Option<String>,
+}
+
+/// Runs `work` on a thread, inside `namespace` when given.
+fn spawn_in<T: Send + 'static>(
+    namespace: &Option<String>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    match namespace {
+        Some(namespace) => netns::in_namespace(namespace, work),
+        None => std::thread::spawn(work),
+    }
+}
+
 /// One run: `rate` events/s for `seconds`.
-fn run(url: &str, rate: u64, seconds: f64, with_bus_consumer: bool) -> RunResult {
+fn run(placement: &Placement, rate: u64, seconds: f64, with_bus_consumer: bool) -> RunResult {
     let dir = tempfile::Builder::new()
         .prefix("tw-bench-nats-")
         .tempdir_in("/dev/shm")
@@ -230,23 +261,27 @@ fn run(url: &str, rate: u64, seconds: f64, with_bus_consumer: bool) -> RunResult
     let bridge_thread = {
         let mut options = BridgeOptions::new(
             path.clone(),
-            bridge::parse_servers(url).unwrap(),
+            bridge::parse_servers(&placement.bridge_url).unwrap(),
             "bench".into(),
         );
         options.queue_messages = 8192;
         let stop = Arc::clone(&stop_bridge);
         let counters = Arc::clone(&counters);
-        std::thread::spawn(move || bridge::run(&options, &stop, counters))
+        spawn_in(&placement.bridge_namespace, move || {
+            bridge::run(&options, &stop, counters)
+        })
     };
     let stop_consumers = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicBool::new(false));
     let nats_thread = {
         let (url, stop, ready) = (
-            url.to_owned(),
+            placement.consumer_url.clone(),
             Arc::clone(&stop_consumers),
             Arc::clone(&ready),
         );
-        std::thread::spawn(move || run_nats_consumer(url, stop, ready))
+        spawn_in(&placement.consumer_namespace, move || {
+            run_nats_consumer(url, stop, ready)
+        })
     };
     // Until the consumer has an event (bridge attached, subscription made): warm-up events,
     // not counted (the consumer only checks them).
@@ -341,15 +376,54 @@ fn main() {
         println!("nats: run with `cargo bench --bench nats`");
         return;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .unwrap();
-    let Some(_server) = start_server(port) else {
+    let Some(binary) = nats_server_binary() else {
         println!("SKIPPED: no nats-server binary (apt-get install nats-server)");
         return;
     };
-    let url = format!("nats://127.0.0.1:{port}");
+    // --cluster: three servers in three network namespaces, the bridge in a fourth, the consumer
+    // in a fifth; the bridge publishes to one server, the consumer subscribes at another, so
+    // every event crosses a route and two veth pairs.
+    let cluster = std::env::args().any(|arg| arg == "--cluster");
+    let mut _server = None;
+    let mut _topology = None;
+    let placement = if cluster {
+        if !netns::available() {
+            println!("SKIPPED: --cluster needs root and ip (iproute2)");
+            return;
+        }
+        let mut topology = netns::Topology::build(&[11, 12, 13, 20, 31]);
+        netns::start_cluster(&mut topology, &binary, [11, 12, 13]);
+        let placement = Placement {
+            bridge_url: format!("nats://{}.11:4222", netns::SUBNET),
+            consumer_url: format!("nats://{}.13:4222", netns::SUBNET),
+            bridge_namespace: Some(topology.node(20)),
+            consumer_namespace: Some(topology.node(31)),
+        };
+        _topology = Some(topology);
+        placement
+    } else {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .unwrap();
+        let Some(server) = start_server(&binary, port) else {
+            println!("SKIPPED: nats-server did not start");
+            return;
+        };
+        _server = Some(server);
+        let url = format!("nats://127.0.0.1:{port}");
+        Placement {
+            bridge_url: url.clone(),
+            consumer_url: url,
+            bridge_namespace: None,
+            consumer_namespace: None,
+        }
+    };
+    let path_label = if cluster {
+        "through the NATS cluster"
+    } else {
+        "through NATS (1 server)"
+    };
     if let Some(count) = argument("--instruments").and_then(|n| n.parse::<u32>().ok()) {
         INSTRUMENTS.store(count.clamp(1, 60_000), Ordering::Relaxed);
     }
@@ -363,15 +437,12 @@ fn main() {
         .filter_map(|rate| rate.parse().ok())
         .collect();
     for rate in latency_rates {
-        let result = run(&url, rate, seconds, true);
+        let result = run(&placement, rate, seconds, true);
         println!("latency at {rate} events/s, {instrument_count} instruments, {seconds} s:");
         if let Some(bus) = &result.bus {
             println!("  shared-memory bus: {}", percentiles(&bus.latency_ns));
         }
-        println!(
-            "  through NATS:      {}",
-            percentiles(&result.nats.latency_ns)
-        );
+        println!("  {path_label}: {}", percentiles(&result.nats.latency_ns));
         println!(
             "  bridge: {} messages for {} events ({:.1} events/message), {} dropped; consumer missed {}",
             result.counters.messages_published.load(Ordering::Relaxed),
@@ -390,7 +461,7 @@ fn main() {
     let mut sustained = 0;
     println!("throughput ({seconds} s per rate, {instrument_count} instruments):");
     for rate in rates {
-        let result = run(&url, rate, seconds, false);
+        let result = run(&placement, rate, seconds, false);
         let (dropped, overruns) = (result.dropped, result.overrun);
         let clean = dropped == 0 && overruns == 0 && result.nats.missed == 0;
         if clean && result.nats.received == result.written {
