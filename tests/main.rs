@@ -26,6 +26,7 @@ mod decode_cli;
 mod lifecycle;
 mod mbo_book;
 mod mbo_book_alloc;
+mod nats;
 mod net_heartbeat;
 mod net_transport;
 mod net_websocket;

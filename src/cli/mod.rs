@@ -3,6 +3,7 @@
 
 #[cfg(feature = "dev-tools")]
 mod autobahn;
+mod bridge;
 mod decode;
 #[cfg(feature = "dev-tools")]
 mod demo;
@@ -121,6 +122,11 @@ enum Command {
     /// appliance restarted), a closed or removed bus are lines of their own. Exit status: 0 on
     /// SIGINT/SIGTERM or when stdout closes, 1 when there is no bus (see --wait).
     Tail(tail::TailArgs),
+    /// Bus consumers that carry the events elsewhere: `bridge nats` publishes them on NATS for
+    /// consumers on other hosts (`tail --nats`, `tickwire_nats::NatsClient`, the Python
+    /// package).
+    #[command(subcommand)]
+    Bridge(bridge::BridgeCommand),
     /// Check appliance and venue files, printing every error with file, line, column and key.
     ///
     /// Each FILE may be an appliance file (it has a `[threads]` table; its venue files are
@@ -244,6 +250,7 @@ pub fn main() -> ExitCode {
             file,
         } => decode::decode(&venue, &file, dbn_version),
         Command::Tail(args) => tail::tail(args),
+        Command::Bridge(command) => bridge::bridge(command),
         #[cfg(feature = "dev-tools")]
         Command::Bench(BenchCommand::E2e {
             rate,

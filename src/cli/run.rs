@@ -76,6 +76,7 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
             ..SessionExtras::default()
         },
     )?;
+    let bridge = start_bridge(loaded)?;
     let report_interval = Duration::from_millis(appliance.metrics.report_interval_ms);
     // The control thread's routine work (stream status, snapshot requests and replies, printed
     // events) cannot wait for the next report, so it wakes every CONTROL_TICK; the hot threads'
@@ -193,6 +194,9 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
             "printed events lost: stdout did not keep up"
         );
     }
+    if let Some(bridge) = bridge {
+        bridge.stop();
+    }
     let stopping = Instant::now();
     // What the last report interval saw, then the clean stop: close frames, rings drained.
     venue_reports(&session);
@@ -257,4 +261,73 @@ fn log_notify_error(result: std::io::Result<()>) {
     if let Err(error) = result {
         tracing::warn!("notifying systemd failed: {error}");
     }
+}
+
+/// The NATS bridge as a thread of the appliance (`[bridge] in_appliance = true`): a bus consumer
+/// like any other, reading the bus file this process writes, never touching a hot thread.
+struct InApplianceBridge {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Result<(), tickwire_nats::BridgeError>>,
+    counters: std::sync::Arc<tickwire_nats::BridgeCounters>,
+}
+
+impl InApplianceBridge {
+    fn stop(self) {
+        use std::sync::atomic::Ordering;
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::error!(%error, "nats bridge"),
+            Err(_) => tracing::error!("the nats bridge thread panicked"),
+        }
+        let get = tickwire_nats::BridgeCounters::get;
+        tracing::info!(
+            events_read = get(&self.counters.events_read),
+            messages_published = get(&self.counters.messages_published),
+            events_dropped = get(&self.counters.events_dropped),
+            bus_missed = get(&self.counters.bus_missed),
+            "nats bridge stopped"
+        );
+    }
+}
+
+fn start_bridge(loaded: &LoadedConfig) -> anyhow::Result<Option<InApplianceBridge>> {
+    let appliance = &loaded.appliance;
+    let (Some(bridge), Some(bus)) = (&appliance.bridge, &appliance.bus) else {
+        return Ok(None);
+    };
+    if !bridge.in_appliance {
+        return Ok(None);
+    }
+    let servers = tickwire_nats::bridge::parse_servers(&bridge.nats_urls.join(","))
+        .map_err(|message| anyhow::anyhow!("[bridge] nats_urls: {message}"))?;
+    let mut options =
+        tickwire_nats::BridgeOptions::new(bus.resolved_path(), servers, bridge.resolved_name());
+    options.queue_messages = bridge.queue_messages;
+    options.jetstream =
+        bridge
+            .jetstream_stream
+            .as_ref()
+            .map(|stream| tickwire_nats::JetStreamOptions {
+                stream: stream.clone(),
+                max_age: Duration::from_secs(bridge.jetstream_max_age_s),
+                max_bytes: bridge.jetstream_max_bytes,
+            });
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let counters = std::sync::Arc::new(tickwire_nats::BridgeCounters::default());
+    tracing::info!(appliance = %options.appliance, "nats bridge: a thread of the appliance");
+    let thread = {
+        let (stop, counters) = (
+            std::sync::Arc::clone(&stop),
+            std::sync::Arc::clone(&counters),
+        );
+        std::thread::Builder::new()
+            .name("bridge".into())
+            .spawn(move || tickwire_nats::bridge::run(&options, &stop, counters))?
+    };
+    Ok(Some(InApplianceBridge {
+        stop,
+        thread,
+        counters,
+    }))
 }

@@ -1,5 +1,6 @@
 //! `tickwire tail`: the bus's events as JSON lines (the `decode` format), or a line of rates
-//! per second, read through `tickwire-client` like any other consumer.
+//! per second, read through `tickwire-client` like any other consumer; with `--nats`, the same
+//! lines from a bridge's subjects, read through `tickwire_nats::NatsClient`.
 //!
 //! Overruns, new epochs, a closed or removed bus are lines of their own
 //! (`{"type":"overrun","missed":N}`, `{"type":"epoch","epoch":E}`, `{"type":"closed"}`,
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use tickwire::event::json::write_event;
 use tickwire::event::{Event, EventKind};
 use tickwire_client::{Client, ClientError, Directory, Next, Start};
+use tickwire_nats::{NatsClient, NatsOptions};
 
 #[derive(clap::Args, Debug)]
 pub struct TailArgs {
@@ -23,10 +25,19 @@ pub struct TailArgs {
     #[arg(
         long,
         value_name = "PATH",
-        required_unless_present = "config",
-        conflicts_with = "config"
+        required_unless_present_any = ["config", "nats"],
+        conflicts_with_all = ["config", "nats"]
     )]
     pub bus: Option<PathBuf>,
+    /// Read from NATS instead of a bus: the servers, comma separated (nats://host:port,...).
+    /// The events are a bridge's (`tickwire bridge nats`); lines as with --bus, venues named
+    /// as the subjects name them.
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["config", "stats", "from"])]
+    pub nats: Option<String>,
+    /// With --nats: the subjects to take (repeat; wildcards allowed), default `tickwire.>`,
+    /// e.g. `tickwire.*.binance-usdm.BTCUSDT.*`.
+    #[arg(long, value_name = "SUBJECT", requires = "nats")]
+    pub subject: Vec<String>,
     /// The appliance's config file: read the bus its `[bus]` table names (its `path`, or the
     /// default the appliance would take in this environment).
     #[arg(long, value_name = "FILE")]
@@ -45,8 +56,8 @@ pub struct TailArgs {
     #[arg(long)]
     pub stats: bool,
     /// Where to start: latest (only new events) or oldest (what the ring still holds).
-    #[arg(long, value_name = "WHERE", default_value = "latest", value_parser = ["latest", "oldest"])]
-    pub from: String,
+    #[arg(long, value_name = "WHERE", value_parser = ["latest", "oldest"])]
+    pub from: Option<String>,
     /// Wait up to this many seconds for the bus to appear (default: fail at once if none).
     #[arg(long, value_name = "SECONDS")]
     pub wait: Option<f64>,
@@ -92,6 +103,9 @@ pub fn tail(args: TailArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(urls) = &args.nats {
+        return tail_nats(urls, &args, &filter);
+    }
     let path = match (&args.bus, &args.config) {
         (Some(path), _) => path.clone(),
         (None, Some(config)) => match tickwire::config::load(config) {
@@ -126,27 +140,10 @@ pub fn tail(args: TailArgs) -> ExitCode {
     };
     // Blocked before any thread starts, so that every thread inherits the mask and the
     // signals reach the one that waits for them.
-    let stop = Arc::new(AtomicBool::new(false));
-    match StopSignals::block() {
-        Ok(signals) => {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || loop {
-                match signals.wait(Duration::from_secs(1)) {
-                    Ok(Some(_)) => {
-                        stop.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    Ok(None) => {}
-                    Err(_) => return,
-                }
-            });
-        }
-        Err(error) => {
-            eprintln!("tickwire tail: {error}");
-            return ExitCode::FAILURE;
-        }
-    }
-    let start = if args.from == "oldest" {
+    let Some(stop) = stop_on_signals() else {
+        return ExitCode::FAILURE;
+    };
+    let start = if args.from.as_deref() == Some("oldest") {
         Start::Oldest
     } else {
         Start::Latest
@@ -170,6 +167,39 @@ pub fn tail(args: TailArgs) -> ExitCode {
     } else {
         events(&mut client, &filter, out, &stop)
     };
+    finish(result)
+}
+
+/// `tail --nats`: the same lines, from a `NatsClient`.
+fn tail_nats(urls: &str, args: &TailArgs, filter: &Filter) -> ExitCode {
+    let servers = match tickwire_nats::bridge::parse_servers(urls) {
+        Ok(servers) => servers,
+        Err(message) => {
+            eprintln!("tickwire tail: --nats: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let subjects = if args.subject.is_empty() {
+        vec![format!("{}.>", tickwire_nats::wire::ROOT)]
+    } else {
+        args.subject.clone()
+    };
+    let Some(stop) = stop_on_signals() else {
+        return ExitCode::FAILURE;
+    };
+    let mut client = match NatsClient::connect(NatsOptions::new(servers, subjects)) {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("tickwire tail: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let stdout = std::io::stdout();
+    let out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    finish(events(&mut client, filter, out, &stop))
+}
+
+fn finish(result: std::io::Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of the pipe is gone (`| head`): nothing more to do.
@@ -181,18 +211,82 @@ pub fn tail(args: TailArgs) -> ExitCode {
     }
 }
 
+/// Blocks SIGINT and SIGTERM and sets the flag when one comes; `None` (said on stderr) when
+/// the signals cannot be blocked.
+fn stop_on_signals() -> Option<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    match StopSignals::block() {
+        Ok(signals) => {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || loop {
+                match signals.wait(Duration::from_secs(1)) {
+                    Ok(Some(_)) => {
+                        stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(_) => return,
+                }
+            });
+        }
+        Err(error) => {
+            eprintln!("tickwire tail: {error}");
+            return None;
+        }
+    }
+    Some(stop)
+}
+
+/// Where `events` reads from: a bus client or a NATS client, the same `Next`s.
+trait Source {
+    /// An error ends the command (a NATS client whose network thread stopped) rather than
+    /// being waited out (a bus client waits for a new bus).
+    const ERRORS_END: bool;
+    fn next_within(&mut self, timeout: Duration) -> Result<Next<'_>, String>;
+    /// Nothing received and not handed out: the lines go out now.
+    fn caught_up(&self) -> bool;
+}
+
+impl Source for Client {
+    const ERRORS_END: bool = false;
+    fn next_within(&mut self, timeout: Duration) -> Result<Next<'_>, String> {
+        self.wait(timeout).map_err(|error| {
+            report(&error);
+            error.to_string()
+        })
+    }
+
+    fn caught_up(&self) -> bool {
+        self.lag() == 0
+    }
+}
+
+impl Source for NatsClient {
+    const ERRORS_END: bool = true;
+    fn next_within(&mut self, timeout: Duration) -> Result<Next<'_>, String> {
+        self.wait(timeout).map_err(|error| {
+            eprintln!("tickwire tail: {error}");
+            error.to_string()
+        })
+    }
+
+    fn caught_up(&self) -> bool {
+        self.lag() == 0
+    }
+}
+
 /// How long one wait lasts, so that a stop signal is seen within it.
 const WAIT: Duration = Duration::from_millis(100);
 
-fn events(
-    client: &mut Client,
+fn events<S: Source>(
+    client: &mut S,
     filter: &Filter,
     mut out: impl Write,
     stop: &AtomicBool,
 ) -> std::io::Result<()> {
     let mut line = Vec::with_capacity(512);
     while !stop.load(Ordering::Relaxed) {
-        match client.wait(WAIT) {
+        match client.next_within(WAIT) {
             Ok(Next::Events(events)) => {
                 for event in events {
                     let (venue, symbol) = events.name(event);
@@ -212,10 +306,12 @@ fn events(
             Ok(Next::Closed) => writeln!(out, "{{\"type\":\"closed\"}}")?,
             Ok(Next::Removed) => writeln!(out, "{{\"type\":\"removed\"}}")?,
             Ok(Next::Idle) => {}
-            Err(error) => report(&error),
+            // Said on stderr by the source.
+            Err(_) if S::ERRORS_END => break,
+            Err(_) => {}
         }
         // Caught up: the lines go out now; while behind, they go out in large writes.
-        if client.lag() == 0 {
+        if client.caught_up() {
             out.flush()?;
         }
     }

@@ -321,6 +321,12 @@ pub enum GapReason {
     RingOverflow = 3,
     /// The stream went stale past its configured limit.
     Stale = 4,
+    /// The NATS bridge's queue in front of the network was full and it dropped messages
+    /// (`tickwire-nats`): `expected_seq..received_seq` are the subject sequence numbers lost.
+    BridgeDrop = 5,
+    /// A bus consumer (the NATS bridge) was lapped by the appliance: `received_seq -
+    /// expected_seq` events of every instrument are lost.
+    BusOverrun = 6,
 }
 
 impl GapReason {
@@ -330,6 +336,8 @@ impl GapReason {
             2 => GapReason::Reconnect,
             3 => GapReason::RingOverflow,
             4 => GapReason::Stale,
+            5 => GapReason::BridgeDrop,
+            6 => GapReason::BusOverrun,
             _ => GapReason::Unknown,
         }
     }

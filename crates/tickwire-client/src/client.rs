@@ -66,6 +66,20 @@ pub struct Events<'a> {
 }
 
 impl<'a> Events<'a> {
+    /// A batch of events named by `directory`: for sources of events other than a bus (the
+    /// NATS client of `tickwire-nats` hands out its events in this same shape).
+    pub fn new(
+        events: &'a [Event],
+        directory: &'a Directory,
+        books: Option<&'a Books>,
+    ) -> Events<'a> {
+        Events {
+            events,
+            directory,
+            books,
+        }
+    }
+
     pub fn as_slice(&self) -> &'a [Event] {
         self.events
     }

@@ -64,6 +64,15 @@ impl Directory {
         self.entries.values()
     }
 
+    /// Adds or replaces an entry (the later one holds, as on the bus): for sources other than a
+    /// bus, which learn names from elsewhere (`tickwire-nats` from subjects and the bridge's
+    /// directory service).
+    pub fn insert(&mut self, entry: DirectoryEntry) {
+        self.venues.insert(entry.venue_id, entry.venue.clone());
+        self.entries
+            .insert((entry.venue_id, entry.instrument_id), entry);
+    }
+
     /// Folds in the entries the bus published since the last call; says whether there were any.
     /// One atomic load when nothing is new.
     pub(crate) fn refresh(&mut self, reader: &BusReader) -> bool {

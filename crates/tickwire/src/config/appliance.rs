@@ -29,6 +29,9 @@ pub struct ApplianceConfig {
     pub bus: Option<BusConfig>,
     /// `[record]`: the DBN recorder thread, `None` when the table is absent (no recording).
     pub record: Option<RecordConfig>,
+    /// `[bridge]`: the appliance's name on NATS and where `tickwire bridge nats` (or, with
+    /// `in_appliance`, a thread of `tickwire run`) publishes the bus; `None` when absent.
+    pub bridge: Option<BridgeConfig>,
     /// Venue files as written in the appliance file, relative to its directory unless absolute.
     /// `LoadedConfig::venues` holds them resolved and loaded.
     pub venues: Vec<PathBuf>,
@@ -330,8 +333,61 @@ impl Default for RecordConfig {
     }
 }
 
+/// `[bridge]`: the bus on NATS for consumers on other hosts (`tickwire_nats`). Every key has a
+/// default; `tickwire bridge nats` flags override them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BridgeConfig {
+    /// The appliance's name: the subjects' second token (`tickwire.<name>.<venue>...`), one per
+    /// appliance sharing a NATS cluster. `None`: the host name.
+    pub name: Option<String>,
+    /// The NATS servers (`nats://host:port`); the client reconnects across them.
+    pub nats_urls: Vec<String>,
+    /// Run the bridge as a thread of `tickwire run` (a bus consumer, never on the hot path)
+    /// instead of a process of its own. Needs `[bus]` and `nats_urls`.
+    pub in_appliance: bool,
+    /// Messages (up to 64 events each) the queue in front of the network holds; a full queue
+    /// drops and the drop is published as a gap.
+    pub queue_messages: usize,
+    /// A JetStream stream to keep the events in for replay (made if missing); `None`: none.
+    pub jetstream_stream: Option<String>,
+    /// The stream's retention: events older than this go (0: no age limit).
+    pub jetstream_max_age_s: u64,
+    /// The stream's retention: at most this many bytes, the oldest first out (-1: no limit).
+    pub jetstream_max_bytes: i64,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        Self {
+            name: None,
+            nats_urls: Vec::new(),
+            in_appliance: false,
+            queue_messages: 8192,
+            jetstream_stream: None,
+            jetstream_max_age_s: 3600,
+            jetstream_max_bytes: 1 << 30,
+        }
+    }
+}
+
 const RECORD_FLUSH_INTERVAL_MS_MAX: u64 = 60_000;
 const RECORD_MAX_FILE_MIB_MAX: u64 = 1 << 20;
+
+impl BridgeConfig {
+    /// `name`, or the host name (`tickwire` when it cannot be read).
+    pub fn resolved_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|name| name.trim().to_owned())
+                .ok()
+                .filter(|name| !name.is_empty())
+                .unwrap_or_else(|| "tickwire".into())
+        })
+    }
+}
+
+const BRIDGE_QUEUE_MAX: usize = 1 << 20;
 
 /// Ring sizes must be powers of two so that a cursor maps to a slot with a mask, not a division.
 const FRAME_RING_BYTES_MIN: usize = 64 * 1024;
@@ -630,7 +686,7 @@ impl ThreadsConfig {
 /// The keys of `RawAppliance`, for the hint about keys written below a table header.
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "log", "metrics", "http", "rings", "process", "net", "threads", "strategy", "bus", "record",
-    "venues",
+    "bridge", "venues",
 ];
 
 /// The appliance file as serde sees it; `validate` turns it into an `ApplianceConfig`.
@@ -658,6 +714,7 @@ pub(crate) struct RawAppliance {
     bus: Option<BusConfig>,
     #[serde(default)]
     record: Option<RecordConfig>,
+    bridge: Option<BridgeConfig>,
     #[serde(default)]
     pub(crate) venues: Vec<PathBuf>,
 }
@@ -904,6 +961,9 @@ pub(crate) fn validate(
             check_record_core(&mut problems, core, &written, cpu_count);
         }
     }
+    if let Some(bridge) = &raw.bridge {
+        check_bridge(&mut problems, bridge, raw.bus.is_some());
+    }
 
     if !problems.is_empty() {
         return Err(problems);
@@ -927,6 +987,7 @@ pub(crate) fn validate(
         strategy: raw.strategy,
         bus: raw.bus,
         record: raw.record,
+        bridge: raw.bridge,
         venues: raw.venues,
     })
 }
@@ -1019,6 +1080,75 @@ fn check_http(problems: &mut Vec<Problem>, http: &HttpConfig) {
                 ),
             ));
         }
+    }
+}
+
+/// Whether `text` holds a byte no NATS name may: whitespace, `.`, `*` or `>`.
+fn bad_nats_name(text: &str) -> bool {
+    text.is_empty() || text.contains(|c: char| c.is_whitespace() || matches!(c, '.' | '*' | '>'))
+}
+
+fn check_bridge(problems: &mut Vec<Problem>, bridge: &BridgeConfig, has_bus: bool) {
+    if let Some(name) = &bridge.name {
+        if name.is_empty() || name.len() > 64 {
+            problems.push(Problem::new(
+                KeyPath::dotted("bridge.name"),
+                format!(
+                    "{name:?} is not valid; give 1 to 64 bytes (escaped in subjects as needed),                      or leave the key out for the host name"
+                ),
+            ));
+        }
+    }
+    for (index, url) in bridge.nats_urls.iter().enumerate() {
+        let (scheme, rest) = url.split_once("://").unwrap_or(("nats", url.as_str()));
+        let host_port_ok = rest.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !matches!(scheme, "nats" | "tls") || !host_port_ok || url.contains([' ', ',']) {
+            problems.push(Problem::new(
+                KeyPath::dotted("bridge.nats_urls").index(index),
+                format!(
+                    "{url:?} is not a NATS server URL; give one such as \"nats://10.0.0.5:4222\" \
+                     (scheme nats or tls, a host and a port)"
+                ),
+            ));
+        }
+    }
+    if bridge.in_appliance && (!has_bus || bridge.nats_urls.is_empty()) {
+        problems.push(Problem::new(
+            KeyPath::dotted("bridge.in_appliance"),
+            "is true, but the bridge needs [bus] (it reads the bus) and bridge.nats_urls (where              to publish); add them, or set it to false and run `tickwire bridge nats`"
+                .to_owned(),
+        ));
+    }
+    if !(1..=BRIDGE_QUEUE_MAX).contains(&bridge.queue_messages) {
+        problems.push(Problem::new(
+            KeyPath::dotted("bridge.queue_messages"),
+            format!(
+                "{} is out of range; valid values are 1 to {BRIDGE_QUEUE_MAX}",
+                bridge.queue_messages
+            ),
+        ));
+    }
+    if let Some(stream) = &bridge.jetstream_stream {
+        if bad_nats_name(stream) || stream.contains(['/', '\\']) {
+            problems.push(Problem::new(
+                KeyPath::dotted("bridge.jetstream_stream"),
+                format!(
+                    "{stream:?} is not a JetStream stream name; give one without '.', '*', '>', \
+                     '/', '\\' or whitespace, such as \"TICKWIRE_NY4\""
+                ),
+            ));
+        }
+    }
+    if bridge.jetstream_max_bytes == 0 || bridge.jetstream_max_bytes < -1 {
+        problems.push(Problem::new(
+            KeyPath::dotted("bridge.jetstream_max_bytes"),
+            format!(
+                "{} is not valid; give a positive number of bytes, or -1 for no limit",
+                bridge.jetstream_max_bytes
+            ),
+        ));
     }
 }
 

@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use appliance::{
-    host_cpu_count, ApplianceConfig, BusConfig, HttpConfig, LogConfig, LogFormat, LogLevel,
-    MetricsConfig, NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig,
+    host_cpu_count, ApplianceConfig, BridgeConfig, BusConfig, HttpConfig, LogConfig, LogFormat,
+    LogLevel, MetricsConfig, NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig,
     QuoterConfig, RecordConfig, RecordFsync, RingsConfig, Stage, StrategyConfig, StrategyName,
     ThreadConfig, ThreadsConfig, WaitKind,
 };
