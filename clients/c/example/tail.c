@@ -116,6 +116,8 @@ static const char *gap_reason(uint8_t reason) {
     case TW_GAP_RECONNECT: return "Reconnect";
     case TW_GAP_RING_OVERFLOW: return "RingOverflow";
     case TW_GAP_STALE: return "Stale";
+    case TW_GAP_BRIDGE_DROP: return "BridgeDrop";
+    case TW_GAP_BUS_OVERRUN: return "BusOverrun";
     default: return "Unknown";
     }
 }
