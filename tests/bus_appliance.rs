@@ -3,42 +3,16 @@
 //! readers' snapshot requests are answered into the stream, throttled and counted; the bus is
 //! marked closed when the appliance stops.
 
-use crate::support::appliance::{self, Setup};
+use crate::support::appliance;
 use std::os::unix::net::UnixDatagram;
-use std::path::Path;
 use std::time::Duration;
 use tickwire::event::{Body, Event, EventKind};
 use tickwire_bus::{BusReader, SnapshotRequest, Start};
-use tickwire_sim::source::{Source, SyntheticConfig, SyntheticSource};
+use tickwire_sim::source::{Source, SyntheticConfig};
 
 /// The simulator's two symbols at `rate` messages per second.
 fn synthetic(rate: f64) -> Box<dyn Source> {
-    synthetic_book(rate, SyntheticConfig::default().book_levels)
-}
-
-/// The same with books of `levels` levels a side.
-fn synthetic_book(rate: f64, levels: usize) -> Box<dyn Source> {
-    Box::new(
-        SyntheticSource::new(SyntheticConfig {
-            symbols: 2,
-            rate_per_sec: rate,
-            book_levels: levels,
-            ..SyntheticConfig::default()
-        })
-        .unwrap(),
-    )
-}
-
-fn bus_setup(path: &Path, extra: &str) -> Setup {
-    Setup {
-        symbols: vec!["BTCUSDT", "ETHUSDT"],
-        channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
-        appliance_extra: format!(
-            "[bus]\npath = {:?}\ncapacity = 65536\n{extra}",
-            path.display().to_string()
-        ),
-        ..Setup::default()
-    }
+    appliance::synthetic_two(rate, SyntheticConfig::default().book_levels)
 }
 
 /// Reads everything the reader has not read yet.
@@ -65,7 +39,7 @@ fn drain(reader: &mut BusReader, into: &mut Vec<Event>) -> u64 {
 fn every_event_the_strategy_sees_is_on_the_bus_in_order_and_the_bus_closes_with_the_appliance() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tickwire.bus");
-    let mut pair = appliance::start(synthetic(2_000.0), |_| {}, bus_setup(&path, ""));
+    let mut pair = appliance::start(synthetic(2_000.0), |_| {}, appliance::bus_setup(&path, ""));
     // Opened at the oldest event: the ring (65536) holds the whole session.
     let mut reader = BusReader::open(&path, Start::Oldest, 1024)
         .expect("the bus exists once the appliance runs");
@@ -133,7 +107,7 @@ fn snapshot_requests_are_answered_into_the_stream_throttled_and_counted() {
     let mut pair = appliance::start(
         synthetic(1_000.0),
         |_| {},
-        bus_setup(&path, "snapshot_interval_ms = 60000\n"),
+        appliance::bus_setup(&path, "snapshot_interval_ms = 60000\n"),
     );
     pair.run_until(Duration::from_secs(20), "books in sync", |pair| {
         pair.count(|event| event.kind() == EventKind::SnapshotEnd) >= 2
@@ -214,14 +188,14 @@ fn snapshot_requests_are_answered_into_the_stream_throttled_and_counted() {
 fn a_second_appliance_on_the_same_bus_fails_to_start_naming_the_first() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tickwire.bus");
-    let first = appliance::start(synthetic(100.0), |_| {}, bus_setup(&path, ""));
+    let first = appliance::start(synthetic(100.0), |_| {}, appliance::bus_setup(&path, ""));
     let other = tempfile::tempdir().unwrap();
     let sim = tickwire_sim::Sim::start(
         tickwire_sim::SimOptions::new(other.path().join("sim")),
         synthetic(100.0),
     )
     .unwrap();
-    let config = appliance::write_configs(other.path(), &sim, &bus_setup(&path, ""));
+    let config = appliance::write_configs(other.path(), &sim, &appliance::bus_setup(&path, ""));
     let loaded = tickwire::config::load(&config).unwrap();
     let error = tickwire::control::Session::start(
         &loaded,
@@ -274,7 +248,7 @@ fn a_late_joiner_and_a_lapped_reader_end_with_the_books_of_a_reader_that_saw_eve
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tickwire.bus");
     // A ring of 4096 events, so that a reader that stops reading is lapped within a second.
-    let mut setup = bus_setup(&path, "snapshot_interval_ms = 50\n");
+    let mut setup = appliance::bus_setup(&path, "snapshot_interval_ms = 50\n");
     setup.appliance_extra = setup
         .appliance_extra
         .replace("capacity = 65536", "capacity = 16384");
@@ -347,7 +321,7 @@ fn tail_reads_the_bus_an_appliance_config_names() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tickwire.bus");
-    let mut pair = appliance::start(synthetic(1_000.0), |_| {}, bus_setup(&path, ""));
+    let mut pair = appliance::start(synthetic(1_000.0), |_| {}, appliance::bus_setup(&path, ""));
     pair.run_until(Duration::from_secs(20), "trades", |pair| {
         pair.count(|event| event.kind() == EventKind::Trade) >= 3
     });
@@ -387,7 +361,7 @@ fn a_consumer_outlives_an_appliance_restart_and_goes_on_with_the_new_epoch() {
     use tickwire_client::{Client, Next};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tickwire.bus");
-    let mut first = appliance::start(synthetic(1_000.0), |_| {}, bus_setup(&path, ""));
+    let mut first = appliance::start(synthetic(1_000.0), |_| {}, appliance::bus_setup(&path, ""));
     let mut client = Client::attach(&path).expect("the first appliance's bus");
     let first_epoch = client.epoch();
     let mut last_old_ns = 0;
@@ -425,7 +399,7 @@ fn a_consumer_outlives_an_appliance_restart_and_goes_on_with_the_new_epoch() {
         }
     }
     assert!(closed, "a stopped appliance's bus reads as closed");
-    let mut second = appliance::start(synthetic(1_000.0), |_| {}, bus_setup(&path, ""));
+    let mut second = appliance::start(synthetic(1_000.0), |_| {}, appliance::bus_setup(&path, ""));
     let mut new_epoch = None;
     let mut after = Vec::new();
     second.run_until(Duration::from_secs(20), "the new epoch's events", |_| {

@@ -239,15 +239,7 @@ fn api_setup(http_extra: &str) -> Setup {
         std::process::id(),
         NEXT_BUS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
-    Setup {
-        symbols: vec!["BTCUSDT", "ETHUSDT"],
-        channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
-        appliance_extra: format!(
-            "[bus]\npath = {:?}\ncapacity = 65536\n{HTTP_TABLE}{http_extra}",
-            bus.display().to_string()
-        ),
-        ..Setup::default()
-    }
+    appliance::bus_setup(&bus, &format!("{HTTP_TABLE}{http_extra}"))
 }
 
 static NEXT_BUS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

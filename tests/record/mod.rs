@@ -6,36 +6,17 @@
 //! path): they skip with a printed reason where those are missing, unless
 //! `TICKWIRE_REQUIRE_DBN_PYTHON=1` (set by `.ci/run`), which makes a missing package a failure.
 
-use crate::support::appliance::{self, Setup};
+use crate::support::appliance;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tickwire::event::json::write_event;
 use tickwire::event::{Body, Event, EventKind, Side};
 use tickwire_record::{RecordingReader, Replay};
-use tickwire_sim::source::{Source, SyntheticConfig, SyntheticSource};
+use tickwire_sim::source::{Source, SyntheticConfig};
 
 fn synthetic(rate: f64) -> Box<dyn Source> {
-    Box::new(
-        SyntheticSource::new(SyntheticConfig {
-            symbols: 2,
-            rate_per_sec: rate,
-            ..SyntheticConfig::default()
-        })
-        .unwrap(),
-    )
-}
-
-fn setup(bus: &Path, extra: &str) -> Setup {
-    Setup {
-        symbols: vec!["BTCUSDT", "ETHUSDT"],
-        channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
-        appliance_extra: format!(
-            "[bus]\npath = {:?}\ncapacity = 65536\n{extra}",
-            bus.display().to_string()
-        ),
-        ..Setup::default()
-    }
+    appliance::synthetic_two(rate, SyntheticConfig::default().book_levels)
 }
 
 fn recordings(dir: &Path) -> Vec<PathBuf> {
@@ -151,7 +132,11 @@ fn the_appliance_records_what_its_strategy_sees_and_replay_gives_the_same_events
         "[record]\ndir = {:?}\nflush_interval_ms = 100\n",
         out.display().to_string()
     );
-    let mut pair = appliance::start(synthetic(2_000.0), |_| {}, setup(&bus, &extra));
+    let mut pair = appliance::start(
+        synthetic(2_000.0),
+        |_| {},
+        appliance::bus_setup(&bus, &extra),
+    );
     pair.run_until(
         Duration::from_secs(20),
         "books in sync and trades",
@@ -348,7 +333,7 @@ fn a_recorder_process_killed_with_sigkill_leaves_files_that_read_to_the_last_flu
     let dir = tempfile::tempdir().unwrap();
     let bus = dir.path().join("tickwire.bus");
     let out = dir.path().join("recordings");
-    let mut pair = appliance::start(synthetic(3_000.0), |_| {}, setup(&bus, ""));
+    let mut pair = appliance::start(synthetic(3_000.0), |_| {}, appliance::bus_setup(&bus, ""));
     pair.run_until(Duration::from_secs(20), "trades", |pair| {
         pair.count(|event| event.kind() == EventKind::Trade) >= 3
     });
@@ -422,7 +407,11 @@ fn replay_of_a_damaged_file_gives_the_events_before_the_damage_then_names_file_a
         "[record]\ndir = {:?}\nflush_interval_ms = 20\n",
         out.display().to_string()
     );
-    let mut pair = appliance::start(synthetic(3_000.0), |_| {}, setup(&bus, &extra));
+    let mut pair = appliance::start(
+        synthetic(3_000.0),
+        |_| {},
+        appliance::bus_setup(&bus, &extra),
+    );
     let started = Instant::now();
     pair.run_until(Duration::from_secs(20), "trades", |pair| {
         pair.count(|event| event.kind() == EventKind::Trade) >= 30
@@ -477,7 +466,7 @@ fn an_appliance_killed_with_sigkill_leaves_recordings_that_read_to_the_last_flus
         "[record]\ndir = {:?}\nflush_interval_ms = 200\n",
         out.display().to_string()
     );
-    let config = appliance::write_configs(dir.path(), &sim, &setup(&bus, &extra));
+    let config = appliance::write_configs(dir.path(), &sim, &appliance::bus_setup(&bus, &extra));
     let run = |what: &str| {
         let mut child = tickwire()
             .args(["run", "--config"])

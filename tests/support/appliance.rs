@@ -207,6 +207,34 @@ pub fn synthetic(rate: f64) -> Box<dyn Source> {
     )
 }
 
+/// The simulator's two symbols (BTCUSDT, ETHUSDT) at `rate` messages per second, with books of
+/// `levels` levels a side.
+pub fn synthetic_two(rate: f64, levels: usize) -> Box<dyn Source> {
+    Box::new(
+        SyntheticSource::new(SyntheticConfig {
+            symbols: 2,
+            rate_per_sec: rate,
+            book_levels: levels,
+            ..SyntheticConfig::default()
+        })
+        .unwrap(),
+    )
+}
+
+/// Both of [`synthetic_two`]'s symbols with book tickers, depth and trades, and a `[bus]` of
+/// 65536 slots at `bus`, then `extra` in the appliance file.
+pub fn bus_setup(bus: &Path, extra: &str) -> Setup {
+    Setup {
+        symbols: vec!["BTCUSDT", "ETHUSDT"],
+        channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
+        appliance_extra: format!(
+            "[bus]\npath = {:?}\ncapacity = 65536\n{extra}",
+            bus.display().to_string()
+        ),
+        ..Setup::default()
+    }
+}
+
 impl<S: SimReport> Pair<S> {
     /// Runs the control thread's work until `done` says so; panics after `timeout`.
     pub fn run_until(
