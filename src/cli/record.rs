@@ -18,8 +18,6 @@ use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickwire::clock::Clock;
 use tickwire::config::{self, NetConfig};
@@ -74,27 +72,9 @@ pub fn record_events(
         eprintln!("tickwire record: cannot make {}: {error}", out.display());
         return ExitCode::FAILURE;
     }
-    // Blocked before any thread starts, so that every thread inherits the mask.
-    let stop = Arc::new(AtomicBool::new(false));
-    match StopSignals::block() {
-        Ok(signals) => {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || loop {
-                match signals.wait(Duration::from_secs(1)) {
-                    Ok(Some(_)) => {
-                        stop.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    Ok(None) => {}
-                    Err(_) => return,
-                }
-            });
-        }
-        Err(error) => {
-            eprintln!("tickwire record: {error}");
-            return ExitCode::FAILURE;
-        }
-    }
+    let Some(stop) = super::signals::stop_flag("record") else {
+        return ExitCode::FAILURE;
+    };
     let until = duration.map(|duration| Instant::now() + duration);
     // The bus may not exist yet (the recorder started first): wait for it as long as the
     // recording would last, or a minute.

@@ -1,7 +1,36 @@
 //! SIGINT and SIGTERM for the commands that run until stopped.
 
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// Blocks SIGINT and SIGTERM (before any other thread starts, so that every thread inherits the
+/// mask) and sets the returned flag when one comes, from a thread of its own; `None`, said on
+/// stderr as `tickwire COMMAND: ...`, when the signals cannot be blocked.
+pub fn stop_flag(command: &str) -> Option<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    match StopSignals::block() {
+        Ok(signals) => {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || loop {
+                match signals.wait(Duration::from_secs(1)) {
+                    Ok(Some(_)) => {
+                        stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(_) => return,
+                }
+            });
+        }
+        Err(error) => {
+            eprintln!("tickwire {command}: {error}");
+            return None;
+        }
+    }
+    Some(stop)
+}
 
 /// SIGINT and SIGTERM, blocked for the whole process and taken synchronously: with
 /// [`StopSignals::wait`], or through a signalfd ([`StopSignals::fd`]) that the control thread
