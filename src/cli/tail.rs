@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tickwire::event::json::write_event;
 use tickwire::event::{Event, EventKind};
 use tickwire_client::{Client, ClientError, Directory, Next, Start};
-use tickwire_nats::{NatsClient, NatsOptions};
+use tickwire_nats::{NatsClient, NatsOptions, ReplayStart};
 
 #[derive(clap::Args, Debug)]
 pub struct TailArgs {
@@ -38,6 +38,14 @@ pub struct TailArgs {
     /// e.g. `tickwire.*.binance-usdm.BTCUSDT.*`.
     #[arg(long, value_name = "SUBJECT", requires = "nats")]
     pub subject: Vec<String>,
+    /// With --nats: replay JetStream stream STREAM (a bridge's `--jetstream-stream`) from
+    /// --since on, then go on live from it.
+    #[arg(long, value_name = "STREAM", requires = "nats")]
+    pub replay: Option<String>,
+    /// With --replay: where to start: all (the stream's oldest message), an RFC 3339 time, or
+    /// nanoseconds since the Unix epoch.
+    #[arg(long, value_name = "WHEN", requires = "replay")]
+    pub since: Option<ReplayStart>,
     /// The appliance's config file: read the bus its `[bus]` table names (its `path`, or the
     /// default the appliance would take in this environment).
     #[arg(long, value_name = "FILE")]
@@ -187,7 +195,11 @@ fn tail_nats(urls: &str, args: &TailArgs, filter: &Filter) -> ExitCode {
     let Some(stop) = stop_on_signals() else {
         return ExitCode::FAILURE;
     };
-    let mut client = match NatsClient::connect(NatsOptions::new(servers, subjects)) {
+    let mut options = NatsOptions::new(servers, subjects);
+    if let Some(stream) = &args.replay {
+        options = options.replay(stream.clone(), args.since.unwrap_or(ReplayStart::All));
+    }
+    let mut client = match NatsClient::connect(options) {
         Ok(client) => client,
         Err(error) => {
             eprintln!("tickwire tail: {error}");

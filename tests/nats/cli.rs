@@ -75,7 +75,7 @@ fn tail_nats_prints_the_decode_lines_of_its_subjects_only() {
 }
 
 /// A GET to the server's monitoring port; the body.
-fn monitor(port: u16, path: &str) -> String {
+pub fn monitor(port: u16, path: &str) -> String {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     let mut response = String::new();

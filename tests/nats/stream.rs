@@ -1,6 +1,8 @@
 //! One server on loopback: every event reaches a consumer in order and once; a consumer that
 //! does not read costs the bridge nothing and is told exactly what it lost; a server killed and
-//! restarted mid-stream costs the consumer exactly the events it reports lost, none twice.
+//! restarted mid-stream costs the consumer exactly the events it reports lost, none twice; a
+//! consumer started after the bridge stopped replays the JetStream stream: what a live consumer
+//! got, in order, none twice.
 
 use super::{bus_dir, bus_writer, nats_server_binary, trade, BridgeProcess, NatsServer, PATIENCE};
 use std::collections::HashMap;
@@ -9,7 +11,7 @@ use tickwire::event::Body;
 use tickwire_bus::BusWriter;
 use tickwire_client::Next;
 use tickwire_nats::bridge::parse_servers;
-use tickwire_nats::{NatsClient, NatsOptions};
+use tickwire_nats::{NatsClient, NatsOptions, ReplayStart};
 
 pub const INSTRUMENTS: u32 = 3;
 const TRADES: &str = "tickwire.*.*.*.trade";
@@ -284,4 +286,95 @@ fn a_server_restart_mid_stream_costs_exactly_the_events_reported_and_none_twice(
     assert!(status.success(), "{stderr}");
     assert!(counter(&stderr, "disconnects") >= 1, "{stderr}");
     assert!(counter(&stderr, "messages_dropped") >= 1, "{stderr}");
+}
+
+#[test]
+fn a_consumer_started_after_the_bridge_stopped_replays_what_a_live_one_got() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let store = tempfile::tempdir().unwrap();
+    let monitor_port = super::free_port();
+    let server = NatsServer::start_with(
+        &binary,
+        &[
+            "-js".into(),
+            "-sd".into(),
+            store.path().display().to_string(),
+            "-m".into(),
+            monitor_port.to_string(),
+        ],
+    );
+    let dir = bus_dir();
+    let path = dir.path().join("bus");
+    let mut feed = Feed {
+        bus: bus_writer(&path, INSTRUMENTS, 1 << 16),
+        next: [0; INSTRUMENTS as usize + 1],
+    };
+    let mut live = consumer(&server.url(), 65536);
+    let bridge = BridgeProcess::start(
+        &path,
+        &server.url(),
+        "site-r",
+        &["--jetstream-stream", "TICKS", "--jetstream-max-age", "60"],
+    );
+    // Trades written before the bridge made its stream would reach the live consumer only.
+    let started = Instant::now();
+    while counter(&super::cli::monitor(monitor_port, "/jsz"), "streams") != 1 {
+        assert!(started.elapsed() < PATIENCE, "the bridge made no stream");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut live_seen = Seen::default();
+    feed.probe(&mut live, &mut live_seen);
+    feed.write(5_000);
+    feed.catch_up(&mut live, &mut live_seen);
+    live_seen.assert_exact("the live consumer");
+    assert_eq!(
+        live_seen.missed, 0,
+        "nothing may be lost with one server up"
+    );
+    let (status, stderr) = bridge.stop();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(counter(&stderr, "messages_dropped"), 0, "{stderr}");
+    drop(live);
+
+    let mut options = NatsOptions::new(parse_servers(&server.url()).unwrap(), vec![TRADES.into()])
+        .replay("TICKS", ReplayStart::All);
+    // A queue far smaller than the stream: a replay waits for its reader instead of dropping.
+    options.queue_messages = 16;
+    let mut replay = NatsClient::connect(options).unwrap();
+    let mut replay_seen = Seen::default();
+    let started = Instant::now();
+    while !feed.all_seen(&replay_seen) {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the replay stopped short: last positions {:?} of {:?}",
+            (1..=INSTRUMENTS)
+                .map(|i| replay_seen.last(i))
+                .collect::<Vec<_>>(),
+            feed.next
+        );
+        replay_seen.read(&mut replay, Duration::from_millis(50));
+    }
+    // Nothing more comes: the stream holds nothing after the last trade.
+    replay_seen.read(&mut replay, Duration::from_millis(200));
+    replay_seen.assert_exact("the replaying consumer");
+    assert_eq!(replay_seen.missed, 0, "the stream holds every message");
+    assert_eq!(replay.counters().duplicates, 0);
+    assert!(replay_seen.names_checked);
+    for instrument in 1..=INSTRUMENTS {
+        let replayed = &replay_seen.positions[&instrument];
+        let lived = &live_seen.positions[&instrument];
+        // The stream may hold trades published before the live subscription was up (the
+        // probe's first ones); from the live consumer's first trade on, both got the same.
+        assert!(
+            replayed.ends_with(lived),
+            "instrument {instrument}: the replay ({}..={}) is not what the live consumer got ({}..={})",
+            replayed[0],
+            replayed[replayed.len() - 1],
+            lived[0],
+            lived[lived.len() - 1]
+        );
+        assert!(replayed.len() - lived.len() < 1_000);
+    }
 }

@@ -50,6 +50,46 @@ pub struct NatsOptions {
     pub batch: usize,
     pub queue_messages: usize,
     pub max_reconnect_delay: Duration,
+    /// Read from a JetStream stream (from `start` on, then live) instead of a core subscription.
+    pub replay: Option<Replay>,
+}
+
+/// A JetStream stream to replay (see [`NatsOptions::replay`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replay {
+    pub stream: String,
+    pub start: ReplayStart,
+}
+
+/// Where a replay starts in its stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayStart {
+    /// The stream's first message still held.
+    All,
+    /// The first message stored at or after this time (ns since the Unix epoch).
+    TimeNs(u64),
+    /// This stream sequence.
+    Sequence(u64),
+}
+
+impl std::str::FromStr for ReplayStart {
+    type Err = String;
+
+    /// `all`, an RFC 3339 time, or nanoseconds since the Unix epoch (`tickwire tail --since`).
+    fn from_str(text: &str) -> Result<ReplayStart, String> {
+        if text == "all" {
+            return Ok(ReplayStart::All);
+        }
+        if let Ok(ns) = text.parse::<u64>() {
+            return Ok(ReplayStart::TimeNs(ns));
+        }
+        let time =
+            time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                .map_err(|error| format!("not all, an RFC 3339 time or nanoseconds: {error}"))?;
+        u64::try_from(time.unix_timestamp_nanos())
+            .map(ReplayStart::TimeNs)
+            .map_err(|_| "a time before 1970".to_owned())
+    }
 }
 
 impl NatsOptions {
@@ -60,7 +100,19 @@ impl NatsOptions {
             batch: DEFAULT_BATCH,
             queue_messages: DEFAULT_QUEUE_MESSAGES,
             max_reconnect_delay: Duration::from_secs(1),
+            replay: None,
         }
+    }
+
+    /// Reads the subjects from JetStream stream `stream`, from `start` on and then live, with
+    /// the same decoding and continuity checks as a core subscription. A replay waits for a
+    /// full queue instead of dropping: the stream holds the messages.
+    pub fn replay(mut self, stream: impl Into<String>, start: ReplayStart) -> NatsOptions {
+        self.replay = Some(Replay {
+            stream: stream.into(),
+            start,
+        });
+        self
     }
 }
 
@@ -156,10 +208,18 @@ impl NatsClient {
         let servers = options.servers.clone();
         let subjects = options.subjects.clone();
         let max_delay = options.max_reconnect_delay;
+        let replay = options.replay.clone();
         let thread = std::thread::Builder::new()
             .name("tickwire-nats-client".into())
             .spawn(move || {
-                runtime.block_on(network(servers, subjects, max_delay, sender, ask_receiver))
+                runtime.block_on(network(
+                    servers,
+                    subjects,
+                    replay,
+                    max_delay,
+                    sender,
+                    ask_receiver,
+                ))
             })
             .map_err(NatsError::Start)?;
         Ok(NatsClient::new(incoming, asks, Some(thread), options.batch))
@@ -532,6 +592,7 @@ impl Drop for NatsClient {
 async fn network(
     servers: Vec<ServerAddr>,
     subjects: Vec<String>,
+    replay: Option<Replay>,
     max_delay: Duration,
     sender: SyncSender<Incoming>,
     mut asks: tokio::sync::mpsc::UnboundedReceiver<String>,
@@ -548,14 +609,11 @@ async fn network(
     let Ok(client) = async_nats::connect_with_options(servers, options).await else {
         return;
     };
-    let mut subscriptions = Vec::new();
-    for subject in subjects {
-        match client.subscribe(subject.clone()).await {
-            Ok(subscription) => subscriptions.push(subscription),
-            Err(error) => tracing::error!(%error, %subject, "nats: cannot subscribe"),
-        }
-    }
-    let mut messages = futures_util::stream::select_all(subscriptions);
+    let mut messages = match &replay {
+        None => subscribe(&client, subjects).await,
+        Some(replay) => replay_stream(&client, subjects, replay, &asks).await,
+    };
+    let replaying = replay.is_some();
     let forward = |incoming: Incoming| match sender.try_send(incoming) {
         Ok(()) => Ok(()),
         Err(TrySendError::Full(_)) => Ok(()),
@@ -564,13 +622,20 @@ async fn network(
     loop {
         tokio::select! {
             message = messages.next() => {
-                let Some(message) = message else { break };
-                let incoming = Incoming::Message {
-                    subject: message.subject.to_string(),
-                    payload: message.payload,
-                };
-                if let Err(TrySendError::Disconnected(_)) = sender.try_send(incoming) {
-                    break;
+                let Some((subject, payload)) = message else { break };
+                let mut incoming = Incoming::Message { subject, payload };
+                loop {
+                    match sender.try_send(incoming) {
+                        Ok(()) => break,
+                        // A replay's stream keeps the messages, so it waits for the reader
+                        // rather than making a hole.
+                        Err(TrySendError::Full(again)) if replaying => {
+                            incoming = again;
+                            tokio::time::sleep(Duration::from_millis(1)).await;
+                        }
+                        Err(TrySendError::Full(_)) => break,
+                        Err(TrySendError::Disconnected(_)) => return,
+                    }
                 }
             }
             disconnected = connection_events.recv() => {
@@ -602,6 +667,131 @@ async fn network(
             }
         }
     }
+}
+
+type MessageStream = futures_util::stream::BoxStream<'static, (String, Bytes)>;
+
+/// Core subscriptions to `subjects`, merged.
+async fn subscribe(client: &async_nats::Client, subjects: Vec<String>) -> MessageStream {
+    let mut subscriptions = Vec::new();
+    for subject in subjects {
+        match client.subscribe(subject.clone()).await {
+            Ok(subscription) => subscriptions.push(subscription),
+            Err(error) => tracing::error!(%error, %subject, "nats: cannot subscribe"),
+        }
+    }
+    futures_util::stream::select_all(subscriptions)
+        .map(|message| (message.subject.to_string(), message.payload))
+        .boxed()
+}
+
+/// One ordered JetStream consumer per subject (a server 2.9 consumer filters on one subject),
+/// merged: continuity is per subject, so the order across subjects does not matter.
+async fn replay_stream(
+    client: &async_nats::Client,
+    subjects: Vec<String>,
+    replay: &Replay,
+    asks: &tokio::sync::mpsc::UnboundedReceiver<String>,
+) -> MessageStream {
+    use async_nats::jetstream::consumer::{push, DeliverPolicy};
+    let deliver_policy = match replay.start {
+        ReplayStart::All => DeliverPolicy::All,
+        ReplayStart::Sequence(start_sequence) => DeliverPolicy::ByStartSequence {
+            start_sequence: start_sequence.max(1),
+        },
+        ReplayStart::TimeNs(ns) => {
+            // Times past the year 9999 are not representable; they start at the stream's end.
+            match time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns)) {
+                Ok(start_time) => DeliverPolicy::ByStartTime { start_time },
+                Err(_) => DeliverPolicy::New,
+            }
+        }
+    };
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let mut consumers = Vec::new();
+    let stream = loop {
+        match jetstream.get_stream(&replay.stream).await {
+            Ok(stream) => break stream,
+            // The reader is gone (the asks channel closed): stop waiting.
+            Err(_) if asks.is_closed() => return futures_util::stream::empty().boxed(),
+            Err(error) => {
+                tracing::error!(%error, stream = %replay.stream, "nats: no such JetStream stream yet");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    for subject in subjects {
+        // Server 2.9 takes only a filter within the stream's subjects (`tickwire.<app>.*.*.*`);
+        // a wider one (`tickwire.>`) reads the whole stream and filters here.
+        let mut filtered = true;
+        let mut consumer = None;
+        for filter in [subject.clone(), String::new()] {
+            let config = push::OrderedConfig {
+                deliver_subject: client.new_inbox(),
+                filter_subject: filter.clone(),
+                deliver_policy,
+                ..Default::default()
+            };
+            match stream.create_consumer(config).await {
+                Ok(created) => {
+                    filtered = !filter.is_empty();
+                    consumer = Some(created);
+                    break;
+                }
+                Err(error) => tracing::debug!(%error, %subject, "nats: replay filter refused"),
+            }
+        }
+        let Some(consumer) = consumer else {
+            tracing::error!(%subject, "nats: cannot create a replay consumer");
+            continue;
+        };
+        match consumer.messages().await {
+            Ok(messages) => {
+                let wanted = subject.clone();
+                consumers.push(
+                    messages
+                        .filter(move |message| {
+                            let keep = filtered
+                                || message
+                                    .as_ref()
+                                    .map_or(true, |m| subject_matches(&wanted, m.subject.as_str()));
+                            async move { keep }
+                        })
+                        .boxed(),
+                );
+            }
+            Err(error) => tracing::error!(%error, %subject, "nats: cannot replay"),
+        }
+    }
+    futures_util::stream::select_all(consumers)
+        .filter_map(|message| async move {
+            match message {
+                Ok(message) => Some((message.subject.to_string(), message.payload.clone())),
+                Err(error) => {
+                    // The ordered consumer recreates itself after such errors; a lost message
+                    // shows as a hole in the sequences.
+                    tracing::warn!(%error, "nats: replay consumer");
+                    None
+                }
+            }
+        })
+        // The network thread lives on (directory requests) even if nothing could be replayed.
+        .chain(futures_util::stream::pending())
+        .boxed()
+}
+
+/// Whether NATS subject `subject` matches `pattern` (`*` one token, `>` the rest).
+fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let mut tokens = subject.split('.');
+    for want in pattern.split('.') {
+        match (want, tokens.next()) {
+            (">", Some(_)) => return true,
+            ("*", Some(_)) => {}
+            (want, Some(token)) if want == token => {}
+            _ => return false,
+        }
+    }
+    tokens.next().is_none()
 }
 
 const MAX_MESSAGE_EVENTS: usize = wire::MAX_EVENTS_PER_MESSAGE;

@@ -12,5 +12,5 @@ mod consumer;
 pub mod wire;
 
 pub use bridge::{BridgeCounters, BridgeError, BridgeOptions, JetStreamOptions};
-pub use consumer::{NatsClient, NatsCounters, NatsError, NatsOptions};
+pub use consumer::{NatsClient, NatsCounters, NatsError, NatsOptions, Replay, ReplayStart};
 pub use tickwire_client::Next;
