@@ -7,12 +7,10 @@
 //! `{"type":"removed"}`), so a pipe never loses events silently. A closed pipe (`| head`) ends
 //! the command with status 0, as do SIGINT and SIGTERM.
 
-use super::signals::StopSignals;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickwire::event::json::write_event;
 use tickwire::event::{Event, EventKind};
@@ -148,7 +146,7 @@ pub fn tail(args: TailArgs) -> ExitCode {
     };
     // Blocked before any thread starts, so that every thread inherits the mask and the
     // signals reach the one that waits for them.
-    let Some(stop) = stop_on_signals() else {
+    let Some(stop) = super::signals::stop_flag("tail") else {
         return ExitCode::FAILURE;
     };
     let start = if args.from.as_deref() == Some("oldest") {
@@ -192,7 +190,7 @@ fn tail_nats(urls: &str, args: &TailArgs, filter: &Filter) -> ExitCode {
     } else {
         args.subject.clone()
     };
-    let Some(stop) = stop_on_signals() else {
+    let Some(stop) = super::signals::stop_flag("tail") else {
         return ExitCode::FAILURE;
     };
     let mut options = NatsOptions::new(servers, subjects);
@@ -221,32 +219,6 @@ fn finish(result: std::io::Result<()>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Blocks SIGINT and SIGTERM and sets the flag when one comes; `None` (said on stderr) when
-/// the signals cannot be blocked.
-fn stop_on_signals() -> Option<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    match StopSignals::block() {
-        Ok(signals) => {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || loop {
-                match signals.wait(Duration::from_secs(1)) {
-                    Ok(Some(_)) => {
-                        stop.store(true, Ordering::Relaxed);
-                        return;
-                    }
-                    Ok(None) => {}
-                    Err(_) => return,
-                }
-            });
-        }
-        Err(error) => {
-            eprintln!("tickwire tail: {error}");
-            return None;
-        }
-    }
-    Some(stop)
 }
 
 /// Where `events` reads from: a bus client or a NATS client, the same `Next`s.
