@@ -52,6 +52,23 @@ _WORD = {
 }
 
 
+def parse_directory_entry(raw, at: int):
+    """The 256-byte directory entry at byte ``at`` of ``raw`` (the bus's layout, which a NATS
+    directory reply carries as it is)."""
+    instrument_id, venue_id = struct.unpack_from("<IH", raw, at)
+
+    def field(spec):
+        return _text(raw[at + spec[0] : at + spec[0] + spec[1]])
+
+    return DirectoryEntry(
+        instrument_id=instrument_id,
+        venue_id=venue_id,
+        venue=field(layout.ENTRY_VENUE),
+        symbol=field(layout.ENTRY_SYMBOL),
+        venue_symbol=field(layout.ENTRY_VENUE_SYMBOL),
+    )
+
+
 class BusError(Exception):
     """Why a bus could not be opened or read. The message names the file and what to do."""
 
@@ -358,21 +375,10 @@ class Bus:
         count = self.directory_len()
         start = self._directory_offset
         raw = self._mmap[start : start + count * layout.DIRECTORY_ENTRY_BYTES]
-        entries = []
-        for index in range(count):
-            at = index * layout.DIRECTORY_ENTRY_BYTES
-            instrument_id, venue_id = struct.unpack_from("<IH", raw, at)
-            field = lambda spec: _text(raw[at + spec[0] : at + spec[0] + spec[1]])  # noqa: E731
-            entries.append(
-                DirectoryEntry(
-                    instrument_id=instrument_id,
-                    venue_id=venue_id,
-                    venue=field(layout.ENTRY_VENUE),
-                    symbol=field(layout.ENTRY_SYMBOL),
-                    venue_symbol=field(layout.ENTRY_VENUE_SYMBOL),
-                )
-            )
-        return entries
+        return [
+            parse_directory_entry(raw, index * layout.DIRECTORY_ENTRY_BYTES)
+            for index in range(count)
+        ]
 
     def directory_map(self):
         """``{(venue_id, instrument_id): DirectoryEntry}``, the later entry holding."""

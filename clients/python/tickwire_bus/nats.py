@@ -33,7 +33,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .bus import DirectoryEntry, _text
+from .bus import parse_directory_entry
 from . import layout
 
 ROOT = "tickwire"
@@ -137,20 +137,10 @@ def decode_directory_reply(payload: bytes):
     entry_bytes = layout.DIRECTORY_ENTRY_BYTES
     if len(payload) != DIRECTORY_HEADER_BYTES + entry_bytes * count:
         raise Malformed("a directory reply of the wrong length")
-    entries = []
-    for index in range(count):
-        at = DIRECTORY_HEADER_BYTES + index * entry_bytes
-        instrument_id, venue_id = struct.unpack_from("<IH", payload, at)
-        field = lambda spec: _text(payload[at + spec[0] : at + spec[0] + spec[1]])  # noqa: E731
-        entries.append(
-            DirectoryEntry(
-                instrument_id=instrument_id,
-                venue_id=venue_id,
-                venue=field(layout.ENTRY_VENUE),
-                symbol=field(layout.ENTRY_SYMBOL),
-                venue_symbol=field(layout.ENTRY_VENUE_SYMBOL),
-            )
-        )
+    entries = [
+        parse_directory_entry(payload, DIRECTORY_HEADER_BYTES + index * entry_bytes)
+        for index in range(count)
+    ]
     return total, first, epoch, stream, entries
 
 
