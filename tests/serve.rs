@@ -231,6 +231,46 @@ fn readiness_says_why_when_the_venue_is_down() {
     pair.finish();
 }
 
+#[test]
+fn http_core_pins_the_serving_thread() {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if cpus < 2 {
+        println!("skipped: [http] core = 1 needs 2 CPUs, this host has {cpus}");
+        return;
+    }
+    let mut pair = start(
+        synthetic(200.0),
+        |_| {},
+        metrics_setup(Setup {
+            appliance_extra: "core = 1\n".to_owned(),
+            ..Setup::default()
+        }),
+    );
+    let (status, body) = get(&mut pair, "/healthz");
+    assert_eq!(status, 200, "{body}");
+    // Other tests' serving threads run unpinned in this process; none but this one is on core 1
+    // alone.
+    let pinned = std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(Result::ok)
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "tickwire-http")
+        })
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .filter(|status| {
+            status.lines().any(|line| {
+                line.split_whitespace().collect::<Vec<_>>() == ["Cpus_allowed_list:", "1"]
+            })
+        })
+        .count();
+    assert_eq!(
+        pinned, 1,
+        "no tickwire-http thread is pinned to core 1 alone"
+    );
+    pair.finish();
+}
+
 /// Two symbols with books, on the bus, and the serving plane reading it; `http_extra` goes
 /// into `[http]`.
 fn api_setup(http_extra: &str) -> Setup {

@@ -170,6 +170,9 @@ pub struct HttpConfig {
     pub write_timeout_ms: u64,
     /// Messages a `/v1/stream` client may have queued; one more closes it (1008).
     pub stream_queue: usize,
+    /// Pin the serving thread to this core (absent: unpinned, on the process's cores). A core
+    /// no hot thread is pinned to: a request's work must not preempt a hot thread.
+    pub core: Option<usize>,
 }
 
 impl Default for HttpConfig {
@@ -185,6 +188,7 @@ impl Default for HttpConfig {
             header_timeout_ms: 5_000,
             write_timeout_ms: 10_000,
             stream_queue: 4096,
+            core: None,
         }
     }
 }
@@ -958,8 +962,18 @@ pub(crate) fn validate(
     if let Some(record) = &raw.record {
         check_record(&mut problems, record, raw.bus.is_some());
         if let Some(core) = record.core {
-            check_record_core(&mut problems, core, &written, cpu_count);
+            check_side_core(
+                &mut problems,
+                "record",
+                "recorder",
+                core,
+                &written,
+                cpu_count,
+            );
         }
+    }
+    if let Some(core) = raw.http.core {
+        check_side_core(&mut problems, "http", "serving", core, &written, cpu_count);
     }
     if let Some(bridge) = &raw.bridge {
         check_bridge(&mut problems, bridge, raw.bus.is_some());
@@ -1152,15 +1166,20 @@ fn check_bridge(problems: &mut Vec<Problem>, bridge: &BridgeConfig, has_bus: boo
     }
 }
 
-fn check_record_core(
+/// A side thread's core (`[record] core`, `[http] core`): one that exists and that no hot
+/// thread is pinned to.
+fn check_side_core(
     problems: &mut Vec<Problem>,
+    table: &str,
+    thread_name: &str,
     core: usize,
     written: &[WrittenThread; 3],
     cpu_count: usize,
 ) {
+    let key = format!("{table}.core");
     if core >= cpu_count {
         problems.push(Problem::new(
-            KeyPath::dotted("record.core"),
+            KeyPath::dotted(&key),
             format!(
                 "core {core} does not exist: this host has {cpu_count} CPUs, so valid cores are \
                  0 to {}",
@@ -1171,10 +1190,10 @@ fn check_record_core(
     for thread in written {
         if thread.fuse_into.is_none() && thread.core == Some(core) {
             problems.push(Problem::new(
-                KeyPath::dotted("record.core"),
+                KeyPath::dotted(&key),
                 format!(
-                    "core {core} is the {} thread's ([threads.{}] core): the recorder would \
-                     preempt it; pick a core no hot thread is pinned to, or leave the key out",
+                    "core {core} is the {} thread's ([threads.{}] core): the {thread_name} thread \
+                     would preempt it; pick a core no hot thread is pinned to, or leave the key out",
                     thread.stage, thread.stage
                 ),
             ));
@@ -1651,6 +1670,31 @@ mod tests {
         assert!(problem_keys(text, 4).is_empty());
         assert_eq!(problem_keys(text, 3), ["threads.net.core"]);
         assert_eq!(problem_keys(text, 1), ["threads.net.core"]);
+    }
+
+    #[test]
+    fn side_thread_cores_exist_and_stay_off_the_hot_cores() {
+        let hot = "[threads.net]\ncore = 1\n";
+        assert!(problem_keys(&format!("{hot}[http]\ncore = 0\n"), 2).is_empty());
+        assert_eq!(
+            problem_keys(&format!("{hot}[http]\ncore = 1\n"), 2),
+            ["http.core"]
+        );
+        assert_eq!(
+            problem_keys(&format!("{hot}[http]\ncore = 2\n"), 2),
+            ["http.core"]
+        );
+        let config = validate(raw(&format!("{hot}[http]\ncore = 0\n")), 2).expect("valid");
+        assert_eq!(config.http.core, Some(0));
+        // A fused stage has no thread of its own, so its core is no hot thread's.
+        let fused = "[threads.net]\ncore = 1\n[threads.decoder]\nfuse_into = \"net\"\ncore = 0\n";
+        assert_eq!(
+            problem_keys(&format!("{fused}[http]\ncore = 0\n"), 2)
+                .iter()
+                .filter(|key| key.as_str() == "http.core")
+                .count(),
+            0
+        );
     }
 
     #[test]
