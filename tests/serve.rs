@@ -365,6 +365,27 @@ fn the_api_answers_books_quotes_venues_and_instruments() {
         is_decimal(&btc["bid"]["price"]) && is_decimal(&btc["ask"]["size"]),
         "{btc}"
     );
+    // Its book is valid (waited for above), so the top of book comes from it.
+    assert_eq!(
+        (&btc["book"], &btc["source"]),
+        (&serde_json::json!("valid"), &serde_json::json!("book")),
+        "{btc}"
+    );
+    for quote in quotes {
+        let fields: Vec<&str> = quote
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let source = quote["source"].as_str();
+        let mut expected = vec!["ask", "bid", "book", "source", "symbol", "venue"];
+        if source == Some("quote") {
+            expected.insert(3, "recv_ts_ns");
+        }
+        assert_eq!(fields, expected, "{quote}");
+        assert!(matches!(source, None | Some("book" | "quote")), "{quote}");
+    }
 
     let (status, body) = get(&mut pair, "/v1/instruments");
     assert_eq!(status, 200);
@@ -407,6 +428,8 @@ fn the_api_answers_books_quotes_venues_and_instruments() {
         ("/v1/stream?kind=nonsense", 400, "nonsense"),
         ("/v1/stream?venue=elsewhere", 400, "elsewhere"),
         ("/v1/stream", 400, "WebSocket"),
+        // Found by the http_router fuzz target: axum's own answer was plain text.
+        ("/v1/book/%FF/BTCUSDT", 400, "UTF-8"),
     ] {
         let (got, body) = get(&mut pair, path);
         assert_eq!(got, status, "{path}: {body}");

@@ -14,7 +14,7 @@ use axum::routing::get;
 use axum::Router;
 use futures_util::SinkExt;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -187,16 +187,6 @@ async fn latency(State(shared): State<Arc<Shared>>) -> Response {
     json_response(StatusCode::OK, &json!({ "stages": published.latency }))
 }
 
-fn decimal(value: Fixed) -> String {
-    let mut digits = [0u8; 21];
-    let len = value.write_to(&mut digits);
-    String::from_utf8_lossy(&digits[..len]).into_owned()
-}
-
-fn level((price, size): (Fixed, Fixed)) -> Value {
-    json!({ "price": decimal(price), "size": decimal(size) })
-}
-
 fn state_name(state: BookState) -> &'static str {
     match state {
         BookState::Unknown => "unknown",
@@ -246,44 +236,50 @@ async fn quotes(State(shared): State<Arc<Shared>>) -> Response {
             return error(StatusCode::SERVICE_UNAVAILABLE, "the bus is not attached");
         };
         let books = client.books();
-        let mut out = Vec::new();
         let mut entries: Vec<_> = client.directory().iter().collect();
         // In the appliance's order (venue file, then symbol list), not the directory's.
         entries.sort_by_key(|entry| (entry.venue_id, entry.instrument_id));
-        for entry in entries {
+        // Written straight into one buffer, as `/v1/book` is: a dashboard polls this, and a
+        // `serde_json::Value` per instrument cost a third of the requests it could answer.
+        let mut out = String::with_capacity(16 + entries.len() * 192);
+        out.push_str("{\"quotes\":[");
+        for (index, entry) in entries.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
             let key = (entry.venue_id, entry.instrument_id);
             let book: Option<&Book> =
                 books.and_then(|books| books.book(entry.venue_id, entry.instrument_id));
-            let mut item = json!({
-                "venue": entry.venue,
-                "symbol": entry.symbol,
-                "book": book.map_or("unknown", |book| state_name(book.state())),
-            });
+            out.push_str("{\"venue\":");
+            push_json_string(&mut out, &entry.venue);
+            out.push_str(",\"symbol\":");
+            push_json_string(&mut out, &entry.symbol);
+            out.push_str(",\"book\":\"");
+            out.push_str(book.map_or("unknown", |book| state_name(book.state())));
+            out.push('"');
             if let Some(book) = book.filter(|book| book.is_valid()) {
-                item["source"] = json!("book");
-                item["bid"] = book.best_bid().map_or(Value::Null, level);
-                item["ask"] = book.best_ask().map_or(Value::Null, level);
+                out.push_str(",\"source\":\"book\",\"bid\":");
+                push_level(&mut out, book.best_bid());
+                out.push_str(",\"ask\":");
+                push_level(&mut out, book.best_ask());
             } else if let Some(last) = feed.quotes.get(&key) {
                 let quote = last.quote;
+                // A side the quote leaves empty (price and size zero) is null.
                 let side = |price: Fixed, size: Fixed| {
-                    if price == Fixed::ZERO && size == Fixed::ZERO {
-                        Value::Null
-                    } else {
-                        level((price, size))
-                    }
+                    (price != Fixed::ZERO || size != Fixed::ZERO).then_some((price, size))
                 };
-                item["source"] = json!("quote");
-                item["bid"] = side(quote.bid_px, quote.bid_sz);
-                item["ask"] = side(quote.ask_px, quote.ask_sz);
-                item["recv_ts_ns"] = json!(last.recv_ts_ns);
+                out.push_str(",\"source\":\"quote\",\"bid\":");
+                push_level(&mut out, side(quote.bid_px, quote.bid_sz));
+                out.push_str(",\"ask\":");
+                push_level(&mut out, side(quote.ask_px, quote.ask_sz));
+                let _ = write!(out, ",\"recv_ts_ns\":{}", last.recv_ts_ns);
             } else {
-                item["source"] = Value::Null;
-                item["bid"] = Value::Null;
-                item["ask"] = Value::Null;
+                out.push_str(",\"source\":null,\"bid\":null,\"ask\":null");
             }
-            out.push(item);
+            out.push('}');
         }
-        json_response(StatusCode::OK, &json!({ "quotes": out }))
+        out.push_str("]}\n");
+        ([(header::CONTENT_TYPE, "application/json")], out).into_response()
     })
     .await
 }
@@ -316,9 +312,20 @@ fn serde_urlencoded_query<T: serde::de::DeserializeOwned>(query: &str) -> Result
 /// One book, both sides to `depth` levels, as the bus reader holds it after whole messages.
 async fn book(
     State(shared): State<Arc<Shared>>,
-    Path((venue, symbol)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
     RawQuery(query): RawQuery,
 ) -> Response {
+    // A percent-escape that decodes to bad UTF-8 (`/v1/book/%FF/x`): axum's own rejection is
+    // plain text, and every error here is JSON (found by the `http_router` fuzz target).
+    let Path((venue, symbol)) = match path {
+        Ok(path) => path,
+        Err(rejection) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("bad path: {}", rejection.body_text()),
+            )
+        }
+    };
     let query: BookQuery = match parse_query(query.as_deref()) {
         Ok(query) => query,
         Err(response) => return *response,
@@ -392,21 +399,30 @@ fn push_json_string(out: &mut String, value: &str) {
 
 /// `[{"price":"..","size":".."},...]` with exact decimals.
 fn push_levels(out: &mut String, levels: impl Iterator<Item = (Fixed, Fixed)>) {
-    let mut digits = [0u8; 21];
     out.push('[');
-    for (index, (price, size)) in levels.enumerate() {
+    for (index, level) in levels.enumerate() {
         if index > 0 {
             out.push(',');
         }
-        out.push_str("{\"price\":\"");
-        let len = price.write_to(&mut digits);
-        out.push_str(std::str::from_utf8(&digits[..len]).unwrap_or("0"));
-        out.push_str("\",\"size\":\"");
-        let len = size.write_to(&mut digits);
-        out.push_str(std::str::from_utf8(&digits[..len]).unwrap_or("0"));
-        out.push_str("\"}");
+        push_level(out, Some(level));
     }
     out.push(']');
+}
+
+/// `{"price":"..","size":".."}` with exact decimals, or `null`.
+fn push_level(out: &mut String, level: Option<(Fixed, Fixed)>) {
+    let Some((price, size)) = level else {
+        out.push_str("null");
+        return;
+    };
+    let mut digits = [0u8; 21];
+    out.push_str("{\"price\":\"");
+    let len = price.write_to(&mut digits);
+    out.push_str(std::str::from_utf8(&digits[..len]).unwrap_or("0"));
+    out.push_str("\",\"size\":\"");
+    let len = size.write_to(&mut digits);
+    out.push_str(std::str::from_utf8(&digits[..len]).unwrap_or("0"));
+    out.push_str("\"}");
 }
 
 #[derive(serde::Deserialize)]
@@ -649,11 +665,23 @@ mod tests {
         ];
         let mut out = String::new();
         push_levels(&mut out, levels.into_iter());
-        let expected: Vec<Value> = levels.into_iter().map(level).collect();
+        // What serde_json writes for the same levels, each decimal through `Fixed::write_to`.
+        let decimal = |value: Fixed| {
+            let mut digits = [0u8; 21];
+            let len = value.write_to(&mut digits);
+            String::from_utf8_lossy(&digits[..len]).into_owned()
+        };
+        let expected: Vec<serde_json::Value> = levels
+            .into_iter()
+            .map(|(price, size)| json!({ "price": decimal(price), "size": decimal(size) }))
+            .collect();
         assert_eq!(
-            serde_json::from_str::<Value>(&out).unwrap(),
-            Value::Array(expected)
+            serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+            serde_json::Value::Array(expected)
         );
         assert!(out.contains("\"price\":\"60000.1\""), "{out}");
+        let mut out = String::new();
+        push_level(&mut out, None);
+        assert_eq!(out, "null");
     }
 }

@@ -234,3 +234,59 @@ async fn pump(shared: Arc<Shared>) {
         }
     }
 }
+
+/// One request through the routes without a socket: the `http_router` fuzz target's way in.
+/// `token` as `[http]`'s token would be; the instruments are a venue `sim` with `BTCUSDT`; `bus`
+/// the bus file the books would be read from (a missing one answers 503, as a live appliance's
+/// does before its bus exists). `None` when the method, URI or a header is not one hyper would
+/// have passed on (it answers those 400 itself, before any route). The status and the body.
+#[doc(hidden)]
+pub fn answer_one(
+    method: &[u8],
+    uri: &[u8],
+    headers: &[(&[u8], &[u8])],
+    token: Option<&str>,
+    bus: Option<PathBuf>,
+) -> Option<(u16, Vec<u8>)> {
+    use tower_service::Service;
+    let mut request = axum::http::Request::builder()
+        .method(axum::http::Method::from_bytes(method).ok()?)
+        .uri(axum::http::Uri::try_from(uri).ok()?);
+    for (name, value) in headers {
+        request = request.header(
+            axum::http::HeaderName::from_bytes(name).ok()?,
+            axum::http::HeaderValue::from_bytes(value).ok()?,
+        );
+    }
+    let request = request.body(axum::body::Body::empty()).ok()?;
+    let shared = Arc::new(Shared {
+        published: Arc::new(ArcSwap::from_pointee(Published::default())),
+        published_at: Arc::new(ArcSwap::from_pointee(Instant::now())),
+        instruments: vec![InstrumentView {
+            venue: "sim".to_owned(),
+            symbol: "BTCUSDT".to_owned(),
+            instrument_id: 1,
+        }],
+        feed: bus.map(|path| Mutex::new(feed::Feed::new(path))),
+        consistent: Notify::new(),
+        token: token.map(str::to_owned),
+        stream_queue: 16,
+        counters: Arc::new(ServeCounters::default()),
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .ok()?;
+    runtime.block_on(async move {
+        let mut app = api::router(shared);
+        let response = match app.call(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 24)
+            .await
+            .ok()?;
+        Some((status, body.to_vec()))
+    })
+}
