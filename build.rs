@@ -10,6 +10,9 @@
 //! binary's 350 KiB of them in the usual form stay mapped; packed they take a few KiB. The
 //! binary then needs glibc 2.36 or later to start, which is why it is a choice of its own.
 //!
+//! The same link sends `log2` to `__wrap_log2` in src/main.rs (`-Wl,--wrap=log2`), so that the
+//! binary does not load libm for that one function.
+//!
 //! Only link arguments change, never the compiler's: the symbol names, which the order file
 //! lists, stay those of the build it was made from (RUSTFLAGS could change them through cargo's
 //! metadata hash). A symbol the binary no longer has is skipped without a warning, so a stale
@@ -70,6 +73,10 @@ fn main() {
         order.display()
     );
     println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    // libm is loaded for one function, `log2` (hdrhistogram's, when a histogram is made), and
+    // keeps some 480 KiB of its pages resident: calls to it go to `__wrap_log2` (src/main.rs,
+    // the `libm` crate's port of musl's), and `--as-needed` then leaves libm out.
+    println!("cargo:rustc-link-arg-bins=-Wl,--wrap=log2");
     if env::var("TICKWIRE_LINK_RELR").is_ok_and(|value| value == "1") {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
