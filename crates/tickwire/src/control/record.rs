@@ -110,16 +110,7 @@ impl RecorderThread {
         let handle = std::thread::Builder::new()
             .name("tw-record".to_owned())
             .spawn(move || {
-                if let Some(core) = core {
-                    // Widens or moves this thread's own mask: a process started under `taskset`
-                    // on the hot cores still records on the core the config gives.
-                    if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
-                        tracing::warn!(
-                            core,
-                            "the recorder thread could not be pinned; it runs unpinned"
-                        );
-                    }
-                }
+                crate::thread::pin_side_thread(core, "recorder");
                 let recorder = Recorder::new(config, SystemClock::default());
                 tickwire_record::record_bus(
                     &mut client,

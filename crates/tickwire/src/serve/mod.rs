@@ -145,16 +145,7 @@ impl HttpServer {
         let thread = std::thread::Builder::new()
             .name("tickwire-http".to_owned())
             .spawn(move || {
-                if let Some(core) = core {
-                    // Widens or moves this thread's own mask: a process started under `taskset`
-                    // on the hot cores still serves from the core the config gives.
-                    if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
-                        tracing::warn!(
-                            core,
-                            "the serving thread could not be pinned; it runs unpinned"
-                        );
-                    }
-                }
+                crate::thread::pin_side_thread(core, "serving");
                 runtime.block_on(serve(listener, shared, limits, stopped));
             })
             .map_err(ServeError::Thread)?;

@@ -259,6 +259,21 @@ fn set_sched_fifo(priority: u8) -> io::Result<()> {
     }
 }
 
+/// Pins the calling side thread (the recorder, the serving thread: never a hot one) to `core`
+/// when the config names one. It widens or moves the thread's own mask, so a process started
+/// under `taskset` on the hot cores still runs this thread where the config says. A failure is
+/// logged and the thread runs unpinned: a side thread's placement is never worth stopping for.
+pub fn pin_side_thread(core: Option<usize>, thread: &str) {
+    if let Some(core) = core {
+        if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+            tracing::warn!(
+                core,
+                "the {thread} thread could not be pinned; it runs unpinned"
+            );
+        }
+    }
+}
+
 /// Locks all current and future pages of the process in memory, so that no page fault on a hot
 /// thread ever waits for swap.
 pub fn lock_memory(policy: PrivilegeErrorPolicy) -> Result<bool, ThreadError> {
