@@ -396,6 +396,39 @@ fn agg_trade_mark_price_and_partial_depth() {
     assert_eq!(pairs(d.asks), [("1.5".to_owned(), "2".to_owned())]);
 }
 
+/// The fields the USD-M change log added to the streams tickwire reads since 2024, in the places
+/// the venue writes them and elsewhere: each message decodes as before, the new fields skipped.
+/// - `nq` in `@aggTrade` (2025-12-29, effective 2025-12-31: the quantity without RPI orders);
+/// - `ap` in `@markPrice` (2026-03-16: the mark price moving average);
+/// - `st` and `ps` in `@bookTicker`, `@depth` and `@aggTrade` (the COIN-M/USD-M integration,
+///   2026-06-10, effective 2026-06-30).
+#[test]
+fn fields_added_since_2024_are_read_past() {
+    let book_ticker = r#"{"stream":"btcusdt@bookTicker","data":{"e":"bookTicker","u":5123107839020,"s":"BTCUSDT","ps":"BTCUSDT","st":1,"b":"61800.20","B":"2.507","a":"61800.30","A":"2.510","T":1723161256313,"E":1723161256313}}"#;
+    let depth = r#"{"stream":"btcusdt@depth@0ms","data":{"e":"depthUpdate","E":1723161292602,"T":1723161292597,"s":"BTCUSDT","ps":"BTCUSDT","U":5123110716482,"u":5123110718158,"pu":5123110716158,"b":[["61812.60","4.802"]],"a":[["61812.70","3.053"]],"st":1}}"#;
+    for text in [book_ticker, depth] {
+        let wrapper: Value = serde_json::from_str(text).unwrap();
+        let message = decode(text.as_bytes()).unwrap_or_else(|error| panic!("{text}: {error}"));
+        check_market(&wrapper["data"], wrapper["stream"].as_str(), &message);
+    }
+    let agg = r#"{"e":"aggTrade","E":123456789,"s":"BTCUSDT","a":5933014,"p":"0.001","q":"100","nq":"95","f":100,"l":105,"T":123456785,"m":true,"st":1,"ps":"BTCUSDT"}"#;
+    let Ok(Message::Trade(t)) = decode(agg.as_bytes()) else {
+        panic!("not an aggTrade");
+    };
+    assert_eq!(t.kind, TradeKind::AggTrade);
+    assert_eq!(
+        (t.trade_id, t.price, t.qty),
+        (5_933_014, fixed("0.001"), fixed("100"))
+    );
+    assert_eq!((t.first_trade_id, t.last_trade_id), (100, 105));
+    let mark = r#"{"e":"markPriceUpdate","E":1562305380000,"s":"BTCUSDT","p":"11794.15000000","ap":"11794.10000000","i":"11784.62659091","P":"11784.25641265","r":"-0.00038167","T":1562306400000}"#;
+    let Ok(Message::MarkPrice(m)) = decode(mark.as_bytes()) else {
+        panic!("not a markPriceUpdate");
+    };
+    assert_eq!(m.mark_price, fixed("11794.15"));
+    assert_eq!(m.index_price, fixed("11784.62659091"));
+}
+
 #[test]
 fn replies_to_requests() {
     for (input, id) in [

@@ -276,7 +276,7 @@ fn run_connects_a_venue_and_is_ready_once_it_is_live() {
     std::fs::write(
         dir.path().join("venues/local.toml"),
         format!(
-            "name = \"local\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://localhost:{port}/stream\"\n\
+            "name = \"local\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://localhost:{port}\"\n\
              symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\"]\n[tls]\nextra_ca_file = \"{}\"\n",
             ca_path.display()
         ),

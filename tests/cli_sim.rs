@@ -27,6 +27,9 @@ fn write_capture(path: &Path, count: u64) -> Vec<Vec<u8>> {
         symbols: 1,
         rate_per_sec: 1000.0,
         duration_messages: Some(count),
+        channels: ["bookTicker", "depth@100ms", "trade"]
+            .map(str::to_owned)
+            .to_vec(),
         ..SyntheticConfig::default()
     })
     .unwrap();
@@ -82,15 +85,16 @@ fn start_sim(args: &[&str]) -> (Running, String) {
 }
 
 /// Writes `venue.toml` in `dir` for the simulator at `addr` whose CA is in `cert_dir`.
-fn write_sim_venue(dir: &Path, addr: &str, cert_dir: &Path) -> std::path::PathBuf {
+/// Its channels are `channels`, quoted TOML strings.
+fn write_sim_venue(dir: &Path, addr: &str, cert_dir: &Path, channels: &str) -> std::path::PathBuf {
     let port = addr.rsplit(':').next().unwrap();
     let venue = dir.join("venue.toml");
     std::fs::write(
         &venue,
         format!(
             "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
-             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
-             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"depth@100ms\", \"aggTrade\"]\n\
+             url = \"wss://127.0.0.1:{port}\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
+             symbols = [\"BTCUSDT\"]\nchannels = [{channels}]\n\
              [tls]\nextra_ca_file = {:?}\n",
             cert_dir.join("ca.pem").display().to_string()
         ),
@@ -117,7 +121,14 @@ fn record_against_the_simulator_replays_byte_identically() {
         "--stamps",
         stamps.to_str().unwrap(),
     ]);
-    let venue = write_sim_venue(dir.path(), &addr, &cert_dir);
+    // The /public channels only: one connection, whose recording is byte for byte the replay.
+    // (A file with /market channels too records each entry point's connection into the file.)
+    let venue = write_sim_venue(
+        dir.path(),
+        &addr,
+        &cert_dir,
+        r#""bookTicker", "depth@100ms", "trade""#,
+    );
     let out = dir.path().join("recorded.gz");
     let output = tickwire()
         .args(["record", "--venue"])
@@ -220,7 +231,7 @@ fn record_fails_clearly_when_the_venue_is_down() {
     // Port 9 on loopback: nothing listens there.
     std::fs::write(
         &venue,
-        "name = \"down\"\nkind = \"binance-usdm-futures\"\nurl = \"ws://127.0.0.1:9/stream\"\n\
+        "name = \"down\"\nkind = \"binance-usdm-futures\"\nurl = \"ws://127.0.0.1:9\"\n\
          symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\"]\n",
     )
     .unwrap();
@@ -287,7 +298,12 @@ fn run_print_events_pipes_a_venue_as_json_lines() {
         "--symbols",
         "1",
     ]);
-    write_sim_venue(dir.path(), &addr, &cert_dir);
+    write_sim_venue(
+        dir.path(),
+        &addr,
+        &cert_dir,
+        r#""bookTicker", "depth@100ms", "aggTrade""#,
+    );
     let appliance = dir.path().join("tickwire.toml");
     std::fs::write(
         &appliance,
@@ -345,7 +361,10 @@ fn run_print_events_pipes_a_venue_as_json_lines() {
         ],
         "{stderr}"
     );
-    assert_eq!(live, 1, "the connection going live, once: {stdout}");
+    assert_eq!(
+        live, 2,
+        "the /public and the /market connection going live, once each: {stdout}"
+    );
 }
 
 /// Issue 24: `--print-events` printed quotes, trades, levels and references only; the gaps and

@@ -12,7 +12,7 @@ use tickwire::config::{
 
 const MINIMAL_VENUE: &str = r#"name = "test-venue"
 kind = "binance-usdm-futures"
-url = "wss://127.0.0.1:9443/stream"
+url = "wss://127.0.0.1:9443"
 symbols = ["BTCUSDT"]
 channels = ["bookTicker"]
 "#;
@@ -160,7 +160,7 @@ fn shipped_simulator_venue_loads() {
         (sim.venue.url.host.as_str(), sim.venue.url.port),
         ("127.0.0.1", 9443)
     );
-    assert_eq!(sim.venue.url.path, "/stream");
+    assert_eq!(sim.venue.url.path, "/");
     let rest = sim.venue.rest_url.as_ref().expect("sim has a rest_url");
     assert_eq!((rest.scheme, rest.port), (Scheme::Https, 9443));
     assert_eq!(
@@ -650,7 +650,7 @@ api_key_env = "1BAD"
 #[test]
 fn a_missing_required_key_is_named() {
     let dir = TempDir::new().expect("temp dir");
-    let text = MINIMAL_VENUE.replace("url = \"wss://127.0.0.1:9443/stream\"\n", "");
+    let text = MINIMAL_VENUE.replace("url = \"wss://127.0.0.1:9443\"\n", "");
     let path = write(dir.path(), "venue.toml", &text);
     let error = only_error(config::load_venue(&path));
     assert_eq!(error.key, "url");
@@ -802,7 +802,7 @@ fn book_depth_and_the_rest_url_a_depth_stream_needs_are_checked() {
     let path = dir.path().join("venue.toml");
     std::fs::write(
         &path,
-        "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9443/stream\"\n\
+        "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9443\"\n\
          symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"depth@100ms\"]\nbook_depth = 7\n",
     )
     .unwrap();
@@ -814,7 +814,7 @@ fn book_depth_and_the_rest_url_a_depth_stream_needs_are_checked() {
     // A partial book stream carries its levels whole and needs no snapshot.
     std::fs::write(
         &path,
-        "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9443/stream\"\n\
+        "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9443\"\n\
          symbols = [\"BTCUSDT\"]\nchannels = [\"depth5@100ms\"]\n",
     )
     .unwrap();
@@ -996,7 +996,7 @@ fn databento_venues_take_a_dataset_schemas_and_a_key_and_never_rotate() {
     let path = write(
         dir.path(),
         "binance.toml",
-        "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9/ws\"\n\
+        "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9\"\n\
          symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n",
     );
     let error = only_error(config::load_venue(&path));
@@ -1044,4 +1044,50 @@ fn listening_beyond_loopback_needs_a_token() {
         "[threads]\n[http]\nlisten = \"127.0.0.1:9464\"\n",
     );
     assert!(config::load(&loopback).is_ok());
+}
+
+/// Binance retired `/stream` and `/ws` on 2026-04-23: a venue file that still names one does not
+/// load, and the error names the line to write and the two entry points tickwire routes to.
+#[test]
+fn a_retired_binance_url_is_refused_with_the_line_to_write() {
+    let dir = TempDir::new().expect("temp dir");
+    for url in [
+        "wss://fstream.binance.com/stream",
+        "wss://fstream.binance.com/ws/btcusdt@bookTicker",
+    ] {
+        let text = MINIMAL_VENUE.replace("wss://127.0.0.1:9443", url);
+        let path = write(dir.path(), "retired.toml", &text);
+        let error = only_error(config::load_venue(&path));
+        assert_eq!(error.key, "url", "{error}");
+        assert_eq!(error.line, 3, "{error}");
+        for words in [
+            "retired",
+            "url = \"wss://fstream.binance.com\"",
+            "/public",
+            "/market",
+        ] {
+            assert!(error.message.contains(words), "{words}: {error}");
+        }
+    }
+}
+
+/// Every shipped Binance USD-M file names a host root, and loads.
+#[test]
+fn the_shipped_binance_files_name_host_roots() {
+    let venues = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/venues");
+    let mut checked = 0;
+    for (file, host) in [
+        ("binance-futures.toml", "fstream.binance.com"),
+        ("binance-futures-testnet.toml", "fstream.binancefuture.com"),
+    ] {
+        let venue = config::load_venue(&venues.join(file)).expect(file);
+        assert_eq!(venue.kind, VenueKind::BinanceUsdmFutures, "{file}");
+        assert_eq!(venue.url.host, host, "{file}");
+        assert_eq!(venue.url.path, "/", "{file}");
+        checked += 1;
+    }
+    // The simulator's file trusts a CA the simulator writes when it starts: read its url only.
+    let sim = std::fs::read_to_string(venues.join("binance-futures-sim.toml")).expect("sim file");
+    assert!(sim.contains("\nurl = \"wss://127.0.0.1:9443\"\n"), "{sim}");
+    assert_eq!(checked, 2);
 }

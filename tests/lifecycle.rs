@@ -323,7 +323,7 @@ fn connections_refused_for_a_while_then_accepted() {
         Setup {
             port: Some(port),
             // Books need REST, which the forwarder carries too, but keep it to quotes.
-            channels: vec!["bookTicker", "aggTrade"],
+            channels: vec!["bookTicker", "trade"],
             ..setup("")
         },
     );
@@ -479,8 +479,8 @@ fn start_resolving(
         dir.path().join("venue.toml"),
         format!(
             "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
-             url = \"wss://localhost:{port}/stream\"\n\
-             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"aggTrade\"]\n\
+             url = \"wss://localhost:{port}\"\n\
+             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"trade\"]\n\
              [tls]\nextra_ca_file = {:?}\n{FAST}\n",
             ca_file.display().to_string()
         ),

@@ -195,7 +195,7 @@ fn each_ping_reaches_the_server_and_its_pong_is_read_but_not_delivered() {
     const PINGS: u64 = 6;
     for backend in backends() {
         // No stream subscribed: the only bytes after the upgrade are the pongs.
-        let mut client = Client::start(backend, 100.0, Faults::default(), "/ws");
+        let mut client = Client::start(backend, 100.0, Faults::default(), "/public/ws");
         assert_eq!(client.pings_received(), 0);
         let before_pings_ns = client.runtime.last_read_ns(CONN);
         for _ in 0..PINGS {
@@ -245,8 +245,12 @@ fn last_read_advances_with_data_and_stands_still_during_a_stall() {
             stall_after: Some((100, STALL)),
             ..Faults::default()
         };
-        let mut client =
-            Client::start(backend, 400.0, faults, "/stream?streams=btcusdt@bookTicker");
+        let mut client = Client::start(
+            backend,
+            400.0,
+            faults,
+            "/public/stream?streams=btcusdt@bookTicker",
+        );
         // While data flows, each read moves the time on, and it stays close to now.
         client.wait_until("data flows", |client| {
             client.runtime.frames_undecoded.get() >= 10

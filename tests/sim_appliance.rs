@@ -224,6 +224,42 @@ fn book_live(pair: &Pair) -> bool {
     pair.counters().book_syncs.get() >= 1
 }
 
+/// The venue file names the host root; the appliance routes bookTicker and depth to `/public`
+/// and aggTrade to `/market`, one connection each, as Binance documents since 2026. The
+/// simulator serves each entry point only its own streams (and refuses the retired ones), so
+/// quotes, a synced book and trades all arriving shows the routing is the venue's.
+#[test]
+fn channels_reach_the_strategy_through_their_own_entry_points() {
+    let setup = Setup {
+        channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
+        ..Setup::default()
+    };
+    let mut pair = start(synthetic(1000.0), |_| {}, setup);
+    pair.run_until(
+        Duration::from_secs(20),
+        "quotes, a book and trades",
+        |pair| {
+            let counters = pair.counters();
+            counters.message("bookTicker") > 0
+                && counters.message("aggTrade") > 0
+                && counters.book_syncs.get() > 0
+        },
+    );
+    let stats = pair.sim.stats();
+    let mut paths: Vec<&str> = stats
+        .connections
+        .iter()
+        .map(|conn| conn.path.as_str())
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["/market/stream", "/public/stream"]);
+    assert!(stats.connections.iter().all(|conn| conn.misrouted == 0));
+    assert_eq!(stats.retired_refused, 0);
+    let counters = pair.counters();
+    assert_eq!(counters.malformed.get(), 0);
+    assert_eq!(counters.book_gaps.get(), 0);
+}
+
 #[test]
 fn a_clean_close_ends_the_stream_with_its_code_and_a_reconnect_gap() {
     let mut pair = start(

@@ -347,7 +347,11 @@ fn a_combined_stream_delivers_the_exact_bytes_in_order() {
     ];
     let running = start(messages.clone(), |_| {});
     let sim = &running.sim;
-    let mut client = EngineClient::open(sim, &format!("/stream?streams={TICKER}/{DEPTH}"), 1 << 20);
+    let mut client = EngineClient::open(
+        sim,
+        &format!("/public/stream?streams={TICKER}/{DEPTH}"),
+        1 << 20,
+    );
     client.run_until("combined", |c| c.messages.len() == 4);
     let expected: Vec<SimMessage> = messages
         .iter()
@@ -373,11 +377,91 @@ fn a_combined_stream_delivers_the_exact_bytes_in_order() {
 fn a_raw_stream_delivers_the_data_objects_alone() {
     let messages = vec![ticker(1, 0), depth(2, 0), ticker(3, 0)];
     let running = start(messages.clone(), |_| {});
-    let mut client = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut client = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     client.run_until("raw", |c| c.messages.len() == 2);
     assert_eq!(client.messages, raw_bytes(&[ticker(1, 0), ticker(3, 0)]));
     assert!(running.sim.wait_source_done(DEADLINE));
     assert_eq!(running.sim.stats().messages_unsubscribed, 1);
+}
+
+/// Binance retired the single entry point on 2026-04-23: the simulator refuses `/stream` and
+/// `/ws` in both modes, upgrades and REST alike, so no test can pass against the old layout.
+#[test]
+fn the_retired_single_entry_point_is_refused() {
+    let running = start(vec![ticker(1, 0)], |_| {});
+    for target in [
+        format!("/stream?streams={TICKER}"),
+        format!("/ws/{TICKER}"),
+        "/ws".to_owned(),
+    ] {
+        let response = get(&running.sim, &target);
+        assert_eq!(response.status, 404, "{target}");
+        let body = String::from_utf8_lossy(&response.body);
+        assert!(
+            body.contains("retired") && body.contains("/public"),
+            "{body}"
+        );
+        let request = format!(
+            "GET {target} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Version: 13\r\n\r\n"
+        );
+        let responses = https(&running.sim, &request);
+        assert_eq!(responses.len(), 1, "{target}");
+        assert_eq!(
+            responses[0].status, 404,
+            "{target}: no upgrade on a retired path"
+        );
+    }
+    assert_eq!(running.sim.stats().retired_refused, 6);
+    assert_eq!(running.sim.stats().websocket_connections, 0);
+}
+
+/// Each entry point delivers only its own streams: a trade stream subscribed on `/public` and a
+/// bookTicker subscribed on `/market` are acknowledged (as the venue does) and never delivered.
+#[test]
+fn each_entry_point_delivers_only_its_own_streams() {
+    const AGG: &str = "btcusdt@aggTrade";
+    // The replay starts with the first subscriber: the rest leaves the other connection half a
+    // second to subscribe too.
+    let agg = |id: u64| message(AGG, &format!(r#"{{"e":"aggTrade","a":{id}}}"#), 500, None);
+    let messages = vec![
+        ticker(1, 500),
+        agg(1),
+        depth(2, 500),
+        agg(2),
+        ticker(3, 500),
+    ];
+    let running = start(messages.clone(), |options| {
+        options.pace = Pace::Recorded { speed: 1.0 }
+    });
+    let sim = &running.sim;
+    let mut market = EngineClient::open(
+        sim,
+        &format!("/market/stream?streams={AGG}/{TICKER}"),
+        1 << 20,
+    );
+    market.run_until("market open", |c| c.opened);
+    let mut public = EngineClient::open(
+        sim,
+        &format!("/public/stream?streams={TICKER}/{AGG}"),
+        1 << 20,
+    );
+    public.run_until("public", |c| c.messages.len() == 2);
+    market.run_until("market", |c| c.messages.len() == 2);
+    assert!(sim.wait_source_done(DEADLINE));
+    assert_eq!(
+        public.messages,
+        combined_bytes(&[ticker(1, 500), ticker(3, 500)])
+    );
+    assert_eq!(market.messages, combined_bytes(&[agg(1), agg(2)]));
+    let stats = sim.stats();
+    let misrouted: Vec<u64> = stats.connections.iter().map(|c| c.misrouted).collect();
+    assert_eq!(
+        misrouted,
+        [1, 1],
+        "one stream on the wrong entry point each"
+    );
 }
 
 /// A raw `/ws` connection that subscribes live gets raw payloads; the pacer, waiting for a first
@@ -386,7 +470,7 @@ fn a_raw_stream_delivers_the_data_objects_alone() {
 fn a_raw_connection_subscribing_live_gets_raw_payloads() {
     let messages = vec![ticker(1, 0), depth(2, 0), ticker(3, 0)];
     let running = start(messages.clone(), |_| {});
-    let mut client = EngineClient::open(&running.sim, "/ws", 1 << 20);
+    let mut client = EngineClient::open(&running.sim, "/public/ws", 1 << 20);
     client.run_until("open", |c| c.opened);
     client.send(&format!(
         r#"{{"method":"SUBSCRIBE","params":["{TICKER}","{DEPTH}"],"id":1}}"#
@@ -402,7 +486,7 @@ fn subscribe_unsubscribe_list_and_properties_answer_as_the_venue() {
     let running = start(messages.clone(), |options| {
         options.max_incoming_per_sec = 100
     });
-    let mut client = connect(&running.sim, "/ws", true);
+    let mut client = connect(&running.sim, "/public/ws", true);
     client.send_text(r#"{"method":"LIST_SUBSCRIPTIONS","id":1}"#);
     assert_eq!(
         next_non_ping(&mut client),
@@ -454,7 +538,7 @@ fn subscribe_unsubscribe_list_and_properties_answer_as_the_venue() {
 #[test]
 fn invalid_requests_get_the_venue_error_shape() {
     let running = start(vec![], |options| options.max_incoming_per_sec = 100);
-    let mut client = connect(&running.sim, "/ws", true);
+    let mut client = connect(&running.sim, "/public/ws", true);
     let mut ask = |text: &str| -> serde_json::Value {
         client.send_text(text);
         match next_non_ping(&mut client) {
@@ -496,7 +580,7 @@ fn invalid_requests_get_the_venue_error_shape() {
 #[test]
 fn more_than_the_incoming_message_limit_per_second_disconnects() {
     let running = start(vec![], |_| {});
-    let mut client = connect(&running.sim, "/ws", true);
+    let mut client = connect(&running.sim, "/public/ws", true);
     for id in 0..11 {
         client.send_text(&format!(r#"{{"method":"LIST_SUBSCRIPTIONS","id":{id}}}"#));
     }
@@ -525,7 +609,7 @@ fn more_than_the_incoming_message_limit_per_second_disconnects() {
 #[test]
 fn more_streams_than_the_limit_disconnects() {
     let running = start(vec![], |options| options.max_streams_per_connection = 2);
-    let mut client = connect(&running.sim, "/stream?streams=a@x/b@x", true);
+    let mut client = connect(&running.sim, "/public/stream?streams=a@x/b@x", true);
     client.send_text(r#"{"method":"SUBSCRIBE","params":["c@x"],"id":1}"#);
     assert_eq!(
         next_non_ping(&mut client),
@@ -536,7 +620,7 @@ fn more_streams_than_the_limit_disconnects() {
         other => panic!("expected a 1008 close, got {other:?}"),
     }
     // At the handshake too.
-    let mut client = connect(&running.sim, "/stream?streams=a@x/b@x/c@x", true);
+    let mut client = connect(&running.sim, "/public/stream?streams=a@x/b@x/c@x", true);
     match next_non_ping(&mut client) {
         Ev::Close(Some(1008), reason) => assert!(reason.contains("3 subscribed"), "{reason}"),
         other => panic!("expected a 1008 close, got {other:?}"),
@@ -554,7 +638,7 @@ fn pings_are_sent_and_a_client_without_pongs_is_disconnected() {
         options.pong_timeout = Duration::from_millis(300);
     });
     // A client that never answers: pings, then a 1008 close, then TCP ends.
-    let mut silent = connect(&running.sim, "/ws", false);
+    let mut silent = connect(&running.sim, "/public/ws", false);
     assert_eq!(silent.next(DEADLINE), Ev::Ping(b"tickwire-sim".to_vec()));
     match next_non_ping(&mut silent) {
         Ev::Close(Some(1008), reason) => assert!(reason.contains("pong timeout"), "{reason}"),
@@ -563,7 +647,7 @@ fn pings_are_sent_and_a_client_without_pongs_is_disconnected() {
     assert_eq!(next_non_ping(&mut silent), Ev::Eof);
     // A client that answers every ping: six pings (600 ms past the first, twice the pong
     // timeout), and no close among them.
-    let mut answering = connect(&running.sim, "/ws", true);
+    let mut answering = connect(&running.sim, "/public/ws", true);
     for _ in 0..6 {
         assert_eq!(answering.next(DEADLINE), Ev::Ping(b"tickwire-sim".to_vec()));
     }
@@ -582,7 +666,7 @@ fn pings_are_sent_and_a_client_without_pongs_is_disconnected() {
 #[test]
 fn a_client_ping_is_answered_and_a_client_close_echoed() {
     let running = start(vec![], |_| {});
-    let mut client = connect(&running.sim, "/ws", true);
+    let mut client = connect(&running.sim, "/public/ws", true);
     client.ws.send_ping(b"are you there").unwrap();
     client.flush();
     assert_eq!(
@@ -717,7 +801,7 @@ fn close_after_sends_a_1000_close_after_n_messages() {
         ..Faults::default()
     };
     let running = start(tickers(6), faulty(faults));
-    let mut client = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut client = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     client.run_to_close("close_after");
     let (code, error) = client.closed.take().unwrap();
     assert!(error.is_none(), "{error:?}");
@@ -732,7 +816,7 @@ fn reset_after_ends_the_connection_without_a_close_frame() {
         ..Faults::default()
     };
     let running = start(tickers(6), faulty(faults));
-    let mut client = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut client = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     client.run_to_close("reset_after");
     let (code, error) = client.closed.take().unwrap();
     assert_eq!(code, None, "no close frame");
@@ -766,9 +850,9 @@ fn rotate_faults_gives_each_connection_one_fault_in_turn() {
     let running = start_source(Box::new(source), faulty(faults));
     // Declared after `running`, so dropped before it: the pacer is never left at the gate.
     let gate = gate_sender;
-    let mut first = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut first = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     first.run_until("first open", |c| c.opened);
-    let mut second = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut second = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     second.run_until("second open", |c| c.opened);
     gate.send(()).unwrap();
     first.run_to_close("rotate_faults, first connection");
@@ -797,7 +881,7 @@ fn stall_after_goes_silent_then_resumes() {
         options.faults = faults;
         options.pace = Pace::Recorded { speed: 1.0 };
     });
-    let mut client = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut client = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     client.run_until("stall", |c| {
         c.messages.last() == Some(&messages[10].data().to_vec())
     });
@@ -828,7 +912,7 @@ fn malformed_every_sends_truncated_invalid_json() {
     };
     let messages = tickers(4);
     let running = start(messages.clone(), faulty(faults));
-    let mut client = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut client = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     client.run_until("malformed", |c| c.messages.len() == 4);
     let expected = raw_bytes(&messages);
     for (index, (received, original)) in client.messages.iter().zip(&expected).enumerate() {
@@ -848,7 +932,7 @@ fn an_oversized_frame_makes_the_engine_close_with_1009() {
         ..Faults::default()
     };
     let running = start(tickers(3), faulty(faults));
-    let mut client = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut client = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     client.run_to_close("oversized");
     let (_, error) = client.closed.take().unwrap();
     match error {
@@ -868,7 +952,7 @@ fn fragments_reassemble_to_identical_bytes() {
     let running = start(messages.clone(), faulty(faults));
     let mut client = EngineClient::open(
         &running.sim,
-        &format!("/stream?streams={TICKER}/{DEPTH}"),
+        &format!("/public/stream?streams={TICKER}/{DEPTH}"),
         1 << 20,
     );
     client.run_until("fragments", |c| c.messages.len() == 3);
@@ -891,7 +975,7 @@ fn skip_depth_after_drops_one_depth_message() {
     let running = start(messages.clone(), faulty(faults));
     let mut client = EngineClient::open(
         &running.sim,
-        &format!("/stream?streams={TICKER}/{DEPTH}"),
+        &format!("/public/stream?streams={TICKER}/{DEPTH}"),
         1 << 20,
     );
     client.run_until("skip_depth", |c| c.messages.len() == 4);
@@ -941,9 +1025,9 @@ fn faults_apply_to_the_first_connections_only() {
     let running = start_source(Box::new(source), faulty(faults));
     // Declared after `running`, so dropped before it: the pacer is never left at the gate.
     let gate = gate_sender;
-    let mut first = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut first = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     first.run_until("first open", |c| c.opened);
-    let mut second = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut second = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     second.run_until("second open", |c| c.opened);
     gate.send(()).unwrap();
     first.run_to_close("first");
@@ -970,7 +1054,7 @@ fn handshake_delay_holds_the_tls_handshake() {
     };
     let running = start(tickers(1), faulty(faults));
     let started = Instant::now();
-    let mut client = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut client = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     client.run_until("delayed open", |c| c.opened);
     // A lower bound only: the server sleeps at least this long before answering.
     assert!(started.elapsed() >= delay);
@@ -984,7 +1068,7 @@ fn a_wrong_host_certificate_fails_verification_with_a_name_error() {
         ..Faults::default()
     };
     let running = start(tickers(1), faulty(faults));
-    let mut client = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let mut client = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     client.run_to_close("wrong host");
     let (_, error) = client.closed.take().unwrap();
     let message = error.map(|e| e.to_string()).unwrap_or_default();
@@ -1007,7 +1091,7 @@ fn stamps_are_pushed_in_send_order_for_the_first_connection() {
     let running = start(messages, |options| options.stamps = Some(producer));
     let mut client = EngineClient::open(
         &running.sim,
-        &format!("/stream?streams={TICKER}/{DEPTH}"),
+        &format!("/public/stream?streams={TICKER}/{DEPTH}"),
         1 << 20,
     );
     client.run_until("stamped", |c| c.messages.len() == 4);
@@ -1092,8 +1176,8 @@ fn a_client_that_stops_reading_is_dropped_and_the_others_keep_receiving() {
         options.write_timeout = Duration::from_millis(200);
     });
     let gate = gate_sender;
-    let _stuck = connect(&running.sim, &format!("/ws/{TICKER}"), true);
-    let mut reader = EngineClient::open(&running.sim, &format!("/ws/{TICKER}"), 1 << 20);
+    let _stuck = connect(&running.sim, &format!("/public/ws/{TICKER}"), true);
+    let mut reader = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
     reader.run_until("open", |c| c.opened);
     gate.send(()).unwrap();
     reader.run_until("all messages", |c| c.messages.len() == messages.len());
@@ -1120,7 +1204,7 @@ fn stop_closes_every_connection_and_returns() {
     wait_for("the held connection", || {
         running.sim.stats().connections_accepted == 1
     });
-    let mut open = connect(&running.sim, "/ws", true);
+    let mut open = connect(&running.sim, "/public/ws", true);
     running.sim.stop();
     assert_eq!(open.next(DEADLINE), Ev::Eof);
     held.set_read_timeout(Some(DEADLINE)).unwrap();

@@ -776,7 +776,12 @@ fn check_synthetic(config: SyntheticConfig, count: usize) -> (usize, usize, [usi
                     assert!(trade_id > state.last_trade_id, "trade ids increase");
                     state.last_trade_id = trade_id;
                 } else {
-                    assert_eq!(keys, ["e", "E", "s", "a", "p", "q", "f", "l", "T", "m"]);
+                    // The documented order, with `nq` since 2025-12-31 (the USD-M change log).
+                    assert_eq!(
+                        keys,
+                        ["e", "E", "s", "a", "p", "q", "nq", "f", "l", "T", "m"]
+                    );
+                    assert_eq!(data["nq"], data["q"], "the simulator has no RPI orders");
                     let (agg_id, first, last) = (
                         data["a"].as_u64().unwrap(),
                         data["f"].as_u64().unwrap(),

@@ -459,7 +459,7 @@ fn write_configs(
         "# Written by `tickwire demo`.\n\
          name = \"demo-sim\"\n\
          kind = \"binance-usdm-futures\"\n\
-         url = \"wss://127.0.0.1:{port}/stream\"\n\
+         url = \"wss://127.0.0.1:{port}\"\n\
          rest_url = \"https://127.0.0.1:{port}\"\n\
          symbols = [{}]\n\
          channels = [{}]\n\

@@ -27,7 +27,6 @@ use tickwire::ring::frame_ring;
 use tickwire::venue;
 
 /// The recording's one connection.
-const CONN: u32 = 0;
 /// Enough for seconds of a busy venue while the writer compresses.
 const RING_BYTES: usize = 64 << 20;
 
@@ -144,14 +143,16 @@ struct Tally {
 fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Result<String> {
     let venue = config::load_venue(venue_file).map_err(|errors| anyhow::anyhow!("{errors}"))?;
     let net = NetConfig::default();
-    let spec = venue::stream_spec(&venue, &net)?;
+    // One connection, or one per entry point (Binance USD-M's /public and /market).
+    let specs = venue::stream_specs(&venue, &net)?;
+    let conns = u32::try_from(specs.len()).unwrap_or(u32::MAX);
     let signals = StopSignals::block()?;
     let file = File::create(out)
         .map_err(|error| anyhow::anyhow!("cannot create {}: {error}", out.display()))?;
     let mut writer = GzEncoder::new(BufWriter::new(file), Compression::default());
     let clock = Clock::calibrate();
     let transport_config = TransportConfig {
-        max_connections: 1,
+        max_connections: conns,
         connect_timeout: Duration::from_millis(net.connect_timeout_ms),
         ..TransportConfig::default()
     };
@@ -160,9 +161,18 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
     let wait = WaitMode::Block {
         timeout: Duration::from_millis(50),
     };
-    let mut engine = NetEngine::new(transport, producer, wait, 1);
-    eprintln!("record: connecting to {} ({})", venue.url, spec.addr);
-    engine.open(CONN, spec)?;
+    let mut engine = NetEngine::new(transport, producer, wait, conns);
+    for (conn, spec) in (0..).zip(specs) {
+        let path = spec
+            .websocket
+            .as_ref()
+            .map_or("", |target| target.path.as_str());
+        let path = path.split('?').next().unwrap_or_default();
+        let scheme = venue.url.scheme;
+        eprintln!("record: connecting to {scheme}://{}{path}", spec.addr);
+        engine.open(conn, spec)?;
+    }
+    let mut open = 0;
 
     let terminal = std::io::stderr().is_terminal();
     let started = Instant::now();
@@ -207,12 +217,18 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
         if let Some(error) = write_error {
             anyhow::bail!("writing {}: {error}", out.display());
         }
-        if let Some(stats) = engine.stats(CONN) {
-            tally.dropped = stats.dropped;
-        }
+        tally.dropped = (0..conns)
+            .filter_map(|conn| engine.stats(conn))
+            .map(|stats| stats.dropped)
+            .sum();
         for event in events {
             match event {
-                StreamEvent::Open => eprintln!("record: live; writing {}", out.display()),
+                StreamEvent::Open => {
+                    open += 1;
+                    if open == conns {
+                        eprintln!("record: live; writing {}", out.display());
+                    }
+                }
                 StreamEvent::Closed { close_code, error } => {
                     ended = Some(match error {
                         Some(error) => format!("the stream ended: {error}"),
@@ -236,7 +252,9 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
     if terminal {
         eprintln!();
     }
-    engine.close(CONN, 1000);
+    for conn in 0..conns {
+        engine.close(conn, 1000);
+    }
     writer
         .finish()
         .and_then(|mut inner| inner.flush())

@@ -336,8 +336,13 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
     let addr = sim.addr();
     eprintln!("sim: listening on {addr} (WebSocket and REST over TLS)");
     eprintln!("sim: CA certificate: {}", sim.ca_pem_path().display());
-    eprintln!("sim: combined streams: wss://{addr}/stream?streams=btcusdt@bookTicker/...");
-    eprintln!("sim: raw stream:       wss://{addr}/ws/btcusdt@bookTicker");
+    eprintln!("sim: venue file url:   wss://{addr} (the host root; tickwire routes the channels)");
+    eprintln!(
+        "sim: combined streams: wss://{addr}/public/stream?streams=btcusdt@bookTicker/... \
+         (bookTicker, depth, trade), wss://{addr}/market/stream?streams=btcusdt@aggTrade/... \
+         (aggTrade, markPrice)"
+    );
+    eprintln!("sim: raw stream:       wss://{addr}/public/ws/btcusdt@bookTicker");
     eprintln!("sim: depth snapshot:   https://{addr}/fapi/v1/depth?symbol=BTCUSDT&limit=1000");
     loop {
         if let Some(signal) = signals.wait(Duration::from_millis(200))? {

@@ -125,7 +125,7 @@ impl Default for Setup {
     fn default() -> Setup {
         Setup {
             symbols: vec!["BTCUSDT"],
-            channels: vec!["bookTicker", "depth@100ms", "aggTrade"],
+            channels: vec!["bookTicker", "depth@100ms", "trade"],
             max_message_bytes: 1 << 20,
             connect_timeout_ms: 5_000,
             block_timeout_us: 1_000,
@@ -150,7 +150,7 @@ pub fn write_configs(dir: &Path, sim: &SimHandle, setup: &Setup) -> PathBuf {
         dir.join("venue.toml"),
         format!(
             "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
-             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
+             url = \"wss://127.0.0.1:{port}\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
              symbols = [{}]\nchannels = [{}]\n[tls]\nextra_ca_file = {:?}\n{}\n",
             quote_list(&setup.symbols),
             quote_list(&setup.channels),

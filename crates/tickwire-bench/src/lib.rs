@@ -687,7 +687,7 @@ fn tickwire_config(
         dir.join("venue.toml"),
         format!(
             "name = \"sim\"\nkind = \"binance-usdm-futures\"\n\
-             url = \"wss://127.0.0.1:{port}/stream\"\nsymbols = [{}]\nchannels = [\"bookTicker\"]\n\
+             url = \"wss://127.0.0.1:{port}\"\nsymbols = [{}]\nchannels = [\"bookTicker\"]\n\
              [tls]\nextra_ca_file = {:?}\n[lifecycle]\nrotate_after_ms = 0\n",
             quoted.join(", "),
             sim.ca_pem_path().display().to_string()

@@ -114,15 +114,57 @@ pub fn parse_request(input: &[u8]) -> Result<Option<(Request, usize)>, HttpError
     )))
 }
 
+/// The routed entry points of Binance USD-M market streams since the 2026 split (the notice
+/// "Important WebSocket Change Notice: Base URL Split & Migration", 2026-03-06; the legacy
+/// `/ws` and `/stream` were decommissioned on 2026-04-23).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryPoint {
+    /// `/public`: high-frequency public market data.
+    Public,
+    /// `/market`: regular market data.
+    Market,
+}
+
+impl EntryPoint {
+    /// Whether this entry point serves `stream` (`<symbol>@<channel>`), by the notice's table:
+    /// `/public` has `@bookTicker`, `!bookTicker`, `@depth<levels>`, `@depth` (and
+    /// `@rpiDepth@500ms`, whose page says URL PATH `/public`); `/market` has the rest
+    /// (`@aggTrade`, `@markPrice`, klines, tickers, `@forceOrder`, ...). `@trade`, which the
+    /// stream pages do not list, is served on `/public` as the venue's users observe it.
+    pub fn serves(self, stream: &str) -> bool {
+        let channel = stream
+            .split_once('@')
+            .map_or(stream, |(_, channel)| channel);
+        let channel = channel.split_once('@').map_or(channel, |(name, _)| name);
+        let public = matches!(channel, "bookTicker" | "trade" | "rpiDepth")
+            || stream == "!bookTicker"
+            || channel
+                .strip_prefix("depth")
+                .is_some_and(|levels| levels.is_empty() || levels.parse::<u32>().is_ok());
+        public == (self == EntryPoint::Public)
+    }
+
+    pub fn path(self) -> &'static str {
+        match self {
+            EntryPoint::Public => "/public",
+            EntryPoint::Market => "/market",
+        }
+    }
+}
+
 /// Where a request goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
-    /// A WebSocket endpoint: `/ws`, `/ws/<stream>[/<stream>..]` (raw payloads) or
-    /// `/stream?streams=<a>/<b>` (combined payloads), with the streams named in the URL.
+    /// A WebSocket endpoint of an entry point: `<entry>/ws`, `<entry>/ws/<stream>[/<stream>..]`
+    /// (raw payloads) or `<entry>/stream?streams=<a>/<b>` (combined payloads), with the streams
+    /// named in the URL.
     Stream {
         streams: Vec<String>,
         combined: bool,
+        entry: EntryPoint,
     },
+    /// The single entry point Binance retired on 2026-04-23 (`/ws...`, `/stream...`): refused.
+    Retired,
     /// `GET /fapi/v1/depth?symbol=..&limit=..`.
     Depth {
         symbol: Option<String>,
@@ -151,28 +193,40 @@ pub fn route(target: &str) -> Route {
             .map(str::to_owned)
             .collect()
     };
-    match path {
-        "/ws" | "/ws/" => Route::Stream {
-            streams: Vec::new(),
-            combined: false,
-        },
-        "/stream" | "/stream/" => Route::Stream {
-            streams: param("streams")
-                .map(|list| split_streams(&list))
-                .unwrap_or_default(),
-            combined: true,
-        },
-        "/fapi/v1/depth" => Route::Depth {
+    if path == "/fapi/v1/depth" {
+        return Route::Depth {
             symbol: param("symbol"),
             limit: param("limit"),
+        };
+    }
+    let (entry, rest) = if let Some(rest) = path.strip_prefix("/public") {
+        (Some(EntryPoint::Public), rest)
+    } else if let Some(rest) = path.strip_prefix("/market") {
+        (Some(EntryPoint::Market), rest)
+    } else {
+        (None, path)
+    };
+    let stream = match rest {
+        "/ws" | "/ws/" => Some((Vec::new(), false)),
+        "/stream" | "/stream/" => Some((
+            param("streams")
+                .map(|list| split_streams(&list))
+                .unwrap_or_default(),
+            true,
+        )),
+        _ => rest
+            .strip_prefix("/ws/")
+            .and_then(percent_decode)
+            .map(|list| (split_streams(&list), false)),
+    };
+    match (entry, stream) {
+        (Some(entry), Some((streams, combined))) => Route::Stream {
+            streams,
+            combined,
+            entry,
         },
-        _ => match path.strip_prefix("/ws/").and_then(percent_decode) {
-            Some(list) => Route::Stream {
-                streams: split_streams(&list),
-                combined: false,
-            },
-            None => Route::NotFound,
-        },
+        (None, Some(_)) => Route::Retired,
+        _ => Route::NotFound,
     }
 }
 
@@ -279,19 +333,34 @@ mod tests {
     #[test]
     fn routes_the_venue_paths() {
         assert_eq!(
-            route("/stream?streams=btcusdt@bookTicker/ethusdt%40depth@100ms"),
+            route("/public/stream?streams=btcusdt@bookTicker/ethusdt%40depth@100ms"),
             Route::Stream {
                 streams: vec!["btcusdt@bookTicker".into(), "ethusdt@depth@100ms".into()],
-                combined: true
+                combined: true,
+                entry: EntryPoint::Public,
             }
         );
         assert_eq!(
-            route("/ws/btcusdt@aggTrade"),
+            route("/market/ws/btcusdt@aggTrade"),
             Route::Stream {
                 streams: vec!["btcusdt@aggTrade".into()],
-                combined: false
+                combined: false,
+                entry: EntryPoint::Market,
             }
         );
+        assert_eq!(
+            route("/public/ws"),
+            Route::Stream {
+                streams: vec![],
+                combined: false,
+                entry: EntryPoint::Public,
+            }
+        );
+        // The retired single entry point, in both modes.
+        assert_eq!(route("/stream?streams=btcusdt@bookTicker"), Route::Retired);
+        assert_eq!(route("/ws/btcusdt@aggTrade"), Route::Retired);
+        assert_eq!(route("/ws"), Route::Retired);
+        assert_eq!(route("/private2/ws"), Route::NotFound);
         assert_eq!(
             route("/fapi/v1/depth?limit=5&symbol=BTCUSDT"),
             Route::Depth {
@@ -300,7 +369,34 @@ mod tests {
             }
         );
         assert_eq!(route("/fapi/v1/ticker"), Route::NotFound);
-        assert_eq!(route("/ws/%zz"), Route::NotFound);
+        assert_eq!(route("/public/ws/%zz"), Route::NotFound);
+    }
+
+    #[test]
+    fn entry_points_serve_the_notices_streams() {
+        for stream in [
+            "btcusdt@bookTicker",
+            "btcusdt@depth",
+            "btcusdt@depth@100ms",
+            "btcusdt@depth20@500ms",
+            "btcusdt@trade",
+            "btcusdt@rpiDepth@500ms",
+            "!bookTicker",
+        ] {
+            assert!(EntryPoint::Public.serves(stream), "{stream}");
+            assert!(!EntryPoint::Market.serves(stream), "{stream}");
+        }
+        for stream in [
+            "btcusdt@aggTrade",
+            "btcusdt@markPrice",
+            "btcusdt@markPrice@1s",
+            "btcusdt@kline_1m",
+            "!forceOrder@arr",
+            "btcusdt@depthx",
+        ] {
+            assert!(EntryPoint::Market.serves(stream), "{stream}");
+            assert!(!EntryPoint::Public.serves(stream), "{stream}");
+        }
     }
 
     #[test]

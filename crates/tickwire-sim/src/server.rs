@@ -31,7 +31,7 @@ use super::accept::{self, accept_loop, Sockets};
 use super::cert;
 use super::control::{self, Subscriptions};
 use super::frame::{self, FrameReader, Incoming};
-use super::http::{self, Request, Route};
+use super::http::{self, EntryPoint, Request, Route};
 use super::options::{Faults, Pace, SimOptions, Stamp, Start};
 use super::source::{SimMessage, Source};
 use super::wire::{
@@ -105,6 +105,8 @@ pub struct SimStats {
     pub stamp_overflows: u64,
     /// Every WebSocket connection of the run, in upgrade order.
     pub connections: Vec<ConnectionStats>,
+    /// Requests for the retired single entry point (`/ws`, `/stream`), refused with 404.
+    pub retired_refused: u64,
 }
 
 /// One WebSocket connection's counters.
@@ -124,6 +126,9 @@ pub struct ConnectionStats {
     pub close_reason: Option<String>,
     /// The code of the client's close frame, if it sent one.
     pub client_close_code: Option<u16>,
+    /// Streams subscribed (in the URL or by `SUBSCRIBE`) on an entry point that does not serve
+    /// them: acknowledged, as the venue does, and never delivered.
+    pub misrouted: u64,
 }
 
 /// The simulator.
@@ -273,19 +278,31 @@ impl SimHandle {
         &self.url_host
     }
 
-    /// `wss://host:port/stream?streams=a/b`: a combined-stream URL.
+    /// `wss://host:port/<entry>/stream?streams=a/b`: a combined-stream URL on the entry
+    /// point that serves the first stream (`/public` for none).
     pub fn ws_url(&self, streams: &[&str]) -> String {
         format!(
-            "wss://{}:{}/stream?streams={}",
+            "wss://{}:{}{}/stream?streams={}",
             self.url_host,
             self.addr.port(),
+            entry_of(streams.first().copied()).path(),
             streams.join("/")
         )
     }
 
-    /// `wss://host:port/ws/<stream>`: a raw-stream URL.
+    /// `wss://host:port/<entry>/ws/<stream>`: a raw-stream URL on the stream's entry point.
     pub fn raw_ws_url(&self, stream: &str) -> String {
-        format!("wss://{}:{}/ws/{stream}", self.url_host, self.addr.port())
+        format!(
+            "wss://{}:{}{}/ws/{stream}",
+            self.url_host,
+            self.addr.port(),
+            entry_of(Some(stream)).path()
+        )
+    }
+
+    /// `wss://host:port`: the host root a venue file names (the venue routes its channels).
+    pub fn root_url(&self) -> String {
+        format!("wss://{}:{}", self.url_host, self.addr.port())
     }
 
     /// `https://host:port`: the REST base URL.
@@ -310,6 +327,7 @@ impl SimHandle {
             source_done: lock(&self.shared.control).source_done,
             stamps_pushed: counters.stamps_pushed.load(Ordering::Relaxed),
             stamp_overflows: counters.stamp_overflows.load(Ordering::Relaxed),
+            retired_refused: counters.retired_refused.load(Ordering::Relaxed),
             connections,
         }
     }
@@ -417,6 +435,7 @@ struct Counters {
     messages_unsubscribed: AtomicU64,
     stamps_pushed: AtomicU64,
     stamp_overflows: AtomicU64,
+    retired_refused: AtomicU64,
 }
 
 impl Shared {
@@ -457,6 +476,8 @@ impl Shared {
 
 /// One WebSocket connection, shared by its connection thread and the pacer.
 struct Conn {
+    /// The entry point it was upgraded on: it delivers only the streams that one serves.
+    entry: EntryPoint,
     socket_id: u64,
     tcp: Arc<TcpStream>,
     /// Whether the connection faults apply to it.
@@ -509,6 +530,7 @@ struct ConnStats {
     close_reason: Mutex<Option<String>>,
     /// 0 for none (0 is not a valid close code).
     client_close_code: AtomicU32,
+    misrouted: AtomicU64,
 }
 
 impl ConnStats {
@@ -523,6 +545,7 @@ impl ConnStats {
             open: self.open.load(Ordering::Relaxed),
             close_reason: lock(&self.close_reason).clone(),
             client_close_code: u16::try_from(code).ok().filter(|code| *code != 0),
+            misrouted: self.misrouted.load(Ordering::Relaxed),
         }
     }
 
@@ -642,9 +665,24 @@ fn run_connection(
             }
         };
         if request.header_has_token("upgrade", "websocket") {
-            let Route::Stream { streams, combined } = http::route(&request.target) else {
-                let reply = http::json_error(404, -1, "no WebSocket endpoint here", false);
-                return send_final(&mut tls, tcp, &reply);
+            let (streams, combined, entry) = match http::route(&request.target) {
+                Route::Stream {
+                    streams,
+                    combined,
+                    entry,
+                } => (streams, combined, entry),
+                Route::Retired => {
+                    shared
+                        .counters
+                        .retired_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    let reply = http::json_error(404, -1, RETIRED, false);
+                    return send_final(&mut tls, tcp, &reply);
+                }
+                Route::Depth { .. } | Route::NotFound => {
+                    let reply = http::json_error(404, -1, "no WebSocket endpoint here", false);
+                    return send_final(&mut tls, tcp, &reply);
+                }
             };
             let response = match http::upgrade_response(&request) {
                 Ok(response) => response,
@@ -657,6 +695,7 @@ fn run_connection(
                 response,
                 streams,
                 combined,
+                entry,
                 path: request.target,
             };
             return run_websocket(shared, tcp, socket_id, tls, plaintext, upgrade);
@@ -696,6 +735,13 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
         }
         Route::NotFound => {
             return http::json_error(404, -1, &format!("not found: {path}"), keep_alive)
+        }
+        Route::Retired => {
+            shared
+                .counters
+                .retired_refused
+                .fetch_add(1, Ordering::Relaxed);
+            return http::json_error(404, -1, RETIRED, keep_alive);
         }
     };
     let rest_errors = shared.settings.faults.rest_errors;
@@ -768,6 +814,14 @@ enum Flow {
     Stop,
 }
 
+/// The entry point that serves `stream` (`/public` for none).
+fn entry_of(stream: Option<&str>) -> EntryPoint {
+    match stream {
+        Some(stream) if EntryPoint::Market.serves(stream) => EntryPoint::Market,
+        _ => EntryPoint::Public,
+    }
+}
+
 /// A request that asked for, and may have, a WebSocket upgrade.
 struct Upgrade {
     /// The 101 response.
@@ -775,6 +829,7 @@ struct Upgrade {
     /// The streams the URL names.
     streams: Vec<String>,
     combined: bool,
+    entry: EntryPoint,
     path: String,
 }
 
@@ -806,6 +861,7 @@ fn run_websocket(
         open: AtomicBool::new(true),
         close_reason: Mutex::new(None),
         client_close_code: AtomicU32::new(0),
+        misrouted: AtomicU64::new(misrouted(upgrade.entry, &upgrade.streams)),
     });
     let mut subscriptions = Subscriptions {
         streams: Vec::new(),
@@ -813,6 +869,7 @@ fn run_websocket(
     };
     subscriptions.add(&upgrade.streams);
     let conn = Arc::new(Conn {
+        entry: upgrade.entry,
         socket_id,
         tcp: Arc::clone(tcp),
         faulty: index < u64::from(settings.faults.fault_connections),
@@ -946,6 +1003,18 @@ fn websocket_loop(shared: &Shared, conn: &Conn, leftover: Vec<u8>) -> io::Result
     }
 }
 
+/// The refusal of the retired single entry point.
+const RETIRED: &str = "the single entry point (/ws, /stream) was retired on 2026-04-23: \
+    connect to /public (bookTicker, depth) or /market (aggTrade, markPrice, ...)";
+
+/// How many of `streams` `entry` does not serve.
+fn misrouted(entry: EntryPoint, streams: &[String]) -> u64 {
+    streams
+        .iter()
+        .filter(|stream| !entry.serves(stream))
+        .count() as u64
+}
+
 fn too_many_streams(count: usize, max: usize) -> String {
     format!("too many streams: {count} subscribed, the limit is {max} per connection")
 }
@@ -988,7 +1057,12 @@ fn handle_incoming(
             tracing::debug!("sim: request ignored (fault)");
         }
         Incoming::Text(text) if open => {
+            let before = out.subscriptions.streams.len();
             let reply = control::handle(&text, &mut out.subscriptions);
+            let added = out.subscriptions.streams.get(before..).unwrap_or_default();
+            conn.stats
+                .misrouted
+                .fetch_add(misrouted(conn.entry, added), Ordering::Relaxed);
             let mut wire = Vec::new();
             frame::write_frame(&mut wire, true, OpCode::Text, reply.text.as_bytes());
             if !conn.send_or_fail(&mut out, &wire) {
@@ -1180,7 +1254,10 @@ fn deliver(
     shared: &Shared,
 ) -> bool {
     let mut out = lock(&conn.out);
-    if out.state != ConnState::Open || !out.subscriptions.contains(&message.stream) {
+    if out.state != ConnState::Open
+        || !out.subscriptions.contains(&message.stream)
+        || !conn.entry.serves(&message.stream)
+    {
         return false;
     }
     let faults = conn.faulty.then_some(faults);

@@ -944,8 +944,8 @@ fn write_trade(
     out.extend_from_slice(if buyer_is_maker { b"true}" } else { b"false}" });
 }
 
-/// `{"e":"aggTrade","E":..,"s":..,"a":..,"p":..,"q":..,"f":..,"l":..,"T":..,"m":..}`, the order of
-/// the USD-M "Aggregate Trade Streams" docs.
+/// `{"e":"aggTrade","E":..,"s":..,"a":..,"p":..,"q":..,"nq":..,"f":..,"l":..,"T":..,"m":..}`, the
+/// order of the USD-M "Aggregate Trade Streams" docs.
 #[allow(
     clippy::too_many_arguments,
     reason = "one argument per field of the message"
@@ -968,6 +968,10 @@ fn write_agg_trade(
     out.extend_from_slice(b",\"p\":\"");
     push_price(out, market, price);
     out.extend_from_slice(b"\",\"q\":\"");
+    push_lots(out, market, lots);
+    // `nq`, the quantity without RPI orders (the change log, 2025-12-29: from 2025-12-31 trades
+    // with RPI orders are not aggregated); the simulator has no RPI orders.
+    out.extend_from_slice(b"\",\"nq\":\"");
     push_lots(out, market, lots);
     out.extend_from_slice(b"\",\"f\":");
     push_u64(out, first_trade_id);

@@ -426,6 +426,11 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
         raw.kind.feed_schemes(),
         &format!("the url of a {} venue", raw.kind),
     );
+    if let Some(url) = &url {
+        if let Err(message) = raw.kind.protocol().check_url(url) {
+            problems.push(Problem::new(KeyPath::dotted("url"), message));
+        }
+    }
     let rest_url = raw.rest_url.as_deref().and_then(|rest_url| {
         check_endpoint(
             &mut problems,
@@ -1103,7 +1108,7 @@ mod tests {
             )]
         );
         let binance = "name = \"b\"\nkind = \"binance-usdm-futures\"\n\
-                       url = \"wss://127.0.0.1:9443/stream\"\nsymbols = [\"BTCUSDT\"]\n\
+                       url = \"wss://127.0.0.1:9443\"\nsymbols = [\"BTCUSDT\"]\n\
                        channels = [\"bookTicker\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n";
         assert_eq!(
             problems(binance),
@@ -1126,7 +1131,7 @@ mod tests {
         VenueConfig {
             name: "test".to_owned(),
             kind: VenueKind::BinanceUsdmFutures,
-            url: Endpoint::parse("wss://example.com/stream").expect("valid url"),
+            url: Endpoint::parse("wss://example.com").expect("valid url"),
             rest_url: None,
             symbols: vec!["BTCUSDT".to_owned()],
             channels: vec!["bookTicker".to_owned()],

@@ -19,6 +19,8 @@ pub struct Applier {
     /// By venue index: its prepared stream (`None`: it could not be prepared, the error was
     /// logged, and the link logic never opens it).
     streams: Vec<Option<PreparedStream>>,
+    /// By slot: its shard's own WebSocket path, where the venue has several entry points.
+    paths: Vec<Option<String>>,
     /// By venue index: the address its last attempt connected to, so that a change is logged.
     addrs: Vec<Option<SocketAddr>>,
     /// By venue index: its name, for the log.
@@ -27,15 +29,17 @@ pub struct Applier {
 }
 
 impl Applier {
-    /// `streams` and `names` by venue index.
+    /// `streams` and `names` by venue index, `paths` by slot (`Venues::slot_paths`).
     pub fn new(
         streams: Vec<Option<PreparedStream>>,
+        paths: Vec<Option<String>>,
         names: Vec<String>,
         resolver: ResolverWorker,
     ) -> Applier {
         Applier {
             addrs: vec![None; streams.len()],
             streams,
+            paths,
             names,
             resolver,
         }
@@ -106,7 +110,8 @@ impl Applier {
         let Some(Some(stream)) = self.streams.get(venue) else {
             return Ok(());
         };
-        let spec = stream.at(addr);
+        let path = self.paths.get(slot as usize).and_then(Option::as_deref);
+        let spec = stream.at_path(addr, path);
         if let Some(last) = self.addrs.get_mut(venue) {
             if *last != Some(addr) {
                 let name = self.names.get(venue).map_or("?", String::as_str);

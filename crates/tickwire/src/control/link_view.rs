@@ -41,19 +41,17 @@ impl Venues {
                     })
                     .collect();
                 let streams = links
-                    .shards
-                    .iter()
-                    .flat_map(|shard| {
-                        shard.streams.clone().map(move |stream| {
-                            let last = links.activity.last_ns(stream);
-                            StreamView {
-                                name: links.stream_names[stream].clone(),
-                                stale: shard.stale_since[stream - shard.streams.start].is_some(),
-                                messages_total: links.activity.messages(stream),
-                                last_message_age_seconds: (last > 0)
-                                    .then(|| now_ns.saturating_sub(last) as f64 / 1e9),
-                            }
-                        })
+                    .streams_in_order()
+                    .into_iter()
+                    .map(|(stream, stale)| {
+                        let last = links.activity.last_ns(stream);
+                        StreamView {
+                            name: links.stream_names[stream].clone(),
+                            stale,
+                            messages_total: links.activity.messages(stream),
+                            last_message_age_seconds: (last > 0)
+                                .then(|| now_ns.saturating_sub(last) as f64 / 1e9),
+                        }
                     })
                     .collect();
                 VenueView {
@@ -103,7 +101,7 @@ impl Venues {
                 }
                 for (offset, stale) in shard.stale_since.iter().enumerate() {
                     if stale.is_some() {
-                        let stream = shard.streams.start + offset;
+                        let stream = shard.streams[offset];
                         problems.push(format!(
                             "venue {}: stream {} stale",
                             links.name,
@@ -247,8 +245,8 @@ impl Venues {
         let mut stale_lines = String::new();
         let mut age_lines = String::new();
         for links in &self.venues {
-            for shard in &links.shards {
-                for stream in shard.streams.clone() {
+            {
+                for (stream, stale) in links.streams_in_order() {
                     let name = links.stream_names[stream].clone();
                     let labels = format!(
                         "venue=\"{}\",stream=\"{}\"",
@@ -260,7 +258,6 @@ impl Venues {
                         "tickwire_stream_messages_total{{{labels}}} {}",
                         links.activity.messages(stream)
                     );
-                    let stale = shard.stale_since[stream - shard.streams.start].is_some();
                     let _ = writeln!(
                         stale_lines,
                         "tickwire_stream_stale{{{labels}}} {}",

@@ -6,7 +6,9 @@
 //! differs between venues comes from each venue's [`Protocol`].
 //!
 //! A venue's streams (symbol × channel) are split into shards of at most
-//! `max_streams_per_connection` streams, a symbol's channels always together. Each shard owns two
+//! `max_streams_per_connection` streams, a symbol's channels together as far as the venue
+//! serves them on one entry point (a venue with several, such as Binance USD-M's `/public` and
+//! `/market`, gives each shard its own WebSocket path: `Shard::path`). Each shard owns two
 //! links: the [`Role::Active`] connection, and a [`Role::Spare`] that a rotation opens beside it
 //! (make-before-break). The decoder's feed drops whatever update id it has delivered already, so
 //! while both run the strategy sees each message once; the switch waits until, on every stream
@@ -145,8 +147,11 @@ pub(super) struct Shard {
     instruments: Range<InstrumentId>,
     /// Indexes into the venue file's `symbols`.
     symbols: Range<usize>,
-    /// Streams of the venue's activity table this shard carries.
-    pub(super) streams: Range<usize>,
+    /// Streams of the venue's activity table this shard carries (`symbol * channels +
+    /// channel`), symbol-major, in the order its requests name them.
+    pub(super) streams: Vec<usize>,
+    /// The WebSocket path of its connections when the venue has several entry points.
+    path: Option<String>,
     requests: Vec<Vec<String>>,
     /// Per request, per name: the stream it subscribes (`None` for a connection-wide channel).
     request_streams: Vec<Vec<Option<usize>>>,
@@ -174,6 +179,26 @@ impl Shard {
             Role::Active => &mut self.active,
             Role::Spare => &mut self.spare,
         }
+    }
+}
+
+impl VenueLinks {
+    /// Every stream of the venue's shards with whether it is stale, in the venue's stream
+    /// order (symbol-major), whichever entry point's shard carries it.
+    pub(super) fn streams_in_order(&self) -> Vec<(usize, bool)> {
+        let mut streams: Vec<(usize, bool)> = self
+            .shards
+            .iter()
+            .flat_map(|shard| {
+                shard
+                    .streams
+                    .iter()
+                    .zip(&shard.stale_since)
+                    .map(|(&stream, stale)| (stream, stale.is_some()))
+            })
+            .collect();
+        streams.sort_unstable_by_key(|&(stream, _)| stream);
+        streams
     }
 }
 
@@ -320,7 +345,16 @@ impl Venues {
                 }
                 let base = plan.instrument_base;
                 let symbols = shard.symbols.clone();
-                let mut next_stream = symbols.start * channels;
+                let streams: Vec<usize> = symbols
+                    .clone()
+                    .flat_map(|symbol| {
+                        shard
+                            .channels
+                            .iter()
+                            .map(move |&channel| symbol * channels + channel)
+                    })
+                    .collect();
+                let mut next_stream = streams.iter().copied();
                 let request_streams = shard
                     .requests
                     .iter()
@@ -328,10 +362,11 @@ impl Venues {
                         names
                             .iter()
                             .map(|name| {
-                                protocol.names_a_stream(name).then(|| {
-                                    next_stream += 1;
-                                    next_stream - 1
-                                })
+                                if protocol.names_a_stream(name) {
+                                    next_stream.next()
+                                } else {
+                                    None
+                                }
                             })
                             .collect()
                     })
@@ -341,8 +376,9 @@ impl Venues {
                     rotate_requested: false,
                     instruments: base + symbols.start as InstrumentId
                         ..base + symbols.end as InstrumentId,
-                    streams: symbols.start * channels..symbols.end * channels,
-                    stale_since: vec![None; symbols.len() * channels],
+                    stale_since: vec![None; streams.len()],
+                    streams,
+                    path: shard.path,
                     symbols,
                     requests: shard.requests,
                     active: link(first),
@@ -392,6 +428,15 @@ impl Venues {
             },
             conn_venues,
         ))
+    }
+
+    /// By slot: the WebSocket path its connections take when its venue has several entry
+    /// points (`None`: the venue's own), for the applier.
+    pub fn slot_paths(&self) -> Vec<Option<String>> {
+        self.slots
+            .iter()
+            .map(|slot| slot.and_then(|at| self.venues[at.venue].shards[at.shard].path.clone()))
+            .collect()
     }
 
     /// Starts every shard's first connection.
@@ -871,7 +916,7 @@ impl Venues {
                         names,
                         venue: &links.config,
                         symbols: shard.symbols.clone(),
-                        streams: shard.streams.clone(),
+                        streams: &shard.streams,
                         activity: &links.activity,
                     };
                     if let Some(text) = links.protocol.subscribe_request(&request) {
@@ -1044,14 +1089,15 @@ impl Venues {
         let mut watched = 0;
         let mut stale = 0;
         let mut newly_stale = Vec::new();
-        for stream in shard.streams.clone() {
+        let first_symbol = shard.symbols.start;
+        for (index, &stream) in shard.streams.iter().enumerate() {
             let Some(threshold) = links.thresholds.get(stream % channels).copied().flatten() else {
                 continue;
             };
             watched += 1;
             let last = links.activity.last_ns(stream);
-            let index = stream - shard.streams.start;
-            let instrument = shard.instruments.start + (index / channels) as InstrumentId;
+            let instrument =
+                shard.instruments.start + (stream / channels - first_symbol) as InstrumentId;
             match shard.stale_since[index] {
                 None => {
                     if now_ns.saturating_sub(last.max(live_since)) > threshold {
@@ -1211,7 +1257,7 @@ impl Venues {
                 let overlap_since = shard.spare.conn.live_since_ns().unwrap_or(now_ns);
                 let mut active_streams = 0;
                 let mut agreed = 0;
-                for stream in shard.streams.clone() {
+                for &stream in &shard.streams {
                     if now_ns.saturating_sub(links.activity.last_ns(stream)) <= ACTIVE_WINDOW_NS {
                         active_streams += 1;
                         if links.activity.agree_ns(stream) >= since {

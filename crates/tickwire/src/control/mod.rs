@@ -286,7 +286,7 @@ impl Session {
             resolver.unwrap_or_else(|| Arc::new(SystemResolver)),
             Some(wait.wakeup()),
         )?;
-        let mut applier = apply::Applier::new(specs, venue_names, resolver);
+        let mut applier = apply::Applier::new(specs, venues.slot_paths(), venue_names, resolver);
         let mut commands = Vec::new();
         venues.start(clock.now_ns(), &mut commands);
         applier.apply(&mut runtime, &mut commands)?;

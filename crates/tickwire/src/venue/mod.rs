@@ -57,11 +57,12 @@ pub enum VenueError {
     Unsupported { venue: String, kind: &'static str },
 }
 
-/// Resolves the venue's address and builds everything the network thread needs to open a
-/// stream that names every stream in its URL (`/stream?streams=a/b`: live at once, no
-/// subscription requests; what `tickwire record` uses). Blocking (DNS, reading CA files): call
-/// it on the control thread.
-pub fn stream_spec(venue: &VenueConfig, net: &NetConfig) -> Result<StreamSpec, VenueError> {
+/// Resolves the venue's address and builds everything the network thread needs to open the
+/// streams that name every stream in their URL (`/stream?streams=a/b`: live at once, no
+/// subscription requests; what `tickwire record` uses): one connection, or one per entry point
+/// for a venue whose streams live on several (`Protocol::record_paths`). Blocking (DNS, reading
+/// CA files): call it on the control thread.
+pub fn stream_specs(venue: &VenueConfig, net: &NetConfig) -> Result<Vec<StreamSpec>, VenueError> {
     let prepared = prepare(venue, net, true)?;
     let addr = resolve::literal(&prepared.host, prepared.port)
         .map_or_else(
@@ -74,7 +75,14 @@ pub fn stream_spec(venue: &VenueConfig, net: &NetConfig) -> Result<StreamSpec, V
             port: prepared.port,
             reason,
         })?;
-    Ok(prepared.at(addr))
+    let paths = venue.kind.protocol().record_paths(venue)?;
+    if paths.is_empty() {
+        return Ok(vec![prepared.at(addr)]);
+    }
+    Ok(paths
+        .iter()
+        .map(|path| prepared.at_path(addr, Some(path)))
+        .collect())
 }
 
 /// Everything the network thread needs to open a connection that subscribes after the upgrade
@@ -101,10 +109,22 @@ pub struct PreparedStream {
 impl PreparedStream {
     /// The stream to open at `addr`, the address this attempt resolved.
     pub fn at(&self, addr: SocketAddr) -> StreamSpec {
+        self.at_path(addr, None)
+    }
+
+    /// The stream to open at `addr` for a shard whose connections take their own WebSocket
+    /// `path` (a venue with several entry points, [`Shard::path`]); `None`: the venue's own.
+    pub fn at_path(&self, addr: SocketAddr, path: Option<&str>) -> StreamSpec {
+        let websocket = self.websocket.clone().map(|mut target| {
+            if let Some(path) = path {
+                path.clone_into(&mut target.path);
+            }
+            target
+        });
         StreamSpec {
             addr,
             tls: self.tls.clone(),
-            websocket: self.websocket.clone(),
+            websocket,
             preamble: self.preamble.clone(),
         }
     }
@@ -133,12 +153,19 @@ pub fn names_request(head: &str, names: &[String], tail: &str, id: u64) -> Strin
     text
 }
 
-/// One connection's share of a venue: a run of its symbols, every channel of each (so that a
-/// symbol's book and quotes never straddle two connections), in requests.
+/// One connection's share of a venue: a run of its symbols and the channels of each that one
+/// entry point serves (every channel, for a venue with one entry point; then a symbol's book
+/// and quotes never straddle two connections), in requests.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shard {
     /// Indexes into the venue file's `symbols`.
     pub symbols: std::ops::Range<usize>,
+    /// Indexes into the venue file's `channels`, in the order each symbol's names are listed in
+    /// `requests`: the shard's streams are `symbol * channels + channel` for each pair.
+    pub channels: Vec<usize>,
+    /// The WebSocket path (and query) of this shard's connections, for a venue whose channels
+    /// live on several entry points; `None`: the venue's own (`Protocol::transport`).
+    pub path: Option<String>,
     /// Stream names per request, in the venue's own spelling.
     pub requests: Vec<Vec<String>>,
 }
@@ -167,6 +194,8 @@ pub fn plan_shards(
             .collect();
         out.push(Shard {
             symbols: start..end,
+            channels: (0..channels).collect(),
+            path: None,
             requests: streams
                 .chunks(per_request.max(1))
                 .map(<[String]>::to_vec)

@@ -36,7 +36,7 @@ pub struct SubscribeContext<'a> {
     /// The shard's symbols: indexes into the venue file's `symbols`.
     pub symbols: Range<usize>,
     /// The shard's streams in the venue's activity table.
-    pub streams: Range<usize>,
+    pub streams: &'a [usize],
     pub activity: &'a StreamActivity,
 }
 
@@ -118,6 +118,13 @@ pub trait Protocol: Sync {
     /// How the venue uses the optional parts of its file.
     fn file_rules(&self) -> FileRules;
 
+    /// Whether the venue file's `url` (its scheme already checked) names a place the venue
+    /// serves; the error is the config's message, saying what to write instead. The default
+    /// takes any path.
+    fn check_url(&self, _url: &crate::config::Endpoint) -> Result<(), String> {
+        Ok(())
+    }
+
     /// The heartbeat defaults: (ping interval, read timeout) in ms.
     fn default_heartbeat_ms(&self) -> (Option<u64>, Option<u64>);
 
@@ -151,6 +158,13 @@ pub trait Protocol: Sync {
     /// the venue's key (control thread only).
     fn transport(&self, venue: &VenueConfig, streams_in_url: bool)
         -> Result<Transport, VenueError>;
+
+    /// The WebSocket paths of a recording (`tickwire record --venue`), one connection each,
+    /// for a venue whose streams live on several entry points; empty (the default): one
+    /// connection, at [`Protocol::transport`]'s path with `streams_in_url`.
+    fn record_paths(&self, _venue: &VenueConfig) -> Result<Vec<String>, VenueError> {
+        Ok(Vec::new())
+    }
 
     /// The login a connection starts with, when the venue file points at a key. Reads the key
     /// and checks it can sign, so that an unusable key stops the start with a clear error.

@@ -12,9 +12,9 @@ const T0: u64 = 1_000_000 * MS;
 
 const BINANCE: &str = r#"name = "binance-test"
 kind = "binance-usdm-futures"
-url = "ws://127.0.0.1:9443/stream"
+url = "ws://127.0.0.1:9443"
 symbols = ["BTCUSDT", "ETHUSDT"]
-channels = ["bookTicker", "aggTrade"]
+channels = ["bookTicker", "trade"]
 
 [reconnect]
 initial_delay_ms = 100
@@ -701,15 +701,12 @@ fn streams_split_over_shards_with_a_symbols_channels_together() {
         names(&shard0[0]),
         [
             "btcusdt@bookTicker",
-            "btcusdt@aggTrade",
+            "btcusdt@trade",
             "ethusdt@bookTicker",
-            "ethusdt@aggTrade"
+            "ethusdt@trade"
         ]
     );
-    assert_eq!(
-        names(&shard1[0]),
-        ["solusdt@bookTicker", "solusdt@aggTrade"]
-    );
+    assert_eq!(names(&shard1[0]), ["solusdt@bookTicker", "solusdt@trade"]);
     fx.ack_all(T0, 0, &shard0);
     assert!(!fx.venues.all_live(), "shard 1 is not live yet");
     let live = fx.ack_all(T0, 0, &shard1);
@@ -734,6 +731,81 @@ fn streams_split_over_shards_with_a_symbols_channels_together() {
         command,
         LinkCommand::Disconnected { slot: 2, instruments, .. } if *instruments == (2..3)
     )));
+}
+
+/// Binance USD-M since 2026: bookTicker on `/public`, aggTrade on `/market`, each entry point its
+/// own shard with its own path; each shard's staleness watches its own streams, and a `/market`
+/// connection that goes stale is recycled alone.
+#[test]
+fn channels_on_two_entry_points_get_shards_and_paths_of_their_own() {
+    let text = BINANCE.replace(
+        "channels = [\"bookTicker\", \"trade\"]",
+        "channels = [\"aggTrade\", \"bookTicker\"]",
+    );
+    let mut fx = fixture(&text);
+    let paths = fx.venues.slot_paths();
+    assert_eq!(
+        paths,
+        [
+            Some("/public/stream".to_owned()),
+            Some("/public/stream".to_owned()),
+            Some("/market/stream".to_owned()),
+            Some("/market/stream".to_owned()),
+        ]
+    );
+    let started = fx.start(T0);
+    let public = fx.bring_up(T0, 0, &started);
+    let market = fx.bring_up(T0, 2, &started);
+    let names = |text: &str| -> Vec<String> {
+        let value: serde_json::Value = serde_json::from_str(text).expect("JSON");
+        value["params"]
+            .as_array()
+            .expect("params")
+            .iter()
+            .filter_map(|name| name.as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(
+        names(&public[0]),
+        ["btcusdt@bookTicker", "ethusdt@bookTicker"]
+    );
+    assert_eq!(names(&market[0]), ["btcusdt@aggTrade", "ethusdt@aggTrade"]);
+    fx.ack_all(T0, 0, &public);
+    fx.ack_all(T0, 0, &market);
+    assert!(fx.venues.all_live());
+    // The venue's streams are symbol-major over its channels: aggTrade is channel 0.
+    let shards = &fx.venues.venues[0].shards;
+    assert_eq!(shards[0].streams, [1, 3], "bookTicker of both symbols");
+    assert_eq!(shards[1].streams, [0, 2], "aggTrade of both symbols");
+    // The quotes flow, the trades stop: only the /market connection goes stale and is recycled.
+    let mut now = T0;
+    let mut commands = Vec::new();
+    for _ in 0..10 {
+        now += 100 * MS;
+        fx.activity[0].saw(1, now);
+        fx.activity[0].saw(3, now);
+        commands.extend(fx.tick(now));
+    }
+    let stale: Vec<InstrumentId> = statuses(&commands)
+        .into_iter()
+        .filter(|(_, state, _)| *state == VenueState::Stale)
+        .map(|(instrument, _, _)| instrument)
+        .collect();
+    assert_eq!(stale, [0, 1], "both symbols' aggTrade");
+    assert!(
+        commands.iter().any(|command| matches!(
+            command,
+            LinkCommand::Close { slot: 2 } | LinkCommand::Abort { slot: 2 }
+        )),
+        "the /market connection is recycled: {commands:?}"
+    );
+    assert!(
+        !commands.iter().any(|command| matches!(
+            command,
+            LinkCommand::Close { slot: 0 } | LinkCommand::Abort { slot: 0 }
+        )),
+        "the /public connection stays"
+    );
 }
 
 #[test]

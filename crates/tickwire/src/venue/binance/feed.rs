@@ -151,6 +151,11 @@ pub struct BinanceFeed {
     floors: Vec<Floor>,
     activity: Arc<StreamActivity>,
     replies: ReplyQueue,
+    /// The connections (slots) that have delivered a diff depth message: the ones whose loss
+    /// breaks a book. A slot serves one shard for good, so this only grows, to at most the
+    /// venue's slots. Since the 2026 split, quotes and depth come on `/public` and aggregated
+    /// trades and marks on `/market`: a `/market` connection that drops leaves the books alone.
+    book_conns: Vec<ConnId>,
 }
 
 impl BinanceFeed {
@@ -196,6 +201,7 @@ impl BinanceFeed {
             floors,
             activity: activity.clone(),
             replies: ReplyQueue::new(REPLIES_KEPT),
+            book_conns: Vec::with_capacity(8),
         };
         (feed, counters)
     }
@@ -398,6 +404,9 @@ impl Feed for BinanceFeed {
                     let kind = if m.stream.is_some_and(is_partial_depth_stream) {
                         StreamKind::PartialDepth
                     } else {
+                        if !self.book_conns.contains(&conn) {
+                            self.book_conns.push(conn);
+                        }
                         StreamKind::DiffDepth
                     };
                     self.admit(instrument, kind, m.final_update_id, conn, recv_ts_ns)
@@ -577,17 +586,25 @@ impl Feed for BinanceFeed {
         }
     }
 
+    /// A book breaks only with the connection that carries its depth; an instrument without a
+    /// book gets a reconnect gap from any of its connections.
     fn on_disconnect(
         &mut self,
-        _conn: ConnId,
+        conn: ConnId,
         instruments: std::ops::Range<InstrumentId>,
         now_ns: u64,
         sink: &mut EventSink<'_>,
     ) {
         let base = self.config.instrument_base;
+        let carries_books = self.book_conns.contains(&conn);
         for instrument in instruments {
             let index = instrument.wrapping_sub(base) as usize;
             if index >= self.books.len() {
+                continue;
+            }
+            if self.books[index].is_some() && !carries_books {
+                // Another connection's streams (trades, marks) dropped: the book, on its own
+                // connection, is whole; the shard's `Disconnected` status says what stopped.
                 continue;
             }
             let before = self.books[index].as_ref().map(BookSync::stats);
@@ -692,5 +709,43 @@ mod tests {
             feed.take_malformed().is_none(),
             "one sample a second, the second malformed message within it"
         );
+    }
+
+    /// Since the 2026 split, depth comes on a `/public` connection and aggregated trades on a
+    /// `/market` one: losing the `/market` connection must leave the book alone (no gap, no
+    /// resync), losing the `/public` one must break it.
+    #[test]
+    fn only_the_connection_that_carries_the_depth_breaks_the_book() {
+        let (mut feed, counters) = BinanceFeed::new(FeedConfig {
+            venue_id: 0,
+            venue_name: "binance".to_owned(),
+            symbols: vec!["BTCUSDT".to_owned()],
+            channels: vec!["depth@100ms".to_owned(), "aggTrade".to_owned()],
+            instrument_base: 0,
+            books: true,
+            sync: SyncConfig::default(),
+        });
+        let (mut producer, mut consumer) = crate::ring::ring::<Event>(64);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        let (public, market) = (0, 2);
+        let depth = br#"{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":1,"T":1,"s":"BTCUSDT","U":10,"u":12,"pu":9,"b":[["61800.20","1.5"]],"a":[]}}"#;
+        let agg = br#"{"stream":"btcusdt@aggTrade","data":{"e":"aggTrade","E":2,"s":"BTCUSDT","a":7,"p":"61800.30","q":"0.010","nq":"0.010","f":1,"l":2,"T":2,"m":true}}"#;
+        feed.on_message(public, 1, depth, &mut sink);
+        feed.on_message(market, 2, agg, &mut sink);
+        feed.on_disconnect(market, 0..1, 3, &mut sink);
+        sink.publish();
+        let mut gaps = 0;
+        while let Some(event) = consumer.try_pop() {
+            gaps += usize::from(matches!(event.body(), Body::Gap(_)));
+        }
+        assert_eq!(gaps, 0, "the /market connection carries no book");
+        assert_eq!(counters.message("aggTrade"), 1);
+        feed.on_disconnect(public, 0..1, 4, &mut sink);
+        sink.publish();
+        let gap = consumer
+            .try_pop()
+            .expect("the /public connection's loss is a gap");
+        assert!(matches!(gap.body(), Body::Gap(_)), "{gap:?}");
     }
 }

@@ -1,5 +1,34 @@
 //! Binance USD-M Futures as the control side sees it: stream names `<symbol>@<channel>`,
-//! `SUBSCRIBE` requests of at most 200 names, books from REST snapshots, no login.
+//! `SUBSCRIBE` requests of at most 200 names, books from REST snapshots, no login, and the two
+//! routed entry points every market stream lives on since 2026.
+//!
+//! ## Entry points (Binance, "Important WebSocket Change Notice: Base URL Split & Migration",
+//! announced 2026-03-06; the legacy `/ws` and `/stream` URLs were decommissioned 2026-04-23)
+//!
+//! The venue file names the host root (`url = "wss://fstream.binance.com"`); each channel is
+//! routed to its entry point ([`entry_point`]) and each entry point gets shards (connections)
+//! of its own, in stream mode (`/public/stream`, `/market/stream`) with live `SUBSCRIBE`:
+//! - `/public`, high-frequency public market data: `bookTicker`, the diff and partial depth
+//!   streams, and `trade`;
+//! - `/market`, regular market data: `aggTrade`, `markPrice`, `markPrice@1s`.
+//!
+//! The notice names bookTicker and depth for `/public` and aggTrade, markPrice, klines, tickers
+//! and forceOrder for `/market`; it does not name `trade` (the raw trade stream is not in the
+//! USD-M stream pages). Where the documentation is silent we follow what the venue serves, as
+//! its users report it: `trade` is delivered on `/public` and on the legacy root, and never on
+//! `/market` (binance/binance-public-data issue 472; BYTEX-TRADE/bytex issue 7; ccxt's routing
+//! after its issue 28083).
+//!
+//! A file that names a path is refused by `check-config` with the line to write instead
+//! ([`Protocol::check_url`]), rather than migrated with a warning: a warning scrolls past
+//! unseen at start (which is how the retired layout went unnoticed), the fix is one line, and
+//! a path other than the root would otherwise be a silent guess about what the operator meant.
+//!
+//! Because the two entry points are separate connections, a symbol's quotes and book (on
+//! `/public`) and its aggregated trades and marks (on `/market`) arrive in an order that need
+//! not follow their exchange times (binance/binance-connector-python issue 564); each
+//! connection keeps its own staleness, gaps and rotation, and a `/market` connection that drops
+//! leaves the books of `/public` alone.
 
 use super::subscribe;
 use crate::config::{Scheme, VenueConfig, VenueKind};
@@ -29,6 +58,70 @@ const CHANNELS: [&str; 10] = [
     "depth@500ms",
 ];
 
+/// Where a USD-M market stream is served since the 2026 split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryPoint {
+    /// `/public`: bookTicker, depth (diff and partial), trade.
+    Public,
+    /// `/market`: aggTrade, markPrice.
+    Market,
+}
+
+impl EntryPoint {
+    pub const ALL: [EntryPoint; 2] = [EntryPoint::Public, EntryPoint::Market];
+
+    /// The entry point's path, `/public` or `/market`.
+    pub fn path(self) -> &'static str {
+        match self {
+            EntryPoint::Public => "/public",
+            EntryPoint::Market => "/market",
+        }
+    }
+}
+
+/// The entry point that serves `channel` (a valid channel of this venue).
+pub fn entry_point(channel: &str) -> EntryPoint {
+    let name = channel.split_once('@').map_or(channel, |(name, _)| name);
+    match name {
+        "aggTrade" | "markPrice" => EntryPoint::Market,
+        _ => EntryPoint::Public,
+    }
+}
+
+/// The message of a `url` that names a path: what to write instead.
+fn url_with_a_path(url: &crate::config::Endpoint) -> String {
+    let default_port = url.scheme.default_port() == Some(url.port);
+    let root = if default_port {
+        format!("{}://{}", url.scheme, host_for_url(&url.host))
+    } else {
+        format!("{}://{}:{}", url.scheme, host_for_url(&url.host), url.port)
+    };
+    let retired = matches!(url.path.split('?').next(), Some(path) if path == "/stream"
+        || path == "/stream/" || path == "/ws" || path.starts_with("/ws/"));
+    let why = if retired {
+        format!(
+            "`{}` is the retired single entry point (Binance decommissioned `/ws` and `/stream` \
+             on 2026-04-23)",
+            url.path
+        )
+    } else {
+        format!("`{}` is a path", url.path)
+    };
+    format!(
+        "{why}; name the host root instead: url = \"{root}\". tickwire routes each channel to \
+         its entry point itself: bookTicker, depth and trade to /public, aggTrade and markPrice \
+         to /market, each on connections of its own"
+    )
+}
+
+fn host_for_url(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
 fn is_channel(channel: &str) -> bool {
     if CHANNELS.contains(&channel) {
         return true;
@@ -54,6 +147,13 @@ pub fn stream_names(symbols: &[String], channels: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The entry point of the first channel (the one a venue with no channel would use).
+fn entry_point_of(channels: &[String]) -> EntryPoint {
+    channels
+        .first()
+        .map_or(EntryPoint::Public, |channel| entry_point(channel))
+}
+
 impl Protocol for BinanceUsdmFutures {
     fn feed_schemes(&self) -> &'static [Scheme] {
         &[Scheme::Wss, Scheme::Ws]
@@ -71,6 +171,14 @@ impl Protocol for BinanceUsdmFutures {
     /// Binance pings its clients and closes the ones that do not answer: no ping of ours.
     fn default_heartbeat_ms(&self) -> (Option<u64>, Option<u64>) {
         (None, None)
+    }
+
+    /// The host root only: the channels' entry points are the protocol's to choose.
+    fn check_url(&self, url: &crate::config::Endpoint) -> Result<(), String> {
+        if url.path.is_empty() || url.path == "/" {
+            return Ok(());
+        }
+        Err(url_with_a_path(url))
     }
 
     fn check_symbol(&self, symbol: &str) -> Result<(), String> {
@@ -109,7 +217,7 @@ impl Protocol for BinanceUsdmFutures {
         channels: &[String],
         max_streams: usize,
     ) -> Option<Vec<Shard>> {
-        subscribe::shards(symbols, channels, max_streams)
+        subscribe::routed_shards(symbols, channels, max_streams)
     }
 
     fn names_a_stream(&self, _name: &str) -> bool {
@@ -121,27 +229,43 @@ impl Protocol for BinanceUsdmFutures {
         venue: &VenueConfig,
         streams_in_url: bool,
     ) -> Result<Transport, VenueError> {
-        if !streams_in_url {
-            return Ok(Transport::WebSocket {
-                path: venue.url.path.clone(),
-            });
-        }
-        let streams = stream_names(&venue.symbols, &venue.channels);
-        if streams.len() > venue.max_streams_per_connection as usize {
-            return Err(VenueError::TooManyStreams {
-                venue: venue.name.clone(),
-                streams: streams.len(),
-                max: venue.max_streams_per_connection,
-            });
-        }
-        let separator = if venue.url.path.contains('?') {
-            '&'
-        } else {
-            '?'
+        // Every shard names its own entry point (`Shard::path`); this is the first one's.
+        let paths = self.record_paths(venue)?;
+        let path = match (streams_in_url, paths.first()) {
+            (true, Some(path)) => path.clone(),
+            _ => format!("{}/stream", entry_point_of(&venue.channels).path()),
         };
-        Ok(Transport::WebSocket {
-            path: format!("{}{separator}streams={}", venue.url.path, streams.join("/")),
-        })
+        Ok(Transport::WebSocket { path })
+    }
+
+    /// One combined-stream URL per entry point the venue file's channels use.
+    fn record_paths(&self, venue: &VenueConfig) -> Result<Vec<String>, VenueError> {
+        let mut paths = Vec::new();
+        for entry in EntryPoint::ALL {
+            let channels: Vec<String> = venue
+                .channels
+                .iter()
+                .filter(|channel| entry_point(channel) == entry)
+                .cloned()
+                .collect();
+            if channels.is_empty() {
+                continue;
+            }
+            let streams = stream_names(&venue.symbols, &channels);
+            if streams.len() > venue.max_streams_per_connection as usize {
+                return Err(VenueError::TooManyStreams {
+                    venue: venue.name.clone(),
+                    streams: streams.len(),
+                    max: venue.max_streams_per_connection,
+                });
+            }
+            paths.push(format!(
+                "{}/stream?streams={}",
+                entry.path(),
+                streams.join("/")
+            ));
+        }
+        Ok(paths)
     }
 
     fn login(&self, _venue: &VenueConfig) -> Result<Option<Login>, VenueError> {
@@ -224,7 +348,7 @@ mod tests {
     fn venue(max_streams: u32) -> VenueConfig {
         let text = format!(
             "name = \"b\"\nkind = \"binance-usdm-futures\"\n\
-             url = \"wss://127.0.0.1:9443/stream\"\nsymbols = [\"BTCUSDT\", \"ETHUSDT\"]\n\
+             url = \"wss://127.0.0.1:9443\"\nsymbols = [\"BTCUSDT\", \"ETHUSDT\"]\n\
              channels = [\"bookTicker\", \"aggTrade\"]\n\
              max_streams_per_connection = {max_streams}\n"
         );
@@ -235,27 +359,89 @@ mod tests {
     }
 
     #[test]
-    fn a_recording_names_every_stream_in_its_url() {
+    fn a_recording_names_every_stream_in_its_url_one_connection_per_entry_point() {
+        let paths = BinanceUsdmFutures.record_paths(&venue(4)).expect("fits");
+        assert_eq!(
+            paths,
+            [
+                "/public/stream?streams=btcusdt@bookTicker/ethusdt@bookTicker",
+                "/market/stream?streams=btcusdt@aggTrade/ethusdt@aggTrade"
+            ]
+        );
         let Ok(Transport::WebSocket { path }) = BinanceUsdmFutures.transport(&venue(4), true)
         else {
             panic!("a WebSocket path");
         };
-        assert_eq!(
-            path,
-            "/stream?streams=btcusdt@bookTicker/btcusdt@aggTrade/ethusdt@bookTicker/ethusdt@aggTrade"
-        );
+        assert_eq!(path, paths[0]);
         let Ok(Transport::WebSocket { path }) = BinanceUsdmFutures.transport(&venue(4), false)
         else {
             panic!("a WebSocket path");
         };
-        assert_eq!(path, "/stream");
+        assert_eq!(path, "/public/stream");
+        // Two symbols a connection on each entry point: one stream too many for one.
         assert!(matches!(
-            BinanceUsdmFutures.transport(&venue(3), true),
+            BinanceUsdmFutures.record_paths(&venue(1)),
             Err(VenueError::TooManyStreams {
-                streams: 4,
-                max: 3,
+                streams: 2,
+                max: 1,
                 ..
             })
         ));
+    }
+
+    fn url_problem(url: &str) -> Option<String> {
+        let url = crate::config::Endpoint::parse(url).expect("a valid url");
+        BinanceUsdmFutures.check_url(&url).err()
+    }
+
+    #[test]
+    fn a_retired_or_routed_path_is_refused_with_the_line_to_write() {
+        assert_eq!(url_problem("wss://fstream.binance.com"), None);
+        assert_eq!(url_problem("wss://fstream.binance.com/"), None);
+        assert_eq!(url_problem("wss://127.0.0.1:9443"), None);
+        for retired in [
+            "wss://fstream.binance.com/stream",
+            "wss://fstream.binance.com/stream?streams=btcusdt@bookTicker",
+            "wss://fstream.binance.com/ws",
+            "wss://fstream.binance.com/ws/btcusdt@depth",
+        ] {
+            let problem = url_problem(retired).expect("refused");
+            assert!(problem.contains("retired"), "{problem}");
+            assert!(problem.contains("2026-04-23"), "{problem}");
+            assert!(
+                problem.contains("url = \"wss://fstream.binance.com\""),
+                "{problem}"
+            );
+            assert!(
+                problem.contains("/public") && problem.contains("/market"),
+                "{problem}"
+            );
+        }
+        let routed = url_problem("wss://127.0.0.1:9443/public").expect("refused");
+        assert!(!routed.contains("retired"), "{routed}");
+        assert!(
+            routed.contains("url = \"wss://127.0.0.1:9443\""),
+            "{routed}"
+        );
+    }
+
+    #[test]
+    fn channels_have_their_entry_points() {
+        for public in [
+            "bookTicker",
+            "depth",
+            "depth@100ms",
+            "depth20@500ms",
+            "trade",
+        ] {
+            assert_eq!(entry_point(public), EntryPoint::Public, "{public}");
+        }
+        for market in ["aggTrade", "markPrice", "markPrice@1s"] {
+            assert_eq!(entry_point(market), EntryPoint::Market, "{market}");
+        }
+        // Every channel the venue file takes is routed by the table above.
+        for channel in CHANNELS {
+            assert!(is_channel(channel));
+        }
     }
 }

@@ -31,6 +31,35 @@ pub fn shards(symbols: &[String], channels: &[String], max_streams: usize) -> Op
     )
 }
 
+/// [`shards`] per entry point ([`super::protocol::entry_point`]): `/public`'s channels first,
+/// then `/market`'s, each shard on its entry point's combined-stream path (`/public/stream`).
+/// `None` when one symbol's channels on one entry point alone exceed `max_streams`.
+pub fn routed_shards(
+    symbols: &[String],
+    channels: &[String],
+    max_streams: usize,
+) -> Option<Vec<Shard>> {
+    let mut out = Vec::new();
+    for entry in super::protocol::EntryPoint::ALL {
+        let indexes: Vec<usize> = (0..channels.len())
+            .filter(|&index| super::protocol::entry_point(&channels[index]) == entry)
+            .collect();
+        if indexes.is_empty() {
+            continue;
+        }
+        let routed: Vec<String> = indexes
+            .iter()
+            .map(|&index| channels[index].clone())
+            .collect();
+        for mut shard in shards(symbols, &routed, max_streams)? {
+            shard.channels.clone_from(&indexes);
+            shard.path = Some(format!("{}/stream", entry.path()));
+            out.push(shard);
+        }
+    }
+    Some(out)
+}
+
 /// `{"method":"SUBSCRIBE","params":[..],"id":N}`.
 pub fn subscribe_request(id: u64, streams: &[String]) -> String {
     crate::venue::names_request(
@@ -74,6 +103,43 @@ mod tests {
             shards(&names("S", 1), &channels, 3).map(|s| s.len()),
             Some(1)
         );
+    }
+
+    #[test]
+    fn channels_are_routed_to_their_entry_points() {
+        let channels: Vec<String> = ["aggTrade", "bookTicker", "markPrice@1s", "depth@100ms"]
+            .map(str::to_owned)
+            .to_vec();
+        let shards = routed_shards(&names("S", 3), &channels, 4).expect("fits");
+        // /public: bookTicker and depth, two symbols a connection; /market: the same.
+        let paths: Vec<&str> = shards.iter().filter_map(|s| s.path.as_deref()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/public/stream",
+                "/public/stream",
+                "/market/stream",
+                "/market/stream"
+            ]
+        );
+        assert_eq!(shards[0].channels, [1, 3]);
+        assert_eq!(shards[0].symbols, 0..2);
+        assert_eq!(shards[1].symbols, 2..3);
+        assert_eq!(shards[2].channels, [0, 2]);
+        assert_eq!(
+            shards[0].requests[0],
+            [
+                "s0@bookTicker",
+                "s0@depth@100ms",
+                "s1@bookTicker",
+                "s1@depth@100ms"
+            ]
+        );
+        assert_eq!(shards[3].requests[0], ["s2@aggTrade", "s2@markPrice@1s"]);
+        // Only /market channels: no /public connection at all.
+        let market = routed_shards(&names("S", 1), &channels[..1], 4).expect("fits");
+        assert_eq!(market.len(), 1);
+        assert_eq!(market[0].path.as_deref(), Some("/market/stream"));
     }
 
     #[test]

@@ -138,8 +138,8 @@ impl Protocol for Databento {
         let starts = replay_starts(config, request.activity, request.symbols.clone(), channels);
         let first = request
             .streams
-            .clone()
-            .all(|stream| request.activity.replay_from(stream) == 0);
+            .iter()
+            .all(|&stream| request.activity.replay_from(stream) == 0);
         let symbols = venue.symbols.get(request.symbols.clone())?;
         Some(subscribe::session_request(
             config,
