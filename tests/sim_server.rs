@@ -1107,6 +1107,27 @@ fn stamps_are_pushed_in_send_order_for_the_first_connection() {
     assert_eq!(running.sim.stats().stamps_pushed, 3);
 }
 
+/// A `/market` connection written to first (its aggTrade comes first) does not take the stamps:
+/// they follow the first connection that is written a stamped message, the bookTickers'.
+#[test]
+fn stamps_follow_the_bookticker_connection_not_the_first_written() {
+    const AGG: &str = "btcusdt@aggTrade";
+    let (producer, mut consumer) = tickwire::ring::ring(64);
+    let agg = message(AGG, r#"{"e":"aggTrade","a":1}"#, 0, None);
+    let messages = vec![agg, ticker(10, 500), ticker(11, 500)];
+    let running = start(messages, |options| {
+        options.stamps = Some(producer);
+        options.pace = Pace::Recorded { speed: 1.0 };
+    });
+    let mut market = EngineClient::open(&running.sim, &format!("/market/ws/{AGG}"), 1 << 20);
+    market.run_until("the aggTrade", |c| c.messages.len() == 1);
+    let mut public = EngineClient::open(&running.sim, &format!("/public/ws/{TICKER}"), 1 << 20);
+    public.run_until("the bookTickers", |c| c.messages.len() == 2);
+    let mut keys = Vec::new();
+    consumer.drain(usize::MAX, |stamp| keys.push(stamp.key));
+    assert_eq!(keys, [10, 11]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Python websockets
 

@@ -1174,16 +1174,19 @@ impl Stamper {
         let Some(producer) = self.producer.as_mut() else {
             return;
         };
+        // The stamped connection is the first that is written a stamped message (a bookTicker):
+        // another entry point's connection (`/market`, trades only) may be written to first.
+        let Some(key) = key else {
+            return;
+        };
         if *self.stamped_index.get_or_insert(index) != index {
             return;
         }
-        if let Some(key) = key {
-            let send_ns = self.clock.now_ns();
-            match producer.try_push(Stamp { key, send_ns }) {
-                Ok(()) => counters.stamps_pushed.fetch_add(1, Ordering::Relaxed),
-                Err(_) => counters.stamp_overflows.fetch_add(1, Ordering::Relaxed),
-            };
-        }
+        let send_ns = self.clock.now_ns();
+        match producer.try_push(Stamp { key, send_ns }) {
+            Ok(()) => counters.stamps_pushed.fetch_add(1, Ordering::Relaxed),
+            Err(_) => counters.stamp_overflows.fetch_add(1, Ordering::Relaxed),
+        };
     }
 }
 
