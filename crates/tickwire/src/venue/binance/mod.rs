@@ -20,6 +20,7 @@
 //! - 2026-03-16: `ap` in `@markPrice`: read past.
 //! - 2026-06-10 (effective 2026-06-30): `st` and `ps` in `@bookTicker`, `@depth` and
 //!   `@aggTrade` (the COIN-M/USD-M integration): read past.
+//!
 //! `tests/binance_decode.rs` (`fields_added_since_2024_are_read_past`) holds a message of each.
 //!
 //! - `decode` takes one complete WebSocket text message (the `ws` layer has already unframed it
