@@ -159,6 +159,7 @@ fn run_engine(
                     path: "/".into(),
                     secure: false,
                     max_message_bytes: 1 << 20,
+                    headers: Vec::new(),
                 }),
             },
         )

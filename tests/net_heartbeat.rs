@@ -111,6 +111,7 @@ impl Client {
                 path: path.to_owned(),
                 secure: true,
                 max_message_bytes: 1 << 20,
+                headers: Vec::new(),
             }),
         }
     }

@@ -126,6 +126,7 @@ fn wss_spec(port: u16, ca: &Path, host: &str) -> StreamSpec {
             path: "/stream?streams=btcusdt@bookTicker".to_owned(),
             secure: true,
             max_message_bytes: 16 << 20,
+            headers: Vec::new(),
         }),
     }
 }
@@ -282,6 +283,7 @@ fn a_plain_http_server_is_a_clear_error() {
                 path: "/".to_owned(),
                 secure: false,
                 max_message_bytes: 1 << 20,
+                headers: Vec::new(),
             }),
         };
         engine.open(7, spec).unwrap();
@@ -353,6 +355,7 @@ fn a_full_frame_ring_drops_counts_and_flags_without_blocking() {
                 path: "/".to_owned(),
                 secure: false,
                 max_message_bytes: 1 << 20,
+                headers: Vec::new(),
             }),
         };
         engine.open(7, spec).unwrap();

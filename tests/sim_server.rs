@@ -142,6 +142,7 @@ impl EngineClient {
                 path: path.to_owned(),
                 secure: true,
                 max_message_bytes,
+                headers: Vec::new(),
             }),
         };
         engine.open(0, spec).unwrap();

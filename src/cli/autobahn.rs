@@ -88,6 +88,7 @@ impl Runner {
                 path: path.to_owned(),
                 secure: false,
                 max_message_bytes: MAX_MESSAGE_BYTES,
+                headers: Vec::new(),
             }),
         };
         self.engine.open(0, spec)?;

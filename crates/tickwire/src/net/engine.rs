@@ -77,8 +77,8 @@ pub fn split_frame(frame: &[u8]) -> Option<(u64, &[u8])> {
     Some((u64::from_le_bytes(*ts), payload))
 }
 
-/// The WebSocket part of a stream.
-#[derive(Clone, Debug)]
+/// The WebSocket part of a stream. Its `Debug` names the extra headers but not their values.
+#[derive(Clone)]
 pub struct WebSocketTarget {
     /// Host for the `Host` header (a name or an IP literal).
     pub host: String,
@@ -87,6 +87,24 @@ pub struct WebSocketTarget {
     pub path: String,
     pub secure: bool,
     pub max_message_bytes: usize,
+    /// Extra header fields of the upgrade request (Binance Spot SBE's `X-MBX-APIKEY`). A value
+    /// may be a secret: the engine never logs them.
+    pub headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for WebSocketTarget {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        formatter
+            .debug_struct("WebSocketTarget")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("path", &self.path)
+            .field("secure", &self.secure)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("headers", &names)
+            .finish()
+    }
 }
 
 /// What to connect to and which layers to run.
@@ -474,12 +492,17 @@ impl NetEngine {
                     events.push((conn, StreamEvent::Connected));
                     if let Some(target) = &stream.spec_ws {
                         match ws::Handshake::new().and_then(|mut handshake| {
+                            let headers: Vec<(&str, &str)> = target
+                                .headers
+                                .iter()
+                                .map(|(name, value)| (name.as_str(), value.as_str()))
+                                .collect();
                             let request = ws::Request {
                                 host: &target.host,
                                 port: target.port,
                                 secure: target.secure,
                                 path: &target.path,
-                                headers: &[],
+                                headers: &headers,
                             };
                             let bytes = handshake.request(&request)?;
                             Ok((handshake, bytes))
@@ -953,4 +976,24 @@ fn flush(transport: &mut Transport, conn: ConnId, stream: &mut Stream) -> Result
         stream.out_cipher.clear();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WebSocketTarget;
+
+    #[test]
+    fn a_targets_debug_names_its_headers_but_never_their_values() {
+        let target = WebSocketTarget {
+            host: "stream-sbe.binance.com".to_owned(),
+            port: 9443,
+            path: "/stream".to_owned(),
+            secure: true,
+            max_message_bytes: 1 << 20,
+            headers: vec![("X-MBX-APIKEY".to_owned(), "secret-key-value".to_owned())],
+        };
+        let text = format!("{target:?}");
+        assert!(text.contains("X-MBX-APIKEY"), "{text}");
+        assert!(!text.contains("secret-key-value"), "{text}");
+    }
 }

@@ -288,7 +288,7 @@ impl StagePoll for DecoderStage {
             let mut decoded = 0;
             let events_before = sink.total_written();
             let batch = self.frames.drain(frames, |tag, frame| {
-                let (conn, _kind) = crate::net::engine::split_tag(tag);
+                let (conn, kind) = crate::net::engine::split_tag(tag);
                 let venue = conn_venues
                     .get(conn as usize)
                     .copied()
@@ -296,7 +296,11 @@ impl StagePoll for DecoderStage {
                 let feed = feeds.get_mut(venue as usize);
                 match (feed, crate::net::engine::split_frame(frame)) {
                     (Some(feed), Some((recv_ts_ns, payload))) => {
-                        feed.on_message(conn, recv_ts_ns, payload, &mut sink);
+                        if kind == crate::net::engine::FrameKind::Binary {
+                            feed.on_binary(conn, recv_ts_ns, payload, &mut sink);
+                        } else {
+                            feed.on_message(conn, recv_ts_ns, payload, &mut sink);
+                        }
                         if let Some((messages, bytes)) = traffic.get_mut(venue as usize) {
                             messages.increment();
                             bytes.add(payload.len() as u64);

@@ -611,6 +611,19 @@ pub trait Feed: Send {
         sink: &mut EventSink<'_>,
     );
 
+    /// One binary message (a WebSocket binary frame) on connection `conn`: for a venue whose
+    /// events come as binary frames beside JSON text control frames (Binance Spot SBE). The
+    /// default reads it like any other message.
+    fn on_binary(
+        &mut self,
+        conn: crate::net::ConnId,
+        recv_ts_ns: u64,
+        payload: &[u8],
+        sink: &mut EventSink<'_>,
+    ) {
+        self.on_message(conn, recv_ts_ns, payload, sink);
+    }
+
     /// A snapshot the feed asked for arrived (or failed).
     fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>);
 

@@ -246,6 +246,11 @@ fn prepare(
             Transport::WebSocket { path } => (path, true, None),
             Transport::Raw { preamble } => (String::new(), false, Some(preamble)),
         };
+    let headers = if websocket {
+        venue.kind.protocol().upgrade_headers(venue)?
+    } else {
+        Vec::new()
+    };
     let host = venue.url.host.as_str();
     let port = venue.url.port;
     let secure = venue.url.scheme.is_tls();
@@ -274,6 +279,7 @@ fn prepare(
             path,
             secure,
             max_message_bytes: net.max_message_bytes as usize,
+            headers,
         }),
     })
 }

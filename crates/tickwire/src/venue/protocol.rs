@@ -159,6 +159,13 @@ pub trait Protocol: Sync {
     fn transport(&self, venue: &VenueConfig, streams_in_url: bool)
         -> Result<Transport, VenueError>;
 
+    /// Extra header fields of every WebSocket upgrade, such as an API key the venue wants in a
+    /// header (Binance Spot SBE's `X-MBX-APIKEY`). Reads the key (control thread only); an
+    /// unusable key is an error that stops the start. The default: none.
+    fn upgrade_headers(&self, _venue: &VenueConfig) -> Result<Vec<(String, String)>, VenueError> {
+        Ok(Vec::new())
+    }
+
     /// The WebSocket paths of a recording (`tickwire record --venue`), one connection each,
     /// for a venue whose streams live on several entry points; empty (the default): one
     /// connection, at [`Protocol::transport`]'s path with `streams_in_url`.
