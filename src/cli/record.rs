@@ -5,7 +5,9 @@
 //!
 //! `--venue` ([`record`]): capture a venue's raw messages with their receive times, in the line format
 //! the simulator replays (`<receive time, ns since the Unix epoch> <message>\n`, gzip), the format
-//! of the hftbacktest captures in `../shared/data/binance-futures/`.
+//! of the hftbacktest captures in `../shared/data/binance-futures/`. A WebSocket binary message
+//! (Binance Spot's SBE events) is kept as `<receive time> base64:<the message in standard
+//! base64>`: no JSON message starts with `base64:`, so `tickwire decode` tells the two apart.
 //!
 //! One thread does everything here: it drives a `NetEngine` in blocking mode and writes each
 //! message as it drains the frame ring. Recording is not latency work; what matters is that every
@@ -26,9 +28,11 @@ use tickwire::net::{BackendChoice, Transport, TransportConfig, WaitMode};
 use tickwire::ring::frame_ring;
 use tickwire::venue;
 
-/// The recording's one connection.
 /// Enough for seconds of a busy venue while the writer compresses.
 const RING_BYTES: usize = 64 << 20;
+
+/// What a line's message starts with when it is a binary WebSocket message, in base64.
+pub const BINARY_PREFIX: &str = "base64:";
 
 /// `tickwire record --events`: a bus consumer writing DBN files into `out` until the duration
 /// ends or a stop signal comes.
@@ -136,7 +140,8 @@ struct Tally {
     bytes: u64,
     /// Messages the network thread could not hand over (frame ring full).
     dropped: u64,
-    /// Binary or raw frames, which the text line format cannot hold.
+    /// Raw byte-stream chunks, which the line format cannot hold (binary WebSocket messages
+    /// are kept in base64).
     not_text: u64,
 }
 
@@ -199,14 +204,22 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
             let Some((recv_ts_ns, payload)) = split_frame(frame) else {
                 return;
             };
-            if kind != FrameKind::Text {
-                tally.not_text += 1;
-                return;
-            }
             line.clear();
             line.extend_from_slice(recv_ts_ns.to_string().as_bytes());
             line.push(b' ');
-            line.extend_from_slice(payload);
+            match kind {
+                FrameKind::Text => line.extend_from_slice(payload),
+                FrameKind::Binary => {
+                    use base64::Engine as _;
+                    line.extend_from_slice(BINARY_PREFIX.as_bytes());
+                    let encoded = base64::engine::general_purpose::STANDARD.encode(payload);
+                    line.extend_from_slice(encoded.as_bytes());
+                }
+                FrameKind::Bytes => {
+                    tally.not_text += 1;
+                    return;
+                }
+            }
             line.push(b'\n');
             if let Err(error) = writer.write_all(&line) {
                 write_error.get_or_insert(error);
@@ -274,7 +287,7 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
     }
     if tally.not_text > 0 {
         summary.push_str(&format!(
-            "; {} binary messages not recorded (the line format holds text only)",
+            "; {} raw byte-stream chunks not recorded (the line format holds messages only)",
             tally.not_text
         ));
     }
