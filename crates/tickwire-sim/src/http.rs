@@ -163,8 +163,12 @@ pub enum Route {
         combined: bool,
         entry: EntryPoint,
     },
-    /// The single entry point Binance retired on 2026-04-23 (`/ws...`, `/stream...`): refused.
-    Retired,
+    /// The single entry point (`/ws...`, `/stream...`): Binance Spot's, and the one Binance
+    /// retired for USD-M on 2026-04-23 (the USD-M server refuses it).
+    Single {
+        streams: Vec<String>,
+        combined: bool,
+    },
     /// `GET /fapi/v1/depth?symbol=..&limit=..`.
     Depth {
         symbol: Option<String>,
@@ -225,7 +229,7 @@ pub fn route(target: &str) -> Route {
             combined,
             entry,
         },
-        (None, Some(_)) => Route::Retired,
+        (None, Some((streams, combined))) => Route::Single { streams, combined },
         _ => Route::NotFound,
     }
 }
@@ -356,10 +360,28 @@ mod tests {
                 entry: EntryPoint::Public,
             }
         );
-        // The retired single entry point, in both modes.
-        assert_eq!(route("/stream?streams=btcusdt@bookTicker"), Route::Retired);
-        assert_eq!(route("/ws/btcusdt@aggTrade"), Route::Retired);
-        assert_eq!(route("/ws"), Route::Retired);
+        // The single entry point, in both modes (retired for USD-M).
+        assert_eq!(
+            route("/stream?streams=btcusdt@bookTicker"),
+            Route::Single {
+                streams: vec!["btcusdt@bookTicker".into()],
+                combined: true
+            }
+        );
+        assert_eq!(
+            route("/ws/btcusdt@aggTrade"),
+            Route::Single {
+                streams: vec!["btcusdt@aggTrade".into()],
+                combined: false
+            }
+        );
+        assert_eq!(
+            route("/ws"),
+            Route::Single {
+                streams: vec![],
+                combined: false
+            }
+        );
         assert_eq!(route("/private2/ws"), Route::NotFound);
         assert_eq!(
             route("/fapi/v1/depth?limit=5&symbol=BTCUSDT"),

@@ -671,7 +671,7 @@ fn run_connection(
                     combined,
                     entry,
                 } => (streams, combined, entry),
-                Route::Retired => {
+                Route::Single { .. } => {
                     shared
                         .counters
                         .retired_refused
@@ -736,7 +736,7 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
         Route::NotFound => {
             return http::json_error(404, -1, &format!("not found: {path}"), keep_alive)
         }
-        Route::Retired => {
+        Route::Single { .. } => {
             shared
                 .counters
                 .retired_refused
