@@ -10,6 +10,8 @@ mod support;
 mod architecture;
 mod binance_decode;
 mod binance_decode_alloc;
+mod binance_spot_decode;
+mod binance_spot_sync;
 mod binance_sync;
 mod book;
 mod bus;
