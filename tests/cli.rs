@@ -460,8 +460,14 @@ fn check_config_accepts_the_binance_spot_files_and_refuses_what_spot_has_not() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{output:?}");
-    assert!(stdout.contains("binance-spot.toml: ok (venue config)"), "{stdout}");
-    assert!(stdout.contains("binance-spot-sim.toml: ok (venue config)"), "{stdout}");
+    assert!(
+        stdout.contains("binance-spot.toml: ok (venue config)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("binance-spot-sim.toml: ok (venue config)"),
+        "{stdout}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spot.toml");
     std::fs::write(
@@ -474,6 +480,12 @@ fn check_config_accepts_the_binance_spot_files_and_refuses_what_spot_has_not() {
     let output = tickwire().arg("check-config").arg(&path).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("\"depth@0ms\" is not a binance-spot channel"), "{stderr}");
-    assert!(stderr.contains("6000 is not a depth binance-spot serves"), "{stderr}");
+    assert!(
+        stderr.contains("\"depth@0ms\" is not a binance-spot channel"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("6000 is not a depth binance-spot serves"),
+        "{stderr}"
+    );
 }

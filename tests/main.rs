@@ -36,6 +36,7 @@ mod record;
 mod rings;
 mod serve;
 mod sim_appliance;
+mod sim_binance_spot;
 mod sim_databento;
 mod sim_server;
 mod sim_source;

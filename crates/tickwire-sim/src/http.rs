@@ -162,7 +162,7 @@ pub fn route(target: &str) -> Route {
                 .unwrap_or_default(),
             combined: true,
         },
-        "/fapi/v1/depth" => Route::Depth {
+        "/fapi/v1/depth" | "/api/v3/depth" => Route::Depth {
             symbol: param("symbol"),
             limit: param("limit"),
         },

@@ -32,7 +32,7 @@ use super::cert;
 use super::control::{self, Subscriptions};
 use super::frame::{self, FrameReader, Incoming};
 use super::http::{self, Request, Route};
-use super::options::{Faults, Pace, SimOptions, Stamp, Start};
+use super::options::{Faults, Pace, SimOptions, SimVenue, Stamp, Start};
 use super::source::{SimMessage, Source};
 use super::wire::{
     self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
@@ -61,6 +61,37 @@ const PING_PAYLOAD: &[u8] = b"tickwire-sim";
 /// The REST depth `limit` values the venue accepts (GET /fapi/v1/depth).
 const DEPTH_LIMITS: [usize; 7] = [5, 10, 20, 50, 100, 500, 1000];
 const DEPTH_LIMIT_DEFAULT: usize = 500;
+
+/// The REST depth path of each venue.
+fn depth_path(venue: SimVenue) -> &'static str {
+    match venue {
+        SimVenue::BinanceUsdmFutures => "/fapi/v1/depth",
+        SimVenue::BinanceSpot => "/api/v3/depth",
+    }
+}
+
+/// The levels per side a depth request's `limit` asks for, or `None` when the venue refuses it.
+/// USD-M takes [`DEPTH_LIMITS`] (default 500); Spot ("Order book", `rest-api.md`) takes 1 to
+/// 5000 (default 100) and answers a larger limit with 5000 levels.
+fn depth_limit(venue: SimVenue, limit: Option<&str>) -> Option<usize> {
+    match venue {
+        SimVenue::BinanceUsdmFutures => match limit {
+            None => Some(DEPTH_LIMIT_DEFAULT),
+            Some(text) => text
+                .parse::<usize>()
+                .ok()
+                .filter(|limit| DEPTH_LIMITS.contains(limit)),
+        },
+        SimVenue::BinanceSpot => match limit {
+            None => Some(crate::spot::DEPTH_LIMIT_DEFAULT),
+            Some(text) => text
+                .parse::<usize>()
+                .ok()
+                .filter(|&limit| limit >= 1)
+                .map(|limit| limit.min(crate::spot::DEPTH_LIMIT_MAX)),
+        },
+    }
+}
 
 /// Why the simulator could not start.
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +186,7 @@ impl Sim {
         let url_host = url_host(&options.cert_hosts, addr);
         let shared = Arc::new(Shared {
             settings: Settings {
+                venue: options.venue,
                 ping_interval: options.ping_interval,
                 pong_timeout: options.pong_timeout,
                 max_incoming_per_sec: options.max_incoming_per_sec,
@@ -361,6 +393,7 @@ impl Drop for SimHandle {
 
 /// The options the threads read.
 struct Settings {
+    venue: SimVenue,
     ping_interval: Duration,
     pong_timeout: Duration,
     max_incoming_per_sec: u32,
@@ -685,7 +718,12 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
         return http::json_error(405, -1, "only GET is served", keep_alive);
     }
     let (symbol, limit) = match route {
-        Route::Depth { symbol, limit } => (symbol, limit),
+        Route::Depth { symbol, limit } if path == depth_path(shared.settings.venue) => {
+            (symbol, limit)
+        }
+        Route::Depth { .. } => {
+            return http::json_error(404, -1, &format!("not found: {path}"), keep_alive)
+        }
         Route::Stream { .. } => {
             return http::json_error(
                 400,
@@ -733,19 +771,13 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
             keep_alive,
         );
     };
-    let limit = match limit {
-        None => DEPTH_LIMIT_DEFAULT,
-        Some(text) => match text.parse::<usize>() {
-            Ok(limit) if DEPTH_LIMITS.contains(&limit) => limit,
-            _ => {
-                return http::json_error(
-                    400,
-                    -1130,
-                    "Data sent for parameter 'limit' is not valid.",
-                    keep_alive,
-                )
-            }
-        },
+    let Some(limit) = depth_limit(shared.settings.venue, limit.as_deref()) else {
+        return http::json_error(
+            400,
+            -1130,
+            "Data sent for parameter 'limit' is not valid.",
+            keep_alive,
+        );
     };
     match lock(&shared.source).depth_snapshot(&symbol, limit) {
         Some(body) => http::response(200, "application/json", &body, keep_alive),
@@ -988,7 +1020,7 @@ fn handle_incoming(
             tracing::debug!("sim: request ignored (fault)");
         }
         Incoming::Text(text) if open => {
-            let reply = control::handle(&text, &mut out.subscriptions);
+            let reply = control::handle_for(settings.venue, &text, &mut out.subscriptions);
             let mut wire = Vec::new();
             frame::write_frame(&mut wire, true, OpCode::Text, reply.text.as_bytes());
             if !conn.send_or_fail(&mut out, &wire) {
