@@ -514,3 +514,115 @@ proptest! {
         prop_assert!(decode(&whole[..cut]).is_err());
     }
 }
+
+/// Decoding every capture message and walking its levels allocates nothing; nor does the feed,
+/// books kept, once the book has synced (counted by the test binary's global allocator).
+#[test]
+fn decoding_and_feeding_the_capture_never_allocates() {
+    use crate::support::counting_alloc::allocations;
+    use std::hint::black_box;
+    use tickwire::event::Event;
+    use tickwire::venue::binance_spot::feed::{FeedConfig, SpotFeed};
+    use tickwire::venue::feed::{EventSink, Feed, SnapshotReply};
+    let Some(path) = common::shared_data("binance-spot/btcusdt_20240808.gz") else {
+        return;
+    };
+    let file = std::fs::File::open(path).expect("capture");
+    let lines: Vec<(u64, String)> = std::io::BufReader::new(flate2::read::GzDecoder::new(file))
+        .lines()
+        .map(|line| {
+            let line = line.expect("readable");
+            let (recv, json) = line.split_once(' ').expect("<recv_ns> <json>");
+            (recv.parse().expect("a time"), json.to_owned())
+        })
+        .collect();
+    let walk = |bytes: &[u8]| -> i64 {
+        let mut checksum = 0i64;
+        let mut levels = |levels: tickwire::venue::binance::decode::Levels<'_>| {
+            for (price, qty) in levels {
+                checksum = checksum.wrapping_add(price.raw() ^ qty.raw());
+            }
+        };
+        match decode(bytes) {
+            Ok(Message::Depth(d)) => {
+                levels(d.bids);
+                levels(d.asks);
+            }
+            Ok(Message::DepthSnapshot(s)) => {
+                levels(s.bids);
+                levels(s.asks);
+            }
+            Ok(Message::BookTicker(b)) => checksum = b.bid_px.raw() ^ b.ask_qty.raw(),
+            Ok(Message::Trade(t)) => checksum = t.price.raw() ^ t.qty.raw(),
+            Ok(_) => checksum = 1,
+            Err(error) => checksum = error.offset as i64,
+        }
+        checksum
+    };
+    let before = allocations();
+    let mut checksum = 0i64;
+    for (_, json) in &lines {
+        checksum = checksum.wrapping_add(walk(black_box(json.as_bytes())));
+    }
+    assert_eq!(allocations(), before, "decoding the capture allocated");
+    black_box(checksum);
+
+    // The feed, with a book: up to the recorded snapshot (handed over as the snapshot worker
+    // would), then every message after it counted.
+    let (mut feed, counters) = SpotFeed::new(FeedConfig {
+        venue_id: 0,
+        venue_name: "spot".to_owned(),
+        symbols: vec!["BTCUSDT".to_owned()],
+        channels: vec![
+            "bookTicker".to_owned(),
+            "depth@100ms".to_owned(),
+            "trade".to_owned(),
+        ],
+        instrument_base: 0,
+        books: true,
+        // As `binance-spot` venues are set up (`BinanceSpot::feed`).
+        sync: tickwire::venue::binance_spot::protocol::sync_config(1000),
+    });
+    let (mut producer, mut consumer) = tickwire::ring::spsc::ring::<Event>(1 << 16);
+    let mut lost = false;
+    let snapshot_at = lines
+        .iter()
+        .position(|(_, json)| json.starts_with("{\"lastUpdateId\""))
+        .expect("the recorded snapshot");
+    let mut synced_at = None;
+    for (index, (recv_ts_ns, json)) in lines.iter().enumerate() {
+        if index == snapshot_at {
+            feed.snapshot_requests(*recv_ts_ns, &mut |_| {});
+            let parsed = tickwire::venue::binance_spot::protocol::parse_depth(json.as_bytes())
+                .expect("the recorded snapshot parses");
+            let mut sink = EventSink::new(&mut producer, &mut lost);
+            feed.on_snapshot(
+                SnapshotReply {
+                    venue: 0,
+                    instrument: 0,
+                    result: Ok(parsed),
+                    recv_ts_ns: *recv_ts_ns,
+                },
+                *recv_ts_ns,
+                &mut sink,
+            );
+            sink.publish();
+            while consumer.try_pop().is_some() {}
+            synced_at = Some(allocations());
+            continue;
+        }
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        feed.on_message(0, *recv_ts_ns, json.as_bytes(), &mut sink);
+        sink.publish();
+        while consumer.try_pop().is_some() {}
+    }
+    let synced_at = synced_at.expect("the snapshot was fed");
+    assert_eq!(counters.book_syncs.get(), 1);
+    assert_eq!(counters.book_gaps.get(), 0);
+    assert_eq!(counters.malformed.get(), 0);
+    assert_eq!(
+        allocations(),
+        synced_at,
+        "the feed allocated after its book synced"
+    );
+}

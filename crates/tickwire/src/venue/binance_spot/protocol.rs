@@ -101,6 +101,22 @@ pub fn parse_depth(body: &[u8]) -> Result<DepthSnapshot, String> {
     }
 }
 
+/// Levels reserved per side of a Spot book: a snapshot brings up to 5000, and Spot's diff
+/// stream is not bounded to the snapshot's depth (BTCUSDT's book passed 2,048 levels a side in
+/// the 2024-08-08 capture, six minutes after a 1000-level snapshot), so the book is sized above
+/// the USD-M default, that it does not grow on the decoder thread.
+pub const LEVELS_PER_SIDE: usize = 8_192;
+
+/// The book synchronisation settings of a Spot venue whose snapshots ask for `book_depth`
+/// levels.
+pub fn sync_config(book_depth: u32) -> crate::venue::binance::sync::SyncConfig {
+    crate::venue::binance::sync::SyncConfig {
+        snapshot_limit: book_depth,
+        expected_levels_per_side: LEVELS_PER_SIDE.max(book_depth as usize * 2),
+        ..crate::venue::binance::sync::SyncConfig::default()
+    }
+}
+
 /// `{"method":"SUBSCRIBE","params":[..],"id":N}` (Spot's "Subscribe to a stream").
 pub fn subscribe_request(id: u64, streams: &[String]) -> String {
     crate::venue::binance::subscribe::subscribe_request(id, streams)
@@ -218,10 +234,7 @@ impl Protocol for BinanceSpot {
             .channels
             .iter()
             .any(|channel| crate::config::is_diff_depth_channel(channel));
-        let sync = crate::venue::binance::sync::SyncConfig {
-            snapshot_limit: venue.book_depth,
-            ..crate::venue::binance::sync::SyncConfig::default()
-        };
+        let sync = sync_config(venue.book_depth);
         let (feed, counters) = super::feed::SpotFeed::new(super::feed::FeedConfig {
             venue_id,
             venue_name: venue.name.clone(),
