@@ -479,6 +479,13 @@ mod fast {
         pos: usize,
     }
 
+    /// A level array in the venue's compact spelling at `pos`, and the position after it.
+    pub(super) fn levels_at(bytes: &[u8], pos: usize) -> Option<(Levels<'_>, usize)> {
+        let mut reader = Reader { bytes, pos };
+        let levels = reader.levels()?;
+        Some((levels, reader.pos))
+    }
+
     pub(super) fn message(bytes: &[u8]) -> Option<Message<'_>> {
         let mut reader = Reader { bytes, pos: 0 };
         let stream = if reader.literal(b"{\"stream\":\"") {
@@ -681,6 +688,14 @@ mod fast {
             })
         }
     }
+}
+
+/// A `[["price","qty"],..]` array at `pos` in the venue's own spelling (no whitespace, every
+/// decimal short), checked as the fast path checks it, and the position after its `]`; `None`
+/// for any other spelling, which the caller then reads with [`Cursor::levels`]. The Spot
+/// decoder's fast path (`venue::binance_spot::decode`) reads its diffs with it.
+pub(crate) fn compact_levels(bytes: &[u8], pos: usize) -> Option<(Levels<'_>, usize)> {
+    fast::levels_at(bytes, pos)
 }
 
 /// The market event types we decode.

@@ -25,8 +25,9 @@
 //! `data`, as Binance sends it; otherwise `"e"` when it is the first key; otherwise one skipping
 //! pass over the object finds which keys it has (`e` names an event; `lastUpdateId` a book;
 //! `u` with `s` a bookTicker; `result`, `error` or `code` a reply), then the typed pass reads it.
-//! Key order is never assumed for correctness. A raw bookTicker in the venue's own layout is read
-//! with literal compares first (`fast_book_ticker`).
+//! Key order is never assumed for correctness. A bookTicker, depthUpdate or trade in the venue's
+//! own layout is read with literal compares first (`fast`), its levels checked once and read
+//! without re-checking as USD-M's are.
 //!
 //! The readers underneath are the USD-M decoder's (`venue::binance::decode`'s cursor over the
 //! shared `venue::json` cursor, and `binance::scan`): the same strictness (RFC 8259, duplicate
@@ -37,7 +38,6 @@ use crate::fixed::Fixed;
 use crate::venue::binance::decode::{
     read_once, Cursor, DecodeError, DecodeErrorKind, Levels, ReplyResult, TradeKind, TradePrint,
 };
-use crate::venue::binance::scan;
 use crate::venue::json::Members;
 
 pub use crate::venue::binance::decode::sample;
@@ -218,8 +218,8 @@ impl Kind {
 /// Decodes one complete WebSocket text message from Binance Spot (or a `GET /api/v3/depth`
 /// body). The whole input must be one JSON object, surrounding whitespace allowed.
 pub fn decode(bytes: &[u8]) -> Result<Message<'_>> {
-    if let Some(ticker) = fast_book_ticker(bytes) {
-        return Ok(Message::BookTicker(ticker));
+    if let Some(message) = fast::message(bytes) {
+        return Ok(message);
     }
     let mut cursor = Cursor::at(bytes, 0);
     let first = cursor.peek_value()?;
@@ -235,52 +235,181 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>> {
     Ok(message)
 }
 
-/// A raw or wrapped bookTicker in the venue's own layout, read with literal compares; `None` at
-/// the first byte that differs, and [`decode`] reads the message again with the general reader,
-/// which gives the same answer (the tests decode the capture both ways).
-fn fast_book_ticker(bytes: &[u8]) -> Option<BookTicker<'_>> {
-    let mut pos = 0usize;
-    let literal = |pos: &mut usize, expected: &[u8]| -> Option<()> {
-        let end = *pos + expected.len();
-        (bytes.get(*pos..end)? == expected).then(|| *pos = end)
-    };
-    let stream = if literal(&mut pos, b"{\"stream\":\"").is_some() {
-        let (name, end) = scan::plain_string(bytes, pos)?;
-        pos = end;
-        if Kind::from_stream(name) != Some(Kind::BookTicker) {
+/// The venue's own layouts, read with literal compares: a bookTicker, a depthUpdate or a trade,
+/// raw or wrapped, keys in the order Binance sends them, no whitespace. It answers `None` at the
+/// first byte that differs, and [`decode`] reads the message again with the general reader,
+/// which gives the same answer for the same bytes (the tests decode the capture both ways).
+mod fast {
+    use super::{BookTicker, DepthUpdate, Kind, Message};
+    use crate::fixed::Fixed;
+    use crate::venue::binance::decode::{compact_levels, Cursor, Levels, TradeKind, TradePrint};
+    use crate::venue::binance::scan;
+
+    struct Reader<'a> {
+        bytes: &'a [u8],
+        pos: usize,
+    }
+
+    pub(super) fn message(bytes: &[u8]) -> Option<Message<'_>> {
+        let mut reader = Reader { bytes, pos: 0 };
+        let stream = if reader.literal(b"{\"stream\":\"") {
+            let name = reader.plain_string()?;
+            reader.expect(b",\"data\":")?;
+            Some(name)
+        } else {
+            None
+        };
+        let (mut message, kind) = if reader.literal(b"{\"u\":") {
+            (Message::BookTicker(reader.book_ticker()?), Kind::BookTicker)
+        } else if reader.literal(b"{\"e\":\"depthUpdate\"") {
+            (Message::Depth(reader.depth_update()?), Kind::Depth)
+        } else if reader.literal(b"{\"e\":\"trade\"") {
+            (Message::Trade(reader.trade()?), Kind::Trade)
+        } else {
             return None;
+        };
+        if let Some(name) = stream {
+            // A name promising another kind (an error) or none is left to the general reader.
+            if Kind::from_stream(name) != Some(kind) {
+                return None;
+            }
+            reader.expect(b"}")?;
+            match &mut message {
+                Message::BookTicker(m) => m.stream = Some(name),
+                Message::Depth(m) => m.stream = Some(name),
+                Message::Trade(m) => m.stream = Some(name),
+                _ => return None,
+            }
         }
-        literal(&mut pos, b",\"data\":{\"u\":")?;
-        Some(name)
-    } else {
-        literal(&mut pos, b"{\"u\":")?;
-        None
-    };
-    let (update_id, end) = scan::integer(bytes, pos)?;
-    pos = end;
-    literal(&mut pos, b",\"s\":\"")?;
-    let (symbol, end) = scan::plain_string(bytes, pos)?;
-    pos = end;
-    let mut decimal = |key: &[u8]| -> Option<Fixed> {
-        literal(&mut pos, key)?;
-        let (value, end) = scan::quoted_decimal(bytes, pos)?;
-        pos = end;
-        Some(value)
-    };
-    let bid_px = decimal(b",\"b\":\"")?;
-    let bid_qty = decimal(b",\"B\":\"")?;
-    let ask_px = decimal(b",\"a\":\"")?;
-    let ask_qty = decimal(b",\"A\":\"")?;
-    let close: &[u8] = if stream.is_some() { b"}}" } else { b"}" };
-    (bytes.get(pos..)? == close).then_some(BookTicker {
-        stream,
-        symbol,
-        update_id,
-        bid_px,
-        bid_qty,
-        ask_px,
-        ask_qty,
-    })
+        (reader.bytes.get(reader.pos..)? == b"}").then_some(message)
+    }
+
+    impl<'a> Reader<'a> {
+        #[inline(always)]
+        fn literal(&mut self, expected: &[u8]) -> bool {
+            let end = self.pos + expected.len();
+            if self.bytes.get(self.pos..end) == Some(expected) {
+                self.pos = end;
+                true
+            } else {
+                false
+            }
+        }
+
+        #[inline(always)]
+        fn expect(&mut self, expected: &[u8]) -> Option<()> {
+            self.literal(expected).then_some(())
+        }
+
+        #[inline(always)]
+        fn plain_string(&mut self) -> Option<&'a [u8]> {
+            let (content, end) = scan::plain_string(self.bytes, self.pos)?;
+            self.pos = end;
+            Some(content)
+        }
+
+        #[inline(always)]
+        fn decimal(&mut self, key: &[u8]) -> Option<Fixed> {
+            self.expect(key)?;
+            let (value, end) = scan::quoted_decimal(self.bytes, self.pos)?;
+            self.pos = end;
+            Some(value)
+        }
+
+        #[inline(always)]
+        fn integer(&mut self, key: &[u8]) -> Option<u64> {
+            self.expect(key)?;
+            let (value, end) = scan::integer(self.bytes, self.pos)?;
+            self.pos = end;
+            Some(value)
+        }
+
+        #[inline(always)]
+        fn boolean(&mut self, key: &[u8]) -> Option<bool> {
+            self.expect(key)?;
+            if self.literal(b"true") {
+                Some(true)
+            } else {
+                self.expect(b"false")?;
+                Some(false)
+            }
+        }
+
+        /// The USD-M reader of compact levels (short decimals, read once unchecked when
+        /// iterated); Spot's eight-decimal prices are longer than it takes, so those go through
+        /// the general level reader, in the same pass.
+        fn levels(&mut self, key: &'static str, field: &[u8]) -> Option<Levels<'a>> {
+            self.expect(field)?;
+            if let Some((levels, end)) = compact_levels(self.bytes, self.pos) {
+                self.pos = end;
+                return Some(levels);
+            }
+            let mut cursor = Cursor::at(self.bytes, self.pos);
+            let levels = cursor.levels(key).ok()?;
+            self.pos = cursor.pos;
+            Some(levels)
+        }
+
+        fn symbol(&mut self) -> Option<&'a [u8]> {
+            self.expect(b",\"s\":\"")?;
+            self.plain_string()
+        }
+
+        /// `400900217,"s":"BNBUSDT","b":"25.35190000","B":"31.21000000","a":"25.36520000",
+        /// "A":"40.66000000"` after `{"u":`.
+        fn book_ticker(&mut self) -> Option<BookTicker<'a>> {
+            let (update_id, end) = scan::integer(self.bytes, self.pos)?;
+            self.pos = end;
+            Some(BookTicker {
+                stream: None,
+                update_id,
+                symbol: self.symbol()?,
+                bid_px: self.decimal(b",\"b\":\"")?,
+                bid_qty: self.decimal(b",\"B\":\"")?,
+                ask_px: self.decimal(b",\"a\":\"")?,
+                ask_qty: self.decimal(b",\"A\":\"")?,
+            })
+        }
+
+        /// `,"E":..,"s":"BNBBTC","U":..,"u":..,"b":[..],"a":[..]`
+        fn depth_update(&mut self) -> Option<DepthUpdate<'a>> {
+            Some(DepthUpdate {
+                stream: None,
+                event_time_ms: self.integer(b",\"E\":")?,
+                symbol: self.symbol()?,
+                first_update_id: self.integer(b",\"U\":")?,
+                final_update_id: self.integer(b",\"u\":")?,
+                bids: self.levels("b", b",\"b\":")?,
+                asks: self.levels("a", b",\"a\":")?,
+            })
+        }
+
+        /// `,"E":..,"s":"BNBBTC","t":..,"p":"0.001","q":"100","T":..,"m":true,"M":true`
+        fn trade(&mut self) -> Option<TradePrint<'a>> {
+            let event_time_ms = self.integer(b",\"E\":")?;
+            let symbol = self.symbol()?;
+            let trade_id = self.integer(b",\"t\":")?;
+            let price = self.decimal(b",\"p\":\"")?;
+            let qty = self.decimal(b",\"q\":\"")?;
+            let trade_time_ms = self.integer(b",\"T\":")?;
+            let buyer_is_maker = self.boolean(b",\"m\":")?;
+            // `M` ("Ignore"): read past, as the general reader skips it.
+            self.boolean(b",\"M\":")?;
+            Some(TradePrint {
+                stream: None,
+                symbol,
+                kind: TradeKind::Trade,
+                trade_id,
+                first_trade_id: 0,
+                last_trade_id: 0,
+                price,
+                qty,
+                buyer_is_maker,
+                event_time_ms,
+                trade_time_ms,
+            })
+        }
+    }
 }
 
 /// What the outermost object is, found from its first key or, failing that, from every key.
@@ -666,8 +795,7 @@ fn reply<'a>(cursor: &mut Cursor<'a>, mut members: Members) -> Result<Message<'a
     }
 }
 
-/// The general reader alone, without the bookTicker fast path: for the tests that check both
-/// agree.
+/// The general reader alone, without the fast path: for the tests that check both agree.
 #[doc(hidden)]
 pub fn decode_general(bytes: &[u8]) -> Result<Message<'_>> {
     let mut cursor = Cursor::at(bytes, 0);
@@ -712,22 +840,44 @@ mod tests {
     }
 
     #[test]
-    fn the_fast_ticker_path_agrees_with_the_general_one_and_leaves_any_other_layout() {
+    fn the_fast_path_agrees_with_the_general_one_and_leaves_any_other_layout() {
+        fn fast_and_general(bytes: &[u8]) -> Message<'_> {
+            let fast = fast::message(bytes).expect("the venue's layout");
+            assert_eq!(Ok(fast), decode_general(bytes));
+            fast
+        }
         let raw = br#"{"u":400900217,"s":"BNBUSDT","b":"25.35190000","B":"31.21000000","a":"25.36520000","A":"40.66000000"}"#;
-        let fast = fast_book_ticker(raw).expect("the venue's layout");
-        assert_eq!(Ok(Message::BookTicker(fast)), decode_general(raw));
-        assert_eq!(fast.bid_px, px("25.3519"));
+        let Message::BookTicker(ticker) = fast_and_general(raw) else {
+            panic!("a bookTicker");
+        };
+        assert_eq!(ticker.bid_px, px("25.3519"));
         let wrapped = br#"{"stream":"bnbusdt@bookTicker","data":{"u":1,"s":"BNBUSDT","b":"1","B":"2","a":"3","A":"4"}}"#;
-        let fast = fast_book_ticker(wrapped).expect("the venue's layout");
-        assert_eq!(fast.stream, Some(&b"bnbusdt@bookTicker"[..]));
-        assert_eq!(Ok(Message::BookTicker(fast)), decode_general(wrapped));
+        assert_eq!(
+            fast_and_general(wrapped).stream(),
+            Some(&b"bnbusdt@bookTicker"[..])
+        );
+        let depth = br#"{"stream":"btcusdt@depth@100ms","data":{"e":"depthUpdate","E":1723161255308,"s":"BTCUSDT","U":50093239203,"u":50093239207,"b":[["55653.87000000","0.00000000"]],"a":[["61838.04000000","0.32332000"],["61844.30000000","0.40163000"]]}}"#;
+        let Message::Depth(diff) = fast_and_general(depth) else {
+            panic!("a diff");
+        };
+        assert_eq!(
+            diff.asks.iter().nth(1),
+            Some((px("61844.3"), px("0.40163")))
+        );
+        let trade = br#"{"stream":"btcusdt@trade","data":{"e":"trade","E":1723161255343,"s":"BTCUSDT","t":3735683259,"p":"61837.63000000","q":"0.02000000","T":1723161255342,"m":true,"M":true}}"#;
+        let Message::Trade(print) = fast_and_general(trade) else {
+            panic!("a trade");
+        };
+        assert!(print.buyer_is_maker);
         for other in [
             &br#"{"s":"BNBUSDT","u":1,"b":"1","B":"2","a":"3","A":"4"}"#[..],
             br#"{"u":1,"s":"BNBUSDT","b":"1","B":"2","a":"3","A":"4"} "#,
             br#"{"u":1,"s":"BNBUSDT","b":"1","B":"2","a":"3","A":"4","x":1}"#,
             br#"{"stream":"bnbusdt@trade","data":{"u":1,"s":"BNBUSDT","b":"1","B":"2","a":"3","A":"4"}}"#,
+            br#"{"e":"trade","E":1,"s":"X","t":1,"p":"1","q":"1","T":1,"m":true,"M":1}"#,
+            br#"{"e":"depthUpdate","E":1,"s":"X","U":1,"u":2,"b":[] ,"a":[]}"#,
         ] {
-            assert_eq!(fast_book_ticker(other), None);
+            assert_eq!(fast::message(other), None);
         }
     }
 
