@@ -13,9 +13,10 @@
 //!    `lastUpdateId` within its `[U; u]`.
 //! 6. Set the book to the snapshot; its update id is `lastUpdateId`.
 //! 7. Apply the buffered events, then every later one, by the update procedure: an event whose
-//!    `u` is below the book's update id is ignored; one whose `U` is above the book's update id
-//!    + 1 means events were missed: discard the book and start again; normally `U` is the
-//!    previous `u` + 1. A quantity of 0 removes the level. The book's update id becomes `u`.
+//!    `u` is below the book's update id is ignored; one whose `U` is above the book's update
+//!    id plus one means events were missed: discard the book and start again; normally `U` is
+//!    the previous `u` plus one. A quantity of 0 removes the level. The book's update id
+//!    becomes `u`.
 //!
 //! There is no `pu` on Spot: the chain is `U` against the previous `u`, which is this module's
 //! own rule (the USD-M book, `venue::binance::sync`, checks `pu`). The book, the buffer and the
