@@ -557,7 +557,8 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
 const BOOK_DEPTHS: [u32; 7] = [5, 10, 20, 50, 100, 500, 1000];
 const DEFAULT_BOOK_DEPTH: u32 = 1000;
 
-/// Whether `depth` is one of [`BOOK_DEPTHS`]: `Protocol::check_book_depth`'s default.
+/// Whether `depth` is one of Binance USD-M's `GET /fapi/v1/depth` limits (5, 10, 20, 50, 100,
+/// 500, 1000): `Protocol::check_book_depth`'s default.
 pub fn check_usdm_book_depth(depth: u32) -> Result<(), String> {
     if BOOK_DEPTHS.contains(&depth) {
         return Ok(());

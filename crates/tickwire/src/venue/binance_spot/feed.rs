@@ -48,7 +48,7 @@ pub struct FeedConfig {
 }
 
 /// The messages a Binance Spot connection carries, by their `"e"` event type where they have
-/// one, as [`FeedCounters`] counts them (positions are [`Kind`]'s).
+/// one, as [`FeedCounters`] counts them (positions are `Kind`'s).
 pub const MESSAGE_KINDS: &[MessageKind] = &[
     MessageKind::market("bookTicker"),
     MessageKind::market("depthUpdate"),
