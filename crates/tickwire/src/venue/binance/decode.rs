@@ -698,6 +698,44 @@ pub(crate) fn compact_levels(bytes: &[u8], pos: usize) -> Option<(Levels<'_>, us
     fast::levels_at(bytes, pos)
 }
 
+/// A `[["price","qty"],..]` array at `pos` in the venue's spelling whatever the decimals' length
+/// (Spot's eight-decimal prices), every level checked by `scan::level_pair`, which iterating
+/// reads again; `None` for any other spelling, which the caller reads with
+/// [`Cursor::levels`].
+pub(crate) fn venue_levels(bytes: &[u8], pos: usize) -> Option<(Levels<'_>, usize)> {
+    if bytes.get(pos) != Some(&b'[') {
+        return None;
+    }
+    let mut end = pos + 1;
+    let mut count = 0usize;
+    if bytes.get(end) == Some(&b']') {
+        end += 1;
+    } else {
+        loop {
+            let (_price, _qty, after) = scan::level_pair(bytes, end)?;
+            count += 1;
+            match bytes.get(after)? {
+                b',' => end = after + 1,
+                b']' => {
+                    end = after + 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    let array = bytes.get(pos..end)?;
+    Some((
+        Levels {
+            bytes: array,
+            count,
+            compact: false,
+            scan_bytes: array,
+        },
+        end,
+    ))
+}
+
 /// The market event types we decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {

@@ -242,7 +242,9 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>> {
 mod fast {
     use super::{BookTicker, DepthUpdate, Kind, Message};
     use crate::fixed::Fixed;
-    use crate::venue::binance::decode::{compact_levels, Cursor, Levels, TradeKind, TradePrint};
+    use crate::venue::binance::decode::{
+        compact_levels, venue_levels, Cursor, Levels, TradeKind, TradePrint,
+    };
     use crate::venue::binance::scan;
 
     struct Reader<'a> {
@@ -336,11 +338,14 @@ mod fast {
         }
 
         /// The USD-M reader of compact levels (short decimals, read once unchecked when
-        /// iterated); Spot's eight-decimal prices are longer than it takes, so those go through
-        /// the general level reader, in the same pass.
+        /// iterated); Spot's eight-decimal prices are longer than it takes, so those are checked
+        /// by `venue_levels` (the venue's spelling, any decimal length), and anything else by the
+        /// general level reader, in the same pass.
         fn levels(&mut self, key: &'static str, field: &[u8]) -> Option<Levels<'a>> {
             self.expect(field)?;
-            if let Some((levels, end)) = compact_levels(self.bytes, self.pos) {
+            if let Some((levels, end)) =
+                compact_levels(self.bytes, self.pos).or_else(|| venue_levels(self.bytes, self.pos))
+            {
                 self.pos = end;
                 return Some(levels);
             }
