@@ -271,3 +271,99 @@ fn the_capture_syncs_from_its_snapshot_without_a_gap() {
     let top = sync.book().top();
     assert!(top.bid_px < top.ask_px, "an uncrossed book");
 }
+
+/// One step of a random session: a diff `skip` past the previous `u` (0: a repeat or overlap,
+/// 1: the chain, 2 or more: a break) spanning `len` more ids, with one bid level; or a snapshot
+/// at `back` ids behind the last `u` received.
+#[derive(Clone, Debug)]
+enum Step {
+    Diff {
+        skip: u64,
+        len: u64,
+        price: u8,
+        qty: u8,
+    },
+    Snapshot {
+        back: u64,
+    },
+    Disconnect,
+}
+
+fn units(count: i64) -> Fixed {
+    Fixed::from_units(count).expect("a small number")
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        8 => (0u64..4, 0u64..3, 1u8..20, 0u8..3)
+            .prop_map(|(skip, len, price, qty)| Step::Diff { skip, len, price, qty }),
+        2 => (0u64..6).prop_map(|back| Step::Snapshot { back }),
+        1 => Just(Step::Disconnect),
+    ]
+}
+
+proptest::proptest! {
+    /// Any session: no panic; exactly one sequence gap per break of the chain (`U` above the
+    /// previous `u` + 1, repeats ignored), counted independently here; a live book's update id
+    /// is the last `u` received.
+    #[test]
+    fn any_session_counts_each_break_once(steps in proptest::collection::vec(step(), 1..60)) {
+        let mut sync = SpotBookSync::new(1, 0, SyncConfig::default());
+        let mut previous: Option<u64> = None;
+        let mut last_u = 100u64;
+        let mut expected_gaps = 0u64;
+        let mut now = 0u64;
+        for step in steps {
+            now += 1_000_000_000;
+            match step {
+                Step::Diff { skip, len, price, qty } => {
+                    let first = last_u + skip;
+                    let last = first + len;
+                    match previous {
+                        Some(previous) if last <= previous => {}
+                        Some(previous) => {
+                            if first > previous + 1 {
+                                expected_gaps += 1;
+                            }
+                            last_u = last;
+                        }
+                        None => last_u = last,
+                    }
+                    if previous.is_none_or(|previous| last > previous) {
+                        previous = Some(last);
+                    }
+                    let header = DiffHeader {
+                        first_update_id: first,
+                        final_update_id: last,
+                        exch_ts_ns: now,
+                        recv_ts_ns: now,
+                    };
+                    let bids = [(units(i64::from(price)), units(i64::from(qty)))];
+                    sync.on_diff(header, bids.iter().copied(), [].into_iter(), &mut |_| {});
+                }
+                Step::Snapshot { back } => {
+                    let _ = sync.snapshot_request(now);
+                    let bids = [(units(5), units(1))];
+                    sync.on_snapshot(
+                        last_u.saturating_sub(back),
+                        bids.iter().copied(),
+                        [].into_iter(),
+                        now,
+                        &mut |_| {},
+                    );
+                }
+                Step::Disconnect => {
+                    if previous.take().is_some() {
+                        expected_gaps += 1;
+                    }
+                    sync.on_disconnect(now, &mut |_| {});
+                }
+            }
+            if sync.is_live() {
+                proptest::prop_assert_eq!(sync.last_update_id(), previous);
+            }
+        }
+        proptest::prop_assert_eq!(sync.stats().gaps, expected_gaps);
+    }
+}
