@@ -15,11 +15,21 @@ use tickwire_sim::{Pace, Sim, SimOptions};
 /// A Spot simulator on `source` and the appliance subscribed to `channels` of BTCUSDT and
 /// ETHUSDT through a `binance-spot` venue file.
 fn start_spot(source: Box<dyn Source>, pace: Pace, symbols: &[&str], channels: &[&str]) -> Pair {
+    start_spot_with(source, |options| options.pace = pace, symbols, channels)
+}
+
+/// [`start_spot`] with the simulator's options set by `tweak`.
+fn start_spot_with(
+    source: Box<dyn Source>,
+    tweak: impl FnOnce(&mut SimOptions),
+    symbols: &[&str],
+    channels: &[&str],
+) -> Pair {
     let dir = tempfile::tempdir().unwrap();
     let clock = Clock::calibrate();
     let mut options = SimOptions::binance_spot(dir.path().join("sim"));
     options.clock = clock;
-    options.pace = pace;
+    tweak(&mut options);
     let sim = Sim::start(options, Box::new(SpotSource::new(source))).expect("the simulator starts");
     let port = sim.addr().port();
     std::fs::write(
@@ -174,4 +184,31 @@ fn the_spot_capture_at_10x_reaches_the_strategy_whole_and_in_order() {
         .collect();
     assert_eq!(quotes.len(), 28040);
     assert!(quotes.windows(2).all(|pair| pair[0] < pair[1]), "in order");
+}
+
+/// Spot's server pings (every 20 s on the venue, every 300 ms here) are answered with pongs, and
+/// the pongs stay inside Spot's 5 incoming messages a second: the one connection stays open, its
+/// pong deadline (1 s here) always met.
+#[test]
+fn server_pings_are_answered_within_spot_limits() {
+    let mut pair = start_spot_with(
+        appliance::synthetic(200.0),
+        |options| {
+            options.ping_interval = Duration::from_millis(300);
+            options.pong_timeout = Duration::from_secs(1);
+        },
+        &["BTCUSDT"],
+        &["bookTicker", "aggTrade"],
+    );
+    pair.run_until(Duration::from_secs(20), "quotes flowing", |pair| {
+        pair.counters().message("bookTicker") > 10
+    });
+    pair.run_for(Duration::from_secs(3));
+    let stats = pair.sim.stats();
+    assert_eq!(stats.websocket_connections, 1, "{stats:?}");
+    let connection = &stats.connections[0];
+    assert!(connection.open, "{connection:?}");
+    assert_eq!(connection.close_reason, None);
+    assert_eq!(pair.counters().malformed.get(), 0);
+    pair.finish();
 }
