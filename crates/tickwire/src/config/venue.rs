@@ -134,8 +134,10 @@ impl VenueKind {
     }
 
     /// Binance documents "a single connection can listen to a maximum of 1024 streams" (USDⓈ-M
-    /// Futures, WebSocket Market Streams). The other venues document no per-connection limit, so
-    /// they share the same cap, which also bounds the size of one subscribe message.
+    /// Futures, WebSocket Market Streams; the same for Spot, "WebSocket Limits",
+    /// `venue::binance_spot::protocol::MAX_STREAMS_PER_CONNECTION`). The other venues document
+    /// no per-connection limit, so they share the same cap, which also bounds the size of one
+    /// subscribe message.
     pub fn default_max_streams_per_connection(self) -> u32 {
         MAX_STREAMS_PER_CONNECTION
     }
