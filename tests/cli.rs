@@ -449,3 +449,38 @@ fn run_falls_back_to_epoll_where_io_uring_is_refused() {
     );
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn check_config_accepts_the_binance_spot_file_and_refuses_what_spot_has_not() {
+    let output = tickwire()
+        .args(["check-config"])
+        .arg(repo("config/venues/binance-spot.toml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        stdout.contains("binance-spot.toml: ok (venue config)"),
+        "{stdout}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spot.toml");
+    std::fs::write(
+        &path,
+        "name = \"spot\"\nkind = \"binance-spot\"\nurl = \"wss://stream.binance.com:9443/stream\"\n\
+         rest_url = \"https://api.binance.com\"\nsymbols = [\"BTCUSDT\"]\n\
+         channels = [\"depth@0ms\"]\nbook_depth = 6000\n",
+    )
+    .unwrap();
+    let output = tickwire().arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("\"depth@0ms\" is not a binance-spot channel"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("6000 is not a depth binance-spot serves"),
+        "{stderr}"
+    );
+}

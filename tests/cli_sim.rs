@@ -513,3 +513,72 @@ fn sim_venue_databento_refuses_flags_of_other_venues() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--split-writes not used"));
 }
+
+/// `tickwire sim --venue binance-spot` and `tickwire run` on a `binance-spot` venue file: the
+/// appliance's books sync from the simulator's `/api/v3/depth`, its quotes carry no exchange
+/// time (Spot's bookTicker has none), and trades and levels flow.
+#[test]
+fn sim_venue_binance_spot_feeds_a_spot_venue() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert_dir = dir.path().join("ca");
+    let (_sim, addr) = start_sim(&[
+        "--venue",
+        "binance-spot",
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--rate",
+        "500",
+        "--symbols",
+        "1",
+    ]);
+    let port = addr.rsplit(':').next().unwrap();
+    std::fs::write(
+        dir.path().join("venue.toml"),
+        format!(
+            "name = \"spot\"\nkind = \"binance-spot\"\n\
+             url = \"wss://127.0.0.1:{port}/stream\"\nrest_url = \"https://127.0.0.1:{port}\"\n\
+             symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\", \"depth@100ms\", \"trade\"]\n\
+             [tls]\nextra_ca_file = {:?}\n",
+            cert_dir.join("ca.pem").display().to_string()
+        ),
+    )
+    .unwrap();
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"venue.toml\"]\n[rings]\nframe_ring_bytes = 16777216\n\
+         [net]\nmax_message_bytes = 1048576\n[threads.net]\nwait = \"spin-then-yield\"\n\
+         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let child = tickwire()
+        .args(["run", "--print-events", "--config"])
+        .arg(&appliance)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut kinds = std::collections::BTreeSet::new();
+    for line in stdout.lines() {
+        let json: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
+        assert_eq!(json["venue"], "spot", "{line}");
+        if json["type"] == "quote" && json.get("source").is_none() {
+            assert_eq!(json["exch_ts_ns"], 0, "a bookTicker has no time: {line}");
+        }
+        kinds.insert(json["type"].as_str().unwrap().to_owned());
+    }
+    for kind in ["level", "quote", "snapshot_begin", "snapshot_end", "trade"] {
+        assert!(kinds.contains(kind), "no {kind}: {kinds:?}; {stderr}");
+    }
+    assert!(!kinds.contains("gap"), "{stdout}");
+}

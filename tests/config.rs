@@ -291,7 +291,7 @@ fn a_bad_enum_value_lists_the_valid_values() {
         "invalid value \"strategy\"; valid values: \"net\""
     );
 
-    let venue = MINIMAL_VENUE.replace("binance-usdm-futures", "binance-spot");
+    let venue = MINIMAL_VENUE.replace("binance-usdm-futures", "binance-coinm-futures");
     let path = write(dir.path(), "venue.toml", &venue);
     let error = only_error(config::load_venue(&path));
     assert_eq!(
@@ -301,9 +301,23 @@ fn a_bad_enum_value_lists_the_valid_values() {
     assert!(
         error
             .message
-            .contains("\"binance-usdm-futures\", \"databento\", \"thalex\""),
+            .contains("\"binance-usdm-futures\", \"binance-spot\", \"databento\", \"thalex\""),
         "{error}"
     );
+}
+
+/// The shipped Binance Spot simulator file loads, but for the CA file the simulator writes when
+/// it is not there.
+#[test]
+fn the_binance_spot_simulator_file_loads() {
+    let sim = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/venues/binance-spot-sim.toml");
+    if Path::new("/tmp/tickwire-sim/ca.pem").is_file() {
+        let venue = config::load_venue(&sim).unwrap_or_else(|errors| panic!("{errors}"));
+        assert_eq!(venue.kind, VenueKind::BinanceSpot);
+    } else {
+        let error = only_error(config::load_venue(&sim));
+        assert_eq!(error.key, "tls.extra_ca_file");
+    }
 }
 
 #[test]

@@ -530,3 +530,78 @@ fn continuous_symbols_are_named_by_the_mappings_dates() {
         assert_eq!(official.as_deref().unwrap_or(&instrument.to_string()), ours);
     }
 }
+
+/// `--venue binance-spot`: Spot's shapes (a bookTicker without times, a depthUpdate without `T`
+/// or `pu`, a partial depth named by its stream) as the same `quote`, `trade` and `level` lines.
+#[test]
+fn binance_spot_prints_the_same_lines_with_the_fields_spot_sends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spot.txt");
+    let mut file = std::fs::File::create(&path).unwrap();
+    writeln!(file, r#"1723161254087891268 {{"stream":"btcusdt@bookTicker","data":{{"u":50093239212,"s":"BTCUSDT","b":"61837.63000000","B":"3.78826000","a":"61837.64000000","A":"1.54698000"}}}}"#).unwrap();
+    writeln!(file, r#"5 {{"stream":"btcusdt@trade","data":{{"e":"trade","E":1723161255343,"s":"BTCUSDT","t":3735683259,"p":"61837.63000000","q":"0.02000000","T":1723161255342,"m":true,"M":true}}}}"#).unwrap();
+    writeln!(file, r#"6 {{"stream":"btcusdt@depth@100ms","data":{{"e":"depthUpdate","E":1723161255308,"s":"BTCUSDT","U":50093239203,"u":50093239207,"b":[["55653.87000000","0.00000000"]],"a":[["61838.04000000","0.32332000"]]}}}}"#).unwrap();
+    writeln!(file, r#"7 {{"stream":"btcusdt@depth5","data":{{"lastUpdateId":160,"bids":[["0.0024","10"]],"asks":[]}}}}"#).unwrap();
+    writeln!(file, r#"{{"u":1,"s":"BTCUSDT""#).unwrap();
+    drop(file);
+    let output = tickwire()
+        .args(["decode", "--venue", "binance-spot"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines = json_lines(&output.stdout);
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    assert_eq!(
+        lines[0],
+        serde_json::json!({"type":"quote","venue":"binance-spot","symbol":"BTCUSDT",
+            "seq":50093239212u64,"recv_ts_ns":1723161254087891268u64,
+            "bid_px":"61837.63","bid_qty":"3.78826","ask_px":"61837.64","ask_qty":"1.54698"})
+    );
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"type":"trade","venue":"binance-spot","symbol":"BTCUSDT",
+            "trade_id":3735683259u64,"px":"61837.63","qty":"0.02","aggressor":"sell",
+            "event_ts_ns":1723161255343000000u64,"exch_ts_ns":1723161255342000000u64,
+            "recv_ts_ns":5})
+    );
+    assert_eq!(
+        lines[2],
+        serde_json::json!({"type":"level","venue":"binance-spot","symbol":"BTCUSDT",
+            "side":"bid","px":"55653.87","qty":"0","seq":50093239207u64,
+            "first_seq":50093239203u64,"event_ts_ns":1723161255308000000u64,
+            "exch_ts_ns":1723161255308000000u64,"recv_ts_ns":6})
+    );
+    assert_eq!(lines[3]["side"], "ask");
+    assert_eq!(
+        lines[4],
+        serde_json::json!({"type":"level","venue":"binance-spot","symbol":"BTCUSDT",
+            "side":"bid","px":"0.0024","qty":"10","seq":160,"recv_ts_ns":7})
+    );
+    assert!(stderr.contains("1 malformed"), "{stderr}");
+    assert!(stderr.contains("partialDepth=1"), "{stderr}");
+}
+
+/// The whole Spot capture through the command: every message decoded, none malformed.
+#[test]
+fn binance_spot_decodes_the_whole_capture() {
+    let Some(path) = common::shared_data("binance-spot/btcusdt_20240808.gz") else {
+        return;
+    };
+    let output = tickwire()
+        .args(["decode", "--venue", "binance-spot"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "41249 messages (bookTicker=28040, depthSnapshot=1, depthUpdate=3451, trade=9757)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("0 malformed"), "{stderr}");
+    assert_eq!(json_lines(&output.stdout).len(), 161887);
+}

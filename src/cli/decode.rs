@@ -26,6 +26,9 @@ use tickwire::venue::binance::json;
 /// The venue label printed on every line.
 const VENUE: &str = "binance-futures";
 
+/// The venue label of Binance Spot files.
+const SPOT: &str = "binance-spot";
+
 /// The venue label of Thalex files.
 const THALEX: &str = "thalex";
 
@@ -63,13 +66,15 @@ pub fn split_line(line: &[u8]) -> (u64, &[u8]) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum DecodeVenue {
     Binance,
+    BinanceSpot,
     Thalex,
     Databento,
 }
 
 impl DecodeVenue {
-    const ALL: [DecodeVenue; 3] = [
+    const ALL: [DecodeVenue; 4] = [
         DecodeVenue::Binance,
+        DecodeVenue::BinanceSpot,
         DecodeVenue::Thalex,
         DecodeVenue::Databento,
     ];
@@ -78,6 +83,7 @@ impl DecodeVenue {
     fn label(self) -> &'static str {
         match self {
             DecodeVenue::Binance => VENUE,
+            DecodeVenue::BinanceSpot => SPOT,
             DecodeVenue::Thalex => THALEX,
             DecodeVenue::Databento => DATABENTO,
         }
@@ -98,13 +104,16 @@ pub fn decode(venue: &str, path: &Path, dbn_version: Option<u8>) -> ExitCode {
         return ExitCode::from(2);
     }
     let Some(venue) = venue else {
+        let valid: Vec<&str> = DecodeVenue::ALL.iter().map(|venue| venue.label()).collect();
         eprintln!(
-            "decode: venue {label:?} is not supported; valid: {VENUE}, {THALEX}, {DATABENTO}"
+            "decode: venue {label:?} is not supported; valid: {}",
+            valid.join(", ")
         );
         return ExitCode::from(2);
     };
     let result = match venue {
         DecodeVenue::Binance => run(path),
+        DecodeVenue::BinanceSpot => run_spot(path),
         DecodeVenue::Thalex => run_thalex(path),
         DecodeVenue::Databento => databento::run(path, dbn_version),
     };
@@ -196,6 +205,91 @@ fn run(path: &Path) -> anyhow::Result<String> {
                 malformed += 1;
                 if malformed <= 5 {
                     eprintln!("decode: line {line}: {error}: {}", decode::sample(message));
+                }
+            }
+        }
+        out.write_all(&buffer)
+    })?;
+    out.flush()?;
+    let types: Vec<String> = by_type
+        .iter()
+        .map(|(name, count)| format!("{name}={count}"))
+        .chain(
+            unknown_types
+                .iter()
+                .map(|(name, count)| format!("unknown:{name}={count}")),
+        )
+        .collect();
+    Ok(format!(
+        "decode: {lines} lines; {} messages ({}); {events} events; {skipped} skipped; {malformed} malformed",
+        by_type.values().sum::<u64>() + unknown_types.values().sum::<u64>(),
+        types.join(", ")
+    ))
+}
+
+/// `--venue binance-spot`: the Spot decoder, the same `quote`, `trade` and `level` lines as
+/// `--venue binance-futures` (`venue::binance_spot::json`), the same summary.
+fn run_spot(path: &Path) -> anyhow::Result<String> {
+    use tickwire::venue::binance_spot::decode::{self as spot, Message as SpotMessage};
+    use tickwire::venue::binance_spot::json as spot_json;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut by_type: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut unknown_types: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut skipped, mut malformed, mut events) = (0u64, 0u64, 0u64);
+    let mut buffer = Vec::with_capacity(1 << 16);
+    let lines = for_each_message(path, |line, recv_ts_ns, message| {
+        buffer.clear();
+        match spot::decode(message) {
+            Ok(SpotMessage::BookTicker(ticker)) => {
+                *by_type.entry("bookTicker").or_default() += 1;
+                spot_json::write_quote(&mut buffer, SPOT, &ticker, recv_ts_ns);
+                events += 1;
+            }
+            Ok(SpotMessage::Trade(trade)) => {
+                let name = match trade.kind {
+                    TradeKind::Trade => "trade",
+                    TradeKind::AggTrade => "aggTrade",
+                };
+                *by_type.entry(name).or_default() += 1;
+                spot_json::write_trade(&mut buffer, SPOT, &trade, recv_ts_ns);
+                events += 1;
+            }
+            Ok(SpotMessage::Depth(depth)) => {
+                *by_type.entry("depthUpdate").or_default() += 1;
+                spot_json::write_levels(&mut buffer, SPOT, &depth, recv_ts_ns);
+                events += (depth.bids.len() + depth.asks.len()) as u64;
+            }
+            Ok(SpotMessage::PartialDepth(partial)) => {
+                *by_type.entry("partialDepth").or_default() += 1;
+                let symbol = partial.stream_symbol().to_ascii_uppercase();
+                spot_json::write_partial_levels(&mut buffer, SPOT, &symbol, &partial, recv_ts_ns);
+                events += (partial.bids.len() + partial.asks.len()) as u64;
+            }
+            Ok(SpotMessage::Unknown { event_type, .. }) => {
+                *unknown_types
+                    .entry(String::from_utf8_lossy(event_type).into_owned())
+                    .or_default() += 1;
+                skipped += 1;
+            }
+            Ok(SpotMessage::DepthSnapshot(_)) => {
+                // A REST snapshot recorded beside the streams: not a stream event.
+                *by_type.entry("depthSnapshot").or_default() += 1;
+                skipped += 1;
+            }
+            Ok(
+                SpotMessage::Ack { .. }
+                | SpotMessage::Subscriptions { .. }
+                | SpotMessage::Reply { .. }
+                | SpotMessage::ErrorReply { .. },
+            ) => {
+                *by_type.entry("reply").or_default() += 1;
+                skipped += 1;
+            }
+            Err(error) => {
+                malformed += 1;
+                if malformed <= 5 {
+                    eprintln!("decode: line {line}: {error}: {}", spot::sample(message));
                 }
             }
         }

@@ -98,14 +98,15 @@ enum Command {
     /// Decode a capture file with the appliance's decoder and print every normalized event as a
     /// JSON line on stdout, with a summary on stderr.
     ///
-    /// For binance-futures and thalex, FILE is plain or gzip; each line is one raw venue message,
+    /// For binance-futures, binance-spot and thalex, FILE is plain or gzip; each line is one raw venue message,
     /// optionally prefixed by its receive time in ns and a space. For databento, FILE is DBN
     /// (`.dbn`, zstd `.dbn.zst`, legacy `.dbz`) or a record-only fragment (`.frag`,
     /// `.frag.zst`, which needs --dbn-version). Exit status: 0 when the file was read (malformed
     /// lines and records the book refuses are counted and skipped), 1 when it cannot be read or
     /// is truncated or malformed.
     Decode {
-        /// The venue whose messages the file holds: binance-futures, thalex or databento.
+        /// The venue whose messages the file holds: binance-futures, binance-spot, thalex or
+        /// databento.
         #[arg(long, value_name = "VENUE")]
         venue: String,
         /// databento: the file is a fragment (records with no metadata header) in this DBN

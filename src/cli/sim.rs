@@ -1,7 +1,8 @@
 //! `tickwire sim`: the venue simulator as a command, until SIGINT or SIGTERM (or, with
 //! `--exit-when-done`, until its source is exhausted and every message sent). `--venue` picks
-//! the protocol: Binance USDⓈ-M (the default), Thalex's WebSocket JSON-RPC API, or a Databento
-//! Live Subscription Gateway (plain TCP, DBN).
+//! the protocol: Binance USDⓈ-M (the default), Binance Spot (the same server in Spot's shapes,
+//! limits and REST path), Thalex's WebSocket JSON-RPC API, or a Databento Live Subscription
+//! Gateway (plain TCP, DBN).
 
 use super::signals::StopSignals;
 use clap::{Args, ValueEnum};
@@ -16,6 +17,7 @@ use tickwire_sim::databento::{
 use tickwire_sim::source::CaptureSource;
 use tickwire_sim::source::Source;
 use tickwire_sim::source::{SyntheticConfig, SyntheticSource};
+use tickwire_sim::spot::SpotSource;
 use tickwire_sim::thalex::{self, ThalexFaults, ThalexOptions};
 use tickwire_sim::{Faults, Pace, Sim, SimOptions, Start};
 
@@ -24,6 +26,10 @@ use tickwire_sim::{Faults, Pace, Sim, SimOptions, Start};
 pub enum SimVenue {
     /// Binance USDⓈ-M Futures: WebSocket market streams and REST depth snapshots.
     Binance,
+    /// Binance Spot: the JSON market streams in Spot's shapes (bookTicker without times, depth
+    /// without `pu`), `/api/v3/depth`, Spot's limits (5 messages/s, a ping every 20 s) and
+    /// stream names. Its market is the synthetic one or a capture (`--source`).
+    BinanceSpot,
     /// Thalex: the WebSocket JSON-RPC API at /ws/api/v2 (login, subscriptions, a synthetic
     /// market per connection).
     Thalex,
@@ -271,8 +277,9 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
     match args.venue {
         SimVenue::Thalex => return run_thalex(args),
         SimVenue::Databento => return run_databento(args),
-        SimVenue::Binance => {}
+        SimVenue::Binance | SimVenue::BinanceSpot => {}
     }
+    let spot = args.venue == SimVenue::BinanceSpot;
     let signals = StopSignals::block()?;
     let source: Box<dyn Source> = match &args.source {
         Some(path) => Box::new(
@@ -284,12 +291,27 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
                 symbols: args.symbols.unwrap_or(BINANCE_SYMBOLS),
                 rate_per_sec: args.rate.unwrap_or(BINANCE_RATE),
                 seed: args.seed,
+                // Spot's market also trades one by one (`@trade`) beside the aggregates.
+                channels: if args.venue == SimVenue::BinanceSpot {
+                    ["bookTicker", "depth@100ms", "trade", "aggTrade"]
+                        .map(str::to_owned)
+                        .to_vec()
+                } else {
+                    SyntheticConfig::default().channels
+                },
                 ..SyntheticConfig::default()
             })
             .map_err(|error| anyhow::anyhow!("synthetic market: {error}"))?,
         ),
     };
-    let mut options = SimOptions::new(&args.cert_dir);
+    let (source, mut options): (Box<dyn Source>, SimOptions) = if spot {
+        (
+            Box::new(SpotSource::new(source)),
+            SimOptions::binance_spot(&args.cert_dir),
+        )
+    } else {
+        (source, SimOptions::new(&args.cert_dir))
+    };
     options.listen = tls_listen(&args);
     options.clock = Clock::calibrate();
     options.pace = if args.as_fast_as_possible {
@@ -303,8 +325,13 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
     if args.start_immediately {
         options.start = Start::Immediately;
     }
-    options.ping_interval = seconds(args.ping_interval, "ping-interval")?;
-    options.pong_timeout = seconds(args.pong_timeout, "pong-timeout")?;
+    // The flags' defaults are USD-M's; Spot's own (20 s, 60 s) stand unless they are given.
+    if !spot || args.ping_interval != 180.0 {
+        options.ping_interval = seconds(args.ping_interval, "ping-interval")?;
+    }
+    if !spot || args.pong_timeout != 600.0 {
+        options.pong_timeout = seconds(args.pong_timeout, "pong-timeout")?;
+    }
     options.faults = Faults {
         close_after: args.close_after,
         reset_after: args.reset_after,
@@ -336,14 +363,26 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
     let addr = sim.addr();
     eprintln!("sim: listening on {addr} (WebSocket and REST over TLS)");
     eprintln!("sim: CA certificate: {}", sim.ca_pem_path().display());
-    eprintln!("sim: venue file url:   wss://{addr} (the host root; tickwire routes the channels)");
-    eprintln!(
-        "sim: combined streams: wss://{addr}/public/stream?streams=btcusdt@bookTicker/... \
-         (bookTicker, depth, trade), wss://{addr}/market/stream?streams=btcusdt@aggTrade/... \
-         (aggTrade, markPrice)"
-    );
-    eprintln!("sim: raw stream:       wss://{addr}/public/ws/btcusdt@bookTicker");
-    eprintln!("sim: depth snapshot:   https://{addr}/fapi/v1/depth?symbol=BTCUSDT&limit=1000");
+    if spot {
+        eprintln!("sim: combined streams: wss://{addr}/stream?streams=btcusdt@bookTicker/...");
+        eprintln!("sim: raw stream:       wss://{addr}/ws/btcusdt@bookTicker");
+    } else {
+        eprintln!(
+            "sim: venue file url:   wss://{addr} (the host root; tickwire routes the channels)"
+        );
+        eprintln!(
+            "sim: combined streams: wss://{addr}/public/stream?streams=btcusdt@bookTicker/... \
+             (bookTicker, depth, trade), wss://{addr}/market/stream?streams=btcusdt@aggTrade/... \
+             (aggTrade, markPrice)"
+        );
+        eprintln!("sim: raw stream:       wss://{addr}/public/ws/btcusdt@bookTicker");
+    }
+    let depth_path = if spot {
+        "/api/v3/depth"
+    } else {
+        "/fapi/v1/depth"
+    };
+    eprintln!("sim: depth snapshot:   https://{addr}{depth_path}?symbol=BTCUSDT&limit=1000");
     loop {
         if let Some(signal) = signals.wait(Duration::from_millis(200))? {
             eprintln!("sim: signal {signal}; stopping");
@@ -390,8 +429,12 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
         ("--refuse-auth", args.refuse_auth),
     ];
     let (venue, ignored): (&str, Vec<(&str, bool)>) = match args.venue {
-        SimVenue::Binance => (
-            "binance",
+        SimVenue::Binance | SimVenue::BinanceSpot => (
+            if args.venue == SimVenue::Binance {
+                "binance"
+            } else {
+                "binance-spot"
+            },
             vec![
                 ("--instruments", args.instruments.is_some()),
                 ("--request-limit", args.request_limit.is_some()),

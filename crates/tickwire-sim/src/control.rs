@@ -5,6 +5,7 @@
 //! `{"error":{"code":..,"msg":".."},"id":..}` with codes 0 (unknown property), 1 (invalid value
 //! type), 2 (invalid request) and 3 (invalid JSON).
 
+use crate::options::SimVenue;
 use serde_json::{Map, Value};
 
 /// What one connection listens to and how its payloads are shaped.
@@ -44,8 +45,21 @@ pub struct Reply {
 
 const METHODS: &str = "SUBSCRIBE, UNSUBSCRIBE, LIST_SUBSCRIPTIONS, SET_PROPERTY, GET_PROPERTY";
 
-/// Handles one text message from a client.
+/// Handles one text message from a client, as Binance USDⓈ-M does.
+#[cfg(test)]
 pub fn handle(text: &[u8], subscriptions: &mut Subscriptions) -> Reply {
+    handle_for(SimVenue::BinanceUsdmFutures, text, subscriptions)
+}
+
+/// Handles one text message from a client of `venue`. Binance Spot differs in three documented
+/// ways: its errors are `{"code":..,"msg":..,"id":..}` ("Error Messages"), its `id` may be a
+/// 64-bit signed integer, an alphanumeric string of at most 36 characters or `null` (CHANGELOG
+/// 2024-04-10), and only its stream names subscribe (`crate::spot::is_spot_stream`; the
+/// answer to another name is a code 2 "Invalid request", the documented code for a request the
+/// venue cannot take, since the page lists no message of its own for it).
+pub fn handle_for(venue: SimVenue, text: &[u8], subscriptions: &mut Subscriptions) -> Reply {
+    let spot = venue == SimVenue::BinanceSpot;
+    let error_reply = |code: u8, msg: &str, id: Value| error_reply(spot, code, msg, id);
     let reply = |text: String| Reply {
         text,
         subscribed: false,
@@ -69,6 +83,13 @@ pub fn handle(text: &[u8], subscriptions: &mut Subscriptions) -> Reply {
     };
     let id = match request.get("id") {
         Some(Value::Number(number)) if number.is_u64() => Value::Number(number.clone()),
+        Some(Value::Number(number)) if spot && number.is_i64() => Value::Number(number.clone()),
+        Some(Value::String(text))
+            if spot && text.len() <= 36 && text.bytes().all(|b| b.is_ascii_alphanumeric()) =>
+        {
+            Value::String(text.clone())
+        }
+        Some(Value::Null) if spot => Value::Null,
         other => {
             // Echo what was sent where it is a JSON scalar, so the client can match the error.
             let id = other
@@ -110,6 +131,18 @@ pub fn handle(text: &[u8], subscriptions: &mut Subscriptions) -> Reply {
                 Ok(streams) => streams,
                 Err(msg) => return reply(error_reply(2, msg, id)),
             };
+            if spot && method == "SUBSCRIBE" {
+                if let Some(unknown) = streams
+                    .iter()
+                    .find(|name| !crate::spot::is_spot_stream(name))
+                {
+                    return reply(error_reply(
+                        2,
+                        &format!("Invalid request: unknown stream name {unknown}"),
+                        id,
+                    ));
+                }
+            }
             if method == "SUBSCRIBE" {
                 subscriptions.add(&streams);
             } else {
@@ -207,9 +240,13 @@ fn streams_value(subscriptions: &Subscriptions) -> Value {
     )
 }
 
-/// `{"error":{"code":..,"msg":".."},"id":..}`, in the venue's key order.
-fn error_reply(code: u8, msg: &str, id: Value) -> String {
+/// `{"error":{"code":..,"msg":".."},"id":..}` (USDⓈ-M) or `{"code":..,"msg":"..","id":..}`
+/// (`spot`, its "Error Messages" table), in the venue's key order.
+fn error_reply(spot: bool, code: u8, msg: &str, id: Value) -> String {
     let msg = Value::String(msg.to_owned());
+    if spot {
+        return format!("{{\"code\":{code},\"msg\":{msg},\"id\":{id}}}");
+    }
     format!("{{\"error\":{{\"code\":{code},\"msg\":{msg}}},\"id\":{id}}}")
 }
 
@@ -278,5 +315,49 @@ mod tests {
             2
         );
         assert_eq!(code(r#"{"method":"#, &mut subs), 3);
+    }
+
+    #[test]
+    fn spot_answers_in_its_shape_and_refuses_names_it_has_not() {
+        let mut subs = Subscriptions::default();
+        let ask = |text: &str, subs: &mut Subscriptions| -> Value {
+            let reply = handle_for(SimVenue::BinanceSpot, text.as_bytes(), subs);
+            serde_json::from_str(&reply.text).unwrap()
+        };
+        assert_eq!(
+            ask(
+                r#"{"method":"SUBSCRIBE","params":["btcusdt@aggTrade","btcusdt@depth"],"id":1}"#,
+                &mut subs
+            ),
+            json!({"result":null,"id":1})
+        );
+        // A USD-M stream is not Spot's: the documented error shape, code 2, nothing subscribed.
+        let refused = ask(
+            r#"{"method":"SUBSCRIBE","params":["btcusdt@markPrice"],"id":2}"#,
+            &mut subs,
+        );
+        assert_eq!(refused["code"], 2);
+        assert_eq!(refused["id"], 2);
+        assert!(refused["msg"]
+            .as_str()
+            .unwrap()
+            .contains("btcusdt@markPrice"));
+        assert_eq!(subs.streams, ["btcusdt@aggTrade", "btcusdt@depth"]);
+        assert_eq!(
+            ask(
+                r#"{"method":"GET_PROPERTY","params":["other"],"id":"abc"}"#,
+                &mut subs
+            ),
+            json!({"code":0,"msg":"Unknown property","id":"abc"})
+        );
+        // Spot's ids: signed integers, short alphanumeric strings, null.
+        assert_eq!(
+            ask(r#"{"method":"LIST_SUBSCRIPTIONS","id":-4}"#, &mut subs)["id"],
+            -4
+        );
+        assert_eq!(
+            ask(r#"{"method":"LIST_SUBSCRIPTIONS","id":null}"#, &mut subs),
+            json!({"result":["btcusdt@aggTrade","btcusdt@depth"],"id":null})
+        );
     }
 }

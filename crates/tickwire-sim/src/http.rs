@@ -197,7 +197,7 @@ pub fn route(target: &str) -> Route {
             .map(str::to_owned)
             .collect()
     };
-    if path == "/fapi/v1/depth" {
+    if path == "/fapi/v1/depth" || path == "/api/v3/depth" {
         return Route::Depth {
             symbol: param("symbol"),
             limit: param("limit"),

@@ -4,7 +4,9 @@
 //! market), with fault injection; in `thalex` a Thalex compatible server (WebSocket JSON-RPC
 //! with login tokens, subscriptions and a synthetic market) on the same TLS plumbing; and in
 //! `databento` a mock Databento Live Subscription Gateway (plain TCP, CRAM authentication, DBN
-//! records from a shared synthetic MBO market, a file or a benchmark batch).
+//! records from a shared synthetic MBO market, a file or a benchmark batch). With
+//! [`SimVenue::BinanceSpot`] the Binance server is Binance Spot instead, its messages in Spot's
+//! shapes through [`spot::SpotSource`].
 //!
 //! Nothing here is on tickwire's hot path: the simulator is the other side of the wire, written
 //! for clarity and for faithful venue behaviour, and it may allocate and block.
@@ -18,8 +20,9 @@ mod http;
 mod options;
 mod server;
 pub mod source;
+pub mod spot;
 pub mod thalex;
 mod wire;
 
-pub use options::{Faults, Pace, SimOptions, Stamp, Start};
+pub use options::{Faults, Pace, SimOptions, SimVenue, Stamp, Start};
 pub use server::{ConnectionStats, Sim, SimError, SimHandle, SimStats, CLOSE_GRACE};

@@ -106,8 +106,24 @@ impl Default for Faults {
     }
 }
 
+/// Which Binance venue the server is: the REST depth path and its limits, the shape of request
+/// errors and which stream names `SUBSCRIBE` takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SimVenue {
+    /// Binance USDⓈ-M Futures: `/fapi/v1/depth`, errors as `{"error":{..},"id":..}`.
+    #[default]
+    BinanceUsdmFutures,
+    /// Binance Spot ("WebSocket Streams for Binance", `rest-api.md`; binance-spot-api-docs commit
+    /// a5e0bc3): `/api/v3/depth` (limit 1 to 5000, default 100), errors as
+    /// `{"code":..,"msg":..,"id":..}`, only Spot's stream names subscribable. Its messages come
+    /// through [`crate::spot::SpotSource`], in Spot's shapes.
+    BinanceSpot,
+}
+
 /// Everything a simulator run needs besides its source.
 pub struct SimOptions {
+    /// Which venue the server is.
+    pub venue: SimVenue,
     /// Where the one TLS port (WebSocket and REST) listens; port 0 picks a free one.
     pub listen: SocketAddr,
     /// Where `ca.pem` (the run's throwaway CA) is written; created if missing.
@@ -140,6 +156,7 @@ impl SimOptions {
     /// `127.0.0.1:9443`.
     pub fn new(cert_dir: impl Into<PathBuf>) -> SimOptions {
         SimOptions {
+            venue: SimVenue::BinanceUsdmFutures,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             cert_dir: cert_dir.into(),
             cert_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
@@ -153,6 +170,20 @@ impl SimOptions {
             faults: Faults::default(),
             stamps: None,
             clock: Clock::monotonic(),
+        }
+    }
+
+    /// Binance Spot's documented behaviour ("WebSocket Streams for Binance", "General WSS
+    /// information" and "WebSocket Limits"): a ping every 20 s, a connection without a pong
+    /// for a minute closed, 5 incoming messages per second, 1024 streams per connection.
+    pub fn binance_spot(cert_dir: impl Into<PathBuf>) -> SimOptions {
+        SimOptions {
+            venue: SimVenue::BinanceSpot,
+            ping_interval: Duration::from_secs(20),
+            pong_timeout: Duration::from_secs(60),
+            max_incoming_per_sec: 5,
+            max_streams_per_connection: 1024,
+            ..SimOptions::new(cert_dir)
         }
     }
 }

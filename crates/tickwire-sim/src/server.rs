@@ -32,7 +32,7 @@ use super::cert;
 use super::control::{self, Subscriptions};
 use super::frame::{self, FrameReader, Incoming};
 use super::http::{self, EntryPoint, Request, Route};
-use super::options::{Faults, Pace, SimOptions, Stamp, Start};
+use super::options::{Faults, Pace, SimOptions, SimVenue, Stamp, Start};
 use super::source::{SimMessage, Source};
 use super::wire::{
     self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
@@ -61,6 +61,37 @@ const PING_PAYLOAD: &[u8] = b"tickwire-sim";
 /// The REST depth `limit` values the venue accepts (GET /fapi/v1/depth).
 const DEPTH_LIMITS: [usize; 7] = [5, 10, 20, 50, 100, 500, 1000];
 const DEPTH_LIMIT_DEFAULT: usize = 500;
+
+/// The REST depth path of each venue.
+fn depth_path(venue: SimVenue) -> &'static str {
+    match venue {
+        SimVenue::BinanceUsdmFutures => "/fapi/v1/depth",
+        SimVenue::BinanceSpot => "/api/v3/depth",
+    }
+}
+
+/// The levels per side a depth request's `limit` asks for, or `None` when the venue refuses it.
+/// USD-M takes [`DEPTH_LIMITS`] (default 500); Spot ("Order book", `rest-api.md`) takes 1 to
+/// 5000 (default 100) and answers a larger limit with 5000 levels.
+fn depth_limit(venue: SimVenue, limit: Option<&str>) -> Option<usize> {
+    match venue {
+        SimVenue::BinanceUsdmFutures => match limit {
+            None => Some(DEPTH_LIMIT_DEFAULT),
+            Some(text) => text
+                .parse::<usize>()
+                .ok()
+                .filter(|limit| DEPTH_LIMITS.contains(limit)),
+        },
+        SimVenue::BinanceSpot => match limit {
+            None => Some(crate::spot::DEPTH_LIMIT_DEFAULT),
+            Some(text) => text
+                .parse::<usize>()
+                .ok()
+                .filter(|&limit| limit >= 1)
+                .map(|limit| limit.min(crate::spot::DEPTH_LIMIT_MAX)),
+        },
+    }
+}
 
 /// Why the simulator could not start.
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +191,7 @@ impl Sim {
         let url_host = url_host(&options.cert_hosts, addr);
         let shared = Arc::new(Shared {
             settings: Settings {
+                venue: options.venue,
                 ping_interval: options.ping_interval,
                 pong_timeout: options.pong_timeout,
                 max_incoming_per_sec: options.max_incoming_per_sec,
@@ -279,13 +311,13 @@ impl SimHandle {
     }
 
     /// `wss://host:port/<entry>/stream?streams=a/b`: a combined-stream URL on the entry
-    /// point that serves the first stream (`/public` for none).
+    /// point that serves the first stream (`/public` for none); Spot's has no entry point.
     pub fn ws_url(&self, streams: &[&str]) -> String {
         format!(
             "wss://{}:{}{}/stream?streams={}",
             self.url_host,
             self.addr.port(),
-            entry_of(streams.first().copied()).path(),
+            self.entry_prefix(streams.first().copied()),
             streams.join("/")
         )
     }
@@ -296,8 +328,15 @@ impl SimHandle {
             "wss://{}:{}{}/ws/{stream}",
             self.url_host,
             self.addr.port(),
-            entry_of(Some(stream)).path()
+            self.entry_prefix(Some(stream))
         )
+    }
+
+    fn entry_prefix(&self, stream: Option<&str>) -> &'static str {
+        match self.shared.settings.venue {
+            SimVenue::BinanceSpot => "",
+            SimVenue::BinanceUsdmFutures => entry_of(stream).path(),
+        }
     }
 
     /// `wss://host:port`: the host root a venue file names (the venue routes its channels).
@@ -379,6 +418,7 @@ impl Drop for SimHandle {
 
 /// The options the threads read.
 struct Settings {
+    venue: SimVenue,
     ping_interval: Duration,
     pong_timeout: Duration,
     max_incoming_per_sec: u32,
@@ -476,8 +516,9 @@ impl Shared {
 
 /// One WebSocket connection, shared by its connection thread and the pacer.
 struct Conn {
-    /// The entry point it was upgraded on: it delivers only the streams that one serves.
-    entry: EntryPoint,
+    /// The entry point it was upgraded on (USD-M): it delivers only the streams that one
+    /// serves. `None` on Spot's single entry point, which serves every stream.
+    entry: Option<EntryPoint>,
     socket_id: u64,
     tcp: Arc<TcpStream>,
     /// Whether the connection faults apply to it.
@@ -665,13 +706,20 @@ fn run_connection(
             }
         };
         if request.header_has_token("upgrade", "websocket") {
-            let (streams, combined, entry) = match http::route(&request.target) {
-                Route::Stream {
-                    streams,
-                    combined,
-                    entry,
-                } => (streams, combined, entry),
-                Route::Single { .. } => {
+            // USD-M serves its two entry points and refuses the single one it retired; Spot
+            // serves the single one only.
+            let spot = shared.settings.venue == SimVenue::BinanceSpot;
+            let (streams, combined, entry) = match (http::route(&request.target), spot) {
+                (
+                    Route::Stream {
+                        streams,
+                        combined,
+                        entry,
+                    },
+                    false,
+                ) => (streams, combined, Some(entry)),
+                (Route::Single { streams, combined }, true) => (streams, combined, None),
+                (Route::Single { .. }, false) => {
                     shared
                         .counters
                         .retired_refused
@@ -679,7 +727,7 @@ fn run_connection(
                     let reply = http::json_error(404, -1, RETIRED, false);
                     return send_final(&mut tls, tcp, &reply);
                 }
-                Route::Depth { .. } | Route::NotFound => {
+                (Route::Stream { .. } | Route::Depth { .. } | Route::NotFound, _) => {
                     let reply = http::json_error(404, -1, "no WebSocket endpoint here", false);
                     return send_final(&mut tls, tcp, &reply);
                 }
@@ -724,7 +772,12 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
         return http::json_error(405, -1, "only GET is served", keep_alive);
     }
     let (symbol, limit) = match route {
-        Route::Depth { symbol, limit } => (symbol, limit),
+        Route::Depth { symbol, limit } if path == depth_path(shared.settings.venue) => {
+            (symbol, limit)
+        }
+        Route::Depth { .. } => {
+            return http::json_error(404, -1, &format!("not found: {path}"), keep_alive)
+        }
         Route::Stream { .. } => {
             return http::json_error(
                 400,
@@ -735,6 +788,14 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
         }
         Route::NotFound => {
             return http::json_error(404, -1, &format!("not found: {path}"), keep_alive)
+        }
+        Route::Single { .. } if shared.settings.venue == SimVenue::BinanceSpot => {
+            return http::json_error(
+                400,
+                -1,
+                "this endpoint needs a WebSocket upgrade",
+                keep_alive,
+            )
         }
         Route::Single { .. } => {
             shared
@@ -779,19 +840,13 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
             keep_alive,
         );
     };
-    let limit = match limit {
-        None => DEPTH_LIMIT_DEFAULT,
-        Some(text) => match text.parse::<usize>() {
-            Ok(limit) if DEPTH_LIMITS.contains(&limit) => limit,
-            _ => {
-                return http::json_error(
-                    400,
-                    -1130,
-                    "Data sent for parameter 'limit' is not valid.",
-                    keep_alive,
-                )
-            }
-        },
+    let Some(limit) = depth_limit(shared.settings.venue, limit.as_deref()) else {
+        return http::json_error(
+            400,
+            -1130,
+            "Data sent for parameter 'limit' is not valid.",
+            keep_alive,
+        );
     };
     match lock(&shared.source).depth_snapshot(&symbol, limit) {
         Some(body) => http::response(200, "application/json", &body, keep_alive),
@@ -829,7 +884,7 @@ struct Upgrade {
     /// The streams the URL names.
     streams: Vec<String>,
     combined: bool,
-    entry: EntryPoint,
+    entry: Option<EntryPoint>,
     path: String,
 }
 
@@ -1007,11 +1062,16 @@ fn websocket_loop(shared: &Shared, conn: &Conn, leftover: Vec<u8>) -> io::Result
 const RETIRED: &str = "the single entry point (/ws, /stream) was retired on 2026-04-23: \
     connect to /public (bookTicker, depth) or /market (aggTrade, markPrice, ...)";
 
+/// Whether a connection on `entry` delivers `stream`.
+fn serves(entry: Option<EntryPoint>, stream: &str) -> bool {
+    entry.is_none_or(|entry| entry.serves(stream))
+}
+
 /// How many of `streams` `entry` does not serve.
-fn misrouted(entry: EntryPoint, streams: &[String]) -> u64 {
+fn misrouted(entry: Option<EntryPoint>, streams: &[String]) -> u64 {
     streams
         .iter()
-        .filter(|stream| !entry.serves(stream))
+        .filter(|stream| !serves(entry, stream))
         .count() as u64
 }
 
@@ -1058,7 +1118,7 @@ fn handle_incoming(
         }
         Incoming::Text(text) if open => {
             let before = out.subscriptions.streams.len();
-            let reply = control::handle(&text, &mut out.subscriptions);
+            let reply = control::handle_for(settings.venue, &text, &mut out.subscriptions);
             let added = out.subscriptions.streams.get(before..).unwrap_or_default();
             conn.stats
                 .misrouted
@@ -1259,7 +1319,7 @@ fn deliver(
     let mut out = lock(&conn.out);
     if out.state != ConnState::Open
         || !out.subscriptions.contains(&message.stream)
-        || !conn.entry.serves(&message.stream)
+        || !serves(conn.entry, &message.stream)
     {
         return false;
     }

@@ -33,8 +33,9 @@ pub use appliance::{
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
 pub use venue::{
-    is_diff_depth_channel, CredentialsConfig, DatabentoConfig, LifecycleConfig, ReconnectConfig,
-    Recovery, StalenessConfig, TlsConfig, VenueConfig, VenueKind, DATABENTO_SCHEMAS,
+    check_usdm_book_depth, is_diff_depth_channel, CredentialsConfig, DatabentoConfig,
+    LifecycleConfig, ReconnectConfig, Recovery, StalenessConfig, TlsConfig, VenueConfig, VenueKind,
+    DATABENTO_SCHEMAS,
 };
 
 use source::{KeyPath, Problem, SourceFile};

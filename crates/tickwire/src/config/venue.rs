@@ -94,6 +94,7 @@ pub enum Recovery {
 #[serde(rename_all = "kebab-case")]
 pub enum VenueKind {
     BinanceUsdmFutures,
+    BinanceSpot,
     Databento,
     Thalex,
 }
@@ -102,6 +103,7 @@ impl VenueKind {
     pub fn as_str(self) -> &'static str {
         match self {
             VenueKind::BinanceUsdmFutures => "binance-usdm-futures",
+            VenueKind::BinanceSpot => "binance-spot",
             VenueKind::Databento => "databento",
             VenueKind::Thalex => "thalex",
         }
@@ -113,6 +115,7 @@ impl VenueKind {
     pub fn protocol(self) -> &'static dyn Protocol {
         match self {
             VenueKind::BinanceUsdmFutures => &crate::venue::binance::protocol::BinanceUsdmFutures,
+            VenueKind::BinanceSpot => &crate::venue::binance_spot::protocol::BinanceSpot,
             VenueKind::Databento => &crate::venue::databento::protocol::Databento,
             VenueKind::Thalex => &crate::venue::thalex::protocol::Thalex,
         }
@@ -131,8 +134,10 @@ impl VenueKind {
     }
 
     /// Binance documents "a single connection can listen to a maximum of 1024 streams" (USDⓈ-M
-    /// Futures, WebSocket Market Streams). The other venues document no per-connection limit, so
-    /// they share the same cap, which also bounds the size of one subscribe message.
+    /// Futures, WebSocket Market Streams; the same for Spot, "WebSocket Limits",
+    /// `venue::binance_spot::protocol::MAX_STREAMS_PER_CONNECTION`). The other venues document
+    /// no per-connection limit, so they share the same cap, which also bounds the size of one
+    /// subscribe message.
     pub fn default_max_streams_per_connection(self) -> u32 {
         MAX_STREAMS_PER_CONNECTION
     }
@@ -464,14 +469,8 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
     }
 
     let book_depth = raw.book_depth.unwrap_or(DEFAULT_BOOK_DEPTH);
-    if !BOOK_DEPTHS.contains(&book_depth) {
-        problems.push(Problem::new(
-            KeyPath::dotted("book_depth"),
-            format!(
-                "{book_depth} is not a depth the venue serves; valid values are {}",
-                BOOK_DEPTHS.map(|depth| depth.to_string()).join(", ")
-            ),
-        ));
+    if let Err(why) = raw.kind.protocol().check_book_depth(book_depth) {
+        problems.push(Problem::new(KeyPath::dotted("book_depth"), why));
     }
     if matches!(rules.rest_url, RestUrl::NeededForDiffDepth)
         && raw.rest_url.is_none()
@@ -564,6 +563,18 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
 /// The `limit` values Binance USD-M's `GET /fapi/v1/depth` accepts.
 const BOOK_DEPTHS: [u32; 7] = [5, 10, 20, 50, 100, 500, 1000];
 const DEFAULT_BOOK_DEPTH: u32 = 1000;
+
+/// Whether `depth` is one of Binance USD-M's `GET /fapi/v1/depth` limits (5, 10, 20, 50, 100,
+/// 500, 1000): `Protocol::check_book_depth`'s default.
+pub fn check_usdm_book_depth(depth: u32) -> Result<(), String> {
+    if BOOK_DEPTHS.contains(&depth) {
+        return Ok(());
+    }
+    Err(format!(
+        "{depth} is not a depth the venue serves; valid values are {}",
+        BOOK_DEPTHS.map(|depth| depth.to_string()).join(", ")
+    ))
+}
 
 /// A Binance diff depth stream (`depth`, `depth@100ms`, ...), as opposed to the partial book
 /// streams (`depth5`, `depth10@100ms`, ...) that carry the top levels whole.

@@ -14,6 +14,7 @@
 //! resolved.
 
 pub mod binance;
+pub mod binance_spot;
 pub mod databento;
 pub mod emit;
 pub mod feed;
@@ -318,6 +319,16 @@ pub fn rest_snapshot_target(
     venue: &VenueConfig,
     instrument_base: crate::event::InstrumentId,
 ) -> Result<Option<snapshot::SnapshotTarget>, VenueError> {
+    rest_snapshot_target_at(venue, instrument_base, snapshot::SnapshotApi::BINANCE_USDM)
+}
+
+/// [`rest_snapshot_target`] for a venue whose depth endpoint is `api` (Binance Spot's
+/// `/api/v3/depth`).
+pub fn rest_snapshot_target_at(
+    venue: &VenueConfig,
+    instrument_base: crate::event::InstrumentId,
+    api: snapshot::SnapshotApi,
+) -> Result<Option<snapshot::SnapshotTarget>, VenueError> {
     let Some(rest_url) = &venue.rest_url else {
         return Ok(None);
     };
@@ -328,6 +339,7 @@ pub fn rest_snapshot_target(
         })?;
     Ok(Some(snapshot::SnapshotTarget {
         client,
+        api,
         symbols: venue.symbols.clone(),
         depth: venue.book_depth,
         instrument_base,

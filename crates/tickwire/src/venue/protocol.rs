@@ -228,4 +228,10 @@ pub trait Protocol: Sync {
     ) -> Result<Option<super::snapshot::SnapshotTarget>, VenueError> {
         super::rest_snapshot_target(venue, instrument_base)
     }
+
+    /// Whether `depth` is a `book_depth` (the REST snapshot's `limit`) the venue serves; the
+    /// error is the config's message. The default is Binance USD-M's `GET /fapi/v1/depth`.
+    fn check_book_depth(&self, depth: u32) -> Result<(), String> {
+        crate::config::check_usdm_book_depth(depth)
+    }
 }

@@ -3,6 +3,10 @@
 //! A [`SnapshotFetcher`] owns one worker thread that performs the blocking HTTPS calls, so that
 //! neither a hot thread nor the control thread's report loop ever waits on a venue's REST API.
 //! The control thread hands it requests and collects replies without blocking.
+//!
+//! Where a venue's snapshots are and how their body reads is its [`SnapshotApi`]: Binance USD-M's
+//! `/fapi/v1/depth` ([`SnapshotApi::BINANCE_USDM`], the default) or Binance Spot's
+//! `/api/v3/depth` (`venue::binance_spot::protocol`).
 
 use super::binance::decode::{self, Message};
 use super::feed::{DepthSnapshot, SnapshotReply, SnapshotRequest};
@@ -10,10 +14,28 @@ use super::rest::RestClient;
 use crate::clock::Clock;
 use std::sync::mpsc;
 
+/// A venue's REST depth endpoint: its path (the query `?symbol=..&limit=..` is added) and the
+/// parser of its body.
+#[derive(Clone, Copy, Debug)]
+pub struct SnapshotApi {
+    pub path: &'static str,
+    pub parse: fn(&[u8]) -> Result<DepthSnapshot, String>,
+}
+
+impl SnapshotApi {
+    /// Binance USD-M Futures: `GET /fapi/v1/depth`, read by [`parse_depth`].
+    pub const BINANCE_USDM: SnapshotApi = SnapshotApi {
+        path: "/fapi/v1/depth",
+        parse: parse_depth,
+    };
+}
+
 /// How to fetch one venue's snapshots.
 #[derive(Clone)]
 pub struct SnapshotTarget {
     pub client: RestClient,
+    /// Where the snapshots are and how they read.
+    pub api: SnapshotApi,
     /// Symbols by instrument id, as the REST API spells them.
     pub symbols: Vec<String>,
     /// Levels per side (`limit`).
@@ -96,13 +118,13 @@ impl Drop for SnapshotFetcher {
     }
 }
 
-/// One blocking fetch of `GET /fapi/v1/depth?symbol=..&limit=..`.
+/// One blocking fetch of `GET {api.path}?symbol=..&limit=..` (`/fapi/v1/depth` for USD-M).
 pub fn fetch(target: &SnapshotTarget, instrument: usize) -> Result<DepthSnapshot, String> {
     let symbol = target
         .symbols
         .get(instrument)
         .ok_or_else(|| format!("no symbol for instrument {instrument}"))?;
-    let path = format!("/fapi/v1/depth?symbol={symbol}&limit={}", target.depth);
+    let path = format!("{}?symbol={symbol}&limit={}", target.api.path, target.depth);
     let response = target
         .client
         .get(&path)
@@ -112,7 +134,7 @@ pub fn fetch(target: &SnapshotTarget, instrument: usize) -> Result<DepthSnapshot
         let body: String = body.chars().take(200).collect();
         return Err(format!("{path}: HTTP {}: {body}", response.status));
     }
-    parse_depth(&response.body).map_err(|error| format!("{path}: {error}"))
+    (target.api.parse)(&response.body).map_err(|error| format!("{path}: {error}"))
 }
 
 /// Parses a Binance depth snapshot body,

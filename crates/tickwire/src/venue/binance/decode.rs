@@ -432,6 +432,9 @@ macro_rules! read_once {
     }};
 }
 
+// The Spot decoder (`venue::binance_spot::decode`) reads its fields the same way.
+pub(crate) use read_once;
+
 /// Decodes one complete WebSocket text message from Binance USD-M Futures.
 ///
 /// The whole input must be one JSON object (surrounding whitespace allowed). See the module
@@ -474,6 +477,13 @@ mod fast {
     struct Reader<'a> {
         bytes: &'a [u8],
         pos: usize,
+    }
+
+    /// A level array in the venue's compact spelling at `pos`, and the position after it.
+    pub(super) fn levels_at(bytes: &[u8], pos: usize) -> Option<(Levels<'_>, usize)> {
+        let mut reader = Reader { bytes, pos };
+        let levels = reader.levels()?;
+        Some((levels, reader.pos))
     }
 
     pub(super) fn message(bytes: &[u8]) -> Option<Message<'_>> {
@@ -678,6 +688,52 @@ mod fast {
             })
         }
     }
+}
+
+/// A `[["price","qty"],..]` array at `pos` in the venue's own spelling (no whitespace, every
+/// decimal short), checked as the fast path checks it, and the position after its `]`; `None`
+/// for any other spelling, which the caller then reads with [`Cursor::levels`]. The Spot
+/// decoder's fast path (`venue::binance_spot::decode`) reads its diffs with it.
+pub(crate) fn compact_levels(bytes: &[u8], pos: usize) -> Option<(Levels<'_>, usize)> {
+    fast::levels_at(bytes, pos)
+}
+
+/// A `[["price","qty"],..]` array at `pos` in the venue's spelling whatever the decimals' length
+/// (Spot's eight-decimal prices), every level checked by `scan::level_pair`, which iterating
+/// reads again; `None` for any other spelling, which the caller reads with
+/// [`Cursor::levels`].
+pub(crate) fn venue_levels(bytes: &[u8], pos: usize) -> Option<(Levels<'_>, usize)> {
+    if bytes.get(pos) != Some(&b'[') {
+        return None;
+    }
+    let mut end = pos + 1;
+    let mut count = 0usize;
+    if bytes.get(end) == Some(&b']') {
+        end += 1;
+    } else {
+        loop {
+            let (_price, _qty, after) = scan::level_pair(bytes, end)?;
+            count += 1;
+            match bytes.get(after)? {
+                b',' => end = after + 1,
+                b']' => {
+                    end = after + 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    let array = bytes.get(pos..end)?;
+    Some((
+        Levels {
+            bytes: array,
+            count,
+            compact: false,
+            scan_bytes: array,
+        },
+        end,
+    ))
 }
 
 /// The market event types we decode.
@@ -1080,20 +1136,21 @@ fn mark_price<'a>(
 
 /// What a reply's `result` held.
 #[derive(Clone, Copy)]
-enum ReplyResult<'a> {
+pub(crate) enum ReplyResult<'a> {
     Null,
     Streams { streams: &'a [u8], count: usize },
     Other(&'a [u8]),
 }
 
 /// The shared JSON cursor (`venue::json`), with Binance's reads on top: decimal strings,
-/// integers into `u64`, level arrays, replies, and errors as [`DecodeError`].
+/// integers into `u64`, level arrays, replies, and errors as [`DecodeError`]. The Spot decoder
+/// (`venue::binance_spot::decode`) reads the same shapes with it.
 #[derive(Clone, Copy)]
-struct Cursor<'a>(json::Cursor<'a>);
+pub(crate) struct Cursor<'a>(json::Cursor<'a>);
 
 impl<'a> Cursor<'a> {
     #[inline]
-    fn at(bytes: &'a [u8], pos: usize) -> Cursor<'a> {
+    pub(crate) fn at(bytes: &'a [u8], pos: usize) -> Cursor<'a> {
         Cursor(json::Cursor::at(bytes, pos))
     }
 }
@@ -1132,7 +1189,7 @@ impl From<JsonError> for DecodeError {
 
 impl<'a> Cursor<'a> {
     #[inline]
-    fn error(&self, kind: DecodeErrorKind) -> DecodeError {
+    pub(crate) fn error(&self, kind: DecodeErrorKind) -> DecodeError {
         DecodeError {
             kind,
             offset: self.pos,
@@ -1141,7 +1198,7 @@ impl<'a> Cursor<'a> {
 
     /// The error for a value of the wrong type where `field` was expected: `WrongType` when
     /// `first` starts some JSON value, a syntax error otherwise.
-    fn type_error(&self, first: u8, field: &'static str) -> DecodeError {
+    pub(crate) fn type_error(&self, first: u8, field: &'static str) -> DecodeError {
         self.error(match first {
             b'"' | b'{' | b'[' | b't' | b'f' | b'n' | b'-' | b'0'..=b'9' => {
                 DecodeErrorKind::WrongType(field)
@@ -1151,14 +1208,14 @@ impl<'a> Cursor<'a> {
     }
 
     #[inline]
-    fn required<T>(&self, slot: Option<T>, field: &'static str) -> Result<T> {
+    pub(crate) fn required<T>(&self, slot: Option<T>, field: &'static str) -> Result<T> {
         slot.ok_or_else(|| self.error(DecodeErrorKind::MissingField(field)))
     }
 
     /// The next member's key, with its `:` consumed, or `None` after the object's `}`. Call it
     /// first right after the `{`.
     #[inline]
-    fn next_key(&mut self, members: &mut Members) -> Result<Option<&'a [u8]>> {
+    pub(crate) fn next_key(&mut self, members: &mut Members) -> Result<Option<&'a [u8]>> {
         let (key, escaped) = match self.next_raw_key(members)? {
             Some(key) => key,
             None => return Ok(None),
@@ -1171,7 +1228,7 @@ impl<'a> Cursor<'a> {
 
     /// A string returned in place: escapes refused (see the module documentation).
     #[inline]
-    fn plain_string(&mut self, field: &'static str) -> Result<&'a [u8]> {
+    pub(crate) fn plain_string(&mut self, field: &'static str) -> Result<&'a [u8]> {
         let first = self.peek_value()?;
         if first != b'"' {
             return Err(self.type_error(first, field));
@@ -1198,7 +1255,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A string's raw content, escapes checked but left as they are.
-    fn raw_string(&mut self, field: &'static str) -> Result<&'a [u8]> {
+    pub(crate) fn raw_string(&mut self, field: &'static str) -> Result<&'a [u8]> {
         let first = self.peek_value()?;
         if first != b'"' {
             return Err(self.type_error(first, field));
@@ -1264,7 +1321,7 @@ impl<'a> Cursor<'a> {
 
     /// A non-negative JSON integer that fits `u64`.
     #[inline]
-    fn integer(&mut self, field: &'static str) -> Result<u64> {
+    pub(crate) fn integer(&mut self, field: &'static str) -> Result<u64> {
         let first = self.peek_value()?;
         match first {
             b'0'..=b'9' => self.digits(field),
@@ -1274,7 +1331,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A JSON integer that fits `i64`.
-    fn signed_integer(&mut self, field: &'static str) -> Result<i64> {
+    pub(crate) fn signed_integer(&mut self, field: &'static str) -> Result<i64> {
         let first = self.peek_value()?;
         let start = self.pos;
         let negative = first == b'-';
@@ -1296,7 +1353,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// `null` or a `u64`, as the reply `id` is.
-    fn optional_integer(&mut self, field: &'static str) -> Result<Option<u64>> {
+    pub(crate) fn optional_integer(&mut self, field: &'static str) -> Result<Option<u64>> {
         if self.peek_value()? == b'n' {
             self.literal(b"null")?;
             return Ok(None);
@@ -1304,7 +1361,7 @@ impl<'a> Cursor<'a> {
         self.integer(field).map(Some)
     }
 
-    fn boolean(&mut self, field: &'static str) -> Result<bool> {
+    pub(crate) fn boolean(&mut self, field: &'static str) -> Result<bool> {
         match self.peek_value()? {
             b't' => {
                 self.literal(b"true")?;
@@ -1320,7 +1377,7 @@ impl<'a> Cursor<'a> {
 
     /// A decimal string (`"61800.20"`) read straight into a [`Fixed`].
     #[inline]
-    fn decimal(&mut self, field: &'static str) -> Result<Fixed> {
+    pub(crate) fn decimal(&mut self, field: &'static str) -> Result<Fixed> {
         let first = self.peek_value()?;
         if first == b'"' {
             if let Some((value, end)) = scan::quoted_decimal(self.bytes, self.pos + 1) {
@@ -1384,7 +1441,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A `[[price, qty], ...]` array, checked through and kept as bytes.
-    fn levels(&mut self, field: &'static str) -> Result<Levels<'a>> {
+    pub(crate) fn levels(&mut self, field: &'static str) -> Result<Levels<'a>> {
         let first = self.peek_value()?;
         if first != b'[' {
             return Err(self.type_error(first, field));
@@ -1432,7 +1489,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A reply's `result`: `null`, an array of strings, or any other value kept raw.
-    fn reply_result(&mut self, _field: &'static str) -> Result<ReplyResult<'a>> {
+    pub(crate) fn reply_result(&mut self, _field: &'static str) -> Result<ReplyResult<'a>> {
         let start = match self.peek_value()? {
             b'n' => {
                 self.literal(b"null")?;
@@ -1476,7 +1533,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// `{"code":2,"msg":".."}` inside an error reply; other members are skipped.
-    fn error_object(&mut self, field: &'static str) -> Result<(i64, &'a [u8])> {
+    pub(crate) fn error_object(&mut self, field: &'static str) -> Result<(i64, &'a [u8])> {
         let first = self.peek_value()?;
         if first != b'{' {
             return Err(self.type_error(first, field));

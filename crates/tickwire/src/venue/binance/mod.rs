@@ -45,6 +45,7 @@ pub mod decode;
 pub mod feed;
 pub mod json;
 pub mod protocol;
-mod scan;
+// `pub(crate)`: the Spot decoder (`venue::binance_spot`) reads the same shapes with it.
+pub(crate) mod scan;
 pub mod subscribe;
 pub mod sync;

@@ -85,7 +85,7 @@ fn eight_digits(lanes: u64) -> u64 {
 /// content: at most seven integer digits cannot overflow (10^7 * 10^9 < 2^63) and at most
 /// eight fraction digits are never too precise.
 #[inline(always)]
-pub(super) fn quoted_decimal(bytes: &[u8], pos: usize) -> Option<(Fixed, usize)> {
+pub(crate) fn quoted_decimal(bytes: &[u8], pos: usize) -> Option<(Fixed, usize)> {
     if let Some(window) = bytes.get(pos..).and_then(|rest| rest.first_chunk::<9>()) {
         if let Some(found) = short_quoted_decimal(window, pos) {
             return Some(found);
@@ -198,7 +198,7 @@ fn unsigned_quoted_decimal(bytes: &[u8], pos: usize) -> Option<(i64, usize)> {
 /// [`trusted_level_pair`] reads, from its `[`: the position after its `]`. Checks exactly what
 /// [`level_pair`] checks, without computing the values.
 #[inline(always)]
-pub(super) fn short_level_pair(bytes: &[u8], pos: usize) -> Option<usize> {
+pub(crate) fn short_level_pair(bytes: &[u8], pos: usize) -> Option<usize> {
     if bytes.get(pos..pos + 2)? != b"[\"" {
         return None;
     }
@@ -219,7 +219,7 @@ pub(super) fn short_level_pair(bytes: &[u8], pos: usize) -> Option<usize> {
 /// price, quantity and the position after its `]`. On bytes it did not accept the answer is
 /// meaningless (never a panic); `Levels` only calls it on bytes it accepted.
 #[inline(always)]
-pub(super) fn trusted_level_pair(bytes: &[u8], pos: usize) -> Option<(Fixed, Fixed, usize)> {
+pub(crate) fn trusted_level_pair(bytes: &[u8], pos: usize) -> Option<(Fixed, Fixed, usize)> {
     let (price, end) = trusted_decimal(bytes, pos + 2)?;
     let (qty, end) = trusted_decimal(bytes, end + 2)?;
     Some((price, qty, end + 1))
@@ -268,7 +268,7 @@ fn run_before_point_or_quote(word: u64) -> usize {
 /// quantity and the position after its `]`. `None` for any other spelling (spaces, numbers
 /// that are not the venue's form), which the caller reads with the general reader.
 #[inline(always)]
-pub(super) fn level_pair(bytes: &[u8], pos: usize) -> Option<(Fixed, Fixed, usize)> {
+pub(crate) fn level_pair(bytes: &[u8], pos: usize) -> Option<(Fixed, Fixed, usize)> {
     if bytes.get(pos..pos + 2)? != b"[\"" {
         return None;
     }
@@ -289,7 +289,7 @@ pub(super) fn level_pair(bytes: &[u8], pos: usize) -> Option<(Fixed, Fixed, usiz
 /// `E` (which would make it a fraction or an exponent); 19 digits always fit a `u64`. The
 /// exact reader handles the rest, errors included.
 #[inline]
-pub(super) fn integer(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
+pub(crate) fn integer(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
     let first = digit_values(load8(bytes, pos));
     let first_len = digit_run(first);
     let (value, len) = match first_len {
@@ -334,7 +334,7 @@ pub(super) fn integer(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
 /// position after the quote. `None` when it holds an escape or a control character (or is not
 /// closed): the exact reader decides those.
 #[inline]
-pub(super) fn plain_string(bytes: &[u8], pos: usize) -> Option<(&[u8], usize)> {
+pub(crate) fn plain_string(bytes: &[u8], pos: usize) -> Option<(&[u8], usize)> {
     let rest = bytes.get(pos..)?;
     let len = rest
         .iter()

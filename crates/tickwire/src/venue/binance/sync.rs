@@ -174,25 +174,26 @@ enum State {
 
 /// A buffered diff: its header and where its levels sit in [`DiffBuffer::levels`].
 #[derive(Clone, Copy, Debug)]
-struct BufferedDiff {
-    header: DiffHeader,
-    levels_start: usize,
-    bids_end: usize,
-    levels_end: usize,
+pub(crate) struct BufferedDiff {
+    pub(crate) header: DiffHeader,
+    pub(crate) levels_start: usize,
+    pub(crate) bids_end: usize,
+    pub(crate) levels_end: usize,
 }
 
 /// The diffs that arrive before a usable snapshot, with all their levels in one `Vec`. Both
-/// `Vec`s are allocated once, at their limits.
+/// `Vec`s are allocated once, at their limits. The Spot book (`venue::binance_spot::sync`)
+/// buffers with it too.
 #[derive(Debug)]
-struct DiffBuffer {
-    diffs: Vec<BufferedDiff>,
-    levels: Vec<(Fixed, Fixed)>,
+pub(crate) struct DiffBuffer {
+    pub(crate) diffs: Vec<BufferedDiff>,
+    pub(crate) levels: Vec<(Fixed, Fixed)>,
     max_diffs: usize,
     max_levels: usize,
 }
 
 impl DiffBuffer {
-    fn new(max_diffs: usize, max_levels: usize) -> DiffBuffer {
+    pub(crate) fn new(max_diffs: usize, max_levels: usize) -> DiffBuffer {
         DiffBuffer {
             diffs: Vec::with_capacity(max_diffs),
             levels: Vec::with_capacity(max_levels),
@@ -201,17 +202,17 @@ impl DiffBuffer {
         }
     }
 
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.diffs.clear();
         self.levels.clear();
     }
 
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.diffs.is_empty()
     }
 
     /// Appends a diff; `false` (and the buffer unchanged) if it does not fit.
-    fn push(
+    pub(crate) fn push(
         &mut self,
         header: DiffHeader,
         bids: impl Iterator<Item = (Fixed, Fixed)>,
@@ -251,7 +252,7 @@ impl DiffBuffer {
     }
 
     /// Drops the leading diffs whose `u` is below `last_update_id`; returns how many.
-    fn drop_older_than(&mut self, last_update_id: u64) -> usize {
+    pub(crate) fn drop_older_than(&mut self, last_update_id: u64) -> usize {
         let stale = self
             .diffs
             .iter()
@@ -277,13 +278,13 @@ impl DiffBuffer {
 
 /// The header fields every event of this machine shares.
 #[derive(Clone, Copy, Debug)]
-struct Stamp {
-    instrument_id: InstrumentId,
-    venue_id: VenueId,
+pub(crate) struct Stamp {
+    pub(crate) instrument_id: InstrumentId,
+    pub(crate) venue_id: VenueId,
 }
 
 impl Stamp {
-    fn header(
+    pub(crate) fn header(
         self,
         venue_seq: u64,
         exchange_ts_ns: u64,
@@ -309,7 +310,7 @@ impl Stamp {
 }
 
 /// Applies one diff to a live book and emits its events.
-fn apply_diff<F: FnMut(Event)>(
+pub(crate) fn apply_diff<F: FnMut(Event)>(
     book: &mut OrderBook,
     stamp: Stamp,
     diff: &DiffHeader,
@@ -337,7 +338,7 @@ fn apply_diff<F: FnMut(Event)>(
 }
 
 /// Emits the loaded book as a snapshot: `SnapshotBegin`, its levels, `SnapshotEnd`, `Quote`.
-fn publish_snapshot<F: FnMut(Event)>(
+pub(crate) fn publish_snapshot<F: FnMut(Event)>(
     book: &OrderBook,
     stamp: Stamp,
     last_update_id: u64,
