@@ -14,6 +14,7 @@
 //! resolved.
 
 pub mod binance;
+pub mod binance_spot;
 pub mod databento;
 pub mod emit;
 pub mod feed;
