@@ -10,6 +10,7 @@ mod support;
 mod architecture;
 mod binance_decode;
 mod binance_decode_alloc;
+mod binance_spot_sbe;
 mod binance_sync;
 mod book;
 mod bus;

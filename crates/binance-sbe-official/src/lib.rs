@@ -7,7 +7,11 @@
 //! (`tickwire::venue::binance_spot::sbe`) is checked against, and a decoder to time it against.
 //! The appliance crate never depends on it.
 
-#![allow(
+// `cfg_attr` (not a bare `#[rustfmt::skip]`, which makes rustc see the module's names as
+// macro-expanded and the generated glob imports ambiguous): rustfmt leaves the generated files
+// as the tool wrote them.
+#[cfg_attr(rustfmt, rustfmt::skip)]
+#[allow(
     clippy::all,
     clippy::pedantic,
     ambiguous_glob_reexports,
@@ -17,12 +21,9 @@
     non_camel_case_types,
     reason = "generated code, kept exactly as the SBE tool writes it"
 )]
-
-// `cfg_attr` (not a bare `#[rustfmt::skip]`, which makes rustc see the module's names as
-// macro-expanded and the generated glob imports ambiguous): rustfmt leaves the generated files
-// as the tool wrote them.
-#[cfg_attr(rustfmt, rustfmt::skip)]
 #[path = "generated/lib.rs"]
 mod generated;
 
 pub use generated::*;
+
+pub mod encode;

@@ -924,3 +924,327 @@ fn event_header(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame laid out by hand from the schema (the official encoder's frames are in
+    /// tests/binance_spot_sbe.rs).
+    fn header(block_length: u16, template_id: u16, schema_id: u16, version: u16) -> Vec<u8> {
+        [block_length, template_id, schema_id, version]
+            .iter()
+            .flat_map(|word| word.to_le_bytes())
+            .collect()
+    }
+
+    fn best_bid_ask_frame(block_extra: usize) -> Vec<u8> {
+        let mut frame = header(
+            (BEST_BID_ASK_BLOCK + block_extra) as u16,
+            BEST_BID_ASK_TEMPLATE_ID,
+            1,
+            0,
+        );
+        frame.extend(1_700_000_000_123_456i64.to_le_bytes());
+        frame.extend(42i64.to_le_bytes());
+        frame.extend([(-2i8) as u8, (-8i8) as u8]);
+        for mantissa in [6_123_450i64, 150_000_000, 6_123_460, 1] {
+            frame.extend(mantissa.to_le_bytes());
+        }
+        frame.extend(std::iter::repeat_n(0xEE, block_extra));
+        frame.push(7);
+        frame.extend(b"BTCUSDT");
+        frame
+    }
+
+    fn depth_diff_frame() -> Vec<u8> {
+        let mut frame = header(DEPTH_DIFF_BLOCK as u16, DEPTH_DIFF_TEMPLATE_ID, 1, 0);
+        frame.extend(5i64.to_le_bytes());
+        frame.extend(100i64.to_le_bytes());
+        frame.extend(103i64.to_le_bytes());
+        frame.extend([0u8, 0]);
+        // bids: two levels; asks: none.
+        frame.extend(16u16.to_le_bytes());
+        frame.extend(2u16.to_le_bytes());
+        for value in [10i64, 1, 9, 0] {
+            frame.extend(value.to_le_bytes());
+        }
+        frame.extend(16u16.to_le_bytes());
+        frame.extend(0u16.to_le_bytes());
+        frame.push(3);
+        frame.extend(b"ETH");
+        frame
+    }
+
+    #[test]
+    fn a_best_bid_ask_decodes_field_by_field() {
+        let frame = best_bid_ask_frame(0);
+        let Ok(Message::BestBidAsk(ticker)) = decode(&frame) else {
+            panic!("{:?}", decode(&frame));
+        };
+        assert_eq!(ticker.symbol, b"BTCUSDT");
+        assert_eq!(ticker.event_time_ns, 1_700_000_000_123_456_000);
+        assert_eq!(ticker.book_update_id, 42);
+        assert_eq!(ticker.bid_px, Fixed::parse_str("61234.50").unwrap());
+        assert_eq!(ticker.bid_qty, Fixed::parse_str("1.5").unwrap());
+        assert_eq!(ticker.ask_px, Fixed::parse_str("61234.60").unwrap());
+        assert_eq!(ticker.ask_qty, Fixed::parse_str("0.00000001").unwrap());
+        assert_eq!(ticker.schema_version, 0);
+    }
+
+    #[test]
+    fn a_longer_root_block_is_skipped_and_a_shorter_one_refused() {
+        let longer = best_bid_ask_frame(13);
+        let Ok(Message::BestBidAsk(ticker)) = decode(&longer) else {
+            panic!("{:?}", decode(&longer));
+        };
+        assert_eq!(ticker.symbol, b"BTCUSDT");
+        assert_eq!(ticker.ask_qty, Fixed(10));
+        let mut shorter = best_bid_ask_frame(0);
+        shorter[0..2].copy_from_slice(&49u16.to_le_bytes());
+        assert_eq!(
+            decode(&shorter),
+            Err(SbeError::BlockTooShort {
+                block_length: 49,
+                needed: 50
+            })
+        );
+    }
+
+    #[test]
+    fn a_depth_diff_with_an_empty_group_decodes() {
+        let frame = depth_diff_frame();
+        let Ok(Message::DepthDiff(diff)) = decode(&frame) else {
+            panic!("{:?}", decode(&frame));
+        };
+        assert_eq!((diff.first_update_id, diff.final_update_id), (100, 103));
+        assert_eq!(diff.event_time_ns, 5_000);
+        let bids: Vec<_> = diff.bids.iter().collect();
+        assert_eq!(
+            bids,
+            [
+                (
+                    Fixed::from_units(10).unwrap(),
+                    Fixed::from_units(1).unwrap()
+                ),
+                (Fixed::from_units(9).unwrap(), Fixed::ZERO)
+            ]
+        );
+        assert!(diff.asks.is_empty());
+        assert_eq!(diff.symbol, b"ETH");
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_never_a_panic() {
+        for frame in [
+            best_bid_ask_frame(0),
+            best_bid_ask_frame(3),
+            depth_diff_frame(),
+        ] {
+            assert!(decode(&frame).is_ok());
+            for len in 0..frame.len() {
+                match decode(&frame[..len]) {
+                    Err(SbeError::Truncated { offset }) => assert!(offset as usize <= len),
+                    Err(SbeError::GroupOverrun { .. }) => {}
+                    other => panic!("cut at {len}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn schema_and_template_are_checked() {
+        let mut frame = best_bid_ask_frame(0);
+        frame[4..6].copy_from_slice(&2u16.to_le_bytes());
+        assert_eq!(
+            decode(&frame),
+            Err(SbeError::SchemaMismatch {
+                schema_id: 2,
+                version: 0
+            })
+        );
+        let mut frame = best_bid_ask_frame(0);
+        frame[2..4].copy_from_slice(&10_004u16.to_le_bytes());
+        assert_eq!(
+            decode(&frame),
+            Err(SbeError::UnknownTemplate {
+                template_id: 10_004
+            })
+        );
+        // A newer version of schema 1 is read, and says so.
+        let mut frame = best_bid_ask_frame(0);
+        frame[6..8].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(decode(&frame).map(|m| m.schema_version()), Ok(1));
+    }
+
+    #[test]
+    fn decimals_convert_exactly_down_to_nine_decimals() {
+        for exponent in -9i8..=9 {
+            let expected = 7i64 * 10i64.pow((exponent + 9) as u32);
+            assert_eq!(
+                decimal_to_fixed(7, exponent),
+                Ok(Fixed(expected)),
+                "{exponent}"
+            );
+        }
+        assert_eq!(decimal_to_fixed(i64::MAX, -9), Ok(Fixed::MAX));
+        assert_eq!(decimal_to_fixed(i64::MIN, -9), Ok(Fixed::MIN));
+        assert_eq!(
+            decimal_to_fixed(i64::MAX, -8),
+            Err(SbeError::DecimalOverflow)
+        );
+        assert_eq!(
+            decimal_to_fixed(i64::MIN, -8),
+            Err(SbeError::DecimalOverflow)
+        );
+        assert_eq!(decimal_to_fixed(9, 9), Ok(Fixed(9 * 10i64.pow(18))));
+        assert_eq!(decimal_to_fixed(10, 9), Err(SbeError::DecimalOverflow));
+        assert_eq!(decimal_to_fixed(1, 10), Err(SbeError::DecimalOverflow));
+        assert_eq!(decimal_to_fixed(0, 127), Ok(Fixed::ZERO));
+        assert_eq!(decimal_to_fixed(-1, 127), Err(SbeError::DecimalOverflow));
+        assert_eq!(
+            decimal_to_fixed(1, i8::MIN),
+            Err(SbeError::BadExponent { exponent: i8::MIN })
+        );
+    }
+
+    #[test]
+    fn more_than_nine_decimals_round_half_to_even() {
+        // 1e-10 units: 15 -> 1.5 -> 2, 25 -> 2.5 -> 2, 35 -> 4, 26 -> 3, 24 -> 2.
+        for (mantissa, expected) in [(15, 2), (25, 2), (35, 4), (26, 3), (24, 2), (5, 0), (6, 1)] {
+            assert_eq!(
+                decimal_to_fixed(mantissa, -10),
+                Ok(Fixed(expected)),
+                "{mantissa}"
+            );
+            assert_eq!(
+                decimal_to_fixed(-mantissa, -10),
+                Ok(Fixed(-expected)),
+                "-{mantissa}"
+            );
+        }
+        assert_eq!(
+            decimal_to_fixed(i64::MAX, -10),
+            Ok(Fixed(922_337_203_685_477_581))
+        );
+        assert_eq!(
+            decimal_to_fixed(i64::MIN, -10),
+            Ok(Fixed(-922_337_203_685_477_581))
+        );
+        // 10^19: 9.22e18 / 1e19 rounds to 1; 10^20 and beyond: to 0.
+        assert_eq!(decimal_to_fixed(i64::MAX, -28), Ok(Fixed(1)));
+        assert_eq!(decimal_to_fixed(i64::MIN, -28), Ok(Fixed(-1)));
+        assert_eq!(
+            decimal_to_fixed(5_000_000_000_000_000_000, -28),
+            Ok(Fixed(0))
+        );
+        assert_eq!(decimal_to_fixed(i64::MAX, -29), Ok(Fixed(0)));
+        assert_eq!(decimal_to_fixed(i64::MIN, -127), Ok(Fixed(0)));
+    }
+
+    #[test]
+    fn times_and_ids_are_checked() {
+        let mut frame = best_bid_ask_frame(0);
+        frame[8..16].copy_from_slice(&(-1i64).to_le_bytes());
+        assert_eq!(decode(&frame), Err(SbeError::BadTimestamp));
+        frame[8..16].copy_from_slice(&(u64::MAX / 1000 + 1).min(i64::MAX as u64).to_le_bytes());
+        assert_eq!(decode(&frame), Err(SbeError::BadTimestamp));
+        let mut frame = best_bid_ask_frame(0);
+        frame[16..24].copy_from_slice(&(-5i64).to_le_bytes());
+        assert_eq!(decode(&frame), Err(SbeError::NegativeId));
+    }
+
+    #[test]
+    fn group_counts_past_the_frame_are_refused() {
+        let mut frame = depth_diff_frame();
+        // The bids' count (at 8 + 26 + 2) claims 3 levels, 2 are there and then 4 + 4 bytes.
+        frame[36..38].copy_from_slice(&3u16.to_le_bytes());
+        assert_eq!(decode(&frame), Err(SbeError::GroupOverrun { count: 3 }));
+        frame[36..38].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(
+            decode(&frame),
+            Err(SbeError::GroupOverrun { count: 65_535 })
+        );
+        let mut frame = depth_diff_frame();
+        frame[34..36].copy_from_slice(&15u16.to_le_bytes());
+        assert_eq!(
+            decode(&frame),
+            Err(SbeError::BlockTooShort {
+                block_length: 15,
+                needed: 16
+            })
+        );
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        // xorshift: a deterministic stream of frames, half of them with a valid header.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut decoded = 0;
+        for round in 0..200_000 {
+            let len = (next() % 96) as usize;
+            let mut frame: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if round % 2 == 0 && len >= HEADER_LEN {
+                let template = 10_000 + (next() % 4) as u16;
+                let block = [18u16, 50, 18, 26][usize::from(template - 10_000)];
+                frame[..HEADER_LEN].copy_from_slice(&header(block, template, 1, 0));
+            }
+            if let Ok(message) = decode(&frame) {
+                decoded += 1;
+                let mut count = 0;
+                events(
+                    &message,
+                    EventTarget {
+                        venue_id: 1,
+                        instrument_id: 2,
+                        recv_ts_ns: 3,
+                    },
+                    &mut |_| count += 1,
+                );
+                assert!(count <= frame.len() / 16 + 1);
+            }
+        }
+        assert!(decoded > 0, "the loop must reach the decoded path too");
+    }
+
+    #[test]
+    fn events_follow_the_usdm_conventions() {
+        let frame = best_bid_ask_frame(0);
+        let message = decode(&frame).unwrap();
+        let target = EventTarget {
+            venue_id: 4,
+            instrument_id: 9,
+            recv_ts_ns: 77,
+        };
+        let mut seen = Vec::new();
+        events(&message, target, &mut |event| seen.push(event));
+        assert_eq!(seen.len(), 1);
+        assert_eq!(seen[0].header.venue_seq, 42);
+        assert_eq!(seen[0].header.exchange_ts_ns, 1_700_000_000_123_456_000);
+        assert_eq!(seen[0].header.flags, flags::LAST);
+        assert_eq!(seen[0].header.instrument_id, 9);
+        let Body::Quote(quote) = seen[0].body() else {
+            panic!("{:?}", seen[0]);
+        };
+        assert_eq!(quote.ask_sz, Fixed(10));
+
+        let frame = depth_diff_frame();
+        let message = decode(&frame).unwrap();
+        let mut seen = Vec::new();
+        events(&message, target, &mut |event| seen.push(event));
+        assert_eq!(seen.len(), 2);
+        assert!(seen.iter().all(|event| event.header.venue_seq == 103));
+        assert_eq!(seen[0].header.flags, 0);
+        assert_eq!(seen[1].header.flags, flags::LAST);
+        let Body::BookLevel(level) = seen[1].body() else {
+            panic!("{:?}", seen[1]);
+        };
+        assert_eq!((level.side(), level.size), (Side::Bid, Fixed::ZERO));
+    }
+}
