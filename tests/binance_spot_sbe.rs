@@ -570,3 +570,52 @@ proptest! {
         }
     }
 }
+
+/// The fuzz target's seeds (`fuzz/seeds/binance_spot_sbe/`): one frame of each template from
+/// the official encoder, plus a frame with an empty group and one from a newer schema version.
+/// With `TICKWIRE_WRITE_SEEDS=1` the test writes them; otherwise it checks the committed ones
+/// are exactly these frames and that each decodes.
+#[test]
+fn fuzz_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/binance_spot_sbe");
+    let frames = sample_frames();
+    let empty = encode::depth_diff(&Depth {
+        event_time_us: 1_753_000_000_000_000,
+        first_update_id: 5,
+        last_update_id: 5,
+        price_exponent: -8,
+        qty_exponent: -8,
+        bids: &[],
+        asks: &[(1, 0)],
+        symbol: "ETHBTC",
+    });
+    let mut newer = frames[0].clone();
+    newer[6..8].copy_from_slice(&1u16.to_le_bytes());
+    let seeds = [
+        ("best_bid_ask", &frames[0]),
+        ("trades", &frames[1]),
+        ("depth_diff", &frames[2]),
+        ("depth_snapshot", &frames[3]),
+        ("depth_diff_empty_bids", &empty),
+        ("best_bid_ask_version_1", &newer),
+    ];
+    let write = std::env::var_os("TICKWIRE_WRITE_SEEDS").is_some();
+    if write {
+        std::fs::create_dir_all(&dir).expect("make the seeds folder");
+    }
+    for (name, frame) in seeds {
+        assert!(decode(frame).is_ok(), "{name}");
+        let path = dir.join(name);
+        if write {
+            std::fs::write(&path, frame).expect("write a seed");
+        } else {
+            let committed = std::fs::read(&path).unwrap_or_else(|e| {
+                panic!("{}: {e} (TICKWIRE_WRITE_SEEDS=1 writes it)", path.display())
+            });
+            assert_eq!(
+                &committed, frame,
+                "{name} is stale: TICKWIRE_WRITE_SEEDS=1 rewrites it"
+            );
+        }
+    }
+}
