@@ -65,10 +65,10 @@ fn best_bid_ask_from_the_official_encoder_decodes_field_by_field() {
             bid_price: if exponent > 0 {
                 7
             } else {
-                11_786_12 + index as i64
+                1_178_612 + index as i64
             },
             bid_qty: -(index as i64) * 3,
-            ask_price: if exponent > 0 { 8 } else { 11_786_13 },
+            ask_price: if exponent > 0 { 8 } else { 1_178_613 },
             ask_qty: 123_456_789,
             symbol,
         };
@@ -153,7 +153,9 @@ fn depth_diffs_and_snapshots_from_the_official_encoder_decode_level_by_level() {
     let bids20 = levels(20, 11_786_100);
     let asks20 = levels(20, 11_786_200);
     let bids1000 = levels(1000, 99_999_999);
-    let cases: [(&[(i64, i64)], &[(i64, i64)], &str, i8, i8); 5] = [
+    // (bids, asks, symbol, price exponent, qty exponent)
+    type Case<'c> = (&'c [(i64, i64)], &'c [(i64, i64)], &'c str, i8, i8);
+    let cases: [Case<'_>; 5] = [
         (&bids20, &asks20, "BTCUSDT", -2, -8),
         (&[], &asks20, "ETHUSDT", -8, -8),
         (&bids20[..3], &[], long.as_str(), 0, -5),
