@@ -273,15 +273,15 @@ pub struct DepthDiff<'a> {
     pub asks: Levels<'a>,
 }
 
-/// A decimal exponent turned into how a mantissa becomes 1e-9 units.
+/// A decimal exponent turned into how a mantissa becomes 1e-9 units: a multiplication by
+/// `factor` for the exponents -9..=9 (every exponent Binance uses), the rounding or
+/// overflowing cases out of line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Scale {
-    /// Exponent -9..=9: multiply by 10^(exponent + 9), which fits an `i64`.
-    Multiply(i64),
-    /// Exponent below -9: divide by 10^digits and round, ties to even.
-    Divide(u32),
-    /// Exponent above 9: only a zero mantissa fits.
-    TooLarge,
+struct Scale {
+    /// `10^(exponent + 9)` when that fits an `i64`; 0 when it does not (exponent above 9) or is
+    /// below one (exponent below -9), both taken by [`convert_slow`].
+    factor: i64,
+    exponent: i8,
 }
 
 /// `10^n` for `n` in 0..=18, every power that fits an `i64`.
@@ -301,27 +301,62 @@ impl Scale {
         if exponent == i8::MIN {
             return Err(SbeError::BadExponent { exponent });
         }
-        let shift = i32::from(exponent) + 9;
-        Ok(match usize::try_from(shift) {
-            Ok(digits) => match POW10.get(digits) {
-                Some(&factor) => Scale::Multiply(factor),
-                None => Scale::TooLarge,
-            },
-            Err(_) => Scale::Divide(shift.unsigned_abs()),
-        })
+        let factor = usize::try_from(i32::from(exponent) + 9)
+            .ok()
+            .and_then(|digits| POW10.get(digits).copied())
+            .unwrap_or(0);
+        Ok(Scale { factor, exponent })
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply(self, mantissa: i64) -> Result<Fixed> {
-        match self {
-            Scale::Multiply(factor) => mantissa
-                .checked_mul(factor)
+        if self.factor != 0 {
+            mantissa
+                .checked_mul(self.factor)
                 .map(Fixed)
-                .ok_or(SbeError::DecimalOverflow),
-            Scale::Divide(digits) => Ok(Fixed(divide_round_half_even(mantissa, digits))),
-            Scale::TooLarge if mantissa == 0 => Ok(Fixed::ZERO),
-            Scale::TooLarge => Err(SbeError::DecimalOverflow),
+                .ok_or(SbeError::DecimalOverflow)
+        } else {
+            convert_slow(mantissa, self.exponent)
         }
+    }
+
+    /// [`Scale::apply`] of a mantissa already checked by [`Scale::check_range`] (through
+    /// `min` and `max` of its group): it cannot overflow, so the fast path does not check.
+    #[inline(always)]
+    fn apply_checked(self, mantissa: i64) -> Fixed {
+        if self.factor != 0 {
+            Fixed(mantissa.wrapping_mul(self.factor))
+        } else {
+            convert_slow(mantissa, self.exponent).unwrap_or(Fixed::ZERO)
+        }
+    }
+
+    /// Whether every mantissa from `min` to `max` converts: the conversion is monotonic (a
+    /// multiplication by a positive power of ten, or a rounded division by one), so the two
+    /// ends decide it.
+    #[inline]
+    fn check_range(self, min: i64, max: i64) -> Result<()> {
+        self.apply(min)?;
+        self.apply(max)?;
+        Ok(())
+    }
+}
+
+/// The exponents outside -9..=9: below, divide and round (never overflows); above, only a
+/// zero mantissa fits.
+#[cold]
+#[inline(never)]
+fn convert_slow(mantissa: i64, exponent: i8) -> Result<Fixed> {
+    let shift = i32::from(exponent) + 9;
+    if shift < 0 {
+        Ok(Fixed(divide_round_half_even(
+            mantissa,
+            shift.unsigned_abs(),
+        )))
+    } else if mantissa == 0 {
+        Ok(Fixed::ZERO)
+    } else {
+        Err(SbeError::DecimalOverflow)
     }
 }
 
@@ -378,10 +413,17 @@ impl<'a> Levels<'a> {
             price,
             qty,
         };
+        // One pass for the extremes of each column (no branch per level), then the two ends of
+        // each checked: every level between them converts too.
+        let (mut price_min, mut price_max, mut qty_min, mut qty_max) = (0i64, 0i64, 0i64, 0i64);
         for (price_mantissa, qty_mantissa) in levels.mantissas() {
-            price.apply(price_mantissa)?;
-            qty.apply(qty_mantissa)?;
+            price_min = price_min.min(price_mantissa);
+            price_max = price_max.max(price_mantissa);
+            qty_min = qty_min.min(qty_mantissa);
+            qty_max = qty_max.max(qty_mantissa);
         }
+        price.check_range(price_min, price_max)?;
+        qty.check_range(qty_min, qty_max)?;
         Ok(levels)
     }
 
@@ -448,10 +490,10 @@ impl Iterator for LevelIter<'_> {
     #[inline]
     fn next(&mut self) -> Option<(Fixed, Fixed)> {
         let entry = self.entries.next()?;
-        // Checked in `Levels::new`: the fallbacks are never taken.
+        // Checked in `Levels::new`.
         Some((
-            self.price.apply(i64_at(entry, 0)).unwrap_or(Fixed::ZERO),
-            self.qty.apply(i64_at(entry, 8)).unwrap_or(Fixed::ZERO),
+            self.price.apply_checked(i64_at(entry, 0)),
+            self.qty.apply_checked(i64_at(entry, 8)),
         ))
     }
 
@@ -490,17 +532,25 @@ impl<'a> TradeList<'a> {
         price: Scale,
         qty: Scale,
     ) -> Result<Self> {
+        // As for levels: the extremes of each column, then their ends checked.
+        let (mut price_min, mut price_max, mut qty_min, mut qty_max) = (0i64, 0i64, 0i64, 0i64);
+        let (mut id_min, mut maker_max) = (0i64, 0u8);
         for entry in entries.chunks_exact(stride) {
-            if i64_at(entry, 0) < 0 {
-                return Err(SbeError::NegativeId);
-            }
-            price.apply(i64_at(entry, 8))?;
-            qty.apply(i64_at(entry, 16))?;
-            let maker = entry.get(24).copied().unwrap_or(0);
-            if maker > 1 {
-                return Err(SbeError::BadBool { value: maker });
-            }
+            id_min = id_min.min(i64_at(entry, 0));
+            price_min = price_min.min(i64_at(entry, 8));
+            price_max = price_max.max(i64_at(entry, 8));
+            qty_min = qty_min.min(i64_at(entry, 16));
+            qty_max = qty_max.max(i64_at(entry, 16));
+            maker_max = maker_max.max(entry.get(24).copied().unwrap_or(0));
         }
+        if id_min < 0 {
+            return Err(SbeError::NegativeId);
+        }
+        if maker_max > 1 {
+            return Err(SbeError::BadBool { value: maker_max });
+        }
+        price.check_range(price_min, price_max)?;
+        qty.check_range(qty_min, qty_max)?;
         Ok(TradeList {
             entries,
             stride,
@@ -522,13 +572,13 @@ impl<'a> TradeList<'a> {
     /// The trades, in wire order.
     pub fn iter(&self) -> impl Iterator<Item = TradeEntry> + 'a {
         let (price, qty) = (self.price, self.qty);
-        // Checked in `TradeList::new`: the fallbacks are never taken.
+        // Checked in `TradeList::new`: the id's fallback is never taken.
         self.entries
             .chunks_exact(self.stride)
             .map(move |entry| TradeEntry {
                 trade_id: u64::try_from(i64_at(entry, 0)).unwrap_or(0),
-                price: price.apply(i64_at(entry, 8)).unwrap_or(Fixed::ZERO),
-                qty: qty.apply(i64_at(entry, 16)).unwrap_or(Fixed::ZERO),
+                price: price.apply_checked(i64_at(entry, 8)),
+                qty: qty.apply_checked(i64_at(entry, 16)),
                 buyer_is_maker: entry.get(24) == Some(&1),
             })
     }
