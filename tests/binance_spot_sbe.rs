@@ -621,3 +621,41 @@ fn fuzz_seeds() {
         }
     }
 }
+
+/// Decoding a frame of each template, walking its groups and making its events allocates
+/// nothing (the thread's allocations, counted by the test binary's global allocator).
+#[test]
+fn decoding_walking_and_events_never_allocate() {
+    use crate::support::counting_alloc::allocations;
+    use std::hint::black_box;
+    let frames = sample_frames();
+    let before = allocations();
+    black_box(vec![0u8; 64]);
+    assert_eq!(
+        allocations(),
+        before + 1,
+        "the counting allocator is not active"
+    );
+    let target = EventTarget {
+        venue_id: 1,
+        instrument_id: 1,
+        recv_ts_ns: 1,
+    };
+    let before = allocations();
+    let mut checksum = 0i64;
+    for frame in &frames {
+        let message = decode(black_box(frame)).expect("a sample frame decodes");
+        match message {
+            Message::Trades(t) => t.trades.iter().for_each(|e| checksum ^= e.price.raw()),
+            Message::DepthDiff(d) => d.bids.iter().for_each(|(p, _)| checksum ^= p.raw()),
+            Message::DepthSnapshot(d) => d.asks.iter().for_each(|(_, q)| checksum ^= q.raw()),
+            Message::BestBidAsk(t) => checksum ^= t.bid_px.raw(),
+        }
+        events(&message, target, &mut |event| {
+            checksum ^= event.header.venue_seq as i64;
+        });
+        checksum ^= decode(black_box(&frame[..frame.len() - 1])).map_or(1, |_| 0);
+    }
+    assert_eq!(allocations(), before, "decoding allocated");
+    black_box(checksum);
+}
