@@ -414,14 +414,26 @@ impl<'a> Levels<'a> {
             qty,
         };
         // One pass for the extremes of each column (no branch per level), then the two ends of
-        // each checked: every level between them converts too.
-        let (mut price_min, mut price_max, mut qty_min, mut qty_max) = (0i64, 0i64, 0i64, 0i64);
-        for (price_mantissa, qty_mantissa) in levels.mantissas() {
-            price_min = price_min.min(price_mantissa);
-            price_max = price_max.max(price_mantissa);
-            qty_min = qty_min.min(qty_mantissa);
-            qty_max = qty_max.max(qty_mantissa);
-        }
+        // each checked: every level between them converts too. Version 0's 16-byte entries get
+        // a loop whose stride is a constant.
+        let extremes = |chunks: std::slice::ChunksExact<'a, u8>| {
+            chunks.map(level).fold(
+                (0i64, 0i64, 0i64, 0i64),
+                |(price_min, price_max, qty_min, qty_max), (price, qty)| {
+                    (
+                        price_min.min(price),
+                        price_max.max(price),
+                        qty_min.min(qty),
+                        qty_max.max(qty),
+                    )
+                },
+            )
+        };
+        let (price_min, price_max, qty_min, qty_max) = if stride == LEVEL_ENTRY {
+            extremes(entries.chunks_exact(LEVEL_ENTRY))
+        } else {
+            extremes(entries.chunks_exact(stride))
+        };
         price.check_range(price_min, price_max)?;
         qty.check_range(qty_min, qty_max)?;
         Ok(levels)
@@ -438,9 +450,7 @@ impl<'a> Levels<'a> {
 
     /// The levels' raw mantissas `(price, qty)`, in wire order.
     pub fn mantissas(&self) -> impl Iterator<Item = (i64, i64)> + 'a {
-        self.entries
-            .chunks_exact(self.stride)
-            .map(|entry| (i64_at(entry, 0), i64_at(entry, 8)))
+        self.entries.chunks_exact(self.stride).map(level)
     }
 
     /// The levels as `(price, qty)`, in wire order (best first, as Binance sends them).
@@ -489,12 +499,9 @@ impl Iterator for LevelIter<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<(Fixed, Fixed)> {
-        let entry = self.entries.next()?;
+        let (price, qty) = level(self.entries.next()?);
         // Checked in `Levels::new`.
-        Some((
-            self.price.apply_checked(i64_at(entry, 0)),
-            self.qty.apply_checked(i64_at(entry, 8)),
-        ))
+        Some((self.price.apply_checked(price), self.qty.apply_checked(qty)))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -819,6 +826,19 @@ fn field<const N: usize, const B: usize>(block: &[u8; B], at: usize) -> [u8; N] 
         .and_then(|rest| rest.first_chunk::<N>())
         .copied()
         .unwrap_or([0; N])
+}
+
+/// A level entry's `(price, qty)` mantissas: its first 16 bytes (the group's block length is at
+/// least that), read with one length check.
+#[inline(always)]
+fn level(entry: &[u8]) -> (i64, i64) {
+    match entry.first_chunk::<LEVEL_ENTRY>() {
+        Some(bytes) => (
+            i64::from_le_bytes(field(bytes, 0)),
+            i64::from_le_bytes(field(bytes, 8)),
+        ),
+        None => (0, 0),
+    }
 }
 
 /// An `i64` at `at` of a group entry at least `at + 8` bytes long (checked by the group's block
