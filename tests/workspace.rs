@@ -63,6 +63,19 @@ fn the_installed_build_holds_no_simulator_harness_or_rcgen() {
     }
 }
 
+/// The SBE tool's generated Binance Spot codecs are a test and benchmark peer only
+/// (ARCHITECTURE.md): neither the appliance crate nor any build of the command links them.
+#[test]
+fn the_generated_sbe_codecs_are_dev_only() {
+    for features in [&["--no-default-features"][..], &[][..]] {
+        let tree = dependency_tree(features);
+        assert!(
+            !packages(&tree).contains(&"binance-sbe-official"),
+            "a normal dependency graph ({features:?}) holds binance-sbe-official"
+        );
+    }
+}
+
 /// A PEM private key's first line and the start of its body (every DER key is a SEQUENCE, `MI` in
 /// base64); the docs that name the PEM forms are not keys.
 const KEY_BODY: &[u8] = b"PRIVATE KEY-----\nMI";

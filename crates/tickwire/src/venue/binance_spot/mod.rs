@@ -13,6 +13,8 @@
 //! - `json`: the raw-message lines of `tickwire decode --venue binance-spot`.
 //! - `protocol`: the venue's [`crate::venue::protocol::Protocol`]: channels, stream names,
 //!   `SUBSCRIBE` requests, the documented limits, the `/api/v3/depth` snapshots.
+//! - `sbe`: one binary frame of the SBE market-data streams (`sbe-market-data-streams.md`,
+//!   schema `stream_1_0.xml`, id 1 version 0) read in place, and its events.
 //!
 //! **Invariant:** `decode`, `sync` and `feed` never do I/O and never allocate per message;
 //! nothing the venue sends can make them panic.
@@ -21,4 +23,5 @@ pub mod decode;
 pub mod feed;
 pub mod json;
 pub mod protocol;
+pub mod sbe;
 pub mod sync;
