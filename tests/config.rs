@@ -175,7 +175,12 @@ fn shipped_simulator_venue_loads() {
 #[test]
 fn shipped_files_load_in_place() {
     let dir = shipped_dir();
-    for venue in ["binance-futures.toml", "binance-futures-testnet.toml"] {
+    for venue in [
+        "binance-futures.toml",
+        "binance-futures-testnet.toml",
+        "binance-spot.toml",
+        "binance-spot-sbe.toml",
+    ] {
         let path = dir.join("venues").join(venue);
         config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
     }

@@ -605,3 +605,99 @@ fn binance_spot_decodes_the_whole_capture() {
     assert!(stderr.contains("0 malformed"), "{stderr}");
     assert_eq!(json_lines(&output.stdout).len(), 161887);
 }
+
+/// `tickwire record --venue` keeps a binary message as `<ns> base64:<frame>`; `tickwire decode
+/// --venue binance-spot` reads such lines back as SBE, beside JSON lines, into the same event
+/// lines. The frames come from sbe-tool's generated encoder, not from tickwire's code.
+#[test]
+fn recorded_sbe_frames_decode_into_the_json_streams_lines() {
+    use base64::Engine as _;
+    use binance_sbe_official::encode;
+    let b64 = |frame: Vec<u8>| base64::engine::general_purpose::STANDARD.encode(frame);
+    let quote = b64(encode::best_bid_ask(&encode::BestBidAsk {
+        event_time_us: 1_723_161_256_313_001,
+        book_update_id: 50_093_239_212,
+        price_exponent: -2,
+        qty_exponent: -8,
+        bid_price: 6_180_020,
+        bid_qty: 250_700_000,
+        ask_price: 6_180_030,
+        ask_qty: 1,
+        symbol: "BTCUSDT",
+    }));
+    let trades = b64(encode::trades(&encode::Trades {
+        event_time_us: 1_723_161_256_400_000,
+        transact_time_us: 1_723_161_256_399_999,
+        price_exponent: -2,
+        qty_exponent: -8,
+        trades: &[
+            encode::Trade {
+                id: 7,
+                price: 6_180_030,
+                qty: 600_000,
+                is_buyer_maker: true,
+            },
+            encode::Trade {
+                id: 8,
+                price: 6_180_040,
+                qty: 100_000_000,
+                is_buyer_maker: false,
+            },
+        ],
+        symbol: "BTCUSDT",
+    }));
+    let diff = b64(encode::depth_diff(&encode::Depth {
+        event_time_us: 1_723_161_256_500_000,
+        first_update_id: 100,
+        last_update_id: 102,
+        price_exponent: -2,
+        qty_exponent: -8,
+        bids: &[(6_180_020, 0)],
+        asks: &[(6_180_030, 310_000_000)],
+        symbol: "BTCUSDT",
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sbe.txt");
+    let mut file = std::fs::File::create(&path).unwrap();
+    writeln!(file, "1 {{\"result\":null,\"id\":1}}").unwrap();
+    writeln!(file, "2 base64:{quote}").unwrap();
+    writeln!(file, "3 base64:{trades}").unwrap();
+    writeln!(file, "4 base64:{diff}").unwrap();
+    writeln!(file, "5 base64:AAAA").unwrap();
+    writeln!(file, "6 base64:not base64!").unwrap();
+    drop(file);
+    let output = tickwire()
+        .args(["decode", "--venue", "binance-spot"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines = json_lines(&output.stdout);
+    assert_eq!(lines.len(), 5, "{lines:#?}");
+    assert_eq!(lines[0]["type"], "quote");
+    assert_eq!(lines[0]["seq"], 50_093_239_212u64);
+    assert_eq!(lines[0]["bid_px"], "61800.2");
+    assert_eq!(lines[0]["bid_qty"], "2.507");
+    assert_eq!(lines[0]["ask_qty"], "0.00000001");
+    assert_eq!(lines[0]["event_ts_ns"], 1_723_161_256_313_001_000u64);
+    assert_eq!(lines[0]["recv_ts_ns"], 2);
+    assert_eq!(lines[1]["type"], "trade");
+    assert_eq!(lines[1]["trade_id"], 7);
+    assert_eq!(lines[1]["aggressor"], "sell");
+    assert_eq!(lines[1]["qty"], "0.006");
+    assert_eq!(lines[2]["trade_id"], 8);
+    assert_eq!(lines[2]["aggressor"], "buy");
+    assert_eq!(lines[2]["exch_ts_ns"], 1_723_161_256_399_999_000u64);
+    assert_eq!(lines[3]["type"], "level");
+    assert_eq!(lines[3]["side"], "bid");
+    assert_eq!(lines[3]["qty"], "0");
+    assert_eq!(
+        (&lines[3]["seq"], &lines[3]["first_seq"]),
+        (&102.into(), &100.into())
+    );
+    assert_eq!(lines[4]["side"], "ask");
+    assert_eq!(lines[4]["qty"], "3.1");
+    assert!(stderr.contains("2 malformed"), "{stderr}");
+    assert!(stderr.contains("sbe:bestBidAsk=1"), "{stderr}");
+}

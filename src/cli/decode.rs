@@ -238,8 +238,41 @@ fn run_spot(path: &Path) -> anyhow::Result<String> {
     let mut unknown_types: BTreeMap<String, u64> = BTreeMap::new();
     let (mut skipped, mut malformed, mut events) = (0u64, 0u64, 0u64);
     let mut buffer = Vec::with_capacity(1 << 16);
+    let mut binary = Vec::with_capacity(1 << 16);
     let lines = for_each_message(path, |line, recv_ts_ns, message| {
         buffer.clear();
+        // A binary message `tickwire record --venue` kept in base64: one SBE frame.
+        if let Some(encoded) = message.strip_prefix(super::record::BINARY_PREFIX.as_bytes()) {
+            use base64::Engine as _;
+            use tickwire::venue::binance_spot::sbe::{self, Message as Sbe};
+            binary.clear();
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode_vec(encoded, &mut binary)
+                .map_err(|error| error.to_string())
+                .and_then(|()| sbe::decode(&binary).map_err(|error| error.to_string()));
+            match decoded {
+                Ok(frame) => {
+                    let (name, count) = match &frame {
+                        Sbe::BestBidAsk(_) => ("sbe:bestBidAsk", 1),
+                        Sbe::Trades(m) => ("sbe:trade", m.trades.len()),
+                        Sbe::DepthDiff(m) => ("sbe:depth", m.bids.len() + m.asks.len()),
+                        Sbe::DepthSnapshot(m) => ("sbe:depth20", m.bids.len() + m.asks.len()),
+                    };
+                    *by_type.entry(name).or_default() += 1;
+                    events += count as u64;
+                    spot_json::write_sbe(&mut buffer, SPOT, &frame, recv_ts_ns);
+                }
+                Err(error) => {
+                    malformed += 1;
+                    if malformed <= 5 {
+                        eprintln!(
+                            "decode: line {line}: a binary message that does not decode: {error}"
+                        );
+                    }
+                }
+            }
+            return out.write_all(&buffer);
+        }
         match spot::decode(message) {
             Ok(SpotMessage::BookTicker(ticker)) => {
                 *by_type.entry("bookTicker").or_default() += 1;

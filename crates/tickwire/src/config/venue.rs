@@ -95,6 +95,7 @@ pub enum Recovery {
 pub enum VenueKind {
     BinanceUsdmFutures,
     BinanceSpot,
+    BinanceSpotSbe,
     Databento,
     Thalex,
 }
@@ -104,6 +105,7 @@ impl VenueKind {
         match self {
             VenueKind::BinanceUsdmFutures => "binance-usdm-futures",
             VenueKind::BinanceSpot => "binance-spot",
+            VenueKind::BinanceSpotSbe => "binance-spot-sbe",
             VenueKind::Databento => "databento",
             VenueKind::Thalex => "thalex",
         }
@@ -116,6 +118,7 @@ impl VenueKind {
         match self {
             VenueKind::BinanceUsdmFutures => &crate::venue::binance::protocol::BinanceUsdmFutures,
             VenueKind::BinanceSpot => &crate::venue::binance_spot::protocol::BinanceSpot,
+            VenueKind::BinanceSpotSbe => &crate::venue::binance_spot::sbe_protocol::BinanceSpotSbe,
             VenueKind::Databento => &crate::venue::databento::protocol::Databento,
             VenueKind::Thalex => &crate::venue::thalex::protocol::Thalex,
         }

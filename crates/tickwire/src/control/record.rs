@@ -34,7 +34,7 @@ pub fn datasets(loaded: &LoadedConfig) -> HashMap<String, String> {
             let venue = &loaded_venue.venue;
             let default = match venue.kind {
                 VenueKind::BinanceUsdmFutures => "BINANCE.USDM".to_owned(),
-                VenueKind::BinanceSpot => "BINANCE.SPOT".to_owned(),
+                VenueKind::BinanceSpot | VenueKind::BinanceSpotSbe => "BINANCE.SPOT".to_owned(),
                 VenueKind::Thalex => "THALEX".to_owned(),
                 VenueKind::Databento => venue
                     .databento

@@ -349,6 +349,21 @@ impl MalformedSampler {
         }
     }
 
+    /// Keeps a sample of `message` whatever the interval, in place of one waiting: for a
+    /// condition the feed logs once (each unknown SBE template id), which the interval must not
+    /// hide. The caller bounds how often it calls this.
+    pub fn offer_now(
+        &mut self,
+        venue: VenueId,
+        error: &dyn std::fmt::Display,
+        offset: usize,
+        message: &[u8],
+        recv_ts_ns: u64,
+    ) {
+        self.last_ns = Some(recv_ts_ns);
+        self.sample = Some(MalformedSample::new(venue, error, offset, message));
+    }
+
     pub fn take(&mut self) -> Option<MalformedSample> {
         self.sample.take()
     }

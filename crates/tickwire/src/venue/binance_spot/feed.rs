@@ -12,6 +12,22 @@
 //! - replies, REST bodies and events not read here (`serverShutdown`, ...): counted by kind
 //!   ([`MESSAGE_KINDS`]); replies to the control thread's requests are passed on.
 //! - a message that does not decode: counted, and one sample per second kept for the log.
+//! - `serverShutdown` (JSON, on both the JSON and the SBE streams): the venue will close the
+//!   connection; a reconnect notice to the control thread, which replaces the connection
+//!   make-before-break.
+//!
+//! The SBE streams (`binance-spot-sbe`: `sbe-market-data-streams.md`) come as binary frames
+//! ([`Feed::on_binary`], decoded in place by [`super::sbe`]) beside JSON text frames for
+//! control, which [`Feed::on_message`] reads as above:
+//! - `@bestBidAsk` (`BestBidAskStreamEvent`): one `Quote`, venue_seq = `bookUpdateId`, exchange
+//!   time = `eventTime` (microseconds, to ns).
+//! - `@trade` (`TradesStreamEvent`): one `Trade` per trade of the message.
+//! - `@depth` (`DepthDiffStreamEvent`): through the same [`SpotBookSync`] as JSON diffs
+//!   (`firstBookUpdateId`/`lastBookUpdateId` are `U`/`u`).
+//! - `@depth20` (`DepthSnapshotStreamEvent`): its levels, as partial depth.
+//! - a frame that does not decode, an unknown template id or another schema id: counted as
+//!   malformed and skipped; each unknown template id is logged once, with the id. A newer
+//!   version of schema 1 is decoded by its block lengths and counted (`sbe_newer_version`).
 
 use super::decode::{self, DepthUpdate, Message, PartialDepth};
 use super::sync::{DiffHeader, SpotBookSync};
@@ -69,6 +85,14 @@ pub const MESSAGE_KINDS: &[MessageKind] = &[
     // A REST depth snapshot's body on the stream (or a raw partial depth message, which has
     // the same shape and names no symbol).
     MessageKind::other("depth_snapshot"),
+    // SBE `BestBidAskStreamEvent` (`@bestBidAsk`).
+    MessageKind::market("bestBidAsk"),
+    // `serverShutdown`: the venue is about to close the connection.
+    MessageKind::other("server_shutdown"),
+    // An SBE frame of a newer version of schema 1, decoded by its block lengths.
+    MessageKind::other("sbe_newer_version"),
+    // An SBE frame with a template id this build does not know (also counted as malformed).
+    MessageKind::other("sbe_unknown_template"),
 ];
 
 /// A message's position in [`MESSAGE_KINDS`].
@@ -85,10 +109,17 @@ enum Kind {
     Error = 8,
     UnknownEvent = 9,
     DepthSnapshot = 10,
+    BestBidAsk = 11,
+    ServerShutdown = 12,
+    SbeNewerVersion = 13,
+    SbeUnknownTemplate = 14,
 }
 
 // Every `Kind` has its entry in the table (a position past it would count nothing).
-const _: () = assert!(MESSAGE_KINDS.len() == Kind::DepthSnapshot as usize + 1);
+const _: () = assert!(MESSAGE_KINDS.len() == Kind::SbeUnknownTemplate as usize + 1);
+
+/// Unknown SBE template ids logged so far, at most this many (each once).
+const TEMPLATES_LOGGED: usize = 8;
 
 /// The kinds of stream a symbol can have, each mapped to its position in the venue's channels.
 #[derive(Clone, Copy)]
@@ -107,7 +138,8 @@ fn channel_kind(channel: &str) -> Option<StreamKind> {
         .strip_prefix("depth")
         .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()));
     Some(match channel {
-        "bookTicker" => StreamKind::BookTicker,
+        // SBE's `@bestBidAsk` is JSON's bookTicker with an event time.
+        "bookTicker" | "bestBidAsk" => StreamKind::BookTicker,
         "trade" => StreamKind::Trade,
         "aggTrade" => StreamKind::AggTrade,
         _ if crate::config::is_diff_depth_channel(channel) => StreamKind::DiffDepth,
@@ -152,6 +184,8 @@ pub struct SpotFeed {
     floors: Vec<Floor>,
     activity: Arc<StreamActivity>,
     replies: ReplyQueue,
+    /// The unknown SBE template ids already logged (each is logged once); 0 is a free slot.
+    templates_logged: [u16; TEMPLATES_LOGGED],
 }
 
 impl SpotFeed {
@@ -197,6 +231,7 @@ impl SpotFeed {
             floors,
             activity: activity.clone(),
             replies: ReplyQueue::new(REPLIES_KEPT),
+            templates_logged: [0; TEMPLATES_LOGGED],
         };
         (feed, counters)
     }
@@ -358,6 +393,91 @@ impl SpotFeed {
                 writer.add(added);
             }
         }
+    }
+
+    /// An SBE frame that does not decode: counted and skipped. An unknown template id is also
+    /// counted by kind, and its first frame is offered to the log (each id once), so the log
+    /// names every id this build does not know without a flood.
+    fn sbe_malformed(&mut self, error: super::sbe::SbeError, payload: &[u8], recv_ts_ns: u64) {
+        self.writers.malformed.increment();
+        if let super::sbe::SbeError::UnknownTemplate { template_id } = error {
+            self.writers.message(Kind::SbeUnknownTemplate as usize);
+            if self.templates_logged.contains(&template_id) {
+                return;
+            }
+            if let Some(slot) = self.templates_logged.iter_mut().find(|slot| **slot == 0) {
+                *slot = template_id;
+                // A first sighting is logged whatever the sampler's interval (at most
+                // `TEMPLATES_LOGGED` times in all).
+                self.malformed
+                    .offer_now(self.config.venue_id, &error, 0, payload, recv_ts_ns);
+            }
+            return;
+        }
+        self.malformed
+            .offer(self.config.venue_id, &error, 0, payload, recv_ts_ns);
+    }
+
+    /// A `Quote`, `Trade`s or `BookLevel`s from one SBE frame, through the book for a diff.
+    fn on_sbe(
+        &mut self,
+        conn: ConnId,
+        recv_ts_ns: u64,
+        message: super::sbe::Message<'_>,
+        sink: &mut EventSink<'_>,
+    ) {
+        use super::sbe::Message as Sbe;
+        if message.schema_version() > super::sbe::SCHEMA_VERSION {
+            self.writers.message(Kind::SbeNewerVersion as usize);
+        }
+        let Some(instrument) = self.symbols.find(message.symbol()) else {
+            self.writers.unknown_symbol.increment();
+            return;
+        };
+        let (kind, id, count) = match &message {
+            Sbe::BestBidAsk(m) => (StreamKind::BookTicker, m.book_update_id, Kind::BestBidAsk),
+            Sbe::Trades(m) => {
+                // Trade ids rise within a message: its last is the message's id.
+                let Some(last) = m.trades.iter().map(|trade| trade.trade_id).max() else {
+                    self.writers.message(Kind::Trade as usize);
+                    return;
+                };
+                (StreamKind::Trade, last, Kind::Trade)
+            }
+            Sbe::DepthDiff(m) => (StreamKind::DiffDepth, m.final_update_id, Kind::DepthUpdate),
+            Sbe::DepthSnapshot(m) => (
+                StreamKind::PartialDepth,
+                m.book_update_id,
+                Kind::PartialDepth,
+            ),
+        };
+        if !self.admit(instrument, kind, id, conn, recv_ts_ns) {
+            return;
+        }
+        self.writers.message(count as usize);
+        if let Sbe::DepthDiff(diff) = &message {
+            if let Some(Some(book)) = self.books.get_mut(instrument) {
+                let before = book.stats();
+                let header = DiffHeader {
+                    first_update_id: diff.first_update_id,
+                    final_update_id: diff.final_update_id,
+                    exch_ts_ns: diff.event_time_ns,
+                    recv_ts_ns,
+                };
+                book.on_diff(header, diff.bids.iter(), diff.asks.iter(), &mut |event| {
+                    sink.push(event)
+                });
+                let after = book.stats();
+                self.count_book(before, after);
+                return;
+            }
+        }
+        let target = super::sbe::EventTarget {
+            venue_id: self.config.venue_id,
+            instrument_id: self.config.instrument_base + instrument as InstrumentId,
+            recv_ts_ns,
+        };
+        super::sbe::events(&message, target, &mut |event| sink.push(event));
     }
 
     fn malformed(&mut self, venue_error: DecodeError, payload: &[u8], recv_ts_ns: u64) {
@@ -533,6 +653,17 @@ impl Feed for SpotFeed {
                     self.reply(VenueReply::new(self.config.venue_id, id, Some(code), msg));
                 }
             }
+            (
+                Message::Unknown {
+                    event_type: b"serverShutdown",
+                    ..
+                },
+                _,
+            ) => {
+                // "Please establish a new connection as soon as possible": make-before-break.
+                self.writers.message(Kind::ServerShutdown as usize);
+                self.reply(VenueReply::reconnect_notice(self.config.venue_id, conn));
+            }
             (Message::Unknown { .. }, _) => self.writers.message(Kind::UnknownEvent as usize),
             (Message::Ack { id }, _) => {
                 self.writers.message(Kind::Ack as usize);
@@ -545,6 +676,20 @@ impl Feed for SpotFeed {
             }
             (Message::Reply { .. }, _) => self.writers.message(Kind::Result as usize),
             (Message::DepthSnapshot(_), _) => self.writers.message(Kind::DepthSnapshot as usize),
+        }
+    }
+
+    /// A binary frame: one SBE market-data message.
+    fn on_binary(
+        &mut self,
+        conn: ConnId,
+        recv_ts_ns: u64,
+        payload: &[u8],
+        sink: &mut EventSink<'_>,
+    ) {
+        match super::sbe::decode(payload) {
+            Ok(message) => self.on_sbe(conn, recv_ts_ns, message, sink),
+            Err(error) => self.sbe_malformed(error, payload, recv_ts_ns),
         }
     }
 
@@ -710,7 +855,7 @@ mod tests {
         assert_eq!(counters.duplicates.get(), 1);
         assert_eq!(counters.message("ack"), 1);
         assert_eq!(counters.message("error"), 1);
-        assert_eq!(counters.message("unknown_event"), 1);
+        assert_eq!(counters.message("server_shutdown"), 1);
         assert_eq!(counters.unknown_symbol.get(), 1);
         assert_eq!(counters.malformed.get(), 1);
         let quote = consumer.try_pop().expect("the quote");
@@ -734,6 +879,77 @@ mod tests {
         assert_eq!((ack.id, ack.error), (7, None));
         let refusal = feed.take_reply().expect("the refusal is passed on");
         assert_eq!((refusal.id, refusal.error), (8, Some(2)));
+        let shutdown = feed
+            .take_reply()
+            .expect("serverShutdown asks for a new connection");
+        assert_eq!(
+            shutdown.kind,
+            crate::venue::feed::ReplyKind::ReconnectNotice
+        );
         assert!(feed.take_malformed().is_some());
+    }
+
+    /// SBE frames (laid out as the schema says: header, block, groups, symbol) become
+    /// the same events as the JSON messages; a diff goes through the book; an unknown template
+    /// is malformed, counted by kind and logged once with its id.
+    #[test]
+    fn sbe_frames_become_the_same_events_and_unknown_templates_are_logged_once() {
+        use crate::venue::binance_spot::sbe;
+        let (mut feed, counters) = SpotFeed::new(FeedConfig {
+            venue_id: 1,
+            venue_name: "sbe".to_owned(),
+            symbols: vec!["BTCUSDT".to_owned()],
+            channels: vec!["bestBidAsk".to_owned(), "depth".to_owned()],
+            instrument_base: 0,
+            books: true,
+            sync: SyncConfig::default(),
+        });
+        let (mut producer, mut consumer) = crate::ring::ring::<Event>(64);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        // BestBidAskStreamEvent (10001): eventTime, bookUpdateId, priceExponent,
+        // qtyExponent, bid price, bid qty, ask price, ask qty; then the symbol.
+        let mut frame = Vec::new();
+        for value in [50u16, sbe::BEST_BID_ASK_TEMPLATE_ID, sbe::SCHEMA_ID, 0] {
+            frame.extend_from_slice(&value.to_le_bytes());
+        }
+        frame.extend_from_slice(&1_700_000_000_000_000i64.to_le_bytes());
+        frame.extend_from_slice(&42i64.to_le_bytes());
+        frame.extend_from_slice(&[(-2i8) as u8, (-8i8) as u8]);
+        for mantissa in [6_180_020i64, 250_700_000, 6_180_030, 251_000_000] {
+            frame.extend_from_slice(&mantissa.to_le_bytes());
+        }
+        frame.push(7);
+        frame.extend_from_slice(b"BTCUSDT");
+        feed.on_binary(3, 5, &frame, &mut sink);
+        // The same update again: a duplicate.
+        feed.on_binary(4, 6, &frame, &mut sink);
+        let mut unknown = frame.clone();
+        unknown[2..4].copy_from_slice(&10_099u16.to_le_bytes());
+        feed.on_binary(3, 7, &unknown, &mut sink);
+        let logged = feed
+            .take_malformed()
+            .expect("the unknown template is logged");
+        feed.on_binary(3, 8, &unknown, &mut sink);
+        assert!(feed.take_malformed().is_none(), "each id once");
+        feed.on_binary(3, 9, &frame[..20], &mut sink);
+        sink.publish();
+        assert!(logged.error().contains("10099"), "{}", logged.error());
+        assert_eq!(counters.message("bestBidAsk"), 1);
+        assert_eq!(counters.duplicates.get(), 1);
+        assert_eq!(counters.message("sbe_unknown_template"), 2);
+        assert_eq!(counters.malformed.get(), 3, "two unknown, one truncated");
+        let quote = consumer.try_pop().expect("the quote");
+        assert_eq!(quote.header.venue_seq, 42);
+        assert_eq!(quote.header.exchange_ts_ns, 1_700_000_000_000_000_000);
+        let Body::Quote(body) = quote.body() else {
+            panic!("a quote");
+        };
+        assert_eq!(
+            body.bid_px,
+            crate::fixed::Fixed::parse_str("61800.20").unwrap()
+        );
+        assert_eq!(body.ask_sz, crate::fixed::Fixed::parse_str("2.51").unwrap());
+        assert!(consumer.try_pop().is_none());
     }
 }

@@ -64,3 +64,77 @@ pub fn write_partial_levels(
         }
     }
 }
+
+/// The lines of one SBE message (a recorded binary frame), as the JSON streams' lines: `quote`
+/// from bestBidAsk (`seq` = `bookUpdateId`, with its event time), one `trade` per trade,
+/// `level` lines of a diff (`seq` = `u`, `first_seq` = `U`) or of depth20 (`seq` =
+/// `bookUpdateId`). Times are the message's, in ns.
+pub fn write_sbe(
+    out: &mut Vec<u8>,
+    venue: &str,
+    message: &super::sbe::Message<'_>,
+    recv_ts_ns: u64,
+) {
+    use super::sbe::Message as Sbe;
+    match message {
+        Sbe::BestBidAsk(m) => {
+            let mut line = Line::start(out, "quote", venue, m.symbol);
+            line.number("seq", m.book_update_id);
+            line.number("event_ts_ns", m.event_time_ns);
+            line.number("recv_ts_ns", recv_ts_ns);
+            line.decimal("bid_px", m.bid_px);
+            line.decimal("bid_qty", m.bid_qty);
+            line.decimal("ask_px", m.ask_px);
+            line.decimal("ask_qty", m.ask_qty);
+            line.end();
+        }
+        Sbe::Trades(m) => {
+            for trade in m.trades.iter() {
+                let mut line = Line::start(out, "trade", venue, m.symbol);
+                line.number("trade_id", trade.trade_id);
+                line.decimal("px", trade.price);
+                line.decimal("qty", trade.qty);
+                let aggressor: &[u8] = if trade.buyer_is_maker {
+                    b"sell"
+                } else {
+                    b"buy"
+                };
+                line.string("aggressor", aggressor);
+                line.number("event_ts_ns", m.event_time_ns);
+                line.number("exch_ts_ns", m.transact_time_ns);
+                line.number("recv_ts_ns", recv_ts_ns);
+                line.end();
+            }
+        }
+        Sbe::DepthDiff(m) => {
+            for (side, levels) in [(&b"bid"[..], m.bids), (&b"ask"[..], m.asks)] {
+                for (price, qty) in levels {
+                    let mut line = Line::start(out, "level", venue, m.symbol);
+                    line.string("side", side);
+                    line.decimal("px", price);
+                    line.decimal("qty", qty);
+                    line.number("seq", m.final_update_id);
+                    line.number("first_seq", m.first_update_id);
+                    line.number("event_ts_ns", m.event_time_ns);
+                    line.number("exch_ts_ns", m.event_time_ns);
+                    line.number("recv_ts_ns", recv_ts_ns);
+                    line.end();
+                }
+            }
+        }
+        Sbe::DepthSnapshot(m) => {
+            for (side, levels) in [(&b"bid"[..], m.bids), (&b"ask"[..], m.asks)] {
+                for (price, qty) in levels {
+                    let mut line = Line::start(out, "level", venue, m.symbol);
+                    line.string("side", side);
+                    line.decimal("px", price);
+                    line.decimal("qty", qty);
+                    line.number("seq", m.book_update_id);
+                    line.number("event_ts_ns", m.event_time_ns);
+                    line.number("recv_ts_ns", recv_ts_ns);
+                    line.end();
+                }
+            }
+        }
+    }
+}

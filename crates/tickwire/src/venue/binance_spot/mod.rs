@@ -13,6 +13,8 @@
 //! - `json`: the raw-message lines of `tickwire decode --venue binance-spot`.
 //! - `protocol`: the venue's [`crate::venue::protocol::Protocol`]: channels, stream names,
 //!   `SUBSCRIBE` requests, the documented limits, the `/api/v3/depth` snapshots.
+//! - `sbe_protocol`: the SBE streams' [`crate::venue::protocol::Protocol`] (venue kind
+//!   `binance-spot-sbe`): the API key in `X-MBX-APIKEY`, the four SBE streams; the same feed.
 //! - `sbe`: one binary frame of the SBE market-data streams (`sbe-market-data-streams.md`,
 //!   schema `stream_1_0.xml`, id 1 version 0) read in place, and its events.
 //!
@@ -24,4 +26,5 @@ pub mod feed;
 pub mod json;
 pub mod protocol;
 pub mod sbe;
+pub mod sbe_protocol;
 pub mod sync;
