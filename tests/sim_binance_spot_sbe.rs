@@ -78,9 +78,8 @@ fn decode(frame: &[u8]) -> Sbe {
     assert_eq!(header.schema_id(), 1);
     match header.template_id() {
         10001 => {
-            let mut d =
-                best_bid_ask_stream_event_codec::BestBidAskStreamEventDecoder::default()
-                    .header(header);
+            let mut d = best_bid_ask_stream_event_codec::BestBidAskStreamEventDecoder::default()
+                .header(header);
             let values = (
                 d.book_update_id(),
                 (d.bid_price(), d.bid_qty()),
@@ -323,10 +322,8 @@ fn raw_upgrade(sim: &SimHandle, key: Option<&str>) -> (u16, serde_json::Value) {
         .unwrap();
     let session =
         rustls::ClientConnection::new(config, server_name(sim.host(), None).unwrap()).unwrap();
-    let mut tls = rustls::StreamOwned::new(
-        session,
-        std::net::TcpStream::connect(sim.addr()).unwrap(),
-    );
+    let mut tls =
+        rustls::StreamOwned::new(session, std::net::TcpStream::connect(sim.addr()).unwrap());
     let key_line = key.map_or(String::new(), |key| format!("X-MBX-APIKEY: {key}\r\n"));
     let request = format!(
         "GET /ws/btcusdt@trade HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n\
@@ -335,12 +332,32 @@ fn raw_upgrade(sim: &SimHandle, key: Option<&str>) -> (u16, serde_json::Value) {
     );
     tls.write_all(request.as_bytes()).unwrap();
     tls.sock.set_read_timeout(Some(DEADLINE)).unwrap();
+    // Up to the end of the head and the body its Content-Length announces (a 101 has none and
+    // its connection stays open).
     let mut bytes = Vec::new();
-    let _ = tls.read_to_end(&mut bytes);
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(serde_json::Value::Null))
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if body.len() >= length {
+                let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+                let body = serde_json::from_str(&body[..length]).unwrap_or(serde_json::Value::Null);
+                return (status, body);
+            }
+        }
+        match tls.read(&mut chunk) {
+            Ok(0) | Err(_) => panic!("no complete response: {text}"),
+            Ok(read) => bytes.extend_from_slice(&chunk[..read]),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -434,7 +451,10 @@ fn frames_decode_with_the_official_decoder_into_the_sources_values() {
             other => panic!("not subscribed: {other:?}"),
         }
     }
-    assert!(tickers > 0 && trades > 0 && diffs > 0, "{tickers} {trades} {diffs}");
+    assert!(
+        tickers > 0 && trades > 0 && diffs > 0,
+        "{tickers} {trades} {diffs}"
+    );
 }
 
 type Book = (BTreeMap<i128, i128>, BTreeMap<i128, i128>);
@@ -454,11 +474,7 @@ fn apply(book: &mut Book, bids: &[(i64, i64)], asks: &[(i64, i64)], (p, q): (i8,
 #[test]
 fn a_book_synced_from_sbe_diffs_and_the_rest_snapshot_matches_depth20() {
     let running = start(|_| {});
-    let mut client = Client::open(
-        &running.sim,
-        "/ws/btcusdt@depth/btcusdt@depth20",
-        Some(KEY),
-    );
+    let mut client = Client::open(&running.sim, "/ws/btcusdt@depth/btcusdt@depth20", Some(KEY));
     client.run_until("some diffs", |client| client.binary.len() >= 10);
     let rest = tickwire::venue::rest::client_for(
         &tickwire::config::Endpoint::parse(&running.sim.rest_url()).unwrap(),
@@ -563,7 +579,10 @@ fn a_book_synced_from_sbe_diffs_and_the_rest_snapshot_matches_depth20() {
             other => panic!("not subscribed: {other:?}"),
         }
     }
-    assert!(synced && compared >= 10, "compared {compared} depth20 snapshots");
+    assert!(
+        synced && compared >= 10,
+        "compared {compared} depth20 snapshots"
+    );
 }
 
 #[test]
@@ -590,7 +609,10 @@ fn subscribe_answers_in_json_and_unknown_stream_names_are_refused() {
     );
     assert_eq!(refused["code"], 2, "{refused}");
     assert_eq!(refused["id"], 2);
-    assert!(refused["msg"].as_str().unwrap().contains("btcusdt@bookTicker"));
+    assert!(refused["msg"]
+        .as_str()
+        .unwrap()
+        .contains("btcusdt@bookTicker"));
     assert_eq!(
         ask(&mut client, r#"{"method":"LIST_SUBSCRIPTIONS","id":3}"#),
         serde_json::json!({"result":["btcusdt@bestBidAsk"],"id":3})

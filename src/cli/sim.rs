@@ -14,10 +14,10 @@ use tickwire::clock::Clock;
 use tickwire_sim::databento::{
     self, DatabentoFaults, DatabentoOptions, DatabentoSource, InjectedError,
 };
+use tickwire_sim::sbe::SbeSource;
 use tickwire_sim::source::CaptureSource;
 use tickwire_sim::source::Source;
 use tickwire_sim::source::{SyntheticConfig, SyntheticSource};
-use tickwire_sim::sbe::SbeSource;
 use tickwire_sim::spot::SpotSource;
 use tickwire_sim::thalex::{self, ThalexFaults, ThalexOptions};
 use tickwire_sim::{Faults, Pace, Sim, SimOptions, Start};
@@ -451,7 +451,10 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
     ];
     let sbe_only = [
         ("--api-key", args.api_key.is_some()),
-        ("--server-shutdown-after", args.server_shutdown_after.is_some()),
+        (
+            "--server-shutdown-after",
+            args.server_shutdown_after.is_some(),
+        ),
     ];
     let not_sbe = args.venue != SimVenue::BinanceSpotSbe;
     let (venue, ignored): (&str, Vec<(&str, bool)>) = match args.venue {

@@ -137,8 +137,7 @@ pub fn handle_for(venue: SimVenue, text: &[u8], subscriptions: &mut Subscription
                 } else {
                     crate::spot::is_spot_stream
                 };
-                if let Some(unknown) = streams.iter().find(|name| !known(name))
-                {
+                if let Some(unknown) = streams.iter().find(|name| !known(name)) {
                     return reply(error_reply(
                         2,
                         &format!("Invalid request: unknown stream name {unknown}"),

@@ -261,7 +261,10 @@ pub fn mantissa(text: &str, exponent: i8) -> Option<i64> {
     let fraction = fraction.trim_end_matches('0');
     if whole.is_empty() && fraction.is_empty()
         || fraction.len() > scale
-        || !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit())
+        || !whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
     {
         return None;
     }
@@ -296,7 +299,12 @@ mod tests {
 
     #[test]
     fn sbe_stream_names() {
-        for valid in ["btcusdt@trade", "btcusdt@bestBidAsk", "btcusdt@depth", "btcusdt@depth20"] {
+        for valid in [
+            "btcusdt@trade",
+            "btcusdt@bestBidAsk",
+            "btcusdt@depth",
+            "btcusdt@depth20",
+        ] {
             assert!(is_sbe_stream(valid), "{valid}");
         }
         for invalid in [

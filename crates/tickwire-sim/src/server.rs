@@ -789,10 +789,9 @@ fn api_key_refusal(request: &Request, settings: &Settings) -> Option<(i64, &'sta
         .filter(|key| !key.is_empty());
     match (key, settings.api_key.as_deref()) {
         (None, _) => Some((-2014, "API-key format invalid.")),
-        (Some(key), Some(expected)) if key != expected => Some((
-            -2015,
-            "Invalid API-key, IP, or permissions for action.",
-        )),
+        (Some(key), Some(expected)) if key != expected => {
+            Some((-2015, "Invalid API-key, IP, or permissions for action."))
+        }
         _ => None,
     }
 }
