@@ -660,3 +660,30 @@ fn server_shutdown_is_sent_as_json_text_then_the_connection_closes() {
     assert!(event["E"].as_u64().unwrap() > 1_600_000_000_000);
     assert_eq!(client.closed.as_ref().unwrap().0, Some(1001));
 }
+
+#[test]
+fn best_bid_ask_frames_are_stamped_by_book_update_id() {
+    let (producer, mut consumer) = tickwire::ring::ring(1 << 12);
+    let running = start(|options| options.stamps = Some(producer));
+    let mut client = Client::open(
+        &running.sim,
+        "/ws/btcusdt@bestBidAsk/btcusdt@trade",
+        Some(KEY),
+    );
+    client.run_until("20 frames", |client| client.binary.len() >= 20);
+    let ids: Vec<u64> = client
+        .binary
+        .iter()
+        .filter_map(|frame| match decode(frame) {
+            Sbe::BestBidAsk { update_id, .. } => Some(u64::try_from(update_id).unwrap()),
+            _ => None,
+        })
+        .collect();
+    let mut stamps = Vec::new();
+    consumer.drain(usize::MAX, |stamp| stamps.push(stamp.key));
+    assert!(!ids.is_empty());
+    assert!(
+        stamps.starts_with(&ids),
+        "stamps {stamps:?} for frames {ids:?}"
+    );
+}

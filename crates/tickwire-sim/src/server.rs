@@ -1182,6 +1182,10 @@ fn handle_incoming(
                 return Flow::Stop;
             }
         }
+        // Spot SBE: "Unsolicited pong frames are allowed, but will not prevent disconnection":
+        // only a pong with our ping's payload answers it.
+        Incoming::Pong(payload)
+            if settings.venue == SimVenue::BinanceSpotSbe && payload != PING_PAYLOAD => {}
         Incoming::Pong(_) => keepalive.awaiting_pong_since = None,
         Incoming::Close(code, _) => {
             conn.stats
