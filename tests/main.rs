@@ -38,6 +38,7 @@ mod rings;
 mod serve;
 mod sim_appliance;
 mod sim_binance_spot;
+mod sim_binance_spot_sbe;
 mod sim_databento;
 mod sim_server;
 mod sim_source;

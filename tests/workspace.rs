@@ -12,6 +12,11 @@ fn repo() -> PathBuf {
 
 /// The packages the command's normal (non-dev, non-build) dependency graph holds, one per line.
 fn dependency_tree(features: &[&str]) -> String {
+    package_tree("tickwire-cli", features)
+}
+
+/// The packages `package`'s normal dependency graph holds, one per line.
+fn package_tree(package: &str, features: &[&str]) -> String {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let output = Command::new(cargo)
         .current_dir(repo())
@@ -19,7 +24,7 @@ fn dependency_tree(features: &[&str]) -> String {
             "tree",
             "--offline",
             "-p",
-            "tickwire-cli",
+            package,
             "-e",
             "normal",
             "--prefix",
@@ -63,17 +68,27 @@ fn the_installed_build_holds_no_simulator_harness_or_rcgen() {
     }
 }
 
-/// The SBE tool's generated Binance Spot codecs are a test and benchmark peer only
-/// (ARCHITECTURE.md): neither the appliance crate nor any build of the command links them.
+/// The SBE tool's generated Binance Spot codecs are a test, benchmark and simulator peer only
+/// (ARCHITECTURE.md): the appliance crate never links them, nor does the installed command
+/// (`--no-default-features`). The simulator (`tickwire-sim`, its Binance Spot SBE server)
+/// encodes with them, so the default build, whose `dev-tools` feature links the simulator, does.
 #[test]
 fn the_generated_sbe_codecs_are_dev_only() {
-    for features in [&["--no-default-features"][..], &[][..]] {
-        let tree = dependency_tree(features);
-        assert!(
-            !packages(&tree).contains(&"binance-sbe-official"),
-            "a normal dependency graph ({features:?}) holds binance-sbe-official"
-        );
-    }
+    let appliance = package_tree("tickwire", &[]);
+    assert!(
+        !packages(&appliance).contains(&"binance-sbe-official"),
+        "crates/tickwire's dependency graph holds binance-sbe-official"
+    );
+    let installed = dependency_tree(&["--no-default-features"]);
+    assert!(
+        !packages(&installed).contains(&"binance-sbe-official"),
+        "the installed build (--no-default-features) holds binance-sbe-official"
+    );
+    let simulator = package_tree("tickwire-sim", &[]);
+    assert!(
+        packages(&simulator).contains(&"binance-sbe-official"),
+        "the simulator encodes its SBE frames with the official codecs"
+    );
 }
 
 /// A PEM private key's first line and the start of its body (every DER key is a SEQUENCE, `MI` in

@@ -14,6 +14,7 @@ use tickwire::clock::Clock;
 use tickwire_sim::databento::{
     self, DatabentoFaults, DatabentoOptions, DatabentoSource, InjectedError,
 };
+use tickwire_sim::sbe::SbeSource;
 use tickwire_sim::source::CaptureSource;
 use tickwire_sim::source::Source;
 use tickwire_sim::source::{SyntheticConfig, SyntheticSource};
@@ -30,6 +31,10 @@ pub enum SimVenue {
     /// without `pu`), `/api/v3/depth`, Spot's limits (5 messages/s, a ping every 20 s) and
     /// stream names. Its market is the synthetic one or a capture (`--source`).
     BinanceSpot,
+    /// Binance Spot's SBE market data streams: `@trade`, `@bestBidAsk`, `@depth` and `@depth20`
+    /// as binary SBE frames (the official generated encoder), an `X-MBX-APIKEY` header on every
+    /// upgrade (`--api-key`), JSON control messages, `/api/v3/depth`, Spot's limits.
+    BinanceSpotSbe,
     /// Thalex: the WebSocket JSON-RPC API at /ws/api/v2 (login, subscriptions, a synthetic
     /// market per connection).
     Thalex,
@@ -149,6 +154,13 @@ pub struct SimArgs {
     /// Fault: ignore the client's requests (SUBSCRIBE, ...): no reply, no subscription.
     #[arg(long)]
     ignore_requests: bool,
+    /// Binance Spot SBE: the one API key accepted in `X-MBX-APIKEY` (default: any non-empty
+    /// key; a missing one is refused with 401 either way).
+    #[arg(long, value_name = "KEY")]
+    api_key: Option<String>,
+    /// Binance Spot SBE fault: after N messages send the `serverShutdown` event, then close.
+    #[arg(long, value_name = "N")]
+    server_shutdown_after: Option<u64>,
     /// Thalex: the instruments served, comma separated; commas inside `[..]` (a combination's
     /// legs) do not split. Default: BTC-PERPETUAL, ETH-PERPETUAL, BTC-27JUN25,
     /// BTC-27JUN25-100000-C, [BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1] and the future
@@ -277,9 +289,10 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
     match args.venue {
         SimVenue::Thalex => return run_thalex(args),
         SimVenue::Databento => return run_databento(args),
-        SimVenue::Binance | SimVenue::BinanceSpot => {}
+        SimVenue::Binance | SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => {}
     }
-    let spot = args.venue == SimVenue::BinanceSpot;
+    let sbe = args.venue == SimVenue::BinanceSpotSbe;
+    let spot = args.venue == SimVenue::BinanceSpot || sbe;
     let signals = StopSignals::block()?;
     let source: Box<dyn Source> = match &args.source {
         Some(path) => Box::new(
@@ -292,7 +305,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
                 rate_per_sec: args.rate.unwrap_or(BINANCE_RATE),
                 seed: args.seed,
                 // Spot's market also trades one by one (`@trade`) beside the aggregates.
-                channels: if args.venue == SimVenue::BinanceSpot {
+                channels: if spot {
                     ["bookTicker", "depth@100ms", "trade", "aggTrade"]
                         .map(str::to_owned)
                         .to_vec()
@@ -304,7 +317,11 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
             .map_err(|error| anyhow::anyhow!("synthetic market: {error}"))?,
         ),
     };
-    let (source, mut options): (Box<dyn Source>, SimOptions) = if spot {
+    let (source, mut options): (Box<dyn Source>, SimOptions) = if sbe {
+        let mut options = SimOptions::binance_spot_sbe(&args.cert_dir);
+        options.api_key.clone_from(&args.api_key);
+        (Box::new(SbeSource::new(source)), options)
+    } else if spot {
         (
             Box::new(SpotSource::new(source)),
             SimOptions::binance_spot(&args.cert_dir),
@@ -349,6 +366,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         handshake_delay: args.handshake_delay_ms.map(Duration::from_millis),
         wrong_host_cert: args.wrong_host_cert,
         ignore_requests: args.ignore_requests,
+        server_shutdown_after: args.server_shutdown_after,
         fault_connections: args.fault_connections,
     };
     let stamp_writer = match &args.stamps {
@@ -363,7 +381,10 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
     let addr = sim.addr();
     eprintln!("sim: listening on {addr} (WebSocket and REST over TLS)");
     eprintln!("sim: CA certificate: {}", sim.ca_pem_path().display());
-    if spot {
+    if sbe {
+        eprintln!("sim: SBE streams:      wss://{addr}/stream?streams=btcusdt@bestBidAsk/btcusdt@depth/... (header X-MBX-APIKEY)");
+        eprintln!("sim: raw stream:       wss://{addr}/ws/btcusdt@bestBidAsk");
+    } else if spot {
         eprintln!("sim: combined streams: wss://{addr}/stream?streams=btcusdt@bookTicker/...");
         eprintln!("sim: raw stream:       wss://{addr}/ws/btcusdt@bookTicker");
     } else {
@@ -428,12 +449,20 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
         ("--close-after-seconds", args.close_after_seconds.is_some()),
         ("--refuse-auth", args.refuse_auth),
     ];
+    let sbe_only = [
+        ("--api-key", args.api_key.is_some()),
+        (
+            "--server-shutdown-after",
+            args.server_shutdown_after.is_some(),
+        ),
+    ];
+    let not_sbe = args.venue != SimVenue::BinanceSpotSbe;
     let (venue, ignored): (&str, Vec<(&str, bool)>) = match args.venue {
-        SimVenue::Binance | SimVenue::BinanceSpot => (
-            if args.venue == SimVenue::Binance {
-                "binance"
-            } else {
-                "binance-spot"
+        SimVenue::Binance | SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => (
+            match args.venue {
+                SimVenue::Binance => "binance",
+                SimVenue::BinanceSpot => "binance-spot",
+                _ => "binance-spot-sbe",
             },
             vec![
                 ("--instruments", args.instruments.is_some()),
@@ -446,6 +475,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             ]
             .into_iter()
             .chain(databento_only)
+            .chain(sbe_only.map(|(flag, given)| (flag, given && not_sbe)))
             .collect(),
         ),
         SimVenue::Thalex => (
@@ -473,6 +503,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             ]
             .into_iter()
             .chain(databento_only)
+            .chain(sbe_only.map(|(flag, given)| (flag, given && not_sbe)))
             .collect(),
         ),
         SimVenue::Databento => (
@@ -502,7 +533,10 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
                     args.reconnect_event_after.is_some(),
                 ),
                 ("--stamps", args.stamps.is_some()),
-            ],
+            ]
+            .into_iter()
+            .chain(sbe_only)
+            .collect(),
         ),
     };
     let given: Vec<&str> = ignored

@@ -58,7 +58,7 @@ pub fn handle(text: &[u8], subscriptions: &mut Subscriptions) -> Reply {
 /// answer to another name is a code 2 "Invalid request", the documented code for a request the
 /// venue cannot take, since the page lists no message of its own for it).
 pub fn handle_for(venue: SimVenue, text: &[u8], subscriptions: &mut Subscriptions) -> Reply {
-    let spot = venue == SimVenue::BinanceSpot;
+    let spot = venue.is_spot();
     let error_reply = |code: u8, msg: &str, id: Value| error_reply(spot, code, msg, id);
     let reply = |text: String| Reply {
         text,
@@ -132,10 +132,12 @@ pub fn handle_for(venue: SimVenue, text: &[u8], subscriptions: &mut Subscription
                 Err(msg) => return reply(error_reply(2, msg, id)),
             };
             if spot && method == "SUBSCRIBE" {
-                if let Some(unknown) = streams
-                    .iter()
-                    .find(|name| !crate::spot::is_spot_stream(name))
-                {
+                let known = if venue == SimVenue::BinanceSpotSbe {
+                    crate::sbe::is_sbe_stream
+                } else {
+                    crate::spot::is_spot_stream
+                };
+                if let Some(unknown) = streams.iter().find(|name| !known(name)) {
                     return reply(error_reply(
                         2,
                         &format!("Invalid request: unknown stream name {unknown}"),

@@ -217,17 +217,24 @@ pub fn write_frame(out: &mut Vec<u8>, fin: bool, opcode: OpCode, payload: &[u8])
 
 /// Appends a text message as `fragments` frames (a text frame, then continuations; fewer when
 /// the payload is shorter than that), or as one frame for `fragments` 0 or 1.
+#[cfg(test)]
 pub fn write_text(out: &mut Vec<u8>, payload: &[u8], fragments: u32) {
+    write_message(out, OpCode::Text, payload, fragments);
+}
+
+/// Appends a text or binary message as `fragments` frames, as [`write_text`] does.
+pub fn write_message(out: &mut Vec<u8>, opcode: OpCode, payload: &[u8], fragments: u32) {
+    let first = opcode;
     let fragments = (fragments.max(1) as usize).min(payload.len().max(1));
     if fragments == 1 {
-        write_frame(out, true, OpCode::Text, payload);
+        write_frame(out, true, first, payload);
         return;
     }
     let part_bytes = payload.len().div_ceil(fragments);
     let parts = payload.chunks(part_bytes).count();
     for (index, part) in payload.chunks(part_bytes).enumerate() {
         let opcode = if index == 0 {
-            OpCode::Text
+            first
         } else {
             OpCode::Continuation
         };

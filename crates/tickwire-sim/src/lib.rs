@@ -6,7 +6,8 @@
 //! `databento` a mock Databento Live Subscription Gateway (plain TCP, CRAM authentication, DBN
 //! records from a shared synthetic MBO market, a file or a benchmark batch). With
 //! [`SimVenue::BinanceSpot`] the Binance server is Binance Spot instead, its messages in Spot's
-//! shapes through [`spot::SpotSource`].
+//! shapes through [`spot::SpotSource`]; with [`SimVenue::BinanceSpotSbe`] it is Binance Spot's SBE
+//! market data streams, binary frames made by [`sbe::SbeSource`] with the official generated encoder.
 //!
 //! Nothing here is on tickwire's hot path: the simulator is the other side of the wire, written
 //! for clarity and for faithful venue behaviour, and it may allocate and block.
@@ -18,6 +19,7 @@ pub mod databento;
 mod frame;
 mod http;
 mod options;
+pub mod sbe;
 mod server;
 pub mod source;
 pub mod spot;

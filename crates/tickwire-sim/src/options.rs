@@ -76,6 +76,9 @@ pub struct Faults {
     /// Text requests (SUBSCRIBE, ...) on a faulty connection are read and ignored: no reply,
     /// no effect, as if the venue lost them.
     pub ignore_requests: bool,
+    /// Binance Spot SBE: after N data messages, the documented `serverShutdown` event (a JSON
+    /// text frame, `{"e":"serverShutdown","E":<ms>}`), then a close frame (1001) at once.
+    pub server_shutdown_after: Option<u64>,
     /// How many connections the connection faults apply to.
     pub fault_connections: u32,
     /// Each faulty connection gets one of the configured `stall_after`, `close_after` and
@@ -101,6 +104,7 @@ impl Default for Faults {
             wrong_host_cert: false,
             rotate_faults: false,
             ignore_requests: false,
+            server_shutdown_after: None,
             fault_connections: 1,
         }
     }
@@ -118,6 +122,18 @@ pub enum SimVenue {
     /// `{"code":..,"msg":..,"id":..}`, only Spot's stream names subscribable. Its messages come
     /// through [`crate::spot::SpotSource`], in Spot's shapes.
     BinanceSpot,
+    /// Binance Spot's SBE market data streams (`sbe-market-data-streams.md`): the single entry
+    /// point, `@trade`, `@bestBidAsk`, `@depth` and `@depth20` as binary SBE frames made by
+    /// [`crate::sbe::SbeSource`], an `X-MBX-APIKEY` header required on every upgrade, JSON
+    /// control messages and `/api/v3/depth` as [`SimVenue::BinanceSpot`].
+    BinanceSpotSbe,
+}
+
+impl SimVenue {
+    /// Binance Spot, JSON or SBE: Spot's REST path, limits, entry point and error shapes.
+    pub fn is_spot(self) -> bool {
+        matches!(self, SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe)
+    }
 }
 
 /// Everything a simulator run needs besides its source.
@@ -145,6 +161,9 @@ pub struct SimOptions {
     /// reader cannot stall the pacer (and so every other client) for longer.
     pub write_timeout: Duration,
     pub faults: Faults,
+    /// Binance Spot SBE: the one API key upgrades must carry in `X-MBX-APIKEY`; `None` accepts
+    /// any non-empty key (a missing or empty one is refused all the same).
+    pub api_key: Option<String>,
     /// Latency stamps for benchmarks: see [`Stamp`] and the module documentation of `server`.
     pub stamps: Option<Producer<Stamp>>,
     /// The clock of the stamps.
@@ -168,6 +187,7 @@ impl SimOptions {
             max_streams_per_connection: 1024,
             write_timeout: Duration::from_secs(5),
             faults: Faults::default(),
+            api_key: None,
             stamps: None,
             clock: Clock::monotonic(),
         }
@@ -184,6 +204,15 @@ impl SimOptions {
             max_incoming_per_sec: 5,
             max_streams_per_connection: 1024,
             ..SimOptions::new(cert_dir)
+        }
+    }
+
+    /// Binance Spot's SBE market data streams ("SBE Market Data Streams"): Spot's limits (a
+    /// ping every 20 s, a minute for the pong, 5 incoming messages per second, 1024 streams).
+    pub fn binance_spot_sbe(cert_dir: impl Into<PathBuf>) -> SimOptions {
+        SimOptions {
+            venue: SimVenue::BinanceSpotSbe,
+            ..SimOptions::binance_spot(cert_dir)
         }
     }
 }

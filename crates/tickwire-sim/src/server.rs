@@ -66,7 +66,7 @@ const DEPTH_LIMIT_DEFAULT: usize = 500;
 fn depth_path(venue: SimVenue) -> &'static str {
     match venue {
         SimVenue::BinanceUsdmFutures => "/fapi/v1/depth",
-        SimVenue::BinanceSpot => "/api/v3/depth",
+        SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => "/api/v3/depth",
     }
 }
 
@@ -82,7 +82,7 @@ fn depth_limit(venue: SimVenue, limit: Option<&str>) -> Option<usize> {
                 .ok()
                 .filter(|limit| DEPTH_LIMITS.contains(limit)),
         },
-        SimVenue::BinanceSpot => match limit {
+        SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => match limit {
             None => Some(crate::spot::DEPTH_LIMIT_DEFAULT),
             Some(text) => text
                 .parse::<usize>()
@@ -138,6 +138,9 @@ pub struct SimStats {
     pub connections: Vec<ConnectionStats>,
     /// Requests for the retired single entry point (`/ws`, `/stream`), refused with 404.
     pub retired_refused: u64,
+    /// Binance Spot SBE: WebSocket upgrades refused with 401 for a missing or wrong
+    /// `X-MBX-APIKEY`.
+    pub api_key_refused: u64,
 }
 
 /// One WebSocket connection's counters.
@@ -198,6 +201,7 @@ impl Sim {
                 max_streams: options.max_streams_per_connection,
                 write_timeout: options.write_timeout,
                 faults: options.faults,
+                api_key: options.api_key,
             },
             tls,
             source: Mutex::new(source),
@@ -334,7 +338,7 @@ impl SimHandle {
 
     fn entry_prefix(&self, stream: Option<&str>) -> &'static str {
         match self.shared.settings.venue {
-            SimVenue::BinanceSpot => "",
+            SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => "",
             SimVenue::BinanceUsdmFutures => entry_of(stream).path(),
         }
     }
@@ -367,6 +371,7 @@ impl SimHandle {
             stamps_pushed: counters.stamps_pushed.load(Ordering::Relaxed),
             stamp_overflows: counters.stamp_overflows.load(Ordering::Relaxed),
             retired_refused: counters.retired_refused.load(Ordering::Relaxed),
+            api_key_refused: counters.api_key_refused.load(Ordering::Relaxed),
             connections,
         }
     }
@@ -425,6 +430,7 @@ struct Settings {
     max_streams: usize,
     write_timeout: Duration,
     faults: Faults,
+    api_key: Option<String>,
 }
 
 struct Shared {
@@ -476,6 +482,7 @@ struct Counters {
     stamps_pushed: AtomicU64,
     stamp_overflows: AtomicU64,
     retired_refused: AtomicU64,
+    api_key_refused: AtomicU64,
 }
 
 impl Shared {
@@ -559,6 +566,7 @@ struct FaultsDone {
     close: bool,
     reset: bool,
     skip_depth: bool,
+    server_shutdown: bool,
 }
 
 struct ConnStats {
@@ -708,7 +716,7 @@ fn run_connection(
         if request.header_has_token("upgrade", "websocket") {
             // USD-M serves its two entry points and refuses the single one it retired; Spot
             // serves the single one only.
-            let spot = shared.settings.venue == SimVenue::BinanceSpot;
+            let spot = shared.settings.venue.is_spot();
             let (streams, combined, entry) = match (http::route(&request.target), spot) {
                 (
                     Route::Stream {
@@ -732,6 +740,16 @@ fn run_connection(
                     return send_final(&mut tls, tcp, &reply);
                 }
             };
+            if shared.settings.venue == SimVenue::BinanceSpotSbe {
+                if let Some((code, msg)) = api_key_refusal(&request, &shared.settings) {
+                    shared
+                        .counters
+                        .api_key_refused
+                        .fetch_add(1, Ordering::Relaxed);
+                    let reply = http::json_error(401, code, msg, false);
+                    return send_final(&mut tls, tcp, &reply);
+                }
+            }
             let response = match http::upgrade_response(&request) {
                 Ok(response) => response,
                 Err((status, msg)) => {
@@ -758,6 +776,23 @@ fn run_connection(
             return send_final(&mut tls, tcp, &reply);
         }
         send_plain(&mut tls, tcp, &reply)?;
+    }
+}
+
+/// Binance Spot SBE ("An API Key is necessary for access", in `X-MBX-APIKEY`): the code and
+/// message of the 401 refusing an upgrade without a key (-2014) or with a key other than the
+/// configured one (-2015); `None` lets it through.
+fn api_key_refusal(request: &Request, settings: &Settings) -> Option<(i64, &'static str)> {
+    let key = request
+        .header("x-mbx-apikey")
+        .map(str::trim)
+        .filter(|key| !key.is_empty());
+    match (key, settings.api_key.as_deref()) {
+        (None, _) => Some((-2014, "API-key format invalid.")),
+        (Some(key), Some(expected)) if key != expected => {
+            Some((-2015, "Invalid API-key, IP, or permissions for action."))
+        }
+        _ => None,
     }
 }
 
@@ -789,7 +824,7 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
         Route::NotFound => {
             return http::json_error(404, -1, &format!("not found: {path}"), keep_alive)
         }
-        Route::Single { .. } if shared.settings.venue == SimVenue::BinanceSpot => {
+        Route::Single { .. } if shared.settings.venue.is_spot() => {
             return http::json_error(
                 400,
                 -1,
@@ -1147,6 +1182,10 @@ fn handle_incoming(
                 return Flow::Stop;
             }
         }
+        // Spot SBE: "Unsolicited pong frames are allowed, but will not prevent disconnection":
+        // only a pong with our ping's payload answers it.
+        Incoming::Pong(payload)
+            if settings.venue == SimVenue::BinanceSpotSbe && payload != PING_PAYLOAD => {}
         Incoming::Pong(_) => keepalive.awaiting_pong_since = None,
         Incoming::Close(code, _) => {
             conn.stats
@@ -1316,6 +1355,7 @@ fn deliver(
     stamper: &mut Stamper,
     shared: &Shared,
 ) -> bool {
+    let sbe = shared.settings.venue == SimVenue::BinanceSpotSbe;
     let mut out = lock(&conn.out);
     if out.state != ConnState::Open
         || !out.subscriptions.contains(&message.stream)
@@ -1338,7 +1378,8 @@ fn deliver(
             return true;
         }
     }
-    let payload = if out.subscriptions.combined {
+    // SBE frames are the same on every endpoint: the message alone, no combined wrapper.
+    let payload = if out.subscriptions.combined && !sbe {
         Some(message.combined.as_slice())
     } else {
         message.combined.get(message.data.clone())
@@ -1358,7 +1399,8 @@ fn deliver(
     };
     let fragments = faults.and_then(|faults| faults.fragment_into).unwrap_or(1);
     let mut wire = Vec::with_capacity(payload.len() + 16);
-    frame::write_text(&mut wire, payload, fragments);
+    let opcode = if sbe { OpCode::Binary } else { OpCode::Text };
+    frame::write_message(&mut wire, opcode, payload, fragments);
     // The stamp goes out before the bytes: a client on another core can take the message off
     // the wire before this thread returns from the write, and must find its stamp then.
     stamper.before_write(conn.stats.index, message.stamp_key, &shared.counters);
@@ -1429,6 +1471,22 @@ fn post_send_faults(conn: &Conn, out: &mut Outbound, faults: &Faults) {
             if !conn.send_or_fail(out, &wire) {
                 return;
             }
+        }
+    }
+    if let Some(after) = faults.server_shutdown_after {
+        if !out.done.server_shutdown && sent >= after {
+            out.done.server_shutdown = true;
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_millis());
+            let event = format!("{{\"e\":\"serverShutdown\",\"E\":{now_ms}}}");
+            let mut wire = Vec::new();
+            frame::write_frame(&mut wire, true, OpCode::Text, event.as_bytes());
+            if !conn.send_or_fail(out, &wire) {
+                return;
+            }
+            conn.start_close(out, 1001, "server shutdown");
+            return;
         }
     }
     if let Some((after, duration)) = faults.stall_after {

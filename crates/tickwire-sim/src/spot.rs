@@ -109,7 +109,7 @@ fn spot_payload(data: &[u8], fields: &[&str]) -> Option<String> {
 }
 
 /// A snapshot body with `lastUpdateId`, `bids` and `asks` only, in that order.
-fn spot_snapshot(body: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn spot_snapshot(body: &[u8]) -> Option<Vec<u8>> {
     let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(body) else {
         return None;
     };
