@@ -12,6 +12,7 @@ mod binance_decode;
 mod binance_decode_alloc;
 mod binance_spot_decode;
 mod binance_spot_sbe;
+mod binance_spot_sbe_appliance;
 mod binance_spot_sync;
 mod binance_sync;
 mod book;
