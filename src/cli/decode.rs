@@ -211,19 +211,11 @@ fn run(path: &Path) -> anyhow::Result<String> {
         out.write_all(&buffer)
     })?;
     out.flush()?;
-    let types: Vec<String> = by_type
-        .iter()
-        .map(|(name, count)| format!("{name}={count}"))
-        .chain(
-            unknown_types
-                .iter()
-                .map(|(name, count)| format!("unknown:{name}={count}")),
-        )
-        .collect();
-    Ok(format!(
-        "decode: {lines} lines; {} messages ({}); {events} events; {skipped} skipped; {malformed} malformed",
-        by_type.values().sum::<u64>() + unknown_types.values().sum::<u64>(),
-        types.join(", ")
+    Ok(json_summary(
+        lines,
+        &by_type,
+        &unknown_types,
+        (events, skipped, malformed),
     ))
 }
 
@@ -329,6 +321,22 @@ fn run_spot(path: &Path) -> anyhow::Result<String> {
         out.write_all(&buffer)
     })?;
     out.flush()?;
+    Ok(json_summary(
+        lines,
+        &by_type,
+        &unknown_types,
+        (events, skipped, malformed),
+    ))
+}
+
+/// The summary line of a JSON venue's decode: lines, messages by type (and unknown types),
+/// events, skipped and malformed messages.
+fn json_summary(
+    lines: u64,
+    by_type: &BTreeMap<&'static str, u64>,
+    unknown_types: &BTreeMap<String, u64>,
+    (events, skipped, malformed): (u64, u64, u64),
+) -> String {
     let types: Vec<String> = by_type
         .iter()
         .map(|(name, count)| format!("{name}={count}"))
@@ -338,11 +346,11 @@ fn run_spot(path: &Path) -> anyhow::Result<String> {
                 .map(|(name, count)| format!("unknown:{name}={count}")),
         )
         .collect();
-    Ok(format!(
+    format!(
         "decode: {lines} lines; {} messages ({}); {events} events; {skipped} skipped; {malformed} malformed",
         by_type.values().sum::<u64>() + unknown_types.values().sum::<u64>(),
         types.join(", ")
-    ))
+    )
 }
 
 /// Each non-blank line of `path`, as (line number, receive time, message); returns the lines
