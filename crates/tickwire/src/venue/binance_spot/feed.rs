@@ -184,8 +184,9 @@ pub struct SpotFeed {
     floors: Vec<Floor>,
     activity: Arc<StreamActivity>,
     replies: ReplyQueue,
-    /// The unknown SBE template ids already logged (each is logged once); 0 is a free slot.
-    templates_logged: [u16; TEMPLATES_LOGGED],
+    /// The unknown SBE template ids and foreign schema ids already logged (each is logged
+    /// once), as `(is a schema id, id)`; `None` is a free slot.
+    templates_logged: [Option<(bool, u16)>; TEMPLATES_LOGGED],
 }
 
 impl SpotFeed {
@@ -231,7 +232,7 @@ impl SpotFeed {
             floors,
             activity: activity.clone(),
             replies: ReplyQueue::new(REPLIES_KEPT),
-            templates_logged: [0; TEMPLATES_LOGGED],
+            templates_logged: [None; TEMPLATES_LOGGED],
         };
         (feed, counters)
     }
@@ -395,18 +396,26 @@ impl SpotFeed {
         }
     }
 
-    /// An SBE frame that does not decode: counted and skipped. An unknown template id is also
-    /// counted by kind, and its first frame is offered to the log (each id once), so the log
-    /// names every id this build does not know without a flood.
+    /// An SBE frame that does not decode: counted and skipped. An unknown template id (also
+    /// counted by kind) or another schema's id has its first frame offered to the log (each id
+    /// once), so the log names every id this build does not know without a flood.
     fn sbe_malformed(&mut self, error: super::sbe::SbeError, payload: &[u8], recv_ts_ns: u64) {
+        use super::sbe::SbeError;
         self.writers.malformed.increment();
-        if let super::sbe::SbeError::UnknownTemplate { template_id } = error {
-            self.writers.message(Kind::SbeUnknownTemplate as usize);
-            if self.templates_logged.contains(&template_id) {
+        let once = match error {
+            SbeError::UnknownTemplate { template_id } => {
+                self.writers.message(Kind::SbeUnknownTemplate as usize);
+                Some((false, template_id))
+            }
+            SbeError::SchemaMismatch { schema_id, .. } => Some((true, schema_id)),
+            _ => None,
+        };
+        if let Some(id) = once {
+            if self.templates_logged.contains(&Some(id)) {
                 return;
             }
-            if let Some(slot) = self.templates_logged.iter_mut().find(|slot| **slot == 0) {
-                *slot = template_id;
+            if let Some(slot) = self.templates_logged.iter_mut().find(|slot| slot.is_none()) {
+                *slot = Some(id);
                 // A first sighting is logged whatever the sampler's interval (at most
                 // `TEMPLATES_LOGGED` times in all).
                 self.malformed
@@ -932,13 +941,24 @@ mod tests {
             .expect("the unknown template is logged");
         feed.on_binary(3, 8, &unknown, &mut sink);
         assert!(feed.take_malformed().is_none(), "each id once");
-        feed.on_binary(3, 9, &frame[..20], &mut sink);
+        let mut foreign = frame.clone();
+        foreign[4..6].copy_from_slice(&7u16.to_le_bytes());
+        feed.on_binary(3, 9, &foreign, &mut sink);
+        let schema = feed.take_malformed().expect("another schema is logged");
+        assert!(schema.error().contains("schema 7"), "{}", schema.error());
+        feed.on_binary(3, 10, &foreign, &mut sink);
+        assert!(feed.take_malformed().is_none(), "each schema id once");
+        feed.on_binary(3, 11, &frame[..20], &mut sink);
         sink.publish();
         assert!(logged.error().contains("10099"), "{}", logged.error());
         assert_eq!(counters.message("bestBidAsk"), 1);
         assert_eq!(counters.duplicates.get(), 1);
         assert_eq!(counters.message("sbe_unknown_template"), 2);
-        assert_eq!(counters.malformed.get(), 3, "two unknown, one truncated");
+        assert_eq!(
+            counters.malformed.get(),
+            5,
+            "two unknown templates, two foreign schemas, one truncated"
+        );
         let quote = consumer.try_pop().expect("the quote");
         assert_eq!(quote.header.venue_seq, 42);
         assert_eq!(quote.header.exchange_ts_ns, 1_700_000_000_000_000_000);
