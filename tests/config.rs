@@ -304,9 +304,10 @@ fn a_bad_enum_value_lists_the_valid_values() {
         ("kind", 2, 8)
     );
     assert!(
-        error
-            .message
-            .contains("\"binance-usdm-futures\", \"binance-spot\", \"databento\", \"thalex\""),
+        error.message.contains(
+            "\"binance-usdm-futures\", \"binance-spot\", \"binance-spot-sbe\", \
+                 \"databento\", \"thalex\"",
+        ),
         "{error}"
     );
 }
