@@ -326,6 +326,21 @@ fn the_binance_spot_simulator_file_loads() {
     }
 }
 
+/// The shipped Binance Spot SBE simulator file loads, but for the CA file the simulator writes
+/// when it is not there.
+#[test]
+fn the_binance_spot_sbe_simulator_file_loads() {
+    let sim = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/venues/binance-spot-sbe-sim.toml");
+    if Path::new("/tmp/tickwire-sim/ca.pem").is_file() {
+        let venue = config::load_venue(&sim).unwrap_or_else(|errors| panic!("{errors}"));
+        assert_eq!(venue.kind, VenueKind::BinanceSpotSbe);
+        assert_eq!(venue.url.path, "/stream");
+    } else {
+        let error = only_error(config::load_venue(&sim));
+        assert_eq!(error.key, "tls.extra_ca_file");
+    }
+}
+
 #[test]
 fn a_wrong_type_is_reported_at_the_value() {
     let dir = TempDir::new().expect("temp dir");
