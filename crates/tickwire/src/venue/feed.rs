@@ -320,6 +320,79 @@ impl MalformedSample {
     }
 }
 
+/// Symbol to index, for a feed that routes messages by the symbol they name: a linear scan,
+/// which for the handful of symbols one connection carries beats hashing (it compares lengths
+/// first, and symbols differ early).
+pub struct SymbolIndex {
+    names: Vec<Box<[u8]>>,
+}
+
+impl SymbolIndex {
+    /// The venue file's symbols, as the venue spells them.
+    pub fn new(symbols: &[String]) -> SymbolIndex {
+        SymbolIndex {
+            names: symbols
+                .iter()
+                .map(|symbol| symbol.as_bytes().into())
+                .collect(),
+        }
+    }
+
+    /// The index of `symbol`, spelled exactly.
+    #[inline]
+    pub fn find(&self, symbol: &[u8]) -> Option<usize> {
+        self.names.iter().position(|name| **name == *symbol)
+    }
+
+    /// The index of `symbol` in any ASCII case (a stream name's lower-case symbol).
+    pub fn find_ignore_case(&self, symbol: &[u8]) -> Option<usize> {
+        self.names
+            .iter()
+            .position(|name| name.eq_ignore_ascii_case(symbol))
+    }
+}
+
+/// A feed's duplicate filter: per stream of the venue's activity table, the highest update id
+/// delivered and the connection that delivered it. While a rotation's two connections carry the
+/// same stream, each message passes once; a copy from the other connection marks the stream as
+/// agreeing (`StreamActivity::agreed`), which the rotation's switch waits for.
+pub struct StreamFloors {
+    floors: Vec<(u64, crate::net::ConnId)>,
+}
+
+impl StreamFloors {
+    pub fn new(streams: usize) -> StreamFloors {
+        StreamFloors {
+            floors: vec![(0, 0); streams],
+        }
+    }
+
+    /// Whether message `id` of `stream`, received on `conn`, is new (and then marks the stream
+    /// seen in `activity`). A stream outside the table passes.
+    #[inline]
+    pub fn admit(
+        &mut self,
+        activity: &StreamActivity,
+        stream: usize,
+        id: u64,
+        conn: crate::net::ConnId,
+        recv_ts_ns: u64,
+    ) -> bool {
+        let Some(floor) = self.floors.get_mut(stream) else {
+            return true;
+        };
+        if id <= floor.0 {
+            if conn != floor.1 {
+                activity.agreed(stream, recv_ts_ns);
+            }
+            return false;
+        }
+        *floor = (id, conn);
+        activity.saw(stream, recv_ts_ns);
+        true
+    }
+}
+
 /// A feed's malformed-message sample for the control thread's log: at most one waiting, and at
 /// most one a second (a venue sending garbage cannot flood the log). No allocation.
 #[derive(Default)]

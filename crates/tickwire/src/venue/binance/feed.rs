@@ -22,7 +22,8 @@ use crate::event::{
 use crate::net::ConnId;
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters as Writers, MalformedSample, MalformedSampler,
-    MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, StreamFloors,
+    SymbolIndex, VenueReply,
 };
 use std::sync::Arc;
 
@@ -115,40 +116,19 @@ fn channel_kind(channel: &str) -> Option<StreamKind> {
     })
 }
 
-/// A stream's duplicate filter: the highest update id delivered, and which connection
-/// delivered it.
-#[derive(Clone, Copy, Default)]
-struct Floor {
-    id: u64,
-    conn: ConnId,
-}
-
 /// Replies kept for the control thread; more than this many waiting means it is wedged.
 const REPLIES_KEPT: usize = 64;
 
-/// Symbol to index: a linear scan, which for the handful of symbols one connection carries beats
-/// hashing (it compares lengths first, and symbols differ early).
-struct Symbols {
-    names: Vec<Box<[u8]>>,
-}
-
-impl Symbols {
-    #[inline]
-    fn find(&self, symbol: &[u8]) -> Option<usize> {
-        self.names.iter().position(|name| **name == *symbol)
-    }
-}
-
 pub struct BinanceFeed {
     config: FeedConfig,
-    symbols: Symbols,
+    symbols: SymbolIndex,
     books: Vec<Option<BookSync>>,
     writers: Writers,
     malformed: MalformedSampler,
     /// Per stream kind, its channel's position in `config.channels`.
     channel_of: [Option<usize>; STREAM_KINDS],
     /// Per stream: the duplicate filter.
-    floors: Vec<Floor>,
+    floors: StreamFloors,
     activity: Arc<StreamActivity>,
     replies: ReplyQueue,
     /// The connections (slots) that have delivered a diff depth message: the ones whose loss
@@ -169,7 +149,7 @@ impl BinanceFeed {
         let channels = config.channels.len().max(1);
         let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
         let (writers, counters) = FeedCounters::new(MESSAGE_KINDS, activity.clone());
-        let floors = vec![Floor::default(); config.symbols.len() * channels];
+        let floors = StreamFloors::new(config.symbols.len() * channels);
         let books = config
             .symbols
             .iter()
@@ -184,13 +164,7 @@ impl BinanceFeed {
                 })
             })
             .collect();
-        let symbols = Symbols {
-            names: config
-                .symbols
-                .iter()
-                .map(|symbol| symbol.as_bytes().into())
-                .collect(),
-        };
+        let symbols = SymbolIndex::new(&config.symbols);
         let feed = BinanceFeed {
             config,
             symbols,
@@ -224,19 +198,13 @@ impl BinanceFeed {
             return true;
         };
         let stream = instrument * self.activity.channels() + channel;
-        let Some(floor) = self.floors.get_mut(stream) else {
-            return true;
-        };
-        if id <= floor.id {
-            if conn != floor.conn {
-                self.activity.agreed(stream, recv_ts_ns);
-            }
+        let fresh = self
+            .floors
+            .admit(&self.activity, stream, id, conn, recv_ts_ns);
+        if !fresh {
             self.writers.duplicates.increment();
-            return false;
         }
-        *floor = Floor { id, conn };
-        self.activity.saw(stream, recv_ts_ns);
-        true
+        fresh
     }
 
     fn reply(&mut self, reply: VenueReply) {

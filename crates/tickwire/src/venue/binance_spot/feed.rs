@@ -39,7 +39,8 @@ use crate::venue::binance::decode::{DecodeError, Levels, TradeKind};
 use crate::venue::binance::sync::{SyncConfig, SyncStats};
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters as Writers, MalformedSample, MalformedSampler,
-    MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, StreamFloors,
+    SymbolIndex, VenueReply,
 };
 use std::sync::Arc;
 
@@ -148,40 +149,19 @@ fn channel_kind(channel: &str) -> Option<StreamKind> {
     })
 }
 
-/// A stream's duplicate filter: the highest update id delivered, and which connection
-/// delivered it.
-#[derive(Clone, Copy, Default)]
-struct Floor {
-    id: u64,
-    conn: ConnId,
-}
-
 /// Replies kept for the control thread; more than this many waiting means it is wedged.
 const REPLIES_KEPT: usize = 64;
 
-/// Symbol to index: a linear scan, which for the handful of symbols one connection carries beats
-/// hashing (it compares lengths first, and symbols differ early).
-struct Symbols {
-    names: Vec<Box<[u8]>>,
-}
-
-impl Symbols {
-    #[inline]
-    fn find(&self, symbol: &[u8]) -> Option<usize> {
-        self.names.iter().position(|name| **name == *symbol)
-    }
-}
-
 pub struct SpotFeed {
     config: FeedConfig,
-    symbols: Symbols,
+    symbols: SymbolIndex,
     books: Vec<Option<SpotBookSync>>,
     writers: Writers,
     malformed: MalformedSampler,
     /// Per stream kind, its channel's position in `config.channels`.
     channel_of: [Option<usize>; STREAM_KINDS],
     /// Per stream: the duplicate filter.
-    floors: Vec<Floor>,
+    floors: StreamFloors,
     activity: Arc<StreamActivity>,
     replies: ReplyQueue,
     /// The unknown SBE template ids and foreign schema ids already logged (each is logged
@@ -200,7 +180,7 @@ impl SpotFeed {
         let channels = config.channels.len().max(1);
         let activity = Arc::new(StreamActivity::new(config.symbols.len(), channels));
         let (writers, counters) = FeedCounters::new(MESSAGE_KINDS, activity.clone());
-        let floors = vec![Floor::default(); config.symbols.len() * channels];
+        let floors = StreamFloors::new(config.symbols.len() * channels);
         let books = config
             .symbols
             .iter()
@@ -215,13 +195,7 @@ impl SpotFeed {
                 })
             })
             .collect();
-        let symbols = Symbols {
-            names: config
-                .symbols
-                .iter()
-                .map(|symbol| symbol.as_bytes().into())
-                .collect(),
-        };
+        let symbols = SymbolIndex::new(&config.symbols);
         let feed = SpotFeed {
             config,
             symbols,
@@ -255,19 +229,13 @@ impl SpotFeed {
             return true;
         };
         let stream = instrument * self.activity.channels() + channel;
-        let Some(floor) = self.floors.get_mut(stream) else {
-            return true;
-        };
-        if id <= floor.id {
-            if conn != floor.conn {
-                self.activity.agreed(stream, recv_ts_ns);
-            }
+        let fresh = self
+            .floors
+            .admit(&self.activity, stream, id, conn, recv_ts_ns);
+        if !fresh {
             self.writers.duplicates.increment();
-            return false;
         }
-        *floor = Floor { id, conn };
-        self.activity.saw(stream, recv_ts_ns);
-        true
+        fresh
     }
 
     fn reply(&mut self, reply: VenueReply) {
@@ -503,12 +471,8 @@ impl SpotFeed {
 
 /// The index of the symbol a stream name names (`btcusdt@depth5` names `BTCUSDT`): symbols
 /// are upper case in the venue file and lower case in stream names.
-fn symbol_of_stream(symbols: &Symbols, stream: &[u8]) -> Option<usize> {
-    let symbol = decode::stream_symbol(stream);
-    symbols
-        .names
-        .iter()
-        .position(|name| name.eq_ignore_ascii_case(symbol))
+fn symbol_of_stream(symbols: &SymbolIndex, stream: &[u8]) -> Option<usize> {
+    symbols.find_ignore_case(decode::stream_symbol(stream))
 }
 
 impl Feed for SpotFeed {
