@@ -221,20 +221,14 @@ impl BinanceFeed {
         recv_ts_ns: u64,
         seq: u64,
     ) -> EventHeader {
-        EventHeader {
-            exchange_ts_ns: exch_ms.saturating_mul(NS_PER_MS),
-            recv_ts_ns,
-            venue_seq: seq,
-            instrument_id: self.config.instrument_base + instrument as InstrumentId,
-            venue_id: self.config.venue_id,
+        event_header(
+            self.config.venue_id,
+            self.config.instrument_base + instrument as InstrumentId,
             kind,
-            flags: flags::LAST
-                | if exch_ms == 0 {
-                    flags::NO_EXCHANGE_TS
-                } else {
-                    0
-                },
-        }
+            exch_ms,
+            recv_ts_ns,
+            seq,
+        )
     }
 
     fn depth(
@@ -287,20 +281,7 @@ impl BinanceFeed {
     }
 
     fn count_book(&mut self, before: super::sync::SyncStats, after: super::sync::SyncStats) {
-        // Rare events: most diffs change none of these, and then nothing is stored.
-        let pairs = [
-            (&mut self.writers.book_gaps, after.gaps - before.gaps),
-            (
-                &mut self.writers.book_resyncs,
-                after.resyncs - before.resyncs,
-            ),
-            (&mut self.writers.book_syncs, after.syncs - before.syncs),
-        ];
-        for (writer, added) in pairs {
-            if added > 0 {
-                writer.add(added);
-            }
-        }
+        count_book(&mut self.writers, before, after);
     }
 
     fn malformed(&mut self, venue_error: decode::DecodeError, payload: &[u8], recv_ts_ns: u64) {
@@ -621,6 +602,61 @@ impl Feed for BinanceFeed {
             books,
             &mut |event| sink.push(event),
         )
+    }
+}
+
+/// A Binance event's header (USD-M and Spot): times from the venue's milliseconds (0: none,
+/// flagged `NO_EXCHANGE_TS`), flagged `LAST`.
+pub(crate) fn event_header(
+    venue_id: VenueId,
+    instrument_id: InstrumentId,
+    kind: EventKind,
+    exch_ms: u64,
+    recv_ts_ns: u64,
+    seq: u64,
+) -> EventHeader {
+    EventHeader {
+        exchange_ts_ns: exch_ms.saturating_mul(NS_PER_MS),
+        recv_ts_ns,
+        venue_seq: seq,
+        instrument_id,
+        venue_id,
+        kind,
+        flags: flags::LAST
+            | if exch_ms == 0 {
+                flags::NO_EXCHANGE_TS
+            } else {
+                0
+            },
+    }
+}
+
+/// Adds what a book's sync did between `before` and `after` (gaps, resyncs, syncs) to the
+/// feed's counters (USD-M and Spot). Rare events: most diffs change none of these, and then
+/// nothing is stored.
+pub(crate) fn count_book(
+    writers: &mut Writers,
+    before: super::sync::SyncStats,
+    after: super::sync::SyncStats,
+) {
+    let pairs = [
+        (
+            &mut writers.book_gaps,
+            after.gaps.saturating_sub(before.gaps),
+        ),
+        (
+            &mut writers.book_resyncs,
+            after.resyncs.saturating_sub(before.resyncs),
+        ),
+        (
+            &mut writers.book_syncs,
+            after.syncs.saturating_sub(before.syncs),
+        ),
+    ];
+    for (writer, added) in pairs {
+        if added > 0 {
+            writer.add(added);
+        }
     }
 }
 

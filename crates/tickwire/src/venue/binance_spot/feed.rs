@@ -252,20 +252,14 @@ impl SpotFeed {
         recv_ts_ns: u64,
         seq: u64,
     ) -> EventHeader {
-        EventHeader {
-            exchange_ts_ns: exch_ms.saturating_mul(NS_PER_MS),
-            recv_ts_ns,
-            venue_seq: seq,
-            instrument_id: self.config.instrument_base + instrument as InstrumentId,
-            venue_id: self.config.venue_id,
+        crate::venue::binance::feed::event_header(
+            self.config.venue_id,
+            self.config.instrument_base + instrument as InstrumentId,
             kind,
-            flags: flags::LAST
-                | if exch_ms == 0 {
-                    flags::NO_EXCHANGE_TS
-                } else {
-                    0
-                },
-        }
+            exch_ms,
+            recv_ts_ns,
+            seq,
+        )
     }
 
     fn depth(
@@ -348,20 +342,7 @@ impl SpotFeed {
     }
 
     fn count_book(&mut self, before: SyncStats, after: SyncStats) {
-        // Rare events: most diffs change none of these, and then nothing is stored.
-        let pairs = [
-            (&mut self.writers.book_gaps, after.gaps - before.gaps),
-            (
-                &mut self.writers.book_resyncs,
-                after.resyncs - before.resyncs,
-            ),
-            (&mut self.writers.book_syncs, after.syncs - before.syncs),
-        ];
-        for (writer, added) in pairs {
-            if added > 0 {
-                writer.add(added);
-            }
-        }
+        crate::venue::binance::feed::count_book(&mut self.writers, before, after);
     }
 
     /// An SBE frame that does not decode: counted and skipped. An unknown template id (also
