@@ -10,8 +10,9 @@
 //!   bullet whose first code span is the file itself (`event.rs`) or a folder-less bullet of the
 //!   crate;
 //! - any other code span that looks like a path (it has a `/` or a file extension, and no spaces
-//!   or Rust paths) must exist relative to the repository root or to one of the crates' source
-//!   folders.
+//!   or Rust paths) must exist as written: in a crate's part of the map, relative to that crate's
+//!   source folder (a bare file name in the bullet's folder first) or to the repository root;
+//!   elsewhere, relative to the repository root. A path is never looked for in another crate.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -115,23 +116,23 @@ fn architecture_md_names_every_module_and_only_paths_that_exist() {
             if !looks_like_path(span) {
                 continue;
             }
-            // The crate being described first, then every crate, then the repository root; in
-            // each, within the bullet's folder first.
-            let mut bases: Vec<&String> = crate_source.iter().collect();
-            bases.extend(sources.iter());
+            // As written: within the crate being described (a bare file name within the bullet's
+            // folder), or from the repository root.
             let mut found = false;
-            for base in bases {
-                for relative in [format!("{folder}{span}"), span.to_owned()] {
-                    if repo().join(base).join(&relative).exists() {
-                        named.insert((base.clone(), relative));
-                        found = true;
-                    }
+            if let Some(base) = &crate_source {
+                let mut candidates = vec![span.to_owned()];
+                if !span.contains('/') && !folder.is_empty() {
+                    candidates.insert(0, format!("{folder}{span}"));
                 }
-                if found {
-                    break;
+                if let Some(relative) = candidates
+                    .into_iter()
+                    .find(|relative| repo().join(base).join(relative).exists())
+                {
+                    named.insert((base.clone(), relative));
+                    found = true;
                 }
             }
-            found = found || repo().join(&folder).join(span).exists() || repo().join(span).exists();
+            found = found || repo().join(span).exists();
             if !found {
                 missing_paths.push(format!("line {}: `{span}`", number + 1));
             }

@@ -31,7 +31,7 @@ fn backends() -> Vec<&'static str> {
         Clock::monotonic(),
     ) {
         Ok(_) => out.push("io-uring"),
-        Err(NetError::UringSetup(error)) => println!("SKIPPED io_uring variant: {error}"),
+        Err(NetError::UringSetup(error)) => crate::support::common::skip_io_uring(&error),
         Err(error) => panic!("{error}"),
     }
     out.push("epoll");

@@ -24,9 +24,7 @@ fn variants(config: TransportConfig) -> Vec<(String, Transport, WaitMode)> {
         for mode in MODES {
             match Transport::open(backend, config, Clock::monotonic()) {
                 Ok((transport, _)) => out.push((format!("{backend:?}/{mode:?}"), transport, mode)),
-                Err(NetError::UringSetup(error)) => {
-                    println!("SKIPPED io_uring variant: io_uring cannot be set up here: {error}");
-                }
+                Err(NetError::UringSetup(error)) => crate::support::common::skip_io_uring(&error),
                 Err(error) => panic!("{backend:?}: {error}"),
             }
         }

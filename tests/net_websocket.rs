@@ -104,9 +104,7 @@ fn engines(ring_bytes: usize) -> Vec<(String, NetEngine, FrameConsumer)> {
                         rx,
                     ));
                 }
-                Err(NetError::UringSetup(error)) => {
-                    println!("SKIPPED io_uring variant: {error}")
-                }
+                Err(NetError::UringSetup(error)) => crate::support::common::skip_io_uring(&error),
                 Err(error) => panic!("{error}"),
             }
         }

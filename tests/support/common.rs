@@ -68,6 +68,20 @@ pub fn python_websockets_available() -> bool {
     ok
 }
 
+/// Prints why an io_uring variant of a test is skipped (io_uring cannot be set up here: a
+/// seccomp filter, `kernel.io_uring_disabled`, an old kernel). Under
+/// `TICKWIRE_REQUIRE_IO_URING=1` (set by `.ci/run`) the skip is a failure instead, so CI cannot
+/// pass on the epoll variants alone.
+#[allow(dead_code, reason = "each test binary uses some of these helpers")]
+pub fn skip_io_uring(error: &dyn std::fmt::Display) {
+    let required = std::env::var("TICKWIRE_REQUIRE_IO_URING").is_ok_and(|value| value == "1");
+    assert!(
+        !required,
+        "TICKWIRE_REQUIRE_IO_URING=1 but io_uring cannot be set up here: {error}"
+    );
+    println!("SKIPPED io_uring variant: io_uring cannot be set up here: {error}");
+}
+
 /// A shared folder (`../shared/data/<relative>`), or `None` with a printed reason when it is
 /// absent; a failure instead under `TICKWIRE_REQUIRE_SHARED_DATA=1`, as [`shared_data`].
 #[allow(dead_code, reason = "each test binary uses some of these helpers")]

@@ -1,9 +1,13 @@
 //! Fixed-point decimals: prices and sizes as `i64` counts of 1e-9, the scale DBN uses.
 //!
 //! Venue JSON carries prices as decimal strings (`"61234.50"`); they become integers here without
-//! ever passing through a float, so `parse` followed by `Display` gives back the same number,
-//! digit for digit. A float is only made on request (`to_f64`), for display and strategies that
-//! want one.
+//! ever passing through a float, so no value is rounded: `parse` followed by `Display` gives back
+//! the same number with every significant digit as the venue wrote it. `Display` writes the
+//! number's one canonical form, so zeros that carry no value are not kept: no `+` sign, no leading
+//! zeros before the integer part (`0` stays), no trailing zeros after the point and no point
+//! without digits after it, and no sign on zero (`"61234.50"` gives `61234.5`, `"+007.000"` gives
+//! `7`, `"-0.0"` gives `0`). A float is only made on request (`to_f64`), for display and
+//! strategies that want one.
 
 use std::fmt;
 
@@ -293,11 +297,13 @@ mod tests {
         assert_eq!(format!("{:>6}", Fixed(SCALE / 2)), "   0.5");
     }
 
-    /// The oracle: a decimal string normalised by string manipulation alone.
+    /// The oracle: the module documentation's canonical form, made from a decimal string by string
+    /// manipulation alone (no `+`, no leading zeros, no trailing zeros after the point, no sign on
+    /// zero).
     fn normalise(text: &str) -> String {
         let (negative, body) = match text.strip_prefix('-') {
             Some(rest) => (true, rest),
-            None => (false, text),
+            None => (false, text.strip_prefix('+').unwrap_or(text)),
         };
         let (integer, fraction) = body.split_once('.').unwrap_or((body, ""));
         let integer = integer.trim_start_matches('0');
@@ -315,6 +321,25 @@ mod tests {
         out
     }
 
+    /// The digits that carry value, in order: the input's digits with the leading and trailing
+    /// zeros the documentation lets `Display` drop removed, the point's position kept apart.
+    fn significant(text: &str) -> (bool, String, String) {
+        let negative = text.starts_with('-');
+        let body = text.trim_start_matches(['-', '+']);
+        let (integer, fraction) = body.split_once('.').unwrap_or((body, ""));
+        let integer = integer.trim_start_matches('0').to_owned();
+        let fraction = fraction.trim_end_matches('0').to_owned();
+        let zero = integer.is_empty() && fraction.is_empty();
+        (negative && !zero, integer, fraction)
+    }
+
+    #[test]
+    fn the_documented_examples() {
+        for (text, shown) in [("61234.50", "61234.5"), ("+007.000", "7"), ("-0.0", "0")] {
+            assert_eq!(Fixed::parse_str(text).unwrap().to_string(), shown, "{text}");
+        }
+    }
+
     proptest! {
         #[test]
         fn display_then_parse_is_identity(raw in any::<i64>()) {
@@ -322,21 +347,26 @@ mod tests {
         }
 
         #[test]
-        fn parse_then_display_matches_string_oracle(
-            negative in any::<bool>(),
+        fn parse_then_display_keeps_every_significant_digit(
+            sign in prop_oneof![Just(""), Just("-"), Just("+")],
             integer in "[0-9]{1,10}",
             fraction in "[0-9]{0,9}",
             trailing_zeros in 0usize..4,
         ) {
-            let text = format!(
-                "{}{}.{}{}",
-                if negative { "-" } else { "" },
-                integer,
-                fraction,
-                "0".repeat(trailing_zeros)
-            );
+            let text = format!("{sign}{integer}.{fraction}{}", "0".repeat(trailing_zeros));
             match Fixed::parse_str(&text) {
-                Ok(value) => prop_assert_eq!(value.to_string(), normalise(&text)),
+                Ok(value) => {
+                    let shown = value.to_string();
+                    // What the documentation promises, said directly: the same sign and
+                    // significant digits on each side of the point, and the canonical form.
+                    prop_assert_eq!(significant(&shown), significant(&text));
+                    prop_assert!(!shown.starts_with('+'));
+                    prop_assert!(!shown.ends_with('0') || !shown.contains('.'));
+                    prop_assert!(!shown.ends_with('.'));
+                    prop_assert!(shown != "-0");
+                    prop_assert_eq!(&shown, &normalise(&text));
+                    prop_assert_eq!(Fixed::parse_str(&shown), Ok(value));
+                }
                 // Only a ten-digit integer part can leave the range.
                 Err(error) => {
                     prop_assert_eq!(error, ParseError::Overflow);

@@ -569,4 +569,89 @@ mod tests {
             assert_eq!(Gap::new(reason, 1, 2).reason(), reason);
         }
     }
+
+    /// The fuzz targets' seeds (fuzz/seeds/nats_message/ and fuzz/seeds/nats_directory_reply/):
+    /// messages and directory replies as the bridge writes them. Under `TICKWIRE_WRITE_SEEDS=1`
+    /// this writes them; otherwise it checks that every committed seed still decodes, so the
+    /// fuzzer starts from inputs that reach past the header checks.
+    #[test]
+    fn fuzz_seeds() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds");
+        let header = MessageHeader {
+            appliance_epoch: 3,
+            stream: 9,
+            sequence: 41,
+        };
+        let gap = Event::new(
+            EventHeader {
+                exchange_ts_ns: 5,
+                recv_ts_ns: 6,
+                venue_seq: 0,
+                instrument_id: 7,
+                venue_id: 1,
+                kind: EventKind::Gap,
+                flags: 0,
+            },
+            Body::Gap(Gap::new(GapReason::BridgeDrop, 10, 98)),
+        );
+        let mut messages = Vec::new();
+        for (name, events) in [
+            ("one_trade", vec![trade(1)]),
+            ("trades", (0..5).map(trade).collect::<Vec<_>>()),
+            ("gap", vec![gap]),
+            (
+                "full",
+                (0..MAX_EVENTS_PER_MESSAGE as u64).map(trade).collect(),
+            ),
+        ] {
+            let mut bytes = Vec::new();
+            encode_message(header, &events, &mut bytes);
+            messages.push((name, bytes));
+        }
+        let entries: Vec<DirectoryEntry> = (0..3)
+            .map(|i| DirectoryEntry {
+                instrument_id: i,
+                venue_id: 2,
+                venue: "thalex".into(),
+                symbol: format!("BTC-{i}"),
+                venue_symbol: format!("btc-{i}"),
+            })
+            .collect();
+        let replies = [
+            ("three", encode_directory_reply(&entries, 0, 5, 6)),
+            ("from_second", encode_directory_reply(&entries, 1, 5, 6)),
+            ("empty", encode_directory_reply(&[], 0, 5, 6)),
+        ];
+        let write = std::env::var_os("TICKWIRE_WRITE_SEEDS").is_some();
+        for (folder, seeds) in [
+            ("nats_message", &messages[..]),
+            ("nats_directory_reply", &replies[..]),
+        ] {
+            let dir = root.join(folder);
+            if write {
+                std::fs::create_dir_all(&dir).expect("make the seeds folder");
+                for (name, bytes) in seeds {
+                    std::fs::write(dir.join(name), bytes).expect("write a seed");
+                }
+            }
+            let Ok(read) = std::fs::read_dir(&dir) else {
+                println!(
+                    "SKIPPED: {} is not here (a checkout without fuzz/)",
+                    dir.display()
+                );
+                continue;
+            };
+            let mut count = 0;
+            for file in read {
+                let bytes = std::fs::read(file.expect("an entry").path()).expect("a seed");
+                if folder == "nats_message" {
+                    assert!(decode_message(&bytes, &mut Vec::new()).is_ok());
+                } else {
+                    assert!(decode_directory_reply(&bytes).is_ok());
+                }
+                count += 1;
+            }
+            assert_eq!(count, seeds.len(), "{folder}: the committed seeds");
+        }
+    }
 }

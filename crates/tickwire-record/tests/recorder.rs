@@ -630,3 +630,54 @@ fn a_damaged_bus_is_a_gap_of_unknown_size_in_every_venue_file() {
         }
     }
 }
+
+/// The `dbn_recording` fuzz target's seeds (fuzz/seeds/dbn_recording/): small recordings of
+/// quotes, trades, a gap and several frames, as the recorder writes them. Under
+/// `TICKWIRE_WRITE_SEEDS=1` this writes them; otherwise it checks that every committed seed still
+/// reads back whole with today's reader, so the fuzzer starts from files it can go deep into.
+#[test]
+fn fuzz_seeds() {
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/dbn_recording");
+    if std::env::var_os("TICKWIRE_WRITE_SEEDS").is_some() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+        let mut recorder = Recorder::new(config(dir.path()), clock.clone());
+        recorder.learn(&directory());
+        for n in 0..6 {
+            recorder.record(&[quote(0, 1 + (n % 2) as u32, n), trade(1, 1, n)]);
+            if n == 3 {
+                recorder.overrun(7);
+            }
+            clock.advance(SECOND_NS);
+            recorder.tick();
+        }
+        recorder.close();
+        std::fs::create_dir_all(&seeds).expect("make the seeds folder");
+        for file in files_in(dir.path()) {
+            let venue =
+                tickwire_record::venue_of_file_name(&file.file_name().unwrap().to_string_lossy())
+                    .expect("a recording's name")
+                    .to_owned();
+            std::fs::copy(&file, seeds.join(venue)).expect("write a seed");
+        }
+    }
+    if !seeds.is_dir() {
+        println!(
+            "SKIPPED: {} is not here (a checkout without fuzz/)",
+            seeds.display()
+        );
+        return;
+    }
+    let files = files_in(&seeds);
+    assert!(files.len() >= 2, "{files:?}");
+    for file in files {
+        let (events, error) = read_all(&file);
+        assert!(error.is_none(), "{}: {error:?}", file.display());
+        assert!(
+            events.len() >= 6,
+            "{}: {} events",
+            file.display(),
+            events.len()
+        );
+    }
+}
