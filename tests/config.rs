@@ -710,11 +710,25 @@ fn detect_kind_tells_the_files_apart() {
     let dir = TempDir::new().expect("temp dir");
     let appliance = write(dir.path(), "a.toml", "[threads.net]\n");
     let venue = write(dir.path(), "v.toml", MINIMAL_VENUE);
-    let neither = write(dir.path(), "n.toml", "[log]\nlevel = \"info\"\n");
+    // Neither: no `kind`, and no key an appliance file has.
+    let neither = write(dir.path(), "n.toml", "name = \"x\"\n");
     assert_eq!(
         config::detect_kind(&appliance).ok(),
         Some(FileKind::Appliance)
     );
+    // [threads] may be left out: any table of the appliance file's marks it.
+    for (name, text) in [
+        ("log.toml", "[log]\nlevel = \"info\"\n"),
+        ("http.toml", "[http]\nlisten = \"127.0.0.1:9464\"\n"),
+        ("venues.toml", "venues = []\n"),
+    ] {
+        let path = write(dir.path(), name, text);
+        assert_eq!(
+            config::detect_kind(&path).ok(),
+            Some(FileKind::Appliance),
+            "{text}"
+        );
+    }
     assert_eq!(config::detect_kind(&venue).ok(), Some(FileKind::Venue));
     let error = only_error(config::detect_kind(&neither));
     assert!(error.message.contains("[threads]"), "{error}");
@@ -1125,4 +1139,99 @@ fn the_shipped_binance_files_name_host_roots() {
     let sim = std::fs::read_to_string(venues.join("binance-futures-sim.toml")).expect("sim file");
     assert!(sim.contains("\nurl = \"wss://127.0.0.1:9443\"\n"), "{sim}");
     assert_eq!(checked, 2);
+}
+
+/// The shipped `config/tickwire.toml`'s `[threads]` tables, alone in an appliance file of their
+/// own, loaded: what an appliance file without `[threads]` must get.
+fn shipped_threads() -> config::ThreadsConfig {
+    let shipped = std::fs::read_to_string(shipped_dir().join("tickwire.toml")).unwrap();
+    let document: toml_edit::DocumentMut = shipped.parse().unwrap();
+    let mut threads_only = toml_edit::DocumentMut::new();
+    threads_only.insert(
+        "threads",
+        document
+            .get("threads")
+            .expect("the shipped file has [threads]")
+            .clone(),
+    );
+    let dir = TempDir::new().expect("temp dir");
+    let path = write(dir.path(), "threads.toml", &threads_only.to_string());
+    config::load_with_cpu_count(&path, 1)
+        .unwrap_or_else(|errors| panic!("{errors}"))
+        .appliance
+        .threads
+}
+
+#[test]
+fn an_appliance_file_without_threads_gets_the_shipped_threads() {
+    let shipped = shipped_threads();
+    // The shipped threads are not just every key's default: the decoder is fused into net and
+    // the strategy parks, so this compares something.
+    assert_ne!(shipped, config::ThreadsConfig::default());
+    assert_eq!(shipped.decoder.fuse_into, Some(Stage::Net));
+    let dir = TempDir::new().expect("temp dir");
+    write(dir.path(), "venue.toml", MINIMAL_VENUE);
+    let path = write(
+        dir.path(),
+        "tickwire.toml",
+        "venues = [\"venue.toml\"]\n[http]\nlisten = \"127.0.0.1:9464\"\n",
+    );
+    let loaded = config::load_with_cpu_count(&path, 1).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(loaded.appliance.threads, shipped);
+    // An empty [threads] table still means every key's own default.
+    let empty = write(dir.path(), "empty.toml", "[threads]\n");
+    let loaded = config::load_with_cpu_count(&empty, 1).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(loaded.appliance.threads, config::ThreadsConfig::default());
+
+    assert_eq!(config::check_file(&path).ok(), Some(FileKind::Appliance));
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tickwire"))
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("ok (appliance config)"),
+        "{output:?}"
+    );
+}
+
+#[test]
+fn allowed_hosts_and_origins_must_be_what_the_headers_carry() {
+    let dir = TempDir::new().expect("temp dir");
+    let good = write(
+        dir.path(),
+        "good.toml",
+        "[http]\nlisten = \"127.0.0.1:9464\"\n\
+         allowed_hosts = [\"tickwire.example.com\", \"proxy.example.com:8443\", \"10.0.0.5\", \"[fd00::5]:9464\"]\n\
+         allowed_origins = [\"https://dash.example.com\", \"http://10.0.0.5:8080\"]\n",
+    );
+    let loaded = config::load(&good).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(loaded.appliance.http.allowed_hosts.len(), 4);
+    assert_eq!(loaded.appliance.http.allowed_origins.len(), 2);
+    let bad = write(
+        dir.path(),
+        "bad.toml",
+        "[http]\nlisten = \"127.0.0.1:9464\"\n\
+         allowed_hosts = [\"ok.example.com\", \"http://tickwire.example.com\", \"*.example.com\"]\n\
+         allowed_origins = [\"dash.example.com\", \"https://dash.example.com/\", \"null\"]\n",
+    );
+    let all = errors(config::load(&bad));
+    assert_eq!(
+        keys(&all),
+        [
+            "http.allowed_hosts[1]",
+            "http.allowed_hosts[2]",
+            "http.allowed_origins[0]",
+            "http.allowed_origins[1]",
+            "http.allowed_origins[2]"
+        ],
+        "{all:#?}"
+    );
+    assert!(all[0].message.contains("without a scheme"), "{}", all[0]);
+    assert!(
+        all[2].message.contains("https://dash.example.com"),
+        "{}",
+        all[2]
+    );
 }

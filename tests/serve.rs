@@ -46,8 +46,9 @@ fn exchange(addr: SocketAddr, request: &[u8]) -> Answer {
 /// what the serving thread shows).
 fn get_with(pair: &mut Pair, path: &str, extra_headers: &str) -> Answer {
     let addr = pair.session.http_addr().expect("the serving plane listens");
+    // The listener's own address: any other name is refused (421, `serve::hosts`).
     let request =
-        format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n{extra_headers}\r\n");
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra_headers}\r\n");
     let request = std::thread::spawn(move || exchange(addr, request.as_bytes()));
     pair.run_until(
         Duration::from_secs(15),
@@ -439,7 +440,10 @@ fn the_api_answers_books_quotes_venues_and_instruments() {
     let addr = pair.session.http_addr().unwrap();
     let post = exchange(
         addr,
-        b"POST /v1/quotes HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        format!(
+            "POST /v1/quotes HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
     );
     assert_eq!(post.status, 405, "{}", post.body);
     assert!(json(&post.body)["error"].is_string());
@@ -823,4 +827,318 @@ fn connections_beyond_the_cap_wait_until_one_ends() {
     let response = String::from_utf8_lossy(&response);
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     pair.finish();
+}
+
+/// Sends `request` and reads the answer's head and, when it says `Content-Length`, its body:
+/// for answers that leave the connection open (a 101 does).
+fn exchange_head(addr: SocketAddr, request: &[u8]) -> Answer {
+    let mut stream = TcpStream::connect(addr).expect("connect to the serving plane");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        if let Some(at) = response.windows(4).position(|window| window == b"\r\n\r\n") {
+            break at;
+        }
+        let read = stream.read(&mut buf).expect("an answer");
+        assert!(read > 0, "closed before a whole head: {response:?}");
+        response.extend_from_slice(&buf[..read]);
+    };
+    let head = String::from_utf8(response[..head_end].to_vec()).expect("UTF-8");
+    let length: usize = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while response.len() < head_end + 4 + length {
+        let read = stream.read(&mut buf).expect("the body");
+        assert!(read > 0, "closed before the whole body");
+        response.extend_from_slice(&buf[..read]);
+    }
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status code in {head:?}"));
+    Answer {
+        status,
+        head,
+        body: String::from_utf8_lossy(&response[head_end + 4..head_end + 4 + length]).into_owned(),
+    }
+}
+
+/// `exchange_head` while the session ticks.
+fn ask(pair: &mut Pair, request: String) -> Answer {
+    let addr = pair.session.http_addr().expect("the serving plane listens");
+    let asked = std::thread::spawn(move || exchange_head(addr, request.as_bytes()));
+    pair.run_until(
+        Duration::from_secs(15),
+        "the serving plane's answer",
+        |_| asked.is_finished(),
+    );
+    asked.join().expect("the request thread")
+}
+
+/// A GET of `path` with `Host: host`.
+fn get_as(pair: &mut Pair, host: &str, path: &str) -> Answer {
+    ask(
+        pair,
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+/// A WebSocket upgrade of `/v1/stream` with `Host: host` and, when given, `Origin: origin`.
+fn upgrade_as(pair: &mut Pair, host: &str, origin: Option<&str>) -> Answer {
+    let origin = origin.map_or(String::new(), |origin| format!("Origin: {origin}\r\n"));
+    ask(
+        pair,
+        format!(
+            "GET /v1/stream HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Version: 13\r\n{origin}\r\n"
+        ),
+    )
+}
+
+#[test]
+fn foreign_hosts_and_origins_are_refused_and_the_headers_are_sent() {
+    let mut pair = start(
+        synthetic(200.0),
+        |_| {},
+        api_setup(
+            "allowed_hosts = [\"tickwire.test\", \"proxy.test:8443\"]\n\
+             allowed_origins = [\"https://dash.test\"]\n",
+        ),
+    );
+    pair.run_until(Duration::from_secs(20), "live", |pair| {
+        pair.session.venues.all_live()
+    });
+    let addr = pair.session.http_addr().unwrap();
+    let port = addr.port();
+    let own = addr.to_string();
+    let mut refused_hosts = 0;
+    let mut refused_origins = 0;
+
+    // DNS rebinding: a name of the attacker's that resolves to 127.0.0.1. Every route but
+    // /healthz refuses it, with or without the port; so does another port, or no port.
+    for path in [
+        "/",
+        "/metrics",
+        "/readyz",
+        "/v1/venues",
+        "/v1/instruments",
+        "/v1/latency",
+        "/v1/quotes",
+        "/v1/book/sim/BTCUSDT",
+        "/v1/stream",
+        "/nothing",
+    ] {
+        for host in [
+            format!("rebind.attacker.example:{port}"),
+            "rebind.attacker.example".to_owned(),
+            format!("127.0.0.1:{}", port + 1),
+            "127.0.0.1".to_owned(),
+            format!("proxy.test:{port}"),
+        ] {
+            let answer = get_as(&mut pair, &host, path);
+            assert_eq!(answer.status, 421, "{host} {path}: {}", answer.body);
+            assert!(
+                json(&answer.body)["error"]
+                    .as_str()
+                    .is_some_and(|error| error.contains("allowed_hosts")),
+                "{}",
+                answer.body
+            );
+            refused_hosts += 1;
+        }
+    }
+    let rebound_upgrade = upgrade_as(
+        &mut pair,
+        &format!("rebind.attacker.example:{port}"),
+        Some(&format!("http://rebind.attacker.example:{port}")),
+    );
+    assert_eq!(rebound_upgrade.status, 421, "{}", rebound_upgrade.body);
+    refused_hosts += 1;
+    // Liveness answers a constant: any name may ask.
+    let health = get_as(
+        &mut pair,
+        &format!("rebind.attacker.example:{port}"),
+        "/healthz",
+    );
+    assert_eq!(health.status, 200, "{}", health.body);
+
+    // The listener's own address, `localhost` on loopback, and the configured names pass.
+    for host in [
+        own.clone(),
+        format!("localhost:{port}"),
+        format!("LocalHost:{port}"),
+        "tickwire.test".to_owned(),
+        format!("tickwire.test:{port}"),
+        "proxy.test:8443".to_owned(),
+    ] {
+        for path in ["/", "/v1/venues", "/metrics"] {
+            let answer = get_as(&mut pair, &host, path);
+            assert_eq!(answer.status, 200, "{host} {path}: {}", answer.body);
+        }
+    }
+
+    // Cross-site WebSocket hijacking: a page elsewhere opening the stream gets 403, not 101.
+    for origin in [
+        "https://evil.example".to_owned(),
+        format!("http://rebind.attacker.example:{port}"),
+        format!("http://127.0.0.1:{}", port + 1),
+        "http://dash.test".to_owned(),
+        "null".to_owned(),
+    ] {
+        let answer = upgrade_as(&mut pair, &own, Some(&origin));
+        assert_eq!(answer.status, 403, "{origin}: {}", answer.head);
+        assert!(
+            json(&answer.body)["error"]
+                .as_str()
+                .is_some_and(|error| error.contains("allowed_origins")),
+            "{}",
+            answer.body
+        );
+        refused_origins += 1;
+    }
+    // The status page's own origin (by address or `localhost`), a configured host's, a
+    // configured origin, and a client that sends no Origin (not a browser) get the stream.
+    for origin in [
+        Some(format!("http://{own}")),
+        Some(format!("http://localhost:{port}")),
+        Some("http://tickwire.test".to_owned()),
+        Some("https://dash.test".to_owned()),
+        None,
+    ] {
+        let answer = upgrade_as(&mut pair, &own, origin.as_deref());
+        assert_eq!(answer.status, 101, "{origin:?}: {}", answer.head);
+    }
+
+    // The headers: nosniff and same-origin on every answer, refusals included; no CORS; the
+    // status page's policy.
+    let api = get_as(&mut pair, &own, "/v1/quotes");
+    let refusal = get_as(&mut pair, "rebind.attacker.example", "/v1/quotes");
+    refused_hosts += 1;
+    for answer in [&api, &refusal] {
+        let head = answer.head.to_ascii_lowercase();
+        assert!(
+            head.contains("\r\nx-content-type-options: nosniff"),
+            "{head}"
+        );
+        assert!(
+            head.contains("\r\ncross-origin-resource-policy: same-origin"),
+            "{head}"
+        );
+        assert!(!head.contains("access-control-allow"), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+    }
+    let page = get_as(&mut pair, &own, "/");
+    let head = page.head.to_ascii_lowercase();
+    let policy = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-security-policy: "))
+        .unwrap_or_else(|| panic!("no policy: {head}"));
+    for directive in [
+        "default-src 'none'",
+        "script-src 'sha256-",
+        "style-src 'sha256-",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(policy.contains(directive), "{directive}: {policy}");
+    }
+    assert!(!policy.contains("unsafe"), "{policy}");
+    assert!(head.contains("\r\nx-frame-options: deny"), "{head}");
+    assert!(head.contains("\r\nreferrer-policy: no-referrer"), "{head}");
+    assert!(
+        head.contains("\r\nx-content-type-options: nosniff"),
+        "{head}"
+    );
+
+    let (_, metrics) = get(&mut pair, "/metrics");
+    let samples = samples(&metrics);
+    assert_eq!(
+        samples["tickwire_http_refused_host_total"], refused_hosts as f64,
+        "{metrics}"
+    );
+    assert_eq!(
+        samples["tickwire_http_refused_origin_total"], refused_origins as f64,
+        "{metrics}"
+    );
+    pair.finish();
+}
+
+/// `[http]` without `[bus]`: the appliance makes a private bus for the serving plane, so the
+/// quotes, the books and the stream answer as with a bus; it is gone after the appliance stops.
+#[test]
+fn quotes_books_and_the_stream_need_no_bus_table() {
+    let mut pair = start(synthetic(500.0), |_| {}, metrics_setup(Setup::default()));
+    pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
+        pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
+    });
+    let private = pair
+        .session
+        .private_bus()
+        .expect("a private bus without [bus]")
+        .to_owned();
+    let bus = pair
+        .session
+        .bus()
+        .expect("the private bus")
+        .path()
+        .to_owned();
+    assert_eq!(bus.parent(), Some(private.as_path()));
+    assert!(bus.is_file(), "{}", bus.display());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&private).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "{}", private.display());
+    assert!(
+        private
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("tickwire-http-"),
+        "{}",
+        private.display()
+    );
+
+    let book = valid_book(&mut pair, "?depth=3");
+    assert!(!book["bids"].as_array().unwrap().is_empty(), "{book}");
+    let (status, body) = get(&mut pair, "/v1/quotes");
+    assert_eq!(status, 200, "{body}");
+    let quotes = json(&body);
+    let btc = &quotes["quotes"][0];
+    assert_eq!(
+        (btc["symbol"].as_str(), btc["source"].as_str()),
+        (Some("BTCUSDT"), Some("book")),
+        "{body}"
+    );
+    assert!(is_decimal(&btc["bid"]["price"]), "{btc}");
+    if crate::support::common::python_websockets_available() {
+        let addr = pair.session.http_addr().unwrap();
+        let lines = stream_client(
+            &mut pair,
+            &[
+                "read".to_owned(),
+                format!("ws://{addr}/v1/stream?kind=quote"),
+                "20".to_owned(),
+                "20".to_owned(),
+            ],
+            Duration::from_secs(40),
+        );
+        assert_eq!(lines.last().map(String::as_str), Some("done"), "{lines:?}");
+        assert_eq!(lines.len(), 21, "{lines:?}");
+    }
+    pair.finish();
+    assert!(
+        !private.exists(),
+        "the private bus outlived the appliance: {}",
+        private.display()
+    );
 }

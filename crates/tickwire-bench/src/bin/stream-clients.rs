@@ -79,7 +79,10 @@ fn main() -> anyhow::Result<()> {
 fn published(addr: &str) -> anyhow::Result<u64> {
     let mut stream = std::net::TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")?;
+    // The address asked for as the Host: the serving plane answers no other name (421).
+    stream.write_all(
+        format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )?;
     let mut text = String::new();
     stream.read_to_string(&mut text)?;
     text.lines()

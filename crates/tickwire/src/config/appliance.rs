@@ -173,6 +173,13 @@ pub struct HttpConfig {
     /// Pin the serving thread to this core (absent: unpinned, on the process's cores). A core
     /// no hot thread is pinned to: a request's work must not preempt a hot thread.
     pub core: Option<usize>,
+    /// Names the serving plane answers for besides its own address (and `localhost` on
+    /// loopback), as a `Host` header carries them: `name` (any port) or `name:port`. Any other
+    /// `Host` is refused (421): the guard against DNS rebinding (`serve::hosts`).
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`https://name[:port]`) whose pages may open `/v1/stream`, besides the status
+    /// page's own; a WebSocket from any other page is refused (403).
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for HttpConfig {
@@ -189,6 +196,8 @@ impl Default for HttpConfig {
             write_timeout_ms: 10_000,
             stream_queue: 4096,
             core: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -709,8 +718,9 @@ pub(crate) struct RawAppliance {
     process: ProcessConfig,
     #[serde(default)]
     net: NetConfig,
-    /// Required, even though every thread setting has a default, because a top-level `threads`
-    /// table is how `detect_kind` recognises an appliance file.
+    /// Left out: the shipped `config/tickwire.toml`'s threads ([`RawThreads::shipped`]), not
+    /// each key's own default (which an empty `[threads]` table still gets).
+    #[serde(default = "RawThreads::shipped")]
     threads: RawThreads,
     #[serde(default)]
     strategy: StrategyConfig,
@@ -830,6 +840,30 @@ impl WrittenThread {
 }
 
 impl RawThreads {
+    /// What the shipped `config/tickwire.toml` writes under `[threads]`, for a file that has no
+    /// `[threads]` table: the decoder inline on the net thread (`spin-then-yield`, 10,000 polls),
+    /// the strategy on its own thread, parking after 1,000 polls for up to 100 µs, nothing pinned.
+    /// `tests/config.rs` holds it to the shipped file.
+    fn shipped() -> RawThreads {
+        RawThreads {
+            net: RawNetThread {
+                wait: Some(WaitKind::SpinThenYield),
+                spin_iterations: Some(10_000),
+                ..RawNetThread::default()
+            },
+            decoder: RawFusableThread {
+                fuse_into: Some(DecoderFuse::Net),
+                ..RawFusableThread::default()
+            },
+            strategy: RawFusableThread {
+                wait: Some(WaitKind::Park),
+                spin_iterations: Some(1_000),
+                park_timeout_us: Some(100),
+                ..RawFusableThread::default()
+            },
+        }
+    }
+
     fn written(&self) -> [WrittenThread; 3] {
         let net = &self.net;
         let decoder = &self.decoder;
@@ -1075,6 +1109,31 @@ fn check_http(problems: &mut Vec<Problem>, http: &HttpConfig) {
                 format!(
                     "{name:?} is not a valid name; use letters, digits, '_', '-' and '.' \
                      (not first)"
+                ),
+            ));
+        }
+    }
+    for (index, host) in http.allowed_hosts.iter().enumerate() {
+        if crate::serve::hosts::parse_authority(host).is_none() {
+            problems.push(Problem::new(
+                KeyPath::dotted("http.allowed_hosts").index(index),
+                format!(
+                    "{host:?} is not a host as a Host header carries it: write a name or an \
+                     address, optionally with a port (\"tickwire.example.com\", \
+                     \"tickwire.example.com:8443\", \"10.0.0.5\", \"[fd00::5]\"), without a \
+                     scheme, a path or a wildcard"
+                ),
+            ));
+        }
+    }
+    for (index, origin) in http.allowed_origins.iter().enumerate() {
+        if crate::serve::hosts::parse_origin(origin).is_none() {
+            problems.push(Problem::new(
+                KeyPath::dotted("http.allowed_origins").index(index),
+                format!(
+                    "{origin:?} is not an origin as a browser sends it: write the scheme and \
+                     the host, optionally with a port, and nothing after \
+                     (\"https://dash.example.com\", \"http://10.0.0.5:8080\")"
                 ),
             ));
         }
@@ -1653,6 +1712,29 @@ mod tests {
             ..BusConfig::default()
         };
         assert_eq!(bus.resolved_path(), PathBuf::from("/run/x/tickwire.bus"));
+    }
+
+    #[test]
+    fn a_file_without_threads_gets_the_shipped_threads() {
+        // tests/config.rs holds these to config/tickwire.toml itself.
+        let threads = validate(raw(""), 4).expect("valid").threads;
+        assert_eq!(threads.runs_on(Stage::Decoder), Stage::Net);
+        assert_eq!(
+            (threads.net.wait, threads.net.spin_iterations),
+            (WaitKind::SpinThenYield, 10_000)
+        );
+        assert_eq!(
+            (
+                threads.strategy.wait,
+                threads.strategy.spin_iterations,
+                threads.strategy.park_timeout_us
+            ),
+            (WaitKind::Park, 1_000, 100)
+        );
+        assert_eq!(
+            validate(raw("[threads]\n"), 4).unwrap().threads,
+            ThreadsConfig::default()
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub use appliance::{
     host_cpu_count, ApplianceConfig, BridgeConfig, BusConfig, HttpConfig, LogConfig, LogFormat,
     LogLevel, MetricsConfig, NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig,
     QuoterConfig, RecordConfig, RecordFsync, RingsConfig, Stage, StrategyConfig, StrategyName,
-    ThreadConfig, ThreadsConfig, WaitKind,
+    ThreadConfig, ThreadsConfig, WaitKind, BUS_FILE_NAME,
 };
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
@@ -199,14 +199,21 @@ fn load_venue_source(source: &SourceFile) -> Result<VenueConfig, Vec<ConfigError
         .map_err(|problems| sorted(problems.into_iter().map(|p| source.error(p)).collect()))
 }
 
-/// Tells an appliance file from a venue file by its top-level keys, without validating it.
+/// Tells an appliance file from a venue file by its top-level keys, without validating it: a
+/// venue file has a top-level `kind` key, an appliance file any of its own top-level keys
+/// (`[threads]`, `[http]`, `[bus]`, `venues`, ...; `[threads]` may be left out).
 pub fn detect_kind(path: &Path) -> Result<FileKind, ConfigErrors> {
     let source = SourceFile::read(path)?;
     let root = source.root();
-    let kind = match (root.contains_key("threads"), root.contains_key("kind")) {
-        (true, false) => FileKind::Appliance,
-        (false, true) => FileKind::Venue,
-        (true, true) => {
+    let appliance_key = appliance::TOP_LEVEL_KEYS
+        .iter()
+        .any(|key| root.contains_key(key));
+    let kind = match (
+        root.contains_key("threads"),
+        appliance_key,
+        root.contains_key("kind"),
+    ) {
+        (true, _, true) => {
             return Err(source
                 .error(Problem::new(
                     KeyPath::dotted("kind"),
@@ -216,12 +223,15 @@ pub fn detect_kind(path: &Path) -> Result<FileKind, ConfigErrors> {
                 ))
                 .into())
         }
-        (false, false) => {
+        (_, _, true) => FileKind::Venue,
+        (_, true, false) => FileKind::Appliance,
+        (_, false, false) => {
             return Err(source
                 .error(Problem::new(
                     KeyPath::default(),
-                    "cannot tell what kind of config file this is: an appliance file has a \
-                     top-level [threads] table, a venue file has a top-level `kind` key",
+                    "cannot tell what kind of config file this is: an appliance file has \
+                     top-level tables such as [threads], [http] or [bus], or a `venues` list; a \
+                     venue file has a top-level `kind` key",
                 ))
                 .into())
         }

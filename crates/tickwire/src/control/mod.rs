@@ -80,6 +80,14 @@ pub enum ControlError {
     },
     #[error(transparent)]
     Http(#[from] crate::serve::ServeError),
+    #[error(
+        "cannot make the serving plane's private bus ([http] without [bus]) in {}: {source}",
+        dir.display()
+    )]
+    PrivateBus {
+        dir: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// What a session adds to its config.
@@ -122,6 +130,9 @@ pub struct Session {
     recorder: Option<record::RecorderThread>,
     /// Where the control thread sleeps until a stage or a worker hands it work.
     wait: ControlWait,
+    /// The serving plane's own bus (`[http]` without `[bus]`): `bus` is it. Last, so that it is
+    /// removed after the serving thread that reads it (`http`) has stopped.
+    private_bus: Option<bus::PrivateBus>,
 }
 
 /// How often the control thread collects the stage histograms.
@@ -196,8 +207,18 @@ impl Session {
             }
             venue_ranges.push(first..base);
         }
+        // With [http] and no [bus], a bus of the serving plane's own: `/v1/quotes`, `/v1/book`
+        // and `/v1/stream` read the bus, and a user who turns the status page on expects them.
+        let private_bus = match (&loaded.appliance.bus, loaded.appliance.http.listen) {
+            (None, Some(_)) => Some(bus::PrivateBus::create()?),
+            _ => None,
+        };
+        let bus_config = match &private_bus {
+            Some(private) => Some(private.config()),
+            None => loaded.appliance.bus.clone(),
+        };
         // The bus before the threads: its file and socket fail the start with a clear error.
-        let (bus, bus_writer) = match &loaded.appliance.bus {
+        let (bus, bus_writer) = match &bus_config {
             Some(config) => {
                 let venue_of = |id: InstrumentId| {
                     venue_ranges
@@ -216,12 +237,21 @@ impl Session {
                     .collect();
                 let (control, writer) =
                     bus::BusControl::create(config, &listed, venue_ranges.clone(), clock.now_ns())?;
-                tracing::info!(
-                    path = %control.path().display(),
-                    capacity = config.capacity,
-                    "event bus: read it with `tickwire tail --bus {}`",
-                    control.path().display()
-                );
+                if private_bus.is_some() {
+                    tracing::info!(
+                        path = %control.path().display(),
+                        capacity = config.capacity,
+                        "the serving plane's private event bus ([http] without [bus]; removed \
+                         at exit): add a [bus] table to publish one for other readers"
+                    );
+                } else {
+                    tracing::info!(
+                        path = %control.path().display(),
+                        capacity = config.capacity,
+                        "event bus: read it with `tickwire tail --bus {}`",
+                        control.path().display()
+                    );
+                }
                 (Some(control), Some(writer))
             }
             None => (None, None),
@@ -306,6 +336,7 @@ impl Session {
             bus,
             recorder,
             wait,
+            private_bus,
         };
         if let Some(listener) = http_listener {
             let instruments = session
@@ -465,9 +496,15 @@ impl Session {
         Ok(())
     }
 
-    /// The event bus, when `[bus]` is configured.
+    /// The event bus, when `[bus]` is configured, or the serving plane's private one
+    /// ([`Session::private_bus`]).
     pub fn bus(&self) -> Option<&bus::BusControl> {
         self.bus.as_ref()
+    }
+
+    /// The directory of the serving plane's private bus, when `[http]` is on without `[bus]`.
+    pub fn private_bus(&self) -> Option<&std::path::Path> {
+        self.private_bus.as_ref().map(bus::PrivateBus::dir)
     }
 
     /// Printed lines lost because stdout did not keep up.

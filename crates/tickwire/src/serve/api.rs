@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::json;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use tickwire_bus::event::EventKind;
 use tickwire_client::{Book, BookState, Fixed};
@@ -88,7 +88,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             .headers()
             .get(header::AUTHORIZATION)
             .map(HeaderValue::as_bytes);
-        if !super::auth::authorized(header, token) {
+        if !token.accepts(header) {
             shared.counters.unauthorized.fetch_add(1, Ordering::Relaxed);
             let mut response = error(
                 StatusCode::UNAUTHORIZED,
@@ -121,9 +121,48 @@ async fn method_not_allowed(request: Request) -> Response {
     )
 }
 
+/// The status page's Content-Security-Policy: its one inline script and its one inline style
+/// by their SHA-256 (so that nothing injected into the page could run), fetches to this origin
+/// only, and no framing, forms, base or anything else.
+static STATUS_CSP: LazyLock<HeaderValue> = LazyLock::new(|| {
+    let policy = format!(
+        "default-src 'none'; script-src '{}'; style-src '{}'; connect-src 'self'; \
+         base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        inline_hash(STATUS_HTML, "<script>", "</script>"),
+        inline_hash(STATUS_HTML, "<style>", "</style>"),
+    );
+    HeaderValue::from_str(&policy).unwrap_or(HeaderValue::from_static("default-src 'none'"))
+});
+
+/// `sha256-<base64>` of what lies between `open` and `close` in `page`, as CSP hashes an inline
+/// element's text.
+fn inline_hash(page: &str, open: &str, close: &str) -> String {
+    use base64::Engine;
+    let text = page
+        .split_once(open)
+        .and_then(|(_, rest)| rest.split_once(close))
+        .map_or("", |(text, _)| text);
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    format!(
+        "sha256-{}",
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    )
+}
+
 async fn status_page() -> Response {
     (
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (header::CONTENT_SECURITY_POLICY, STATUS_CSP.clone()),
+            (header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY")),
+            (
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ),
+        ],
         STATUS_HTML,
     )
         .into_response()
@@ -595,7 +634,7 @@ async fn run_stream(
 
 /// The serving plane's own counters in the Prometheus text format.
 pub fn render_counters(counters: &super::ServeCounters, out: &mut String) {
-    let families: [(&str, &str, &str, u64); 7] = [
+    let families: [(&str, &str, &str, u64); 9] = [
         (
             "tickwire_http_requests_total",
             "counter",
@@ -613,6 +652,20 @@ pub fn render_counters(counters: &super::ServeCounters, out: &mut String) {
             "counter",
             "Requests refused for a missing or wrong bearer token.",
             counters.unauthorized.load(Ordering::Relaxed),
+        ),
+        (
+            "tickwire_http_refused_host_total",
+            "counter",
+            "Requests refused (421) for a Host header that names neither this listener's address \
+             nor an [http] allowed_hosts entry: DNS rebinding, or a name to add.",
+            counters.refused_host.load(Ordering::Relaxed),
+        ),
+        (
+            "tickwire_http_refused_origin_total",
+            "counter",
+            "WebSocket upgrades refused (403) for an Origin that is neither the status page's own \
+             nor an [http] allowed_origins entry.",
+            counters.refused_origin.load(Ordering::Relaxed),
         ),
         (
             "tickwire_http_header_timeouts_total",
@@ -650,6 +703,36 @@ pub fn render_counters(counters: &super::ServeCounters, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_page_policy_names_its_inline_script_and_style() {
+        let policy = STATUS_CSP.to_str().unwrap();
+        assert!(
+            policy.starts_with("default-src 'none'; script-src 'sha256-"),
+            "{policy}"
+        );
+        // Exactly one inline script and style, each hashed; nothing else inline to allow.
+        assert_eq!(STATUS_HTML.matches("<script").count(), 1);
+        assert_eq!(STATUS_HTML.matches("<style").count(), 1);
+        assert!(!STATUS_HTML.contains(" style="));
+        let handler_attribute = STATUS_HTML.match_indices(" on").any(|(at, _)| {
+            let rest = &STATUS_HTML[at + 3..];
+            let name_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+            name_len > 0 && rest[name_len..].starts_with('=')
+        });
+        assert!(
+            !handler_attribute,
+            "an inline event handler the policy would block"
+        );
+        let script = inline_hash(STATUS_HTML, "<script>", "</script>");
+        assert!(
+            policy.contains(&format!("script-src '{script}'")),
+            "{policy}"
+        );
+        assert_eq!(script.len(), "sha256-".len() + 44);
+        assert_ne!(script, inline_hash(STATUS_HTML, "<style>", "</style>"));
+        assert!(!policy.contains("unsafe"), "{policy}");
+    }
 
     #[test]
     fn hand_written_json_reads_back_as_serde_json_writes_it() {

@@ -32,21 +32,47 @@ fn token_from(
         .then(|| token.to_owned())
 }
 
-/// Compares a presented `Authorization` header with the token in time that does not depend on
-/// where they first differ, so that the token cannot be found a byte at a time by timing.
-pub fn authorized(header: Option<&[u8]>, token: &str) -> bool {
-    let Some(presented) = header.and_then(|value| value.strip_prefix(b"Bearer ")) else {
-        return false;
-    };
-    let expected = token.as_bytes();
-    if presented.len() != expected.len() {
-        return false;
+/// The token as the guard holds it: an HMAC-SHA-256 key drawn at start and the token's tag under
+/// it, never the token's bytes.
+///
+/// A presented token is checked with `ring::hmac::verify`: it computes the presented token's tag
+/// and compares the two fixed-length tags in constant time. So the time taken depends neither on
+/// where the presented token first differs from the real one nor on the real one's length (a
+/// shorter or longer guess costs the same as any other), and with the key unknown to the client
+/// even a comparison that leaked would leak nothing about the token itself. (ring's
+/// `constant_time::verify_slices_are_equal` is deprecated as "not intended for external use";
+/// `hmac::verify` is its supported constant-time comparison.)
+pub struct Token {
+    key: ring::hmac::Key,
+    tag: ring::hmac::Tag,
+}
+
+impl Token {
+    pub fn new(token: &str) -> Token {
+        let key =
+            ring::hmac::Key::generate(ring::hmac::HMAC_SHA256, &ring::rand::SystemRandom::new())
+                // The kernel's random source does not fail on Linux; were it to, a fixed key still
+                // compares in constant time (only the defence in depth is lost).
+                .unwrap_or_else(|_| {
+                    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"tickwire-http-token")
+                });
+        let tag = ring::hmac::sign(&key, token.as_bytes());
+        Token { key, tag }
     }
-    presented
-        .iter()
-        .zip(expected)
-        .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-        == 0
+
+    /// Whether a presented `Authorization` header carries the token (`Bearer <token>`).
+    pub fn accepts(&self, header: Option<&[u8]>) -> bool {
+        let Some(presented) = header.and_then(|value| value.strip_prefix(b"Bearer ")) else {
+            return false;
+        };
+        ring::hmac::verify(&self.key, presented, self.tag.as_ref()).is_ok()
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Token(..)")
+    }
 }
 
 #[cfg(test)]
@@ -55,12 +81,38 @@ mod tests {
 
     #[test]
     fn bearer_tokens_are_compared_whole() {
-        let token = "0123456789abcdef0123";
-        assert!(authorized(Some(b"Bearer 0123456789abcdef0123"), token));
-        assert!(!authorized(Some(b"Bearer 0123456789abcdef0124"), token));
-        assert!(!authorized(Some(b"Bearer 0123456789abcdef012"), token));
-        assert!(!authorized(Some(b"Basic 0123456789abcdef0123"), token));
-        assert!(!authorized(None, token));
+        let token = Token::new("0123456789abcdef0123");
+        assert!(token.accepts(Some(b"Bearer 0123456789abcdef0123")));
+        for refused in [
+            // Wrong in the last byte, the first byte, and everywhere.
+            &b"Bearer 0123456789abcdef0124"[..],
+            b"Bearer 1123456789abcdef0123",
+            b"Bearer zzzzzzzzzzzzzzzzzzzz",
+            // Shorter: a prefix of the token, and nothing at all.
+            b"Bearer 0123456789abcdef012",
+            b"Bearer 0123",
+            b"Bearer ",
+            // Longer: the token with more after it.
+            b"Bearer 0123456789abcdef01234",
+            b"Bearer 0123456789abcdef0123 ",
+            b"Bearer 0123456789abcdef01230123456789abcdef0123",
+            // Another scheme, no scheme, and the token alone.
+            b"Basic 0123456789abcdef0123",
+            b"Bearer0123456789abcdef0123",
+            b"0123456789abcdef0123",
+        ] {
+            assert!(
+                !token.accepts(Some(refused)),
+                "{:?}",
+                String::from_utf8_lossy(refused)
+            );
+        }
+        assert!(!token.accepts(None));
+        // Two guards of one token hold different keys, and both accept it.
+        let again = Token::new("0123456789abcdef0123");
+        assert_ne!(token.tag.as_ref(), again.tag.as_ref());
+        assert!(again.accepts(Some(b"Bearer 0123456789abcdef0123")));
+        assert_eq!(format!("{token:?}"), "Token(..)");
     }
 
     #[test]

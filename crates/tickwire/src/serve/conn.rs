@@ -5,6 +5,7 @@
 //! hyper's connection options (`header_read_timeout`, `max_buf_size`), which `axum::serve` does
 //! not expose.
 
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -20,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 use tokio::time::Sleep;
 
-use super::ServeCounters;
+use super::Shared;
 
 /// The connection limits, from `[http]`.
 #[derive(Clone, Copy, Debug)]
@@ -33,13 +34,16 @@ pub struct Limits {
 
 /// Accepts until `stop` fires; each connection is served by a task of its own. At most
 /// `max_connections` are open at once: the next waits in the kernel's backlog until one ends.
+/// Every request passes the `Host` and `Origin` checks (`hosts`) before the routes, and every
+/// answer gets [`secure_headers`].
 pub async fn accept_loop(
     listener: TcpListener,
     app: Router,
     limits: Limits,
-    counters: Arc<ServeCounters>,
+    shared: Arc<Shared>,
     mut stop: oneshot::Receiver<()>,
 ) {
+    let counters = shared.counters.clone();
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     loop {
         let permit = tokio::select! {
@@ -62,16 +66,41 @@ pub async fn accept_loop(
             _ = &mut stop => return,
         };
         counters.connections.fetch_add(1, Ordering::Relaxed);
+        // The address this connection reached: the one its `Host` must name (a wildcard
+        // listener has one per interface).
+        let local = match stream.local_addr() {
+            Ok(local) => local,
+            Err(error) => {
+                tracing::debug!("http: a connection without a local address: {error}");
+                continue;
+            }
+        };
         // Small responses go out at once rather than after Nagle's delay.
         let _ = stream.set_nodelay(true);
         let io = TokioIo::new(Deadline::new(stream, limits.write_timeout));
         let counters = counters.clone();
         let app = app.clone();
-        let request_counters = counters.clone();
-        // Counted here rather than in a middleware, which would box every request's future.
-        let service = hyper::service::service_fn(move |request| {
-            request_counters.requests.fetch_add(1, Ordering::Relaxed);
-            tower_service::Service::call(&mut app.clone(), request)
+        let request_shared = shared.clone();
+        // Counted and checked here rather than in a middleware, which would box every
+        // request's future.
+        let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+            let shared = &request_shared;
+            shared.counters.requests.fetch_add(1, Ordering::Relaxed);
+            let refused = shared.hosts.check(
+                request.uri().path(),
+                request.headers(),
+                local,
+                &shared.counters,
+            );
+            let mut app = app.clone();
+            async move {
+                let mut response = match refused {
+                    Some(refused) => refused,
+                    None => tower_service::Service::call(&mut app, request).await?,
+                };
+                secure_headers(response.headers_mut());
+                Ok::<_, std::convert::Infallible>(response)
+            }
         });
         tokio::spawn(async move {
             let connection = http1::Builder::new()
@@ -90,6 +119,21 @@ pub async fn accept_loop(
             drop(permit);
         });
     }
+}
+
+/// What every answer carries: its type is the one it says (`nosniff`: a JSON answer is never
+/// run as a script), and no page of another origin may embed it (`Cross-Origin-Resource-Policy`).
+/// No `Access-Control-Allow-*` header is ever sent, so a page of another origin cannot read an
+/// answer either. The status page adds its own (`api::status_page`).
+pub fn secure_headers(headers: &mut HeaderMap) {
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        HeaderName::from_static("cross-origin-resource-policy"),
+        HeaderValue::from_static("same-origin"),
+    );
 }
 
 /// A socket whose writes fail with `TimedOut` once one has waited longer than the deadline: a

@@ -21,6 +21,7 @@
 //! no lock they take, and they never wait on it.
 
 pub mod auth;
+pub mod hosts;
 pub mod snapshot;
 
 mod api;
@@ -49,6 +50,10 @@ pub struct ServeCounters {
     pub requests: AtomicU64,
     pub connections: AtomicU64,
     pub unauthorized: AtomicU64,
+    /// Requests refused for a `Host` that is not this listener's (421).
+    pub refused_host: AtomicU64,
+    /// WebSocket upgrades refused for a foreign `Origin` (403).
+    pub refused_origin: AtomicU64,
     pub header_timeouts: AtomicU64,
     pub stream_clients: AtomicU64,
     pub stream_slow_closed: AtomicU64,
@@ -65,7 +70,9 @@ pub(crate) struct Shared {
     feed: Option<Mutex<feed::Feed>>,
     /// Notified whenever the pump stops between venue messages.
     consistent: Notify,
-    token: Option<String>,
+    token: Option<auth::Token>,
+    /// The `Host` and `Origin` rules, checked before the routes (`conn`).
+    hosts: hosts::Policy,
     stream_queue: usize,
     counters: Arc<ServeCounters>,
 }
@@ -125,7 +132,8 @@ impl HttpServer {
             instruments,
             feed: bus.map(|path| Mutex::new(feed::Feed::new(path))),
             consistent: Notify::new(),
-            token: auth::token(config),
+            token: auth::token(config).as_deref().map(auth::Token::new),
+            hosts: hosts::Policy::new(config),
             stream_queue: config.stream_queue,
             counters: counters.clone(),
         });
@@ -202,7 +210,7 @@ async fn serve(
     };
     let app = api::router(shared.clone());
     let pump = tokio::spawn(pump(shared.clone()));
-    conn::accept_loop(listener, app, limits, shared.counters.clone(), stopped).await;
+    conn::accept_loop(listener, app, limits, shared.clone(), stopped).await;
     pump.abort();
 }
 
@@ -260,7 +268,8 @@ pub fn answer_one(
         }],
         feed: bus.map(|path| Mutex::new(feed::Feed::new(path))),
         consistent: Notify::new(),
-        token: token.map(str::to_owned),
+        token: token.map(auth::Token::new),
+        hosts: hosts::Policy::default(),
         stream_queue: 16,
         counters: Arc::new(ServeCounters::default()),
     });
