@@ -19,7 +19,7 @@ pub mod run;
 
 pub use codec::{decode, encode, Encoded};
 pub use file::{FsyncPolicy, RecordingFile};
-pub use reader::{ReadError, RecordingReader, Replay, Source};
+pub use reader::{ReadError, RecordingReader, Replay, Source, MAX_METADATA_BYTES};
 pub use recorder::{
     venue_of_file_name, Clock, Recorder, RecorderConfig, RecorderStats, SystemClock,
 };

@@ -107,6 +107,36 @@ impl Read for FrameReader {
     }
 }
 
+/// The largest DBN metadata a recording may declare. The recorder's metadata is the header and one
+/// symbol mapping per instrument (a few hundred bytes each), so this allows hundreds of thousands
+/// of instruments; what it refuses is a damaged or foreign file whose length field would make the
+/// `dbn` decoder allocate gigabytes before it finds out (found by the `dbn_recording` fuzz target).
+pub const MAX_METADATA_BYTES: u32 = 64 << 20;
+
+/// Reads the DBN prelude (`DBN`, the version byte, the metadata length) from the decompressed
+/// start of the file and refuses a metadata length over [`MAX_METADATA_BYTES`]. A file too short
+/// to hold a prelude is left to the `dbn` decoder, which names what is missing.
+fn check_prelude(path: &Path) -> Result<(), String> {
+    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let mut reader = FrameReader::new(file, Rc::new(Cell::new(0)));
+    let mut prelude = [0u8; 8];
+    let mut filled = 0;
+    while filled < prelude.len() {
+        match reader.read(&mut prelude[filled..]) {
+            Ok(0) | Err(_) => return Ok(()),
+            Ok(read) => filled += read,
+        }
+    }
+    let length = u32::from_le_bytes([prelude[4], prelude[5], prelude[6], prelude[7]]);
+    if &prelude[..3] == b"DBN" && length > MAX_METADATA_BYTES {
+        return Err(format!(
+            "the DBN metadata claims {length} bytes, more than a recording holds (at most \
+             {MAX_METADATA_BYTES}): a damaged or foreign file"
+        ));
+    }
+    Ok(())
+}
+
 /// One recording file's events, in the order they were recorded.
 pub struct RecordingReader {
     path: PathBuf,
@@ -125,6 +155,7 @@ impl RecordingReader {
             what,
         };
         let file = File::open(path).map_err(|e| error(format!("cannot open: {e}")))?;
+        check_prelude(path).map_err(error)?;
         let decoder = dbn::decode::dbn::Decoder::new(FrameReader::new(file, Rc::clone(&frame_end)))
             .map_err(|e| error(format!("no DBN metadata: {e}")))?;
         Ok(RecordingReader {

@@ -681,3 +681,28 @@ fn fuzz_seeds() {
         );
     }
 }
+
+/// A file whose DBN prelude claims gigabytes of metadata is refused with an error that says so,
+/// before the `dbn` decoder would allocate what the field claims (the `dbn_recording` fuzz
+/// target found a 2.5 GB allocation from a 9-byte file).
+#[test]
+fn a_metadata_length_no_recording_has_is_refused_before_it_is_allocated() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (length, refused) in [
+        (u32::MAX, true),
+        (tickwire_record::MAX_METADATA_BYTES + 1, true),
+        (tickwire_record::MAX_METADATA_BYTES, false),
+    ] {
+        let mut plain = b"DBN\x02".to_vec();
+        plain.extend_from_slice(&length.to_le_bytes());
+        plain.extend_from_slice(&[0; 16]);
+        let path = dir.path().join(format!("{length}.dbn.zst"));
+        std::fs::write(&path, zstd::bulk::compress(&plain, 1).expect("compress")).expect("write");
+        let error = RecordingReader::open(&path).err().expect("refused");
+        assert_eq!(
+            error.to_string().contains("more than a recording holds"),
+            refused,
+            "{length}: {error}"
+        );
+    }
+}
