@@ -174,13 +174,70 @@ fn snapshot_requests_are_answered_into_the_stream_throttled_and_counted() {
     assert_eq!(requests.accepted, 2, "{requests:?}");
     assert_eq!(requests.throttled, 2, "{requests:?}");
     assert_eq!(requests.invalid, 2, "{requests:?}");
-    assert_eq!(pair.session.runtime.bus_books_served.get(), 2);
+    let books = &pair.session.runtime.bus_book_requests;
+    assert_eq!(books.served.get(), 2);
+    assert_eq!(books.queued.get(), 2);
+    assert_eq!(books.refused.get(), 0);
+    assert_eq!(books.waiting(), 0);
+    assert!(
+        books.levels.get() >= 2 * 3,
+        "each book's levels, begin and end"
+    );
     // The strategy never sees what readers asked for.
     pair.run_for(Duration::from_millis(200));
     assert_eq!(
         pair.count(|event| event.kind() == EventKind::SnapshotBegin),
         strategy_snapshots
     );
+    pair.finish();
+}
+
+/// Issue 32: the decoder's queue for the readers' budget holds `[bus] snapshot_queue_books`
+/// books; a request for more has the rest refused, counted and shown in `/metrics`.
+#[test]
+fn book_requests_beyond_the_decoders_queue_are_refused_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tickwire.bus");
+    let mut pair = appliance::start(
+        synthetic(1_000.0),
+        |_| {},
+        appliance::bus_setup(
+            &path,
+            "snapshot_interval_ms = 60000
+snapshot_levels_per_s = 1000
+snapshot_queue_books = 1
+",
+        ),
+    );
+    pair.run_until(Duration::from_secs(20), "books in sync", |pair| {
+        pair.count(|event| event.kind() == EventKind::SnapshotEnd) >= 2
+    });
+    let mut reader = BusReader::open(&path, Start::Latest, 1024).unwrap();
+    let socket = UnixDatagram::unbound().unwrap();
+    let every = SnapshotRequest {
+        venue_id: SnapshotRequest::ALL_VENUES,
+        instrument_id: SnapshotRequest::ALL_INSTRUMENTS,
+    };
+    socket
+        .send_to(&every.to_bytes(), tickwire_bus::request_socket_path(&path))
+        .expect("the appliance listens");
+    let mut on_bus = Vec::new();
+    pair.run_until(Duration::from_secs(10), "the book that fit", |pair| {
+        drain(&mut reader, &mut on_bus);
+        pair.session.runtime.bus_book_requests.served.get() == 1
+    });
+    let books = &pair.session.runtime.bus_book_requests;
+    assert_eq!(books.queued.get(), 1);
+    assert_eq!(books.refused.get(), 1, "the second found the queue full");
+    let metrics = pair.session.render_metrics();
+    for line in [
+        "tickwire_bus_book_requests_total{result=\"queued\"} 1",
+        "tickwire_bus_book_requests_total{result=\"refused\"} 1",
+        "tickwire_bus_books_served_total 1",
+        "tickwire_bus_book_queue 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
     pair.finish();
 }
 

@@ -49,6 +49,26 @@ fn check_config_names_file_line_and_key_of_a_typo() {
     assert!(stderr.contains("valid keys here: core, wait"), "{stderr}");
 }
 
+/// Issue 32: check-config refuses a key out of its range, naming the key and the range.
+#[test]
+fn check_config_refuses_an_out_of_range_key_naming_it_and_its_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &path,
+        "[threads]\n[strategy]\nsummary_interval_ms = 9223372036854775807\n",
+    )
+    .unwrap();
+    let output = tickwire().arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("key `strategy.summary_interval_ms`")
+            && stderr.contains("valid values are 0 (never) to 86400000"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn check_config_prints_pinned_cores_for_the_tuning_scripts() {
     let dir = tempfile::tempdir().unwrap();

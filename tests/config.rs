@@ -389,6 +389,110 @@ fn reconnect_max_delay_below_initial_is_rejected() {
     );
 }
 
+/// Issue 32: every key a duration or a budget comes from is bounded, and a value out of range is
+/// refused naming the key and the range (a release build would have wrapped the nanoseconds).
+#[test]
+fn out_of_range_keys_are_refused_naming_the_key_and_the_range() {
+    let dir = TempDir::new().expect("temp dir");
+    let venue_cases = [
+        (
+            "[reconnect]\ninitial_delay_ms = 100\nmax_delay_ms = 18446744073709\n",
+            "reconnect.max_delay_ms",
+            "1 to 3600000",
+        ),
+        (
+            "[reconnect]\ninitial_delay_ms = 3600001\nmax_delay_ms = 3600001\n",
+            "reconnect.initial_delay_ms",
+            "1 to 3600000",
+        ),
+        (
+            "[reconnect]\nreset_after_live_ms = 9223372036854775807\n",
+            "reconnect.reset_after_live_ms",
+            "0 to 86400000",
+        ),
+        (
+            "[staleness]\ndefault_ms = 86400001\n",
+            "staleness.default_ms",
+            "1 to 86400000",
+        ),
+        (
+            "[staleness.channels]\nbookTicker = 9223372036854775807\n",
+            "staleness.channels.bookTicker",
+            "1 to 86400000",
+        ),
+    ];
+    for (extra, key, range) in venue_cases {
+        let path = write(dir.path(), "venue.toml", &format!("{MINIMAL_VENUE}{extra}"));
+        // An initial delay past the bound is also above the maximum: both are named.
+        let all = errors(config::load_venue(&path));
+        let error = all
+            .iter()
+            .find(|error| error.key == key)
+            .unwrap_or_else(|| panic!("no error for {key}: {all:?}"));
+        assert!(
+            error.message.contains("out of range") && error.message.contains(range),
+            "{error}"
+        );
+    }
+    let appliance_cases = [
+        (
+            "[strategy]\nsummary_interval_ms = 9223372036854775807\n",
+            "strategy.summary_interval_ms",
+            "0 (never) to 86400000",
+        ),
+        (
+            "[metrics]\nreport_interval_ms = 86400001\n",
+            "metrics.report_interval_ms",
+            "100 to 86400000",
+        ),
+        (
+            "[bus]\nsnapshot_levels_per_s = 0\n",
+            "bus.snapshot_levels_per_s",
+            "1000 to 100000000",
+        ),
+        (
+            "[bus]\nsnapshot_levels_per_s = 9223372036854775807\n",
+            "bus.snapshot_levels_per_s",
+            "1000 to 100000000",
+        ),
+        (
+            "[bus]\nsnapshot_queue_books = 0\n",
+            "bus.snapshot_queue_books",
+            "1 to 1048576",
+        ),
+        (
+            "[bus]\n[bridge]\njetstream_max_age_s = 9223372036854775807\n",
+            "bridge.jetstream_max_age_s",
+            "0 (no age limit) to 315360000",
+        ),
+    ];
+    for (extra, key, range) in appliance_cases {
+        let path = write(dir.path(), "a.toml", &format!("[threads]\n{extra}"));
+        let error = only_error(config::load(&path));
+        assert_eq!(error.key, key, "{error}");
+        assert!(
+            error.message.contains("out of range") && error.message.contains(range),
+            "{error}"
+        );
+    }
+    // The defaults and the documented ends of each range load.
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads]\n[strategy]\nsummary_interval_ms = 86400000\n\
+         [bus]\nsnapshot_levels_per_s = 1000\nsnapshot_queue_books = 1048576\n",
+    );
+    let loaded = config::load(&path).unwrap_or_else(|errors| panic!("{errors}"));
+    let bus = loaded.appliance.bus.expect("[bus]");
+    assert_eq!(
+        (bus.snapshot_levels_per_s, bus.snapshot_queue_books),
+        (1_000, 1 << 20)
+    );
+    let defaults = config::BusConfig::default();
+    assert!(config::BUS_SNAPSHOT_LEVELS_PER_S_RANGE.contains(&defaults.snapshot_levels_per_s));
+    assert!(config::BUS_SNAPSHOT_QUEUE_BOOKS_RANGE.contains(&defaults.snapshot_queue_books));
+}
+
 #[test]
 fn lifecycle_timers_are_checked_and_default_when_absent() {
     let dir = TempDir::new().expect("temp dir");
@@ -961,6 +1065,19 @@ fn databento_venues_take_a_dataset_schemas_and_a_key_and_never_rotate() {
     let databento = venue.databento.as_ref().expect("[databento]");
     assert_eq!(databento.dataset, "GLBX.MDP3");
     assert_eq!(databento.recovery, config::Recovery::Replay);
+    // The limits the shipped file leaves at their defaults (issue 32).
+    assert_eq!(
+        databento.max_orders_per_book(),
+        config::MAX_ORDERS_PER_BOOK_DEFAULT
+    );
+    assert_eq!(
+        databento.max_instrument_mappings(),
+        config::MAX_INSTRUMENT_MAPPINGS_DEFAULT
+    );
+    assert!(config::MAX_ORDERS_PER_BOOK_RANGE.contains(&config::MAX_ORDERS_PER_BOOK_DEFAULT));
+    assert!(
+        config::MAX_INSTRUMENT_MAPPINGS_RANGE.contains(&config::MAX_INSTRUMENT_MAPPINGS_DEFAULT)
+    );
     // The read timeout follows the heartbeat interval; no pings; no rotation.
     assert_eq!(venue.lifecycle.read_timeout(), Some(15_000));
     assert_eq!(venue.lifecycle.ping_interval(), None);
@@ -1033,6 +1150,22 @@ fn databento_venues_take_a_dataset_schemas_and_a_key_and_never_rotate() {
             ),
             "databento.stype_in",
             "input symbology",
+        ),
+        (
+            format!(
+                "channels = [\"mbo\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n\
+                 max_orders_per_book = 0\n{key}"
+            ),
+            "databento.max_orders_per_book",
+            "valid values are 1 to 4194304",
+        ),
+        (
+            format!(
+                "channels = [\"mbo\"]\n[databento]\ndataset = \"GLBX.MDP3\"\n\
+                 max_instrument_mappings = 4294967295\n{key}"
+            ),
+            "databento.max_instrument_mappings",
+            "valid values are 1 to 1048576",
         ),
     ];
     for (rest, key, words) in cases {

@@ -183,6 +183,7 @@ typedef enum tw_kind {
 #define TW_GAP_STALE 4
 #define TW_GAP_BRIDGE_DROP 5
 #define TW_GAP_BUS_OVERRUN 6
+#define TW_GAP_LIMIT 7
 #define TW_VENUE_UNKNOWN 0
 #define TW_VENUE_CONNECTING 1
 #define TW_VENUE_LIVE 2

@@ -49,6 +49,9 @@ fuzz_target!(|data: &[u8]| {
         channels: vec!["mbo".to_owned(), "mbp-10".to_owned(), "trades".to_owned()],
         instrument_base: 0,
         recovery: Recovery::Replay,
+        // Small, so that the fuzzer reaches both limits (issue 32).
+        max_orders_per_book: 64,
+        max_instrument_mappings: 8,
     });
     let (mut producer, mut consumer) = tickwire::ring::ring::<Event>(4096);
     let mut lost = false;

@@ -591,7 +591,9 @@ mod databento {
                 Ok(Outcome::Normalized | Outcome::Unsupported(_)) => {}
                 Err(error) => {
                     let count = match error {
-                        NormalizeError::Book { .. } => &mut self.book_errors,
+                        NormalizeError::Book { .. } | NormalizeError::BookLimit { .. } => {
+                            &mut self.book_errors
+                        }
                         NormalizeError::Short { .. } => &mut self.malformed,
                     };
                     *count += 1;

@@ -245,6 +245,7 @@ fn venue_reports(session: &tickwire::control::Session) {
             book_gaps = counters.book_gaps.get(),
             book_resyncs = counters.book_resyncs.get(),
             book_refused = counters.book_refused.get(),
+            book_limits = counters.book_limits.get(),
             connections = %states.join(","),
             attempts = lifecycle.attempts,
             postponed_attempts = lifecycle.postponed,

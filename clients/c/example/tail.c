@@ -118,6 +118,7 @@ static const char *gap_reason(uint8_t reason) {
     case TW_GAP_STALE: return "Stale";
     case TW_GAP_BRIDGE_DROP: return "BridgeDrop";
     case TW_GAP_BUS_OVERRUN: return "BusOverrun";
+    case TW_GAP_LIMIT: return "Limit";
     default: return "Unknown";
     }
 }

@@ -327,6 +327,10 @@ pub enum GapReason {
     /// A bus consumer (the NATS bridge) was lapped by the appliance: `received_seq -
     /// expected_seq` events of every instrument are lost.
     BusOverrun = 6,
+    /// A bound of the appliance was reached (a Databento L3 book's order limit, a gateway
+    /// session's instrument mappings): the instrument's book was dropped, and is rebuilt from
+    /// what follows (issue 32).
+    Limit = 7,
 }
 
 impl GapReason {
@@ -338,6 +342,7 @@ impl GapReason {
             4 => GapReason::Stale,
             5 => GapReason::BridgeDrop,
             6 => GapReason::BusOverrun,
+            7 => GapReason::Limit,
             _ => GapReason::Unknown,
         }
     }

@@ -6,7 +6,9 @@
 //! by whoever sends traffic, so SipHash's flooding resistance buys nothing there, while its cost
 //! was about a fifth of the time per Databento MBO record (three lookups a record;
 //! `benches/databento.rs`). The same hasher also gives Thalex trades, which carry no id, a key
-//! for telling a trade delivered twice from two trades (`venue/thalex/decode.rs`).
+//! for telling a trade delivered twice from two trades (`venue/thalex/decode.rs`), and the L3
+//! book's open-addressing order table (`book/mbo.rs`) its probe start: [`hash_word`], the hash
+//! a `FastHasher` gives one integer, whose high bits the table takes.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -82,6 +84,16 @@ impl Hasher for FastHasher {
     }
 }
 
+/// The hash of one integer written alone into a fresh [`FastHasher`]: `word * 2^64/phi`. Its high
+/// bits mix every bit of `word` (Fibonacci hashing takes them: `hash_word(id) >> (64 - log2
+/// slots)`), which is what the L3 book's order table does with venue order ids, dense or sparse.
+#[inline(always)]
+pub fn hash_word(word: u64) -> u64 {
+    let mut hasher = FastHasher::default();
+    hasher.word(word);
+    hasher.0
+}
+
 /// Builds [`FastHasher`]s for `HashMap` and `HashSet`.
 pub type BuildFastHasher = BuildHasherDefault<FastHasher>;
 
@@ -123,6 +135,14 @@ mod tests {
         hashes.sort_unstable();
         hashes.dedup();
         assert_eq!(hashes.len(), names.len());
+    }
+
+    #[test]
+    fn hash_word_is_what_the_hasher_gives_one_integer() {
+        for word in [0u64, 1, 7, u64::from(u32::MAX), 1 << 40, u64::MAX] {
+            assert_eq!(hash_word(word), hash_of(word));
+            assert_eq!(hash_word(word), word.wrapping_mul(FIBONACCI));
+        }
     }
 
     #[test]

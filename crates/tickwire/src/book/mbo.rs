@@ -12,8 +12,9 @@
 //! # What a record does, exactly
 //!
 //! - `A`dd: the side must be `B` or `A` ([`MboError::NoSide`]), the size non-zero
-//!   ([`MboError::ZeroSize`]) and the id not resting ([`MboError::DuplicateOrder`]), checked in
-//!   that order. Reports the order's level.
+//!   ([`MboError::ZeroSize`]), the id not resting ([`MboError::DuplicateOrder`]) and the book
+//!   below its order limit ([`MboError::TooManyOrders`]), checked in that order. Reports the
+//!   order's level.
 //! - `C`ancel: finds the order by id alone (the record's side and price are not consulted;
 //!   [`MboError::UnknownOrder`]) and takes `size` off it ([`MboError::CancelTooLarge`] if it has
 //!   less); a cancel of the whole size removes the order. Reports the order's level, even when
@@ -73,11 +74,17 @@
 //! # Layout
 //!
 //! Orders live in an open-addressing table keyed by order id: linear probing over a
-//! power-of-two array of 24-byte slots, multiplicative (Fibonacci) hashing, which takes the
-//! high bits of `id * 2^64/φ` (Knuth, TAOCP vol. 3, section 6.4) and so spreads both dense
-//! sequential ids and the large sparse ones CME assigns, and backward-shift deletion, so that
+//! power-of-two array of 24-byte slots, multiplicative (Fibonacci) hashing with the crate's one
+//! hasher (`crate::hash::hash_word`), whose high bits of `id * 2^64/φ` the table takes (Knuth,
+//! TAOCP vol. 3, section 6.4), so that both dense sequential ids and the large sparse ones CME
+//! assigns spread, and backward-shift deletion, so that
 //! the churn of an order book (every order is added and removed) leaves no tombstones behind.
-//! The table grows (doubling) when it would be more than three quarters full.
+//! The table grows (doubling) when it would be more than three quarters full, and never holds
+//! more than the book's order limit ([`MboBook::with_max_orders`], [`DEFAULT_MAX_ORDERS`] unless
+//! set): an add beyond it is refused ([`MboError::TooManyOrders`]), so that a venue's order flow
+//! cannot grow the table without bound (issue 32). At the default the table is at most 2^20 slots
+//! (24 MiB). The book is then missing an order, and its owner drops it (the Databento
+//! normalizer sends the strategy a gap and rebuilds the book from what follows).
 //!
 //! Levels are the layout of [`OrderBook`](super::OrderBook): per side one `Vec` of (key, total
 //! size, order count) sorted ascending by key with the best level last, where a bid's key is its
@@ -135,7 +142,14 @@ pub enum MboError {
     },
     #[error("order {0} with size 0")]
     ZeroSize(u64),
+    #[error("add of order {order_id}: the book already rests its limit of {limit} orders")]
+    TooManyOrders { order_id: u64, limit: usize },
 }
+
+/// The most orders a book rests unless [`MboBook::with_max_orders`] says otherwise: far above
+/// what a real book rests (a CME E-mini book thousands to tens of thousands of orders), and
+/// small enough that the table stays at most 2^20 slots of 24 bytes.
+pub const DEFAULT_MAX_ORDERS: usize = 1 << 19;
 
 /// What an MBO record does to the book.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,9 +208,6 @@ const EMPTY: Slot = Slot {
 /// The fewest slots a non-empty table holds.
 const MIN_SLOTS: usize = 16;
 
-/// 2^64 divided by the golden ratio, odd: the multiplier of Fibonacci hashing.
-const FIBONACCI: u64 = 0x9e37_79b9_7f4a_7c15;
-
 /// Resting orders by id: open addressing, linear probing, backward-shift deletion.
 #[derive(Clone, Debug, Default)]
 struct OrderTable {
@@ -227,7 +238,7 @@ impl OrderTable {
     /// `shift` is below 64.
     #[inline]
     fn home(&self, order_id: u64) -> usize {
-        (order_id.wrapping_mul(FIBONACCI) >> (self.shift & 63)) as usize & self.mask()
+        (crate::hash::hash_word(order_id) >> (self.shift & 63)) as usize & self.mask()
     }
 
     /// `Ok(slot)` holding `order_id`, or `Err(slot)`: the empty slot where it would go (`None`
@@ -375,13 +386,26 @@ fn price_of(side: BookSide, key: i64) -> i64 {
 }
 
 /// One instrument's L3 book.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct MboBook {
     orders: OrderTable,
     /// Ascending by key, best last.
     bids: Vec<Level>,
     /// Ascending by key (descending by price), best last.
     asks: Vec<Level>,
+    /// The most orders the book rests; an add beyond is refused.
+    max_orders: usize,
+}
+
+impl Default for MboBook {
+    fn default() -> MboBook {
+        MboBook {
+            orders: OrderTable::default(),
+            bids: Vec::new(),
+            asks: Vec::new(),
+            max_orders: DEFAULT_MAX_ORDERS,
+        }
+    }
 }
 
 impl MboBook {
@@ -395,10 +419,23 @@ impl MboBook {
     /// book rests thousands to tens of thousands of orders over a few hundred levels a side.
     pub fn with_capacity(orders: usize, levels_per_side: usize) -> MboBook {
         MboBook {
-            orders: OrderTable::with_capacity(orders),
+            orders: OrderTable::with_capacity(orders.min(DEFAULT_MAX_ORDERS)),
             bids: Vec::with_capacity(levels_per_side),
             asks: Vec::with_capacity(levels_per_side),
+            max_orders: DEFAULT_MAX_ORDERS,
         }
+    }
+
+    /// The book with its order limit set to `max_orders` (at least 1): an add that would rest
+    /// more is refused with [`MboError::TooManyOrders`]. Orders already resting stay.
+    pub fn with_max_orders(mut self, max_orders: usize) -> MboBook {
+        self.max_orders = max_orders.max(1);
+        self
+    }
+
+    /// The most orders the book rests.
+    pub fn max_orders(&self) -> usize {
+        self.max_orders
     }
 
     #[inline]
@@ -563,6 +600,12 @@ impl MboBook {
         let side = book_side(side).ok_or(MboError::NoSide(order_id))?;
         if size == 0 {
             return Err(MboError::ZeroSize(order_id));
+        }
+        if self.orders.len >= self.max_orders {
+            return Err(MboError::TooManyOrders {
+                order_id,
+                limit: self.max_orders,
+            });
         }
         self.orders.insert(
             vacant,
@@ -792,6 +835,45 @@ mod tests {
         table.clear();
         assert_eq!(table.len, 0);
         assert!(table.find(0).is_err());
+    }
+
+    /// An add past the order limit is refused and changes nothing; a cancel makes room again,
+    /// and the table never grows past what the limit needs.
+    #[test]
+    fn adds_past_the_order_limit_are_refused_and_the_table_stays_bounded() {
+        const LIMIT: usize = 100;
+        let mut book = MboBook::new().with_max_orders(LIMIT);
+        for id in 0..LIMIT as u64 {
+            assert_eq!(
+                book.apply(b'A', b'B', id, 100 + id as i64, 1, &mut |_| {}),
+                Ok(())
+            );
+        }
+        let slots = book.orders.slots.len();
+        let mut reported = 0;
+        for id in LIMIT as u64..10 * LIMIT as u64 {
+            let refused = book.apply(b'A', b'A', id, 5_000, 1, &mut |_| reported += 1);
+            assert_eq!(
+                refused,
+                Err(MboError::TooManyOrders {
+                    order_id: id,
+                    limit: LIMIT
+                })
+            );
+            // A modify of an unknown id is an add, and is refused the same way.
+            assert!(book.apply(b'M', b'A', id, 5_000, 1, &mut |_| {}).is_err());
+        }
+        assert_eq!(reported, 0, "a refused add reports nothing");
+        assert_eq!(book.orders(), LIMIT);
+        assert_eq!(book.orders.slots.len(), slots, "the table did not grow");
+        assert_eq!(book.level_count(BookSide::Ask), 0);
+        assert!(slots * 3 >= LIMIT * 4 && slots <= 4 * LIMIT);
+        assert_eq!(book.apply(b'C', b'B', 0, 100, 1, &mut |_| {}), Ok(()));
+        assert_eq!(
+            book.apply(b'A', b'A', 10_000, 5_000, 1, &mut |_| {}),
+            Ok(())
+        );
+        assert_eq!(book.orders(), LIMIT);
     }
 
     #[test]

@@ -255,6 +255,15 @@ pub struct BusConfig {
     pub group: Option<String>,
     /// The shortest time between two book snapshots of one instrument that readers ask for.
     pub snapshot_interval_ms: u64,
+    /// The decoder's budget for the books readers ask for, across every request: book levels
+    /// written per second, a book's begin and end each counting as one
+    /// ([`BUS_SNAPSHOT_LEVELS_PER_S_RANGE`]). A tenth of a second's worth may go at once; a
+    /// book the budget cannot pay for now waits in a queue, and is written once it can.
+    pub snapshot_levels_per_s: u64,
+    /// Books that may wait for the budget at once ([`BUS_SNAPSHOT_QUEUE_BOOKS_RANGE`]); a
+    /// book asked for again while it waits keeps its place. A book that finds the queue full
+    /// is refused and counted (`tickwire_bus_book_requests_total{result="refused"}`).
+    pub snapshot_queue_books: usize,
 }
 
 impl Default for BusConfig {
@@ -267,6 +276,13 @@ impl Default for BusConfig {
             directory_capacity: 4096,
             group: None,
             snapshot_interval_ms: 100,
+            // Ten 1,000-level Binance books (2,000 levels each) ten times a second, some 2 ms a
+            // second of the decoder thread and under a tenth of the default ring's 262,144
+            // slots at once (a burst is a tenth of a second's worth).
+            snapshot_levels_per_s: 200_000,
+            // As many books as the default directory names: a reader asking for every book
+            // queues them all.
+            snapshot_queue_books: 4096,
         }
     }
 }
@@ -275,6 +291,15 @@ impl Default for BusConfig {
 /// (`RuntimeDirectory=tickwire`, `/run/tickwire`), else `/dev/shm`.
 pub const BUS_FILE_NAME: &str = "tickwire.bus";
 const BUS_SNAPSHOT_INTERVAL_MS_MAX: u64 = 60_000;
+/// `[bus] snapshot_levels_per_s`'s valid values.
+pub const BUS_SNAPSHOT_LEVELS_PER_S_RANGE: std::ops::RangeInclusive<u64> = 1_000..=100_000_000;
+/// `[bus] snapshot_queue_books`'s valid values.
+pub const BUS_SNAPSHOT_QUEUE_BOOKS_RANGE: std::ops::RangeInclusive<usize> = 1..=1 << 20;
+/// The longest `[strategy] summary_interval_ms` (a day), and `[metrics] report_interval_ms`.
+const INTERVAL_MS_MAX: u64 = 86_400_000;
+/// The longest `[bridge] jetstream_max_age_s`: ten years (NATS takes the age in nanoseconds,
+/// which a `u64` holds for 584 years).
+const JETSTREAM_MAX_AGE_S_MAX: u64 = 10 * 365 * 86_400;
 
 impl BusConfig {
     /// The bus file's path: `path`, or `$RUNTIME_DIRECTORY/tickwire.bus` (the first directory
@@ -946,6 +971,14 @@ pub(crate) fn validate(
                 raw.metrics.report_interval_ms
             ),
         ));
+    } else if raw.metrics.report_interval_ms > INTERVAL_MS_MAX {
+        problems.push(Problem::new(
+            KeyPath::dotted("metrics.report_interval_ms"),
+            format!(
+                "{} is out of range; valid values are {REPORT_INTERVAL_MS_MIN} to {INTERVAL_MS_MAX}",
+                raw.metrics.report_interval_ms
+            ),
+        ));
     }
     if !LATENCY_DIGITS.contains(&raw.metrics.latency_digits) {
         problems.push(Problem::new(
@@ -1167,7 +1200,8 @@ fn check_bridge(problems: &mut Vec<Problem>, bridge: &BridgeConfig, has_bus: boo
             problems.push(Problem::new(
                 KeyPath::dotted("bridge.name"),
                 format!(
-                    "{name:?} is not valid; give 1 to 64 bytes (escaped in subjects as needed),                      or leave the key out for the host name"
+                    "{name:?} is not valid; give 1 to 64 bytes (escaped in subjects as needed), \
+                     or leave the key out for the host name"
                 ),
             ));
         }
@@ -1190,7 +1224,8 @@ fn check_bridge(problems: &mut Vec<Problem>, bridge: &BridgeConfig, has_bus: boo
     if bridge.in_appliance && (!has_bus || bridge.nats_urls.is_empty()) {
         problems.push(Problem::new(
             KeyPath::dotted("bridge.in_appliance"),
-            "is true, but the bridge needs [bus] (it reads the bus) and bridge.nats_urls (where              to publish); add them, or set it to false and run `tickwire bridge nats`"
+            "is true, but the bridge needs [bus] (it reads the bus) and bridge.nats_urls (where \
+             to publish); add them, or set it to false and run `tickwire bridge nats`"
                 .to_owned(),
         ));
     }
@@ -1213,6 +1248,15 @@ fn check_bridge(problems: &mut Vec<Problem>, bridge: &BridgeConfig, has_bus: boo
                 ),
             ));
         }
+    }
+    if bridge.jetstream_max_age_s > JETSTREAM_MAX_AGE_S_MAX {
+        problems.push(Problem::new(
+            KeyPath::dotted("bridge.jetstream_max_age_s"),
+            format!(
+                "{} is out of range; valid values are 0 (no age limit) to {JETSTREAM_MAX_AGE_S_MAX}",
+                bridge.jetstream_max_age_s
+            ),
+        ));
     }
     if bridge.jetstream_max_bytes == 0 || bridge.jetstream_max_bytes < -1 {
         problems.push(Problem::new(
@@ -1345,6 +1389,28 @@ fn check_bus(problems: &mut Vec<Problem>, bus: &BusConfig) {
             ),
         ));
     }
+    if !BUS_SNAPSHOT_LEVELS_PER_S_RANGE.contains(&bus.snapshot_levels_per_s) {
+        problems.push(Problem::new(
+            KeyPath::dotted("bus.snapshot_levels_per_s"),
+            format!(
+                "{} is out of range; valid values are {} to {}",
+                bus.snapshot_levels_per_s,
+                BUS_SNAPSHOT_LEVELS_PER_S_RANGE.start(),
+                BUS_SNAPSHOT_LEVELS_PER_S_RANGE.end()
+            ),
+        ));
+    }
+    if !BUS_SNAPSHOT_QUEUE_BOOKS_RANGE.contains(&bus.snapshot_queue_books) {
+        problems.push(Problem::new(
+            KeyPath::dotted("bus.snapshot_queue_books"),
+            format!(
+                "{} is out of range; valid values are {} to {}",
+                bus.snapshot_queue_books,
+                BUS_SNAPSHOT_QUEUE_BOOKS_RANGE.start(),
+                BUS_SNAPSHOT_QUEUE_BOOKS_RANGE.end()
+            ),
+        ));
+    }
     if !(1..=BUS_SNAPSHOT_INTERVAL_MS_MAX).contains(&bus.snapshot_interval_ms) {
         problems.push(Problem::new(
             KeyPath::dotted("bus.snapshot_interval_ms"),
@@ -1378,6 +1444,15 @@ fn check_bus(problems: &mut Vec<Problem>, bus: &BusConfig) {
 }
 
 fn check_strategy(problems: &mut Vec<Problem>, strategy: &StrategyConfig) {
+    if strategy.summary_interval_ms > INTERVAL_MS_MAX {
+        problems.push(Problem::new(
+            KeyPath::dotted("strategy.summary_interval_ms"),
+            format!(
+                "{} is out of range; valid values are 0 (never) to {INTERVAL_MS_MAX}",
+                strategy.summary_interval_ms
+            ),
+        ));
+    }
     if !(1..=1 << 28).contains(&strategy.record_capacity) {
         problems.push(Problem::new(
             KeyPath::dotted("strategy.record_capacity"),

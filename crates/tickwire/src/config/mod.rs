@@ -28,14 +28,17 @@ pub use appliance::{
     host_cpu_count, ApplianceConfig, BridgeConfig, BusConfig, HttpConfig, LogConfig, LogFormat,
     LogLevel, MetricsConfig, NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig,
     QuoterConfig, RecordConfig, RecordFsync, RingsConfig, Stage, StrategyConfig, StrategyName,
-    ThreadConfig, ThreadsConfig, WaitKind, BUS_FILE_NAME,
+    ThreadConfig, ThreadsConfig, WaitKind, BUS_FILE_NAME, BUS_SNAPSHOT_LEVELS_PER_S_RANGE,
+    BUS_SNAPSHOT_QUEUE_BOOKS_RANGE,
 };
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
 pub use venue::{
     check_usdm_book_depth, is_diff_depth_channel, CredentialsConfig, DatabentoConfig,
     LifecycleConfig, ReconnectConfig, Recovery, StalenessConfig, TlsConfig, VenueConfig, VenueKind,
-    DATABENTO_SCHEMAS,
+    DATABENTO_SCHEMAS, MAX_INSTRUMENT_MAPPINGS_DEFAULT, MAX_INSTRUMENT_MAPPINGS_RANGE,
+    MAX_ORDERS_PER_BOOK_DEFAULT, MAX_ORDERS_PER_BOOK_RANGE, RECONNECT_DELAY_MS_MAX,
+    RESET_AFTER_LIVE_MS_MAX, STALENESS_MS_MAX,
 };
 
 use source::{KeyPath, Problem, SourceFile};

@@ -61,7 +61,30 @@ pub struct DatabentoConfig {
     pub heartbeat_interval_s: Option<u32>,
     /// What the gateway does when tickwire reads too slowly: `warn` or `skip`.
     pub slow_reader_behavior: Option<crate::venue::databento::gateway::SlowReaderBehavior>,
+    /// The most orders one MBO (L3) book rests ([`MAX_ORDERS_PER_BOOK_RANGE`]; unset:
+    /// [`MAX_ORDERS_PER_BOOK_DEFAULT`]). An add past it drops the book with a gap, and the book is
+    /// rebuilt from what follows, so that the venue's order flow cannot grow memory without bound.
+    #[serde(default)]
+    pub max_orders_per_book: Option<u32>,
+    /// The most symbol mappings (DBN instrument ids) one gateway session holds
+    /// ([`MAX_INSTRUMENT_MAPPINGS_RANGE`]; unset: [`MAX_INSTRUMENT_MAPPINGS_DEFAULT`]). A mapping
+    /// past it is refused and its symbol gets a gap.
+    #[serde(default)]
+    pub max_instrument_mappings: Option<u32>,
 }
+
+/// `databento.max_orders_per_book` unset: far above what a real book rests (a CME E-mini book
+/// thousands to tens of thousands of orders), and a book's order table stays at most 2^20 slots
+/// of 24 bytes (24 MiB).
+pub const MAX_ORDERS_PER_BOOK_DEFAULT: u32 = crate::book::mbo::DEFAULT_MAX_ORDERS as u32;
+/// `databento.max_orders_per_book`'s valid values: at the top a table of 2^23 slots (192 MiB).
+pub const MAX_ORDERS_PER_BOOK_RANGE: std::ops::RangeInclusive<u32> = 1..=1 << 22;
+/// `databento.max_instrument_mappings` unset: far more DBN instrument ids than a session maps for
+/// the 1,024 streams a connection carries at most, even under `parent` symbology (a parent maps
+/// every one of its contracts and spreads), at some 16 bytes each (1 MiB).
+pub const MAX_INSTRUMENT_MAPPINGS_DEFAULT: u32 = 65_536;
+/// `databento.max_instrument_mappings`'s valid values.
+pub const MAX_INSTRUMENT_MAPPINGS_RANGE: std::ops::RangeInclusive<u32> = 1..=1 << 20;
 
 fn default_stype_in() -> String {
     "raw_symbol".to_owned()
@@ -71,6 +94,18 @@ impl DatabentoConfig {
     /// The read timeout that goes with the heartbeat interval: interval + 5 s (35 s unset).
     pub fn read_timeout_ms(&self) -> u64 {
         (u64::from(self.heartbeat_interval_s.unwrap_or(30)) + 5) * 1_000
+    }
+
+    /// `max_orders_per_book`, or its default.
+    pub fn max_orders_per_book(&self) -> u32 {
+        self.max_orders_per_book
+            .unwrap_or(MAX_ORDERS_PER_BOOK_DEFAULT)
+    }
+
+    /// `max_instrument_mappings`, or its default.
+    pub fn max_instrument_mappings(&self) -> u32 {
+        self.max_instrument_mappings
+            .unwrap_or(MAX_INSTRUMENT_MAPPINGS_DEFAULT)
     }
 }
 
@@ -252,6 +287,14 @@ impl Default for LifecycleConfig {
 
 const BACKOFF_FACTOR_MAX: f64 = 10.0;
 const ATTEMPTS_PER_MINUTE_MAX: u32 = 600;
+/// The longest `reconnect.initial_delay_ms` and `reconnect.max_delay_ms`: an hour. Every `_ms`
+/// key becomes nanoseconds (`* 1_000_000`), which a release build would wrap past 584 years
+/// (issue 32); the bounds keep each far inside, and the conversions saturate besides.
+pub const RECONNECT_DELAY_MS_MAX: u64 = 3_600_000;
+/// The longest `reconnect.reset_after_live_ms`: a day.
+pub const RESET_AFTER_LIVE_MS_MAX: u64 = 86_400_000;
+/// The longest staleness threshold (`staleness.default_ms`, `staleness.channels`): a day.
+pub const STALENESS_MS_MAX: u64 = 86_400_000;
 
 /// `[staleness]`: how long a stream may be silent before it is reported stale.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -719,6 +762,29 @@ fn check_databento(
             ));
         }
     }
+    for (key, value, range) in [
+        (
+            "databento.max_orders_per_book",
+            databento.max_orders_per_book,
+            MAX_ORDERS_PER_BOOK_RANGE,
+        ),
+        (
+            "databento.max_instrument_mappings",
+            databento.max_instrument_mappings,
+            MAX_INSTRUMENT_MAPPINGS_RANGE,
+        ),
+    ] {
+        if let Some(value) = value.filter(|value| !range.contains(value)) {
+            problems.push(Problem::new(
+                KeyPath::dotted(key),
+                format!(
+                    "{value} is out of range; valid values are {} to {}",
+                    range.start(),
+                    range.end()
+                ),
+            ));
+        }
+    }
     if databento.recovery == Recovery::Snapshot && !channels.iter().any(|c| c == "mbo") {
         problems.push(Problem::new(
             KeyPath::dotted("databento.recovery"),
@@ -878,6 +944,31 @@ fn check_reconnect(problems: &mut Vec<Problem>, reconnect: &ReconnectConfig) {
              a tight loop",
         ));
     }
+    for (key, value, max) in [
+        (
+            "initial_delay_ms",
+            reconnect.initial_delay_ms,
+            RECONNECT_DELAY_MS_MAX,
+        ),
+        (
+            "max_delay_ms",
+            reconnect.max_delay_ms,
+            RECONNECT_DELAY_MS_MAX,
+        ),
+        (
+            "reset_after_live_ms",
+            reconnect.reset_after_live_ms,
+            RESET_AFTER_LIVE_MS_MAX,
+        ),
+    ] {
+        if value > max {
+            let low = if key == "reset_after_live_ms" { 0 } else { 1 };
+            problems.push(Problem::new(
+                path.key(key),
+                format!("{value} is out of range; valid values are {low} to {max}"),
+            ));
+        }
+    }
     if reconnect.max_delay_ms < reconnect.initial_delay_ms {
         problems.push(Problem::new(
             path.key("max_delay_ms"),
@@ -988,8 +1079,20 @@ fn check_lifecycle(problems: &mut Vec<Problem>, lifecycle: &LifecycleConfig) {
 fn check_staleness(problems: &mut Vec<Problem>, staleness: &StalenessConfig, channels: &[String]) {
     const ZERO: &str = "0 is too small; the minimum is 1 ms (remove the key to never report \
                         staleness)";
+    let too_long = |value: u64| {
+        format!(
+            "{value} is out of range; valid values are 1 to {STALENESS_MS_MAX} (remove the key to \
+             never report staleness)"
+        )
+    };
     if staleness.default_ms == Some(0) {
         problems.push(Problem::new(KeyPath::dotted("staleness.default_ms"), ZERO));
+    }
+    if let Some(value) = staleness.default_ms.filter(|&ms| ms > STALENESS_MS_MAX) {
+        problems.push(Problem::new(
+            KeyPath::dotted("staleness.default_ms"),
+            too_long(value),
+        ));
     }
     for (channel, threshold_ms) in &staleness.channels {
         let path = KeyPath::dotted("staleness.channels").key(channel);
@@ -1009,6 +1112,8 @@ fn check_staleness(problems: &mut Vec<Problem>, staleness: &StalenessConfig, cha
             ));
         } else if *threshold_ms == 0 {
             problems.push(Problem::new(path, ZERO));
+        } else if *threshold_ms > STALENESS_MS_MAX {
+            problems.push(Problem::new(path, too_long(*threshold_ms)));
         }
     }
 }

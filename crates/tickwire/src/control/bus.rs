@@ -9,10 +9,15 @@
 //! `[bus] snapshot_interval_ms`, and requests inside that interval, malformed datagrams and
 //! unknown venues are counted and dropped (one log line a second at most), so that a reader
 //! that asks in a loop costs the decoder one book per instrument per interval and nothing more.
+//! The decoder then writes the books asked for as far as the readers' budget goes (`[bus]
+//! snapshot_levels_per_s`, all readers together), queueing the rest (`snapshot_queue_books`)
+//! and refusing what the queue cannot hold (`crate::pipeline::book_requests`); its counts are
+//! the bus's metrics here too.
 
 use super::ControlError;
 use crate::config::BusConfig;
 use crate::event::{InstrumentId, VenueId};
+use crate::pipeline::book_requests::BookRequestReaders;
 use crate::pipeline::Runtime;
 use crate::venue::feed::ALL_INSTRUMENTS;
 use std::collections::HashMap;
@@ -49,6 +54,8 @@ pub struct BusControl {
     requests: RequestCounts,
     last_log_ns: u64,
     names_cut: u64,
+    /// The decoder's refusals of books (its queue full) when last logged.
+    books_refused_logged: u64,
     /// The file was found truncated under the appliance (logged once).
     truncated_logged: bool,
 }
@@ -131,6 +138,7 @@ impl BusControl {
             requests: RequestCounts::default(),
             last_log_ns: 0,
             names_cut: writer.names_cut(),
+            books_refused_logged: 0,
             truncated_logged: false,
         };
         Ok((control, writer))
@@ -176,13 +184,19 @@ impl BusControl {
         }
         let refused =
             (self.requests.throttled - before.throttled) + (self.requests.invalid - before.invalid);
-        if refused > 0 && now_ns.saturating_sub(self.last_log_ns) >= LOG_EVERY_NS {
+        let books_refused = runtime.bus_book_requests.refused.get();
+        let queue_full = books_refused > self.books_refused_logged;
+        if (refused > 0 || queue_full) && now_ns.saturating_sub(self.last_log_ns) >= LOG_EVERY_NS {
             self.last_log_ns = now_ns;
+            self.books_refused_logged = books_refused;
             tracing::info!(
                 throttled = self.requests.throttled,
                 invalid = self.requests.invalid,
+                queue_full = books_refused,
                 "bus snapshot requests refused so far (asked again within \
-                 [bus] snapshot_interval_ms, or not a valid request)"
+                 [bus] snapshot_interval_ms, not a valid request, or books that found the \
+                 decoder's queue for [bus] snapshot_levels_per_s full: [bus] \
+                 snapshot_queue_books)"
             );
         }
     }
@@ -243,8 +257,8 @@ impl BusControl {
         }
     }
 
-    /// The bus's lines of `/metrics`.
-    pub fn render_metrics(&self, out: &mut String, books_served: u64) {
+    /// The bus's lines of `/metrics`, with the decoder's counts of the books readers asked for.
+    pub fn render_metrics(&self, out: &mut String, books: &BookRequestReaders) {
         let requests = self.requests;
         let _ = writeln!(
             out,
@@ -270,7 +284,18 @@ impl BusControl {
              tickwire_bus_snapshot_requests_total{{result=\"invalid\"}} {}\n\
              # HELP tickwire_bus_books_served_total Books the decoder wrote to the bus for readers.\n\
              # TYPE tickwire_bus_books_served_total counter\n\
-             tickwire_bus_books_served_total {books_served}\n\
+             tickwire_bus_books_served_total {}\n\
+             # HELP tickwire_bus_book_requests_total Books asked of the decoder, by what became of them: queued for the readers' budget ([bus] snapshot_levels_per_s), deferred (written in a later round, when the budget paid), refused (the queue, [bus] snapshot_queue_books, was full).\n\
+             # TYPE tickwire_bus_book_requests_total counter\n\
+             tickwire_bus_book_requests_total{{result=\"queued\"}} {}\n\
+             tickwire_bus_book_requests_total{{result=\"deferred\"}} {}\n\
+             tickwire_bus_book_requests_total{{result=\"refused\"}} {}\n\
+             # HELP tickwire_bus_book_queue Books waiting for the readers' budget now.\n\
+             # TYPE tickwire_bus_book_queue gauge\n\
+             tickwire_bus_book_queue {}\n\
+             # HELP tickwire_bus_snapshot_levels_total Levels the decoder wrote for readers' books (a book's begin and end count as one each): what the budget paid for.\n\
+             # TYPE tickwire_bus_snapshot_levels_total counter\n\
+             tickwire_bus_snapshot_levels_total {}\n\
              # HELP tickwire_bus_truncated 1 once the bus file was found truncated under the appliance.\n\
              # TYPE tickwire_bus_truncated gauge\n\
              tickwire_bus_truncated {}",
@@ -282,6 +307,12 @@ impl BusControl {
             requests.accepted,
             requests.throttled,
             requests.invalid,
+            books.served.get(),
+            books.queued.get(),
+            books.deferred.get(),
+            books.refused.get(),
+            books.waiting(),
+            books.levels.get(),
             u8::from(self.stats.truncated()),
         );
     }

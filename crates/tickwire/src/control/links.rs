@@ -392,8 +392,16 @@ impl Venues {
                 protocol,
                 config: config.clone(),
                 login: plan.login,
-                ping_interval_ns: config.lifecycle.ping_interval().map(|ms| ms * NS_PER_MS),
-                read_timeout_ns: config.lifecycle.read_timeout().map(|ms| ms * NS_PER_MS),
+                // Saturating: every key is bounded by the config check, and a value that got
+                // past it must not wrap into a short timer (issue 32).
+                ping_interval_ns: config
+                    .lifecycle
+                    .ping_interval()
+                    .map(|ms| ms.saturating_mul(NS_PER_MS)),
+                read_timeout_ns: config
+                    .lifecycle
+                    .read_timeout()
+                    .map(|ms| ms.saturating_mul(NS_PER_MS)),
                 stream_names: crate::venue::stream_names(config),
                 id: plan.id,
                 thresholds: config
@@ -403,12 +411,15 @@ impl Venues {
                         config
                             .staleness
                             .threshold_ms(channel)
-                            .map(|ms| ms * NS_PER_MS)
+                            .map(|ms| ms.saturating_mul(NS_PER_MS))
                     })
                     .collect(),
                 channels,
-                rotate_after_ns: config.lifecycle.rotate_after_ms * NS_PER_MS,
-                rotation_overlap_ns: config.lifecycle.rotation_overlap_ms * NS_PER_MS,
+                rotate_after_ns: config.lifecycle.rotate_after_ms.saturating_mul(NS_PER_MS),
+                rotation_overlap_ns: config
+                    .lifecycle
+                    .rotation_overlap_ms
+                    .saturating_mul(NS_PER_MS),
                 breaker: StormBreaker::new(config.reconnect.max_attempts_per_minute),
                 prepared: plan.prepared,
                 shards,

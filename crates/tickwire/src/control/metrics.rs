@@ -96,7 +96,7 @@ impl Session {
             runtime.event_ring.high_water()
         );
         if let Some(bus) = &self.bus {
-            bus.render_metrics(&mut out, runtime.bus_books_served.get());
+            bus.render_metrics(&mut out, &runtime.bus_book_requests);
         }
         if let Some(recorder) = &self.recorder {
             recorder.render_metrics(&mut out);
@@ -180,7 +180,7 @@ impl Session {
         }
         let _ = writeln!(
             out,
-            "# HELP tickwire_venue_book_events_total Order book events: sync (a snapshot applied), gap (continuity lost), resync (the book rebuilt from a new snapshot), refused (an update the book refused, unchanged), saturated (a size above what an event holds).\n\
+            "# HELP tickwire_venue_book_events_total Order book events: sync (a snapshot applied), gap (continuity lost), resync (the book rebuilt from a new snapshot), refused (an update the book refused, unchanged), saturated (a size above what an event holds), limit (a book dropped or a symbol mapping refused at a configured bound, with a gap).\n\
              # TYPE tickwire_venue_book_events_total counter"
         );
         for (venue, feed) in &self.feeds {
@@ -191,6 +191,7 @@ impl Session {
                 ("resync", feed.book_resyncs.get()),
                 ("refused", feed.book_refused.get()),
                 ("saturated", feed.book_saturated.get()),
+                ("limit", feed.book_limits.get()),
             ] {
                 let _ = writeln!(
                     out,

@@ -286,6 +286,13 @@ impl Session {
         } else {
             strategy
         };
+        // The decoder's budget for the books bus readers ask for (none come without a bus).
+        let bus_config = loaded.appliance.bus.clone().unwrap_or_default();
+        let book_requests = crate::pipeline::book_requests::BookRequestConfig {
+            levels_per_s: bus_config.snapshot_levels_per_s,
+            queue_books: bus_config.snapshot_queue_books,
+            venues: venue_ranges,
+        };
         let options = RuntimeOptions {
             feeds,
             conn_venues,
@@ -293,6 +300,7 @@ impl Session {
             stamps,
             strategy,
             bus: bus_writer,
+            book_requests,
             control_wakeup: Some(wait.wakeup()),
         };
         // The recorder attaches before the first event is published, and reads from the
@@ -430,13 +438,24 @@ impl Session {
             self.runtime.deliver_snapshot(reply)?;
         }
         for sample in self.runtime.take_malformed() {
-            tracing::warn!(
-                venue = %self.venues.name(usize::from(sample.venue)),
-                error = %sample.error(),
-                offset = sample.offset,
-                "malformed message skipped (one sample per second at most): {}",
-                sample.text()
-            );
+            let venue = self.venues.name(usize::from(sample.venue));
+            match sample.kind {
+                crate::venue::feed::SampleKind::Malformed => tracing::warn!(
+                    venue = %venue,
+                    error = %sample.error(),
+                    offset = sample.offset,
+                    "malformed message skipped (one sample per second at most): {}",
+                    sample.text()
+                ),
+                crate::venue::feed::SampleKind::Limit => tracing::error!(
+                    venue = %venue,
+                    error = %sample.error(),
+                    "a bound of the venue's config was reached (databento.max_orders_per_book \
+                     or databento.max_instrument_mappings): the instrument got a gap; logged \
+                     once per limit, counted in tickwire_venue_book_events_total{{event=\"limit\"}}: {}",
+                    sample.text()
+                ),
+            }
         }
         self.print_events()?;
         if let Some(bus) = self.bus.as_mut() {

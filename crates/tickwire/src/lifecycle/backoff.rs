@@ -22,11 +22,18 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    /// `seed` makes the jitter reproducible in tests; any value works (0 is remapped).
+    /// `seed` makes the jitter reproducible in tests; any value works (0 is remapped). The
+    /// delays are bounded by the config check (`reconnect.max_delay_ms` at most
+    /// [`crate::config::RECONNECT_DELAY_MS_MAX`]); a larger one saturates rather than wraps into
+    /// a short delay (issue 32).
     pub fn new(config: &ReconnectConfig, seed: u64) -> Backoff {
         Backoff {
-            initial_ns: config.initial_delay_ms.max(1) * NS_PER_MS,
-            max_ns: config.max_delay_ms.max(config.initial_delay_ms).max(1) * NS_PER_MS,
+            initial_ns: config.initial_delay_ms.max(1).saturating_mul(NS_PER_MS),
+            max_ns: config
+                .max_delay_ms
+                .max(config.initial_delay_ms)
+                .max(1)
+                .saturating_mul(NS_PER_MS),
             factor: config.factor.max(1.0),
             failures: 0,
             rng: seed | 1,
@@ -48,7 +55,7 @@ impl Backoff {
         let ceiling = self.ceiling_ns();
         self.failures = self.failures.saturating_add(1);
         // Full jitter, but never zero: a retry always yields the core for at least 1 ms.
-        (self.next_random() % (ceiling + 1)).max(NS_PER_MS)
+        (self.next_random() % ceiling.saturating_add(1)).max(NS_PER_MS)
     }
 
     /// Consecutive failures since the last reset.
@@ -179,6 +186,26 @@ mod tests {
             assert!(backoff.next_delay_ns() <= 1_000 * NS_PER_MS);
         }
         assert_eq!(backoff.ceiling_ns(), 1_000 * NS_PER_MS);
+    }
+
+    /// Issue 32: `max_delay_ms * NS_PER_MS` wrapped in a release build for a delay past the
+    /// config's bound, into a short (or zero) ceiling. It saturates: the ceiling only grows.
+    #[test]
+    fn a_max_delay_past_the_bound_saturates_rather_than_wraps() {
+        let mut config = config();
+        config.max_delay_ms = u64::MAX / 1_000;
+        let mut backoff = Backoff::new(&config, 3);
+        let mut previous = 0;
+        for _ in 0..2_000 {
+            let ceiling = backoff.ceiling_ns();
+            assert!(ceiling >= previous, "{ceiling} after {previous}");
+            previous = ceiling;
+            backoff.next_delay_ns();
+        }
+        assert_eq!(backoff.ceiling_ns(), u64::MAX);
+        config.initial_delay_ms = u64::MAX;
+        let backoff = Backoff::new(&config, 3);
+        assert_eq!(backoff.ceiling_ns(), u64::MAX);
     }
 
     #[test]

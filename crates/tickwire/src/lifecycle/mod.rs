@@ -301,10 +301,12 @@ pub struct Timing {
 impl Timing {
     pub fn new(reconnect: &ReconnectConfig, lifecycle: &LifecycleConfig) -> Timing {
         Timing {
-            handshake_timeout_ns: lifecycle.handshake_timeout_ms * NS_PER_MS,
-            ack_timeout_ns: lifecycle.ack_timeout_ms * NS_PER_MS,
-            close_timeout_ns: lifecycle.close_timeout_ms * NS_PER_MS,
-            reset_after_live_ns: reconnect.reset_after_live_ms * NS_PER_MS,
+            // Saturating: the config check bounds every key, and a value past it must not wrap
+            // into a short timer (issue 32).
+            handshake_timeout_ns: lifecycle.handshake_timeout_ms.saturating_mul(NS_PER_MS),
+            ack_timeout_ns: lifecycle.ack_timeout_ms.saturating_mul(NS_PER_MS),
+            close_timeout_ns: lifecycle.close_timeout_ms.saturating_mul(NS_PER_MS),
+            reset_after_live_ns: reconnect.reset_after_live_ms.saturating_mul(NS_PER_MS),
             max_attempts: reconnect.max_attempts,
         }
     }

@@ -7,12 +7,14 @@
 //! latency. It relays the feeds' replies to subscription requests at once, and in every round
 //! that catches up with the frame ring (and at least every [`CONTROL_MAX_DEFER_NS`] during a
 //! backlog) the feeds' snapshot requests and the replies back, the control thread's
-//! [`DecoderCommand`]s, and one malformed-message sample per feed per second.
+//! [`DecoderCommand`]s, the books bus readers asked for as far as their budget goes
+//! ([`super::book_requests`]), and one malformed-message sample per feed per second.
 //!
 //! **Invariant:** the decoder's control work never waits for the stream to pause: a network
 //! stage that blocks until data arrives hands this stage a frame in nearly every round while the
 //! stream flows.
 
+use super::book_requests::{BookRequestConfig, BookRequestReaders, BookRequests};
 use super::rings::{DecoderEnds, PublishMark};
 use super::{StagePoll, BATCHES_PER_POLL, EVENT_BATCH, HIGHEST_LATENCY_NS};
 use crate::clock::Clock;
@@ -56,8 +58,10 @@ pub enum DecoderCommand {
     /// A status event for the strategy (a connection or a stream changed state), written in
     /// order with the market events.
     Status(Event),
-    /// A reader of the event bus asked for books: the venue's feed writes the book of
-    /// `instrument` (`ALL_INSTRUMENTS`: every book) to the bus only, in order with its updates.
+    /// A reader of the event bus asked for books: the book of `instrument` (`ALL_INSTRUMENTS`:
+    /// every book of the venue) joins the readers' queue, and the venue's feed writes it to the
+    /// bus only, in order with its updates, once the readers' budget pays for it
+    /// ([`super::book_requests`]).
     EmitBooks {
         venue: VenueId,
         instrument: InstrumentId,
@@ -107,8 +111,8 @@ pub(super) struct DecoderStage {
     events_per_frame: usize,
     /// The shared-memory event bus, written with the event ring (see `EventSink`).
     bus: Option<tickwire_bus::BusWriter>,
-    /// Books written to the bus because a reader asked.
-    books_served: CounterWriter,
+    /// The books bus readers asked for, waiting for their budget.
+    book_requests: BookRequests,
     /// Wakes the control thread after a round that handed it replies or snapshot requests.
     control_wakeup: Option<crate::thread::ControlWakeup>,
 }
@@ -121,25 +125,32 @@ pub(super) struct DecoderReaders {
     /// Per venue: the events written for the strategy, by kind.
     pub venue_events: Vec<VenueEvents>,
     pub receive_to_decoded: LatencyCollector,
-    /// Books written to the bus because a reader asked.
-    pub books_served: CounterReader,
+    /// The books bus readers asked for: queued, deferred, refused, served.
+    pub book_requests: BookRequestReaders,
+}
+
+/// The decoder stage's side of the event bus: the writer, if the appliance has a bus, and the
+/// budget for the books its readers ask for.
+pub(super) struct DecoderBus<'c> {
+    pub writer: Option<tickwire_bus::BusWriter>,
+    pub book_requests: &'c BookRequestConfig,
 }
 
 impl DecoderStage {
-    /// The stage with its venue feeds (by venue id), the venue of each connection slot and its
-    /// rings. It wakes no one until [`DecoderStage::wake_strategy_with`] names the strategy's
-    /// thread.
+    /// The stage with its venue feeds (by venue id), the venue of each connection slot, the bus
+    /// and its rings. It wakes no one until [`DecoderStage::wake_strategy_with`] names the
+    /// strategy's thread.
     pub(super) fn new(
         clock: Clock,
         feeds: Vec<Box<dyn Feed>>,
         conn_venues: Vec<VenueId>,
-        bus: Option<tickwire_bus::BusWriter>,
+        bus: DecoderBus<'_>,
         rings: DecoderEnds,
         control_wakeup: Option<crate::thread::ControlWakeup>,
         latency_digits: u8,
     ) -> Result<(DecoderStage, DecoderReaders), metrics::HistogramError> {
         let (undecoded, frames_undecoded) = metrics::counter();
-        let (books_served, books_served_reader) = metrics::counter();
+        let (book_requests, book_request_readers) = BookRequests::new(bus.book_requests);
         let (receive_to_decoded, receive_to_decoded_reader) =
             metrics::latency("receive_to_decoded", HIGHEST_LATENCY_NS, latency_digits)?;
         let (traffic, venue_traffic): (Vec<_>, Vec<_>) = feeds
@@ -177,8 +188,8 @@ impl DecoderStage {
             publish_marks: rings.publish_marks,
             published: 0,
             events_per_frame: 1,
-            bus,
-            books_served,
+            bus: bus.writer,
+            book_requests,
             control_wakeup,
         };
         let readers = DecoderReaders {
@@ -186,7 +197,7 @@ impl DecoderStage {
             venue_traffic,
             venue_events,
             receive_to_decoded: receive_to_decoded_reader,
-            books_served: books_served_reader,
+            book_requests: book_request_readers,
         };
         Ok((stage, readers))
     }
@@ -398,15 +409,14 @@ impl StagePoll for DecoderStage {
                     }
                     DecoderCommand::Status(event) => sink.push(event),
                     DecoderCommand::EmitBooks { venue, instrument } => {
-                        if let Some(feed) = feeds.get_mut(venue as usize) {
-                            sink.bus_only(true);
-                            let books = feed.emit_books(instrument, now_ns, &mut sink);
-                            sink.bus_only(false);
-                            self.books_served.add(books as u64);
-                        }
+                        self.book_requests.request(venue, instrument, now_ns);
                     }
                 }
             }
+            // The readers' books, as far as their budget pays, after this round's requests.
+            sink.bus_only(true);
+            control += self.book_requests.serve(now_ns, feeds, &mut sink);
+            sink.bus_only(false);
             let requests = &mut self.snapshot_requests;
             let malformed = &mut self.malformed;
             for feed in feeds.iter_mut() {
@@ -509,6 +519,10 @@ mod tests {
             None
         }
 
+        fn book_events(&self, _instrument: InstrumentId) -> usize {
+            0
+        }
+
         fn emit_books(
             &mut self,
             _instrument: InstrumentId,
@@ -550,7 +564,10 @@ mod tests {
                 Clock::monotonic(),
                 vec![Box::new(feed)],
                 vec![0],
-                None,
+                DecoderBus {
+                    writer: None,
+                    book_requests: &BookRequestConfig::default(),
+                },
                 rings.decoder,
                 None,
                 3,
@@ -619,7 +636,10 @@ mod tests {
             Clock::monotonic(),
             vec![Box::new(feed)],
             vec![0],
-            None,
+            DecoderBus {
+                writer: None,
+                book_requests: &BookRequestConfig::default(),
+            },
             rings.decoder,
             None,
             3,

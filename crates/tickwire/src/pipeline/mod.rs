@@ -29,6 +29,7 @@
 //! loop (the network stage builds its transport there, because io_uring's SINGLE_ISSUER binds
 //! the ring to the thread that made it).
 
+pub mod book_requests;
 mod decoder_stage;
 mod net_stage;
 mod rings;
@@ -94,6 +95,9 @@ pub struct RuntimeOptions {
     pub strategy: Option<Box<dyn Strategy>>,
     /// The shared-memory event bus the decoder stage writes every event to, if any.
     pub bus: Option<tickwire_bus::BusWriter>,
+    /// The budget and queue for the books the bus's readers ask for, and each venue's
+    /// instruments (`[bus] snapshot_levels_per_s`, `snapshot_queue_books`).
+    pub book_requests: book_requests::BookRequestConfig,
     /// Wakes the control thread after a stage hands it work (a network status, a venue's
     /// reply, a snapshot request), so it acts at once rather than at its next tick.
     pub control_wakeup: Option<thread::ControlWakeup>,
@@ -118,8 +122,9 @@ pub struct Runtime {
     pub venue_traffic: Vec<(CounterReader, CounterReader)>,
     /// Per venue: the events written for the strategy, by kind.
     pub venue_events: Vec<crate::venue::feed::VenueEvents>,
-    /// Books the decoder wrote to the bus because a reader asked.
-    pub bus_books_served: CounterReader,
+    /// The books the bus's readers asked for: queued, deferred, refused, served (and their
+    /// levels).
+    pub bus_book_requests: book_requests::BookRequestReaders,
     /// Simulator send to strategy, per quote, when stamps were wired in.
     pub send_to_strategy: Option<LatencyCollector>,
     /// Quotes that found no send stamp.
@@ -167,7 +172,10 @@ impl Runtime {
             clock,
             options.feeds,
             options.conn_venues,
-            options.bus,
+            decoder_stage::DecoderBus {
+                writer: options.bus,
+                book_requests: &options.book_requests,
+            },
             rings.decoder,
             options.control_wakeup,
             appliance.metrics.latency_digits,
@@ -207,7 +215,7 @@ impl Runtime {
             decoded_to_strategy: strategy_readers.decoded_to_strategy,
             venue_traffic: decoder_readers.venue_traffic,
             venue_events: decoder_readers.venue_events,
-            bus_books_served: decoder_readers.books_served,
+            bus_book_requests: decoder_readers.book_requests,
             send_to_strategy: strategy_readers.send_to_strategy,
             unstamped: strategy_readers.unstamped,
             board: strategy_readers.board,

@@ -22,8 +22,10 @@ pub use super::print::{EventNames, InstrumentName};
 
 /// The strategy the config names, or `None` for `name = "none"`.
 pub fn from_config(config: &StrategyConfig, names: EventNames) -> Option<Box<dyn Strategy>> {
-    let summary_ns =
-        (config.summary_interval_ms > 0).then(|| config.summary_interval_ms * NS_PER_MS);
+    // Bounded by the config check (`strategy.summary_interval_ms`); saturating, so that a value
+    // past it means "rarely", never a wrapped short interval (issue 32).
+    let summary_ns = (config.summary_interval_ms > 0)
+        .then(|| config.summary_interval_ms.saturating_mul(NS_PER_MS));
     match config.name {
         StrategyName::None => None,
         StrategyName::Print => Some(Box::new(Print::new(names, std::io::stdout()))),

@@ -56,6 +56,15 @@ mod tests {
     }
 
     #[test]
+    fn one_requested_book_is_looked_up_not_searched_for() {
+        use crate::venue::feed::ALL_INSTRUMENTS;
+        assert_eq!(selected_books(ALL_INSTRUMENTS, 10, 4), 0..4);
+        assert_eq!(selected_books(12, 10, 4), 2..3);
+        assert_eq!(selected_books(14, 10, 4), 0..0, "past the venue's books");
+        assert_eq!(selected_books(3, 10, 4), 0..0, "below them");
+    }
+
+    #[test]
     fn only_the_last_event_of_a_message_is_flagged() {
         let mut seen = Vec::new();
         let mut out = |event: Event| seen.push((event.header.venue_seq, event.header.flags));
@@ -192,6 +201,30 @@ pub fn order_books_snapshot<'b>(
         written += 1;
     }
     written
+}
+
+/// The positions (`id - base`) among a venue's `len` books that `instrument` selects: every one
+/// for `ALL_INSTRUMENTS`, the one it names, or none for an id that is not the venue's. A feed
+/// writes one requested book without walking the others.
+pub fn selected_books(
+    instrument: crate::event::InstrumentId,
+    base: crate::event::InstrumentId,
+    len: usize,
+) -> std::ops::Range<usize> {
+    if instrument == crate::venue::feed::ALL_INSTRUMENTS {
+        return 0..len;
+    }
+    match instrument.checked_sub(base).map(|index| index as usize) {
+        Some(index) if index < len => index..index + 1,
+        _ => 0..0,
+    }
+}
+
+/// The events [`order_book_snapshot`] writes for `book`: its levels, its begin and its end
+/// (`Feed::book_events`).
+pub fn order_book_events(book: &crate::book::OrderBook) -> usize {
+    use crate::book::BookSide;
+    book.len(BookSide::Bid) + book.len(BookSide::Ask) + 2
 }
 
 /// [`book_snapshot`] of a price-level [`OrderBook`](crate::book::OrderBook) (Binance's and

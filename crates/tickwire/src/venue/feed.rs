@@ -260,10 +260,13 @@ pub struct SnapshotReply {
 }
 
 /// A message a feed could not decode, kept for a rate-limited log line on the control thread:
-/// what went wrong and the first bytes of the message.
+/// what went wrong and the first bytes of the message. Also, once per feed and limit, the
+/// message at which a bound of the appliance was reached ([`SampleKind::Limit`]).
 #[derive(Clone, Copy)]
 pub struct MalformedSample {
     pub venue: VenueId,
+    /// What the sample is for: the control thread words its log line after it.
+    pub kind: SampleKind,
     /// The decoder's description of the error, truncated to the buffer.
     error: [u8; MalformedSample::ERROR_BYTES],
     error_len: usize,
@@ -296,6 +299,7 @@ impl MalformedSample {
         head[..head_len].copy_from_slice(&message[..head_len]);
         MalformedSample {
             venue,
+            kind: SampleKind::Malformed,
             error: error_text,
             error_len,
             offset,
@@ -318,6 +322,17 @@ impl MalformedSample {
         }
         text
     }
+}
+
+/// What a [`MalformedSample`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleKind {
+    /// A message that did not decode (or that a book refused): skipped.
+    Malformed,
+    /// A bound of the appliance was reached at this message (a Databento L3 book's order limit,
+    /// a gateway session's instrument mappings): the instrument got a gap. Logged once per feed
+    /// and limit; the venue's `limit` book events count every time.
+    Limit,
 }
 
 /// Symbol to index, for a feed that routes messages by the symbol they name: a linear scan,
@@ -435,6 +450,21 @@ impl MalformedSampler {
     ) {
         self.last_ns = Some(recv_ts_ns);
         self.sample = Some(MalformedSample::new(venue, error, offset, message));
+    }
+
+    /// Keeps a [`SampleKind::Limit`] sample of `message` whatever the interval (see
+    /// [`MalformedSampler::offer_now`]): the caller offers one per limit and feed.
+    pub fn offer_limit(
+        &mut self,
+        venue: VenueId,
+        error: &dyn std::fmt::Display,
+        message: &[u8],
+        recv_ts_ns: u64,
+    ) {
+        self.offer_now(venue, error, 0, message, recv_ts_ns);
+        if let Some(sample) = self.sample.as_mut() {
+            sample.kind = SampleKind::Limit;
+        }
     }
 
     pub fn take(&mut self) -> Option<MalformedSample> {
@@ -747,6 +777,13 @@ pub trait Feed: Send {
     /// A reply to one of the control thread's requests, if one is waiting.
     fn take_reply(&mut self) -> Option<VenueReply>;
 
+    /// How many events [`Feed::emit_books`] would write now for the one book of `instrument`
+    /// (never [`ALL_INSTRUMENTS`]): its levels and the begin and end of its snapshot (of each, for
+    /// an instrument with two: a Databento MBO book and its MBP-10 levels); 0 for a book out of
+    /// sync or an instrument without one, which `emit_books` skips. The decoder stage charges
+    /// it to the readers' snapshot budget before it asks for the book.
+    fn book_events(&self, instrument: InstrumentId) -> usize;
+
     /// A reader of the event bus asked for the book of `instrument` ([`ALL_INSTRUMENTS`]: every
     /// book of the venue): write each book that is in sync as a snapshot of how it stands now
     /// (`SnapshotBegin`, its levels, `SnapshotEnd`: [`crate::venue::emit::book_snapshot`]) into
@@ -819,6 +856,10 @@ pub struct FeedCounters {
     /// Book events whose size saturated `Fixed` (`flags::SATURATED`: a level's total above
     /// 9,223,372,036 units; Databento MBO books).
     pub book_saturated: CounterReader,
+    /// Books dropped, or symbol mappings refused, because a bound of the appliance was reached
+    /// (`databento.max_orders_per_book`, `databento.max_instrument_mappings`), each told to the
+    /// strategy as a gap (`GapReason::Limit`, also counted in `book_gaps`).
+    pub book_limits: CounterReader,
     /// Per stream: when it last delivered, when two connections agreed on it.
     pub activity: Arc<StreamActivity>,
 }
@@ -841,6 +882,7 @@ impl FeedCounters {
         let (book_resyncs, book_resyncs_r) = counter();
         let (book_refused, book_refused_r) = counter();
         let (book_saturated, book_saturated_r) = counter();
+        let (book_limits, book_limits_r) = counter();
         let writers = FeedWriters {
             messages: message_writers.into_boxed_slice(),
             unknown_symbol,
@@ -852,6 +894,7 @@ impl FeedCounters {
             book_resyncs,
             book_refused,
             book_saturated,
+            book_limits,
         };
         let counters = FeedCounters {
             kinds,
@@ -865,6 +908,7 @@ impl FeedCounters {
             book_resyncs: book_resyncs_r,
             book_refused: book_refused_r,
             book_saturated: book_saturated_r,
+            book_limits: book_limits_r,
             activity,
         };
         (writers, counters)
@@ -907,6 +951,7 @@ pub struct FeedWriters {
     pub book_resyncs: CounterWriter,
     pub book_refused: CounterWriter,
     pub book_saturated: CounterWriter,
+    pub book_limits: CounterWriter,
 }
 
 impl FeedWriters {

@@ -36,6 +36,14 @@ pub enum RestError {
     Malformed { url: String, reason: &'static str },
     #[error("{url}: the response is larger than {limit} bytes")]
     TooLarge { url: String, limit: usize },
+    /// The venue's `Content-Length` says more than the response may hold (or more than any
+    /// integer does): refused before reading the body.
+    #[error("{url}: the response declares a body of {declared} bytes (Content-Length), more than the {limit} accepted")]
+    DeclaredTooLarge {
+        url: String,
+        declared: String,
+        limit: usize,
+    },
 }
 
 /// A response: status code and body.
@@ -207,8 +215,16 @@ fn exchange(
                         limit: MAX_RESPONSE_BYTES,
                     });
                 }
-                if response_complete(&raw) {
-                    break;
+                match response_progress(&raw) {
+                    Progress::Incomplete => {}
+                    Progress::Complete => break,
+                    Progress::TooLarge(declared) => {
+                        return Err(RestError::DeclaredTooLarge {
+                            url: url.to_owned(),
+                            declared: declared.to_owned(),
+                            limit: MAX_RESPONSE_BYTES,
+                        })
+                    }
                 }
             }
             // A peer that closes without close_notify after a complete response is common.
@@ -241,16 +257,50 @@ fn classify_tls(url: &str, stage: &'static str, source: std::io::Error) -> RestE
     }
 }
 
-/// Whether `raw` already holds a whole response with a `Content-Length` body, so the reader
-/// need not wait for the peer to close.
-fn response_complete(raw: &[u8]) -> bool {
+/// What the bytes read so far say about where the response ends.
+#[derive(Debug, PartialEq, Eq)]
+enum Progress<'a> {
+    /// Read on (to the length, or to the end of the stream).
+    Incomplete,
+    /// A whole response with a `Content-Length` body: the reader need not wait for the peer to
+    /// close.
+    Complete,
+    /// The `Content-Length` (the venue's text) puts the response's end past
+    /// `MAX_RESPONSE_BYTES`, or past any integer.
+    TooLarge(&'a str),
+}
+
+/// Where `raw`'s response ends, by its `Content-Length`. The length is the venue's: the sum is
+/// checked, never wrapped (a release build has no overflow checks; issue 32), and a length that
+/// takes the response past `MAX_RESPONSE_BYTES` is refused at once rather than waited for. A
+/// length that is not a number is left to [`parse_response`], which refuses it.
+fn response_progress(raw: &[u8]) -> Progress<'_> {
     let Some(head_end) = find(raw, b"\r\n\r\n") else {
-        return false;
+        return Progress::Incomplete;
     };
     let head = &raw[..head_end];
-    match header(head, "content-length").and_then(|value| value.trim().parse::<usize>().ok()) {
-        Some(length) => raw.len() >= head_end + 4 + length,
-        None => false,
+    let Some(text) = header(head, "content-length") else {
+        return Progress::Incomplete;
+    };
+    let length = match text.trim().parse::<usize>() {
+        Ok(length) => length,
+        Err(error) if *error.kind() == std::num::IntErrorKind::PosOverflow => {
+            return Progress::TooLarge(text)
+        }
+        Err(_) => return Progress::Incomplete,
+    };
+    match head_end
+        .checked_add(4)
+        .and_then(|body_start| body_start.checked_add(length))
+    {
+        Some(end) if end <= MAX_RESPONSE_BYTES => {
+            if raw.len() >= end {
+                Progress::Complete
+            } else {
+                Progress::Incomplete
+            }
+        }
+        _ => Progress::TooLarge(text),
     }
 }
 
@@ -298,7 +348,9 @@ fn dechunk(mut body: &[u8]) -> Result<Vec<u8>, &'static str> {
         }
         let chunk = body.get(..size).ok_or("chunk shorter than its size")?;
         out.extend_from_slice(chunk);
-        body = body.get(size + 2..).ok_or("chunk without CRLF")?;
+        // `size` is the venue's: checked, though `get(..size)` above already bounds it.
+        let next = size.checked_add(2).ok_or("chunk size")?;
+        body = body.get(next..).ok_or("chunk without CRLF")?;
     }
 }
 
@@ -351,12 +403,87 @@ mod tests {
 
     #[test]
     fn knows_when_a_sized_response_is_complete() {
-        assert!(!response_complete(
-            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nab"
-        ));
-        assert!(response_complete(
-            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"
-        ));
-        assert!(!response_complete(b"HTTP/1.1 200 OK\r\n\r\nabc"));
+        assert_eq!(
+            response_progress(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nab"),
+            Progress::Incomplete
+        );
+        assert_eq!(
+            response_progress(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"),
+            Progress::Complete
+        );
+        assert_eq!(
+            response_progress(b"HTTP/1.1 200 OK\r\n\r\nabc"),
+            Progress::Incomplete
+        );
+    }
+
+    /// Issue 32: `head_end + 4 + length` with the venue's Content-Length wrapped in a release
+    /// build: `usize::MAX` made the sum small, and the response counted as complete. A length
+    /// past the limit (or past any integer) is now a clear error before the body is read.
+    #[test]
+    fn a_huge_content_length_is_a_clear_error_not_a_wrap() {
+        for declared in [
+            usize::MAX.to_string(),
+            (usize::MAX - 3).to_string(),
+            (MAX_RESPONSE_BYTES + 1).to_string(),
+            "99999999999999999999999999999".to_owned(),
+        ] {
+            let raw = format!("HTTP/1.1 200 OK\r\nContent-Length: {declared}\r\n\r\n{{}}");
+            assert_eq!(
+                response_progress(raw.as_bytes()),
+                Progress::TooLarge(&declared),
+                "{declared}"
+            );
+            // Through the reader: refused at once, naming the length and the limit.
+            let mut stream = Scripted {
+                reply: std::io::Cursor::new(raw.into_bytes()),
+            };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let error = exchange(
+                &mut stream,
+                b"GET / HTTP/1.1\r\n\r\n",
+                deadline,
+                "http://venue",
+            )
+            .expect_err("refused");
+            assert!(
+                matches!(error, RestError::DeclaredTooLarge { .. }),
+                "{error}"
+            );
+            let text = error.to_string();
+            assert!(
+                text.contains(&declared) && text.contains(&MAX_RESPONSE_BYTES.to_string()),
+                "{text}"
+            );
+        }
+        // The largest body that fits is still read.
+        let fits = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+        assert_eq!(response_progress(fits), Progress::Complete);
+        // Chunk sizes are the venue's too: a huge one is malformed, never a wrap.
+        assert!(parse_response(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nab\r\n0\r\n\r\n"
+        )
+        .is_err());
+    }
+
+    /// A stream that answers with a fixed reply and swallows what is written.
+    struct Scripted {
+        reply: std::io::Cursor<Vec<u8>>,
+    }
+
+    impl Read for Scripted {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.reply.read(buf)
+        }
+    }
+
+    impl Write for Scripted {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 }

@@ -581,6 +581,15 @@ impl Feed for BinanceFeed {
         self.replies.pop()
     }
 
+    fn book_events(&self, instrument: InstrumentId) -> usize {
+        instrument
+            .checked_sub(self.config.instrument_base)
+            .and_then(|index| self.books.get(index as usize))
+            .and_then(Option::as_ref)
+            .filter(|sync| sync.is_live())
+            .map_or(0, |sync| crate::venue::emit::order_book_events(sync.book()))
+    }
+
     fn emit_books(
         &mut self,
         instrument: InstrumentId,
@@ -588,7 +597,9 @@ impl Feed for BinanceFeed {
         sink: &mut EventSink<'_>,
     ) -> usize {
         let base = self.config.instrument_base;
-        let books = self.books.iter().enumerate().map(|(index, sync)| {
+        let selected = crate::venue::emit::selected_books(instrument, base, self.books.len());
+        let books = self.books.get(selected.clone()).unwrap_or_default();
+        let books = books.iter().zip(selected).map(|(sync, index)| {
             let book = sync
                 .as_ref()
                 .filter(|sync| sync.is_live())

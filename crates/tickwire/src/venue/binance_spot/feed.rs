@@ -734,6 +734,15 @@ impl Feed for SpotFeed {
         self.replies.pop()
     }
 
+    fn book_events(&self, instrument: InstrumentId) -> usize {
+        instrument
+            .checked_sub(self.config.instrument_base)
+            .and_then(|index| self.books.get(index as usize))
+            .and_then(Option::as_ref)
+            .filter(|sync| sync.is_live())
+            .map_or(0, |sync| crate::venue::emit::order_book_events(sync.book()))
+    }
+
     fn emit_books(
         &mut self,
         instrument: InstrumentId,
@@ -741,7 +750,9 @@ impl Feed for SpotFeed {
         sink: &mut EventSink<'_>,
     ) -> usize {
         let base = self.config.instrument_base;
-        let books = self.books.iter().enumerate().map(|(index, sync)| {
+        let selected = crate::venue::emit::selected_books(instrument, base, self.books.len());
+        let books = self.books.get(selected.clone()).unwrap_or_default();
+        let books = books.iter().zip(selected).map(|(sync, index)| {
             let book = sync
                 .as_ref()
                 .filter(|sync| sync.is_live())

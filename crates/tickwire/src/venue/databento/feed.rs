@@ -18,6 +18,14 @@
 //!   If the gateway cannot replay (the data aged out, or it skipped records for a slow reader),
 //!   the instruments get their gap after all.
 //!
+//! Limits (issue 32): a session holds at most `max_instrument_mappings` symbol mappings
+//! (`databento.max_instrument_mappings`); a mapping of a new DBN instrument id past that is
+//! refused, and the symbol it named gets a `Gap` (`GapReason::Limit`) and a cleared book, since
+//! its records under that id are dropped from then on (counted as unknown symbols). An MBO book
+//! rests at most `max_orders_per_book` orders (`databento.max_orders_per_book`, see
+//! `normalize`). Each time either is reached the venue's `book_limits` (and `book_gaps`) count
+//! it; the first time, per limit, one sample is logged.
+//!
 //! **Invariant:** only the connection that owns a stream (the latest whose gateway mapped the
 //! stream's symbol) delivers it, so two sessions never both reach the strategy.
 //! **Invariant:** no allocation per record: the maps grow only on symbol mappings.
@@ -145,6 +153,11 @@ pub struct FeedConfig {
     pub channels: Vec<String>,
     pub instrument_base: InstrumentId,
     pub recovery: Recovery,
+    /// The most orders one MBO book rests (`databento.max_orders_per_book`).
+    pub max_orders_per_book: usize,
+    /// The most symbol mappings (DBN instrument ids) one gateway session holds
+    /// (`databento.max_instrument_mappings`).
+    pub max_instrument_mappings: usize,
 }
 
 /// One connection's gateway session.
@@ -185,6 +198,9 @@ pub struct DatabentoFeed {
     activity: Arc<StreamActivity>,
     replies: ReplyQueue,
     malformed: MalformedSampler,
+    /// Whether the order limit, and the mapping limit, have been logged (once each).
+    logged_order_limit: bool,
+    logged_mapping_limit: bool,
 }
 
 /// The record types a schema's records carry.
@@ -235,7 +251,8 @@ impl DatabentoFeed {
             .map(|(index, symbol)| (symbol.clone(), index as u32))
             .collect();
         let feed = DatabentoFeed {
-            normalizer: Normalizer::new(config.venue_id),
+            normalizer: Normalizer::new(config.venue_id)
+                .with_max_orders_per_book(config.max_orders_per_book),
             sessions: Vec::new(),
             symbol_index,
             channel_of,
@@ -246,6 +263,8 @@ impl DatabentoFeed {
             activity,
             replies: ReplyQueue::new(REPLIES_KEPT),
             malformed: MalformedSampler::default(),
+            logged_order_limit: false,
+            logged_mapping_limit: false,
             config,
         };
         (feed, counters)
@@ -310,7 +329,14 @@ impl DatabentoFeed {
         }
     }
 
-    fn mapping(&mut self, conn: ConnId, mapping: &SymbolMappingMsg) {
+    fn mapping(
+        &mut self,
+        conn: ConnId,
+        mapping: &SymbolMappingMsg,
+        payload: &[u8],
+        recv_ts_ns: u64,
+        sink: &mut EventSink<'_>,
+    ) {
         let Ok(symbol) = mapping.stype_in_symbol() else {
             self.writers.unknown_symbol.increment();
             return;
@@ -322,7 +348,36 @@ impl DatabentoFeed {
         let Some(Some(session)) = self.sessions.get_mut(conn as usize) else {
             return;
         };
-        session.instruments.insert(mapping.hd.instrument_id, index);
+        let id = mapping.hd.instrument_id;
+        if session.instruments.len() >= self.config.max_instrument_mappings
+            && !session.instruments.contains_key(&id)
+        {
+            // The map is full: this id's records will be dropped, so the symbol's stream is
+            // incomplete from here on; its book goes and the strategy is told.
+            let limit = self.config.max_instrument_mappings;
+            let instrument = self.config.instrument_base + index;
+            self.writers.book_limits.increment();
+            self.writers.book_gaps.increment();
+            self.normalizer.reset_instrument(instrument);
+            sink.push(Event::new(
+                own_header(self.config.venue_id, instrument, recv_ts_ns),
+                Body::Gap(Gap::new(GapReason::Limit, 0, 0)),
+            ));
+            if !std::mem::replace(&mut self.logged_mapping_limit, true) {
+                self.malformed.offer_limit(
+                    self.config.venue_id,
+                    // Short: a sample keeps 96 bytes of it.
+                    &format_args!(
+                        "DBN id {id}: mapping refused at the session's limit {limit}; \
+                         instrument {instrument} gap"
+                    ),
+                    payload,
+                    recv_ts_ns,
+                );
+            }
+            return;
+        }
+        session.instruments.insert(id, index);
         // This connection now delivers the symbol's streams; a replaying one skips what was
         // delivered already.
         let channels = self.channels();
@@ -433,7 +488,7 @@ impl DatabentoFeed {
                     match typed::<SymbolMappingMsg>(&record) {
                         Ok(mapping) => {
                             let mapping = mapping.clone();
-                            self.mapping(conn, &mapping);
+                            self.mapping(conn, &mapping, payload, recv_ts_ns, sink);
                         }
                         Err(error) => self.malformed(&error, payload, recv_ts_ns),
                     }
@@ -516,6 +571,20 @@ impl DatabentoFeed {
                     NormalizeError::Short { .. } => self.writers.malformed.increment(),
                     // The book is unchanged: no resync, the record is counted as refused.
                     NormalizeError::Book { .. } => self.writers.book_refused.increment(),
+                    // The book was dropped and the gap sent: logged once.
+                    NormalizeError::BookLimit { .. } => {
+                        self.writers.book_limits.increment();
+                        self.writers.book_gaps.increment();
+                        if !std::mem::replace(&mut self.logged_order_limit, true) {
+                            self.malformed.offer_limit(
+                                self.config.venue_id,
+                                &error,
+                                payload,
+                                recv_ts_ns,
+                            );
+                        }
+                        continue;
+                    }
                 }
                 // Either is worth a (rate-limited) log line.
                 self.malformed
@@ -535,6 +604,10 @@ impl Feed for DatabentoFeed {
         sink: &mut EventSink<'_>,
     ) {
         self.chunk(conn, recv_ts_ns, payload, sink);
+    }
+
+    fn book_events(&self, instrument: InstrumentId) -> usize {
+        self.normalizer.book_events(instrument)
     }
 
     fn emit_books(
@@ -614,13 +687,18 @@ mod tests {
     }
 
     fn mapping(bytes: &mut Vec<u8>, symbol: &str) {
+        mapping_of(bytes, symbol, ES);
+    }
+
+    /// A mapping of DBN instrument `id` to `symbol`.
+    fn mapping_of(bytes: &mut Vec<u8>, symbol: &str, id: u32) {
         let mapping = SymbolMappingMsg::new(
-            ES,
+            id,
             1,
             SType::RawSymbol,
             symbol,
             SType::InstrumentId,
-            &ES.to_string(),
+            &id.to_string(),
             0,
             u64::MAX,
         )
@@ -654,6 +732,8 @@ mod tests {
             channels: vec!["mbo".to_owned()],
             instrument_base: 0,
             recovery,
+            max_orders_per_book: crate::book::mbo::DEFAULT_MAX_ORDERS,
+            max_instrument_mappings: 64,
         })
     }
 
@@ -828,6 +908,124 @@ mod tests {
             .count();
         assert_eq!(flagged, 2, "the third add's level and its quote");
         assert_eq!(counters.book_saturated.get(), 2);
+    }
+
+    fn limit_gaps(events: &[Event]) -> usize {
+        events
+            .iter()
+            .filter(|e| matches!(e.body(), Body::Gap(g) if g.reason() == GapReason::Limit))
+            .count()
+    }
+
+    /// Issue 32: an L3 book fed past its order limit is dropped with a gap each time, rebuilt
+    /// from what follows, counted each time and logged once; its table never grows past the
+    /// limit.
+    #[test]
+    fn a_book_fed_past_its_order_limit_is_dropped_with_a_gap_counted_and_logged_once() {
+        const LIMIT: usize = 4;
+        let (mut feed, counters) = feed(Recovery::Gap);
+        feed.config.max_orders_per_book = LIMIT;
+        feed.normalizer = Normalizer::new(3).with_max_orders_per_book(LIMIT);
+        let mut bytes = metadata();
+        mapping(&mut bytes, "ESZ6");
+        for id in 1..=12 {
+            add(&mut bytes, id, 10 + id);
+        }
+        let events = run(&mut feed, 0, &bytes);
+        // 1..=4 rest; 5 is refused (gap, book dropped); 6..=9 rest; 10 refused; 11, 12 rest.
+        assert_eq!(added(&events), [1, 2, 3, 4, 6, 7, 8, 9, 11, 12]);
+        assert_eq!(limit_gaps(&events), 2);
+        let gap = events
+            .iter()
+            .position(|e| e.header.kind == EventKind::Gap)
+            .expect("a gap");
+        assert_eq!(events[gap].header.instrument_id, 0);
+        assert_eq!(
+            events[gap - 1].header.venue_seq,
+            4,
+            "the gap comes after the last add that fit"
+        );
+        assert_eq!(counters.book_limits.get(), 2);
+        assert_eq!(counters.book_gaps.get(), 2);
+        assert_eq!(counters.book_refused.get(), 0);
+        let book = feed.normalizer.book(0).expect("the book");
+        assert_eq!(book.orders(), 2, "rebuilt from what followed the last drop");
+        let sample = feed.take_malformed().expect("the limit is logged");
+        assert_eq!(sample.kind, crate::venue::feed::SampleKind::Limit);
+        assert!(
+            sample.error().contains("limit of 4 orders"),
+            "{}",
+            sample.error()
+        );
+        // The second drop is counted, not logged again.
+        let mut more = Vec::new();
+        for id in 13..=20 {
+            add(&mut more, id, 30 + id);
+        }
+        let events = run(&mut feed, 0, &more);
+        // 13, 14 join 11, 12; 15 is refused; 16..=19 rest; 20 refused.
+        assert_eq!(limit_gaps(&events), 2);
+        assert_eq!(counters.book_limits.get(), 4);
+        assert!(feed.take_malformed().is_none(), "logged once");
+    }
+
+    /// Issue 32: a session's symbol mappings stop at their limit: a mapping of a new DBN id past
+    /// it is refused, its symbol gets a gap, its records are dropped as unknown; a mapping of an
+    /// id already held still goes through.
+    #[test]
+    fn symbol_mappings_past_the_limit_are_refused_with_a_gap_counted_and_logged_once() {
+        let (mut feed, counters) = feed(Recovery::Gap);
+        feed.config.max_instrument_mappings = 3;
+        let mut bytes = metadata();
+        // A parent symbology maps many ids to one symbol.
+        for id in [ES, ES + 1, ES + 2, ES + 3, ES + 4, ES] {
+            mapping_of(&mut bytes, "ESZ6", id);
+        }
+        add(&mut bytes, 1, 10);
+        let events = run(&mut feed, 0, &bytes);
+        assert_eq!(limit_gaps(&events), 2, "{events:?}");
+        assert_eq!(added(&events), [1], "the mapped id still delivers");
+        let Some(Some(session)) = feed.sessions.first() else {
+            panic!("a session");
+        };
+        assert_eq!(session.instruments.len(), 3);
+        assert_eq!(counters.book_limits.get(), 2);
+        assert_eq!(counters.book_gaps.get(), 2);
+        let sample = feed.take_malformed().expect("the limit is logged");
+        assert_eq!(sample.kind, crate::venue::feed::SampleKind::Limit);
+        assert!(
+            sample
+                .error()
+                .contains("mapping refused at the session's limit 3"),
+            "{}",
+            sample.error()
+        );
+        // A record under a refused id: dropped as an unknown symbol.
+        let mut more = Vec::new();
+        let mut refused = MboMsg {
+            hd: RecordHeader::new::<MboMsg>(dbn::rtype::MBO, 1, ES + 4, 20),
+            order_id: 2,
+            price: 5_000_000_000_000,
+            size: 1,
+            flags: FlagSet::new(dbn::flags::LAST),
+            channel_id: 0,
+            action: b'A' as std::ffi::c_char,
+            side: b'B' as std::ffi::c_char,
+            ts_recv: 20,
+            ts_in_delta: 0,
+            sequence: 2,
+        };
+        record(&mut more, &refused);
+        mapping_of(&mut more, "ESZ6", ES + 5);
+        refused.hd.instrument_id = ES + 5;
+        record(&mut more, &refused);
+        let before = counters.unknown_symbol.get();
+        let events = run(&mut feed, 0, &more);
+        assert!(added(&events).is_empty());
+        assert_eq!(limit_gaps(&events), 1);
+        assert_eq!(counters.unknown_symbol.get(), before + 2);
+        assert_eq!(counters.book_limits.get(), 3);
+        assert!(feed.take_malformed().is_none(), "logged once");
     }
 
     #[test]

@@ -33,6 +33,13 @@
 //! field end one when they carry DBN's `LAST` (0x80); the others (OHLCV, status, imbalance,
 //! statistics) always do.
 //!
+//! An MBO book rests at most [`Normalizer::with_max_orders_per_book`] orders
+//! (`databento.max_orders_per_book`). An add past that is refused by the book; the book then
+//! lacks an order, so it is dropped: the strategy gets a `Gap` (`GapReason::Limit`) for the
+//! instrument, the book restarts empty and is rebuilt from the records that follow (as after a
+//! reconnect with `recovery = "gap"`), and the record returns [`NormalizeError::BookLimit`]
+//! (counted in [`NormalizerCounters::book_limits`]).
+//!
 //! **Invariant:** nothing here allocates per record. The per-instrument state (an L3 book, the
 //! last MBP-10 levels, the last quote) is made the first time an instrument shows up; an MBO
 //! snapshot reads the book's levels into a `Vec` once per snapshot.
@@ -40,8 +47,8 @@
 use crate::book::mbo::{LevelUpdate, MboBook, MboError};
 use crate::book::BookSide;
 use crate::event::{
-    flags, Bar, BarInterval, Body, BookLevel, Event, EventHeader, EventKind, Imbalance,
-    InstrumentId, Quote, Side, Snapshot, Statistic, Trade, TradingStatus, VenueId,
+    flags, Bar, BarInterval, Body, BookLevel, Event, EventHeader, EventKind, Gap, GapReason,
+    Imbalance, InstrumentId, Quote, Side, Snapshot, Statistic, Trade, TradingStatus, VenueId,
 };
 use crate::fixed::Fixed;
 use crate::hash::IdMap;
@@ -91,6 +98,14 @@ pub enum NormalizeError {
         instrument: InstrumentId,
         error: MboError,
     },
+    /// An add would have taken the instrument's MBO book past its order limit: the book was
+    /// dropped and the strategy told by a `Gap` (`GapReason::Limit`); it is rebuilt from what
+    /// follows.
+    #[error("instrument {instrument}: L3 book at its limit of {limit} orders: dropped, gap sent")]
+    BookLimit {
+        instrument: InstrumentId,
+        limit: usize,
+    },
 }
 
 /// Records seen, per kind, and what went wrong. Plain counts: the owner copies them into its
@@ -113,8 +128,10 @@ pub struct NormalizerCounters {
     pub unsupported: u64,
     /// MBO snapshots completed (`SnapshotEnd` sent).
     pub snapshots: u64,
-    /// MBO records the book refused.
+    /// MBO records the book refused (not counting those at its order limit).
     pub book_errors: u64,
+    /// MBO books dropped at their order limit, each with a gap.
+    pub book_limits: u64,
     /// Records shorter than their layout.
     pub short: u64,
     /// Trades dropped because their price was `UNDEF_PRICE`.
@@ -125,13 +142,22 @@ pub struct NormalizerCounters {
 }
 
 /// One instrument's MBO state.
-#[derive(Default)]
 struct MboState {
     book: MboBook,
     /// The last derived quote sent.
     top: Quote,
     /// A snapshot's records are being applied (silently).
     in_snapshot: bool,
+}
+
+impl MboState {
+    fn new(max_orders: usize) -> MboState {
+        MboState {
+            book: MboBook::new().with_max_orders(max_orders),
+            top: Quote::default(),
+            in_snapshot: false,
+        }
+    }
 }
 
 /// The 10 levels of an instrument's last MBP-10 record, and its last quote.
@@ -150,6 +176,8 @@ pub struct Normalizer {
     /// The last quote sent per instrument for the event-driven top-of-book schemas (MBP-1,
     /// CMBP-1, MBP-10).
     tops: IdMap<Quote>,
+    /// The most orders one MBO book rests.
+    max_orders_per_book: usize,
     counters: NormalizerCounters,
 }
 
@@ -284,8 +312,16 @@ impl Normalizer {
             books: IdMap::default(),
             mbp10: IdMap::default(),
             tops: IdMap::default(),
+            max_orders_per_book: crate::book::mbo::DEFAULT_MAX_ORDERS,
             counters: NormalizerCounters::default(),
         }
+    }
+
+    /// The normalizer with every MBO book limited to `max_orders` resting orders (at least 1;
+    /// the default is [`crate::book::mbo::DEFAULT_MAX_ORDERS`]); see the module docs.
+    pub fn with_max_orders_per_book(mut self, max_orders: usize) -> Normalizer {
+        self.max_orders_per_book = max_orders.max(1);
+        self
     }
 
     /// Takes what the stream's metadata says that records do not: the interval of legacy
@@ -320,75 +356,72 @@ impl Normalizer {
         &self.counters
     }
 
-    /// An instrument's L3 book, when MBO records have made one.
     /// Writes the book of `instrument` (every book for `ALL_INSTRUMENTS`) as it stands, for a
     /// reader of the event bus (`Feed::emit_books`): an MBO book outside a snapshot, or the ten
-    /// levels of the last MBP-10 record. Returns the books written.
+    /// levels of the last MBP-10 record. Returns the books written. One instrument's books are
+    /// looked up, not searched for among the others.
     pub fn emit_books<F: FnMut(Event)>(
         &mut self,
         instrument: InstrumentId,
         now_ns: u64,
         out: &mut F,
     ) -> usize {
-        let wanted = |id: InstrumentId| instrument == ALL_INSTRUMENTS || instrument == id;
+        let venue_id = self.venue_id;
         let mut written = 0;
-        for (&id, state) in self.books.iter() {
-            if !wanted(id) || state.in_snapshot {
-                continue;
+        let mut saturated = 0u64;
+        if instrument == ALL_INSTRUMENTS {
+            for (&id, state) in self.books.iter() {
+                written += usize::from(mbo_book_snapshot(
+                    venue_id,
+                    id,
+                    state,
+                    now_ns,
+                    out,
+                    &mut saturated,
+                ));
             }
-            let header = own_header(self.venue_id, id, now_ns);
-            let mut saturated = 0u64;
-            let levels = [(BookSide::Bid, Side::Bid), (BookSide::Ask, Side::Ask)]
-                .into_iter()
-                .flat_map(|(book_side, side)| {
-                    state
-                        .book
-                        .levels(book_side)
-                        .into_iter()
-                        .map(move |(price, total, _)| {
-                            let (size, capped) = level_size(total);
-                            let extra = if capped { flags::SATURATED } else { 0 };
-                            (side, Fixed(price), size, extra)
-                        })
-                })
-                .inspect(|level| saturated += u64::from(level.3 != 0));
-            crate::venue::emit::book_snapshot(
-                header,
-                state.book.level_count(BookSide::Bid),
-                state.book.level_count(BookSide::Ask),
-                levels,
-                out,
-            );
-            self.counters.saturated += saturated;
-            written += 1;
-        }
-        for (&id, state) in self.mbp10.iter() {
-            if !wanted(id) {
-                continue;
+            for (&id, state) in self.mbp10.iter() {
+                mbp10_book_snapshot(venue_id, id, state, now_ns, out);
+                written += 1;
             }
-            let present = |(price, size): (i64, u32)| price != dbn::UNDEF_PRICE && size > 0;
-            let bids = state
-                .levels
-                .iter()
-                .map(|level| (level.bid_px, level.bid_sz));
-            let asks = state
-                .levels
-                .iter()
-                .map(|level| (level.ask_px, level.ask_sz));
-            let bid_levels = bids.clone().filter(|&level| present(level)).count();
-            let ask_levels = asks.clone().filter(|&level| present(level)).count();
-            let levels = bids
-                .map(|level| (Side::Bid, level))
-                .chain(asks.map(|level| (Side::Ask, level)))
-                .filter(|&(_, level)| present(level))
-                .map(|(side, (price, size))| (side, Fixed(price), units(size), 0));
-            let header = own_header(self.venue_id, id, now_ns);
-            crate::venue::emit::book_snapshot(header, bid_levels, ask_levels, levels, out);
-            written += 1;
+        } else {
+            if let Some(state) = self.books.get(&instrument) {
+                written += usize::from(mbo_book_snapshot(
+                    venue_id,
+                    instrument,
+                    state,
+                    now_ns,
+                    out,
+                    &mut saturated,
+                ));
+            }
+            if let Some(state) = self.mbp10.get(&instrument) {
+                mbp10_book_snapshot(venue_id, instrument, state, now_ns, out);
+                written += 1;
+            }
         }
+        self.counters.saturated += saturated;
         written
     }
 
+    /// The events [`Normalizer::emit_books`] would write now for `instrument` (one, not
+    /// `ALL_INSTRUMENTS`): each book's levels, begin and end (`Feed::book_events`).
+    pub fn book_events(&self, instrument: InstrumentId) -> usize {
+        let mbo = self
+            .books
+            .get(&instrument)
+            .filter(|state| !state.in_snapshot)
+            .map_or(0, |state| {
+                state.book.level_count(BookSide::Bid) + state.book.level_count(BookSide::Ask) + 2
+            });
+        let mbp10 = self
+            .mbp10
+            .get(&instrument)
+            .map_or(0, |state| mbp10_present_levels(state) + 2);
+        mbo + mbp10
+    }
+
+    /// An instrument's L3 book, when MBO records have made one.
     pub fn book(&self, instrument: InstrumentId) -> Option<&MboBook> {
         self.books.get(&instrument).map(|state| &state.book)
     }
@@ -422,6 +455,7 @@ impl Normalizer {
         match result {
             Err(NormalizeError::Short { .. }) => self.counters.short += 1,
             Err(NormalizeError::Book { .. }) => self.counters.book_errors += 1,
+            Err(NormalizeError::BookLimit { .. }) => self.counters.book_limits += 1,
             Ok(_) => {}
         }
         result
@@ -732,7 +766,11 @@ impl Normalizer {
         let snapshot = mbo.flags.is_snapshot();
         let action = mbo.action as u8;
         let mut emit = Emitter::new(out);
-        let state = self.books.entry(instrument).or_default();
+        let max_orders = self.max_orders_per_book;
+        let state = self
+            .books
+            .entry(instrument)
+            .or_insert_with(|| MboState::new(max_orders));
         if state.in_snapshot && !snapshot {
             // A snapshot that never sent its `LAST` record: close it before going on.
             state.in_snapshot = false;
@@ -763,6 +801,16 @@ impl Normalizer {
             })
         };
         self.counters.saturated += saturated;
+        if let Err(MboError::TooManyOrders { limit, .. }) = result {
+            // The book now lacks an order: it is dropped, and the strategy told so, before
+            // anything else this record makes. It restarts empty (its snapshot, if one was
+            // being applied, with it) and the records that follow rebuild it.
+            *state = MboState::new(max_orders);
+            let gap = own_header(self.venue_id, instrument, recv_ts_ns);
+            emit.push(Event::new(gap, Body::Gap(Gap::new(GapReason::Limit, 0, 0))));
+            emit.finish(last);
+            return Err(NormalizeError::BookLimit { instrument, limit });
+        }
         if action == b'T' && !snapshot {
             trade(
                 &mut self.counters,
@@ -793,6 +841,89 @@ impl Normalizer {
         emit.finish(last);
         result.map_err(|error| NormalizeError::Book { instrument, error })
     }
+}
+
+/// Writes an MBO book as it stands for a bus reader (`book_snapshot`'s shape), unless it is in
+/// the middle of a snapshot (false: nothing written). Levels whose size saturated are flagged
+/// and counted in `saturated`.
+fn mbo_book_snapshot<F: FnMut(Event)>(
+    venue_id: VenueId,
+    id: InstrumentId,
+    state: &MboState,
+    now_ns: u64,
+    out: &mut F,
+    saturated: &mut u64,
+) -> bool {
+    if state.in_snapshot {
+        return false;
+    }
+    let header = own_header(venue_id, id, now_ns);
+    let levels = [(BookSide::Bid, Side::Bid), (BookSide::Ask, Side::Ask)]
+        .into_iter()
+        .flat_map(|(book_side, side)| {
+            state
+                .book
+                .levels(book_side)
+                .into_iter()
+                .map(move |(price, total, _)| {
+                    let (size, capped) = level_size(total);
+                    let extra = if capped { flags::SATURATED } else { 0 };
+                    (side, Fixed(price), size, extra)
+                })
+        })
+        .inspect(|level| *saturated += u64::from(level.3 != 0));
+    crate::venue::emit::book_snapshot(
+        header,
+        state.book.level_count(BookSide::Bid),
+        state.book.level_count(BookSide::Ask),
+        levels,
+        out,
+    );
+    true
+}
+
+/// A level of an MBP-10 record that holds something.
+fn mbp10_present((price, size): (i64, u32)) -> bool {
+    price != dbn::UNDEF_PRICE && size > 0
+}
+
+/// The levels of the last MBP-10 record that hold something, both sides.
+fn mbp10_present_levels(state: &Mbp10State) -> usize {
+    state
+        .levels
+        .iter()
+        .map(|level| {
+            usize::from(mbp10_present((level.bid_px, level.bid_sz)))
+                + usize::from(mbp10_present((level.ask_px, level.ask_sz)))
+        })
+        .sum()
+}
+
+/// Writes the ten levels of an instrument's last MBP-10 record for a bus reader.
+fn mbp10_book_snapshot<F: FnMut(Event)>(
+    venue_id: VenueId,
+    id: InstrumentId,
+    state: &Mbp10State,
+    now_ns: u64,
+    out: &mut F,
+) {
+    let bids = state
+        .levels
+        .iter()
+        .map(|level| (level.bid_px, level.bid_sz));
+    let asks = state
+        .levels
+        .iter()
+        .map(|level| (level.ask_px, level.ask_sz));
+    let bid_levels = bids.clone().filter(|&level| mbp10_present(level)).count();
+    let ask_levels = asks.clone().filter(|&level| mbp10_present(level)).count();
+    let levels = bids
+        .map(|level| (Side::Bid, level))
+        .chain(asks.map(|level| (Side::Ask, level)))
+        .filter(|&(_, level)| mbp10_present(level))
+        .map(|(side, (price, size))| (side, Fixed(price), units(size), 0));
+    let header = own_header(venue_id, id, now_ns);
+    crate::venue::emit::book_snapshot(header, bid_levels, ask_levels, levels, out);
 }
 
 /// One MBO record into its book: a top-of-book publisher's add (flagged `F_TOB`) replaces its
@@ -1594,6 +1725,104 @@ mod tests {
             .collect();
         assert_eq!(flagged, [EventKind::BookLevel, EventKind::Quote]);
         assert_eq!(normalizer.counters().saturated, 2);
+    }
+
+    /// What a bus reader's book costs (`book_events`) is what `emit_books` writes for it: an MBO
+    /// book's levels, an MBP-10 record's present levels, each with its begin and end; nothing
+    /// for an instrument without a book or one in the middle of a snapshot.
+    #[test]
+    fn book_events_counts_what_emit_books_writes() {
+        let mut normalizer = Normalizer::new(0);
+        apply_all(
+            &mut normalizer,
+            &[
+                mbo(b'A', b'B', 1, px(100), 5, 0, 1),
+                mbo(b'A', b'B', 2, px(99), 5, 0, 2),
+                mbo(b'A', b'A', 3, px(101), 5, LAST, 3),
+            ],
+        );
+        let mut mbp10 = Mbp10Msg {
+            hd: RecordHeader::new::<Mbp10Msg>(rtype::MBP_10, 1, 5482, 500),
+            flags: FlagSet::new(LAST),
+            ..Mbp10Msg::default()
+        };
+        for (index, level) in mbp10.levels.iter_mut().enumerate() {
+            *level = BidAskPair {
+                bid_px: if index < 3 { px(50) } else { dbn::UNDEF_PRICE },
+                ask_px: if index < 1 { px(51) } else { dbn::UNDEF_PRICE },
+                bid_sz: 1,
+                ask_sz: 1,
+                ..BidAskPair::default()
+            };
+        }
+        let mut ignored = |_: Event| {};
+        normalizer
+            .normalize(RecordRef::from(&mbp10), INSTRUMENT + 1, RECV, &mut ignored)
+            .expect("applies");
+        for (instrument, expected) in [(INSTRUMENT, 3 + 2), (INSTRUMENT + 1, 4 + 2), (77, 0)] {
+            assert_eq!(normalizer.book_events(instrument), expected, "{instrument}");
+            let mut written = Vec::new();
+            normalizer.emit_books(instrument, 5, &mut |event| written.push(event));
+            assert_eq!(written.len(), expected, "{instrument}: {written:?}");
+        }
+        // A book in the middle of a snapshot is not written, and costs nothing.
+        let (result, _) = run(
+            &mut normalizer,
+            RecordRef::from(&mbo(b'A', b'B', 9, px(98), 1, SNAP, 4)),
+        );
+        result.expect("applies");
+        assert_eq!(normalizer.book_events(INSTRUMENT), 0);
+        let mut written = 0;
+        normalizer.emit_books(INSTRUMENT, 5, &mut |_| written += 1);
+        assert_eq!(written, 0);
+    }
+
+    /// Issue 32: an add past the book's order limit drops the book with a `Limit` gap and an
+    /// error naming the limit; the book is rebuilt from what follows.
+    #[test]
+    fn an_add_past_the_order_limit_drops_the_book_with_a_gap() {
+        let mut normalizer = Normalizer::new(4).with_max_orders_per_book(2);
+        apply_all(
+            &mut normalizer,
+            &[
+                mbo(b'A', b'B', 1, px(100), 5, LAST, 1),
+                mbo(b'A', b'A', 2, px(101), 5, LAST, 2),
+            ],
+        );
+        let (result, events) = run(
+            &mut normalizer,
+            RecordRef::from(&mbo(b'A', b'A', 3, px(102), 5, LAST, 3)),
+        );
+        assert_eq!(
+            result,
+            Err(NormalizeError::BookLimit {
+                instrument: INSTRUMENT,
+                limit: 2
+            })
+        );
+        assert!(result
+            .unwrap_err()
+            .to_string()
+            .contains("limit of 2 orders"));
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(matches!(events[0].body(), Body::Gap(gap) if gap.reason() == GapReason::Limit));
+        assert_eq!(events[0].header.instrument_id, INSTRUMENT);
+        assert_ne!(
+            events[0].header.flags & flags::LAST,
+            0,
+            "it ends the venue event"
+        );
+        assert_eq!(normalizer.counters().book_limits, 1);
+        assert_eq!(normalizer.counters().book_errors, 0);
+        let book = normalizer.book(INSTRUMENT).expect("a book");
+        assert!(book.is_empty(), "dropped");
+        assert_eq!(book.max_orders(), 2, "and still limited");
+        // The next add starts the book again, with its quote.
+        let events = apply_all(&mut normalizer, &[mbo(b'A', b'B', 4, px(99), 1, LAST, 4)]);
+        assert_eq!(
+            events.iter().map(Event::kind).collect::<Vec<_>>(),
+            [EventKind::BookLevel, EventKind::Quote]
+        );
     }
 
     #[test]

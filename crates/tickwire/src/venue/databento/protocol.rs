@@ -209,6 +209,18 @@ impl Protocol for Databento {
                 .as_ref()
                 .map(|config| config.recovery)
                 .unwrap_or_default(),
+            max_orders_per_book: venue
+                .databento
+                .as_ref()
+                .map_or(crate::config::MAX_ORDERS_PER_BOOK_DEFAULT, |config| {
+                    config.max_orders_per_book()
+                }) as usize,
+            max_instrument_mappings: venue
+                .databento
+                .as_ref()
+                .map_or(crate::config::MAX_INSTRUMENT_MAPPINGS_DEFAULT, |config| {
+                    config.max_instrument_mappings()
+                }) as usize,
         });
         Ok(VenueFeed {
             feed: Box::new(feed),

@@ -130,6 +130,8 @@ mod tests {
             recovery: Recovery::Snapshot,
             heartbeat_interval_s: None,
             slow_reader_behavior: None,
+            max_orders_per_book: None,
+            max_instrument_mappings: None,
         };
         let text = session_request(
             &config,

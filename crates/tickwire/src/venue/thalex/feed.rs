@@ -962,6 +962,17 @@ impl Feed for ThalexFeed {
         self.replies.pop()
     }
 
+    fn book_events(&self, instrument: InstrumentId) -> usize {
+        instrument
+            .checked_sub(self.config.instrument_base)
+            .and_then(|index| self.books.get(index as usize))
+            .and_then(Option::as_ref)
+            .filter(|state| state.valid)
+            .map_or(0, |state| {
+                crate::venue::emit::order_book_events(&state.book)
+            })
+    }
+
     fn emit_books(
         &mut self,
         instrument: InstrumentId,
@@ -970,7 +981,9 @@ impl Feed for ThalexFeed {
     ) -> usize {
         let base = self.config.instrument_base;
         // Thalex books carry no sequence (see the module doc): `venue_seq` stays 0.
-        let books = self.books.iter().enumerate().map(|(index, state)| {
+        let selected = crate::venue::emit::selected_books(instrument, base, self.books.len());
+        let books = self.books.get(selected.clone()).unwrap_or_default();
+        let books = books.iter().zip(selected).map(|(state, index)| {
             let book = state
                 .as_ref()
                 .filter(|state| state.valid)
