@@ -116,9 +116,11 @@ pub fn binary_for_others(dir: &Path) -> PathBuf {
     if others_can_run(&exe) {
         return exe;
     }
+    use std::os::unix::fs::PermissionsExt;
     let copy = dir.join("tickwire-tests");
     if !copy.exists() {
         std::fs::copy(&exe, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     copy
 }

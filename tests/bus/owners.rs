@@ -54,11 +54,21 @@ fn options(path: &Path) -> BusOptions {
     }
 }
 
-/// The appliance's start: the bus, then its request socket.
+/// The appliance's start: the bus, then its request socket. A lock still held is waited out
+/// (bounded): a start that failed after taking it released it, but a child another test forked
+/// meanwhile holds the lock's descriptor until it runs its program.
 fn start(path: &Path) -> Result<(BusWriter, UnixDatagram), BusError> {
-    let writer = BusWriter::create(&options(path), 1, 0)?;
-    let socket = bind_request_socket(path, None)?;
-    Ok((writer, socket))
+    let deadline = std::time::Instant::now() + super::PATIENCE;
+    loop {
+        let started = BusWriter::create(&options(path), 1, 0)
+            .and_then(|writer| Ok((writer, bind_request_socket(path, None)?)));
+        match started {
+            Err(BusError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            started => return started,
+        }
+    }
 }
 
 /// The error names the file and its owner.

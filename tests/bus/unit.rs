@@ -141,6 +141,7 @@ fn a_reader_in_the_bus_group_reads_the_bus_in_the_units_runtime_directory_and_no
             &crate::bus_clients::root().join("tests/bus_clients/dump.c"),
             run.path(),
         );
+        std::fs::set_permissions(&dump, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut command = Command::new(&dump);
         command.arg(&bus).current_dir("/");
         member.apply(&mut command);
