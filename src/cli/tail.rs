@@ -175,7 +175,13 @@ pub fn tail(args: TailArgs) -> ExitCode {
     let mut client = match attached {
         Ok(client) => client,
         Err(error) => {
-            eprintln!("tickwire tail: {error}");
+            let hint = match &error {
+                ClientError::Bus(tickwire_bus::BusError::Untrusted { .. }) => {
+                    " (here: --bus-owner USER)"
+                }
+                _ => "",
+            };
+            eprintln!("tickwire tail: {error}{hint}");
             return ExitCode::FAILURE;
         }
     };

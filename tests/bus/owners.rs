@@ -372,7 +372,8 @@ fn tail_refuses_a_bus_another_user_made_unless_given_its_owner() {
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!("bus {} belongs to", forged.display()))
-            && stderr.contains(&format!("uid {NOBODY})")),
+            && stderr.contains(&format!("uid {NOBODY})"))
+            && stderr.contains("(here: --bus-owner USER)"),
         "{stderr}"
     );
     let (status, lines, stderr) = tail(Some(&NOBODY.to_string()));
