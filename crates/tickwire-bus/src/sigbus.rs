@@ -6,8 +6,9 @@
 //! the first mapping this module installs a SIGBUS handler for the process. When the fault lies
 //! in a registered bus mapping, the handler maps a private page of zeros over the faulting page
 //! (so that the load or store completes), marks the mapping as truncated and returns; the reader
-//! checks the mark after every read and reports [`ReadError::Truncated`](crate::ReadError::Truncated),
-//! the writer's control thread reports it in its metrics. Any other SIGBUS goes to the handler
+//! checks the mark after every read and reports
+//! [`ReadError::Truncated`](crate::ReadError::Truncated), the writer's control thread reports it
+//! in its metrics. Any other SIGBUS goes to the handler
 //! that was installed before, or, if there was none, to the default action, exactly as if this
 //! handler did not exist.
 //!

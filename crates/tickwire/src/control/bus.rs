@@ -5,11 +5,12 @@
 //! file ([`tickwire_bus::BusWriter::create`], then hands the writer to the runtime) and listens
 //! on the request socket beside it (`<bus>.requests`, a Unix datagram socket, mode 0660 with the
 //! bus's group so that the readers who may read the bus may ask; bound by
-//! [`tickwire_bus::bind_request_socket`], which follows no link and refuses another user's file). A request names a venue and an
-//! instrument (or all of them); each instrument gets at most one snapshot per
-//! `[bus] snapshot_interval_ms`, and requests inside that interval, malformed datagrams and
-//! unknown venues are counted and dropped (one log line a second at most), so that a reader
-//! that asks in a loop costs the decoder one book per instrument per interval and nothing more.
+//! [`tickwire_bus::bind_request_socket`], which follows no link and refuses another user's
+//! file). A request names a venue and an instrument (or all of them); each instrument gets at
+//! most one snapshot per `[bus] snapshot_interval_ms`, and requests inside that interval,
+//! malformed datagrams and unknown venues are counted and dropped (one log line a second at
+//! most), so that a reader that asks in a loop costs the decoder one book per instrument per
+//! interval and nothing more.
 
 use super::ControlError;
 use crate::config::BusConfig;
