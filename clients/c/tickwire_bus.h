@@ -43,6 +43,14 @@
  * tw_bus_read makes no system call. A tw_bus is used by one thread at a time; open one per
  * thread to read from several.
  *
+ * Whose file: tw_bus_open reads a bus only from an owner it trusts (checked with fstat on the
+ * descriptor it maps): root, this process's user, or the owner of the directory the path names
+ * when no one else may write there (/run/tickwire under systemd, owned by the appliance's user).
+ * In a directory any user may write (/dev/shm), another user could make the bus's path first
+ * and serve a forged feed: name the appliance's user with tw_bus_open_owned(&bus, path, start,
+ * uid). A file of anyone else is refused with TW_ERR_UNTRUSTED_OWNER, naming its owner; a FIFO
+ * or anything else not a regular file with TW_ERR_NOT_A_BUS (the open does not block on it).
+ *
  * Books: keep them by (venue_id, instrument_id) as the bus's rules say (SnapshotBegin clears and
  * starts one, BookLevel sets a level of a book that has seen SnapshotBegin, SnapshotEnd makes it
  * valid, Gap invalidates it, or every book of the venue for instrument 0xFFFFFFFF; after an
@@ -52,7 +60,9 @@
  * reader (its owner or root did it; readers cannot) raises SIGBUS when touched, which kills a C
  * program that does not handle it. The Rust reader (tickwire_bus::BusReader) installs a SIGBUS
  * handler that maps a page of zeros over the faulting page of a registered bus mapping and
- * reports ReadError::Truncated instead. This header does not install a signal handler behind the
+ * reports ReadError::Truncated instead (crates/tickwire-bus/src/sigbus.rs says why that is sound:
+ * a mapping is unmapped only once no handler holds it, and the handler makes the mmap system
+ * call itself). This header does not install a signal handler behind the
  * program's back: call tw_bus_check_size() (one fstat) when idle, or before each batch if a
  * truncation must never kill the process outside a tiny window between the check and the copy;
  * a program that must be immune handles SIGBUS itself (sigaction with SA_SIGINFO, checking
@@ -70,6 +80,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -405,7 +416,16 @@ typedef enum tw_status {
     TW_ERR_BAD_KIND = -8,       /* an intact slot holds no event kind: the file is damaged */
     TW_ERR_TRUNCATED = -9,      /* the file is shorter than the mapping (tw_bus_check_size) */
     TW_ERR_REQUEST = -10,       /* a snapshot request could not be sent */
+    TW_ERR_UNTRUSTED_OWNER = -11, /* the file belongs to a user this reader does not trust */
 } tw_status;
+
+/*
+ * Whose bus files tw_bus_open_owned accepts: TW_OWNER_TRUSTED (what tw_bus_open uses) is root,
+ * this process's user, or the owner of the directory the path names when no one else may write
+ * it (/run/tickwire under systemd); any other value is exactly that uid (the appliance's user,
+ * for a bus in a directory others may write too, such as /dev/shm).
+ */
+#define TW_OWNER_TRUSTED ((uid_t)-1)
 
 /* Where a new reader starts. */
 typedef enum tw_start {
@@ -471,16 +491,71 @@ static inline void tw_bus_close(tw_bus *bus) {
     bus->fd = -1;
 }
 
+/* "user NAME (uid N)", or "uid N" for an id with no name here. */
+static inline void tw__describe_user(uid_t uid, char *out, size_t size) {
+    struct passwd entry, *found = NULL;
+    char buffer[4096];
+    if (getpwuid_r(uid, &entry, buffer, sizeof buffer, &found) == 0 && found != NULL &&
+        entry.pw_name != NULL)
+        snprintf(out, size, "user %s (uid %lu)", entry.pw_name, (unsigned long)uid);
+    else
+        snprintf(out, size, "uid %lu", (unsigned long)uid);
+}
+
 /*
- * Opens and maps the bus at `path` read-only and checks its header, as the Rust reader does.
+ * Whether a bus file of `uid` at `path` is one this reader accepts (TW_OWNER_TRUSTED: see its
+ * definition); the same rule as the Rust reader's Owner. On refusal, the error names the owner.
+ */
+static inline int tw__check_owner(tw_bus *bus, const char *path, uid_t uid, uid_t expected) {
+    char owner[320], trusted[4096 + 400];
+    if (expected != TW_OWNER_TRUSTED) {
+        if (uid == expected) return TW_OK;
+        char wanted[320];
+        tw__describe_user(expected, wanted, sizeof wanted);
+        snprintf(trusted, sizeof trusted, "%s only, as asked", wanted);
+    } else {
+        uid_t me = geteuid();
+        if (uid == 0 || uid == me) return TW_OK;
+        /* The directory the path names: up to its last slash. */
+        char directory[4096];
+        const char *slash = strrchr(path, '/');
+        if (slash == NULL) {
+            snprintf(directory, sizeof directory, ".");
+        } else if (slash == path) {
+            snprintf(directory, sizeof directory, "/");
+        } else {
+            snprintf(directory, sizeof directory, "%.*s", (int)(slash - path), path);
+        }
+        struct stat info;
+        if (stat(directory, &info) == 0 && info.st_uid == uid && (info.st_mode & 022) == 0)
+            return TW_OK;
+        char mine[320];
+        tw__describe_user(me, mine, sizeof mine);
+        snprintf(trusted, sizeof trusted,
+                 "root, its own %s and the owner of %s when no one else may write there", mine,
+                 directory);
+    }
+    tw__describe_user(uid, owner, sizeof owner);
+    return tw__fail(bus, TW_ERR_UNTRUSTED_OWNER,
+                    "bus %s belongs to %s, whom this reader does not trust (it trusts %s): a file "
+                    "another user made at the path could be a forged feed, so it is not read; if "
+                    "that user runs the appliance, name it as the bus's owner (tw_bus_open_owned)",
+                    path, owner, trusted);
+}
+
+/*
+ * Opens and maps the bus at `path` read-only and checks its owner and its header, as the Rust
+ * reader does; the file must belong to `owner` (TW_OWNER_TRUSTED or a uid: see its definition).
  * On an error the bus holds nothing to close and tw_bus_error says what is wrong.
  */
-static inline int tw_bus_open(tw_bus *bus, const char *path, tw_start start) {
+static inline int tw_bus_open_owned(tw_bus *bus, const char *path, tw_start start,
+                                    uid_t owner) {
     memset(bus, 0, offsetof(tw_bus, path));
     bus->fd = -1;
     bus->error[0] = '\0';
     snprintf(bus->path, sizeof bus->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted at the path must not hang the reader. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         int error = errno;
         if (error == ENOENT)
@@ -500,6 +575,20 @@ static inline int tw_bus_open(tw_bus *bus, const char *path, tw_start start) {
         int error = errno;
         close(fd);
         return tw__fail(bus, TW_ERR_IO, "bus %s: reading its size: %s", path, strerror(error));
+    }
+    if (!S_ISREG(info.st_mode)) {
+        close(fd);
+        const char *kind = S_ISDIR(info.st_mode)    ? "a directory"
+                           : S_ISFIFO(info.st_mode) ? "a FIFO"
+                           : S_ISSOCK(info.st_mode) ? "a socket"
+                                                    : "a device";
+        return tw__fail(bus, TW_ERR_NOT_A_BUS,
+                        "%s is not a tickwire bus: it is %s, not a regular file", path, kind);
+    }
+    /* The owner of the file opened (fstat), so the file checked is the file read. */
+    if (tw__check_owner(bus, path, info.st_uid, owner) != TW_OK) {
+        close(fd);
+        return TW_ERR_UNTRUSTED_OWNER;
     }
     uint64_t bytes = (uint64_t)info.st_size;
     if (bytes < TW_HEADER_BYTES) {
@@ -588,6 +677,15 @@ static inline int tw_bus_open(tw_bus *bus, const char *path, tw_start start) {
     }
     bus->next = start == TW_START_OLDEST ? oldest : cursor;
     return TW_OK;
+}
+
+/*
+ * Opens and maps the bus at `path` read-only and checks its owner (TW_OWNER_TRUSTED) and its
+ * header, as the Rust reader does. On an error the bus holds nothing to close and tw_bus_error
+ * says what is wrong.
+ */
+static inline int tw_bus_open(tw_bus *bus, const char *path, tw_start start) {
+    return tw_bus_open_owned(bus, path, start, TW_OWNER_TRUSTED);
 }
 
 /* The write cursor: events published since the bus was made. */

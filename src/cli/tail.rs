@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tickwire::event::json::write_event;
 use tickwire::event::{Event, EventKind};
-use tickwire_client::{Client, ClientError, Directory, Next, Start};
+use tickwire_client::{Client, ClientError, Directory, Next, Owner, Start};
 use tickwire_nats::{NatsClient, NatsOptions, ReplayStart};
 
 #[derive(clap::Args, Debug)]
@@ -67,6 +67,11 @@ pub struct TailArgs {
     /// Wait up to this many seconds for the bus to appear (default: fail at once if none).
     #[arg(long, value_name = "SECONDS")]
     pub wait: Option<f64>,
+    /// Read the bus only if this user (a name or a uid) owns it: the appliance's, when it writes
+    /// the bus in a directory others may write too (/dev/shm). Default: root, you, or the owner
+    /// of the bus's directory when no one else may write there (/run/tickwire under systemd).
+    #[arg(long, value_name = "USER", conflicts_with = "nats")]
+    pub bus_owner: Option<String>,
 }
 
 /// Which events are printed.
@@ -154,7 +159,15 @@ pub fn tail(args: TailArgs) -> ExitCode {
     } else {
         Start::Latest
     };
-    let options = Client::options().start(start).batch(1024);
+    let owner = match args.bus_owner.as_deref().map(tickwire_client::user_id) {
+        None => Owner::Trusted,
+        Some(Ok(uid)) => Owner::Uid(uid),
+        Some(Err(error)) => {
+            eprintln!("tickwire tail: --bus-owner: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = Client::options().start(start).batch(1024).owner(owner);
     let attached = match wait {
         Some(wait) => options.attach_wait(&path, wait),
         None => options.attach(&path),
@@ -162,7 +175,13 @@ pub fn tail(args: TailArgs) -> ExitCode {
     let mut client = match attached {
         Ok(client) => client,
         Err(error) => {
-            eprintln!("tickwire tail: {error}");
+            let hint = match &error {
+                ClientError::Bus(tickwire_bus::BusError::Untrusted { .. }) => {
+                    " (here: --bus-owner USER)"
+                }
+                _ => "",
+            };
+            eprintln!("tickwire tail: {error}{hint}");
             return ExitCode::FAILURE;
         }
     };

@@ -309,3 +309,25 @@ fn a_truncated_bus_is_an_error_in_the_reader_never_a_sigbus() {
         status.signal()
     );
 }
+
+#[test]
+fn a_sigbus_that_is_not_the_buss_still_kills_the_reader() {
+    // The bus's SIGBUS handler repairs faults in bus mappings only: a truncated mapping of the
+    // program's own kills it, as it would have without the handler.
+    let dir = bus_dir();
+    let path = dir.path().join("bus");
+    let writer = ChildRole::spawn(&format!("writer path={} count=10", path.display()));
+    assert!(writer.finish().success());
+    let role = ChildRole::spawn(&format!(
+        "stray-sigbus path={} kind=mapping file={}",
+        path.display(),
+        dir.path().join("own").display()
+    ));
+    role.expect("armed");
+    let status = role.finish();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGBUS),
+        "the process should have died of SIGBUS: {status:?}"
+    );
+}

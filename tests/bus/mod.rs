@@ -5,7 +5,9 @@
 
 mod books;
 mod faults;
+mod owners;
 mod tail;
+mod unit;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -55,6 +57,74 @@ pub fn bus_dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
+/// Who a child process runs as: the user, its group, its supplementary groups and its umask,
+/// set in the child (as root) before it runs this binary.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+    pub umask: u32,
+}
+
+impl Credentials {
+    /// Sets them on `command`: supplementary groups, then the group, then the user (root is
+    /// needed for each; afterwards the child has no way back).
+    pub fn apply(&self, command: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        let groups: Vec<libc::gid_t> = self.groups.clone();
+        let (uid, gid, umask) = (self.uid, self.gid, self.umask as libc::mode_t);
+        // SAFETY: between fork and exec the closure makes only system calls (setgroups, setgid,
+        // setuid, umask) on memory made before the fork; it allocates nothing, takes no lock.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                libc::umask(umask);
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Whether this process is root: the tests that run readers and writers as other users need it.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether any user may run `path`: every folder above it searchable by others, the file
+/// readable and executable by them.
+fn others_can_run(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path| {
+        std::fs::metadata(path)
+            .map(|metadata| metadata.permissions().mode())
+            .unwrap_or(0)
+    };
+    mode(path) & 0o005 == 0o005 && path.ancestors().skip(1).all(|dir| mode(dir) & 0o001 != 0)
+}
+
+/// This test binary, where a child running as another user can run it: itself when its path
+/// allows, else a copy in `dir` (which others must be able to search).
+pub fn binary_for_others(dir: &Path) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    if others_can_run(&exe) {
+        return exe;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.join("tickwire-tests");
+    if !copy.exists() {
+        std::fs::copy(&exe, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    copy
+}
+
 /// A child process of this binary in a role, with its `@` lines on a channel.
 pub struct ChildRole {
     pub child: Child,
@@ -65,7 +135,27 @@ pub struct ChildRole {
 impl ChildRole {
     /// Starts `role` (`writer path=... count=...`; see `child`).
     pub fn spawn(role: &str) -> ChildRole {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        ChildRole::spawn_with(role, None)
+    }
+
+    /// Starts `role` as another user: `binary` (from [`binary_for_others`]) with `who`'s
+    /// credentials.
+    pub fn spawn_as(role: &str, binary: &Path, who: &Credentials) -> ChildRole {
+        ChildRole::spawn_with(role, Some((binary, who)))
+    }
+
+    fn spawn_with(role: &str, as_user: Option<(&Path, &Credentials)>) -> ChildRole {
+        let mut command = match as_user {
+            Some((binary, who)) => {
+                let mut command = Command::new(binary);
+                who.apply(&mut command);
+                // Its working folder need not be one that user may enter.
+                command.current_dir("/");
+                command
+            }
+            None => Command::new(std::env::current_exe().unwrap()),
+        };
+        let mut child = command
             .args(["--exact", "bus::child", "--nocapture", "--test-threads=1"])
             .env(ROLE, role)
             .stdout(Stdio::piped())
@@ -234,22 +324,29 @@ fn child() {
         "writer" => writer_role(&params),
         "reader" => reader_role(&params),
         "truncated-reader" => truncated_reader_role(&params),
+        "denied-reader" => denied_reader_role(&params),
+        "stray-sigbus" => stray_sigbus_role(&params),
         other => panic!("no child role {other}"),
     }
 }
 
-/// Makes the bus, waits for `go` (if given), writes `count` events of `marker` in batches of
-/// 256 with a pause between batches (a bounded rate), then: waits for `go2` and writes `more`;
-/// with `hold=1` stays alive until killed; else drops the writer (the bus reads closed).
+/// Makes the bus (with `group=GID`, of that group; with `socket=1`, its request socket too),
+/// waits for `go` (if given), writes `count` events of `marker` in batches of 256 with a pause
+/// between batches (a bounded rate), then: waits for `go2` and writes `more`; with `socket=1`
+/// waits for one snapshot request and prints it (`@request V I`); with `hold=1` stays alive
+/// until killed; else drops the writer (the bus reads closed).
 fn writer_role(params: &Params) {
     let path = params.path("path").unwrap();
     let marker = params.number("marker", 1) as u32;
+    let group = params.get("group").map(|gid| gid.parse().unwrap());
     let options = BusOptions {
         path: path.clone(),
         geometry: Geometry::new(params.number("capacity", 65536), 16).unwrap(),
-        group: None,
+        group,
     };
     let mut writer = BusWriter::create(&options, params.number("epoch", 1), 0).unwrap();
+    let socket = (params.number("socket", 0) == 1)
+        .then(|| tickwire_bus::bind_request_socket(&path, group).unwrap());
     writer
         .add_instrument(&DirectoryEntry {
             instrument_id: marker,
@@ -283,6 +380,13 @@ fn writer_role(params: &Params) {
         write(count, more);
         println!("@written {}", count + more);
     }
+    if let Some(socket) = socket {
+        socket.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut buffer = [0u8; 64];
+        let received = socket.recv(&mut buffer).expect("a snapshot request");
+        let request = tickwire_bus::SnapshotRequest::from_bytes(&buffer[..received]).unwrap();
+        println!("@request {} {}", request.venue_id, request.instrument_id);
+    }
     if params.number("hold", 0) == 1 {
         loop {
             std::thread::sleep(Duration::from_secs(1));
@@ -293,7 +397,8 @@ fn writer_role(params: &Params) {
 
 /// `threads` clients, each attached from the oldest event, each reading until it has `count`
 /// events of `marker` (every one checked, no overrun allowed); `@attached N` once all are
-/// attached, `@progress` once the first has read an event, `@read events=N missed=M` per client.
+/// attached, `@progress` once the first has read an event, `@read events=N missed=M` per client;
+/// with `request=1`, then one snapshot request for venue 1, instrument `marker` (`@requested`).
 fn reader_role(params: &Params) {
     let path = params.path("path").unwrap();
     let threads = params.number("threads", 1);
@@ -329,9 +434,75 @@ fn reader_role(params: &Params) {
                     }
                 }
                 println!("@read events={read} missed={missed}");
+                if params.number("request", 0) == 1 {
+                    client.request_snapshots(1, marker).unwrap();
+                    println!("@requested");
+                }
             });
         }
     });
+}
+
+/// A user who may not read the bus: tries to attach and to send a snapshot request, and prints
+/// what each was told (`@attach <error>`, `@request <error>`); either succeeding fails the role.
+fn denied_reader_role(params: &Params) {
+    let path = params.path("path").unwrap();
+    match Client::attach(&path) {
+        Ok(_) => panic!("attached to a bus this user may not read"),
+        Err(error) => println!("@attach {error}"),
+    }
+    let socket = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    let request = tickwire_bus::SnapshotRequest {
+        venue_id: 1,
+        instrument_id: 1,
+    };
+    match socket.send_to(
+        &request.to_bytes(),
+        tickwire_bus::request_socket_path(&path),
+    ) {
+        Ok(_) => panic!("sent a request to a bus this user may not use"),
+        Err(error) => println!("@request {error}"),
+    }
+}
+
+/// With a bus reader open (so the bus's SIGBUS handler is installed), a SIGBUS that has nothing
+/// to do with the bus: `kind=mapping` touches a page of a mapping of its own whose file was
+/// truncated. It must kill the process, as it would without the handler (`@armed` first).
+fn stray_sigbus_role(params: &Params) {
+    let path = params.path("path").unwrap();
+    let _reader = tickwire_bus::BusReader::open(&path, Start::Oldest, 16).unwrap();
+    let own = params.path("file").unwrap();
+    println!("@armed");
+    match params.get("kind").unwrap() {
+        "mapping" => {
+            use std::os::fd::AsRawFd;
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&own)
+                .unwrap();
+            file.set_len(1 << 16).unwrap();
+            // SAFETY: a fresh shared mapping of a file this role owns; touched below only
+            // through a volatile read, after the file was cut to nothing (the fault under test).
+            unsafe {
+                let base = libc::mmap(
+                    std::ptr::null_mut(),
+                    1 << 16,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    file.as_raw_fd(),
+                    0,
+                );
+                assert_ne!(base, libc::MAP_FAILED);
+                file.set_len(0).unwrap();
+                let value = std::ptr::read_volatile(base.cast::<u8>().add(8192));
+                println!("@survived {value}");
+            }
+        }
+        other => panic!("no kind {other}"),
+    }
 }
 
 /// Reads `count` events, says `@ready`, waits for `go` (the parent truncates the file

@@ -6,6 +6,7 @@
  *
  *     dump [--from POSITION] [--batch N] BUS           the directory, then every event
  *     dump --request VENUE INSTRUMENT BUS              sends one snapshot request
+ *     --owner UID                                      accept only UID's bus (tw_bus_open_owned)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tickwire_bus.h"
@@ -116,11 +117,14 @@ int main(int argc, char **argv) {
     long long from = -1;
     size_t batch_size = 256;
     int request = 0;
+    uid_t owner = TW_OWNER_TRUSTED;
     unsigned long request_venue = 0, request_instrument = 0;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--from") == 0 && i + 1 < argc) {
             from = atoll(argv[++i]);
+        } else if (strcmp(argv[i], "--owner") == 0 && i + 1 < argc) {
+            owner = (uid_t)strtoul(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
             batch_size = (size_t)atol(argv[++i]);
         } else if (strcmp(argv[i], "--request") == 0 && i + 2 < argc) {
@@ -132,11 +136,12 @@ int main(int argc, char **argv) {
         }
     }
     if (path == NULL || batch_size == 0 || batch_size > 4096) {
-        fprintf(stderr, "usage: dump [--from N] [--batch 1..4096] [--request V I] BUS\n");
+        fprintf(stderr,
+                "usage: dump [--from N] [--batch 1..4096] [--request V I] [--owner UID] BUS\n");
         return 2;
     }
     tw_bus bus;
-    if (tw_bus_open(&bus, path, TW_START_OLDEST) != TW_OK) {
+    if (tw_bus_open_owned(&bus, path, TW_START_OLDEST, owner) != TW_OK) {
         fprintf(stderr, "dump: %s\n", tw_bus_error(&bus));
         return 1;
     }

@@ -5,6 +5,7 @@ name, then the payload's raw words), so that the three can be compared line for 
     python3 dump.py [--from POSITION] [--batch N] BUS     the directory, then every event
     python3 dump.py --request VENUE INSTRUMENT BUS        sends one snapshot request
     python3 dump.py --books BUS                           every book Books keeps, at the end
+    --owner USER                                          accept only USER's bus (name or uid)
 """
 
 import argparse
@@ -119,10 +120,16 @@ def main():
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--request", nargs=2, type=int)
     parser.add_argument("--books", action="store_true")
+    parser.add_argument("--owner")
     parser.add_argument("bus")
     args = parser.parse_args()
     try:
-        bus = tw.Bus(args.bus, start=args.start if args.start is not None else "oldest")
+        owner = args.owner
+        if owner is not None and owner.isdigit():
+            owner = int(owner)
+        bus = tw.Bus(
+            args.bus, start=args.start if args.start is not None else "oldest", owner=owner
+        )
     except tw.BusError as error:
         print(f"dump.py: {error}", file=sys.stderr)
         return 1

@@ -28,7 +28,7 @@ use tickwire_bus::{
     SnapshotRequest, Start,
 };
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -52,7 +52,7 @@ fn available(what: &str, probe: &mut Command, install: &str) -> bool {
     ok
 }
 
-fn cc_available() -> bool {
+pub(crate) fn cc_available() -> bool {
     available(
         "a C compiler (cc)",
         Command::new("cc").arg("--version"),
@@ -69,7 +69,7 @@ fn numpy_available() -> bool {
 }
 
 /// Builds a C program of the bus clients with warnings as errors; returns the binary.
-fn build_c(source: &Path, dir: &Path) -> PathBuf {
+pub(crate) fn build_c(source: &Path, dir: &Path) -> PathBuf {
     let binary = dir.join(source.file_stem().unwrap());
     let output = Command::new("cc")
         .args([
@@ -716,7 +716,16 @@ fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
     let short = dir.path().join("bus-short");
     std::fs::write(&short, &std::fs::read(&good).unwrap()[..8192]).unwrap();
     let missing = dir.path().join("nothing-here");
-    let cases: [(&Path, &str); 4] = [
+    // A FIFO: refused at once, without hanging the reader in open(2).
+    let fifo = dir.path().join("fifo");
+    let c_fifo = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o644) }, 0);
+    let cases: [(&Path, &str); 5] = [
+        (
+            &fifo,
+            "is not a tickwire bus: it is a FIFO, not a regular file",
+        ),
         (
             &version_2,
             "has layout version 2; this reader reads version 1",
@@ -784,6 +793,99 @@ fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
             .arg(&version_2)
             .env("PYTHONPATH", root().join("clients/python")));
         assert_eq!(stdout_of(&output, "python3"), "2 1\n");
+    }
+}
+
+#[test]
+fn c_and_python_refuse_a_bus_of_an_owner_they_do_not_trust_unless_named() {
+    // As tests/bus/owners.rs for the Rust reader: a bus file of another user (uid 65534) in a
+    // folder every user may write, like /dev/shm, could be a forged feed.
+    if !crate::bus::is_root() {
+        println!("SKIPPED: a bus of a second user (uid 65534) needs root to make");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let bus = dir.path().join("tickwire.bus");
+    write_bus(&bus, 1024, 10);
+    std::os::unix::fs::chown(&bus, Some(NOBODY), Some(NOBODY)).unwrap();
+    let rust = BusReader::open(&bus, Start::Oldest, 16)
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(rust, BusError::Untrusted { uid: NOBODY, .. }),
+        "{rust:?}"
+    );
+    let owner = tickwire_bus::describe_user(NOBODY);
+    let refused = |output: Output, who: &str| {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{who}: {stderr}");
+        assert!(output.stdout.is_empty(), "{who}: nothing read");
+        assert!(
+            stderr.contains(&format!(
+                "bus {} belongs to {owner}, whom this reader does not trust",
+                bus.display()
+            )) && stderr.contains("forged feed"),
+            "{who}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{who}: one line: {stderr}");
+    };
+    let accepted = |output: Output, who: &str| {
+        let stdout = stdout_of(&output, who);
+        assert!(stdout.starts_with("open capacity=1024"), "{who}: {stdout}");
+    };
+    if cc_available() {
+        let dump = build_c(&root().join("tests/bus_clients/dump.c"), dir.path());
+        refused(run(Command::new(&dump).arg(&bus)), "dump.c");
+        accepted(
+            run(Command::new(&dump).args(["--owner", "65534"]).arg(&bus)),
+            "dump.c --owner",
+        );
+        refused(
+            run(Command::new(&dump).args(["--owner", "0"]).arg(&bus)),
+            "dump.c --owner 0",
+        );
+    }
+    if numpy_available() {
+        let path = bus.to_str().unwrap();
+        refused(python(&[path]), "dump.py");
+        accepted(python(&["--owner", "65534", path]), "dump.py --owner");
+        if let Some(name) = tickwire_bus::user_name(NOBODY) {
+            accepted(python(&["--owner", &name, path]), "dump.py --owner NAME");
+        }
+        let output = run(Command::new("python3")
+            .args([
+                "-c",
+                "import sys, tickwire_bus as tw\n\
+                 try:\n    tw.Bus(sys.argv[1])\n\
+                 except tw.UntrustedOwner as e:\n    print(e.uid)",
+            ])
+            .arg(&bus)
+            .env("PYTHONPATH", root().join("clients/python")));
+        assert_eq!(stdout_of(&output, "python3"), format!("{NOBODY}\n"));
+    }
+    // The directory's owner, when no one else may write there, is trusted by default.
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let in_home = home.join("tickwire.bus");
+    std::fs::rename(&bus, &in_home).unwrap();
+    std::os::unix::fs::chown(&home, Some(NOBODY), Some(NOBODY)).unwrap();
+    BusReader::open(&in_home, Start::Oldest, 16).expect("the directory owner's bus");
+    if cc_available() {
+        let dump = dir.path().join("dump");
+        accepted(
+            run(Command::new(&dump).arg(&in_home)),
+            "dump.c in the owner's directory",
+        );
+    }
+    if numpy_available() {
+        accepted(
+            python(&[in_home.to_str().unwrap()]),
+            "dump.py in the owner's directory",
+        );
     }
 }
 

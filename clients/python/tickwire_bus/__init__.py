@@ -22,6 +22,8 @@ from .bus import (
     RequestFailed,
     Truncated,
     UnsupportedPlatform,
+    UntrustedOwner,
+    describe_user,
     snapshot_request_bytes,
 )
 from .fixed import fixed_to_decimal, fixed_to_float, fixed_to_str

@@ -20,6 +20,12 @@ x86-64 performs atomically; slots may be copied in any width, as a slot being ov
 discarded whole. On another architecture (aarch64 reorders loads) none of this holds, so
 ``Bus`` refuses to open there rather than risk returning torn events.
 
+Whose file. ``Bus`` reads a bus only from an owner it trusts, checked with ``fstat`` on the
+descriptor it maps: root, this process's user, or the owner of the directory the path names when
+no one else may write there (``/run/tickwire`` under systemd); ``owner=`` names another (the
+appliance's user, for a bus in ``/dev/shm``, where any user could make the path first and serve a
+forged feed). Anyone else's file raises ``UntrustedOwner``, naming its owner.
+
 Truncation. A mapped page past the end of a file truncated under the reader raises SIGBUS,
 which kills Python. ``Bus.read`` checks the file's size (one ``os.fstat``) before every batch and
 raises ``Truncated`` instead; a truncation in the microseconds between that check and the copy
@@ -30,7 +36,9 @@ cannot install safely). Readers cannot truncate the file; its owner or root can.
 import mmap
 import os
 import platform
+import pwd
 import socket
+import stat
 import struct
 import sys
 from collections import namedtuple
@@ -82,7 +90,16 @@ class PermissionDenied(BusError):
 
 
 class NotABus(BusError):
-    """The file is not a tickwire bus (no TICKWBUS magic)."""
+    """The file is not a tickwire bus (no TICKWBUS magic, or not a regular file)."""
+
+
+class UntrustedOwner(BusError):
+    """The file belongs to a user this reader does not trust (``owner``): a file another user
+    made at the path could be a forged feed."""
+
+    def __init__(self, message, uid):
+        super().__init__(message)
+        self.uid = uid
 
 
 class LayoutVersionMismatch(BusError):
@@ -148,14 +165,62 @@ def snapshot_request_bytes(venue_id: int, instrument_id: int) -> bytes:
     )
 
 
+def describe_user(uid: int) -> str:
+    """``user NAME (uid N)``, or ``uid N`` for an id with no name here."""
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _check_owner(path: str, uid: int, owner) -> None:
+    """Raises ``UntrustedOwner`` unless a bus file of ``uid`` at ``path`` is accepted: the rule
+    of the Rust reader's ``Owner`` (see ``Bus``)."""
+    if owner is not None:
+        try:
+            expected = owner if isinstance(owner, int) else pwd.getpwnam(owner).pw_uid
+        except KeyError:
+            raise BusError(f"bus {path}: no user {owner!r} on this host") from None
+        if uid == expected:
+            return
+        trusted = f"{describe_user(expected)} only, as asked"
+    else:
+        me = os.geteuid()
+        if uid in (0, me):
+            return
+        directory = os.path.dirname(path) or "."
+        try:
+            info = os.stat(directory)
+            if info.st_uid == uid and info.st_mode & 0o022 == 0:
+                return
+        except OSError:
+            pass
+        trusted = (
+            f"root, its own {describe_user(me)} and the owner of {directory} when no one else "
+            "may write there"
+        )
+    raise UntrustedOwner(
+        f"bus {path} belongs to {describe_user(uid)}, whom this reader does not trust (it trusts "
+        f"{trusted}): a file another user made at the path could be a forged feed, so it is not "
+        "read; if that user runs the appliance, name it as the bus's owner (Bus(path, owner=...))",
+        uid=uid,
+    )
+
+
 class Bus:
     """One reader of a bus, with its own position; any number may read one bus.
 
     ``start`` is ``"latest"`` (only events published from now on), ``"oldest"`` (the oldest the
     ring still holds) or a position (one gone already is reported as missed by the first read).
+
+    ``owner`` says whose file to accept (checked on the opened file): ``None`` (the default) is
+    root, this process's user, or the owner of the bus's directory when no one else may write it
+    (``/run/tickwire`` under systemd); a user name or uid is exactly that user (the appliance's,
+    for a bus in a directory others may write too, such as ``/dev/shm``). A file of anyone else
+    raises ``UntrustedOwner`` naming its owner.
     """
 
-    def __init__(self, path, start="latest"):
+    def __init__(self, path, start="latest", owner=None):
         self.path = os.fspath(path)
         if platform.machine().lower() not in ("x86_64", "amd64") or sys.byteorder != "little":
             raise UnsupportedPlatform(
@@ -167,7 +232,8 @@ class Bus:
         self._header = None
         self._ring = None
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            # O_NONBLOCK: a FIFO planted at the path must not hang the reader.
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
         except FileNotFoundError:
             raise NotFound(
                 f"no bus at {self.path}: no appliance has made one there (is it running, with "
@@ -181,15 +247,28 @@ class Bus:
         except OSError as error:
             raise BusError(f"bus {self.path}: opening: {error.strerror}") from None
         try:
-            self._open(fd, start)
+            self._open(fd, start, owner)
         except BaseException:
             self.close()
             os.close(fd)
             raise
         self._fd = fd
 
-    def _open(self, fd, start):
+    def _open(self, fd, start, owner):
         info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(info.st_mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(info.st_mode)
+                else "a socket"
+                if stat.S_ISSOCK(info.st_mode)
+                else "a device"
+            )
+            raise NotABus(f"{self.path} is not a tickwire bus: it is {kind}, not a regular file")
+        # The owner of the file opened (fstat), so the file checked is the file read.
+        _check_owner(self.path, info.st_uid, owner)
         size = info.st_size
         self._identity = (info.st_dev, info.st_ino)
         if size < layout.HEADER_BYTES:

@@ -7,7 +7,10 @@
 //! whole ring behind is told exactly how many events it missed. [`layout`] gives the file byte by
 //! byte (the C and Python readers follow it), `ring.rs` the protocol and its memory-ordering
 //! argument. Users read through the `tickwire-client` crate, which adds waiting, epochs and
-//! books on top of [`BusReader`].
+//! books on top of [`BusReader`]. The writer makes its files so that no other user can steer or
+//! block it, and readers read only a file of an owner they trust ([`Owner`]; `shm.rs`); a file
+//! truncated under a reader or the writer is an error, never a SIGBUS (`sigbus.rs`, with the
+//! argument that makes its handler sound).
 
 pub mod directory;
 pub mod event;
@@ -23,5 +26,8 @@ pub use directory::DirectoryEntry;
 pub use layout::{Geometry, SnapshotRequest};
 pub use reader::{BusReader, ReadError, Start};
 pub use ring::{Batch, RingError};
-pub use shm::{group_id, identity_at, lock_path, request_socket_path, BusError};
+pub use shm::{
+    bind_request_socket, describe_user, group_id, identity_at, lock_path, remove_request_socket,
+    request_socket_path, user_id, user_name, BusError, Owner,
+};
 pub use writer::{BusOptions, BusStats, BusWriter, DirectoryFull};

@@ -4,7 +4,7 @@ use crate::directory::{DirectoryEntry, DirectoryWords};
 use crate::event::Event;
 use crate::layout::{self, offsets, Geometry};
 use crate::ring::{Batch, RingError, RingReader};
-use crate::shm::{self, BusError, Mapping};
+use crate::shm::{self, BusError, Mapping, Owner};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -59,10 +59,20 @@ pub struct BusReader {
 }
 
 impl BusReader {
-    /// Maps the bus at `path` and checks its header. `batch` is the most events one
-    /// [`BusReader::read`] copies.
+    /// Maps the bus at `path` and checks its owner ([`Owner::Trusted`]) and its header.
+    /// `batch` is the most events one [`BusReader::read`] copies.
     pub fn open(path: &Path, start: Start, batch: usize) -> Result<BusReader, BusError> {
-        let opened = shm::open(path)?;
+        BusReader::open_owned(path, start, batch, Owner::Trusted)
+    }
+
+    /// [`BusReader::open`], accepting the file only from `owner`.
+    pub fn open_owned(
+        path: &Path,
+        start: Start,
+        batch: usize,
+        owner: Owner,
+    ) -> Result<BusReader, BusError> {
+        let opened = shm::open(path, owner)?;
         let mapping = opened.mapping;
         let geometry = opened.geometry;
         // SAFETY: `shm::open` checked that the file holds the header and both regions where

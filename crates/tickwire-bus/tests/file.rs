@@ -188,3 +188,102 @@ fn a_file_truncated_under_a_reader_is_an_error_not_a_sigbus() {
     assert!(matches!(error, ReadError::Truncated { .. }), "{error}");
     assert!(error.to_string().contains("truncated"));
 }
+
+#[test]
+fn the_writer_survives_its_file_being_truncated_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = writer(dir.path(), 1024);
+    let stats = writer.stats();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("test.bus"))
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    assert!(!stats.truncated());
+    for position in 0..10 {
+        writer.write(&event(position));
+    }
+    writer.publish();
+    assert!(stats.truncated(), "the fault was repaired and marked");
+    drop(writer);
+}
+
+#[test]
+fn truncations_while_other_threads_map_and_unmap_repair_only_the_truncated_bus() {
+    // The SIGBUS handler replaces a page only inside a mapping that is still registered: threads
+    // that keep opening and dropping readers of a healthy bus, and mapping memory of their own
+    // where those mappings were, must never see a page of theirs replaced by zeros, while the
+    // main thread reads buses truncated under it.
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let steady_dir = dir.path().join("steady");
+    std::fs::create_dir(&steady_dir).unwrap();
+    let mut steady = writer(&steady_dir, 1024);
+    for position in 0..100 {
+        steady.write(&event(position));
+    }
+    steady.publish();
+    let steady_path = steady_dir.join("test.bus");
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| {
+                let mut out = vec![event(0); 100];
+                while !stop.load(Ordering::Relaxed) {
+                    let mut reader = BusReader::open(&steady_path, Start::Oldest, 100).unwrap();
+                    let batch = reader.read(&mut out).unwrap();
+                    assert_eq!(batch.count, 100);
+                    assert_eq!(out, (0..100).map(event).collect::<Vec<_>>());
+                    drop(reader);
+                    let len = 64 * 1024;
+                    // SAFETY: a fresh private anonymous mapping, written and read only here,
+                    // unmapped once.
+                    unsafe {
+                        let base = libc::mmap(
+                            std::ptr::null_mut(),
+                            len,
+                            libc::PROT_READ | libc::PROT_WRITE,
+                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                            -1,
+                            0,
+                        );
+                        assert_ne!(base, libc::MAP_FAILED);
+                        let bytes = std::slice::from_raw_parts_mut(base.cast::<u8>(), len);
+                        bytes.fill(0xA5);
+                        std::thread::yield_now();
+                        assert!(
+                            bytes.iter().all(|&byte| byte == 0xA5),
+                            "a page of an unrelated mapping was replaced"
+                        );
+                        libc::munmap(base, len);
+                    }
+                }
+            });
+        }
+        for round in 0..40 {
+            let round_dir = dir.path().join(format!("round-{round}"));
+            std::fs::create_dir(&round_dir).unwrap();
+            let mut writer = writer(&round_dir, 1024);
+            let path = round_dir.join("test.bus");
+            let mut reader = BusReader::open(&path, Start::Oldest, 64).unwrap();
+            for position in 0..10 {
+                writer.write(&event(position));
+            }
+            writer.publish();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(0)
+                .unwrap();
+            let mut out = vec![event(0); 64];
+            let error = reader.read(&mut out).expect_err("truncated");
+            assert!(matches!(error, ReadError::Truncated { .. }), "{error}");
+            drop(reader);
+            // The writer's own stores into the cut file (the close) are repaired too.
+            drop(writer);
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}

@@ -31,7 +31,7 @@ use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tickwire_bus::event::{Event, InstrumentId, VenueId};
-use tickwire_bus::{request_socket_path, BusError, BusReader, SnapshotRequest, Start};
+use tickwire_bus::{request_socket_path, BusError, BusReader, Owner, SnapshotRequest, Start};
 
 /// How often an idle client looks at the path for a new, closed or removed bus.
 pub const CHECK_INTERVAL: Duration = Duration::from_millis(50);
@@ -140,12 +140,14 @@ pub struct Counters {
 }
 
 /// How a client attaches: where it starts, how many events a poll copies at most, whether it
-/// follows books. `ClientOptions::default()` is [`Start::Latest`], [`DEFAULT_BATCH`], no books.
+/// follows books, whose bus files it accepts. `ClientOptions::default()` is [`Start::Latest`],
+/// [`DEFAULT_BATCH`], no books, [`Owner::Trusted`].
 #[derive(Clone, Copy, Debug)]
 pub struct ClientOptions {
     start: Start,
     batch: usize,
     follow_books: bool,
+    owner: Owner,
 }
 
 impl Default for ClientOptions {
@@ -154,6 +156,7 @@ impl Default for ClientOptions {
             start: Start::Latest,
             batch: DEFAULT_BATCH,
             follow_books: false,
+            owner: Owner::Trusted,
         }
     }
 }
@@ -177,10 +180,20 @@ impl ClientOptions {
         self
     }
 
+    /// Whose bus files to accept, this bus's and every later epoch's: by default
+    /// ([`Owner::Trusted`]) root, this process's user, or the owner of the bus's directory when
+    /// no one else may write it (`/run/tickwire` under systemd). Name the appliance's user
+    /// ([`Owner::Uid`], [`tickwire_bus::user_id`]) when it writes the bus in a directory others
+    /// may write too (`/dev/shm`): a file another user made there is refused, not read.
+    pub fn owner(mut self, owner: Owner) -> ClientOptions {
+        self.owner = owner;
+        self
+    }
+
     /// Attaches to the bus at `path`; fails at once if there is none.
     pub fn attach(self, path: impl AsRef<Path>) -> Result<Client, ClientError> {
         let path = path.as_ref();
-        let reader = BusReader::open(path, self.start, self.batch)?;
+        let reader = BusReader::open_owned(path, self.start, self.batch, self.owner)?;
         Ok(Client::new(path, reader, self))
     }
 
@@ -195,7 +208,7 @@ impl ClientOptions {
         let path = path.as_ref();
         let started = Instant::now();
         loop {
-            match BusReader::open(path, self.start, self.batch) {
+            match BusReader::open_owned(path, self.start, self.batch, self.owner) {
                 Ok(reader) => return Ok(Client::new(path, reader, self)),
                 Err(BusError::NotFound { .. }) => {
                     let waited = started.elapsed();
@@ -237,6 +250,7 @@ pub struct Client {
     path: PathBuf,
     reader: BusReader,
     batch: usize,
+    owner: Owner,
     buffer: Vec<Event>,
     /// Events in `buffer` read with an overrun and not handed out yet.
     pending: usize,
@@ -282,6 +296,7 @@ impl Client {
             path: path.to_owned(),
             reader,
             batch: options.batch,
+            owner: options.owner,
             buffer: vec![zero_event(); options.batch],
             pending: 0,
             broken: false,
@@ -523,7 +538,7 @@ impl Client {
                 if self.refused == Some(identity) {
                     return Ok(Step::Idle);
                 }
-                match BusReader::open(&self.path, Start::Oldest, self.batch) {
+                match BusReader::open_owned(&self.path, Start::Oldest, self.batch, self.owner) {
                     Ok(reader) => Ok(Step::NewEpoch(self.switch(reader))),
                     // Removed again between the stat and the open.
                     Err(BusError::NotFound { .. }) => Ok(Step::Idle),

@@ -8,7 +8,8 @@ use tickwire_bus::{BusError, ReadError};
 #[derive(Debug)]
 pub enum ClientError {
     /// The bus could not be opened: none at the path ([`BusError::NotFound`]), no permission,
-    /// another layout version ([`BusError::LayoutVersion`], naming both), a damaged file. Also
+    /// another layout version ([`BusError::LayoutVersion`], naming both), a file of an owner the
+    /// client does not trust ([`BusError::Untrusted`], naming it), a damaged file. Also
     /// what [`Client::poll`](crate::Client::poll) reports once when an appliance made a new bus
     /// this client cannot read (it then waits for the next one).
     Bus(BusError),

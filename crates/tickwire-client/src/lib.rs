@@ -79,4 +79,5 @@ pub use directory::Directory;
 pub use error::ClientError;
 pub use tickwire_bus::event;
 pub use tickwire_bus::fixed::{self, Fixed};
+pub use tickwire_bus::{user_id, Owner};
 pub use tickwire_bus::{BusError, DirectoryEntry, ReadError, SnapshotRequest, Start};

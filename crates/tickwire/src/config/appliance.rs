@@ -251,7 +251,9 @@ pub struct BusConfig {
     pub capacity: u64,
     /// Instrument entries the directory holds.
     pub directory_capacity: u64,
-    /// The group given the file (mode 0640): consumers in it may read the bus.
+    /// The group given the file (mode 0640) and the request socket (0660): consumers in it may
+    /// read the bus and ask for snapshots. The appliance must be a member (under systemd:
+    /// `SupplementaryGroups=`).
     pub group: Option<String>,
     /// The shortest time between two book snapshots of one instrument that readers ask for.
     pub snapshot_interval_ms: u64,

@@ -4,15 +4,16 @@
 //! The decoder stage writes the events (`venue::feed::EventSink`); this module only makes the
 //! file ([`tickwire_bus::BusWriter::create`], then hands the writer to the runtime) and listens
 //! on the request socket beside it (`<bus>.requests`, a Unix datagram socket, mode 0660 with the
-//! bus's group so that the readers who may read the bus may ask). A request names a venue and an
-//! instrument (or all of them); each instrument gets at most one snapshot per
-//! `[bus] snapshot_interval_ms`, and requests inside that interval, malformed datagrams and
-//! unknown venues are counted and dropped (one log line a second at most), so that a reader
-//! that asks in a loop costs the decoder one book per instrument per interval and nothing more.
-//! The decoder then writes the books asked for as far as the readers' budget goes (`[bus]
-//! snapshot_levels_per_s`, all readers together), queueing the rest (`snapshot_queue_books`)
-//! and refusing what the queue cannot hold (`crate::pipeline::book_requests`); its counts are
-//! the bus's metrics here too.
+//! bus's group so that the readers who may read the bus may ask; bound by
+//! [`tickwire_bus::bind_request_socket`], which follows no link and refuses another user's
+//! file). A request names a venue and an instrument (or all of them); each instrument gets at
+//! most one snapshot per `[bus] snapshot_interval_ms`, and requests inside that interval,
+//! malformed datagrams and unknown venues are counted and dropped (one log line a second at
+//! most), so that a reader that asks in a loop costs the decoder one book per instrument per
+//! interval and nothing more. The decoder then writes the books asked for as far as the
+//! readers' budget goes (`[bus] snapshot_levels_per_s`, all readers together), queueing the rest
+//! (`snapshot_queue_books`) and refusing what the queue cannot hold
+//! (`crate::pipeline::book_requests`); its counts are the bus's metrics here too.
 
 use super::ControlError;
 use crate::config::BusConfig;
@@ -110,23 +111,15 @@ impl BusControl {
                 .map_err(|full| ControlError::BusDirectory(full.to_string()))?;
         }
         let socket_path = tickwire_bus::request_socket_path(&path);
-        // We hold the bus's lock: a socket file left here is an earlier run's.
-        let _ = std::fs::remove_file(&socket_path);
-        let socket =
-            UnixDatagram::bind(&socket_path).map_err(|source| ControlError::BusSocket {
-                path: socket_path.clone(),
-                source,
-            })?;
+        // We hold the bus's lock: a socket of ours left here is an earlier run's, replaced;
+        // another user's file is refused by name.
+        let socket = tickwire_bus::bind_request_socket(&path, group)?;
         socket
             .set_nonblocking(true)
             .map_err(|source| ControlError::BusSocket {
                 path: socket_path.clone(),
                 source,
             })?;
-        set_socket_access(&socket_path, group).map_err(|source| ControlError::BusSocket {
-            path: socket_path.clone(),
-            source,
-        })?;
         let control = BusControl {
             path,
             socket_path,
@@ -320,19 +313,8 @@ impl BusControl {
 
 impl Drop for BusControl {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.socket_path);
+        tickwire_bus::remove_request_socket(&self.path);
     }
-}
-
-/// Mode 0660 and the bus's group on the request socket: sending to a Unix socket needs write
-/// permission on its file.
-fn set_socket_access(path: &std::path::Path, group: Option<u32>) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
-    if let Some(gid) = group {
-        std::os::unix::fs::chown(path, None, Some(gid))?;
-    }
-    Ok(())
 }
 
 /// Event slots of a private bus: 4 MiB. Its only reader is the serving thread, which reads it
