@@ -34,6 +34,7 @@ mod nats;
 mod net_heartbeat;
 mod net_transport;
 mod net_websocket;
+mod readme;
 mod record;
 mod rings;
 mod serve;
