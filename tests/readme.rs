@@ -7,8 +7,10 @@
 //! `BTCUSDT`): the Rust reader (compiled here: its text must equal [`rust_bus_example`]'s body),
 //! the C reader (wrapped in a `main`, built with `cc -Werror`), the Python readers (README.md's
 //! and `clients/python/README.md`'s), the `databento` snippet on a recording `tickwire record`
-//! makes of that bus, and the quick start's commands (`cargo run --release -- demo` is the binary's
-//! `demo`; each `tickwire` command line's options must be ones its `--help` lists).
+//! makes of that bus, the quick start's commands (`cargo run --release -- demo` is the binary's
+//! `demo`; each `tickwire` command line's options must be ones its `--help` lists), and the NATS
+//! section (its appliance file, the bridge and `tail --nats` commands and its Rust reader, against
+//! a real `nats-server`).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -286,6 +288,7 @@ fn is_trade_price(text: &str) -> bool {
 
 /// The README's Rust bus example, compiled: `rust_bus_example_is_the_readmes` checks that its
 /// body (between the markers) is the README's text with the path replaced by `bus`.
+#[rustfmt::skip] // the README's text, as it is there
 fn rust_bus_example(bus: &str) -> Result<(), Box<dyn std::error::Error>> {
     // README example begins
     use std::time::Duration;
@@ -329,18 +332,7 @@ fn rust_bus_example_is_the_readmes() {
         &["tickwire_client", "attach_wait"],
         "README.md",
     );
-    let source = read("tests/readme.rs");
-    let begin = "    // README example begins\n";
-    let body = source
-        .split_once(begin)
-        .and_then(|(_, rest)| rest.split_once("    // README example ends\n"))
-        .map(|(body, _)| body)
-        .expect("the markers in tests/readme.rs");
-    let compiled: String = body
-        .lines()
-        .map(|line| line.strip_prefix("    ").unwrap_or(line))
-        .map(|line| format!("{line}\n"))
-        .collect();
+    let compiled = compiled_example("README example");
     let expected = example.replace(&format!("{README_BUS:?}"), "bus");
     assert_eq!(
         compiled, expected,
@@ -935,5 +927,224 @@ fn a_skipped_test_is_seen_with_its_reason_and_counted() {
     assert!(
         tail.trim_end().ends_with(reasons[1]),
         "the summary is not the end of the output:\n{tail}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// NATS: the README's commands and its Rust reader, against a real nats-server
+
+/// The servers the README's NATS section names, replaced by the test's server.
+const README_NATS_URLS: [&str; 3] = [
+    "nats://10.0.0.5:4222",
+    "nats://10.0.0.6:4222",
+    "nats://10.0.0.7:4222",
+];
+
+/// The README's NATS Rust example, compiled: `rust_nats_example_is_the_readmes` checks that its
+/// body is the README's text with the servers replaced by `urls`.
+#[rustfmt::skip] // the README's text, as it is there
+fn rust_nats_example(urls: &str) -> Result<(), Box<dyn std::error::Error>> {
+    // README NATS example begins
+    use tickwire_nats::{NatsClient, NatsOptions, Next, bridge::parse_servers};
+    let mut client = NatsClient::connect(NatsOptions::new(
+        parse_servers(urls)?,
+        vec!["tickwire.>".into()],
+    ))?;
+    loop {
+        match client.wait(std::time::Duration::from_secs(1))? {
+            Next::Events(events) => {
+                for event in events {
+                    let (venue, symbol) = events.name(event);
+                    println!("{venue} {symbol} {:?}", event.body());
+                }
+            }
+            Next::Overrun { missed } => eprintln!("lost {missed}"),
+            _ => {}
+        }
+    }
+    // README NATS example ends
+}
+
+/// The text between `// <marker> begins` and `// <marker> ends` in this file, dedented once.
+fn compiled_example(marker: &str) -> String {
+    let source = read("tests/readme.rs");
+    let body = source
+        .split_once(&format!("    // {marker} begins\n"))
+        .and_then(|(_, rest)| rest.split_once(&format!("    // {marker} ends\n")))
+        .map(|(body, _)| body)
+        .unwrap_or_else(|| panic!("the {marker} markers in tests/readme.rs"));
+    body.lines()
+        .map(|line| line.strip_prefix("    ").unwrap_or(line))
+        .map(|line| format!("{line}\n"))
+        .collect()
+}
+
+#[test]
+fn rust_nats_example_is_the_readmes() {
+    let readme = read("README.md");
+    let example = block_with(
+        &readme,
+        "rust",
+        &["NatsClient", "parse_servers"],
+        "README.md",
+    );
+    let servers = example
+        .split("parse_servers(")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("the example's servers");
+    assert!(
+        servers.starts_with('"') && servers.contains(README_NATS_URLS[0]),
+        "{servers}"
+    );
+    let expected = example.replace(servers, "urls");
+    assert_eq!(
+        compiled_example("README NATS example"),
+        expected,
+        "README.md's NATS Rust example and the copy tests/readme.rs compiles and runs differ"
+    );
+}
+
+/// Runs [`rust_nats_example`] in a process of its own, for `readme_nats_walkthrough_runs`.
+#[test]
+#[ignore = "a child of readme::readme_nats_walkthrough_runs"]
+fn rust_nats_example_child() {
+    if let Ok(urls) = std::env::var("TICKWIRE_README_NATS") {
+        if let Err(error) = rust_nats_example(&urls) {
+            panic!("the README's NATS Rust example failed: {error}");
+        }
+    }
+}
+
+/// A shell line's words, with single-quoted words unquoted (the README's commands quote no
+/// other way).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any || !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                any = false;
+            }
+            c => word.push(c),
+        }
+    }
+    if any || !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// The NATS section as a user follows it: appliance A's file from the README (its `[bus]` where
+/// the test's bus is, its servers the test's `nats-server`), the bridge started by the README's
+/// command, then each README `tail --nats` command and the README's Rust reader print the bus's
+/// trades. (`tickwire run` itself is not run: its venue is Binance's mainnet; the test's bus
+/// stands in for the appliance's.)
+#[test]
+fn readme_nats_walkthrough_runs() {
+    let Some(binary) = crate::nats::nats_server_binary() else {
+        return;
+    };
+    let server = crate::nats::NatsServer::start(&binary);
+    let readme = read("README.md");
+    let section = readme
+        .split("## Beyond one host: NATS")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the NATS section");
+    let mut appliance = block_with(section, "toml", &["[bridge]", "nats_urls"], "README.md");
+    for url in README_NATS_URLS {
+        appliance = appliance.replace(url, &server.url());
+    }
+    let bus = LiveBus::start();
+    let folder = bus.path.parent().unwrap().to_owned();
+    // The appliance file's venues, beside it as under /etc/tickwire.
+    std::fs::create_dir_all(folder.join("venues")).unwrap();
+    for venue in words_starting(&appliance, "venues/") {
+        let venue = venue.trim_end_matches(['"', ',', ']']);
+        std::fs::copy(root().join("config").join(venue), folder.join(venue))
+            .unwrap_or_else(|error| panic!("README's appliance file names {venue}: {error}"));
+    }
+    let config = folder.join("tickwire.toml");
+    std::fs::write(&config, &appliance).unwrap();
+    let commands: Vec<Vec<String>> = blocks(section, "sh")
+        .iter()
+        .flat_map(|block| block.lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|line| line.starts_with("tickwire "))
+        .map(|line| {
+            let line = line
+                .split(" #")
+                .next()
+                .unwrap()
+                .trim()
+                .trim_end_matches('&');
+            shell_words(line)
+                .into_iter()
+                .skip(1)
+                .map(|word| {
+                    let mut word =
+                        word.replace("/etc/tickwire/tickwire.toml", config.to_str().unwrap());
+                    for url in README_NATS_URLS {
+                        word = word
+                            .replace(&format!("{url},"), "")
+                            .replace(url, &server.url());
+                    }
+                    word
+                })
+                .collect()
+        })
+        .collect();
+    let bridge_command = commands
+        .iter()
+        .find(|words| words.first().map(String::as_str) == Some("bridge"))
+        .expect("the README starts the bridge");
+    // The bus of an appliance file without `[bus] path` is in $RUNTIME_DIRECTORY.
+    let _bridge = Running::spawn(
+        tickwire()
+            .args(bridge_command)
+            .env("RUNTIME_DIRECTORY", &folder)
+            .env("RUST_LOG", "warn"),
+        "the README's `tickwire bridge nats`",
+    );
+    let tails: Vec<&Vec<String>> = commands
+        .iter()
+        .filter(|words| words.first().map(String::as_str) == Some("tail"))
+        .collect();
+    assert!(tails.len() >= 2, "{commands:?}");
+    for words in tails {
+        let mut tail = Running::spawn(
+            tickwire().args(words),
+            &format!("tickwire {}", words.join(" ")),
+        );
+        let line = tail.expect_line(
+            |line| line.contains("\"trade\"") && line.contains(SYMBOL) && line.contains(VENUE),
+            "trade of the test bus",
+        );
+        assert!(line.starts_with('{'), "{line}");
+    }
+    let mut rust = Running::spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "readme::rust_nats_example_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TICKWIRE_README_NATS", server.url()),
+        "the README's NATS Rust example",
+    );
+    rust.expect_line(
+        |line| line.contains(&format!("{VENUE} {SYMBOL} Trade(Trade {{ price: Fixed(")),
+        "trade of the test bus",
     );
 }
