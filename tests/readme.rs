@@ -9,8 +9,8 @@
 //! and `clients/python/README.md`'s), the `databento` snippet on a recording `tickwire record`
 //! makes of that bus, the quick start's commands (`cargo run --release -- demo` is the binary's
 //! `demo`; each `tickwire` command line's options must be ones its `--help` lists), and the NATS
-//! section (its appliance file, the bridge and `tail --nats` commands and its Rust reader, against
-//! a real `nats-server`).
+//! section (its appliance file, the bridge and `tail --nats` commands, its Rust reader and
+//! `clients/python/README.md`'s NATS reader, against a real `nats-server`).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -1131,6 +1131,24 @@ fn readme_nats_walkthrough_runs() {
         );
         assert!(line.starts_with('{'), "{line}");
     }
+    // clients/python/README.md's NATS reader (nats-py), on the same bridge.
+    if python_nats_available() {
+        let file = "clients/python/README.md";
+        let example = block_with(&read(file), "python", &["NatsReader", "asyncio"], file);
+        assert!(example.contains(README_NATS_URLS[0]), "{example}");
+        let code = example.replace(README_NATS_URLS[0], &server.url());
+        let mut python = Running::spawn(
+            Command::new("python3")
+                .args(["-c", &code])
+                .env("PYTHONPATH", root().join("clients/python"))
+                .env("PYTHONUNBUFFERED", "1"),
+            &format!("{file}'s NATS reader"),
+        );
+        python.expect_line(
+            |line| line.strip_prefix("1 ").is_some_and(is_trade_price),
+            "`INSTRUMENT PRICE` line of a trade",
+        );
+    }
     let mut rust = Running::spawn(
         Command::new(std::env::current_exe().unwrap())
             .args([
@@ -1147,4 +1165,27 @@ fn readme_nats_walkthrough_runs() {
         |line| line.contains(&format!("{VENUE} {SYMBOL} Trade(Trade {{ price: Fixed(")),
         "trade of the test bus",
     );
+}
+
+/// Whether python3 has numpy and nats-py (`clients/python`'s NATS extra); prints why not, or
+/// fails under `TICKWIRE_REQUIRE_NATS=1`.
+fn python_nats_available() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import numpy, nats"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !ok {
+        let required = std::env::var("TICKWIRE_REQUIRE_NATS").is_ok_and(|value| value == "1");
+        assert!(
+            !required,
+            "TICKWIRE_REQUIRE_NATS=1 but python3 with numpy and nats-py is missing"
+        );
+        crate::support::skip::skipped(
+            "its Python NATS reader: python3 with numpy and nats-py is not installed \
+             (pip install numpy nats-py)",
+        );
+    }
+    ok
 }
