@@ -10,7 +10,8 @@
 //! makes of that bus, the quick start's commands (`cargo run --release -- demo` is the binary's
 //! `demo`; each `tickwire` command line's options must be ones its `--help` lists), and the NATS
 //! section (its appliance file, the bridge and `tail --nats` commands, its Rust reader and
-//! `clients/python/README.md`'s NATS reader, against a real `nats-server`).
+//! `clients/python/README.md`'s NATS reader, against a real `nats-server`); every TOML block
+//! passes `tickwire check-config`.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -1188,4 +1189,40 @@ fn python_nats_available() -> bool {
         );
     }
     ok
+}
+
+/// Every TOML block of the README is a valid appliance file, or a valid part of one: each is
+/// checked by `tickwire check-config` in an appliance file of its own (the shipped mainnet venue
+/// beside it, and a `[bus]` table where the block needs one and has none).
+#[test]
+fn readme_toml_blocks_pass_check_config() {
+    let readme = read("README.md");
+    let toml_blocks = blocks(&readme, "toml");
+    assert!(toml_blocks.len() >= 3, "{}", toml_blocks.len());
+    for (index, block) in toml_blocks.iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("venues")).unwrap();
+        let mut file = String::new();
+        if !block.contains("venues =") {
+            file.push_str("venues = [\"venues/binance-futures.toml\"]\n");
+        }
+        file.push_str(block);
+        if !block.lines().any(|line| line.trim() == "[bus]") {
+            file.push_str("\n[bus]\n");
+        }
+        for venue in words_starting(&file, "venues/") {
+            let venue = venue.trim_end_matches(['"', ',', ']']);
+            std::fs::copy(root().join("config").join(venue), dir.path().join(venue))
+                .unwrap_or_else(|error| panic!("README's block {index} names {venue}: {error}"));
+        }
+        let path = dir.path().join("tickwire.toml");
+        std::fs::write(&path, &file).unwrap();
+        let output = tickwire().arg("check-config").arg(&path).output().unwrap();
+        assert!(
+            output.status.success(),
+            "README's TOML block {index} fails check-config:\n{file}\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
