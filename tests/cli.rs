@@ -257,7 +257,7 @@ fn run_connects_a_venue_and_is_ready_once_it_is_live() {
             std::env::var("TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS").as_deref() != Ok("1"),
             "python3 with websockets is required here"
         );
-        println!("SKIPPED: python3 with the websockets package is not installed");
+        crate::support::skip::skipped("python3 with the websockets package is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

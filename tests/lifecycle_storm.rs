@@ -6,6 +6,8 @@
 mod appliance;
 #[path = "support/common.rs"]
 mod common;
+#[path = "support/skip.rs"]
+mod skip;
 
 use appliance::{start, synthetic, Setup};
 use std::time::{Duration, Instant};

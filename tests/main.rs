@@ -3,7 +3,8 @@
 //! because it measures the process's CPU time.
 //!
 //! Tests that need `../shared` (the venues' captures and references) or Python `websockets`
-//! skip with a printed reason where those are missing; `.ci/run` turns such a skip into a failure.
+//! skip where those are missing, with a `SKIPPED <test>: <reason>` line that `cargo test` shows
+//! and a count at the end (`support::skip`); `.ci/run` turns such a skip into a failure.
 
 mod support;
 
@@ -34,6 +35,7 @@ mod nats;
 mod net_heartbeat;
 mod net_transport;
 mod net_websocket;
+mod readme;
 mod record;
 mod rings;
 mod serve;

@@ -236,7 +236,9 @@ fn readiness_says_why_when_the_venue_is_down() {
 fn http_core_pins_the_serving_thread() {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     if cpus < 2 {
-        println!("skipped: [http] core = 1 needs 2 CPUs, this host has {cpus}");
+        crate::support::skip::skipped(format_args!(
+            "[http] core = 1 needs 2 CPUs, this host has {cpus}"
+        ));
         return;
     }
     let mut pair = start(
@@ -680,7 +682,7 @@ fn chromium() -> Option<&'static str> {
             std::env::var("TICKWIRE_REQUIRE_CHROMIUM").as_deref() != Ok("1"),
             "TICKWIRE_REQUIRE_CHROMIUM=1 but chromium is not installed"
         );
-        println!("SKIPPED: chromium is not installed (apt-get install -y chromium)");
+        crate::support::skip::skipped("chromium is not installed (apt-get install -y chromium)");
     }
     found
 }

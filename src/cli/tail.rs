@@ -33,7 +33,7 @@ pub struct TailArgs {
     #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["config", "stats", "from"])]
     pub nats: Option<String>,
     /// With --nats: the subjects to take (repeat; wildcards allowed), default `tickwire.>`,
-    /// e.g. `tickwire.*.binance-usdm.BTCUSDT.*`.
+    /// e.g. `tickwire.*.binance-futures.BTCUSDT.*`.
     #[arg(long, value_name = "SUBJECT", requires = "nats")]
     pub subject: Vec<String>,
     /// With --nats: replay JetStream stream STREAM (a bridge's `--jetstream-stream`) from
@@ -48,7 +48,7 @@ pub struct TailArgs {
     /// default the appliance would take in this environment).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Only events of this venue (its name in the directory, e.g. binance-usdm).
+    /// Only events of this venue (its name in the directory, e.g. binance-futures).
     #[arg(long, value_name = "NAME")]
     pub venue: Option<String>,
     /// Only events of this instrument (the symbol as the venue file lists it).

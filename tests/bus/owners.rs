@@ -22,7 +22,9 @@ fn skipped(test: &str) -> bool {
     if is_root() {
         return false;
     }
-    println!("SKIPPED: {test} acts as a second user (uid {NOBODY}), which needs root");
+    crate::support::skip::skipped(format_args!(
+        "{test} acts as a second user (uid {NOBODY}), which needs root"
+    ));
     true
 }
 

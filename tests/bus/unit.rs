@@ -58,9 +58,9 @@ fn octal(settings: &BTreeMap<String, String>, key: &str) -> u32 {
 #[test]
 fn a_reader_in_the_bus_group_reads_the_bus_in_the_units_runtime_directory_and_no_other_does() {
     if !is_root() {
-        println!(
-            "SKIPPED: the unit's runtime directory test runs the appliance and readers as other \
-             users, which needs root"
+        crate::support::skip::skipped(
+            "the unit's runtime directory test runs the appliance and readers as other users, \
+             which needs root",
         );
         return;
     }

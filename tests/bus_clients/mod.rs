@@ -47,7 +47,7 @@ fn available(what: &str, probe: &mut Command, install: &str) -> bool {
             !required,
             "TICKWIRE_REQUIRE_BUS_CLIENTS=1 but {what} is missing ({install})"
         );
-        println!("SKIPPED: {what} is not installed ({install})");
+        crate::support::skip::skipped(format_args!("{what} is not installed ({install})"));
     }
     ok
 }
@@ -801,7 +801,7 @@ fn c_and_python_refuse_a_bus_of_an_owner_they_do_not_trust_unless_named() {
     // As tests/bus/owners.rs for the Rust reader: a bus file of another user (uid 65534) in a
     // folder every user may write, like /dev/shm, could be a forged feed.
     if !crate::bus::is_root() {
-        println!("SKIPPED: a bus of a second user (uid 65534) needs root to make");
+        crate::support::skip::skipped("a bus of a second user (uid 65534) needs root to make");
         return;
     }
     const NOBODY: u32 = 65534;

@@ -112,7 +112,7 @@ fn can_make_namespaces() -> bool {
         !required,
         "TICKWIRE_REQUIRE_NATS=1 but no root or no ip (iproute2)"
     );
-    eprintln!("SKIPPED: network namespaces need root and ip (iproute2)");
+    crate::support::skip::skipped("network namespaces need root and ip (iproute2)");
     false
 }
 

@@ -38,7 +38,7 @@ pub fn nats_server_binary() -> Option<PathBuf> {
             !required,
             "TICKWIRE_REQUIRE_NATS=1 but no nats-server binary (apt-get install nats-server)"
         );
-        eprintln!("SKIPPED: no nats-server binary (apt-get install nats-server)");
+        crate::support::skip::skipped("no nats-server binary (apt-get install nats-server)");
     }
     found
 }

@@ -22,8 +22,8 @@ fn python_nats_available() -> bool {
     if !ok {
         let required = std::env::var("TICKWIRE_REQUIRE_NATS").is_ok_and(|value| value == "1");
         assert!(!required, "TICKWIRE_REQUIRE_NATS=1 but python3 with numpy and nats-py is missing (pip install numpy nats-py)");
-        println!(
-            "SKIPPED: python3 with numpy and nats-py is not installed (pip install numpy nats-py)"
+        crate::support::skip::skipped(
+            "python3 with numpy and nats-py is not installed (pip install numpy nats-py)",
         );
     }
     ok

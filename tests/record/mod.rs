@@ -60,7 +60,7 @@ fn python_has(modules: &str, install: &str) -> bool {
             !required,
             "TICKWIRE_REQUIRE_DBN_PYTHON=1 but Python lacks {modules} ({install})"
         );
-        println!("SKIPPED: Python lacks {modules} ({install})");
+        crate::support::skip::skipped(format_args!("Python lacks {modules} ({install})"));
     }
     ok
 }

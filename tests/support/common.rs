@@ -36,10 +36,10 @@ fn shared(
         "TICKWIRE_REQUIRE_SHARED_DATA=1 but {} is missing",
         path.display()
     );
-    println!(
-        "SKIPPED: {} is not here (a fresh clone has no ../shared); {why}",
+    super::skip::skipped(format_args!(
+        "{} is not here (a fresh clone has no ../shared); {why}",
         path.display()
-    );
+    ));
     None
 }
 
@@ -63,7 +63,9 @@ pub fn python_websockets_available() -> bool {
             !required,
             "TICKWIRE_REQUIRE_PYTHON_WEBSOCKETS=1 but python3 -c 'import websockets' fails"
         );
-        println!("SKIPPED: python3 with the websockets package is not installed (pip install websockets)");
+        super::skip::skipped(
+            "python3 with the websockets package is not installed (pip install websockets)",
+        );
     }
     ok
 }
@@ -79,7 +81,9 @@ pub fn skip_io_uring(error: &dyn std::fmt::Display) {
         !required,
         "TICKWIRE_REQUIRE_IO_URING=1 but io_uring cannot be set up here: {error}"
     );
-    println!("SKIPPED io_uring variant: io_uring cannot be set up here: {error}");
+    super::skip::skipped(format_args!(
+        "its io_uring variant: io_uring cannot be set up here: {error}"
+    ));
 }
 
 /// A shared folder (`../shared/data/<relative>`), or `None` with a printed reason when it is

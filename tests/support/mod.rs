@@ -10,4 +10,5 @@ pub mod counting_alloc;
 pub mod mbo_oracle;
 pub mod mbo_stream;
 pub mod netns;
+pub mod skip;
 pub mod ws_client;

@@ -53,7 +53,7 @@
 //! | 4 | u16 | venue id (the events' `venue_id`) |
 //! | 6 | u16 | reserved (0) |
 //! | 8 | u64 | reserved (0) |
-//! | 16 | `[u8; 32]` | venue: the appliance's name for the venue (`binance-usdm`), UTF-8, NUL-padded |
+//! | 16 | `[u8; 32]` | venue: the appliance's name for the venue (`binance-futures`), UTF-8, NUL-padded |
 //! | 48 | `[u8; 104]` | symbol: the instrument as the venue file lists it (`BTCUSDT`), UTF-8, NUL-padded |
 //! | 152 | `[u8; 104]` | venue symbol: what the venue calls it on the wire (`btcusdt`), UTF-8, NUL-padded |
 //!

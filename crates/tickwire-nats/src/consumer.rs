@@ -45,7 +45,7 @@ pub const DEFAULT_BATCH: usize = 1024;
 #[derive(Clone, Debug)]
 pub struct NatsOptions {
     pub servers: Vec<ServerAddr>,
-    /// Subjects to subscribe to, wildcards allowed (`tickwire.>`, `tickwire.*.binance-usdm.>`).
+    /// Subjects to subscribe to, wildcards allowed (`tickwire.>`, `tickwire.*.binance-futures.>`).
     pub subjects: Vec<String>,
     pub batch: usize,
     pub queue_messages: usize,

@@ -11,7 +11,7 @@
 //! - `appliance`: the name the bridge was given (`[bridge] name`, or `--appliance`), so that
 //!   several appliances, each with its own venues or symbols, share one NATS cluster and a
 //!   consumer takes them all with `tickwire.*.<venue>.<symbol>.<kind>` or `tickwire.>`.
-//! - `venue`, `symbol`: the instrument directory's names (`binance-usdm`, `BTCUSDT`); `*` for an
+//! - `venue`, `symbol`: the instrument directory's names (`binance-futures`, `BTCUSDT`); `*` for an
 //!   event about every venue or every instrument (as `tickwire decode` prints it), `?` for an id
 //!   the directory does not name. Both escaped as below.
 //! - `kind`: [`EventKind::name`] (`quote`, `trade`, `level`, `snapshot_begin`, `snapshot_end`,

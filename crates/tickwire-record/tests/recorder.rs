@@ -12,6 +12,10 @@ use tickwire_bus::fixed::Fixed;
 use tickwire_bus::DirectoryEntry;
 use tickwire_record::{Clock, ReadError, Recorder, RecorderConfig, RecordingReader, Replay};
 
+// The workspace's visible skips (a line on stderr, a count when the binary exits).
+#[path = "../../../tests/support/skip.rs"]
+mod skip;
+
 /// 2024-08-07 23:59:58 UTC.
 const BEFORE_MIDNIGHT_NS: u64 = 1_723_075_198_000_000_000;
 const SECOND_NS: u64 = 1_000_000_000;
@@ -468,7 +472,7 @@ impl SmallDisk {
             .status()
             .is_ok_and(|status| status.success());
         if !mounted {
-            println!("SKIPPED: cannot mount a tmpfs here (needs root) to fill a disk");
+            skip::skipped("cannot mount a tmpfs here (needs root) to fill a disk");
             return None;
         }
         Some(SmallDisk { path })
@@ -662,10 +666,10 @@ fn fuzz_seeds() {
         }
     }
     if !seeds.is_dir() {
-        println!(
-            "SKIPPED: {} is not here (a checkout without fuzz/)",
+        skip::skipped(format_args!(
+            "{} is not here (a checkout without fuzz/)",
             seeds.display()
-        );
+        ));
         return;
     }
     let files = files_in(&seeds);
