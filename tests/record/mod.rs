@@ -581,11 +581,11 @@ fn a_recording_started_against_a_running_appliance_replays_into_the_live_books()
     let mut setup = appliance::bus_setup(&bus, "");
     setup.appliance_extra = setup
         .appliance_extra
-        .replace("capacity = 65536", "capacity = 4096");
+        .replace("capacity = 65536", "capacity = 8192");
     let mut pair = appliance::start(synthetic(5_000.0), |_| {}, setup);
     // The ring has gone round twice since the books' first snapshots.
     pair.run_until(Duration::from_secs(30), "the ring lapped twice", |pair| {
-        pair.session.bus().unwrap().stats().cursor() > 2 * 4096
+        pair.session.bus().unwrap().stats().cursor() > 2 * 8192
             && pair.count(|event| event.kind() == EventKind::SnapshotEnd) >= 2
     });
     let mut child = tickwire()

@@ -151,6 +151,15 @@ pub fn load_with_cpu_count(path: &Path, cpu_count: usize) -> Result<LoadedConfig
         }
     }
 
+    if let Some(bus) = appliance
+        .as_ref()
+        .and_then(|appliance| appliance.bus.as_ref())
+    {
+        if let Some(problem) = bus_capacity_problem(bus.capacity, &venues) {
+            appliance_errors.push(source.error(problem));
+        }
+    }
+
     let mut errors = sorted(appliance_errors);
     for file_errors in venue_errors {
         errors.extend(sorted(file_errors));
@@ -170,6 +179,44 @@ pub fn load_with_cpu_count(path: &Path, cpu_count: usize) -> Result<LoadedConfig
         }),
         _ => Err(ConfigErrors(errors)),
     }
+}
+
+/// How many of the largest snapshot a venue can write the bus's ring must hold (issue 33): a
+/// snapshot a reader asks for is written for every reader, and on a ring that holds less than a
+/// few of them it laps the readers that did not ask (each of which then asks for books in turn:
+/// an overrun storm). At 4,096 slots one late joiner's 2,002-event snapshots made the other
+/// readers miss events; at four snapshots' worth they did not.
+pub const BUS_CAPACITY_SNAPSHOTS: u64 = 4;
+
+/// The events of one book snapshot of a venue: `book_depth` levels a side, its begin and end.
+pub fn snapshot_events(venue: &VenueConfig) -> u64 {
+    2 * u64::from(venue.book_depth) + 2
+}
+
+/// `[bus] capacity` checked against the largest snapshot the venues can write: a problem (what
+/// to set) when the ring holds fewer than [`BUS_CAPACITY_SNAPSHOTS`] of them.
+fn bus_capacity_problem(capacity: u64, venues: &[(SourceFile, VenueConfig)]) -> Option<Problem> {
+    let (_, largest) = venues
+        .iter()
+        .max_by_key(|(_, venue)| snapshot_events(venue))?;
+    let events = snapshot_events(largest);
+    let needed = events.saturating_mul(BUS_CAPACITY_SNAPSHOTS);
+    if capacity >= needed {
+        return None;
+    }
+    let suggest = needed
+        .checked_next_power_of_two()
+        .unwrap_or(tickwire_bus::layout::MAX_CAPACITY);
+    Some(Problem::new(
+        KeyPath::dotted("bus.capacity"),
+        format!(
+            "{capacity} is too small for venue \"{}\": its book snapshots are {events} events \
+             (book_depth = {} levels a side), and the ring must hold {BUS_CAPACITY_SNAPSHOTS} of \
+             them, or a snapshot one reader asks for laps the others; set capacity = {suggest} \
+             or more (or a smaller book_depth in that venue file)",
+            largest.name, largest.book_depth
+        ),
+    ))
 }
 
 /// Loads and validates a single venue file.
