@@ -601,10 +601,8 @@ impl<C: Clock> Recorder<C> {
                     venue.booked.remove(&instrument);
                     venue.building.insert(instrument);
                 }
-                EventKind::SnapshotEnd => {
-                    if venue.building.remove(&instrument) {
-                        venue.booked.insert(instrument);
-                    }
+                EventKind::SnapshotEnd if venue.building.remove(&instrument) => {
+                    venue.booked.insert(instrument);
                 }
                 EventKind::Gap if instrument == ALL_INSTRUMENTS => venue.unbook_all(),
                 EventKind::Gap => {
