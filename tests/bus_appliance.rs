@@ -305,7 +305,11 @@ fn a_late_joiner_and_a_lapped_reader_end_with_the_books_of_a_reader_that_saw_eve
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tickwire.bus");
     // A ring of 4096 events, so that a reader that stops reading is lapped within a second.
-    let mut setup = appliance::bus_setup(&path, "snapshot_interval_ms = 50\n");
+    // A budget whose burst fits twice in the small ring (check-config's rule).
+    let mut setup = appliance::bus_setup(
+        &path,
+        "snapshot_interval_ms = 50\nsnapshot_levels_per_s = 50000\n",
+    );
     setup.appliance_extra = setup
         .appliance_extra
         .replace("capacity = 65536", "capacity = 16384");

@@ -578,7 +578,8 @@ fn a_recording_started_against_a_running_appliance_replays_into_the_live_books()
     let dir = tempfile::tempdir().unwrap();
     let bus = dir.path().join("tickwire.bus");
     let out = dir.path().join("recordings");
-    let mut setup = appliance::bus_setup(&bus, "");
+    // The smallest ring check-config accepts for the simulator's 1,000-level books.
+    let mut setup = appliance::bus_setup(&bus, "snapshot_levels_per_s = 20000\n");
     setup.appliance_extra = setup
         .appliance_extra
         .replace("capacity = 65536", "capacity = 8192");
