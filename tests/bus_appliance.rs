@@ -305,7 +305,11 @@ fn a_late_joiner_and_a_lapped_reader_end_with_the_books_of_a_reader_that_saw_eve
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tickwire.bus");
     // A ring of 4096 events, so that a reader that stops reading is lapped within a second.
-    let mut setup = appliance::bus_setup(&path, "snapshot_interval_ms = 50\n");
+    // A budget whose burst fits twice in the small ring (check-config's rule).
+    let mut setup = appliance::bus_setup(
+        &path,
+        "snapshot_interval_ms = 50\nsnapshot_levels_per_s = 50000\n",
+    );
     setup.appliance_extra = setup
         .appliance_extra
         .replace("capacity = 65536", "capacity = 16384");
@@ -482,4 +486,88 @@ fn a_consumer_outlives_an_appliance_restart_and_goes_on_with_the_new_epoch() {
         "an old event after the new epoch"
     );
     second.finish();
+}
+
+/// Issue 33: on the smallest ring `check-config` accepts for 1,000-level books (8,192 slots, with
+/// a budget whose burst fits twice), a reader that asks for every book in a loop never laps a
+/// reader that did not ask: the budget and the capacity rule together keep the books one reader
+/// asks for from storming the others. Prints what was measured.
+#[test]
+fn a_reader_asking_for_books_in_a_loop_never_laps_one_that_did_not_on_the_smallest_ring() {
+    use tickwire_client::{Client, Next, Start as ClientStart};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tickwire.bus");
+    let mut setup = appliance::bus_setup(
+        &path,
+        "snapshot_interval_ms = 10\nsnapshot_levels_per_s = 20000\n",
+    );
+    setup.appliance_extra = setup
+        .appliance_extra
+        .replace("capacity = 65536", "capacity = 8192");
+    // Loaded as `check-config` loads it: the ring is accepted for 1,000-level books.
+    let mut pair = appliance::start(appliance::synthetic_two(2_000.0, 1_000), |_| {}, setup);
+    pair.run_until(Duration::from_secs(20), "books in sync", |pair| {
+        pair.count(|event| event.kind() == EventKind::SnapshotEnd) >= 2
+    });
+    // The reader that does not ask: reads as events come, on a thread of its own.
+    let mut bystander = Client::options()
+        .start(ClientStart::Latest)
+        .attach(&path)
+        .expect("the bus exists");
+    let reader = std::thread::spawn(move || {
+        let (mut events, mut begins) = (0u64, 0u64);
+        loop {
+            match bystander
+                .wait(Duration::from_millis(5))
+                .expect("the client reads")
+            {
+                Next::Events(batch) => {
+                    events += batch.len() as u64;
+                    begins += batch
+                        .iter()
+                        .filter(|event| event.kind() == EventKind::SnapshotBegin)
+                        .count() as u64;
+                }
+                Next::Closed => return (bystander.counters(), events, begins),
+                Next::Overrun { .. } | Next::NewEpoch { .. } | Next::Idle | Next::Removed => {}
+            }
+        }
+    });
+    // The reader that asks for every book, every 5 ms, for 3 s.
+    let socket = UnixDatagram::unbound().unwrap();
+    let every = SnapshotRequest {
+        venue_id: SnapshotRequest::ALL_VENUES,
+        instrument_id: SnapshotRequest::ALL_INSTRUMENTS,
+    }
+    .to_bytes();
+    let request_path = tickwire_bus::request_socket_path(&path);
+    let started = std::time::Instant::now();
+    let mut asked = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        socket
+            .send_to(&every, &request_path)
+            .expect("the appliance listens");
+        asked += 1;
+        pair.run_for(Duration::from_millis(5));
+    }
+    let books = &pair.session.runtime.bus_book_requests;
+    let (served, levels) = (books.served.get(), books.levels.get());
+    pair.finish();
+    let (counters, events, begins) = reader.join().expect("the bystander never panicked");
+    eprintln!(
+        "measured: {asked} requests for every book in 3 s; {served} books served ({levels} \
+         levels); the reader that did not ask read {events} events ({begins} snapshots), \
+         {} overruns, {} missed",
+        counters.overruns, counters.missed
+    );
+    assert!(
+        served >= 4,
+        "the asking reader's books were served: {served}"
+    );
+    assert!(begins >= 4, "the bystander saw them go by: {begins}");
+    assert_eq!(
+        (counters.overruns, counters.missed),
+        (0, 0),
+        "the reader that did not ask was never lapped"
+    );
 }

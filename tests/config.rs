@@ -535,6 +535,75 @@ fn secrets_in_a_venue_file_are_rejected_wherever_they_are() {
     }
 }
 
+/// Issue 33: a bus ring that cannot hold a few of the largest snapshot the venues write is
+/// refused (a snapshot one reader asks for would lap the others: an overrun storm), saying what
+/// to set; the smallest capacity that holds them loads.
+#[test]
+fn a_bus_ring_smaller_than_a_few_snapshots_is_refused_saying_what_to_set() {
+    let dir = TempDir::new().expect("temp dir");
+    let venue = format!("{MINIMAL_VENUE}book_depth = 1000\n");
+    write(dir.path(), "venues/a.toml", &venue);
+    let snapshot = 2 * 1000 + 2;
+    let needed = (config::BUS_CAPACITY_SNAPSHOTS * snapshot).next_power_of_two();
+    // A budget whose burst (a tenth of a second's levels plus one book) fits twice in the ring.
+    let appliance = |capacity: u64| {
+        write(
+            dir.path(),
+            "tickwire.toml",
+            &format!(
+                "venues = [\"venues/a.toml\"]\n[threads]\n[bus]\npath = \"/tmp/x.bus\"\n\
+                 capacity = {capacity}\nsnapshot_levels_per_s = 20000\n"
+            ),
+        )
+    };
+    for capacity in [1024, needed / 2] {
+        let error = only_error(config::load(&appliance(capacity)));
+        assert_eq!(error.key, "bus.capacity", "{error}");
+        assert!(
+            error
+                .message
+                .contains(&format!("set capacity = {needed} or more"))
+                && error.message.contains("test-venue")
+                && error.message.contains(&format!("{snapshot} events")),
+            "{error}"
+        );
+    }
+    config::load(&appliance(needed)).expect("a ring of four snapshots loads");
+    // The readers' budget may write more than one book at once: the ring must hold twice that
+    // burst too, and the message says both ways out.
+    let budget = |capacity: u64, levels_per_s: u64| {
+        write(
+            dir.path(),
+            "tickwire.toml",
+            &format!(
+                "venues = [\"venues/a.toml\"]\n[threads]\n[bus]\npath = \"/tmp/x.bus\"\n\
+                 capacity = {capacity}\nsnapshot_levels_per_s = {levels_per_s}\n"
+            ),
+        )
+    };
+    let burst = 200_000 / 10 + snapshot;
+    let error = only_error(config::load(&budget(4 * needed, 200_000)));
+    assert_eq!(error.key, "bus.capacity", "{error}");
+    let fits = (4 * needed / 2 - snapshot) * 10;
+    assert!(
+        error.message.contains(&format!(
+            "set capacity = {} or more, or snapshot_levels_per_s = {fits} or less",
+            (2 * burst).next_power_of_two()
+        )),
+        "{error}"
+    );
+    config::load(&budget(4 * needed, fits)).expect("the budget the message names loads");
+    config::load(&budget((2 * burst).next_power_of_two(), 200_000))
+        .expect("the capacity the message names loads");
+    // A venue with smaller books needs a smaller ring.
+    write(
+        dir.path(),
+        "venues/a.toml",
+        &format!("{MINIMAL_VENUE}book_depth = 100\n"),
+    );
+    config::load(&budget(1024, 3000)).expect("four 202-event snapshots fit in 1024");
+}
+
 #[test]
 fn venue_names_must_be_unique_across_files() {
     let dir = TempDir::new().expect("temp dir");

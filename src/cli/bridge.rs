@@ -66,6 +66,14 @@ pub struct NatsArgs {
     /// Seconds to wait for the bus to appear.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub bus_wait: f64,
+    /// Where the bridge keeps its bus position, stream and sequences, so that a restarted bridge
+    /// resumes where the last one stopped (while the bus still holds it) instead of starting a
+    /// new stream (default: the bus path plus `.nats-<appliance>.state`).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_state")]
+    pub state: Option<PathBuf>,
+    /// Keep no state: a restarted bridge starts a new stream at the bus's latest event.
+    #[arg(long)]
+    pub no_state: bool,
     /// Seconds between lines of counters on stderr (0: only the last).
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     pub stats_interval: f64,
@@ -136,8 +144,14 @@ fn nats(args: NatsArgs) -> ExitCode {
         .appliance
         .clone()
         .unwrap_or_else(|| configured.resolved_name());
+    let default_state = {
+        let mut path = bus.as_os_str().to_owned();
+        path.push(format!(".nats-{}.state", file_part(&appliance)));
+        PathBuf::from(path)
+    };
     let mut options = BridgeOptions::new(bus, servers, appliance);
     options.bus_wait = bus_wait;
+    options.state = (!args.no_state).then(|| args.state.clone().unwrap_or(default_state));
     options.queue_messages = args.queue.unwrap_or(configured.queue_messages).max(1);
     let max_bytes = args
         .jetstream_max_bytes
@@ -206,6 +220,19 @@ fn nats(args: NatsArgs) -> ExitCode {
     }
 }
 
+/// A name as a file name part: anything but letters, digits, `-`, `_` and `.` becomes `_`.
+fn file_part(name: &str) -> String {
+    name.chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.') {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// The counters as one JSON line.
 fn counters_line(counters: &BridgeCounters) -> String {
     let get = BridgeCounters::get;
@@ -213,7 +240,7 @@ fn counters_line(counters: &BridgeCounters) -> String {
         "{{\"type\":\"bridge\",\"events_read\":{},\"messages_queued\":{},\"messages_published\":{},\
          \"messages_dropped\":{},\"events_dropped\":{},\"bus_overruns\":{},\"bus_missed\":{},\
          \"gaps_published\":{},\"publish_errors\":{},\"connects\":{},\"disconnects\":{},\
-         \"directory_replies\":{},\"jetstream_ready\":{}}}",
+         \"directory_replies\":{},\"checkpoints\":{},\"resumed\":{},\"jetstream_ready\":{}}}",
         get(&counters.events_read),
         get(&counters.messages_queued),
         get(&counters.messages_published),
@@ -226,6 +253,8 @@ fn counters_line(counters: &BridgeCounters) -> String {
         get(&counters.connects),
         get(&counters.disconnects),
         get(&counters.directory_replies),
+        get(&counters.checkpoints),
+        counters.resumed.load(Ordering::Relaxed),
         counters.jetstream_ready.load(Ordering::Relaxed),
     )
 }

@@ -378,3 +378,95 @@ fn a_consumer_started_after_the_bridge_stopped_replays_what_a_live_one_got() {
         assert!(replayed.len() - lived.len() < 1_000);
     }
 }
+
+/// Issue 33: a restarted bridge goes on from the bus position where the last one stopped, with
+/// its stream and sequences: a consumer sees no new stream and loses none of the trades written
+/// while no bridge ran. When the bus has lapped that position meanwhile, the loss is published
+/// with its exact count (a `BusOverrun` gap), never an epoch without one.
+#[test]
+fn a_restarted_bridge_resumes_where_the_last_one_stopped_and_counts_what_the_bus_lost() {
+    use tickwire::event::GapReason;
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let server = NatsServer::start(&binary);
+    let dir = bus_dir();
+    let path = dir.path().join("bus");
+    let capacity = 4096;
+    let mut feed = Feed {
+        bus: bus_writer(&path, INSTRUMENTS, capacity),
+        next: [0; INSTRUMENTS as usize + 1],
+    };
+    let mut client = consumer(&server.url(), 65536);
+    let mut gaps = {
+        let mut options = NatsOptions::new(
+            parse_servers(&server.url()).unwrap(),
+            vec!["tickwire.*.*.*.gap".into()],
+        );
+        options.max_reconnect_delay = Duration::from_millis(200);
+        NatsClient::connect(options).unwrap()
+    };
+    let bridge = BridgeProcess::start(&path, &server.url(), "site-r", &[]);
+    let mut seen = Seen::default();
+    feed.probe(&mut client, &mut seen);
+    feed.write(100);
+    feed.catch_up(&mut client, &mut seen);
+    let (status, stderr) = bridge.stop();
+    assert!(status.success(), "{stderr}");
+
+    // 98 rounds written while no bridge runs, which the bus still holds: the restarted bridge
+    // publishes every one on the same stream (`Seen::read` fails on a new stream).
+    feed.write(98);
+    let bridge = BridgeProcess::start(&path, &server.url(), "site-r", &[]);
+    feed.catch_up(&mut client, &mut seen);
+    seen.assert_exact("across a bridge restart");
+    assert_eq!(seen.missed, 0, "nothing lost across a bridge restart");
+    assert_eq!(client.counters().duplicates, 0);
+    let (status, stderr) = bridge.stop();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("\"resumed\":true"), "{stderr}");
+
+    // Now the bus laps the stopped bridge's position: what the restarted bridge could not read
+    // is published as a gap with the exact count.
+    let before: Vec<u64> = feed.next.to_vec();
+    feed.write(2 * capacity);
+    let bridge = BridgeProcess::start(&path, &server.url(), "site-r", &[]);
+    let mut reported = 0;
+    let started = Instant::now();
+    while !feed.all_seen(&seen) || reported == 0 {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "no gap or not every trade: reported {reported}"
+        );
+        feed.write(1);
+        seen.read(&mut client, Duration::from_millis(20));
+        while let Next::Events(events) = gaps.wait(Duration::from_millis(20)).unwrap() {
+            for event in events {
+                if let Body::Gap(gap) = event.body() {
+                    assert_eq!(gap.reason(), GapReason::BusOverrun);
+                    reported += gap.received_seq - gap.expected_seq;
+                }
+            }
+        }
+    }
+    let written: u64 = (1..=INSTRUMENTS as usize)
+        .map(|i| feed.next[i] - before[i])
+        .sum();
+    let received: u64 = (1..=INSTRUMENTS)
+        .map(|i| {
+            seen.positions[&i]
+                .iter()
+                .filter(|&&position| position >= before[i as usize])
+                .count() as u64
+        })
+        .sum();
+    assert!(reported > 0 && received > 0, "{reported} {received}");
+    assert_eq!(
+        received + reported,
+        written,
+        "every trade written while the bridge was down is received or counted lost"
+    );
+    let (status, stderr) = bridge.stop();
+    assert!(status.success(), "{stderr}");
+    drop(server);
+}

@@ -41,6 +41,42 @@ fn replay_library(files: &[PathBuf]) -> Vec<Event> {
     events
 }
 
+/// `recorded` less the books the recorder asked for (bus-only snapshots, which the strategy
+/// does not see), checked to be what the strategy saw, in order, up to where the recording ends.
+fn without_requested_books(recorded: &[Event], seen: &[Event]) -> Vec<Event> {
+    let mut kept = Vec::with_capacity(recorded.len());
+    let mut next = 0;
+    for event in recorded {
+        if seen.get(next) == Some(event) {
+            kept.push(*event);
+            next += 1;
+        } else {
+            assert!(
+                matches!(
+                    event.kind(),
+                    EventKind::SnapshotBegin | EventKind::BookLevel | EventKind::SnapshotEnd
+                ),
+                "an event the strategy did not see that is no requested book: {event:?}"
+            );
+        }
+    }
+    kept
+}
+
+/// The valid books `events` leave, by `(venue_id, instrument_id)`.
+type Levels = Vec<(tickwire::fixed::Fixed, tickwire::fixed::Fixed)>;
+fn books_of(events: &[Event]) -> Vec<((u16, u32), (Levels, Levels))> {
+    let mut books = tickwire_client::Books::new();
+    books.apply_all(events);
+    let mut valid: Vec<_> = books
+        .iter()
+        .filter(|(_, book)| book.is_valid())
+        .map(|(key, book)| (key, (book.bids().collect(), book.asks().collect())))
+        .collect();
+    valid.sort_by_key(|(key, _)| *key);
+    valid
+}
+
 fn tickwire() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tickwire"))
 }
@@ -181,11 +217,16 @@ fn the_appliance_records_what_its_strategy_sees_and_replay_gives_the_same_events
     let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
     assert!(name.starts_with("sim-"), "{name}");
 
-    // The library reader: every event the strategy saw, byte for byte, in order.
+    // The library reader: every event the strategy saw, byte for byte, in order, and the books
+    // the recorder asked for when its file opened (issue 33), which only the bus carries.
     let replayed = replay_library(&files);
-    assert_eq!(replayed.len(), seen.len());
-    let first_difference = replayed.iter().zip(&seen).position(|(a, b)| a != b);
-    assert_eq!(first_difference, None, "the same events in the same order");
+    assert_eq!(
+        without_requested_books(&replayed, &seen),
+        seen,
+        "the same events in the same order"
+    );
+    assert_eq!(books_of(&replayed), books_of(&seen));
+    assert_eq!(books_of(&seen).len(), 2);
     for kind in [
         EventKind::VenueStatus,
         EventKind::SnapshotBegin,
@@ -230,7 +271,7 @@ fn the_appliance_records_what_its_strategy_sees_and_replay_gives_the_same_events
         String::from_utf8_lossy(&output.stderr)
     );
     let mut expected = Vec::new();
-    for event in &seen {
+    for event in &replayed {
         let symbol = if event.header.instrument_id == u32::MAX {
             "*".to_owned()
         } else {
@@ -245,7 +286,7 @@ fn the_appliance_records_what_its_strategy_sees_and_replay_gives_the_same_events
         .zip(expected.lines())
         .position(|(a, b)| a != b);
     assert_eq!(first_line_difference, None);
-    assert_eq!(printed.lines().count(), seen.len());
+    assert_eq!(printed.lines().count(), replayed.len());
 
     // `tickwire replay --bus`: the same events on a bus of its own, for any consumer.
     let replay_bus = dir.path().join("replay.bus");
@@ -280,7 +321,7 @@ fn the_appliance_records_what_its_strategy_sees_and_replay_gives_the_same_events
         on_bus.extend_from_slice(&buffer[..batch.count]);
     }
     assert_eq!(
-        on_bus, seen,
+        on_bus, replayed,
         "the replay's bus holds the recorded events in order"
     );
     let mut directory: Vec<(String, String)> = reader
@@ -305,13 +346,13 @@ fn the_appliance_records_what_its_strategy_sees_and_replay_gives_the_same_events
         let mut lines = python_lines(&files, false);
         let end = lines.pop().expect("an end line");
         assert_eq!(end["end"], "whole");
-        assert_eq!(end["records"], seen.len() as u64);
-        assert_eq!(lines, expected_python_lines(&seen));
+        assert_eq!(end["records"], replayed.len() as u64);
+        assert_eq!(lines, expected_python_lines(&replayed));
     }
     if python_has("databento", "pip install databento") {
         let mut lines = python_lines(&files, true);
         lines.pop();
-        assert_eq!(lines, expected_python_lines(&seen));
+        assert_eq!(lines, expected_python_lines(&replayed));
     }
 }
 
@@ -380,11 +421,18 @@ fn a_recorder_process_killed_with_sigkill_leaves_files_that_read_to_the_last_flu
     );
     let files = recordings(&out);
     assert_eq!(files.len(), 2, "{files:?}");
-    // Both started from the bus's oldest event: each is a prefix of what the strategy saw.
+    // Both started from the bus's oldest event: each is a prefix of what the strategy saw
+    // (with the books the recorder asked for).
     for path in &files {
         let (events, _) = read_file(path);
         assert!(!events.is_empty());
-        assert_eq!(events[..], seen[..events.len()], "{}", path.display());
+        let strategy_events = without_requested_books(&events, &seen);
+        assert_eq!(
+            strategy_events[..],
+            seen[..strategy_events.len()],
+            "{}",
+            path.display()
+        );
     }
     if python_has(
         "databento_dbn, zstandard",
@@ -425,7 +473,13 @@ fn replay_of_a_damaged_file_gives_the_events_before_the_damage_then_names_file_a
     std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
     let (before_damage, error) = read_file(&cut);
     let error = error.expect("a cut inside a frame is damage");
-    assert!(before_damage.len() < seen.len());
+    let (whole, _) = read_file(&files[0]);
+    assert!(before_damage.len() < whole.len());
+    assert_eq!(
+        without_requested_books(&whole, &seen),
+        seen,
+        "the whole file holds what the strategy saw"
+    );
     let output = tickwire()
         .args(["replay", "--as-fast-as-possible", "--strategy", "print"])
         .arg(&cut)
@@ -514,4 +568,54 @@ fn an_appliance_killed_with_sigkill_leaves_recordings_that_read_to_the_last_flus
     assert_eq!(std::fs::read(&first[0]).unwrap(), first_bytes);
     let (restarted, _) = read_file(&files[1]);
     assert!(restarted.len() > 100);
+}
+
+/// Issue 33: a recorder that attaches to an appliance whose ring no longer holds the books'
+/// first snapshots asks for every book, so that its file alone rebuilds them: replayed, it
+/// ends with the books of a reader that saw everything (the strategy).
+#[test]
+fn a_recording_started_against_a_running_appliance_replays_into_the_live_books() {
+    let dir = tempfile::tempdir().unwrap();
+    let bus = dir.path().join("tickwire.bus");
+    let out = dir.path().join("recordings");
+    // The smallest ring check-config accepts for the simulator's 1,000-level books.
+    let mut setup = appliance::bus_setup(&bus, "snapshot_levels_per_s = 20000\n");
+    setup.appliance_extra = setup
+        .appliance_extra
+        .replace("capacity = 65536", "capacity = 8192");
+    let mut pair = appliance::start(synthetic(5_000.0), |_| {}, setup);
+    // The ring has gone round twice since the books' first snapshots.
+    pair.run_until(Duration::from_secs(30), "the ring lapped twice", |pair| {
+        pair.session.bus().unwrap().stats().cursor() > 2 * 8192
+            && pair.count(|event| event.kind() == EventKind::SnapshotEnd) >= 2
+    });
+    let mut child = tickwire()
+        .args(["record", "--events", "--duration", "4", "--bus"])
+        .arg(&bus)
+        .arg("--out")
+        .arg(&out)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    pair.run_for(Duration::from_millis(2_500));
+    let seen = pair.finish();
+    assert!(child.wait().unwrap().success());
+    let files = recordings(&out);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let (recorded, error) = read_file(&files[0]);
+    assert!(error.is_none(), "{error:?}");
+    let first_begin = recorded
+        .iter()
+        .position(|event| event.kind() == EventKind::SnapshotBegin);
+    assert!(
+        first_begin.is_some_and(|first| first > 0),
+        "the file starts inside the stream (deltas) and then holds snapshots: {first_begin:?}"
+    );
+    let live = books_of(&seen);
+    assert_eq!(live.len(), 2, "both books valid at the end of the stream");
+    assert_eq!(
+        books_of(&recorded),
+        live,
+        "the file alone ends with the live books"
+    );
 }

@@ -13,9 +13,22 @@ A book is keyed by ``(venue_id, instrument_id)``; prices and sizes stay raw fixe
 Given the ``Bus``, ``Books`` asks for snapshots itself: every book after an overrun, and a book
 it sees levels for but does not know (once, until its ``SnapshotBegin``). The appliance answers
 into the stream (``SnapshotBegin``, the levels, ``SnapshotEnd``), so these rules rebuild it.
+
+After an overrun it backs off: the request for every book waits until ``FOLLOW_UP_S`` has passed
+since the last one, a wait that doubles (up to ``OVERRUN_BACKOFF_MAX_S``) with each such request
+sent before every book is valid again; until it goes, no book is asked for alone. On a ring
+smaller than the snapshots readers ask for, asking again at once is what makes an overrun storm.
+The owed request goes in a later ``apply`` (call it after every ``Bus.read``, empty or not).
 """
 
+import time
+
 from . import layout
+
+#: The first wait after a request for every book before an overrun may ask again, in seconds.
+FOLLOW_UP_S = 0.25
+#: The longest wait between two requests for every book after overruns, in seconds.
+OVERRUN_BACKOFF_MAX_S = 8.0
 
 UNKNOWN = "unknown"
 BUILDING = "building"
@@ -73,6 +86,11 @@ class Books:
         self.bus = bus
         self.books = {}
         self._requested = set()
+        # Back-off after overruns: when every book was last asked for, whether an overrun
+        # owes a request for every book, and how long after the last one it waits.
+        self._asked_all_at = None
+        self._owed_all = False
+        self._backoff = FOLLOW_UP_S
 
     def __getitem__(self, key):
         return self.books[key]
@@ -89,6 +107,9 @@ class Books:
     def _request(self, venue_id, instrument_id):
         if self.bus is None or (venue_id, instrument_id) in self._requested:
             return
+        if self._owed_all and instrument_id != layout.ALL_INSTRUMENTS:
+            # A request for every book is owed (backing off after an overrun): it covers this.
+            return
         self._requested.add((venue_id, instrument_id))
         try:
             self.bus.request_snapshot(venue_id, instrument_id)
@@ -99,7 +120,25 @@ class Books:
     def request_all(self):
         """Asks for every book (a late joiner's first step)."""
         self._requested.clear()
+        self._asked_all_at = time.monotonic()
         self._request(layout.ALL_VENUES, layout.ALL_INSTRUMENTS)
+
+    def _after_overrun(self):
+        self._owed_all = True
+        self._pay_owed()
+
+    def _pay_owed(self):
+        """Sends the request for every book an overrun owes, once its back-off has passed."""
+        if not self._owed_all:
+            return
+        if (
+            self._asked_all_at is not None
+            and time.monotonic() - self._asked_all_at < self._backoff
+        ):
+            return
+        self._owed_all = False
+        self._backoff = min(self._backoff * 2, OVERRUN_BACKOFF_MAX_S)
+        self.request_all()
 
     def invalidate_all(self):
         """Every book unknown: what an overrun means."""
@@ -113,7 +152,17 @@ class Books:
         if missed > 0:
             self.invalidate_all()
             changed.update(self.books)
-            self.request_all()
+            self._after_overrun()
+        else:
+            self._pay_owed()
+        if (
+            self._backoff > FOLLOW_UP_S
+            and not self._owed_all
+            and self.books
+            and all(book.state == VALID for book in self.books.values())
+        ):
+            # Every book valid again since the last overrun: the back-off starts over.
+            self._backoff = FOLLOW_UP_S
         if len(events) == 0:
             return changed
         # Columns as Python lists: one conversion per batch instead of one per field access.

@@ -16,6 +16,10 @@ pub enum Start {
     Latest,
     /// At the oldest event the ring still holds.
     Oldest,
+    /// At this position (a consumer resuming where it stopped, as the NATS bridge does), at
+    /// most the write cursor. A position the writer has reused since is reported by the first
+    /// read as an overrun with the exact number of events lost.
+    At(u64),
 }
 
 /// Why a read failed. Each says what to do: open the bus again, or give up on this file.
@@ -88,6 +92,7 @@ impl BusReader {
             Start::Oldest => ring
                 .oldest_intact()
                 .max(cursor.saturating_sub(geometry.capacity)),
+            Start::At(position) => position.min(cursor),
         };
         Ok(BusReader {
             ring: RingReader::new(ring, position, batch),

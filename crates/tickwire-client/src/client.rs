@@ -43,6 +43,11 @@ pub const DEFAULT_BATCH: usize = 256;
 /// valid (past the appliance's default 100 ms per-instrument interval, inside which a second
 /// request is dropped).
 const FOLLOW_UP_AFTER: Duration = Duration::from_millis(250);
+/// The longest a book-following client waits after an overrun before it asks for every book
+/// again (issue 33): the wait starts at [`FOLLOW_UP_AFTER`] and doubles with each such request
+/// sent before every book was valid again, so that on a ring smaller than the snapshots they
+/// ask for, readers do not lap each other in a storm of requests.
+pub const OVERRUN_BACKOFF_MAX: Duration = Duration::from_secs(8);
 
 /// What happened next on the bus; see the module doc for each.
 #[derive(Debug)]
@@ -268,6 +273,12 @@ pub struct Client {
     request_owed: bool,
     /// Book-following: when to ask again for the books still not valid.
     follow_up_at: Option<Instant>,
+    /// Book-following: when every book was last asked for, whether the owed request is an
+    /// overrun's, and how long after the last one an overrun's request waits (doubling with
+    /// each one sent before the books are valid again).
+    every_book_asked_at: Option<Instant>,
+    owed_by_overrun: bool,
+    overrun_backoff: Duration,
     socket: Option<UnixDatagram>,
     counters: Counters,
 }
@@ -308,6 +319,9 @@ impl Client {
             books: None,
             request_owed: false,
             follow_up_at: None,
+            every_book_asked_at: None,
+            owed_by_overrun: false,
+            overrun_backoff: FOLLOW_UP_AFTER,
             socket: None,
             counters: Counters::default(),
         };
@@ -319,7 +333,10 @@ impl Client {
 
     /// Turns book keeping on or off. On: events are applied to [`Client::books`] before they
     /// are handed out, and snapshots of every book are asked for now, after each overrun and
-    /// after each new epoch (again [`FOLLOW_UP_AFTER`] later for books still not valid). A
+    /// after each new epoch (again [`FOLLOW_UP_AFTER`] later for books still not valid). After
+    /// an overrun the request waits until [`FOLLOW_UP_AFTER`] has passed since the last request
+    /// for every book, a wait that doubles (up to [`OVERRUN_BACKOFF_MAX`]) with each such
+    /// request sent before every book is valid again: a lapped reader backs off. A
     /// request that cannot be sent (no appliance listens) is counted in
     /// [`Counters::snapshot_request_errors`] and retried while the client is idle.
     pub fn follow_books(&mut self, follow: bool) {
@@ -479,7 +496,7 @@ impl Client {
                     self.pending = batch.count;
                     if let Some(books) = &mut self.books {
                         books.invalidate_all();
-                        self.ask_for_every_book();
+                        self.ask_after_overrun();
                     }
                     return Ok(Step::Overrun(batch.missed));
                 }
@@ -580,6 +597,19 @@ impl Client {
 
     fn ask_for_every_book(&mut self) {
         self.request_owed = true;
+        self.owed_by_overrun = false;
+        self.follow_up_at = None;
+        self.every_book_asked_at = None;
+        self.send_owed_requests(Instant::now());
+    }
+
+    /// An overrun: every book is owed, asked for once the back-off since the last request for
+    /// every book has passed (at once when there was none).
+    fn ask_after_overrun(&mut self) {
+        if !self.request_owed {
+            self.owed_by_overrun = true;
+        }
+        self.request_owed = true;
         self.follow_up_at = None;
         self.send_owed_requests(Instant::now());
     }
@@ -589,6 +619,15 @@ impl Client {
             return;
         }
         if self.request_owed {
+            // An overrun's request waits out the back-off (measured from the last request for
+            // every book); a new epoch's or the first one's goes at once.
+            if self.owed_by_overrun
+                && self.every_book_asked_at.is_some_and(|asked| {
+                    now.saturating_duration_since(asked) < self.overrun_backoff
+                })
+            {
+                return;
+            }
             if self
                 .request_snapshots(
                     SnapshotRequest::ALL_VENUES,
@@ -597,9 +636,24 @@ impl Client {
                 .is_ok()
             {
                 self.request_owed = false;
+                if std::mem::take(&mut self.owed_by_overrun) {
+                    self.overrun_backoff = (self.overrun_backoff * 2).min(OVERRUN_BACKOFF_MAX);
+                }
+                self.every_book_asked_at = Some(now);
                 self.follow_up_at = Some(now + FOLLOW_UP_AFTER);
             }
             return;
+        }
+        if self.overrun_backoff > FOLLOW_UP_AFTER && self.follow_up_at.is_none() {
+            // Every book valid again since the last overrun: the back-off starts over.
+            let books = self.books.as_ref().expect("checked above");
+            let all_valid = self
+                .directory
+                .iter()
+                .all(|entry| books.is_valid(entry.venue_id, entry.instrument_id));
+            if all_valid {
+                self.overrun_backoff = FOLLOW_UP_AFTER;
+            }
         }
         if self.follow_up_at.is_some_and(|at| now >= at) {
             self.follow_up_at = None;
@@ -837,5 +891,60 @@ mod tests {
         );
         assert_eq!(client.counters().snapshot_requests, 1);
         assert_eq!(client.counters().snapshot_request_errors, 1);
+    }
+
+    /// Issue 33: a book-following client lapped again and again (a ring smaller than the
+    /// snapshots readers ask for) backs off instead of asking for every book at each overrun;
+    /// the owed request still goes once the back-off has passed.
+    #[test]
+    fn a_lapped_book_follower_backs_off_instead_of_asking_at_every_overrun() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus");
+        let mut bus = writer(&path, 1);
+        let listener = UnixDatagram::bind(request_socket_path(&path)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let received = |listener: &UnixDatagram| {
+            let mut requests = Vec::new();
+            let mut bytes = [0u8; 32];
+            while let Ok(count) = listener.recv(&mut bytes) {
+                requests.push(SnapshotRequest::from_bytes(&bytes[..count]).unwrap());
+            }
+            requests
+        };
+        let every_book = SnapshotRequest {
+            venue_id: SnapshotRequest::ALL_VENUES,
+            instrument_id: SnapshotRequest::ALL_INSTRUMENTS,
+        };
+        let mut client = Client::options().follow_books(true).attach(&path).unwrap();
+        assert_eq!(received(&listener), [every_book], "the first request");
+        let mut position = 0;
+        for _ in 0..10 {
+            for _ in 0..1100 {
+                bus.write(&trade(position));
+                position += 1;
+            }
+            bus.publish();
+            assert!(matches!(client.step().unwrap(), Step::Overrun(_)));
+            assert!(matches!(client.step().unwrap(), Step::Events(_)));
+        }
+        assert_eq!(client.counters().overruns, 10);
+        // Ten overruns within the back-off: at most one request (a host that stalls this loop
+        // past the back-off may let one through), never one per overrun.
+        let storm = received(&listener);
+        assert!(storm.len() <= 1, "{storm:?}");
+        // Idle: the owed request goes once the back-off has passed.
+        let mut owed = Vec::new();
+        for _ in 0..400 {
+            let _ = client.step().unwrap();
+            owed.extend(received(&listener));
+            if !owed.is_empty() || !storm.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            storm.len() + owed.len() == 1 && owed.iter().chain(&storm).all(|r| *r == every_book),
+            "{storm:?} {owed:?}"
+        );
     }
 }

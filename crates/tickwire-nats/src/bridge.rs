@@ -15,6 +15,18 @@
 //! Why a queue of whole messages rather than of events: a message is numbered when it is made,
 //! so a dropped one is an exact hole in its subject's sequence, whatever the consumer subscribed
 //! to.
+//!
+//! **Resuming (issue 33).** With [`BridgeOptions::state`], the bridge keeps where it is in a
+//! state file ([`BridgeState`]): the bus epoch, its stream id, the bus position of the next event
+//! to publish and every subject's next sequence. The reader puts a checkpoint into the queue
+//! after a batch at most every [`CHECKPOINT_INTERVAL`] (and one when it stops); the network
+//! thread writes it (a new file renamed over the old) once every message queued before it has
+//! been flushed to the server. A restarted bridge that finds the same bus epoch in the file goes
+//! on from that position with the same stream and sequences, so consumers see no new stream and
+//! lose nothing; if the ring no longer holds that position, the first read's exact overrun is
+//! published as a `BusOverrun` gap with the count. Messages published after the last checkpoint
+//! (a bridge killed with `kill -9`) are published again with the same sequences, which
+//! consumers skip as duplicates. A new bus epoch (the appliance restarted) starts a new stream.
 
 use crate::wire::{self, MessageHeader, MAX_EVENTS_PER_MESSAGE};
 use async_nats::{ServerAddr, Subject};
@@ -62,6 +74,9 @@ pub struct BridgeOptions {
     pub jetstream: Option<JetStreamOptions>,
     /// The longest pause between reconnection attempts (they start at 50 ms and double).
     pub max_reconnect_delay: Duration,
+    /// Where the bridge keeps its position, to resume from it after a restart (see the module
+    /// doc); `None`: a restarted bridge starts a new stream at the bus's latest event.
+    pub state: Option<PathBuf>,
 }
 
 impl BridgeOptions {
@@ -74,7 +89,101 @@ impl BridgeOptions {
             queue_messages: DEFAULT_QUEUE_MESSAGES,
             jetstream: None,
             max_reconnect_delay: Duration::from_secs(1),
+            state: None,
         }
+    }
+}
+
+/// How often at most the reader asks for its position to be written to the state file.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Where a bridge is, as its state file keeps it: what a restarted bridge resumes from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BridgeState {
+    /// The bus's epoch.
+    pub appliance_epoch: u64,
+    /// The stream id the bridge's messages carry.
+    pub stream: u64,
+    /// The bus position of the next event to publish.
+    pub position: u64,
+    /// The bridge's count of bus events (its `BusOverrun` gaps' numbering).
+    pub counted: u64,
+    /// Every subject's next sequence: `(venue_id, instrument_id, kind byte, next sequence)`.
+    pub sequences: Vec<(VenueId, InstrumentId, u8, u64)>,
+}
+
+const STATE_MAGIC: &str = "tickwire-nats-bridge-state 1";
+
+impl BridgeState {
+    /// The file's text.
+    pub fn to_text(&self) -> String {
+        let mut text = format!(
+            "{STATE_MAGIC}\nepoch {}\nstream {}\nposition {}\ncounted {}\n",
+            self.appliance_epoch, self.stream, self.position, self.counted
+        );
+        for (venue_id, instrument_id, kind, next) in &self.sequences {
+            text.push_str(&format!(
+                "subject {venue_id} {instrument_id} {kind} {next}\n"
+            ));
+        }
+        text
+    }
+
+    /// Reads a state file's text; `None` for anything that is not one whole.
+    pub fn from_text(text: &str) -> Option<BridgeState> {
+        let mut lines = text.lines();
+        if lines.next()? != STATE_MAGIC {
+            return None;
+        }
+        let mut field = |name: &str| -> Option<u64> {
+            let line = lines.next()?;
+            let value = line.strip_prefix(name)?.strip_prefix(' ')?;
+            value.parse().ok()
+        };
+        let mut state = BridgeState {
+            appliance_epoch: field("epoch")?,
+            stream: field("stream")?,
+            position: field("position")?,
+            counted: field("counted")?,
+            sequences: Vec::new(),
+        };
+        for line in lines {
+            let mut words = line.strip_prefix("subject ")?.split(' ');
+            let venue_id = words.next()?.parse().ok()?;
+            let instrument_id = words.next()?.parse().ok()?;
+            let kind: u8 = words.next()?.parse().ok()?;
+            EventKind::from_u8(kind)?;
+            let next = words.next()?.parse().ok()?;
+            if words.next().is_some() || next == 0 {
+                return None;
+            }
+            state.sequences.push((venue_id, instrument_id, kind, next));
+        }
+        Some(state)
+    }
+
+    /// The state at `path`: `Ok(None)` when there is none, an error (for a warning) when it
+    /// cannot be read or is no state file.
+    pub fn load(path: &std::path::Path) -> Result<Option<BridgeState>, String> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => BridgeState::from_text(&text)
+                .map(Some)
+                .ok_or_else(|| format!("{} is not a bridge state file; ignored", path.display())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(format!("cannot read {}: {error}", path.display())),
+        }
+    }
+
+    /// Writes the state to `path` whole: a new file beside it, synced, renamed over it.
+    pub fn store(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut temporary = path.as_os_str().to_owned();
+        temporary.push(".new");
+        let temporary = PathBuf::from(temporary);
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(self.to_text().as_bytes())?;
+        file.sync_data()?;
+        std::fs::rename(&temporary, path)
     }
 }
 
@@ -118,6 +227,10 @@ pub struct BridgeCounters {
     pub disconnects: AtomicU64,
     /// Directory requests answered.
     pub directory_replies: AtomicU64,
+    /// Positions written to the state file.
+    pub checkpoints: AtomicU64,
+    /// Whether this bridge resumed a stream from its state file.
+    pub resumed: AtomicBool,
     /// Whether the JetStream stream exists (made or found).
     pub jetstream_ready: AtomicBool,
 }
@@ -140,10 +253,11 @@ pub enum BridgeError {
     Network(String),
 }
 
-/// One numbered message on its way to the network.
-struct Outgoing {
-    subject: Subject,
-    payload: Bytes,
+/// One numbered message on its way to the network, or a checkpoint to write once every message
+/// before it is on the server.
+enum Outgoing {
+    Message { subject: Subject, payload: Bytes },
+    Checkpoint(BridgeState),
 }
 
 /// The directory as the network thread answers it: entries in `(venue_id, instrument_id)`
@@ -186,6 +300,11 @@ struct Reader {
     /// Reused buffers: the batch's groups and one message's bytes.
     groups: Vec<(Key, Vec<Event>)>,
     encoded: Vec<u8>,
+    /// Subjects' next sequences from a state file, used when each subject is first named.
+    restored: HashMap<Key, u64>,
+    /// Whether checkpoints are made (a state file is configured), and when the last was.
+    checkpoints: bool,
+    last_checkpoint: Option<std::time::Instant>,
 }
 
 /// A stream id: the time in ns, above the last one, never 0.
@@ -205,6 +324,7 @@ fn now_ns() -> u64 {
 impl Reader {
     fn subject(&mut self, directory: &Directory, key: Key) -> &mut SubjectState {
         let appliance = &self.appliance;
+        let restored = &self.restored;
         self.subjects.entry(key).or_insert_with(|| {
             let (venue_id, instrument_id, kind) = key;
             let venue = if venue_id == SnapshotRequest::ALL_VENUES {
@@ -221,7 +341,7 @@ impl Reader {
             };
             SubjectState {
                 subject: Subject::from(wire::event_subject(appliance, venue, symbol, kind)),
-                next_sequence: 1,
+                next_sequence: restored.get(&key).copied().unwrap_or(1),
             }
         })
     }
@@ -248,7 +368,7 @@ impl Reader {
             events,
             &mut self.encoded,
         );
-        let outgoing = Outgoing {
+        let outgoing = Outgoing::Message {
             subject,
             payload: Bytes::copy_from_slice(&self.encoded),
         };
@@ -302,7 +422,7 @@ impl Reader {
             std::slice::from_ref(&gap),
             &mut self.encoded,
         );
-        let outgoing = Outgoing {
+        let outgoing = Outgoing::Message {
             subject,
             payload: Bytes::copy_from_slice(&self.encoded),
         };
@@ -406,10 +526,61 @@ impl Reader {
         Ok(())
     }
 
+    /// The state a restarted bridge would resume from, after everything offered so far.
+    fn state(&self, position: u64) -> BridgeState {
+        let mut sequences: HashMap<Key, u64> = self.restored.clone();
+        for (key, subject) in &self.subjects {
+            sequences.insert(*key, subject.next_sequence);
+        }
+        let mut sequences: Vec<(VenueId, InstrumentId, u8, u64)> = sequences
+            .into_iter()
+            .map(|((venue_id, instrument_id, kind), next)| {
+                (venue_id, instrument_id, kind as u8, next)
+            })
+            .collect();
+        sequences.sort_unstable();
+        BridgeState {
+            appliance_epoch: self.appliance_epoch,
+            stream: self.stream,
+            position,
+            counted: self.bus_position,
+            sequences,
+        }
+    }
+
+    /// Queues a checkpoint at bus position `position` (the next event to publish) when one is
+    /// due (or `force`), unless gaps are still owed (their sequences are not spent yet). A full
+    /// queue skips it; the next batch tries again.
+    fn checkpoint(&mut self, position: u64, force: bool) {
+        if !self.checkpoints || !self.owed.is_empty() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if !force
+            && self
+                .last_checkpoint
+                .is_some_and(|last| now.duration_since(last) < CHECKPOINT_INTERVAL)
+        {
+            return;
+        }
+        let state = self.state(position);
+        let sent = if force {
+            self.queue
+                .blocking_send(Outgoing::Checkpoint(state))
+                .is_ok()
+        } else {
+            self.queue.try_send(Outgoing::Checkpoint(state)).is_ok()
+        };
+        if sent {
+            self.last_checkpoint = Some(now);
+        }
+    }
+
     fn new_epoch(&mut self, epoch: u64, directory: &Directory) {
         self.appliance_epoch = epoch;
         self.stream = next_stream(self.stream);
         self.subjects.clear();
+        self.restored.clear();
         self.owed.clear();
         self.bus_position = 0;
         self.directory_len = usize::MAX;
@@ -471,11 +642,12 @@ fn start_network(
     let appliance = options.appliance.clone();
     let jetstream = options.jetstream.clone();
     let max_delay = options.max_reconnect_delay;
+    let state = options.state.clone();
     let thread = std::thread::Builder::new()
         .name("tickwire-nats".into())
         .spawn(move || {
             runtime.block_on(network(
-                servers, appliance, jetstream, max_delay, receiver, counters, published,
+                servers, appliance, jetstream, max_delay, receiver, counters, published, state,
             ))
         })
         .map_err(|error| BridgeError::Network(format!("no thread: {error}")))?;
@@ -512,6 +684,7 @@ pub(crate) fn connect_options(
         })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn network(
     servers: Vec<ServerAddr>,
     appliance: String,
@@ -520,7 +693,9 @@ async fn network(
     mut receiver: tokio::sync::mpsc::Receiver<Outgoing>,
     counters: Arc<BridgeCounters>,
     published: Arc<Mutex<Arc<Published>>>,
+    state_path: Option<PathBuf>,
 ) {
+    let mut state_error_logged = false;
     let options = connect_options(max_delay, Some(Arc::clone(&counters)))
         .name(format!("tickwire-bridge {appliance}"));
     let client = match async_nats::connect_with_options(servers, options).await {
@@ -551,9 +726,32 @@ async fn network(
                     break;
                 }
                 for outgoing in batch.drain(..) {
-                    match client.publish(outgoing.subject, outgoing.payload).await {
-                        Ok(()) => BridgeCounters::add(&counters.messages_published, 1),
-                        Err(_) => BridgeCounters::add(&counters.publish_errors, 1),
+                    match outgoing {
+                        Outgoing::Message { subject, payload } => {
+                            match client.publish(subject, payload).await {
+                                Ok(()) => BridgeCounters::add(&counters.messages_published, 1),
+                                Err(_) => BridgeCounters::add(&counters.publish_errors, 1),
+                            }
+                        }
+                        Outgoing::Checkpoint(state) => {
+                            let Some(path) = &state_path else { continue };
+                            // Only what the server has: a checkpoint behind an unflushed
+                            // message would let a restart skip it.
+                            let flushed = tokio::time::timeout(Duration::from_secs(2), client.flush())
+                                .await
+                                .is_ok_and(|flushed| flushed.is_ok());
+                            if !flushed {
+                                continue;
+                            }
+                            match state.store(path) {
+                                Ok(()) => BridgeCounters::add(&counters.checkpoints, 1),
+                                Err(error) if !state_error_logged => {
+                                    state_error_logged = true;
+                                    tracing::warn!(path = %path.display(), %error, "nats: cannot write the bridge's state; a restarted bridge will start a new stream");
+                                }
+                                Err(_) => {}
+                            }
+                        }
                     }
                 }
             }
@@ -633,6 +831,45 @@ pub fn run(
         .start(Start::Latest)
         .batch(1024)
         .attach_wait(&options.bus, options.bus_wait)?;
+    // A state file of this bus's epoch: go on from where the last bridge stopped, with its
+    // stream and sequences.
+    let saved = match options.state.as_deref().map(BridgeState::load) {
+        Some(Ok(saved)) => saved,
+        Some(Err(why)) => {
+            tracing::warn!("nats: {why}");
+            None
+        }
+        None => None,
+    };
+    let resume = match saved {
+        Some(saved) if saved.appliance_epoch == client.epoch() => {
+            let resumed = Client::options()
+                .start(Start::At(saved.position))
+                .batch(1024)
+                .attach(&options.bus)?;
+            if resumed.epoch() == saved.appliance_epoch {
+                tracing::info!(
+                    position = saved.position,
+                    behind = resumed.lag(),
+                    "nats: resuming the last bridge's stream"
+                );
+                client = resumed;
+                counters.resumed.store(true, Ordering::Relaxed);
+                Some(saved)
+            } else {
+                None
+            }
+        }
+        Some(saved) => {
+            tracing::info!(
+                saved_epoch = saved.appliance_epoch,
+                epoch = client.epoch(),
+                "nats: the bus is a new one since the last bridge; a new stream starts"
+            );
+            None
+        }
+        None => None,
+    };
     let (sender, receiver) = tokio::sync::mpsc::channel(options.queue_messages.max(1));
     let published = Arc::new(Mutex::new(Arc::new(Published::default())));
     let network = start_network(
@@ -647,13 +884,29 @@ pub fn run(
         subjects: HashMap::new(),
         owed: Vec::new(),
         appliance_epoch: client.epoch(),
-        stream: next_stream(0),
-        bus_position: 0,
+        stream: resume
+            .as_ref()
+            .map_or_else(|| next_stream(0), |saved| saved.stream),
+        bus_position: resume.as_ref().map_or(0, |saved| saved.counted),
         counters,
         published,
         directory_len: usize::MAX,
         groups: Vec::new(),
         encoded: Vec::with_capacity(wire::HEADER_BYTES + 64 * MAX_EVENTS_PER_MESSAGE),
+        restored: resume
+            .as_ref()
+            .map(|saved| {
+                saved
+                    .sequences
+                    .iter()
+                    .filter_map(|&(venue_id, instrument_id, kind, next)| {
+                        Some(((venue_id, instrument_id, EventKind::from_u8(kind)?), next))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        checkpoints: options.state.is_some(),
+        last_checkpoint: None,
     };
     reader.refresh_directory(client.directory());
     let result = read_loop(&mut client, &mut reader, stop);
@@ -671,7 +924,10 @@ fn read_loop(
 ) -> Result<(), BridgeError> {
     while !stop.load(Ordering::Relaxed) {
         match client.wait(Duration::from_millis(50)) {
-            Ok(Next::Events(events)) => reader.events(events.directory(), events.as_slice())?,
+            Ok(Next::Events(events)) => {
+                reader.events(events.directory(), events.as_slice())?;
+                reader.checkpoint(client.reader().position(), false);
+            }
             Ok(Next::Overrun { missed }) => {
                 reader.overrun(client.directory(), missed)?;
             }
@@ -685,5 +941,53 @@ fn read_loop(
             Err(error) => tracing::warn!(%error, "bus"),
         }
     }
+    // Everything read was offered: the next bridge starts after it.
+    if client.lag() == client.reader().lag() {
+        reader.checkpoint(client.reader().position(), true);
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_file_reads_back_and_anything_else_is_refused_not_trusted() {
+        let state = BridgeState {
+            appliance_epoch: 77,
+            stream: 1_700_000_000_000_000_001,
+            position: 123_456,
+            counted: 123_000,
+            sequences: vec![
+                (0, 1, EventKind::Trade as u8, 42),
+                (0, u32::MAX, EventKind::Gap as u8, 7),
+            ],
+        };
+        assert_eq!(
+            BridgeState::from_text(&state.to_text()),
+            Some(state.clone())
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state");
+        assert_eq!(BridgeState::load(&path), Ok(None), "no file: no state");
+        state.store(&path).unwrap();
+        assert_eq!(BridgeState::load(&path), Ok(Some(state.clone())));
+        let text = state.to_text();
+        // Cut anywhere, a wrong kind byte, a sequence of 0, an extra word, garbage: refused.
+        for bad in [
+            text[..text.len() / 2].to_owned(),
+            text.replace(" 42\n", " 0\n"),
+            text.replace(&format!(" {} 42", EventKind::Trade as u8), " 250 42"),
+            text.replace(" 42\n", " 42 9\n"),
+            text.replace("position 123456", "position -1"),
+            "\u{0}\u{ff}garbage".to_owned(),
+        ] {
+            assert_eq!(BridgeState::from_text(&bad), None, "{bad:?}");
+        }
+        std::fs::write(&path, "no state").unwrap();
+        assert!(BridgeState::load(&path)
+            .unwrap_err()
+            .contains("not a bridge state file"));
+    }
 }

@@ -25,6 +25,14 @@
 //! - A write error (full disk, unwritable directory): logged, counted, the file abandoned; the
 //!   venue's events are counted as lost until a new file opens (tried every
 //!   [`RecorderConfig::retry_interval`]), whose first record is a recorder gap with the count.
+//! - Books (issue 33): every file stands on its own. A file counts the instruments whose
+//!   snapshot it holds whole (`SnapshotBegin` to `SnapshotEnd`, no gap since);
+//!   [`Recorder::books_to_request`] names the books a file still lacks, for the driver to ask
+//!   the appliance for: every book of the venue as soon as a file opens (at start, at each
+//!   rotation, after a new epoch), and after an overrun or a gap; then the missing ones again
+//!   after [`BOOK_FOLLOW_UP`], doubling up to [`BOOK_FOLLOW_UP_MAX`] while any is missing (a
+//!   reader that was lapped backs off rather than asking again at once: the snapshots it asks
+//!   for are what laps it on a small ring).
 
 use crate::codec::{self};
 use crate::file::{FsyncPolicy, RecordingFile};
@@ -43,6 +51,15 @@ pub const ALL_INSTRUMENTS: u32 = tickwire_bus::SnapshotRequest::ALL_INSTRUMENTS;
 /// How long a file must have been open before a new instrument rotates it: an appliance that
 /// adds many instruments at once makes one new file, not one per instrument.
 pub const NEW_INSTRUMENT_ROTATE_AFTER: Duration = Duration::from_secs(1);
+
+/// How long after asking for books a file still lacks they are asked for again (past the
+/// appliance's default 100 ms per-instrument interval, inside which a second request is
+/// dropped); the wait doubles while books are missing, up to [`BOOK_FOLLOW_UP_MAX`].
+pub const BOOK_FOLLOW_UP: Duration = Duration::from_millis(250);
+/// The longest wait between two requests for the books a file lacks.
+pub const BOOK_FOLLOW_UP_MAX: Duration = Duration::from_secs(8);
+/// How often [`Recorder::books_to_request`] looks at the files at most.
+const BOOK_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The recorder's clocks.
 pub trait Clock {
@@ -134,6 +151,8 @@ pub struct RecorderStats {
     pub write_errors: u64,
     /// Recorder gaps written into files.
     pub gaps_written: u64,
+    /// Book requests [`Recorder::books_to_request`] handed out (one per venue or instrument).
+    pub book_requests: u64,
     /// Times the bus was found damaged under the recorder (an unknown number of events lost).
     pub bus_damaged: u64,
     pub files_opened: u64,
@@ -155,6 +174,22 @@ struct VenueFiles {
     unreported_lost: u64,
     /// An event named an instrument the directory knows but the file does not map.
     remap: bool,
+    /// Instruments whose whole snapshot this file holds with no gap since.
+    booked: HashSet<u32>,
+    /// Instruments whose snapshot began in this file and has not ended.
+    building: HashSet<u32>,
+    /// When books were last asked for this file (`None`: not since it opened).
+    books_asked_mono_ns: Option<u64>,
+    /// How long after `books_asked_mono_ns` the missing books are asked for again.
+    books_follow_up_ns: u64,
+}
+
+impl VenueFiles {
+    /// The file's books can no longer be trusted (an overrun, a gap for every instrument).
+    fn unbook_all(&mut self) {
+        self.booked.clear();
+        self.building.clear();
+    }
 }
 
 /// The recorder. Not thread-safe; one thread drives it ([`crate::run`] or a host's own loop).
@@ -168,6 +203,8 @@ pub struct Recorder<C: Clock> {
     day: u64,
     /// Bus events seen (recorded or missed): the positions a recorder gap names.
     bus_position: u64,
+    /// When [`Recorder::books_to_request`] may next look at the files.
+    next_book_check_mono_ns: u64,
     stats: RecorderStats,
 }
 
@@ -288,6 +325,7 @@ impl<C: Clock> Recorder<C> {
             venue_names: HashMap::new(),
             day,
             bus_position: 0,
+            next_book_check_mono_ns: 0,
             stats: RecorderStats::default(),
         }
     }
@@ -422,6 +460,10 @@ impl<C: Clock> Recorder<C> {
             retry_at_mono_ns: None,
             unreported_lost: 0,
             remap: false,
+            booked: HashSet::new(),
+            building: HashSet::new(),
+            books_asked_mono_ns: None,
+            books_follow_up_ns: BOOK_FOLLOW_UP.as_nanos() as u64,
         });
         if venue.file.is_some() {
             return true;
@@ -472,6 +514,12 @@ impl<C: Clock> Recorder<C> {
                 venue.last_flush_mono_ns = now_mono;
                 venue.retry_at_mono_ns = None;
                 venue.remap = false;
+                // A new file holds no book: ask for every one of the venue's at once.
+                venue.unbook_all();
+                venue.books_asked_mono_ns = None;
+                venue.books_follow_up_ns = BOOK_FOLLOW_UP.as_nanos() as u64;
+                // Looked at on the next call, whatever the check interval says.
+                self.next_book_check_mono_ns = 0;
                 true
             }
             Err(error) => {
@@ -548,6 +596,21 @@ impl<C: Clock> Recorder<C> {
             {
                 venue.remap = true;
             }
+            match event.header.kind {
+                EventKind::SnapshotBegin => {
+                    venue.booked.remove(&instrument);
+                    venue.building.insert(instrument);
+                }
+                EventKind::SnapshotEnd if venue.building.remove(&instrument) => {
+                    venue.booked.insert(instrument);
+                }
+                EventKind::Gap if instrument == ALL_INSTRUMENTS => venue.unbook_all(),
+                EventKind::Gap => {
+                    venue.booked.remove(&instrument);
+                    venue.building.remove(&instrument);
+                }
+                _ => {}
+            }
             let Some(file) = venue.file.as_mut() else {
                 continue;
             };
@@ -579,6 +642,11 @@ impl<C: Clock> Recorder<C> {
         self.bus_position += missed;
         let now = self.clock.wall_ns();
         let venue_ids = self.known_venues();
+        for venue in self.venues.values_mut() {
+            // Events were lost: no book in any file can be trusted until its next snapshot.
+            // Asked for on the follow-up schedule, not at once (a lapped reader backs off).
+            venue.unbook_all();
+        }
         for venue_id in venue_ids {
             if self.ensure_file(venue_id) {
                 let gap = recorder_gap(venue_id, now, from, missed);
@@ -623,6 +691,73 @@ impl<C: Clock> Recorder<C> {
                 self.stats.gaps_written += 1;
             }
         }
+    }
+
+    /// The books to ask the appliance for now, as `(venue_id, instrument_id)` (instrument
+    /// [`ALL_INSTRUMENTS`] for every book of the venue): see the module doc. Looks at the files
+    /// at most every 50 ms; cheap to call in every loop.
+    pub fn books_to_request(&mut self) -> Vec<(VenueId, u32)> {
+        let now = self.clock.monotonic_ns();
+        if now < self.next_book_check_mono_ns {
+            return Vec::new();
+        }
+        self.next_book_check_mono_ns = now.saturating_add(BOOK_CHECK_INTERVAL.as_nanos() as u64);
+        let max_follow_up = BOOK_FOLLOW_UP_MAX.as_nanos() as u64;
+        let mut wanted = Vec::new();
+        let mut venue_ids: Vec<VenueId> = self.venues.keys().copied().collect();
+        venue_ids.sort_unstable();
+        for venue_id in venue_ids {
+            let Some(venue) = self.venues.get_mut(&venue_id) else {
+                continue;
+            };
+            if venue.file.is_none() {
+                continue;
+            }
+            let mut missing: Vec<u32> = self
+                .directory
+                .keys()
+                .filter(|&&(id, instrument)| {
+                    id == venue_id
+                        && !venue.booked.contains(&instrument)
+                        && !venue.building.contains(&instrument)
+                })
+                .map(|&(_, instrument)| instrument)
+                .collect();
+            if missing.is_empty() && venue.building.is_empty() {
+                venue.books_follow_up_ns = BOOK_FOLLOW_UP.as_nanos() as u64;
+                continue;
+            }
+            match venue.books_asked_mono_ns {
+                None => {
+                    venue.books_asked_mono_ns = Some(now);
+                    wanted.push((venue_id, ALL_INSTRUMENTS));
+                }
+                Some(asked) if now.saturating_sub(asked) >= venue.books_follow_up_ns => {
+                    if missing.is_empty() {
+                        continue;
+                    }
+                    venue.books_asked_mono_ns = Some(now);
+                    venue.books_follow_up_ns = venue
+                        .books_follow_up_ns
+                        .saturating_mul(2)
+                        .min(max_follow_up);
+                    let known = self
+                        .directory
+                        .keys()
+                        .filter(|&&(id, _)| id == venue_id)
+                        .count();
+                    if missing.len() == known {
+                        wanted.push((venue_id, ALL_INSTRUMENTS));
+                    } else {
+                        missing.sort_unstable();
+                        wanted.extend(missing.into_iter().map(|instrument| (venue_id, instrument)));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        self.stats.book_requests += wanted.len() as u64;
+        wanted
     }
 
     fn flush_venue(&mut self, venue_id: VenueId) {

@@ -44,9 +44,12 @@ pub struct RunOutcome {
     pub read_errors: u64,
     /// New buses (appliance restarts) the recorder followed.
     pub epochs: u64,
+    /// Book requests that could not be sent (no appliance takes them: a replay's bus).
+    pub request_errors: u64,
 }
 
-/// Records every event of `client`'s bus until `stop` is set or `until` passes, then records
+/// Records every event of `client`'s bus until `stop` is set or `until` passes (asking the
+/// appliance for the books each file lacks: [`Recorder::books_to_request`]), then records
 /// what the bus still holds for it (up to [`DRAIN_LIMIT`]), so that an appliance stopping its
 /// recorder after its last publication loses nothing, and closes every file. Nothing the bus
 /// holds can make it panic: a damaged bus is an error the client reports, counted here.
@@ -94,6 +97,15 @@ pub fn record_bus<C: Clock>(
             recorder.learn(client.directory().iter());
         }
         recorder.tick();
+        // Every file stands on its own: the books a file lacks are asked for (issue 33).
+        for (venue_id, instrument_id) in recorder.books_to_request() {
+            if let Err(error) = client.request_snapshots(venue_id, instrument_id) {
+                outcome.request_errors += 1;
+                if outcome.request_errors == 1 {
+                    tracing::warn!(%error, "the recorder cannot ask for books; files may lack them");
+                }
+            }
+        }
         if let Some(shared) = shared {
             shared.set(recorder.stats());
         }

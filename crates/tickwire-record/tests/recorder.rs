@@ -710,3 +710,111 @@ fn a_metadata_length_no_recording_has_is_refused_before_it_is_allocated() {
         );
     }
 }
+
+fn snapshot_marker(venue_id: u16, instrument_id: u32, kind: EventKind, n: u64) -> Event {
+    use tickwire_bus::event::Snapshot;
+    let body = match kind {
+        EventKind::SnapshotBegin => Body::SnapshotBegin(Snapshot::default()),
+        _ => Body::SnapshotEnd(Snapshot::default()),
+    };
+    Event::new(
+        EventHeader {
+            exchange_ts_ns: BEFORE_MIDNIGHT_NS + n,
+            recv_ts_ns: BEFORE_MIDNIGHT_NS + n * 10,
+            venue_seq: n,
+            instrument_id,
+            venue_id,
+            kind,
+            flags: 0,
+        },
+        body,
+    )
+}
+
+/// A whole (empty) snapshot of one book.
+fn snapshot(venue_id: u16, instrument_id: u32, n: u64) -> [Event; 2] {
+    [
+        snapshot_marker(venue_id, instrument_id, EventKind::SnapshotBegin, n),
+        snapshot_marker(venue_id, instrument_id, EventKind::SnapshotEnd, n + 1),
+    ]
+}
+
+const ALL: u32 = tickwire_record::recorder::ALL_INSTRUMENTS;
+
+#[test]
+fn every_file_asks_for_the_books_it_lacks_at_open_rotation_and_after_an_overrun_with_back_off() {
+    use tickwire_record::recorder::{BOOK_FOLLOW_UP, BOOK_FOLLOW_UP_MAX};
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut config = config(dir.path());
+    config.max_file_bytes = Some(4096);
+    config.max_frame_bytes = 8192;
+    let mut recorder = Recorder::new(config, clock.clone());
+    // One venue, two instruments.
+    recorder.learn(&directory()[..2]);
+    let follow_up = BOOK_FOLLOW_UP.as_nanos() as u64;
+
+    // Nothing recorded, no file: nothing to ask for.
+    assert_eq!(recorder.books_to_request(), []);
+    // A file opens (a recorder that attached to a running appliance: deltas, no snapshot): every
+    // book of its venue is asked for at once, and not again before the follow-up.
+    recorder.record(&[quote(0, 1, 1)]);
+    assert_eq!(recorder.books_to_request(), [(0, ALL)]);
+    clock.advance(follow_up / 2);
+    assert_eq!(recorder.books_to_request(), []);
+    // One book came whole; the other is asked for alone at the follow-up.
+    recorder.record(&snapshot(0, 1, 2));
+    clock.advance(follow_up);
+    assert_eq!(recorder.books_to_request(), [(0, 2)]);
+    recorder.record(&snapshot(0, 2, 4));
+    clock.advance(BOOK_FOLLOW_UP_MAX.as_nanos() as u64);
+    assert_eq!(recorder.books_to_request(), [], "the file has every book");
+
+    // An overrun: every book is lost and asked for again, then the missing ones at waits that
+    // double (a lapped reader backs off), never at two requests in one follow-up.
+    recorder.overrun(10);
+    clock.advance(follow_up);
+    assert_eq!(recorder.books_to_request(), [(0, ALL)]);
+    let mut waits = Vec::new();
+    let mut since = 0;
+    for _ in 0..(4 * BOOK_FOLLOW_UP_MAX.as_millis() as u64 / 10) {
+        clock.advance(10_000_000);
+        since += 10_000_000;
+        let asked = recorder.books_to_request();
+        if !asked.is_empty() {
+            assert_eq!(asked, [(0, ALL)]);
+            waits.push(since);
+            since = 0;
+        }
+    }
+    assert!(waits.len() >= 3, "{waits:?}");
+    assert!(
+        waits.windows(2).all(|pair| pair[1] >= pair[0]),
+        "waits never shrink: {waits:?}"
+    );
+    assert!(waits[1] >= 2 * follow_up, "{waits:?}");
+    assert!(
+        waits
+            .iter()
+            .all(|&wait| wait <= BOOK_FOLLOW_UP_MAX.as_nanos() as u64 + 50_000_000),
+        "{waits:?}"
+    );
+
+    // A gap for every instrument of the venue unbooks the file too.
+    recorder.record(&snapshot(0, 1, 10));
+    recorder.record(&snapshot(0, 2, 12));
+    clock.advance(BOOK_FOLLOW_UP_MAX.as_nanos() as u64);
+    assert_eq!(recorder.books_to_request(), []);
+
+    // Rotation by size: the new file holds no book and asks for every one at once.
+    let before = recorder.open_files();
+    let mut n = 100;
+    while recorder.open_files() == before {
+        let batch: Vec<Event> = (0..500).map(|i| quote(0, 1, (n + i) * 7919)).collect();
+        recorder.record(&batch);
+        n += 500;
+    }
+    assert_eq!(recorder.books_to_request(), [(0, ALL)]);
+    let stats = recorder.close();
+    assert!(stats.book_requests >= 6, "{stats:?}");
+}

@@ -151,6 +151,15 @@ pub fn load_with_cpu_count(path: &Path, cpu_count: usize) -> Result<LoadedConfig
         }
     }
 
+    if let Some(bus) = appliance
+        .as_ref()
+        .and_then(|appliance| appliance.bus.as_ref())
+    {
+        if let Some(problem) = bus_capacity_problem(bus, &venues) {
+            appliance_errors.push(source.error(problem));
+        }
+    }
+
     let mut errors = sorted(appliance_errors);
     for file_errors in venue_errors {
         errors.extend(sorted(file_errors));
@@ -170,6 +179,76 @@ pub fn load_with_cpu_count(path: &Path, cpu_count: usize) -> Result<LoadedConfig
         }),
         _ => Err(ConfigErrors(errors)),
     }
+}
+
+/// How many of the largest snapshot a venue can write the bus's ring must hold (issue 33): a
+/// snapshot a reader asks for is written for every reader, and on a ring that holds less than a
+/// few of them it laps the readers that did not ask (each of which then asks for books in turn:
+/// an overrun storm). At 4,096 slots one late joiner's 2,002-event snapshots made the other
+/// readers miss events; at four snapshots' worth they did not.
+pub const BUS_CAPACITY_SNAPSHOTS: u64 = 4;
+
+/// The events of one book snapshot of a venue: `book_depth` levels a side, its begin and end.
+pub fn snapshot_events(venue: &VenueConfig) -> u64 {
+    2 * u64::from(venue.book_depth) + 2
+}
+
+/// The most requested books the decoder may write at once: the budget's bucket (a tenth of a
+/// second of `[bus] snapshot_levels_per_s`, `pipeline::book_requests`), plus one book larger
+/// than what is left in it.
+pub fn snapshot_burst_events(bus: &BusConfig, largest_snapshot: u64) -> u64 {
+    (bus.snapshot_levels_per_s / crate::pipeline::book_requests::BURST_DIVISOR)
+        .saturating_add(largest_snapshot)
+}
+
+/// `[bus] capacity` checked against the largest snapshot the venues can write: a problem (what
+/// to set) when the ring holds fewer than [`BUS_CAPACITY_SNAPSHOTS`] of them, or less than
+/// twice the most the readers' budget lets the decoder write at once
+/// ([`snapshot_burst_events`]): either would let the books one reader asks for lap the others.
+fn bus_capacity_problem(bus: &BusConfig, venues: &[(SourceFile, VenueConfig)]) -> Option<Problem> {
+    let capacity = bus.capacity;
+    let (_, largest) = venues
+        .iter()
+        .max_by_key(|(_, venue)| snapshot_events(venue))?;
+    let events = snapshot_events(largest);
+    let needed = events.saturating_mul(BUS_CAPACITY_SNAPSHOTS);
+    let burst = snapshot_burst_events(bus, events);
+    if capacity >= needed && capacity >= burst.saturating_mul(2) {
+        return None;
+    }
+    if capacity >= needed {
+        let suggest = burst
+            .saturating_mul(2)
+            .checked_next_power_of_two()
+            .unwrap_or(tickwire_bus::layout::MAX_CAPACITY);
+        let levels_per_s = (capacity / 2)
+            .saturating_sub(events)
+            .saturating_mul(crate::pipeline::book_requests::BURST_DIVISOR);
+        return Some(Problem::new(
+            KeyPath::dotted("bus.capacity"),
+            format!(
+                "{capacity} is too small for the readers' book budget: snapshot_levels_per_s = \
+                 {} lets the decoder write {burst} events of requested books at once (a tenth of \
+                 a second's budget plus one book of venue \"{}\"), and the ring must hold twice \
+                 that, or the books one reader asks for lap the others; set capacity = \
+                 {suggest} or more, or snapshot_levels_per_s = {levels_per_s} or less",
+                bus.snapshot_levels_per_s, largest.name
+            ),
+        ));
+    }
+    let suggest = needed
+        .checked_next_power_of_two()
+        .unwrap_or(tickwire_bus::layout::MAX_CAPACITY);
+    Some(Problem::new(
+        KeyPath::dotted("bus.capacity"),
+        format!(
+            "{capacity} is too small for venue \"{}\": its book snapshots are {events} events \
+             (book_depth = {} levels a side), and the ring must hold {BUS_CAPACITY_SNAPSHOTS} of \
+             them, or a snapshot one reader asks for laps the others; set capacity = {suggest} \
+             or more (or a smaller book_depth in that venue file)",
+            largest.name, largest.book_depth
+        ),
+    ))
 }
 
 /// Loads and validates a single venue file.
