@@ -273,17 +273,37 @@ fn http_core_pins_the_serving_thread() {
 }
 
 /// Two symbols with books, on the bus, and the serving plane reading it; `http_extra` goes
-/// into `[http]`.
-fn api_setup(http_extra: &str) -> Setup {
-    let bus = std::env::temp_dir().join(format!(
-        "tickwire-serve-test-{}-{}.bus",
-        std::process::id(),
-        NEXT_BUS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    appliance::bus_setup(&bus, &format!("{HTTP_TABLE}{http_extra}"))
+/// into `[http]`. The bus (and its lock file) is made in the directory returned, removed with
+/// everything in it when the test drops it: nothing is left in /tmp.
+fn api_setup(http_extra: &str) -> (Setup, tempfile::TempDir) {
+    let dir = tempfile::Builder::new()
+        .prefix("tickwire-serve-test-")
+        .tempdir()
+        .unwrap();
+    let bus = dir.path().join("tickwire.bus");
+    (
+        appliance::bus_setup(&bus, &format!("{HTTP_TABLE}{http_extra}")),
+        dir,
+    )
 }
 
-static NEXT_BUS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Issue 33: the serving tests' bus files went to /tmp and stayed there (about 14 MB over three
+/// runs); the directory `api_setup` makes them in is removed with them.
+#[test]
+fn the_api_tests_leave_no_bus_file_behind() {
+    let (setup, dir) = api_setup("");
+    let path = dir.path().to_owned();
+    let mut pair = start(synthetic(500.0), |_| {}, setup);
+    pair.run_until(Duration::from_secs(20), "live", |pair| {
+        pair.session.venues.all_live()
+    });
+    let bus = pair.session.bus().expect("the bus").path().to_owned();
+    assert!(bus.starts_with(&path), "{}", bus.display());
+    pair.finish();
+    drop(dir);
+    assert!(!bus.exists(), "{} is left behind", bus.display());
+    assert!(!path.exists(), "{} is left behind", path.display());
+}
 
 /// Waits until `/v1/book/sim/BTCUSDT` is valid (the serving thread's reader asked for and
 /// received a snapshot), returning it.
@@ -316,7 +336,8 @@ fn is_decimal(value: &serde_json::Value) -> bool {
 
 #[test]
 fn the_api_answers_books_quotes_venues_and_instruments() {
-    let mut pair = start(synthetic(500.0), |_| {}, api_setup(""));
+    let (setup, _bus_dir) = api_setup("");
+    let mut pair = start(synthetic(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
         pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
     });
@@ -592,7 +613,8 @@ fn the_stream_carries_filtered_events_as_json() {
     if !crate::support::common::python_websockets_available() {
         return;
     }
-    let mut pair = start(synthetic(500.0), |_| {}, api_setup(""));
+    let (setup, _bus_dir) = api_setup("");
+    let mut pair = start(synthetic(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });
@@ -634,11 +656,8 @@ fn a_stream_client_that_stops_reading_is_closed_with_1008() {
     if !crate::support::common::python_websockets_available() {
         return;
     }
-    let mut pair = start(
-        synthetic(5_000.0),
-        |_| {},
-        api_setup("stream_queue = 16\nwrite_timeout_ms = 60000\n"),
-    );
+    let (setup, _bus_dir) = api_setup("stream_queue = 16\nwrite_timeout_ms = 60000\n");
+    let mut pair = start(synthetic(5_000.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });
@@ -741,7 +760,8 @@ fn the_status_page_shows_live_prices_in_headless_chromium() {
     let Some(browser) = chromium() else {
         return;
     };
-    let mut pair = start(synthetic(500.0), |_| {}, api_setup(""));
+    let (setup, _bus_dir) = api_setup("");
+    let mut pair = start(synthetic(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
         pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
     });
@@ -908,14 +928,11 @@ fn upgrade_as(pair: &mut Pair, host: &str, origin: Option<&str>) -> Answer {
 
 #[test]
 fn foreign_hosts_and_origins_are_refused_and_the_headers_are_sent() {
-    let mut pair = start(
-        synthetic(200.0),
-        |_| {},
-        api_setup(
-            "allowed_hosts = [\"tickwire.test\", \"proxy.test:8443\"]\n\
+    let (setup, _bus_dir) = api_setup(
+        "allowed_hosts = [\"tickwire.test\", \"proxy.test:8443\"]\n\
              allowed_origins = [\"https://dash.test\"]\n",
-        ),
     );
+    let mut pair = start(synthetic(200.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });
