@@ -16,6 +16,7 @@ into the stream (``SnapshotBegin``, the levels, ``SnapshotEnd``), so these rules
 """
 
 from . import layout
+from .bus import RequestFailed
 
 UNKNOWN = "unknown"
 BUILDING = "building"
@@ -92,7 +93,7 @@ class Books:
         self._requested.add((venue_id, instrument_id))
         try:
             self.bus.request_snapshot(venue_id, instrument_id)
-        except OSError:
+        except (OSError, RequestFailed):
             # No appliance listening: the next overrun or unknown book asks again.
             self._requested.discard((venue_id, instrument_id))
 
