@@ -373,6 +373,81 @@ fn demo_runs_on_its_own_and_reports_latency() {
     assert!(stdout.contains("drops 0"), "{stdout}");
 }
 
+/// Issue 33: a well-formed symbol the venue does not list (`FOOBARUSDT`) is refused at start,
+/// checked against the venue's instrument list (`/fapi/v1/exchangeInfo`), rather than showing
+/// up later as a stale stream; one it lists starts as before.
+#[test]
+fn run_refuses_a_symbol_the_venue_does_not_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert_dir = dir.path().join("ca");
+    let (_sim, addr) = start_sim(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--rate",
+        "200",
+        "--symbols",
+        "1",
+    ]);
+    let venue = write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
+    let listed = std::fs::read_to_string(&venue).unwrap();
+    std::fs::write(
+        &venue,
+        listed.replace(
+            "symbols = [\"BTCUSDT\"]",
+            "symbols = [\"BTCUSDT\", \"FOOBARUSDT\"]",
+        ),
+    )
+    .unwrap();
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"venue.toml\"]\n[threads.net]\nwait = \"park\"\n\
+         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let run = || {
+        tickwire()
+            .args(["run", "--print-events", "--config"])
+            .arg(&appliance)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut refused = Running(run());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = refused.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "run did not refuse FOOBARUSDT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut refused.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("FOOBARUSDT") && stderr.contains("not listed by the venue"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("BTCUSDT,"),
+        "only the unlisted symbol is named: {stderr}"
+    );
+    // The listed symbol alone: the appliance starts and prints the venue's events.
+    std::fs::write(&venue, listed).unwrap();
+    let mut started = Running(run());
+    let first = BufReader::new(started.0.stdout.take().unwrap())
+        .lines()
+        .next()
+        .expect("an event line")
+        .unwrap();
+    let event: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(event["venue"], "sim", "{first}");
+}
+
 /// Issue 33: the simulator's log to a redirected stderr (here a pipe) is plain text, with no
 /// terminal colour codes.
 #[test]

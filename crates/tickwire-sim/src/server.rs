@@ -806,6 +806,19 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
     if request.method != "GET" {
         return http::json_error(405, -1, "only GET is served", keep_alive);
     }
+    // The instrument list, USD-M's shape cut to what the appliance reads: each symbol and its
+    // status.
+    if path == "/fapi/v1/exchangeInfo" && shared.settings.venue == SimVenue::BinanceUsdmFutures {
+        let Some(symbols) = lock(&shared.source).listed_symbols() else {
+            return http::json_error(404, -1, &format!("not found: {path}"), keep_alive);
+        };
+        let listed: Vec<serde_json::Value> = symbols
+            .iter()
+            .map(|symbol| serde_json::json!({ "symbol": symbol, "status": "TRADING" }))
+            .collect();
+        let body = serde_json::json!({ "timezone": "UTC", "symbols": listed }).to_string();
+        return http::response(200, "application/json", body.as_bytes(), keep_alive);
+    }
     let (symbol, limit) = match route {
         Route::Depth { symbol, limit } if path == depth_path(shared.settings.venue) => {
             (symbol, limit)
