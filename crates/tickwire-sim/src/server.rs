@@ -123,6 +123,8 @@ pub struct SimStats {
     pub websocket_connections: u64,
     /// HTTP requests that were not upgrades, whatever their answer.
     pub rest_requests: u64,
+    /// Of those, the depth snapshot requests (`/fapi/v1/depth`, `/api/v3/depth`).
+    pub depth_requests: u64,
     /// Messages pulled from the source.
     pub messages_pulled: u64,
     /// Pulled messages no connection was subscribed to: consumed and dropped, as the venue does.
@@ -364,6 +366,7 @@ impl SimHandle {
             connections_accepted: counters.connections_accepted.load(Ordering::Relaxed),
             websocket_connections: counters.websocket_connections.load(Ordering::Relaxed),
             rest_requests: counters.rest_requests.load(Ordering::Relaxed),
+            depth_requests: counters.rest_depth_requests.load(Ordering::Relaxed),
             messages_pulled: counters.messages_pulled.load(Ordering::Relaxed),
             messages_unsubscribed: counters.messages_unsubscribed.load(Ordering::Relaxed),
             messages_sent: connections.iter().map(|conn| conn.messages_sent).sum(),
