@@ -272,6 +272,14 @@ fn http_core_pins_the_serving_thread() {
     pair.finish();
 }
 
+/// The simulator's two symbols (BTCUSDT, ETHUSDT) with books, as `api_setup` configures them.
+fn two(rate: f64) -> Box<dyn tickwire_sim::source::Source> {
+    appliance::synthetic_two(
+        rate,
+        tickwire_sim::source::SyntheticConfig::default().book_levels,
+    )
+}
+
 /// Two symbols with books, on the bus, and the serving plane reading it; `http_extra` goes
 /// into `[http]`. The bus (and its lock file) is made in the directory returned, removed with
 /// everything in it when the test drops it: nothing is left in /tmp.
@@ -293,7 +301,7 @@ fn api_setup(http_extra: &str) -> (Setup, tempfile::TempDir) {
 fn the_api_tests_leave_no_bus_file_behind() {
     let (setup, dir) = api_setup("");
     let path = dir.path().to_owned();
-    let mut pair = start(synthetic(500.0), |_| {}, setup);
+    let mut pair = start(two(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });
@@ -346,7 +354,7 @@ fn decimal_tenths(text: &str) -> i128 {
 #[test]
 fn quotes_carry_the_mid_and_last_trade_and_latency_its_history() {
     let (setup, _bus_dir) = api_setup("");
-    let mut pair = start(synthetic(500.0), |_| {}, setup);
+    let mut pair = start(two(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
         pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
     });
@@ -428,7 +436,7 @@ fn is_decimal(value: &serde_json::Value) -> bool {
 #[test]
 fn the_api_answers_books_quotes_venues_and_instruments() {
     let (setup, _bus_dir) = api_setup("");
-    let mut pair = start(synthetic(500.0), |_| {}, setup);
+    let mut pair = start(two(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
         pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
     });
@@ -492,9 +500,18 @@ fn the_api_answers_books_quotes_venues_and_instruments() {
             .map(String::as_str)
             .collect();
         let source = quote["source"].as_str();
-        let mut expected = vec!["ask", "bid", "book", "source", "symbol", "venue"];
+        let mut expected = vec![
+            "ask",
+            "bid",
+            "book",
+            "last_trade",
+            "mid",
+            "source",
+            "symbol",
+            "venue",
+        ];
         if source == Some("quote") {
-            expected.insert(3, "recv_ts_ns");
+            expected.insert(5, "recv_ts_ns");
         }
         assert_eq!(fields, expected, "{quote}");
         assert!(matches!(source, None | Some("book" | "quote")), "{quote}");
@@ -705,7 +722,7 @@ fn the_stream_carries_filtered_events_as_json() {
         return;
     }
     let (setup, _bus_dir) = api_setup("");
-    let mut pair = start(synthetic(500.0), |_| {}, setup);
+    let mut pair = start(two(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });
@@ -748,7 +765,7 @@ fn a_stream_client_that_stops_reading_is_closed_with_1008() {
         return;
     }
     let (setup, _bus_dir) = api_setup("stream_queue = 16\nwrite_timeout_ms = 60000\n");
-    let mut pair = start(synthetic(5_000.0), |_| {}, setup);
+    let mut pair = start(two(5_000.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });
@@ -852,7 +869,7 @@ fn the_status_page_shows_live_prices_in_headless_chromium() {
         return;
     };
     let (setup, _bus_dir) = api_setup("");
-    let mut pair = start(synthetic(500.0), |_| {}, setup);
+    let mut pair = start(two(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
         pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
     });
@@ -1065,7 +1082,7 @@ fn foreign_hosts_and_origins_are_refused_and_the_headers_are_sent() {
         "allowed_hosts = [\"tickwire.test\", \"proxy.test:8443\"]\n\
              allowed_origins = [\"https://dash.test\"]\n",
     );
-    let mut pair = start(synthetic(200.0), |_| {}, setup);
+    let mut pair = start(two(200.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });
