@@ -175,7 +175,7 @@ fn the_c_and_python_examples_follow_the_appliance_across_a_clean_restart() {
     let first_epoch = format!("epoch {FIRST_EPOCH}");
     if let Some((stdout, _, seen)) = python_out.as_mut() {
         until("the Python example", stdout, seen, |seen| {
-            seen.iter().any(|line| *line == first_epoch)
+            seen.contains(&first_epoch)
         });
     }
     // The appliance writes more, then stops cleanly: the bus is closed.
