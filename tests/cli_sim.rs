@@ -448,6 +448,57 @@ fn run_refuses_a_symbol_the_venue_does_not_list() {
     assert_eq!(event["venue"], "sim", "{first}");
 }
 
+/// Issue 33: a venue whose instrument list cannot be read (here a simulator replaying a
+/// capture, which answers `exchangeInfo` with 404) starts anyway, with one warning that says its
+/// symbols were not checked.
+#[test]
+fn run_warns_once_when_the_instrument_list_cannot_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.gz");
+    write_capture(&input, 100_000);
+    let cert_dir = dir.path().join("ca");
+    let (_sim, addr) = start_sim(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--source",
+        input.to_str().unwrap(),
+    ]);
+    write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"venue.toml\"]\n[threads.net]\nwait = \"park\"\n\
+         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let mut child = tickwire()
+        .args(["run", "--print-events", "--config"])
+        .arg(&appliance)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .next()
+        .expect("an event line: the appliance started")
+        .unwrap();
+    assert!(first.contains("\"venue\":\"sim\""), "{first}");
+    // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.matches("instrument list could not be read").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("/fapi/v1/exchangeInfo"), "{stderr}");
+}
+
 /// Issue 33: the simulator's log to a redirected stderr (here a pipe) is plain text, with no
 /// terminal colour codes.
 #[test]
