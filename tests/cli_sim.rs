@@ -251,6 +251,95 @@ fn record_fails_clearly_when_the_venue_is_down() {
     );
 }
 
+/// A pseudo-terminal: the master's fd and the slave's, opened.
+fn open_pty() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt, grantpt, unlockpt and ptsname_r on a master fd this function opened
+    // and owns; ptsname_r writes at most `name.len()` bytes into `name`.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(
+            master >= 0,
+            "posix_openpt: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr())
+            .to_string_lossy()
+            .into_owned();
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        (std::fs::File::from_raw_fd(master), slave)
+    }
+}
+
+/// Issue 33: on a terminal the first redraw overwrote the `event bus: PATH` line the README
+/// tells the user to copy; every redrawn header keeps it, beside the status page's URL.
+#[test]
+fn demo_on_a_terminal_keeps_the_bus_path_in_the_redrawn_header() {
+    use std::io::Read;
+    let (mut master, slave) = open_pty();
+    let mut child = tickwire()
+        .args(["demo", "--duration", "3"])
+        .stdout(slave.try_clone().unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(slave);
+    // The master reads until the child's end closes the terminal (EIO).
+    let reader = std::thread::spawn(move || {
+        let mut output = Vec::new();
+        let mut buffer = [0u8; 4096];
+        while let Ok(read) = master.read(&mut buffer) {
+            if read == 0 {
+                break;
+            }
+            output.extend_from_slice(&buffer[..read]);
+        }
+        String::from_utf8_lossy(&output).into_owned()
+    });
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    let output = reader.join().unwrap();
+    assert!(status.success(), "{status}: {stderr}\n{output}");
+    // The bus the demo printed first, then every redraw (each starts at the top: ESC [H).
+    let first = output
+        .lines()
+        .find_map(|line| line.split("event bus: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no event bus line: {output}"))
+        .to_owned();
+    let redraws: Vec<&str> = output.split("\x1b[H").skip(2).collect();
+    assert!(!redraws.is_empty(), "no redraw: {output:?}");
+    for redraw in redraws {
+        let header: Vec<&str> = redraw.lines().take(4).collect();
+        assert!(
+            header
+                .iter()
+                .any(|line| line.contains("status page: http://")),
+            "{header:?}"
+        );
+        assert!(
+            header
+                .iter()
+                .any(|line| line.contains(&format!("event bus: {first} "))),
+            "the bus path {first} is not in the header {header:?}"
+        );
+    }
+}
+
 #[test]
 fn demo_runs_on_its_own_and_reports_latency() {
     let output = tickwire()
@@ -282,6 +371,177 @@ fn demo_runs_on_its_own_and_reports_latency() {
         "{latency}"
     );
     assert!(stdout.contains("drops 0"), "{stdout}");
+}
+
+/// Issue 33: a well-formed symbol the venue does not list (`FOOBARUSDT`) is refused at start,
+/// checked against the venue's instrument list (`/fapi/v1/exchangeInfo`), rather than showing
+/// up later as a stale stream; one it lists starts as before.
+#[test]
+fn run_refuses_a_symbol_the_venue_does_not_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert_dir = dir.path().join("ca");
+    let (_sim, addr) = start_sim(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--rate",
+        "200",
+        "--symbols",
+        "1",
+    ]);
+    let venue = write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
+    let listed = std::fs::read_to_string(&venue).unwrap();
+    std::fs::write(
+        &venue,
+        listed.replace(
+            "symbols = [\"BTCUSDT\"]",
+            "symbols = [\"BTCUSDT\", \"FOOBARUSDT\"]",
+        ),
+    )
+    .unwrap();
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"venue.toml\"]\n[threads.net]\nwait = \"park\"\n\
+         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let run = || {
+        tickwire()
+            .args(["run", "--print-events", "--config"])
+            .arg(&appliance)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut refused = Running(run());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = refused.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "run did not refuse FOOBARUSDT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut refused.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("FOOBARUSDT") && stderr.contains("not listed by the venue"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("BTCUSDT,"),
+        "only the unlisted symbol is named: {stderr}"
+    );
+    // The listed symbol alone: the appliance starts and prints the venue's events.
+    std::fs::write(&venue, listed).unwrap();
+    let mut started = Running(run());
+    let first = BufReader::new(started.0.stdout.take().unwrap())
+        .lines()
+        .next()
+        .expect("an event line")
+        .unwrap();
+    let event: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(event["venue"], "sim", "{first}");
+}
+
+/// Issue 33: a venue whose instrument list cannot be read (here a simulator replaying a
+/// capture, which answers `exchangeInfo` with 404) starts anyway, with one warning that says its
+/// symbols were not checked.
+#[test]
+fn run_warns_once_when_the_instrument_list_cannot_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.gz");
+    write_capture(&input, 100_000);
+    let cert_dir = dir.path().join("ca");
+    let (_sim, addr) = start_sim(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--source",
+        input.to_str().unwrap(),
+    ]);
+    write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"venue.toml\"]\n[threads.net]\nwait = \"park\"\n\
+         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let mut child = tickwire()
+        .args(["run", "--print-events", "--config"])
+        .arg(&appliance)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .next()
+        .expect("an event line: the appliance started")
+        .unwrap();
+    assert!(first.contains("\"venue\":\"sim\""), "{first}");
+    // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.matches("instrument list could not be read").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("/fapi/v1/exchangeInfo"), "{stderr}");
+}
+
+/// Issue 33: the simulator's log to a redirected stderr (here a pipe) is plain text, with no
+/// terminal colour codes.
+#[test]
+fn sim_writes_no_colour_codes_to_a_stderr_that_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert_dir = dir.path().join("ca");
+    let mut child = tickwire()
+        .args([
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--rate",
+            "100",
+            "--symbols",
+            "1",
+        ])
+        .arg("--cert-dir")
+        .arg(&cert_dir)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let _running = Running(child);
+    let mut logged = Vec::new();
+    for line in BufReader::new(stderr).lines() {
+        let line = line.unwrap();
+        let done = line.starts_with("sim: listening on ");
+        logged.push(line);
+        if done {
+            break;
+        }
+    }
+    // The log line the tracing subscriber writes (the others are plain prints).
+    assert!(
+        logged
+            .iter()
+            .any(|line| line.contains("venue simulator listening")),
+        "{logged:#?}"
+    );
+    for line in &logged {
+        assert!(!line.contains('\x1b'), "a colour code in {line:?}");
+    }
 }
 
 #[test]

@@ -1271,6 +1271,34 @@ fn the_old_metrics_listen_key_names_its_new_place() {
     assert!(error.message.contains("[http]"), "{}", error.message);
 }
 
+/// Issue 33: a typo under `[metrics]` lists the keys valid there, and `listen` (refused there
+/// as moved) is not one of them; under `[http]`, where it belongs, it is.
+#[test]
+fn a_typo_under_metrics_does_not_list_the_moved_listen_key() {
+    let dir = TempDir::new().expect("temp dir");
+    let appliance = write(
+        dir.path(),
+        "tickwire.toml",
+        "[threads]\n[metrics]\nreport_intervall_ms = 1000\n",
+    );
+    let error = only_error(config::load(&appliance));
+    assert_eq!(error.key, "metrics.report_intervall_ms");
+    let valid = error
+        .message
+        .split_once("valid keys here: ")
+        .map(|(_, valid)| valid.split(", ").collect::<Vec<_>>())
+        .unwrap_or_else(|| panic!("no valid keys listed: {}", error.message));
+    assert!(valid.contains(&"report_interval_ms"), "{}", error.message);
+    assert!(!valid.contains(&"listen"), "{}", error.message);
+    let appliance = write(
+        dir.path(),
+        "tickwire.toml",
+        "[threads]\n[http]\nlisen = \"127.0.0.1:9464\"\n",
+    );
+    let error = only_error(config::load(&appliance));
+    assert!(error.message.contains("listen"), "{}", error.message);
+}
+
 #[test]
 fn listening_beyond_loopback_needs_a_token() {
     let dir = TempDir::new().expect("temp dir");

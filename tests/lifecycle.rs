@@ -233,8 +233,11 @@ fn a_stall_with_the_socket_open_goes_stale_and_the_connection_is_recycled() {
 fn a_tls_handshake_that_hangs_times_out_and_the_next_attempt_connects() {
     let mut pair = start(
         synthetic(200.0),
+        // Two connections: the start's instrument-list request (`/fapi/v1/exchangeInfo`, which
+        // times out, so the symbols go unchecked with a warning) and the WebSocket.
         faults(Faults {
             handshake_delay: Some(Duration::from_secs(60)),
+            fault_connections: 2,
             ..Faults::default()
         }),
         setup(""),

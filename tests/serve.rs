@@ -274,18 +274,46 @@ fn http_core_pins_the_serving_thread() {
     pair.finish();
 }
 
-/// Two symbols with books, on the bus, and the serving plane reading it; `http_extra` goes
-/// into `[http]`.
-fn api_setup(http_extra: &str) -> Setup {
-    let bus = std::env::temp_dir().join(format!(
-        "tickwire-serve-test-{}-{}.bus",
-        std::process::id(),
-        NEXT_BUS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    appliance::bus_setup(&bus, &format!("{HTTP_TABLE}{http_extra}"))
+/// The simulator's two symbols (BTCUSDT, ETHUSDT) with books, as `api_setup` configures them.
+fn two(rate: f64) -> Box<dyn tickwire_sim::source::Source> {
+    appliance::synthetic_two(
+        rate,
+        tickwire_sim::source::SyntheticConfig::default().book_levels,
+    )
 }
 
-static NEXT_BUS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Two symbols with books, on the bus, and the serving plane reading it; `http_extra` goes
+/// into `[http]`. The bus (and its lock file) is made in the directory returned, removed with
+/// everything in it when the test drops it: nothing is left in /tmp.
+fn api_setup(http_extra: &str) -> (Setup, tempfile::TempDir) {
+    let dir = tempfile::Builder::new()
+        .prefix("tickwire-serve-test-")
+        .tempdir()
+        .unwrap();
+    let bus = dir.path().join("tickwire.bus");
+    (
+        appliance::bus_setup(&bus, &format!("{HTTP_TABLE}{http_extra}")),
+        dir,
+    )
+}
+
+/// Issue 33: the serving tests' bus files went to /tmp and stayed there (about 14 MB over three
+/// runs); the directory `api_setup` makes them in is removed with them.
+#[test]
+fn the_api_tests_leave_no_bus_file_behind() {
+    let (setup, dir) = api_setup("");
+    let path = dir.path().to_owned();
+    let mut pair = start(two(500.0), |_| {}, setup);
+    pair.run_until(Duration::from_secs(20), "live", |pair| {
+        pair.session.venues.all_live()
+    });
+    let bus = pair.session.bus().expect("the bus").path().to_owned();
+    assert!(bus.starts_with(&path), "{}", bus.display());
+    pair.finish();
+    drop(dir);
+    assert!(!bus.exists(), "{} is left behind", bus.display());
+    assert!(!path.exists(), "{} is left behind", path.display());
+}
 
 /// Waits until `/v1/book/sim/BTCUSDT` is valid (the serving thread's reader asked for and
 /// received a snapshot), returning it.
@@ -305,6 +333,97 @@ fn valid_book(pair: &mut Pair, query: &str) -> serde_json::Value {
     }
 }
 
+/// A decimal string as an integer count of 1e-10 (exact for the API's decimals, which have at
+/// most nine places, and for a mid, which has at most ten).
+fn decimal_tenths(text: &str) -> i128 {
+    let (negative, text) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    assert!(fraction.len() <= 10, "{text}");
+    let value = whole.parse::<i128>().unwrap() * 10_000_000_000
+        + format!("{fraction:0<10}").parse::<i128>().unwrap();
+    if negative {
+        -value
+    } else {
+        value
+    }
+}
+
+/// Issue 33: `/v1/quotes` gives each instrument's mid (exact) and last trade beside its top of
+/// book, and `/v1/latency` the last windows' percentiles, which the status page plots at once.
+#[test]
+fn quotes_carry_the_mid_and_last_trade_and_latency_its_history() {
+    let (setup, _bus_dir) = api_setup("");
+    let mut pair = start(two(500.0), |_| {}, setup);
+    pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
+        pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
+    });
+    valid_book(&mut pair, "");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let quote = loop {
+        let (status, body) = get(&mut pair, "/v1/quotes");
+        assert_eq!(status, 200, "{body}");
+        let quotes = json(&body);
+        let quote = quotes["quotes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|quote| quote["symbol"] == "BTCUSDT")
+            .cloned()
+            .unwrap();
+        if !quote["last_trade"].is_null() && !quote["mid"].is_null() {
+            break quote;
+        }
+        assert!(Instant::now() < deadline, "no mid or last trade: {quote}");
+        pair.run_for(Duration::from_millis(200));
+    };
+    let (bid, ask, mid) = (
+        decimal_tenths(quote["bid"]["price"].as_str().unwrap()),
+        decimal_tenths(quote["ask"]["price"].as_str().unwrap()),
+        decimal_tenths(quote["mid"].as_str().unwrap()),
+    );
+    assert_eq!(mid * 2, bid + ask, "{quote}");
+    let trade = &quote["last_trade"];
+    assert!(
+        is_decimal(&trade["price"]) && is_decimal(&trade["size"]),
+        "{quote}"
+    );
+    assert!(trade["recv_ts_ns"].as_u64().unwrap() > 0, "{quote}");
+
+    // A few windows later, the history holds them in order, the last the current one.
+    pair.run_for(Duration::from_secs(4));
+    let (status, body) = get(&mut pair, "/v1/latency");
+    assert_eq!(status, 200, "{body}");
+    let latency = json(&body);
+    let history = latency["history"].as_array().unwrap();
+    assert!(history.len() >= 3, "{body}");
+    let windows: Vec<u64> = history
+        .iter()
+        .map(|point| point["window"].as_u64().unwrap())
+        .collect();
+    assert!(
+        windows.windows(2).all(|pair| pair[0] < pair[1]),
+        "{windows:?}"
+    );
+    assert_eq!(
+        history.last().unwrap()["stages"],
+        latency["stages"],
+        "{body}"
+    );
+    assert!(
+        history.iter().any(|point| point["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|stage| stage["stage"] == "receive_to_strategy"
+                && stage["count"].as_u64() > Some(0))),
+        "{body}"
+    );
+    pair.finish();
+}
+
 /// A decimal string as the API writes them: digits, at most one point, no exponent.
 fn is_decimal(value: &serde_json::Value) -> bool {
     value.as_str().is_some_and(|text| {
@@ -318,7 +437,8 @@ fn is_decimal(value: &serde_json::Value) -> bool {
 
 #[test]
 fn the_api_answers_books_quotes_venues_and_instruments() {
-    let mut pair = start(synthetic(500.0), |_| {}, api_setup(""));
+    let (setup, _bus_dir) = api_setup("");
+    let mut pair = start(two(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
         pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
     });
@@ -382,9 +502,18 @@ fn the_api_answers_books_quotes_venues_and_instruments() {
             .map(String::as_str)
             .collect();
         let source = quote["source"].as_str();
-        let mut expected = vec!["ask", "bid", "book", "source", "symbol", "venue"];
+        let mut expected = vec![
+            "ask",
+            "bid",
+            "book",
+            "last_trade",
+            "mid",
+            "source",
+            "symbol",
+            "venue",
+        ];
         if source == Some("quote") {
-            expected.insert(3, "recv_ts_ns");
+            expected.insert(5, "recv_ts_ns");
         }
         assert_eq!(fields, expected, "{quote}");
         assert!(matches!(source, None | Some("book" | "quote")), "{quote}");
@@ -594,7 +723,8 @@ fn the_stream_carries_filtered_events_as_json() {
     if !crate::support::common::python_websockets_available() {
         return;
     }
-    let mut pair = start(synthetic(500.0), |_| {}, api_setup(""));
+    let (setup, _bus_dir) = api_setup("");
+    let mut pair = start(two(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });
@@ -636,11 +766,8 @@ fn a_stream_client_that_stops_reading_is_closed_with_1008() {
     if !crate::support::common::python_websockets_available() {
         return;
     }
-    let mut pair = start(
-        synthetic(5_000.0),
-        |_| {},
-        api_setup("stream_queue = 16\nwrite_timeout_ms = 60000\n"),
-    );
+    let (setup, _bus_dir) = api_setup("stream_queue = 16\nwrite_timeout_ms = 60000\n");
+    let mut pair = start(two(5_000.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });
@@ -743,19 +870,31 @@ fn the_status_page_shows_live_prices_in_headless_chromium() {
     let Some(browser) = chromium() else {
         return;
     };
-    let mut pair = start(synthetic(500.0), |_| {}, api_setup(""));
+    let (setup, _bus_dir) = api_setup("");
+    let mut pair = start(two(500.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live with a synced book", |pair| {
         pair.session.venues.all_live() && pair.counters().book_syncs.get() >= 1
     });
     valid_book(&mut pair, "");
+    // Some seconds of history for the latency plot to start with.
+    pair.run_for(Duration::from_secs(5));
     let url = format!("http://{}/", pair.session.http_addr().unwrap());
     let first = headless(&mut pair, browser, "--dump-dom".to_owned(), url.clone());
     pair.run_for(Duration::from_secs(2));
     let second = headless(&mut pair, browser, "--dump-dom".to_owned(), url.clone());
-    // venue, symbol, bid size, bid, ask, ask size, source.
+    // venue, symbol, bid size, bid, ask, ask size, mid, last trade, last size, source.
     let (before, after) = (quote_row(&first, "BTCUSDT"), quote_row(&second, "BTCUSDT"));
     for row in [&before, &after] {
-        assert_eq!(row.len(), 7, "{row:?}");
+        assert_eq!(row.len(), 10, "{row:?}");
+        assert_eq!(
+            decimal_tenths(&row[6]) * 2,
+            decimal_tenths(&row[3]) + decimal_tenths(&row[4]),
+            "the mid of bid and ask: {row:?}"
+        );
+        assert!(
+            is_decimal(&serde_json::Value::String(row[7].clone())),
+            "a last trade: {row:?}"
+        );
         assert_eq!((row[0].as_str(), row[1].as_str()), ("sim", "BTCUSDT"));
         for cell in &row[2..6] {
             assert!(
@@ -767,6 +906,37 @@ fn the_status_page_shows_live_prices_in_headless_chromium() {
         assert!(bid < ask, "{row:?}");
     }
     assert_ne!(before[2..6], after[2..6], "the prices did not move in 2 s");
+    // The latency plot starts with the appliance's history (more windows than the page's 3 s
+    // of virtual time could gather), on an axis of round values.
+    let (_, latency) = get(&mut pair, "/v1/latency");
+    let windows = json(&latency)["history"].as_array().unwrap().len();
+    let third = headless(&mut pair, browser, "--dump-dom".to_owned(), url.clone());
+    let plot = &third[third.find("id=\"plot\"").expect("the plot")..];
+    let plot = &plot[..plot.find('>').unwrap()];
+    let attribute = |name: &str| {
+        let start = plot
+            .find(&format!("data-{name}=\""))
+            .unwrap_or_else(|| panic!("no data-{name}: {plot}"))
+            + name.len()
+            + 7;
+        plot[start..start + plot[start..].find('"').unwrap()].to_owned()
+    };
+    let points: usize = attribute("points").parse().unwrap();
+    assert!(
+        windows >= 5 && points >= windows,
+        "{points} points plotted, {windows} windows kept"
+    );
+    let ticks = attribute("ticks");
+    assert!(!ticks.is_empty(), "{plot}");
+    for tick in ticks.split(',') {
+        let (number, unit) = tick.split_once(' ').unwrap_or_else(|| panic!("{tick}"));
+        assert!(["ns", "µs", "ms", "s"].contains(&unit), "{tick}");
+        let digits = number.trim_end_matches('0');
+        assert!(
+            ["1", "2", "5"].contains(&digits) && number.bytes().all(|b| b.is_ascii_digit()),
+            "not a round axis value: {tick} in {ticks}"
+        );
+    }
     assert!(
         first.contains("id=\"venue-sim\"") && first.contains(">live"),
         "{first}"
@@ -910,14 +1080,11 @@ fn upgrade_as(pair: &mut Pair, host: &str, origin: Option<&str>) -> Answer {
 
 #[test]
 fn foreign_hosts_and_origins_are_refused_and_the_headers_are_sent() {
-    let mut pair = start(
-        synthetic(200.0),
-        |_| {},
-        api_setup(
-            "allowed_hosts = [\"tickwire.test\", \"proxy.test:8443\"]\n\
+    let (setup, _bus_dir) = api_setup(
+        "allowed_hosts = [\"tickwire.test\", \"proxy.test:8443\"]\n\
              allowed_origins = [\"https://dash.test\"]\n",
-        ),
     );
+    let mut pair = start(two(200.0), |_| {}, setup);
     pair.run_until(Duration::from_secs(20), "live", |pair| {
         pair.session.venues.all_live()
     });

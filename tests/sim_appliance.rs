@@ -440,7 +440,7 @@ fn rest_snapshot_errors_are_retried_until_the_book_syncs() {
         book_live(pair)
     });
     assert_eq!(
-        pair.sim.stats().rest_requests,
+        pair.sim.stats().depth_requests,
         3,
         "two failures, then the snapshot"
     );
@@ -522,8 +522,11 @@ fn every_symbol_syncs_promptly_while_the_stream_never_pauses() {
 fn a_slow_handshake_only_delays_the_stream() {
     let mut pair = start(
         synthetic(500.0),
+        // Two connections: the start's instrument-list request (`/fapi/v1/exchangeInfo`) and
+        // the WebSocket.
         with_faults(Faults {
             handshake_delay: Some(Duration::from_millis(800)),
+            fault_connections: 2,
             ..Faults::default()
         }),
         Setup::default(),

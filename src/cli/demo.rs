@@ -6,9 +6,9 @@
 //! `tickwire run`), connects, syncs its books from the simulator's REST snapshots and feeds the
 //! strategy thread. Every second the view shows each symbol's best bid and ask, the message rate,
 //! and the latency from the simulator's send to the strategy, measured with the simulator's send
-//! stamps (see `strategy::stamps`). The serving plane runs too: its status page's URL is printed
-//! first and stays at the top of the view. On a terminal the view is one table redrawn in place;
-//! otherwise it is plain lines, one per symbol per refresh.
+//! stamps (see `strategy::stamps`). The serving plane runs too: its status page's URL and the
+//! bus's path are printed first and stay at the top of the view. On a terminal the view is one
+//! table redrawn in place; otherwise it is plain lines, one per symbol per refresh.
 //!
 //! Threads are set up for a 2-core machine: the network thread blocks in the kernel and decodes
 //! inline, the strategy thread parks until woken, and the simulator's threads sleep between
@@ -311,9 +311,19 @@ impl View {
             out.push_str("\x1b[H");
             out.push_str(&format!(
                 "tickwire demo  t={:.0}s  {message_rate:.0} msg/s  {event_rate:.0} events/s\n\
-                 status page: {status_url}\n\n",
+                 status page: {status_url}\n",
                 elapsed.as_secs_f64()
             ));
+            // The bus's path stays in the header (the lines printed before the first redraw
+            // are overwritten by it), so that it can be copied while the demo runs.
+            if let Some(bus) = session.bus() {
+                out.push_str(&format!(
+                    "event bus: {} (from another terminal: tickwire tail --bus {})\n",
+                    bus.path().display(),
+                    bus.path().display()
+                ));
+            }
+            out.push('\n');
             out.push_str(&format!(
                 "{:<10} {:>14} {:>12} {:>14} {:>12} {:>10} {:>14}\n",
                 "symbol", "bid", "bid qty", "ask", "ask qty", "spread", "mid"

@@ -6,6 +6,7 @@
 
 use super::signals::StopSignals;
 use clap::{Args, ValueEnum};
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -271,9 +272,11 @@ fn seconds(value: f64, name: &str) -> anyhow::Result<Duration> {
 pub fn sim(args: SimArgs) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a terminal: a redirected stderr (a log file, a pipe) gets plain text.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,18 +19,14 @@ use tickwire_nats::{NatsClient, NatsOptions, ReplayStart};
 
 #[derive(clap::Args, Debug)]
 pub struct TailArgs {
-    /// The bus file (the appliance's `[bus] path`).
-    #[arg(
-        long,
-        value_name = "PATH",
-        required_unless_present_any = ["config", "nats"],
-        conflicts_with_all = ["config", "nats"]
-    )]
+    /// The bus file (the appliance's `[bus] path`). One of --bus, --config and --nats names
+    /// what to read (none: `tail` says so, naming the three).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["config", "nats"])]
     pub bus: Option<PathBuf>,
     /// Read from NATS instead of a bus: the servers, comma separated (nats://host:port,...).
     /// The events are a bridge's (`tickwire bridge nats`); lines as with --bus, venues named
     /// as the subjects name them.
-    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["config", "stats", "from"])]
+    #[arg(long, value_name = "URL[,URL...]", conflicts_with_all = ["config", "from"])]
     pub nats: Option<String>,
     /// With --nats: the subjects to take (repeat; wildcards allowed), default `tickwire.>`,
     /// e.g. `tickwire.*.binance-futures.BTCUSDT.*`.
@@ -58,7 +54,9 @@ pub struct TailArgs {
     /// gap, status, reference, bar, trading_status, imbalance, statistic.
     #[arg(long, value_name = "KIND")]
     pub kind: Vec<String>,
-    /// Print one line per second (events/s, lag, overruns, missed) instead of the events.
+    /// Print one line per second (events/s, lag, overruns, missed) instead of the events; with
+    /// --nats too (lag is then the events received and not read yet, and there is no epoch:
+    /// each appliance's comes as an `epoch` line).
     #[arg(long)]
     pub stats: bool,
     /// Where to start: latest (only new events) or oldest (what the ring still holds).
@@ -73,6 +71,10 @@ pub struct TailArgs {
     #[arg(long, value_name = "USER", conflicts_with = "nats")]
     pub bus_owner: Option<String>,
 }
+
+/// What `tail` says when it was given nothing to read.
+const WHAT_TO_READ: &str = "name what to read: --bus PATH (a bus file), --config FILE (the bus an \
+     appliance's config names) or --nats URL[,URL...] (a NATS bridge's subjects)";
 
 /// Which events are printed.
 struct Filter {
@@ -137,7 +139,7 @@ pub fn tail(args: TailArgs) -> ExitCode {
             }
         },
         (None, None) => {
-            eprintln!("tickwire tail: --bus PATH or --config FILE names the bus to read");
+            eprintln!("tickwire tail: {WHAT_TO_READ}");
             return ExitCode::from(2);
         }
     };
@@ -225,7 +227,11 @@ fn tail_nats(urls: &str, args: &TailArgs, filter: &Filter) -> ExitCode {
     };
     let stdout = std::io::stdout();
     let out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    finish(events(&mut client, filter, out, &stop))
+    if args.stats {
+        finish(stats(&mut client, filter, out, &stop))
+    } else {
+        finish(events(&mut client, filter, out, &stop))
+    }
 }
 
 fn finish(result: std::io::Result<()>) -> ExitCode {
@@ -248,6 +254,12 @@ trait Source {
     fn next_within(&mut self, timeout: Duration) -> Result<Next<'_>, String>;
     /// Nothing received and not handed out: the lines go out now.
     fn caught_up(&self) -> bool;
+    /// For `--stats`: events received and not handed out yet.
+    fn backlog(&self) -> u64;
+    /// For `--stats`: overruns reported and the events they said were lost, in total.
+    fn losses(&self) -> (u64, u64);
+    /// For `--stats`: the bus's epoch (a NATS client reads many appliances: none).
+    fn epoch(&self) -> Option<u64>;
 }
 
 impl Source for Client {
@@ -262,6 +274,19 @@ impl Source for Client {
     fn caught_up(&self) -> bool {
         self.lag() == 0
     }
+
+    fn backlog(&self) -> u64 {
+        self.lag()
+    }
+
+    fn losses(&self) -> (u64, u64) {
+        let counters = self.counters();
+        (counters.overruns, counters.missed)
+    }
+
+    fn epoch(&self) -> Option<u64> {
+        Some(Client::epoch(self))
+    }
 }
 
 impl Source for NatsClient {
@@ -275,6 +300,19 @@ impl Source for NatsClient {
 
     fn caught_up(&self) -> bool {
         self.lag() == 0
+    }
+
+    fn backlog(&self) -> u64 {
+        self.lag() as u64
+    }
+
+    fn losses(&self) -> (u64, u64) {
+        let counters = self.counters();
+        (counters.overruns, counters.missed)
+    }
+
+    fn epoch(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -321,17 +359,17 @@ fn events<S: Source>(
     out.flush()
 }
 
-fn stats(
-    client: &mut Client,
+fn stats<S: Source>(
+    client: &mut S,
     filter: &Filter,
     mut out: impl Write,
     stop: &AtomicBool,
 ) -> std::io::Result<()> {
     let mut next_line = Instant::now() + Duration::from_secs(1);
     let (mut read, mut matched) = (0u64, 0u64);
-    let mut last = client.counters();
+    let mut last = client.losses();
     while !stop.load(Ordering::Relaxed) {
-        match client.wait(WAIT.min(next_line.saturating_duration_since(Instant::now()))) {
+        match client.next_within(WAIT.min(next_line.saturating_duration_since(Instant::now()))) {
             Ok(Next::Events(events)) => {
                 read += events.len() as u64;
                 matched += count_matching(&events, events.directory(), filter);
@@ -341,25 +379,28 @@ fn stats(
                 out.flush()?;
             }
             Ok(Next::Overrun { .. } | Next::Closed | Next::Removed | Next::Idle) => {}
-            Err(error) => report(&error),
+            // Said on stderr by the source.
+            Err(_) if S::ERRORS_END => break,
+            Err(_) => {}
         }
         let now = Instant::now();
         if now >= next_line {
-            let counters = client.counters();
+            let (overruns, missed) = client.losses();
+            let epoch = match client.epoch() {
+                Some(epoch) => format!(",\"epoch\":{epoch}"),
+                None => String::new(),
+            };
             writeln!(
                 out,
                 "{{\"type\":\"stats\",\"events_per_s\":{read},\"matched_per_s\":{matched},\
-                 \"lag\":{},\"overruns\":{},\"missed\":{},\"overruns_total\":{},\
-                 \"missed_total\":{},\"epoch\":{}}}",
-                client.lag(),
-                counters.overruns - last.overruns,
-                counters.missed - last.missed,
-                counters.overruns,
-                counters.missed,
-                client.epoch(),
+                 \"lag\":{},\"overruns\":{},\"missed\":{},\"overruns_total\":{overruns},\
+                 \"missed_total\":{missed}{epoch}}}",
+                client.backlog(),
+                overruns.saturating_sub(last.0),
+                missed.saturating_sub(last.1),
             )?;
             out.flush()?;
-            (read, matched, last) = (0, 0, counters);
+            (read, matched, last) = (0, 0, (overruns, missed));
             next_line += Duration::from_secs(1);
             if next_line < now {
                 next_line = now + Duration::from_secs(1);

@@ -161,6 +161,16 @@ fn tail_names_a_missing_bus_and_an_unknown_kind() {
 }
 
 #[test]
+fn tail_with_nothing_to_read_names_bus_config_and_nats() {
+    let output = tickwire().arg("tail").output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for option in ["--bus PATH", "--config FILE", "--nats URL"] {
+        assert!(stderr.contains(option), "{option} not named: {stderr}");
+    }
+}
+
+#[test]
 fn tail_stats_counts_the_events_of_each_second() {
     let dir = bus_dir();
     let path = dir.path().join("bus");

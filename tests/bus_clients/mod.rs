@@ -12,6 +12,8 @@
 //! A missing `cc` or numpy skips with a printed reason, unless
 //! `TICKWIRE_REQUIRE_BUS_CLIENTS=1` (set by `.ci/run`), which makes it a failure.
 
+mod restart;
+
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -583,7 +585,9 @@ fn c_and_python_read_every_field_of_every_event_as_rust_does() {
             );
         }
         let tail = build_c(&root().join("clients/c/example/tail.c"), dir.path());
-        let output = run(Command::new(&tail).arg("--oldest").arg(&bus));
+        let output = run(Command::new(&tail)
+            .args(["--oldest", "--until-closed"])
+            .arg(&bus));
         assert!(
             output.status.success(),
             "{}",

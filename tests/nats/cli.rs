@@ -145,3 +145,80 @@ fn the_jetstream_stream_keeps_every_message_the_bridge_publishes() {
     assert!(streams.contains("\"TICKS\""), "{streams}");
     assert!(streams.contains("tickwire.site-d.*.*.*"), "{streams}");
 }
+
+#[test]
+fn tail_nats_stats_counts_the_events_of_each_second() {
+    let Some(binary) = nats_server_binary() else {
+        return;
+    };
+    let server = NatsServer::start(&binary);
+    let dir = bus_dir();
+    let path = dir.path().join("bus");
+    let mut feed = Feed {
+        bus: bus_writer(&path, INSTRUMENTS, 1 << 16),
+        next: [0; INSTRUMENTS as usize + 1],
+    };
+    let _bridge = BridgeProcess::start(&path, &server.url(), "site.e", &[]);
+    let mut tail = Command::new(env!("CARGO_BIN_EXE_tickwire"))
+        .args([
+            "tail",
+            "--stats",
+            "--kind",
+            "quote",
+            "--nats",
+            &server.url(),
+        ])
+        .args(["--subject", "tickwire.site%2Ee.sim.SYM%2E1.trade"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    let stdout = tail.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // SYM.1's trades are counted, second by second, and none is a quote.
+    let (mut counted, mut stats_lines) = (0u64, 0);
+    let started = Instant::now();
+    while counted < 100 {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "tail --nats --stats counted {counted} events in {stats_lines} lines"
+        );
+        feed.write(10);
+        while let Ok(line) = received.recv_timeout(Duration::from_millis(20)) {
+            let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if value["type"] == "epoch" {
+                continue;
+            }
+            assert_eq!(value["type"], "stats", "{line}");
+            assert_eq!(value["matched_per_s"], 0, "{line}");
+            assert_eq!(value["missed_total"], 0, "{line}");
+            assert!(value["lag"].is_u64(), "{line}");
+            assert!(value.get("epoch").is_none(), "{line}");
+            stats_lines += 1;
+            counted += value["events_per_s"].as_u64().unwrap();
+        }
+        // Only SYM.1's trades: never more than were written.
+        assert!(
+            counted <= feed.next[1],
+            "counted {counted}, written {}",
+            feed.next[1]
+        );
+    }
+    // SAFETY: kill(2) on the id of a child this test spawned and has not reaped.
+    unsafe { libc::kill(tail.id() as i32, libc::SIGTERM) };
+    let output = tail.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "tail ended with {}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

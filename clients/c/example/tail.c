@@ -4,11 +4,13 @@
  * directory, prices and sizes as exact decimals from their 1e-9 fixed point.
  *
  *     cc -std=c11 -O2 -I clients/c -o tail clients/c/example/tail.c
- *     ./tail [--oldest] /run/tickwire/tickwire.bus
+ *     ./tail [--oldest] [--until-closed] /run/tickwire/tickwire.bus
  *
- * It follows the bus until the appliance stops (the bus is closed and every event read), and
- * reopens it when a restarted appliance makes a new one at the path. Overruns and restarts are
- * reported on stderr. An event the directory does not name gets the venue name of another entry
+ * It follows the appliance across restarts, as `tickwire tail` does: when the appliance stops
+ * cleanly (the bus is closed and every event read) it says so and waits; when a restarted
+ * appliance makes a new bus at the path, it reads that one from its oldest event (the new
+ * epoch). It runs until killed; with --until-closed it ends (status 0) once the bus is closed
+ * and read to its end. Overruns, a closed bus and restarts are reported on stderr. An event the directory does not name gets the venue name of another entry
  * of its venue (else "venue-<id>") and the symbol "*" for a connection-wide event (instrument 0
  * or 0xFFFFFFFF), else the instrument id.
  */
@@ -273,14 +275,17 @@ static void print_event(const directory *dir, const tw_event *event) {
 int main(int argc, char **argv) {
     tw_start start = TW_START_LATEST;
     const char *path = NULL;
+    int until_closed = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--oldest") == 0)
             start = TW_START_OLDEST;
+        else if (strcmp(argv[i], "--until-closed") == 0)
+            until_closed = 1;
         else
             path = argv[i];
     }
     if (path == NULL) {
-        fprintf(stderr, "usage: tail [--oldest] BUS_PATH\n");
+        fprintf(stderr, "usage: tail [--oldest] [--until-closed] BUS_PATH\n");
         return 2;
     }
     tw_bus bus;
@@ -290,6 +295,8 @@ int main(int argc, char **argv) {
     }
     directory dir = {NULL, 0};
     static tw_event events[256];
+    /* The closed bus was reported: said once, then waited out until a new bus replaces it. */
+    int said_closed = 0;
     for (;;) {
         tw_batch batch;
         if (tw_bus_read(&bus, events, 256, &batch) != TW_OK) {
@@ -317,11 +324,22 @@ int main(int argc, char **argv) {
             }
             fprintf(stderr, "tail: a new bus at %s (epoch %llu)\n", path,
                     (unsigned long long)bus.epoch);
+            said_closed = 0;
             continue;
         }
         if (tw_bus_is_closed(&bus) && tw_bus_lag(&bus) == 0) {
-            fprintf(stderr, "tail: the appliance closed the bus\n");
-            break;
+            if (until_closed) {
+                fprintf(stderr, "tail: the appliance closed the bus\n");
+                break;
+            }
+            if (!said_closed) {
+                fprintf(stderr, "tail: the appliance closed the bus; waiting for its next one\n");
+                said_closed = 1;
+            }
+            /* A clean stop: nothing more comes from this file; poll for its replacement. */
+            struct timespec pause = {0, 100 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+            continue;
         }
         if (tw_bus_check_size(&bus) != TW_OK) {
             fprintf(stderr, "tail: %s\n", tw_bus_error(&bus));

@@ -24,6 +24,7 @@ The owed request goes in a later ``apply`` (call it after every ``Bus.read``, em
 import time
 
 from . import layout
+from .bus import RequestFailed
 
 #: The first wait after a request for every book before an overrun may ask again, in seconds.
 FOLLOW_UP_S = 0.25
@@ -113,7 +114,7 @@ class Books:
         self._requested.add((venue_id, instrument_id))
         try:
             self.bus.request_snapshot(venue_id, instrument_id)
-        except OSError:
+        except (OSError, RequestFailed):
             # No appliance listening: the next overrun or unknown book asks again.
             self._requested.discard((venue_id, instrument_id))
 

@@ -41,6 +41,7 @@ import socket
 import stat
 import struct
 import sys
+import time
 from collections import namedtuple
 from dataclasses import dataclass
 
@@ -373,6 +374,13 @@ class Bus:
             return True
         return (info.st_dev, info.st_ino) != self._identity
 
+    def ended(self) -> bool:
+        """Whether nothing more will come from this file: the appliance closed it (a clean stop)
+        and this reader has read every event, or another file replaced it at the path (a
+        restart). Calls ``replaced``: call it when idle, not per read. ``follow`` then opens the
+        next bus."""
+        return (self.is_closed() and self.lag == 0) or self.replaced()
+
     def check_size(self):
         """Raises ``Truncated`` when the file is shorter than the mapping (one ``fstat``)."""
         size = os.fstat(self._fd).st_size
@@ -506,3 +514,38 @@ class Bus:
             self.close()
         except Exception:
             pass
+
+
+def follow(path, start="latest", owner=None, poll=0.1, stop=None):
+    """The buses an appliance makes at ``path``, one after another, the way ``tickwire tail``
+    follows it across clean restarts: yields a ``Bus`` to read until its ``ended()``; when the
+    caller asks for the next, waits for the path to name a new bus (a restarted appliance's,
+    polling every ``poll`` seconds) and yields it, opened at ``"oldest"`` so that nothing of the
+    new epoch is missed. ``start`` and ``owner`` are ``Bus``'s, for the first bus; a bus that
+    does not exist yet is waited for. Each yielded bus is closed when the next is asked for.
+    ``stop``, a callable, ends the waiting (and the generator) when it returns true.
+
+    A bus that cannot be trusted (``UntrustedOwner``), read (``PermissionDenied``) or understood
+    (``LayoutVersionMismatch``, ``UnsupportedPlatform``) raises at once; other errors while the
+    new bus is being made (none yet, not sized yet) are waited out."""
+    fatal = (UntrustedOwner, PermissionDenied, LayoutVersionMismatch, UnsupportedPlatform)
+    while True:
+        try:
+            bus = Bus(path, start=start, owner=owner)
+        except fatal:
+            raise
+        except BusError:
+            if stop is not None and stop():
+                return
+            time.sleep(poll)
+            continue
+        try:
+            yield bus
+            # The caller is done with it: wait until the path names another file.
+            while not bus.replaced():
+                if stop is not None and stop():
+                    return
+                time.sleep(poll)
+        finally:
+            bus.close()
+        start = "oldest"

@@ -18,14 +18,63 @@ use std::rc::Rc;
 use tickwire_bus::event::Event;
 use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer};
 
-/// Why a recording stopped before its end.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {what} (at byte offset {offset})", path.display())]
+/// Why a recording stopped before its end, or could not be opened.
+#[derive(Debug)]
 pub struct ReadError {
     pub path: PathBuf,
-    /// Where the damaged frame starts in the file (compressed bytes).
+    /// Where the damaged frame starts in the file (compressed bytes); 0 when the file could not
+    /// be opened or holds no metadata.
     pub offset: u64,
+    /// In words, for people: what is wrong with the file.
     pub what: String,
+    /// Whether the file was opened and its metadata read (the offset then says where the
+    /// damage is; before, there is no offset to name).
+    pub opened: bool,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.what)?;
+        if self.opened {
+            write!(f, " (at byte offset {})", self.offset)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// An I/O error in words: the message it carries (not its debug form), and for the system's
+/// errors what they mean for a recording, without the errno.
+fn io_words(error: &io::Error) -> String {
+    if let Some(inner) = error.get_ref() {
+        return inner.to_string();
+    }
+    match error.kind() {
+        io::ErrorKind::NotFound => "no such file".to_owned(),
+        io::ErrorKind::PermissionDenied => {
+            "not readable by this user (permission denied)".to_owned()
+        }
+        io::ErrorKind::IsADirectory => "a directory, not a recording".to_owned(),
+        io::ErrorKind::UnexpectedEof => "the file ends in the middle of a record".to_owned(),
+        _ => {
+            let text = error.to_string();
+            // "... (os error N)": the number says nothing more to a person.
+            match text.find(" (os error ") {
+                Some(at) => text[..at].to_owned(),
+                None => text,
+            }
+        }
+    }
+}
+
+/// A `dbn` error in words: its I/O errors by what they carry, not their debug form.
+fn dbn_words(error: &dbn::Error) -> String {
+    match error {
+        dbn::Error::Io { source, .. } => io_words(source),
+        dbn::Error::Decode(what) => what.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// A zstd multi-frame stream that knows where its last whole frame ended.
@@ -117,7 +166,7 @@ pub const MAX_METADATA_BYTES: u32 = 64 << 20;
 /// start of the file and refuses a metadata length over [`MAX_METADATA_BYTES`]. A file too short
 /// to hold a prelude is left to the `dbn` decoder, which names what is missing.
 fn check_prelude(path: &Path) -> Result<(), String> {
-    let file = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let file = File::open(path).map_err(|e| format!("cannot open: {}", io_words(&e)))?;
     let mut reader = FrameReader::new(file, Rc::new(Cell::new(0)));
     let mut prelude = [0u8; 8];
     let mut filled = 0;
@@ -153,11 +202,17 @@ impl RecordingReader {
             path: path.to_path_buf(),
             offset: 0,
             what,
+            opened: false,
         };
-        let file = File::open(path).map_err(|e| error(format!("cannot open: {e}")))?;
+        let file = File::open(path).map_err(|e| error(format!("cannot open: {}", io_words(&e))))?;
         check_prelude(path).map_err(error)?;
         let decoder = dbn::decode::dbn::Decoder::new(FrameReader::new(file, Rc::clone(&frame_end)))
-            .map_err(|e| error(format!("no DBN metadata: {e}")))?;
+            .map_err(|e| {
+                error(format!(
+                    "not a recording (no DBN metadata): {}",
+                    dbn_words(&e)
+                ))
+            })?;
         Ok(RecordingReader {
             path: path.to_path_buf(),
             decoder,
@@ -180,6 +235,7 @@ impl RecordingReader {
             path: self.path.clone(),
             offset: self.frame_end.get(),
             what,
+            opened: true,
         }
     }
 
@@ -191,7 +247,7 @@ impl RecordingReader {
         let decoded = match self.decoder.decode_record_ref() {
             Ok(Some(record)) => codec::decode(record),
             Ok(None) => return Ok(None),
-            Err(error) => return Err(self.error(error.to_string())),
+            Err(error) => return Err(self.error(dbn_words(&error))),
         };
         match decoded {
             Ok(event) => Ok(Some(event)),

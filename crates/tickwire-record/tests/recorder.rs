@@ -456,6 +456,56 @@ fn a_cut_or_corrupt_file_reads_up_to_the_damage_and_names_the_offset() {
     assert!(error.offset <= middle as u64, "{error}");
 }
 
+/// Issue 33: what a reader says about a cut, a missing or a foreign file is for people: no Rust
+/// debug forms (`Custom { kind: ... }`), no errno, no offset where there is none.
+#[test]
+fn a_cut_missing_or_foreign_file_is_named_in_words() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let clock = FakeClock::at(BEFORE_MIDNIGHT_NS - 3600 * SECOND_NS);
+    let mut recorder = Recorder::new(config(dir.path()), clock.clone());
+    recorder.learn(&directory());
+    for batch in 0..20 {
+        let events: Vec<Event> = (0..100).map(|n| quote(0, 1, batch * 100 + n)).collect();
+        recorder.record(&events);
+        recorder.flush();
+    }
+    recorder.close();
+    let path = files_in(dir.path()).remove(0);
+    let bytes = std::fs::read(&path).expect("read");
+    let rust_internals = ["Custom {", "kind:", "os error", "while decoding"];
+    let cut_path = dir.path().join("cut.dbn.zst");
+    std::fs::write(&cut_path, &bytes[..bytes.len() - 7]).expect("write");
+    let (_, error) = read_all(&cut_path);
+    let text = error.expect("a cut frame is damage").to_string();
+    assert!(
+        text.contains("the file ends inside a zstd frame") && text.contains("byte offset"),
+        "{text}"
+    );
+    for internal in rust_internals {
+        assert!(!text.contains(internal), "{internal:?} in {text}");
+    }
+    let missing = dir.path().join("missing.dbn.zst");
+    let text = RecordingReader::open(&missing)
+        .err()
+        .expect("no file")
+        .to_string();
+    assert_eq!(
+        text,
+        format!("{}: cannot open: no such file", missing.display())
+    );
+    let foreign = dir.path().join("foreign.dbn.zst");
+    std::fs::write(&foreign, b"not a recording at all").expect("write");
+    let text = RecordingReader::open(&foreign)
+        .err()
+        .expect("not a recording")
+        .to_string();
+    assert!(text.contains("not a recording"), "{text}");
+    assert!(!text.contains("byte offset"), "{text}");
+    for internal in rust_internals {
+        assert!(!text.contains(internal), "{internal:?} in {text}");
+    }
+}
+
 /// A small tmpfs, unmounted when dropped.
 struct SmallDisk {
     path: PathBuf,

@@ -123,6 +123,8 @@ pub struct SimStats {
     pub websocket_connections: u64,
     /// HTTP requests that were not upgrades, whatever their answer.
     pub rest_requests: u64,
+    /// Of those, the depth snapshot requests (`/fapi/v1/depth`, `/api/v3/depth`).
+    pub depth_requests: u64,
     /// Messages pulled from the source.
     pub messages_pulled: u64,
     /// Pulled messages no connection was subscribed to: consumed and dropped, as the venue does.
@@ -364,6 +366,7 @@ impl SimHandle {
             connections_accepted: counters.connections_accepted.load(Ordering::Relaxed),
             websocket_connections: counters.websocket_connections.load(Ordering::Relaxed),
             rest_requests: counters.rest_requests.load(Ordering::Relaxed),
+            depth_requests: counters.rest_depth_requests.load(Ordering::Relaxed),
             messages_pulled: counters.messages_pulled.load(Ordering::Relaxed),
             messages_unsubscribed: counters.messages_unsubscribed.load(Ordering::Relaxed),
             messages_sent: connections.iter().map(|conn| conn.messages_sent).sum(),
@@ -805,6 +808,19 @@ fn rest_response(shared: &Shared, request: &Request, keep_alive: bool) -> Vec<u8
     let route = http::route(&request.target);
     if request.method != "GET" {
         return http::json_error(405, -1, "only GET is served", keep_alive);
+    }
+    // The instrument list, USD-M's shape cut to what the appliance reads: each symbol and its
+    // status.
+    if path == "/fapi/v1/exchangeInfo" && shared.settings.venue == SimVenue::BinanceUsdmFutures {
+        let Some(symbols) = lock(&shared.source).listed_symbols() else {
+            return http::json_error(404, -1, &format!("not found: {path}"), keep_alive);
+        };
+        let listed: Vec<serde_json::Value> = symbols
+            .iter()
+            .map(|symbol| serde_json::json!({ "symbol": symbol, "status": "TRADING" }))
+            .collect();
+        let body = serde_json::json!({ "timezone": "UTC", "symbols": listed }).to_string();
+        return http::response(200, "application/json", body.as_bytes(), keep_alive);
     }
     let (symbol, limit) = match route {
         Route::Depth { symbol, limit } if path == depth_path(shared.settings.venue) => {

@@ -68,6 +68,12 @@ pub trait Source: Send {
     /// the last of them. `None` when the source has no depth stream for the symbol (a synthetic
     /// source without depth channels returns its live book instead: see [`SyntheticSource`]).
     fn depth_snapshot(&self, symbol: &str, limit: usize) -> Option<Vec<u8>>;
+
+    /// The symbols the venue lists (upper case), for `GET /fapi/v1/exchangeInfo`; `None` when
+    /// the source does not know them (the endpoint then answers 404).
+    fn listed_symbols(&self) -> Option<Vec<String>> {
+        None
+    }
 }
 
 /// A source over a fixed list of messages, for tests.

@@ -671,6 +671,10 @@ impl SyntheticSource {
 }
 
 impl Source for SyntheticSource {
+    fn listed_symbols(&self) -> Option<Vec<String>> {
+        Some(self.symbols().map(str::to_owned).collect())
+    }
+
     fn next_message(&mut self) -> Option<SimMessage> {
         let index = self.next_index;
         if self.duration_messages.is_some_and(|limit| index >= limit) {

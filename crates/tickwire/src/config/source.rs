@@ -176,7 +176,9 @@ impl SourceFile {
         serde_path_to_error::deserialize(deserializer).map_err(|error| {
             let mut key = KeyPath::from_serde(error.path());
             let inner = error.into_inner();
-            let (missing_key, mut message) = describe_serde_error(inner.message());
+            let table = key.to_string();
+            let table = table.rsplit_once('.').map_or("", |(table, _)| table);
+            let (missing_key, mut message) = describe_serde_error(inner.message(), table);
             if let Some(missing_key) = missing_key {
                 key = key.key(&missing_key);
             }
@@ -360,16 +362,34 @@ fn one_line(message: &str) -> String {
         .join("; ")
 }
 
+/// Keys (dotted paths) that are accepted by serde only to be refused by validation with a
+/// message naming their new place (`metrics.listen`: now `[http] listen`), so never listed as
+/// valid.
+const RETIRED_KEYS: &[&str] = &["metrics.listen"];
+
 /// Rewrites serde's messages into the config's vocabulary (keys rather than fields, values rather
 /// than variants) and lists what is valid. Returns the name of a missing key separately because it
 /// belongs on the key path, which serde leaves at the parent table.
 ///
 /// The messages parsed here are the fixed formats of `serde::de::Error::unknown_field`,
 /// `unknown_variant` and `missing_field` (serde's `de/mod.rs`), which have been stable since 1.0.
-fn describe_serde_error(message: &str) -> (Option<String>, String) {
+///
+/// `table` is the dotted path of the table the message is about ("" at the top): the keys of
+/// [`RETIRED_KEYS`] in it are left out of the valid keys it lists.
+fn describe_serde_error(message: &str, table: &str) -> (Option<String>, String) {
     if let Some(rest) = message.strip_prefix("unknown field ") {
         let (name, expected) = split_expected(rest);
-        let valid = backticked(expected);
+        let valid: Vec<&str> = backticked(expected)
+            .into_iter()
+            .filter(|key| {
+                let path = if table.is_empty() {
+                    (*key).to_owned()
+                } else {
+                    format!("{table}.{key}")
+                };
+                !RETIRED_KEYS.contains(&path.as_str())
+            })
+            .collect();
         let message = if valid.is_empty() {
             format!("unknown key `{name}`; no keys are valid here")
         } else {
@@ -460,26 +480,34 @@ mod tests {
     #[test]
     fn serde_messages_are_rewritten() {
         assert_eq!(
-            describe_serde_error("unknown field `wiat`, expected `core` or `wait`").1,
+            describe_serde_error(
+                "unknown field `wiat`, expected `core` or `wait`",
+                "threads.net"
+            )
+            .1,
             "unknown key `wiat`; valid keys here: core, wait"
         );
         assert_eq!(
-            describe_serde_error("unknown field `x`, there are no fields").1,
+            describe_serde_error("unknown field `x`, there are no fields", "").1,
             "unknown key `x`; no keys are valid here"
         );
         assert_eq!(
-            describe_serde_error("unknown variant `spinn`, expected one of `spin`, `park`").1,
+            describe_serde_error(
+                "unknown variant `spinn`, expected one of `spin`, `park`",
+                "threads.net"
+            )
+            .1,
             "invalid value \"spinn\"; valid values: \"spin\", \"park\""
         );
         assert_eq!(
-            describe_serde_error("missing field `url`"),
+            describe_serde_error("missing field `url`", ""),
             (
                 Some("url".to_owned()),
                 "missing required key `url`".to_owned()
             )
         );
         assert_eq!(
-            describe_serde_error("invalid value: integer `-1`, expected usize").1,
+            describe_serde_error("invalid value: integer `-1`, expected usize", "").1,
             "invalid value: integer `-1`, expected a non-negative integer"
         );
     }

@@ -78,6 +78,15 @@ pub enum ControlError {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "venue {venue}: {symbols}: not listed by the venue (GET {path}); check the spelling in \
+         the venue file's `symbols`"
+    )]
+    Unlisted {
+        venue: String,
+        path: &'static str,
+        symbols: String,
+    },
     #[error(transparent)]
     Http(#[from] crate::serve::ServeError),
     #[error(
@@ -174,7 +183,28 @@ impl Session {
             feeds.push(built.feed);
             let activity = built.counters.activity.clone();
             counters.push((config.name.clone(), built.counters));
-            targets.push(venue::snapshot_target(config, base)?);
+            let target = venue::snapshot_target(config, base)?;
+            // A symbol the venue does not list would only show as a stream that never delivers:
+            // checked now, off the hot path, against the venue's instrument list where it has
+            // one. A list that cannot be had is said once and not waited for.
+            if let Some(target) = &target {
+                match venue::snapshot::check_listed(target) {
+                    venue::snapshot::Listing::Listed => {}
+                    venue::snapshot::Listing::Unlisted { path, symbols } => {
+                        return Err(ControlError::Unlisted {
+                            venue: config.name.clone(),
+                            path,
+                            symbols: symbols.join(", "),
+                        });
+                    }
+                    venue::snapshot::Listing::Unavailable(reason) => tracing::warn!(
+                        venue = %config.name,
+                        "the venue's instrument list could not be read, so its symbols are not \
+                         checked: {reason}"
+                    ),
+                }
+            }
+            targets.push(target);
             // The address is not resolved here but at every attempt (`control::apply`): a host
             // that does not resolve now is retried with backoff, and a venue that moves is
             // followed.

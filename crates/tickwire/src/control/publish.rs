@@ -3,14 +3,18 @@
 //! health problems, the Prometheus text and the recent latency percentiles.
 
 use super::Session;
-use crate::serve::snapshot::{Published, StageLatency};
+use crate::serve::snapshot::{LatencyPoint, Published, StageLatency};
 use hdrhistogram::Histogram;
+use std::sync::Arc;
 
 /// How often the control thread publishes for the serving thread: a scrape or a status page
 /// sees numbers at most this old. Rendering everything takes tens of microseconds.
 pub const PUBLISH_EVERY_NS: u64 = 100_000_000;
 /// The latency percentiles and message rates cover at least this long a window.
 const WINDOW_NS: u64 = 1_000_000_000;
+/// How many windows of latency the control thread keeps for the status page's plot (two
+/// minutes at one a second).
+pub const LATENCY_HISTORY: usize = 120;
 
 /// The previous window's totals, from which the next window's rates and percentiles are taken.
 #[derive(Default)]
@@ -24,6 +28,11 @@ pub struct Window {
     /// `(value, count)`: a few hundred pairs rather than a 200 KiB copy of the histogram.
     totals: Vec<Vec<(u64, u64)>>,
     latency: Vec<StageLatency>,
+    /// The last [`LATENCY_HISTORY`] windows' latency, oldest first; replaced whole once a
+    /// window, so that each publish shares it rather than copying it.
+    history: Arc<Vec<LatencyPoint>>,
+    /// Windows closed since the start.
+    windows: u64,
 }
 
 impl Session {
@@ -82,6 +91,15 @@ impl Session {
                 });
                 totals.push(total);
             }
+            self.window.windows += 1;
+            let mut history = Vec::with_capacity(LATENCY_HISTORY);
+            let keep = self.window.history.len().min(LATENCY_HISTORY - 1);
+            history.extend_from_slice(&self.window.history[self.window.history.len() - keep..]);
+            history.push(LatencyPoint {
+                window: self.window.windows,
+                stages: latency.clone(),
+            });
+            self.window.history = Arc::new(history);
             self.window.latency = latency;
             self.window.totals = totals;
             self.window.messages = messages.clone();
@@ -102,6 +120,7 @@ impl Session {
             problems: self.health_problems(),
             venues,
             latency: self.window.latency.clone(),
+            latency_history: Arc::clone(&self.window.history),
         }
     }
 

@@ -223,7 +223,10 @@ async fn instruments(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn latency(State(shared): State<Arc<Shared>>) -> Response {
     let published = shared.published.load();
-    json_response(StatusCode::OK, &json!({ "stages": published.latency }))
+    json_response(
+        StatusCode::OK,
+        &json!({ "stages": published.latency, "history": *published.latency_history }),
+    )
 }
 
 fn state_name(state: BookState) -> &'static str {
@@ -296,24 +299,49 @@ async fn quotes(State(shared): State<Arc<Shared>>) -> Response {
             out.push_str(",\"book\":\"");
             out.push_str(book.map_or("unknown", |book| state_name(book.state())));
             out.push('"');
+            let mut top = (None, None);
             if let Some(book) = book.filter(|book| book.is_valid()) {
+                top = (book.best_bid(), book.best_ask());
                 out.push_str(",\"source\":\"book\",\"bid\":");
-                push_level(&mut out, book.best_bid());
+                push_level(&mut out, top.0);
                 out.push_str(",\"ask\":");
-                push_level(&mut out, book.best_ask());
+                push_level(&mut out, top.1);
             } else if let Some(last) = feed.quotes.get(&key) {
                 let quote = last.quote;
                 // A side the quote leaves empty (price and size zero) is null.
                 let side = |price: Fixed, size: Fixed| {
                     (price != Fixed::ZERO || size != Fixed::ZERO).then_some((price, size))
                 };
+                top = (
+                    side(quote.bid_px, quote.bid_sz),
+                    side(quote.ask_px, quote.ask_sz),
+                );
                 out.push_str(",\"source\":\"quote\",\"bid\":");
-                push_level(&mut out, side(quote.bid_px, quote.bid_sz));
+                push_level(&mut out, top.0);
                 out.push_str(",\"ask\":");
-                push_level(&mut out, side(quote.ask_px, quote.ask_sz));
+                push_level(&mut out, top.1);
                 let _ = write!(out, ",\"recv_ts_ns\":{}", last.recv_ts_ns);
             } else {
                 out.push_str(",\"source\":null,\"bid\":null,\"ask\":null");
+            }
+            out.push_str(",\"mid\":");
+            match top {
+                (Some((bid, _)), Some((ask, _))) => {
+                    out.push('"');
+                    push_mid(&mut out, bid, ask);
+                    out.push('"');
+                }
+                _ => out.push_str("null"),
+            }
+            out.push_str(",\"last_trade\":");
+            match feed.trades.get(&key) {
+                Some(trade) => {
+                    push_level(&mut out, Some((trade.price, trade.size)));
+                    // Inside the level's object: `{"price":..,"size":..,"recv_ts_ns":N}`.
+                    out.pop();
+                    let _ = write!(out, ",\"recv_ts_ns\":{}}}", trade.recv_ts_ns);
+                }
+                None => out.push_str("null"),
             }
             out.push('}');
         }
@@ -446,6 +474,26 @@ fn push_levels(out: &mut String, levels: impl Iterator<Item = (Fixed, Fixed)>) {
         push_level(out, Some(level));
     }
     out.push(']');
+}
+
+/// The mid of `bid` and `ask` as an exact decimal: their sum (in 1e-9 units, as i128, which no
+/// pair of prices overflows) times 5 is the mid in 1e-10 units, written with ten decimals and
+/// its trailing zeros dropped.
+fn push_mid(out: &mut String, bid: Fixed, ask: Fixed) {
+    let tenths = (i128::from(bid.raw()) + i128::from(ask.raw())) * 5;
+    let (sign, magnitude) = if tenths < 0 {
+        ("-", tenths.unsigned_abs())
+    } else {
+        ("", tenths.unsigned_abs())
+    };
+    const SCALE: u128 = 10_000_000_000;
+    let (whole, fraction) = (magnitude / SCALE, magnitude % SCALE);
+    let _ = write!(out, "{sign}{whole}");
+    if fraction != 0 {
+        let digits = format!("{fraction:010}");
+        out.push('.');
+        out.push_str(digits.trim_end_matches('0'));
+    }
 }
 
 /// `{"price":"..","size":".."}` with exact decimals, or `null`.

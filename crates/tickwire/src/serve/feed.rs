@@ -39,6 +39,14 @@ pub struct LastQuote {
     pub recv_ts_ns: u64,
 }
 
+/// The last trade event of an instrument (`/v1/quotes`' `last_trade`).
+#[derive(Clone, Copy, Debug)]
+pub struct LastTrade {
+    pub price: tickwire_bus::fixed::Fixed,
+    pub size: tickwire_bus::fixed::Fixed,
+    pub recv_ts_ns: u64,
+}
+
 /// What a `/v1/stream` client asked for; `None` matches everything.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
@@ -75,6 +83,7 @@ pub struct Feed {
     /// The pump stopped inside a venue message: the books are not consistent until it resumes.
     pub mid_message: bool,
     pub quotes: HashMap<(VenueId, InstrumentId), LastQuote>,
+    pub trades: HashMap<(VenueId, InstrumentId), LastTrade>,
     pub subscribers: Vec<Subscriber>,
     line: Vec<u8>,
 }
@@ -88,6 +97,7 @@ impl Feed {
             next_attach: Instant::now(),
             mid_message: false,
             quotes: HashMap::new(),
+            trades: HashMap::new(),
             subscribers: Vec::new(),
             line: Vec::with_capacity(512),
         }
@@ -144,6 +154,7 @@ impl Feed {
                         let (venue, symbol) = events.name(event);
                         Self::on_event(
                             &mut self.quotes,
+                            &mut self.trades,
                             &mut self.subscribers,
                             &mut self.line,
                             counters,
@@ -167,6 +178,7 @@ impl Feed {
                     counters.bus_missed.fetch_add(missed, Ordering::Relaxed);
                     self.mid_message = false;
                     self.quotes.clear();
+                    self.trades.clear();
                     let notice =
                         Utf8Bytes::from(format!("{{\"type\":\"overrun\",\"missed\":{missed}}}"));
                     self.subscribers
@@ -175,14 +187,17 @@ impl Feed {
                 Next::NewEpoch { .. } => {
                     self.mid_message = false;
                     self.quotes.clear();
+                    self.trades.clear();
                 }
                 Next::Closed | Next::Removed | Next::Idle => return,
             }
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_event(
         quotes: &mut HashMap<(VenueId, InstrumentId), LastQuote>,
+        trades: &mut HashMap<(VenueId, InstrumentId), LastTrade>,
         subscribers: &mut Vec<Subscriber>,
         line: &mut Vec<u8>,
         counters: &ServeCounters,
@@ -191,14 +206,27 @@ impl Feed {
         event: &Event,
     ) {
         let key = (event.header.venue_id, event.header.instrument_id);
-        if let Body::Quote(quote) = event.body() {
-            quotes.insert(
-                key,
-                LastQuote {
-                    quote,
-                    recv_ts_ns: event.header.recv_ts_ns,
-                },
-            );
+        match event.body() {
+            Body::Quote(quote) => {
+                quotes.insert(
+                    key,
+                    LastQuote {
+                        quote,
+                        recv_ts_ns: event.header.recv_ts_ns,
+                    },
+                );
+            }
+            Body::Trade(trade) => {
+                trades.insert(
+                    key,
+                    LastTrade {
+                        price: trade.price,
+                        size: trade.size,
+                        recv_ts_ns: event.header.recv_ts_ns,
+                    },
+                );
+            }
+            _ => {}
         }
         if subscribers.is_empty() {
             return;

@@ -15,6 +15,18 @@ pub struct Published {
     pub venues: Vec<VenueView>,
     /// Per-stage latency over the last window.
     pub latency: Vec<StageLatency>,
+    /// The last windows' latency, oldest first (the last is `latency`'s window): what the
+    /// status page plots as soon as it opens. Shared, as it changes once a window.
+    pub latency_history: std::sync::Arc<Vec<LatencyPoint>>,
+}
+
+/// One window of [`Published::latency_history`].
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyPoint {
+    /// Counts the windows since the appliance started: a reader appends the points whose
+    /// `window` is above the last it has.
+    pub window: u64,
+    pub stages: Vec<StageLatency>,
 }
 
 /// One venue for `/v1/venues`.

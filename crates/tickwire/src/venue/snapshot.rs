@@ -20,6 +20,10 @@ use std::sync::mpsc;
 pub struct SnapshotApi {
     pub path: &'static str,
     pub parse: fn(&[u8]) -> Result<DepthSnapshot, String>,
+    /// The venue's instrument list (`GET`, no query: `{"symbols":[{"symbol":..},..]}`), which
+    /// the configured symbols are checked against at start ([`check_listed`]); `None` when the
+    /// venue has none small enough to fetch.
+    pub listing: Option<&'static str>,
 }
 
 impl SnapshotApi {
@@ -27,6 +31,7 @@ impl SnapshotApi {
     pub const BINANCE_USDM: SnapshotApi = SnapshotApi {
         path: "/fapi/v1/depth",
         parse: parse_depth,
+        listing: Some("/fapi/v1/exchangeInfo"),
     };
 }
 
@@ -115,6 +120,72 @@ impl Drop for SnapshotFetcher {
         if let Some(worker) = self.worker.take() {
             let _ = worker.join();
         }
+    }
+}
+
+/// What the venue's instrument list says of the configured symbols.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Listing {
+    /// Every configured symbol is listed (or the venue has no list to check against).
+    Listed,
+    /// These configured symbols are not in the list.
+    Unlisted {
+        path: &'static str,
+        symbols: Vec<String>,
+    },
+    /// The list could not be fetched or read: why.
+    Unavailable(String),
+}
+
+/// The venue's instrument list's entries: only the symbols are read.
+#[derive(serde::Deserialize)]
+struct ExchangeInfo {
+    symbols: Vec<ListedSymbol>,
+}
+
+#[derive(serde::Deserialize)]
+struct ListedSymbol {
+    symbol: String,
+}
+
+/// Checks the configured symbols against the venue's instrument list (`api.listing`: Binance
+/// USD-M's `exchangeInfo`), one blocking call, made by the control thread at start before any
+/// hot thread runs. Symbols compare without regard to case (the REST API spells them upper
+/// case).
+pub fn check_listed(target: &SnapshotTarget) -> Listing {
+    let Some(path) = target.api.listing else {
+        return Listing::Listed;
+    };
+    let response = match target.client.get(path) {
+        Ok(response) => response,
+        Err(error) => return Listing::Unavailable(error.to_string()),
+    };
+    if response.status != 200 {
+        let body = String::from_utf8_lossy(&response.body);
+        let body: String = body.chars().take(200).collect();
+        return Listing::Unavailable(format!("{path}: HTTP {}: {body}", response.status));
+    }
+    let info: ExchangeInfo = match serde_json::from_slice(&response.body) {
+        Ok(info) => info,
+        Err(error) => {
+            return Listing::Unavailable(format!("{path}: not an instrument list: {error}"))
+        }
+    };
+    let listed: std::collections::HashSet<String> = info
+        .symbols
+        .into_iter()
+        .map(|entry| entry.symbol.to_ascii_uppercase())
+        .collect();
+    let symbols: Vec<String> = target
+        .symbols
+        .iter()
+        .filter(|symbol| !listed.contains(&symbol.to_ascii_uppercase()))
+        .cloned()
+        .collect();
+    if symbols.is_empty() {
+        Listing::Listed
+    } else {
+        Listing::Unlisted { path, symbols }
     }
 }
 

@@ -53,6 +53,8 @@ pub const MAX_STREAMS_PER_REQUEST: usize = 256;
 pub const SNAPSHOT_API: SnapshotApi = SnapshotApi {
     path: "/api/v3/depth",
     parse: parse_depth,
+    // Spot's whole `exchangeInfo` is tens of megabytes: not fetched at start (symbols unchecked).
+    listing: None,
 };
 
 /// The Binance Spot protocol.
