@@ -446,7 +446,7 @@ fn run_python_bus_example(file: &str) {
         return;
     }
     let markdown = read(file);
-    let example = block_with(&markdown, "python", &["tickwire_bus", "Bus("], file);
+    let example = block_with(&markdown, "python", &["tickwire_bus", "follow("], file);
     assert!(
         example.contains(&format!("{README_BUS:?}")),
         "{file}'s Python bus example does not read {README_BUS}"
@@ -477,6 +477,30 @@ fn readme_python_bus_example_prints_the_trades() {
 #[test]
 fn python_client_readme_example_prints_the_trades() {
     run_python_bus_example("clients/python/README.md");
+}
+
+/// The README's Python bus example is the Python package's own, line for line (`blocks` takes
+/// off the README's list-item indent).
+#[test]
+fn the_python_bus_examples_are_one() {
+    let readme = block_with(
+        &read("README.md"),
+        "python",
+        &["tickwire_bus", "follow("],
+        "README.md",
+    );
+    let package = block_with(
+        &read("clients/python/README.md"),
+        "python",
+        &["tickwire_bus", "follow("],
+        "clients/python/README.md",
+    );
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|line| line.trim_end().to_owned())
+            .collect()
+    };
+    assert_eq!(lines(&readme), lines(&package));
 }
 
 // ---------------------------------------------------------------------------------------------
