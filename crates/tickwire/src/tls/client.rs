@@ -538,6 +538,12 @@ impl TlsClient {
     /// sequence numbers, and rustls's `KernelConnection` for KeyUpdates and session tickets.
     /// Called in rustls's `WriteTraffic` state with nothing received, so nothing rustls holds
     /// is lost. Allocates (once per session).
+    ///
+    /// One thing rustls could hold and not say: the answer to a KeyUpdate that asks for one,
+    /// which it keeps until the next data it encrypts. Only a server that sends a KeyUpdate in
+    /// the flight of its own Finished (allowed, and sent by no server known) could make one
+    /// wait here; the answer would then be lost and the server unable to read what follows, so
+    /// the connection would fail and be replaced, nothing worse (no key or nonce is reused).
     fn take_records_over(&mut self) -> Result<(), TlsError> {
         let Some(connection) = self.connection.take() else {
             return Ok(());
