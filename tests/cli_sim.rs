@@ -627,6 +627,64 @@ fn run_print_events_pipes_a_venue_as_json_lines() {
     );
 }
 
+/// Issue 32: the `print` strategy no longer writes on the strategy thread; its lines go through
+/// the ring `--print-events` uses and the control thread writes them. They still reach stdout,
+/// every one, in order: the simulator's bookTicker update ids only ever rise.
+#[test]
+fn run_with_the_print_strategy_writes_every_line_through_the_control_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert_dir = dir.path().join("ca");
+    let (_sim, addr) = start_sim(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--rate",
+        "2000",
+        "--symbols",
+        "1",
+    ]);
+    write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"venue.toml\"]\n[threads.net]\nwait = \"spin-then-yield\"\n\
+         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n\
+         [strategy]\nname = \"print\"\n",
+    )
+    .unwrap();
+    let child = tickwire()
+        .args(["run", "--config"])
+        .arg(&appliance)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("printed events lost"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut last_seq = 0;
+    let mut quotes = 0;
+    for line in stdout.lines() {
+        let json: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
+        assert_eq!(json["venue"], "sim", "{line}");
+        if json["type"] == "quote" {
+            let seq = json["seq"].as_u64().unwrap();
+            assert!(seq > last_seq, "out of order: {seq} after {last_seq}");
+            last_seq = seq;
+            quotes += 1;
+        }
+    }
+    assert!(quotes > 1000, "{quotes} quotes in 3 s at 2,000/s: {stderr}");
+    assert!(stdout.ends_with('\n'), "the last line is whole");
+}
+
 /// Issue 24: `--print-events` printed quotes, trades, levels and references only; the gaps and
 /// statuses a dropped connection brings reach the strategy, and now stdout too, each naming its
 /// venue.

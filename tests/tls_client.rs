@@ -978,3 +978,381 @@ fn loopback_tcp_socket_pair() {
         .enumerate()
         .all(|(index, byte)| *byte == (index % 251) as u8));
 }
+
+/// The server's end of a session after its handshake, taken from rustls with its traffic keys,
+/// so that tests can send records rustls would not (fragmented or misplaced handshake messages,
+/// warnings, padding, damaged records) to the client's own record layer, and read what the
+/// client sends back. AES-GCM only (the suites these tests choose).
+struct RawServer {
+    tls13: bool,
+    seal: ring::aead::LessSafeKey,
+    seal_iv: [u8; 12],
+    seal_seq: u64,
+    open: ring::aead::LessSafeKey,
+    open_iv: [u8; 12],
+    open_seq: u64,
+}
+
+impl RawServer {
+    /// A client connected to a rustls server offering `suite` only, then the server's keys.
+    fn connect(suite: rustls::SupportedCipherSuite) -> (TlsClient, RawServer) {
+        let ca = Ca::new();
+        let identity = ca.issue(&["localhost"], Validity::Always);
+        let provider = rustls::crypto::CryptoProvider {
+            cipher_suites: vec![suite],
+            ..rustls::crypto::ring::default_provider()
+        };
+        let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                identity.chain.clone(),
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(identity.key_pkcs8.clone())),
+            )
+            .expect("server config");
+        // No tickets: the server's record sequence numbers then stay where the handshake left
+        // them, and nothing waits unsent when the keys are taken.
+        config.send_tls13_tickets = 0;
+        config.enable_secret_extraction = true;
+        let mut pair = Pair::new(
+            client_config(&ca, TlsVersions::default()),
+            "localhost",
+            Arc::new(config),
+        );
+        pair.run(&mut Vec::new()).expect("handshake");
+        let tls13 = pair.server.protocol_version() == Some(ProtocolVersion::TLSv1_3);
+        let secrets = pair.server.dangerous_extract_secrets().expect("secrets");
+        let key = |(seq, secrets): (u64, rustls::ConnectionTrafficSecrets)| {
+            let (algorithm, key, iv) = match secrets {
+                rustls::ConnectionTrafficSecrets::Aes128Gcm { key, iv } => {
+                    (&ring::aead::AES_128_GCM, key, iv)
+                }
+                rustls::ConnectionTrafficSecrets::Aes256Gcm { key, iv } => {
+                    (&ring::aead::AES_256_GCM, key, iv)
+                }
+                _ => panic!("an AES-GCM suite"),
+            };
+            let key = ring::aead::UnboundKey::new(algorithm, key.as_ref()).expect("key");
+            let iv: [u8; 12] = iv.as_ref().try_into().expect("IV");
+            (ring::aead::LessSafeKey::new(key), iv, seq)
+        };
+        let (seal, seal_iv, seal_seq) = key(secrets.tx);
+        let (open, open_iv, open_seq) = key(secrets.rx);
+        let server = RawServer {
+            tls13,
+            seal,
+            seal_iv,
+            seal_seq,
+            open,
+            open_iv,
+            open_seq,
+        };
+        (pair.client, server)
+    }
+
+    fn nonce(iv: [u8; 12], seq: u64) -> [u8; 12] {
+        let mut nonce = iv;
+        for (byte, seq_byte) in nonce[4..].iter_mut().zip(seq.to_be_bytes()) {
+            *byte ^= seq_byte;
+        }
+        nonce
+    }
+
+    /// One record of `content_type` holding `content` (and, in TLS 1.3, `padding` zeros).
+    fn record(&mut self, content_type: u8, content: &[u8], padding: usize) -> Vec<u8> {
+        use ring::aead::{Aad, Nonce};
+        let seq = self.seal_seq;
+        self.seal_seq += 1;
+        let nonce = Self::nonce(self.seal_iv, seq);
+        if self.tls13 {
+            let mut inner = content.to_vec();
+            inner.push(content_type);
+            inner.resize(inner.len() + padding, 0);
+            let length = (inner.len() + 16) as u16;
+            let header = [23, 3, 3, (length >> 8) as u8, length as u8];
+            self.seal
+                .seal_in_place_append_tag(
+                    Nonce::assume_unique_for_key(nonce),
+                    Aad::from(header),
+                    &mut inner,
+                )
+                .expect("seal");
+            [&header[..], &inner].concat()
+        } else {
+            let mut aad = [0_u8; 13];
+            aad[..8].copy_from_slice(&seq.to_be_bytes());
+            aad[8] = content_type;
+            aad[9..11].copy_from_slice(&[3, 3]);
+            aad[11..].copy_from_slice(&(content.len() as u16).to_be_bytes());
+            let mut body = content.to_vec();
+            self.seal
+                .seal_in_place_append_tag(
+                    Nonce::assume_unique_for_key(nonce),
+                    Aad::from(aad),
+                    &mut body,
+                )
+                .expect("seal");
+            let length = (8 + body.len()) as u16;
+            let header = [content_type, 3, 3, (length >> 8) as u8, length as u8];
+            [&header[..], &nonce[4..], &body].concat()
+        }
+    }
+
+    /// The records the client sent, unprotected: `(content type, content)` each.
+    fn read(&mut self, mut wire: &[u8]) -> Vec<(u8, Vec<u8>)> {
+        use ring::aead::{Aad, Nonce};
+        let mut records = Vec::new();
+        while let [outer, 3, 3, high, low, ref rest @ ..] = *wire {
+            let length = usize::from(u16::from_be_bytes([high, low]));
+            let mut body = rest[..length].to_vec();
+            wire = &rest[length..];
+            let seq = self.open_seq;
+            self.open_seq += 1;
+            if self.tls13 {
+                let header = [outer, 3, 3, high, low];
+                let nonce = Nonce::assume_unique_for_key(Self::nonce(self.open_iv, seq));
+                let inner = self
+                    .open
+                    .open_in_place(nonce, Aad::from(header), &mut body)
+                    .expect("the client's record decrypts");
+                let end = inner.iter().rposition(|&byte| byte != 0).expect("type");
+                records.push((inner[end], inner[..end].to_vec()));
+            } else {
+                let mut nonce = [0_u8; 12];
+                nonce[..4].copy_from_slice(&self.open_iv[..4]);
+                nonce[4..].copy_from_slice(&body[..8]);
+                let mut aad = [0_u8; 13];
+                aad[..8].copy_from_slice(&seq.to_be_bytes());
+                aad[8] = outer;
+                aad[9..11].copy_from_slice(&[3, 3]);
+                aad[11..].copy_from_slice(&((length - 24) as u16).to_be_bytes());
+                let plain = self
+                    .open
+                    .open_in_place(
+                        Nonce::assume_unique_for_key(nonce),
+                        Aad::from(aad),
+                        &mut body[8..],
+                    )
+                    .expect("the client's record decrypts");
+                records.push((outer, plain.to_vec()));
+            }
+        }
+        assert!(wire.is_empty(), "whole records");
+        records
+    }
+}
+
+const APPLICATION_DATA: u8 = 23;
+const ALERT: u8 = 21;
+const HANDSHAKE: u8 = 22;
+
+/// Feeds `wire` to the client and reads what it gives: the data, and the error if any.
+fn feed(client: &mut TlsClient, wire: &[u8]) -> (Vec<u8>, Option<TlsError>) {
+    let mut received = Vec::new();
+    let mut plaintext = [0_u8; 4096];
+    if let Err(error) = client.feed_tls(wire) {
+        return (received, Some(error));
+    }
+    loop {
+        match client.read_plaintext(&mut plaintext) {
+            Ok(ReadOutcome::Data(count)) => received.extend_from_slice(&plaintext[..count]),
+            Ok(_) => return (received, None),
+            Err(error) => return (received, Some(error)),
+        }
+    }
+}
+
+fn sent(client: &mut TlsClient) -> Vec<u8> {
+    let mut wire = Vec::new();
+    client.write_tls_to_vec(&mut wire);
+    wire
+}
+
+/// A NewSessionTicket body (RFC 8446 section 4.6.1): a one-minute ticket "abcd".
+const TICKET: [u8; 18] = [
+    0, 0, 0, 60, 0, 0, 0, 1, 1, 7, 0, 4, b'a', b'b', b'c', b'd', 0, 0,
+];
+
+#[test]
+fn the_record_layer_takes_padding_fragmented_tickets_and_key_updates() {
+    let (mut client, mut server) =
+        RawServer::connect(rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256);
+    let mut wire = server.record(APPLICATION_DATA, b"padded", 100);
+    // A NewSessionTicket in two records, the second with a KeyUpdate that asks for one back.
+    let mut ticket = vec![4, 0, 0, TICKET.len() as u8];
+    ticket.extend_from_slice(&TICKET);
+    wire.extend(server.record(HANDSHAKE, &ticket[..7], 0));
+    let mut rest = ticket[7..].to_vec();
+    rest.extend_from_slice(&[24, 0, 0, 1, 1]);
+    wire.extend(server.record(HANDSHAKE, &rest, 3));
+    // Then data under the server's next key: the test derives none, so the client's failure
+    // to read it shows it switched; its KeyUpdate and a reply show the other direction.
+    let (received, error) = feed(&mut client, &wire);
+    assert_eq!(received, b"padded");
+    assert_eq!(error, None);
+    client.write_plaintext(b"reply").expect("write");
+    let wire = sent(&mut client);
+    let first = 5 + usize::from(u16::from_be_bytes([wire[3], wire[4]]));
+    assert_eq!(
+        server.read(&wire[..first]),
+        vec![(HANDSHAKE, vec![24, 0, 0, 1, 0])],
+        "the client's KeyUpdate (update_not_requested), under its old key"
+    );
+    assert_eq!(
+        wire.len() - first,
+        5 + b"reply".len() + 1 + 16,
+        "then the reply, under its new key"
+    );
+    // The server's old key no longer opens anything.
+    let (_, error) = feed(&mut client, &server.record(APPLICATION_DATA, b"old key", 0));
+    assert_eq!(
+        error,
+        Some(TlsError::Other {
+            message: "cannot decrypt peer's message".to_owned()
+        })
+    );
+}
+
+#[test]
+fn misplaced_damaged_and_refused_records_end_the_session_with_the_right_alert() {
+    use rustls::crypto::ring::cipher_suite::{
+        TLS13_AES_256_GCM_SHA384, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    };
+    // (suite, what the server sends, the error, the alert the client sends back)
+    type Case = (
+        rustls::SupportedCipherSuite,
+        fn(&mut RawServer) -> Vec<u8>,
+        fn(&TlsError) -> bool,
+        Option<AlertDescription>,
+    );
+    let cases: [Case; 7] = [
+        // A KeyUpdate with data after it in its record.
+        (
+            TLS13_AES_256_GCM_SHA384,
+            |server| server.record(HANDSHAKE, &[24, 0, 0, 1, 0, 4, 0, 0, 0], 0),
+            |error| error.to_string().contains("KeyEpochWithPendingFragment"),
+            Some(AlertDescription::UnexpectedMessage),
+        ),
+        // A damaged record.
+        (
+            TLS13_AES_256_GCM_SHA384,
+            |server| {
+                let mut record = server.record(APPLICATION_DATA, b"data", 0);
+                let last = record.len() - 1;
+                record[last] ^= 1;
+                record
+            },
+            |error| error.to_string().contains("cannot decrypt"),
+            Some(AlertDescription::BadRecordMac),
+        ),
+        // A warning other than user_canceled, which TLS 1.3 outlaws.
+        (
+            TLS13_AES_256_GCM_SHA384,
+            |server| server.record(ALERT, &[1, 80], 0),
+            |error| {
+                *error
+                    == TlsError::AlertReceived {
+                        alert: AlertDescription::InternalError,
+                    }
+            },
+            Some(AlertDescription::DecodeError),
+        ),
+        // A fatal alert: reported, not answered.
+        (
+            TLS13_AES_256_GCM_SHA384,
+            |server| server.record(ALERT, &[2, 40], 0),
+            |error| {
+                *error
+                    == TlsError::AlertReceived {
+                        alert: AlertDescription::HandshakeFailure,
+                    }
+            },
+            None,
+        ),
+        // Too many empty records in a row.
+        (
+            TLS13_AES_256_GCM_SHA384,
+            |server| {
+                (0..33)
+                    .flat_map(|_| server.record(APPLICATION_DATA, b"", 0))
+                    .collect()
+            },
+            |error| error.to_string().contains("TooManyEmptyFragments"),
+            Some(AlertDescription::UnexpectedMessage),
+        ),
+        // A handshake message TLS 1.3 never sends after the handshake.
+        (
+            TLS13_AES_256_GCM_SHA384,
+            |server| server.record(HANDSHAKE, &[2, 0, 0, 0], 0),
+            |error| error.to_string().contains("ServerHello"),
+            Some(AlertDescription::UnexpectedMessage),
+        ),
+        // TLS 1.2: a second renegotiation request.
+        (
+            TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            |server| {
+                let mut wire = server.record(HANDSHAKE, &[0, 0, 0, 0], 0);
+                wire.extend(server.record(HANDSHAKE, &[0, 0, 0, 0], 0));
+                wire
+            },
+            |error| error.to_string().contains("TooManyRenegotiationRequests"),
+            Some(AlertDescription::NoRenegotiation),
+        ),
+    ];
+    for (index, (suite, send, expected, alert)) in cases.into_iter().enumerate() {
+        let (mut client, mut server) = RawServer::connect(suite);
+        let wire = send(&mut server);
+        let (_, error) = feed(&mut client, &wire);
+        let error = error.unwrap_or_else(|| panic!("case {index}: no error"));
+        assert!(expected(&error), "case {index}: {error:?}");
+        let records = server.read(&sent(&mut client));
+        let fatal: Vec<_> = records
+            .iter()
+            .filter(|(content_type, content)| *content_type == ALERT && content[0] == 2)
+            .map(|(_, content)| AlertDescription::from(content[1]))
+            .collect();
+        assert_eq!(fatal, Vec::from_iter(alert), "case {index}: {records:?}");
+        // The session stays failed.
+        assert_eq!(client.write_plaintext(b"x"), Err(error), "case {index}");
+    }
+}
+
+#[test]
+fn a_tls12_renegotiation_request_is_refused_with_a_warning_and_data_goes_on() {
+    let (mut client, mut server) = RawServer::connect(
+        rustls::crypto::ring::cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    );
+    let mut wire = server.record(HANDSHAKE, &[0, 0, 0, 0], 0);
+    wire.extend(server.record(APPLICATION_DATA, b"still here", 0));
+    let (received, error) = feed(&mut client, &wire);
+    assert_eq!((received.as_slice(), error), (&b"still here"[..], None));
+    client.write_plaintext(b"and here").expect("write");
+    assert_eq!(
+        server.read(&sent(&mut client)),
+        vec![
+            (ALERT, vec![1, 100]),
+            (APPLICATION_DATA, b"and here".to_vec())
+        ],
+        "no_renegotiation (a warning), then data"
+    );
+}
+
+#[test]
+fn tickets_the_record_layer_takes_resume_the_next_session() {
+    let ca = Ca::new();
+    let identity = ca.issue(&["localhost"], Validity::Always);
+    let client = client_config(&ca, TlsVersions::default());
+    let server = server_config(&identity, TLS13);
+    let mut first = Pair::new(Arc::clone(&client), "localhost", Arc::clone(&server));
+    first.run(&mut Vec::new()).expect("handshake");
+    // The tickets arrive after the client's Finished, so the client's own record layer took
+    // them; rustls's session cache, shared through the config, has them.
+    first.server_sends(b"data", &mut Vec::new()).expect("data");
+    let mut second = Pair::new(client, "localhost", server);
+    second.run(&mut Vec::new()).expect("handshake");
+    assert_eq!(
+        second.server.handshake_kind(),
+        Some(rustls::HandshakeKind::Resumed)
+    );
+}

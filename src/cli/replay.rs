@@ -144,7 +144,26 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
         summary_interval_ms: 0,
         ..StrategyConfig::default()
     };
-    let mut strategy: Option<Box<dyn Strategy>> = builtin::from_config(&strategy_config, names);
+    let (mut strategy, mut output): (Option<Box<dyn Strategy>>, _) =
+        builtin::from_config(&strategy_config, names);
+    // The strategy's lines go through its ring; this thread writes them out after each batch
+    // (and stops writing, as the print strategy always has, once stdout fails: `| head`).
+    let mut output_failed = false;
+    let mut write_output = move |output: &mut Option<tickwire::strategy::output::OutputReader>| {
+        let Some(reader) = output.as_mut() else {
+            return;
+        };
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let mut sink = std::io::sink();
+        let target: &mut dyn std::io::Write = if output_failed { &mut sink } else { &mut out };
+        let result = reader
+            .drain(target, tickwire::strategy::output::log_line)
+            .and_then(|()| target.flush());
+        if result.is_err() {
+            output_failed = true;
+        }
+    };
     let mut market = Market::new(instrument_count);
     let mut bus = match &args.bus {
         Some(path) => match open_bus(path, &directory) {
@@ -173,6 +192,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
         if let Some(strategy) = strategy.as_mut() {
             strategy.on_events(batch, market, now_ns);
         }
+        write_output(&mut output);
         if let Some(bus) = bus.as_mut() {
             for event in batch.iter() {
                 bus.write(event);
@@ -214,6 +234,7 @@ pub fn replay(args: ReplayArgs) -> ExitCode {
     if let Some(strategy) = strategy.as_mut() {
         strategy.finish(&market);
     }
+    write_output(&mut output);
     eprintln!(
         "replay: {events} events from {} files in {:.3} s",
         args.files.len(),

@@ -185,6 +185,45 @@ pub fn default_instruments() -> Vec<String> {
     .to_vec()
 }
 
+/// The first `count` notifications a connection subscribed to `channels` (channel names as a
+/// client subscribes to them, `ticker.BTC-PERPETUAL.100ms`) receives from a server serving
+/// `instruments` with `seed`: the same market, channels taken in turn as the server takes them,
+/// the clock advancing `1 / rate` s a message from `start_secs`. Without a server, for tests and
+/// benchmarks that need Thalex's messages as the simulator writes them. A name the server would
+/// refuse is skipped.
+pub fn notifications(
+    instruments: &[String],
+    channels: &[&str],
+    seed: u64,
+    start_secs: f64,
+    rate: f64,
+    count: usize,
+) -> Vec<String> {
+    let mut market = Market::new(instruments, seed, start_secs);
+    let mut subscriptions: Vec<Subscription> = channels
+        .iter()
+        .filter_map(|name| {
+            channel::parse(name, instruments).map(|channel| Subscription::new(name, channel))
+        })
+        .collect();
+    let mut messages = Vec::with_capacity(count);
+    let mut cursor = 0;
+    let mut idle = 0;
+    while messages.len() < count && !subscriptions.is_empty() && idle < subscriptions.len() {
+        let now_secs = start_secs + messages.len() as f64 / rate;
+        let index = cursor % subscriptions.len();
+        cursor = index + 1;
+        match subscriptions[index].render(&mut market, now_secs) {
+            Some(message) => {
+                idle = 0;
+                messages.push(message);
+            }
+            None => idle += 1,
+        }
+    }
+    messages
+}
+
 impl ThalexOptions {
     /// The defaults on `127.0.0.1:0`, with `cert_dir` for `ca.pem`: the default instruments,
     /// 100 messages per second, seed 1, 50 requests per second, pings every 15 s.

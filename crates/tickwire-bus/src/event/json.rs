@@ -109,6 +109,16 @@ impl<'a> Line<'a> {
     }
 }
 
+/// An enum variant's name (its `Debug` form, which the lines print) written into `buffer`,
+/// without allocating: the strategy thread prints gaps and statuses too.
+fn debug_name(value: impl std::fmt::Debug, buffer: &mut [u8; 32]) -> &[u8] {
+    let mut cursor = std::io::Cursor::new(&mut buffer[..]);
+    // A variant name longer than the buffer is cut short, which none is.
+    let _ = write!(cursor, "{value:?}");
+    let length = cursor.position() as usize;
+    &buffer[..length]
+}
+
 /// One line for a normalized event, in the same format (the fields an event carries: no
 /// separate event time, no `first_seq`/`prev_seq` on levels; `"saturated":true` on a level or
 /// quote whose size did not fit and reads its largest value), plus `gap`, `status`,
@@ -171,12 +181,12 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
         }
         Body::Gap(gap) => {
             line = Line::start(out, EventKind::Gap.name(), venue, symbol);
-            line.string("reason", format!("{:?}", gap.reason()).as_bytes());
+            line.string("reason", debug_name(gap.reason(), &mut [0; 32]));
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
         Body::VenueStatus(status) => {
             line = Line::start(out, EventKind::VenueStatus.name(), venue, symbol);
-            line.string("state", format!("{:?}", status.state()).as_bytes());
+            line.string("state", debug_name(status.state(), &mut [0; 32]));
             line.number("reason_code", u64::from(status.reason_code));
             line.number("detail", status.detail);
             line.number("recv_ts_ns", header.recv_ts_ns);

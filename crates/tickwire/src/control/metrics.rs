@@ -67,8 +67,8 @@ impl Session {
             ),
             (
                 "tickwire_print_lines_dropped_total",
-                "Printed event lines lost because stdout did not keep up.",
-                self.printed.iter().map(|(_, dropped)| dropped.get()).sum(),
+                "Printed event lines and strategy summaries lost because stdout did not keep up.",
+                self.printed.iter().map(|reader| reader.dropped()).sum(),
             ),
         ];
         for (name, help, value) in counters {

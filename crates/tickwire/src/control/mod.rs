@@ -22,9 +22,8 @@
 use crate::clock::Clock;
 use crate::config::LoadedConfig;
 use crate::event::InstrumentId;
-use crate::metrics::CounterReader;
 use crate::pipeline::{Runtime, RuntimeOptions};
-use crate::ring::{self, FrameConsumer};
+use crate::ring;
 use crate::strategy::stamps::Stamp;
 use crate::strategy::Strategy;
 use crate::thread::{ControlWait, Woken};
@@ -47,9 +46,6 @@ pub mod record;
 pub use metrics::{memory_kb, LATENCY_BUCKETS_NS};
 
 pub use links::{LinkCommand, LinkCounters, Role, SlotRef, StreamEnd, Venues};
-
-/// Bytes of printed JSON lines buffered between the strategy stage and stdout.
-const PRINT_RING_BYTES: usize = 64 << 20;
 
 /// One instrument as the control thread shows it.
 pub struct Instrument {
@@ -124,7 +120,9 @@ pub struct Session {
     /// Per venue: its name and its feed's counters.
     pub feeds: Vec<(String, FeedCounters)>,
     pub instruments: Vec<Instrument>,
-    printed: Vec<(FrameConsumer, CounterReader)>,
+    /// The rings the strategy stage's text goes through (`--print-events`, the built-in
+    /// strategies' lines and summaries), written out by this thread.
+    printed: Vec<crate::strategy::output::OutputReader>,
     fetcher: SnapshotFetcher,
     clock: Clock,
     /// The serving thread, when `http.listen` is set.
@@ -303,15 +301,24 @@ impl Session {
                 })
                 .collect(),
         );
-        let strategy = strategy.or_else(|| {
-            crate::strategy::builtin::from_config(&loaded.appliance.strategy, names.clone())
-        });
+        let strategy = match strategy {
+            Some(strategy) => Some(strategy),
+            None => {
+                let (strategy, output) = crate::strategy::builtin::from_config(
+                    &loaded.appliance.strategy,
+                    names.clone(),
+                );
+                printed.extend(output);
+                strategy
+            }
+        };
         // `--print-events` prints what the strategy stage hands the strategy: every event,
         // gaps and statuses included, ahead of the strategy itself.
         let strategy = if print_events {
-            let (lines, consumer) = ring::frame_ring(PRINT_RING_BYTES);
-            let (tap, dropped) = crate::strategy::print::EventTap::new(names, lines, strategy);
-            printed.push((consumer, dropped));
+            use crate::strategy::output;
+            let (lines, reader) = output::output(output::PRINT_RING_BYTES, 64 << 10);
+            let tap = crate::strategy::print::EventTap::new(names, lines, strategy);
+            printed.push(reader);
             Some(Box::new(tap) as Box<dyn Strategy>)
         } else {
             strategy
@@ -530,19 +537,7 @@ impl Session {
         if self.printed.is_empty() {
             return Ok(());
         }
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        for (lines, _) in &mut self.printed {
-            let mut result = Ok(());
-            lines.drain(usize::MAX, |_, line| {
-                if result.is_ok() {
-                    result = out.write_all(line);
-                }
-            });
-            result?;
-        }
-        out.flush()?;
-        Ok(())
+        write_printed(&mut self.printed)
     }
 
     /// The event bus, when `[bus]` is configured, or the serving plane's private one
@@ -556,9 +551,9 @@ impl Session {
         self.private_bus.as_ref().map(bus::PrivateBus::dir)
     }
 
-    /// Printed lines lost because stdout did not keep up.
+    /// Printed lines (and strategy summaries) lost because this thread did not keep up.
     pub fn print_dropped(&self) -> u64 {
-        self.printed.iter().map(|(_, dropped)| dropped.get()).sum()
+        self.printed.iter().map(|reader| reader.dropped()).sum()
     }
 
     pub fn now_ns(&self) -> u64 {
@@ -600,7 +595,10 @@ impl Session {
             tracing::warn!("the rings did not drain in time; stopping anyway");
         }
         let _ = self.print_events();
+        let mut printed = std::mem::take(&mut self.printed);
         let mut lines = self.runtime.shutdown();
+        // What the strategy wrote in its `finish` (a last summary).
+        let _ = write_printed(&mut printed);
         // After the runtime: every event is on the bus, and the recorder drains it.
         if let Some(recorder) = self.recorder.take() {
             if let Err(thread) = recorder.stop() {
@@ -618,4 +616,14 @@ impl Session {
             std::time::Duration::from_millis(500),
         )
     }
+}
+
+/// Writes out what the strategy stage's rings hold: lines to stdout, summaries to the log.
+fn write_printed(printed: &mut [crate::strategy::output::OutputReader]) -> std::io::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for reader in printed.iter_mut() {
+        reader.drain(&mut out, crate::strategy::output::log_line)?;
+    }
+    out.flush()
 }

@@ -1,91 +1,65 @@
 //! The built-in strategies, chosen by `[strategy] name` in the appliance file.
 //!
 //! - `print`: every event as a JSON line on stdout (the `tickwire decode` format), named by
-//!   venue and symbol as `print::EventNames` names them (a connection's status by its venue).
+//!   venue and symbol as `print::EventNames` names them (a connection's status by its venue):
+//!   a [`print::EventTap`](super::print::EventTap) with nothing behind it.
 //! - `mid`: mid price, microprice and spread of every quote, as the published Rust and Node.js
 //!   price-feed comparison computed them; optionally one record per venue quote (update id and
 //!   the time its mid was computed) for the end-to-end benchmark.
 //! - `quoter`: a two-sided quote around the microprice, skewed against the position that
 //!   simulated fills (trades through the quote) build up. Computed, never sent.
+//!
+//! None of them writes, locks or logs on the strategy thread: their lines (JSON lines, the
+//! periodic summaries) go through a [`StrategyOutput`] ring that the caller drains
+//! ([`OutputReader`]: the control thread in a session, `replay` after each batch).
 
 use super::market::{self, Market};
+use super::output::{self, OutputReader, StrategyOutput};
+use super::print::EventTap;
 use super::Strategy;
 use crate::clock::system_realtime_ns;
 use crate::config::{QuoterConfig, StrategyConfig, StrategyName};
 use crate::event::{flags, Body, Event, Side};
-use std::io::Write;
 use std::path::PathBuf;
 
 const NS_PER_MS: u64 = 1_000_000;
 
 pub use super::print::{EventNames, InstrumentName};
 
-/// The strategy the config names, or `None` for `name = "none"`.
-pub fn from_config(config: &StrategyConfig, names: EventNames) -> Option<Box<dyn Strategy>> {
+/// The strategy the config names (`None` for `name = "none"`), and the reader of the ring its
+/// text goes through, which the caller drains off the strategy thread ([`OutputReader::drain`]).
+pub fn from_config(
+    config: &StrategyConfig,
+    names: EventNames,
+) -> (Option<Box<dyn Strategy>>, Option<OutputReader>) {
     // Bounded by the config check (`strategy.summary_interval_ms`); saturating, so that a value
     // past it means "rarely", never a wrapped short interval (issue 32).
     let summary_ns = (config.summary_interval_ms > 0)
         .then(|| config.summary_interval_ms.saturating_mul(NS_PER_MS));
     match config.name {
-        StrategyName::None => None,
-        StrategyName::Print => Some(Box::new(Print::new(names, std::io::stdout()))),
-        StrategyName::Mid => Some(Box::new(Mid::new(
-            config.record_file.clone(),
-            config.record_capacity,
-            summary_ns,
-        ))),
-        StrategyName::Quoter => Some(Box::new(Quoter::new(
-            config.quoter,
-            names.instruments().to_vec(),
-            summary_ns,
-        ))),
-    }
-}
-
-/// `print`: JSON lines, buffered, flushed after every batch.
-pub struct Print<W: Write + Send> {
-    names: EventNames,
-    out: std::io::BufWriter<W>,
-    line: Vec<u8>,
-    failed: bool,
-}
-
-impl<W: Write + Send> Print<W> {
-    pub fn new(names: EventNames, out: W) -> Print<W> {
-        Print {
-            names,
-            out: std::io::BufWriter::with_capacity(1 << 16, out),
-            line: Vec::with_capacity(1024),
-            failed: false,
+        StrategyName::None => (None, None),
+        StrategyName::Print => {
+            let (lines, reader) = output::output(output::PRINT_RING_BYTES, 64 << 10);
+            (
+                Some(Box::new(EventTap::new(names, lines, None))),
+                Some(reader),
+            )
         }
-    }
-
-    /// The writer, flushed (for tests).
-    pub fn into_inner(self) -> Option<W> {
-        self.out.into_inner().ok()
-    }
-}
-
-impl<W: Write + Send> Strategy for Print<W> {
-    fn on_events(&mut self, events: &[Event], _market: &Market, _now_ns: u64) {
-        if self.failed {
-            return;
+        StrategyName::Mid => {
+            let (log, reader) = output::output(output::LOG_RING_BYTES, 1024);
+            let mid = Mid::new(
+                config.record_file.clone(),
+                config.record_capacity,
+                summary_ns,
+                log,
+            );
+            (Some(Box::new(mid)), Some(reader))
         }
-        for event in events {
-            self.line.clear();
-            self.names.write(&mut self.line, event);
-            if self.out.write_all(&self.line).is_err() {
-                self.failed = true;
-                return;
-            }
+        StrategyName::Quoter => {
+            let (log, reader) = output::output(output::LOG_RING_BYTES, 1024);
+            let quoter = Quoter::new(config.quoter, names.instruments().to_vec(), summary_ns, log);
+            (Some(Box::new(quoter)), Some(reader))
         }
-        if self.out.flush().is_err() {
-            self.failed = true;
-        }
-    }
-
-    fn finish(&mut self, _market: &Market) {
-        let _ = self.out.flush();
     }
 }
 
@@ -103,10 +77,17 @@ pub struct Mid {
     pub unrecorded: u64,
     summary_ns: Option<u64>,
     last_summary: (u64, u64),
+    /// Where the summaries go (see `output.rs`).
+    log: StrategyOutput,
 }
 
 impl Mid {
-    pub fn new(record_file: Option<PathBuf>, capacity: usize, summary_ns: Option<u64>) -> Mid {
+    pub fn new(
+        record_file: Option<PathBuf>,
+        capacity: usize,
+        summary_ns: Option<u64>,
+        log: StrategyOutput,
+    ) -> Mid {
         Mid {
             quotes: 0,
             mid_sum: 0.0,
@@ -121,6 +102,7 @@ impl Mid {
             unrecorded: 0,
             summary_ns,
             last_summary: (0, 0),
+            log,
         }
     }
 
@@ -163,7 +145,10 @@ impl Strategy for Mid {
             let first = market
                 .get(0)
                 .and_then(|state| state.top.map(|q| market::mid(&q)));
-            tracing::info!(quotes = self.quotes, per_sec = rate as u64, first_mid = ?first, "mid");
+            self.log.log(format_args!(
+                "mid quotes={} per_sec={} first_mid={:?}",
+                self.quotes, rate as u64, first
+            ));
         }
         self.last_summary = (self.quotes, now_ns);
     }
@@ -178,7 +163,10 @@ impl Strategy for Mid {
             bytes.extend_from_slice(&ns.to_le_bytes());
         }
         if let Err(error) = std::fs::write(path, bytes) {
-            tracing::error!(path = %path.display(), "mid: cannot write the records: {error}");
+            self.log.log(format_args!(
+                "mid: cannot write the records to {}: {error}",
+                path.display()
+            ));
         }
     }
 }
@@ -201,6 +189,8 @@ pub struct Quoter {
     pub books: Vec<QuoterBook>,
     pub requotes: u64,
     summary_ns: Option<u64>,
+    /// Where the summaries go (see `output.rs`).
+    log: StrategyOutput,
 }
 
 impl Quoter {
@@ -208,6 +198,7 @@ impl Quoter {
         config: QuoterConfig,
         names: Vec<InstrumentName>,
         summary_ns: Option<u64>,
+        log: StrategyOutput,
     ) -> Quoter {
         Quoter {
             config,
@@ -215,6 +206,7 @@ impl Quoter {
             names,
             requotes: 0,
             summary_ns,
+            log,
         }
     }
 
@@ -287,15 +279,10 @@ impl Strategy for Quoter {
 
     fn on_timer(&mut self, _market: &Market, _now_ns: u64) {
         for (name, book) in self.names.iter().zip(&self.books) {
-            tracing::info!(
-                venue = %name.venue,
-                symbol = %name.symbol,
-                bid = ?book.bid,
-                ask = ?book.ask,
-                position = book.position,
-                fills = book.fills,
-                "quoter"
-            );
+            self.log.log(format_args!(
+                "quoter venue={} symbol={} bid={:?} ask={:?} position={} fills={}",
+                name.venue, name.symbol, book.bid, book.ask, book.position, book.fills
+            ));
         }
     }
 
@@ -341,16 +328,36 @@ mod tests {
         }]
     }
 
+    /// What a strategy's output ring holds: the stdout text, and the log lines.
+    fn drained(reader: &mut OutputReader) -> (String, Vec<String>) {
+        let mut out = Vec::new();
+        let mut logged = Vec::new();
+        reader
+            .drain(&mut out, |line| logged.push(line.to_owned()))
+            .expect("drain");
+        (String::from_utf8(out).unwrap(), logged)
+    }
+
+    fn print(names: EventNames) -> (Box<dyn Strategy>, OutputReader) {
+        let config = StrategyConfig {
+            name: StrategyName::Print,
+            ..StrategyConfig::default()
+        };
+        let (strategy, reader) = from_config(&config, names);
+        (strategy.unwrap(), reader.unwrap())
+    }
+
     #[test]
     fn print_writes_decode_style_lines() {
-        let mut print = Print::new(EventNames::new(vec!["v".to_owned()], names()), Vec::new());
+        let (mut print, mut reader) = print(EventNames::new(vec!["v".to_owned()], names()));
         let market = Market::new(1);
         print.on_events(
             &[event(EventKind::Quote, quote("100", "101"), 7)],
             &market,
             0,
         );
-        let out = String::from_utf8(print.into_inner().unwrap()).unwrap();
+        let (out, logged) = drained(&mut reader);
+        assert!(logged.is_empty());
         let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(json["type"], "quote");
         assert_eq!(json["venue"], "v");
@@ -362,10 +369,10 @@ mod tests {
     /// Issue 24: a connection's status (instrument `ALL_INSTRUMENTS`) printed `"venue":""`.
     #[test]
     fn print_names_a_connection_status_by_its_venue() {
-        let mut print = Print::new(
-            EventNames::new(vec!["v".to_owned(), "w".to_owned()], names()),
-            Vec::new(),
-        );
+        let (mut print, mut reader) = print(EventNames::new(
+            vec!["v".to_owned(), "w".to_owned()],
+            names(),
+        ));
         let mut status = event(
             EventKind::VenueStatus,
             Body::VenueStatus(crate::event::VenueStatus::new(
@@ -378,7 +385,7 @@ mod tests {
         status.header.instrument_id = crate::venue::feed::ALL_INSTRUMENTS;
         status.header.venue_id = 1;
         print.on_events(&[status], &Market::new(1), 0);
-        let out = String::from_utf8(print.into_inner().unwrap()).unwrap();
+        let (out, _) = drained(&mut reader);
         let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(json["type"], "status");
         assert_eq!(json["venue"], "w");
@@ -387,10 +394,35 @@ mod tests {
     }
 
     #[test]
+    fn summaries_are_lines_in_the_ring_not_logs() {
+        let (log, mut reader) = output::output(output::LOG_RING_BYTES, 1024);
+        let mut mid = Mid::new(None, 0, Some(1), log);
+        let mut market = Market::new(1);
+        let quotes = [event(EventKind::Quote, quote("100", "102"), 1)];
+        market.apply(&quotes[0]);
+        mid.on_events(&quotes, &market, 0);
+        mid.on_timer(&market, 1_000_000_000);
+        mid.on_timer(&market, 2_000_000_000);
+        let (out, logged) = drained(&mut reader);
+        assert!(out.is_empty());
+        assert_eq!(logged, ["mid quotes=1 per_sec=0 first_mid=Some(101.0)"]);
+
+        let (log, mut reader) = output::output(output::LOG_RING_BYTES, 1024);
+        let mut quoter = Quoter::new(QuoterConfig::default(), names(), Some(1), log);
+        quoter.on_timer(&market, 0);
+        let (_, logged) = drained(&mut reader);
+        assert_eq!(
+            logged,
+            ["quoter venue=v symbol=BTCUSDT bid=None ask=None position=0 fills=0"]
+        );
+    }
+
+    #[test]
     fn mid_records_each_venue_quote() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("records");
-        let mut mid = Mid::new(Some(path.clone()), 4, None);
+        let (log, _reader) = output::output(output::LOG_RING_BYTES, 1024);
+        let mut mid = Mid::new(Some(path.clone()), 4, None, log);
         let market = Market::new(1);
         let events = [
             event(EventKind::Quote, quote("100", "102"), 1),
@@ -417,7 +449,8 @@ mod tests {
             quote_size: 1.0,
             max_position: 1.0,
         };
-        let mut quoter = Quoter::new(config, names(), None);
+        let (log, _reader) = output::output(output::LOG_RING_BYTES, 1024);
+        let mut quoter = Quoter::new(config, names(), None, log);
         let market = Market::new(1);
         quoter.on_events(
             &[event(EventKind::Quote, quote("1000", "1000"), 1)],

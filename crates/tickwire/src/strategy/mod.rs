@@ -7,10 +7,13 @@
 //!   receives, for latency from the venue's send to the strategy.
 //! - [`print`]: every event the strategy sees as a named JSON line (the `print` strategy and
 //!   `run --print-events`' [`print::EventTap`]).
+//! - [`output`]: the ring a strategy's text goes through to the thread that writes it out, so
+//!   that the strategy thread never writes, locks stdout or logs.
 
 pub mod board;
 pub mod builtin;
 pub mod market;
+pub mod output;
 pub mod print;
 pub mod stamps;
 
@@ -19,7 +22,8 @@ pub use market::{InstrumentState, Market};
 
 /// User code on the strategy thread. The stage calls it once per batch of events (at most 64, in
 /// order), after its own bookkeeping (latency, quote board) and after `market` has applied the
-/// batch; and on a timer when it asks for one. It must not block.
+/// batch; and on a timer when it asks for one. It must not block, and should not allocate, write
+/// or log (the thread is pinned and hot): text goes through a [`output::StrategyOutput`].
 ///
 /// A batch is borrowed from the event ring in place (the decoder cannot reuse its slots until
 /// `on_events` returns), so it is a contiguous run of the ring: one that would wrap around the

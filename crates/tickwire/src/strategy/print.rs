@@ -1,8 +1,10 @@
 //! Every event the strategy sees as a JSON line naming its venue and symbol: the `print`
 //! strategy's output and `run --print-events`.
 //!
-//! Both print at the strategy stage, from the events it hands the strategy, so that what is
-//! printed is exactly what a strategy sees: market events, the snapshots and gaps a book sync
+//! Both are an [`EventTap`]: it formats at the strategy stage, from the events the stage hands
+//! the strategy, and pushes the lines into a ring the control thread writes to stdout
+//! (`output.rs`), so that the strategy thread never writes to a pipe, and what is printed is
+//! exactly what a strategy sees: market events, the snapshots and gaps a book sync
 //! makes, the gap that announces events lost to a full ring, and the connection and stream
 //! statuses the control thread sends (issue 24: `--print-events` used to print inside the venue
 //! feeds, which never see gaps or statuses, and the `print` strategy named a connection's
@@ -14,10 +16,9 @@
 //! ([`ALL_INSTRUMENTS`]: a connection's status, a ring-overflow gap), or `?` for an id no venue
 //! has.
 
+use super::output::{StrategyOutput, STDOUT};
 use super::{Market, Strategy};
 use crate::event::{Event, InstrumentId, VenueId};
-use crate::metrics::{CounterReader, CounterWriter};
-use crate::ring::FrameProducer;
 use crate::venue::feed::ALL_INSTRUMENTS;
 
 /// An instrument's venue and symbol, for printed lines and summaries.
@@ -75,48 +76,39 @@ impl EventNames {
     }
 }
 
-/// `run --print-events`: ahead of the configured strategy (if any), every batch of events as
-/// JSON lines into one entry of a byte ring that the control thread drains to stdout, so the
-/// strategy thread never writes to a pipe. A full ring drops the batch's lines and counts them;
-/// nothing blocks. The line buffer is reused: printing allocates
-/// nothing once it has grown to a batch's size.
+/// The `print` strategy (no `inner`), and `run --print-events` ahead of the configured strategy
+/// (if any): every batch of events as JSON lines, one frame of a byte ring
+/// ([`StrategyOutput`]) that the control thread drains to stdout, so the strategy thread never
+/// writes to a pipe. A full ring drops the batch's lines and counts them; nothing blocks. The
+/// line buffer is reused: printing allocates nothing once it has grown to a batch's size.
 pub struct EventTap {
     names: EventNames,
-    ring: FrameProducer,
-    line: Vec<u8>,
-    /// Lines the control thread did not take in time (the ring was full).
-    dropped: CounterWriter,
+    output: StrategyOutput,
     inner: Option<Box<dyn Strategy>>,
 }
 
 impl EventTap {
-    /// A tap into `ring` in front of `inner`, and the counter of lines lost to a full ring.
+    /// A tap into `output` in front of `inner`.
     pub fn new(
         names: EventNames,
-        ring: FrameProducer,
+        output: StrategyOutput,
         inner: Option<Box<dyn Strategy>>,
-    ) -> (EventTap, CounterReader) {
-        let (dropped, reader) = crate::metrics::counter();
-        let tap = EventTap {
+    ) -> EventTap {
+        EventTap {
             names,
-            ring,
-            line: Vec::with_capacity(64 << 10),
-            dropped,
+            output,
             inner,
-        };
-        (tap, reader)
+        }
     }
 }
 
 impl Strategy for EventTap {
     fn on_events(&mut self, events: &[Event], market: &Market, now_ns: u64) {
-        self.line.clear();
+        let lines = self.output.buffer();
         for event in events {
-            self.names.write(&mut self.line, event);
+            self.names.write(lines, event);
         }
-        if !self.line.is_empty() && self.ring.try_push(0, &self.line).is_err() {
-            self.dropped.add(events.len() as u64);
-        }
+        self.output.push(STDOUT, events.len() as u64);
         if let Some(inner) = self.inner.as_mut() {
             inner.on_events(events, market, now_ns);
         }
@@ -228,10 +220,9 @@ mod tests {
 
     #[test]
     fn the_tap_prints_every_event_then_hands_the_batch_on() {
-        let (producer, mut consumer) = crate::ring::frame_ring(1 << 16);
+        let (output, mut reader) = crate::strategy::output::output(1 << 16, 1024);
         let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (mut tap, dropped) =
-            EventTap::new(names(), producer, Some(Box::new(Count(seen.clone()))));
+        let mut tap = EventTap::new(names(), output, Some(Box::new(Count(seen.clone()))));
         assert_eq!(tap.timer_interval_ns(), Some(42));
         let market = Market::new(2);
         let batch = [
@@ -249,7 +240,9 @@ mod tests {
         tap.on_events(&batch, &market, 9);
         assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 2);
         let mut printed = Vec::new();
-        consumer.drain(usize::MAX, |_, line| printed.extend_from_slice(line));
+        reader
+            .drain(&mut printed, |line| panic!("logged {line}"))
+            .expect("drain");
         let lines = lines(&printed);
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["type"], "gap");
@@ -258,18 +251,18 @@ mod tests {
         assert_eq!(lines[1]["type"], "status");
         assert_eq!(lines[1]["venue"], "db");
         assert_eq!(lines[1]["symbol"], "ESZ6");
-        assert_eq!(dropped.get(), 0);
+        assert_eq!(reader.dropped(), 0);
     }
 
     #[test]
     fn lines_a_full_ring_cannot_take_are_counted_not_waited_for() {
-        let (producer, _consumer) = crate::ring::frame_ring(1024);
-        let (mut tap, dropped) = EventTap::new(names(), producer, None);
+        let (output, reader) = crate::strategy::output::output(1024, 1024);
+        let mut tap = EventTap::new(names(), output, None);
         let status = Body::VenueStatus(VenueStatus::new(VenueState::Live, 0, 0));
         let batch = vec![own(0, 0, status); 20];
         tap.on_events(&batch, &Market::new(2), 0);
         assert_eq!(
-            dropped.get(),
+            reader.dropped(),
             20,
             "a batch of lines larger than the ring holds"
         );

@@ -1,18 +1,22 @@
 //! One TLS client session, driven with byte buffers by the network thread's poll loop.
 //!
-//! Built on rustls's unbuffered API (`UnbufferedClientConnection`): rustls decrypts records in
-//! place in a buffer this session owns and hands back one state at a time; this file turns that
-//! state machine into feed / read / write / write_tls calls. Every buffer is allocated once, in
+//! The handshake runs on rustls's unbuffered API (`UnbufferedClientConnection`): rustls
+//! processes records in place in a buffer this session owns and hands back one state at a
+//! time; this file turns that state machine into feed / read / write / write_tls calls. Once
+//! the handshake is over the session takes the record layer over (`records.rs`, through
+//! rustls's `KernelConnection`), because rustls 0.23 allocates a `Vec` per record in each
+//! direction and this one allocates nothing. Every buffer is allocated once, in
 //! [`TlsClient::new`]; see `mod.rs` for why this API and not `ClientConnection`.
 
 use super::error::{looks_like_tls, TlsError};
+use super::records::{Failure, Received, Records};
 use rustls::client::UnbufferedClientConnection;
 use rustls::pki_types::ServerName;
 use rustls::unbuffered::{
     ConnectionState, EncodeError, EncodeTlsData, EncryptError, InsufficientSizeError, ReadTraffic,
     WriteTraffic,
 };
-use rustls::{ClientConfig, ProtocolVersion};
+use rustls::{AlertDescription, ClientConfig, ProtocolVersion};
 use std::sync::Arc;
 
 /// The largest record plaintext (RFC 8446 section 5.1).
@@ -52,8 +56,8 @@ pub enum ReadOutcome {
 }
 
 /// A TLS client session over byte buffers: no socket, no I/O, no blocking, and no allocation
-/// after [`TlsClient::new`] except the one rustls 0.23 makes per record in each direction
-/// (pinned by `tests/tls_alloc.rs`).
+/// after the handshake (pinned by `tests/tls_alloc.rs`) but on a TLS 1.3 KeyUpdate or session
+/// ticket, which rustls handles.
 ///
 /// The owner of the socket moves bytes in both directions:
 /// - received ciphertext goes in through [`feed_tls`](Self::feed_tls) (and the end of the
@@ -65,9 +69,18 @@ pub enum ReadOutcome {
 ///   which any call may turn on.
 ///
 /// After an error the session is dead: every later call returns the same error, and the alert
-/// rustls prepared for the server can still be taken with `write_tls` before the socket closes.
+/// prepared for the server (if the error calls for one) can still be taken with `write_tls`
+/// before the socket closes.
 pub struct TlsClient {
-    connection: UnbufferedClientConnection,
+    /// rustls's connection, until the handshake is over and the session has taken the record
+    /// layer over (`records`). **Invariant:** exactly one of `connection` and `records` is set,
+    /// unless taking over failed (then `failed` is set).
+    connection: Option<UnbufferedClientConnection>,
+    /// The record layer after the handshake.
+    records: Option<Box<Records>>,
+    /// The protocol version and ALPN protocol, kept when `connection` goes.
+    version: Option<ProtocolVersion>,
+    alpn: Option<Vec<u8>>,
     server_name: ServerName<'static>,
     /// Received ciphertext not yet processed.
     incoming: Window,
@@ -78,7 +91,9 @@ pub struct TlsClient {
     /// lets data be encrypted, and before the end of a handshake). **Invariant:** `incoming`
     /// and `stash` together hold at most [`INCOMING_BYTES`], so decrypting every complete
     /// record into the stash always fits (a record's plaintext is shorter than its ciphertext),
-    /// and rustls never keeps a decrypted record between calls.
+    /// and rustls never keeps a decrypted record between calls. With the session's own record
+    /// layer, records stay in `incoming` until read, and only the rest of a record that did not
+    /// fit the caller's buffer is stashed.
     stash: Window,
     /// Plaintext accepted by `write_plaintext` and not yet encrypted. Its capacity is fixed.
     unsent: Vec<u8>,
@@ -106,10 +121,21 @@ impl TlsClient {
     /// valid for it; [`server_name`](super::server_name) makes it from a venue's host and
     /// `tls.sni`. Allocates all of the session's buffers (about 280 KiB: received bytes and
     /// unread plaintext, [`INCOMING_BYTES`] each; [`OUTGOING_BYTES`]; [`UNSENT_BYTES`]).
+    ///
+    /// The session needs `config.enable_secret_extraction` to take the record layer over after
+    /// the handshake; [`TlsSettings::build`](super::TlsSettings::build) sets it, and a config
+    /// without it is copied with it set (the copy shares the session cache).
     pub fn new(
         config: Arc<ClientConfig>,
         server_name: ServerName<'static>,
     ) -> Result<Self, TlsError> {
+        let config = if config.enable_secret_extraction {
+            config
+        } else {
+            let mut copy = (*config).clone();
+            copy.enable_secret_extraction = true;
+            Arc::new(copy)
+        };
         let connection =
             UnbufferedClientConnection::new(config, server_name.clone()).map_err(|error| {
                 TlsError::Other {
@@ -117,7 +143,10 @@ impl TlsClient {
                 }
             })?;
         let mut client = Self {
-            connection,
+            connection: Some(connection),
+            records: None,
+            version: None,
+            alpn: None,
             server_name,
             incoming: Window::new(INCOMING_BYTES),
             outgoing: Window::new(OUTGOING_BYTES),
@@ -160,11 +189,9 @@ impl TlsClient {
             .min(INCOMING_BYTES.saturating_sub(held));
         spare[..taken].copy_from_slice(&ciphertext[..taken]);
         self.incoming.commit(taken);
-        if self.connection.is_handshaking() {
+        if self.is_handshaking() {
             self.drive(&mut [])?;
-            if self.connection.is_handshaking()
-                && self.incoming.len() + self.stash.len() >= INCOMING_BYTES
-            {
+            if self.is_handshaking() && self.incoming.len() + self.stash.len() >= INCOMING_BYTES {
                 // Cannot happen with a server that rustls would accept (it refuses handshake
                 // messages that would not fit); refusing beats waiting forever.
                 return Err(self.fail(TlsError::Other {
@@ -187,7 +214,7 @@ impl TlsClient {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
-        if self.connection.is_handshaking() {
+        if self.is_handshaking() {
             let seen = &self.first_bytes[..self.first_bytes_len];
             let error = if looks_like_tls(seen) {
                 TlsError::PeerClosedDuringHandshake
@@ -201,8 +228,8 @@ impl TlsClient {
         Ok(())
     }
 
-    /// Decrypts received records straight into `plaintext` (rustls passes each record's
-    /// plaintext through a `Vec` of its own first; this session allocates nothing).
+    /// Decrypts received records and copies their plaintext into `plaintext` (in place in the
+    /// session's buffer; nothing is allocated).
     ///
     /// A buffer of at least [`MAX_RECORD_PLAINTEXT_BYTES`] takes every record whole; with a
     /// smaller one the rest of a record waits in the session for the next call. Plaintext that
@@ -212,7 +239,16 @@ impl TlsClient {
             return Ok(ReadOutcome::Data(0));
         }
         let mut written = self.stash.take_into(plaintext);
-        if written < plaintext.len() && (self.failed.is_some() || self.may_progress()) {
+        if written < plaintext.len() && self.failed.is_none() && self.records.is_some() {
+            written = self.read_records(plaintext, written);
+            if self
+                .records
+                .as_ref()
+                .is_some_and(|records| records.control_due())
+            {
+                self.pump_records();
+            }
+        } else if written < plaintext.len() && (self.failed.is_some() || self.may_progress()) {
             match self.drive(&mut plaintext[written..]) {
                 Ok(count) => written += count,
                 Err(error) if written == 0 => return Err(error),
@@ -221,6 +257,8 @@ impl TlsClient {
         }
         if written > 0 {
             Ok(ReadOutcome::Data(written))
+        } else if let Some(error) = &self.failed {
+            Err(error.clone())
         } else if self.peer_closed {
             Ok(ReadOutcome::CloseNotify)
         } else if self.transport_ended {
@@ -248,7 +286,12 @@ impl TlsClient {
             .len()
             .min(self.unsent.capacity() - self.unsent.len());
         self.unsent.extend_from_slice(&plaintext[..taken]);
-        if !self.connection.is_handshaking() {
+        if self.records.is_some() {
+            self.pump_records();
+            if let Some(error) = &self.failed {
+                return Err(error.clone());
+            }
+        } else if !self.is_handshaking() {
             self.drive(&mut [])?;
         }
         Ok(taken)
@@ -288,7 +331,9 @@ impl TlsClient {
     /// data in both directions, possibly while the client's last handshake message still waits
     /// in [`write_tls`](Self::write_tls).
     pub fn is_handshaking(&self) -> bool {
-        self.connection.is_handshaking()
+        self.connection
+            .as_ref()
+            .is_some_and(|connection| connection.is_handshaking())
     }
 
     /// Queues a close_notify alert; send it with [`write_tls`](Self::write_tls), then close the
@@ -296,7 +341,10 @@ impl TlsClient {
     /// for its end; to give up on a handshake, close the socket.
     pub fn send_close_notify(&mut self) {
         self.close_notify_requested = true;
-        if self.failed.is_none() && !self.connection.is_handshaking() {
+        if self.failed.is_some() {
+        } else if self.records.is_some() {
+            self.pump_records();
+        } else if !self.is_handshaking() {
             // An error here is kept in `failed` and reported by the next call that can.
             let _reported_later = self.drive(&mut []);
         }
@@ -309,12 +357,18 @@ impl TlsClient {
 
     /// The negotiated protocol version, once the server has chosen it.
     pub fn protocol_version(&self) -> Option<ProtocolVersion> {
-        self.connection.protocol_version()
+        match &self.connection {
+            Some(connection) => connection.protocol_version(),
+            None => self.version,
+        }
     }
 
     /// The ALPN protocol the server chose, if any.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
-        self.connection.alpn_protocol()
+        match &self.connection {
+            Some(connection) => connection.alpn_protocol(),
+            None => self.alpn.as_deref(),
+        }
     }
 
     /// Whether a call into rustls can yield anything: always during the handshake; afterwards
@@ -322,7 +376,7 @@ impl TlsClient {
     /// queue. A record whose header announces more than TLS allows counts as complete, so
     /// that rustls reports it rather than the session waiting for bytes that never come.
     fn may_progress(&self) -> bool {
-        if self.connection.is_handshaking()
+        if self.is_handshaking()
             || !self.unsent.is_empty()
             || (self.close_notify_requested && !self.close_notify_queued)
         {
@@ -340,12 +394,20 @@ impl TlsClient {
     /// After ciphertext was taken: encrypts what waits (unsent data, a close_notify) into the
     /// room just made. Returns whether new ciphertext is ready.
     fn encrypt_pending(&mut self) -> bool {
-        let waiting =
-            !self.unsent.is_empty() || (self.close_notify_requested && !self.close_notify_queued);
-        if !waiting || self.failed.is_some() || self.connection.is_handshaking() {
+        let waiting = !self.unsent.is_empty()
+            || (self.close_notify_requested && !self.close_notify_queued)
+            || self
+                .records
+                .as_ref()
+                .is_some_and(|records| records.control_due());
+        if !waiting || self.failed.is_some() || self.is_handshaking() {
             return false;
         }
         let before = self.outgoing.len();
+        if self.records.is_some() {
+            self.pump_records();
+            return self.outgoing.len() > before;
+        }
         // An error here is kept in `failed` and reported by the next call that can.
         let _reported_later = self.drive(&mut []);
         self.outgoing.len() > before
@@ -355,17 +417,24 @@ impl TlsClient {
     /// `plaintext` while it fits; the rest of a record goes to the stash, and then it stops.
     /// With an empty `plaintext` (handshake, writes) every record goes to the stash and it runs
     /// on, to where data can be encrypted. Returns the plaintext bytes written.
+    ///
+    /// Once the handshake is over and rustls has nothing left in hand (no record received and
+    /// unprocessed, nothing to send: its `WriteTraffic` state over an empty buffer), the
+    /// session takes the record layer over ([`TlsClient::take_records_over`]).
     fn drive(&mut self, plaintext: &mut [u8]) -> Result<usize, TlsError> {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
         let mut written = 0;
         loop {
+            let Some(connection) = self.connection.as_mut() else {
+                return Ok(written);
+            };
             let incoming = &mut self.incoming;
-            let status = self
-                .connection
-                .process_tls_records(&mut incoming.bytes[incoming.start..incoming.end]);
+            let status =
+                connection.process_tls_records(&mut incoming.bytes[incoming.start..incoming.end]);
             let mut discard = status.discard;
+            let mut write_traffic = false;
             let step = match status.state {
                 Err(error) => Step::RustlsFailed(error),
                 Ok(ConnectionState::ReadTraffic(mut traffic)) => read_records(
@@ -392,6 +461,7 @@ impl TlsClient {
                     step
                 }
                 Ok(ConnectionState::WriteTraffic(mut traffic)) => {
+                    write_traffic = true;
                     match encrypt_unsent(&mut traffic, &mut self.unsent, &mut self.outgoing) {
                         Step::Continue => {
                             if self.close_notify_requested
@@ -424,11 +494,18 @@ impl TlsClient {
             };
             self.incoming.consume(discard);
             match step {
+                Step::Stop if write_traffic && self.may_take_records_over() => {
+                    self.take_records_over()?;
+                    return Ok(written);
+                }
                 // Once the handshake is over, what rustls yields after an application data
                 // record comes from the records that follow it: with no complete record left,
                 // asking again would only be told so (a call that costs about as much as
-                // decrypting a small record).
-                Step::Continue if !self.may_progress() => return Ok(written),
+                // decrypting a small record), unless it is to reach the state in which the
+                // session takes the record layer over.
+                Step::Continue if !self.may_progress() && !self.may_take_records_over() => {
+                    return Ok(written)
+                }
                 Step::Continue => {}
                 Step::Stop => return Ok(written),
                 Step::Failed(error) => return Err(self.fail(error)),
@@ -436,11 +513,210 @@ impl TlsClient {
                     let error = TlsError::from_rustls(
                         error,
                         &self.server_name,
-                        self.connection.is_handshaking(),
+                        self.is_handshaking(),
                         &self.first_bytes[..self.first_bytes_len],
                     );
                     return Err(self.fail(error));
                 }
+            }
+        }
+    }
+
+    /// Whether rustls may hand the record layer over now: the handshake is over, every
+    /// received byte has been processed (a partial record could be half of a handshake message
+    /// rustls is joining in place), and no close_notify is under way.
+    fn may_take_records_over(&self) -> bool {
+        self.connection.is_some()
+            && self.failed.is_none()
+            && !self.is_handshaking()
+            && self.incoming.is_empty()
+            && !self.close_notify_requested
+            && !self.peer_closed
+    }
+
+    /// Turns rustls's connection into the session's own record layer: the traffic keys and
+    /// sequence numbers, and rustls's `KernelConnection` for KeyUpdates and session tickets.
+    /// Called in rustls's `WriteTraffic` state with nothing received, so nothing rustls holds
+    /// is lost. Allocates (once per session).
+    ///
+    /// One thing rustls could hold and not say: the answer to a KeyUpdate that asks for one,
+    /// which it keeps until the next data it encrypts. Only a server that sends a KeyUpdate in
+    /// the flight of its own Finished (allowed, and sent by no server known) could make one
+    /// wait here; the answer would then be lost and the server unable to read what follows, so
+    /// the connection would fail and be replaced, nothing worse (no key or nonce is reused).
+    fn take_records_over(&mut self) -> Result<(), TlsError> {
+        let Some(connection) = self.connection.take() else {
+            return Ok(());
+        };
+        self.version = connection.protocol_version();
+        self.alpn = connection.alpn_protocol().map(<[u8]>::to_vec);
+        let records = connection
+            .dangerous_into_kernel_connection()
+            .and_then(|(secrets, kernel)| Records::new(secrets, kernel));
+        match records {
+            Ok(records) => {
+                self.records = Some(Box::new(records));
+                // Data written while rustls still held the session and the outgoing buffer was
+                // full goes out under the session's own record layer.
+                self.pump_records();
+                match &self.failed {
+                    Some(error) => Err(error.clone()),
+                    None => Ok(()),
+                }
+            }
+            Err(error) => {
+                let error = TlsError::Other {
+                    message: format!("cannot take the TLS record layer over: {error}"),
+                };
+                self.failed = Some(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// Reads received records with the session's record layer: application data into
+    /// `plaintext[written..]` while it fits (the rest of a record into the stash), alerts and
+    /// post-handshake messages handled. Stops when `plaintext` is full, no complete record is
+    /// left, the server closed, or on an error (kept in `failed`, with an alert queued for the
+    /// server). Returns the bytes now in `plaintext`.
+    fn read_records(&mut self, plaintext: &mut [u8], mut written: usize) -> usize {
+        while written < plaintext.len() && !self.peer_closed && self.failed.is_none() {
+            let Some(records) = self.records.as_deref_mut() else {
+                break;
+            };
+            let header: [u8; 5] = match *self.incoming.filled() {
+                [a, b, c, d, e, ..] => [a, b, c, d, e],
+                _ => break,
+            };
+            let length = match records.check_header(&header) {
+                Ok(length) => length,
+                Err(failure) => {
+                    self.fail_records(failure);
+                    break;
+                }
+            };
+            if self.incoming.len() < 5 + length {
+                break;
+            }
+            let start = self.incoming.start;
+            let record = &mut self.incoming.bytes[start..start + 5 + length];
+            match records.receive(record) {
+                Ok(Received::Data(range)) => {
+                    let content = &record[range];
+                    let room = plaintext.len() - written;
+                    let (direct, rest) = content.split_at(content.len().min(room));
+                    plaintext[written..written + direct.len()].copy_from_slice(direct);
+                    written += direct.len();
+                    // Cannot fail: the record leaves `incoming` as its rest enters the stash,
+                    // and a record's plaintext is shorter than the record (`stash`'s
+                    // invariant).
+                    if !self.stash.push(rest) {
+                        self.fail(TlsError::Other {
+                            message: "received plaintext overflowed the session's buffer"
+                                .to_owned(),
+                        });
+                        break;
+                    }
+                }
+                Ok(Received::CloseNotify) => {
+                    self.peer_closed = true;
+                    // Whatever follows close_notify is ignored (RFC 8446 section 6.1).
+                    let held = self.incoming.len();
+                    self.incoming.consume(held);
+                    break;
+                }
+                Ok(Received::Nothing) => {}
+                Err(failure) => {
+                    self.fail_records(failure);
+                    break;
+                }
+            }
+            self.incoming.consume(5 + length);
+        }
+        written
+    }
+
+    /// With the session's record layer: seals what is due into the outgoing buffer, as far as
+    /// it has room: control records (a KeyUpdate owed, a `no_renegotiation` warning), then
+    /// unsent plaintext, a record at a time, then a requested close_notify. An error is kept in
+    /// `failed`.
+    fn pump_records(&mut self) {
+        if self.failed.is_some() {
+            return;
+        }
+        let Some(records) = self.records.as_deref_mut() else {
+            return;
+        };
+        let result = (|| {
+            if records.control_due() {
+                self.outgoing.make_room(MAX_RECORD_WIRE_BYTES);
+                let count = records.seal_control(self.outgoing.spare())?;
+                self.outgoing.commit(count);
+                if records.control_due() {
+                    // No room yet: data must not overtake a KeyUpdate owed.
+                    return Ok(());
+                }
+            }
+            let mut taken = 0;
+            while taken < self.unsent.len() {
+                self.outgoing.make_room(MAX_RECORD_WIRE_BYTES);
+                let spare = self.outgoing.spare();
+                let piece = (self.unsent.len() - taken)
+                    .min(MAX_RECORD_PLAINTEXT_BYTES)
+                    .min(spare.len().saturating_sub(RECORD_OVERHEAD_BYTES));
+                if piece == 0 {
+                    break;
+                }
+                match records.seal_data(&self.unsent[taken..taken + piece], spare)? {
+                    Some(count) => {
+                        self.outgoing.commit(count);
+                        taken += piece;
+                    }
+                    None => break,
+                }
+                if records.control_due() {
+                    // The sending key reached its limit: renew it before the next record.
+                    self.outgoing.make_room(MAX_RECORD_WIRE_BYTES);
+                    let count = records.seal_control(self.outgoing.spare())?;
+                    self.outgoing.commit(count);
+                    if records.control_due() {
+                        break;
+                    }
+                }
+            }
+            // Moves the rest to the front; the capacity is kept, nothing is allocated.
+            self.unsent.drain(..taken);
+            if self.close_notify_requested && !self.close_notify_queued && self.unsent.is_empty() {
+                self.outgoing.make_room(MAX_RECORD_WIRE_BYTES);
+                if records
+                    .seal_alert(1, AlertDescription::CloseNotify, self.outgoing.spare())?
+                    .map(|count| self.outgoing.commit(count))
+                    .is_some()
+                {
+                    self.close_notify_queued = true;
+                }
+            }
+            Ok::<(), Failure>(())
+        })();
+        if let Err(failure) = result {
+            self.fail_records(failure);
+        }
+    }
+
+    /// Records a failure of the session's record layer, and queues its alert for the server.
+    fn fail_records(&mut self, failure: Failure) {
+        let error = TlsError::from_rustls(
+            failure.error,
+            &self.server_name,
+            false,
+            &self.first_bytes[..self.first_bytes_len],
+        );
+        self.failed = Some(error);
+        if let (Some(alert), Some(records)) = (failure.alert, self.records.as_deref_mut()) {
+            self.outgoing.make_room(MAX_RECORD_WIRE_BYTES);
+            // Best effort: the session is over whether or not the alert fits.
+            if let Ok(Some(count)) = records.seal_alert(2, alert, self.outgoing.spare()) {
+                self.outgoing.commit(count);
             }
         }
     }
@@ -452,10 +728,12 @@ impl TlsClient {
     /// parse the bytes that failed once more (and trip rustls's one-fatal-alert assertion).
     fn fail(&mut self, error: TlsError) -> TlsError {
         self.failed = Some(error.clone());
+        let Some(connection) = self.connection.as_mut() else {
+            return error;
+        };
         let incoming = &mut self.incoming;
-        let status = self
-            .connection
-            .process_tls_records(&mut incoming.bytes[incoming.start..incoming.end]);
+        let status =
+            connection.process_tls_records(&mut incoming.bytes[incoming.start..incoming.end]);
         let discard = status.discard;
         if let Ok(ConnectionState::EncodeTlsData(mut encode)) = status.state {
             // Best effort: the session is over whether or not the alert fits.

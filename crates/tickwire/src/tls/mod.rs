@@ -6,7 +6,11 @@
 //!   venue's `tls.extra_ca_file`, optional ALPN `http/1.1`. [`server_name`] turns the URL's host
 //!   or `tls.sni` into the name to send and verify (an IP address is verified against the
 //!   certificate's IP addresses and not sent as SNI).
-//! - `client.rs`: [`TlsClient`], one session fed and drained with byte slices.
+//! - `client.rs`: [`TlsClient`], one session fed and drained with byte slices: the handshake
+//!   through rustls's unbuffered API, then the session's own record layer.
+//! - `records.rs`: that record layer: records unprotected and protected in place in the
+//!   session's buffers with the traffic keys rustls hands over (its `KernelConnection`, which
+//!   still derives the keys of a KeyUpdate and stores session tickets).
 //! - `error.rs`: [`TlsConfigError`] (control thread) and [`TlsError`] (session).
 //!
 //! **Invariant:** certificate verification is always on; there is no setting to turn it off.
@@ -32,9 +36,23 @@
 //!   also during the handshake (held, up to [`UNSENT_BYTES`], until the handshake allows it).
 //!   Fewer bytes taken than given means: drain `write_tls`, then write the rest.
 //! - Any error is terminal: send what `write_tls` still gives (the alert), then close.
-//! - Memory: about 280 KiB per session, allocated in `new`. In steady state tickwire allocates
-//!   nothing; rustls 0.23 allocates one `Vec` per record in each direction
-//!   (`tests/tls_alloc.rs` pins both counts).
+//! - Memory: about 280 KiB per session, allocated in `new`. In steady state nothing is
+//!   allocated in either direction (`tests/tls_alloc.rs`, every suite, before and after a
+//!   KeyUpdate); the handshake, a KeyUpdate and a session ticket may allocate, inside rustls.
+//!
+//! # Why the session protects records itself (issue 32)
+//!
+//! rustls 0.23's record layer allocates once per record in each direction, unbuffered API
+//! included: `ReadTraffic::next_record` pops a `Vec` that `CommonState::
+//! take_received_plaintext` filled (`Payload::into_vec`), and `WriteTraffic::encrypt` goes
+//! through `MessageEncrypter::encrypt`, which builds each record in a new `PrefixedPayload`;
+//! neither is replaceable by a crypto provider. So once the handshake is over (and rustls holds
+//! nothing unprocessed) the session takes the traffic keys and sequence numbers from rustls
+//! (`dangerous_into_kernel_connection`, the kTLS interface; `TlsSettings::build` turns on
+//! `enable_secret_extraction` for it) and protects records with `ring`'s AEADs in place. What
+//! rustls checked per record is checked there too (`records.rs` lists it); the tests in
+//! `tests/tls_client.rs` send it the records rustls would not (fragmented tickets, a misplaced
+//! KeyUpdate, damaged records, warnings, renegotiation requests).
 //!
 //! # Why rustls's unbuffered API: the measurement
 //!
@@ -53,6 +71,9 @@
 //! | 16 KiB records, one record per read      | 2.8-3.7 GiB/s  | 3.2-4.0 GiB/s  | 0.906, 0.934, 0.932   |
 //! | ~200 B records (one 180 B message each), 64 KiB reads | 2.35-3.08 M rec/s | 2.81-3.41 M rec/s | 0.840, 0.897, 0.901 |
 //! | ~200 B records, one record per read      | 3.27-3.51 M rec/s | 3.32-3.47 M rec/s | 0.959, 1.011, 1.011 |
+//!
+//! (Measured before issue 32, with rustls's record layer; the session's own record layer
+//! drops the per-record `Vec` that both clients went through.)
 //!
 //! The unbuffered client is 10-16% faster on a burst of small records, 7-9% faster on large
 //! records arriving one per read, and equal within noise otherwise; it is never slower, so it
@@ -76,6 +97,7 @@
 
 mod client;
 mod error;
+mod records;
 mod settings;
 
 pub use client::{

@@ -108,6 +108,10 @@ impl TlsSettings {
         if self.alpn_http11 {
             config.alpn_protocols = vec![b"http/1.1".to_vec()];
         }
+        // After the handshake the session protects records itself, with the traffic keys
+        // rustls hands over (`client.rs`, `records.rs`): rustls's own record layer allocates per
+        // record.
+        config.enable_secret_extraction = true;
         Ok(Arc::new(config))
     }
 
