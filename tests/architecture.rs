@@ -157,3 +157,28 @@ fn architecture_md_names_every_module_and_only_paths_that_exist() {
         unnamed.join("\n")
     );
 }
+
+/// ARCHITECTURE.md's invariant "`control/` names no venue": no file of the control side names a
+/// venue kind (what a venue means to it comes through its `Protocol`).
+#[test]
+fn the_control_side_names_no_venue_kind() {
+    let control = repo().join("crates/tickwire/src/control");
+    let mut files = vec![control];
+    let mut offenders = Vec::new();
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                files.push(entry.unwrap().path());
+            }
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            if text.contains("VenueKind") {
+                offenders.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "control/ names venue kinds: {offenders:?}"
+    );
+}

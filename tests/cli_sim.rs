@@ -819,11 +819,11 @@ fn sim_venue_databento_serves_the_gateway_protocol() {
 #[test]
 fn sim_venue_databento_refuses_flags_of_other_venues() {
     let output = tickwire()
-        .args(["sim", "--venue", "databento", "--source", "x.gz"])
+        .args(["sim", "--venue", "databento", "--skip-depth-after", "5"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--source not used"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--skip-depth-after not used"));
     let output = tickwire()
         .args(["sim", "--venue", "thalex", "--split-writes"])
         .output()
@@ -983,4 +983,266 @@ fn record_keeps_sbe_frames_and_decode_reads_them_back() {
         ["level", "quote", "trade"],
         "{stderr}"
     );
+}
+
+/// Starts `tickwire sim` and returns it with the address on the stderr line that starts with
+/// `prefix` (the first word after it).
+fn start_sim_saying(args: &[&str], prefix: &str) -> (Running, String) {
+    let mut child = tickwire()
+        .arg("sim")
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let running = Running(child);
+    let mut lines = BufReader::new(stderr).lines();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        if let Some(addr) = line.strip_prefix(prefix) {
+            let addr = addr.split_whitespace().next().unwrap().to_owned();
+            std::thread::spawn(move || for _ in lines {});
+            return (running, addr);
+        }
+        seen.push(line);
+    }
+    panic!("the simulator did not say {prefix:?}: {seen:#?}");
+}
+
+/// `tickwire record --venue` for `seconds`; panics unless it succeeds. Returns its stderr.
+fn record_venue(venue: &Path, out: &Path, seconds: &str, env: &[(&str, &str)]) -> String {
+    let output = tickwire()
+        .args(["record", "--venue"])
+        .arg(venue)
+        .arg("--out")
+        .arg(out)
+        .args(["--duration", seconds])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    stderr
+}
+
+/// A recording's lines as (receive time, message), in order.
+fn recorded_lines(path: &Path) -> Vec<(u64, String)> {
+    let text = std::io::read_to_string(flate2::read::GzDecoder::new(
+        std::fs::File::open(path).unwrap(),
+    ))
+    .unwrap();
+    text.lines()
+        .map(|line| {
+            let (ns, message) = line.split_once(' ').unwrap();
+            (
+                ns.parse().expect("a receive time in ns"),
+                message.to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `tickwire decode --venue thalex` of a recording: its events without their receive times.
+fn thalex_events(path: &Path) -> Vec<serde_json::Value> {
+    let output = tickwire()
+        .args(["decode", "--venue", "thalex"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let mut event: serde_json::Value = serde_json::from_str(line).unwrap();
+            event.as_object_mut().unwrap().remove("recv_ts_ns");
+            event
+        })
+        .collect()
+}
+
+/// `tickwire record --venue` on a Thalex venue subscribes as the appliance does (the JSON-RPC
+/// answers are recorded with the data), and `tickwire sim --venue thalex --source` replays the
+/// recording: recording the replay gives the same notifications, byte for byte and in order,
+/// and the decoder the same events.
+#[test]
+fn record_thalex_then_sim_source_replays_the_same_notifications() {
+    use tickwire_sim::thalex::{self, ThalexOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = ThalexOptions::new(dir.path().join("sim"));
+    options.rate = 300.0;
+    let sim = thalex::start(options).unwrap();
+    let venue_file = |port: u16, ca: &Path| {
+        let path = dir.path().join(format!("thalex-{port}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"thalex\"\nkind = \"thalex\"\nurl = \"wss://127.0.0.1:{port}/ws/api/v2\"\n\
+                 symbols = [\"BTC-PERPETUAL\", \"ETH-PERPETUAL\"]\n\
+                 channels = [\"ticker.100ms\", \"book.none.10.100ms\", \"recent_trades.single\"]\n\
+                 [tls]\nextra_ca_file = {:?}\n",
+                ca.display().to_string()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let first = dir.path().join("first.gz");
+    let stderr = record_venue(
+        &venue_file(sim.addr().port(), sim.ca_pem_path()),
+        &first,
+        "2",
+        &[],
+    );
+    drop(sim);
+    let original = recorded_lines(&first);
+    // The subscription's answer, then notifications of every channel; each book's first
+    // notification is its snapshot, marked as the venue marks it.
+    assert!(
+        original[0].1.starts_with(r#"{"id":1,"result":["#),
+        "{stderr}: {:?}",
+        original[0]
+    );
+    let notifications: Vec<&str> = original
+        .iter()
+        .map(|(_, message)| message.as_str())
+        .filter(|message| message.starts_with(r#"{"channel_name""#))
+        .collect();
+    assert!(notifications.len() > 100, "{stderr}");
+    for symbol in ["BTC-PERPETUAL", "ETH-PERPETUAL"] {
+        let book = format!(r#"{{"channel_name":"book.{symbol}.none.10.100ms""#);
+        let first_book = notifications
+            .iter()
+            .find(|message| message.starts_with(&book))
+            .unwrap();
+        assert!(first_book.ends_with(r#","snapshot":true}"#), "{first_book}");
+        for channel in ["ticker", "recent_trades"] {
+            let prefix = format!(r#"{{"channel_name":"{channel}.{symbol}"#);
+            assert!(notifications
+                .iter()
+                .any(|message| message.starts_with(&prefix)));
+        }
+    }
+
+    // Replay the recording and record the replay.
+    let cert_dir = dir.path().join("replay-ca");
+    let (_replay, addr) = start_sim_saying(
+        &[
+            "--venue",
+            "thalex",
+            "--listen",
+            "127.0.0.1:0",
+            "--cert-dir",
+            cert_dir.to_str().unwrap(),
+            "--source",
+            first.to_str().unwrap(),
+            "--as-fast-as-possible",
+        ],
+        "sim: Thalex WebSocket API on ",
+    );
+    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    let second = dir.path().join("second.gz");
+    record_venue(
+        &venue_file(port, &cert_dir.join("ca.pem")),
+        &second,
+        "3",
+        &[],
+    );
+    let replayed = recorded_lines(&second);
+    let replayed_notifications: Vec<&str> = replayed
+        .iter()
+        .map(|(_, message)| message.as_str())
+        .filter(|message| message.starts_with(r#"{"channel_name""#))
+        .collect();
+    assert_eq!(replayed_notifications, notifications);
+    assert_eq!(thalex_events(&second), thalex_events(&first));
+}
+
+/// `tickwire record --venue` on a Databento venue opens the gateway session as the appliance
+/// does (CRAM, subscriptions, `start_session`) and records the DBN stream one unit a line
+/// (`base64:`, the metadata first); `tickwire sim --venue databento --source` replays the
+/// recording's records, and recording the replay gives the same MBO records, byte for byte.
+#[test]
+fn record_databento_then_sim_source_replays_the_same_records() {
+    use tickwire_sim::databento::{self, DatabentoOptions, TEST_API_KEY};
+    const KEY: &str = "TICKWIRE_TEST_RECORD_DATABENTO_KEY";
+    let dir = tempfile::tempdir().unwrap();
+    let sim = databento::start(DatabentoOptions {
+        rate: 2_000.0,
+        ..DatabentoOptions::default()
+    })
+    .unwrap();
+    let venue_file = |port: u16| {
+        let path = dir.path().join(format!("databento-{port}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"databento\"\nkind = \"databento\"\nurl = \"tcp://127.0.0.1:{port}\"\n\
+                 symbols = [\"ESM5\", \"NQM5\"]\nchannels = [\"mbo\"]\n\
+                 [databento]\ndataset = \"GLBX.MDP3\"\n\
+                 [credentials]\napi_key_env = \"{KEY}\"\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let env = [(KEY, TEST_API_KEY)];
+    let first = dir.path().join("first.gz");
+    let stderr = record_venue(&venue_file(sim.addr().port()), &first, "2", &env);
+    drop(sim);
+    use base64::Engine as _;
+    let units = |path: &Path| -> Vec<Vec<u8>> {
+        recorded_lines(path)
+            .into_iter()
+            .map(|(_, message)| {
+                let encoded = message.strip_prefix("base64:").expect("a base64 line");
+                base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .unwrap()
+            })
+            .collect()
+    };
+    let original = units(&first);
+    assert!(original[0].starts_with(b"DBN"), "{stderr}");
+    // The rest are whole records, each as long as its length byte says.
+    for record in &original[1..] {
+        assert_eq!(usize::from(record[0]) * 4, record.len());
+    }
+    let mbo = |units: &[Vec<u8>]| -> Vec<Vec<u8>> {
+        units[1..]
+            .iter()
+            .filter(|record| record[1] == dbn::rtype::MBO)
+            .cloned()
+            .collect()
+    };
+    let original_mbo = mbo(&original);
+    assert!(original_mbo.len() > 500, "{stderr}");
+    assert!(
+        original[1..]
+            .iter()
+            .any(|record| record[1] == dbn::rtype::SYMBOL_MAPPING),
+        "the session's symbol mappings are recorded"
+    );
+
+    let (_replay, addr) = start_sim_saying(
+        &[
+            "--venue",
+            "databento",
+            "--listen",
+            "127.0.0.1:0",
+            "--source",
+            first.to_str().unwrap(),
+            "--rate",
+            "0",
+        ],
+        "sim: listening on ",
+    );
+    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    let second = dir.path().join("second.gz");
+    record_venue(&venue_file(port), &second, "3", &env);
+    let replayed = units(&second);
+    assert!(replayed[0].starts_with(b"DBN"));
+    assert_eq!(mbo(&replayed), original_mbo);
 }

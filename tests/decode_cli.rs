@@ -163,7 +163,7 @@ fn decodes_a_thalex_capture_with_routes_from_its_channels() {
         r#"1700000000000000001 {"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":76000,"best_bid_amount":1e-3,"best_ask_price":76001,"best_ask_amount":2,"mark_price":76000.5,"mark_timestamp":1776715497.5,"index":76283.25916666667}}"#.to_owned(),
         r#"{"id":3,"result":["book.BTC-PERPETUAL.none.10.100ms"]}"#.to_owned(),
         String::new(),
-        r#"{"channel_name":"book.BTC-PERPETUAL.none.10.100ms","notification":{"trades":[[50000,0.25,"buy",1700000000.4,false]],"bid_changes":[[50000,1.5,1.5]],"ask_changes":[[50000.5,2,2]],"total_bid_amount":1.5,"total_ask_amount":2,"time":1700000000.5}}"#.to_owned(),
+        r#"{"channel_name":"book.BTC-PERPETUAL.none.10.100ms","notification":{"trades":[[50000,0.25,"buy",1700000000.4,false]],"bid_changes":[[50000,1.5,1.5]],"ask_changes":[[50000.5,2,2]],"total_bid_amount":1.5,"total_ask_amount":2,"time":1700000000.5},"snapshot":true}"#.to_owned(),
         r#"{"notification":{"trades":[[50000,0.5,"sell",1700000000.6,false]],"bid_changes":[[50000,0,0]],"ask_changes":[],"time":1700000000.6},"channel_name":"book.BTC-PERPETUAL.none.10.100ms"}"#.to_owned(),
         r#"{"channel_name":"price_index.BTCUSD","notification":{"index_name":"BTCUSD","price":47389.10833333334,"timestamp":1776715497.7188172}}"#.to_owned(),
         format!(r#"{{"channel_name":"recent_trades.BTCUSD.all","notification":[[12,1,"buy",1700000000.7,"{combo}",false],[76000,0.1,"sell",1700000000.8,"BTC-PERPETUAL",true]]}}"#),
@@ -209,7 +209,7 @@ fn decodes_a_thalex_capture_with_routes_from_its_channels() {
     assert_eq!(events[1]["px"], "76000.5");
     // 76283.25916666667 has eleven decimals: rounded to nine.
     assert_eq!(events[2]["px"], "76283.259166667");
-    // The first book message is its snapshot; its trade is a trade.
+    // The book message marked `"snapshot":true` is its snapshot; its trade is a trade.
     assert_eq!(events[8]["aggressor"], "buy");
     assert_eq!(events[8]["exch_ts_ns"], 1_700_000_000_400_000_000u64);
     // The book after the change: the bid at 50000 is gone, so the top is empty on that side.
@@ -227,6 +227,54 @@ fn decodes_a_thalex_capture_with_routes_from_its_channels() {
     let summary = String::from_utf8_lossy(&output.stderr);
     assert!(summary.contains("10 lines; 9 messages"), "{summary}");
     assert!(summary.contains("3 malformed"), "{summary}");
+}
+
+/// A Thalex capture that starts mid-stream: book updates before the first snapshot make no book
+/// (their trades are still printed), and a channel name spelled with a JSON escape is counted
+/// as malformed, never printed under that spelling.
+#[test]
+fn a_thalex_capture_starting_mid_stream_has_no_book_until_its_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("thalex.txt");
+    let book = "book.BTC-PERPETUAL.none.10.100ms";
+    let lines = [
+        format!(r#"{{"channel_name":"{book}","notification":{{"trades":[[50000,0.25,"buy",1700000000.1,false]],"bid_changes":[[50001,1,1]],"ask_changes":[],"time":1700000000.1}}}}"#),
+        r#"{"channel_name":"ticker.BTC\u002dPERPETUAL.100ms","notification":{"best_bid_price":1,"best_ask_price":2}}"#.to_owned(),
+        format!(r#"{{"channel_name":"{book}","notification":{{"trades":[],"bid_changes":[[50000,1.5,1.5]],"ask_changes":[[50000.5,2,2]],"time":1700000000.5}},"snapshot":true}}"#),
+        format!(r#"{{"channel_name":"{book}","notification":{{"trades":[[50000.5,1,"sell",1700000000.6,false]],"bid_changes":[[50000.25,1,1]],"ask_changes":[],"time":1700000000.6}}}}"#),
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let output = tickwire()
+        .args(["decode", "--venue", "thalex"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.contains("u002d"), "{stdout}");
+    let events = json_lines(&output.stdout);
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "trade",
+            "snapshot_begin",
+            "level",
+            "level",
+            "snapshot_end",
+            "quote",
+            "level",
+            "quote",
+            "trade"
+        ]
+    );
+    assert_eq!(events[0]["px"], "50000");
+    // The snapshot holds its own levels only: 50001 from the update before it is not there.
+    assert_eq!(events[2]["px"], "50000");
+    assert_eq!(events[5]["bid_px"], "50000");
+    assert_eq!(events[7]["bid_px"], "50000.25");
+    let summary = String::from_utf8_lossy(&output.stderr);
+    assert!(summary.contains("1 malformed"), "{summary}");
 }
 
 #[test]

@@ -227,13 +227,17 @@ fn is_side(value: &Value) -> bool {
     value == "buy" || value == "sell"
 }
 
-/// Checks the envelope: `channel_name` then `notification`, nothing else.
+/// Checks the envelope: `channel_name` then `notification`, and nothing else but a book
+/// snapshot's `"snapshot":true` after them.
 fn notification<'a>(text: &str, message: &'a Value, channel: &str) -> &'a Value {
-    assert_eq!(
-        keys_in_order(text, message),
-        ["channel_name", "notification"],
-        "{text}"
-    );
+    let keys = keys_in_order(text, message);
+    if message.get("snapshot").is_some() {
+        assert!(channel.starts_with("book."), "{text}");
+        assert_eq!(message["snapshot"], json!(true), "{text}");
+        assert_eq!(keys, ["channel_name", "notification", "snapshot"], "{text}");
+    } else {
+        assert_eq!(keys, ["channel_name", "notification"], "{text}");
+    }
     assert!(
         text.starts_with(&format!("{{\"channel_name\":{}", json!(channel))),
         "{text}"
@@ -615,10 +619,20 @@ fn subscribe_answers_with_the_valid_channels_only() {
     // Nothing valid is still a success, with an empty list.
     let reply = client.call("public/subscribe", json!({ "channels": ["nope"] }));
     assert_eq!(reply["result"], json!([]), "{reply}");
-    // No snapshot key anywhere: the first notification simply is the snapshot.
+    // The envelope is channel_name and notification, and a book's first notification (its
+    // snapshot) adds `"snapshot":true`, as Thalex's official client reads it.
+    let mut book_seen = false;
     for _ in 0..10 {
         let message = client.next_json();
-        assert_eq!(message.as_object().unwrap().len(), 2, "{message}");
+        let object = message.as_object().unwrap();
+        let is_book = message["channel_name"] == json!(book);
+        if is_book && !book_seen {
+            book_seen = true;
+            assert_eq!(object.len(), 3, "{message}");
+            assert_eq!(message["snapshot"], json!(true), "{message}");
+        } else {
+            assert_eq!(object.len(), 2, "{message}");
+        }
     }
 }
 
@@ -695,6 +709,12 @@ fn a_book_is_a_snapshot_then_changes_that_keep_it_sane() {
         let book = notification(&text, &message, &name);
         check_book(&text, book, false);
         let first = !books.contains_key(&name);
+        // The snapshot, and only it, says so.
+        assert_eq!(
+            message.get("snapshot"),
+            first.then_some(&json!(true)),
+            "{text}"
+        );
         let (bids, asks) = books.entry(name.clone()).or_default();
         for change in book["bid_changes"]
             .as_array()

@@ -122,13 +122,16 @@ fn the_documented_examples_decode() {
     };
     assert_eq!(mark.price, fixed("65536.16"));
 
-    // Book: the first notification is the snapshot; its two tuple trades are trades.
+    // Book: as a snapshot (the envelope's `"snapshot":true`, as Thalex's official client reads
+    // it), the example builds the book; its two tuple trades are trades.
     let book = example(&spec, schemas);
     let mut thalex = feed(&["BTC-PERPETUAL"], &["book.none.all.raw"]);
-    let got = events(
-        &mut thalex,
-        &[envelope("book.BTC-PERPETUAL.none.all.raw", &book)],
+    let snapshot = envelope("book.BTC-PERPETUAL.none.all.raw", &book).replacen(
+        r#"{"channel_name""#,
+        r#"{"snapshot":true,"channel_name""#,
+        1,
     );
+    let got = events(&mut thalex, &[snapshot]);
     let kinds: Vec<&str> = got
         .iter()
         .map(|event| match event.body() {
@@ -356,9 +359,22 @@ fn ticker_fields() -> impl Strategy<Value = Vec<(String, Value)>> {
         float_in(1.0, 120_000.0),
         float_in(-1.0, 1.0),
         float_in(0.0, 1.0e9),
+        // A key tickwire skips: any JSON value (the in-order fast path steps over numbers and
+        // literals itself and leaves the rest to the key loop).
+        prop_oneof![
+            Just(json!({"nested": [1, "x", null]})),
+            Just(json!(null)),
+            Just(json!(true)),
+            Just(json!(false)),
+            Just(json!("text")),
+            Just(json!(-0.0)),
+            Just(json!(1e-5)),
+            Just(json!(-12345678901234567i64)),
+            float_in(-1.0e12, 1.0e12),
+        ],
     )
         .prop_map(
-            |(bid, bid_amount, ask, ask_amount, mark, mark_ts, index, delta, value_24h)| {
+            |(bid, bid_amount, ask, ask_amount, mark, mark_ts, index, delta, value_24h, other)| {
                 vec![
                     ("best_bid_price".into(), bid),
                     ("best_bid_amount".into(), bid_amount),
@@ -369,7 +385,7 @@ fn ticker_fields() -> impl Strategy<Value = Vec<(String, Value)>> {
                     ("index".into(), index),
                     ("delta".into(), delta),
                     ("value_24h".into(), value_24h),
-                    ("unknown_key".into(), json!({"nested": [1, "x", null]})),
+                    ("unknown_key".into(), other),
                 ]
             },
         )
@@ -448,6 +464,14 @@ proptest! {
         prop_assert_eq!(got.mark_px, as_fixed(&fields["mark_price"]));
         prop_assert_eq!(got.index_px, as_fixed(&fields["index"]));
         prop_assert_eq!(got.mark_ts_ns as i64, oracle_fixed(&fields["mark_timestamp"]).raw());
+        // The same ticker again: read against the key order just learned (the in-order fast
+        // path where it applies), it decodes the same.
+        let Ok(Message::Notification { body: Notification::Ticker(again), .. }) =
+            decode(text.as_bytes(), &mut scratch)
+        else {
+            panic!("{text}")
+        };
+        prop_assert_eq!(again, got);
 
         // lwt.
         let mut pairs = vec![("m".to_owned(), lwt_mark.clone())];
@@ -532,4 +556,63 @@ proptest! {
         prop_assert_eq!(got.price, oracle_fixed(&index_price));
         prop_assert_eq!(got.time_ns as i64, oracle_fixed(&index_time).raw());
     }
+}
+
+/// The decoder and feed allocate nothing per message once warm: a real-shaped ticker (its
+/// fast path and, reordered, its key loop), a book's snapshot, its updates with trades and an
+/// update before any snapshot, recent trades, an index, a subscription answer, an error and a
+/// channel name with an escape (malformed; its sample is made once and kept until taken, as on
+/// the decoder thread). Counted on this thread by the test binary's global allocator.
+#[test]
+fn decoding_thalex_messages_through_the_feed_never_allocates() {
+    use crate::support::counting_alloc::allocations;
+    let messages: Vec<String> = vec![
+        r#"{"channel_name":"book.BTC-PERPETUAL.none.10.100ms","notification":{"trades":[[76000,0.1,"buy",1776715497.1,false]],"bid_changes":[[76000,1,1]],"ask_changes":[],"time":1776715497.1}}"#.into(),
+        r#"{"channel_name":"book.BTC-PERPETUAL.none.10.100ms","notification":{"trades":[],"bid_changes":[[76000,1,1],[75999.5,2,2]],"ask_changes":[[76001,1,1]],"total_bid_amount":3,"total_ask_amount":1,"time":1776715497.2},"snapshot":true}"#.into(),
+        r#"{"channel_name":"book.BTC-PERPETUAL.none.10.100ms","notification":{"trades":[[76001,0.5,"sell",1776715497.3,true]],"bid_changes":[[76000,0,0]],"ask_changes":[[76001.5,3,3]],"time":1776715497.3}}"#.into(),
+        r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":76000,"best_bid_amount":0.26,"best_ask_price":76001,"best_ask_amount":0.25,"last_price":76000.5,"mark_price":76000.71791443839,"mark_timestamp":1776715497.7188172,"delta":1,"index":76283.25916666667,"volume_24h":1234.56,"value_24h":93950717.1234567,"low_price_24h":75120,"high_price_24h":77001,"change_24h":-320,"collar_low":75240.39913435821,"collar_high":76760.66522393041,"open_interest":1534.18,"funding_rate":0.00001237751098016,"funding_mark":0.2012345678901234}}"#.into(),
+        r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"mark_price":76000.5,"best_bid_price":null,"best_ask_price":76001,"delta":1,"mark_timestamp":1776715497.8}}"#.into(),
+        r#"{"channel_name":"recent_trades.BTC-PERPETUAL.single","notification":[[76000,1,"buy",1776715497.5,"BTC-PERPETUAL",false]]}"#.into(),
+        r#"{"channel_name":"price_index.BTCUSD","notification":{"index_name":"BTCUSD","price":76283.25916666667,"timestamp":1776715497.7}}"#.into(),
+        r#"{"id":3,"result":["ticker.BTC-PERPETUAL.100ms","system"]}"#.into(),
+        r#"{"id":4,"error":{"code":4,"message":"throttle exceeded"}}"#.into(),
+        r#"{"channel_name":"ticker.BTC\u002dPERPETUAL.100ms","notification":{"mark_price":1}}"#.into(),
+    ];
+    let mut thalex = feed(
+        &["BTC-PERPETUAL"],
+        &[
+            "ticker.100ms",
+            "book.none.10.100ms",
+            "recent_trades.single",
+            "price_index",
+        ],
+    );
+    let (mut producer, mut consumer) = tickwire::ring::ring::<Event>(4096);
+    let mut lost = false;
+    let mut pass = |thalex: &mut ThalexFeed| {
+        let mut events = 0;
+        for message in &messages {
+            let mut sink = EventSink::new(&mut producer, &mut lost);
+            thalex.on_message(0, 1, message.as_bytes(), &mut sink);
+            sink.publish();
+            while consumer.try_pop().is_some() {
+                events += 1;
+            }
+            while thalex.take_reply().is_some() {}
+        }
+        events
+    };
+    // Warm up: the scratch buffers, the book, the malformed sample.
+    assert!(pass(&mut thalex) > 0);
+    let before = allocations();
+    let mut events = 0;
+    for _ in 0..100 {
+        events += pass(&mut thalex);
+    }
+    assert_eq!(
+        allocations() - before,
+        0,
+        "allocations over {events} events"
+    );
+    assert!(events > 1000);
 }

@@ -9,6 +9,14 @@
 //! (Binance Spot's SBE events) is kept as `<receive time> base64:<the message in standard
 //! base64>`: no JSON message starts with `base64:`, so `tickwire decode` tells the two apart.
 //!
+//! Every venue records: the connections are the venue protocol's (`venue::record_connections`):
+//! Binance's name every stream in their URL; Thalex's and Databento's are the appliance's own,
+//! each sent the venue's login (a Thalex key, when the file has one) and its subscription
+//! requests once open, whose answers are recorded with the data. A raw byte stream (Databento's
+//! gateway, after the authentication the connection's preamble did) is cut into its DBN units,
+//! the metadata header first and then one record a line, each as `base64:` at the receive time
+//! of the read that completed it: the bytes of a line are the bytes the gateway sent.
+//!
 //! One thread does everything here: it drives a `NetEngine` in blocking mode and writes each
 //! message as it drains the frame ring. Recording is not latency work; what matters is that every
 //! message is kept, so a message the ring had to drop is counted and reported, never hidden.
@@ -140,17 +148,78 @@ struct Tally {
     bytes: u64,
     /// Messages the network thread could not hand over (frame ring full).
     dropped: u64,
-    /// Raw byte-stream chunks, which the line format cannot hold (binary WebSocket messages
-    /// are kept in base64).
-    not_text: u64,
+    /// Raw byte-stream bytes that are no DBN unit (a stream that is not DBN): not recorded.
+    not_dbn: u64,
+}
+
+/// The DBN metadata header's fixed start: `DBN`, the version, the length of the rest (u32 LE).
+const DBN_PRELUDE: usize = 8;
+
+/// Cuts a raw DBN byte stream into its units: the metadata header, then one record each (a
+/// record's first byte is its length in 4-byte words). The bytes are kept as they came.
+#[derive(Default)]
+struct DbnUnits {
+    pending: Vec<u8>,
+    metadata_done: bool,
+    /// The stream is not DBN: everything after it is counted, not recorded.
+    broken: bool,
+}
+
+impl DbnUnits {
+    /// Takes `chunk` and hands each whole unit it completes to `unit`; returns the bytes it
+    /// could not place (a stream that is not DBN).
+    fn push(&mut self, chunk: &[u8], mut unit: impl FnMut(&[u8])) -> u64 {
+        if self.broken {
+            return chunk.len() as u64;
+        }
+        self.pending.extend_from_slice(chunk);
+        let mut start = 0;
+        loop {
+            let rest = &self.pending[start..];
+            let length = if self.metadata_done {
+                match rest.first() {
+                    Some(0) => {
+                        // A record can not be 0 words long: not DBN.
+                        self.broken = true;
+                        let lost = rest.len() as u64;
+                        self.pending.clear();
+                        return lost;
+                    }
+                    Some(&words) => usize::from(words) * 4,
+                    None => break,
+                }
+            } else {
+                if rest.len() < DBN_PRELUDE {
+                    break;
+                }
+                if &rest[..3] != b"DBN" {
+                    self.broken = true;
+                    let lost = rest.len() as u64;
+                    self.pending.clear();
+                    return lost;
+                }
+                let body = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+                DBN_PRELUDE + body as usize
+            };
+            if rest.len() < length {
+                break;
+            }
+            unit(&rest[..length]);
+            self.metadata_done = true;
+            start += length;
+        }
+        self.pending.drain(..start);
+        0
+    }
 }
 
 fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Result<String> {
     let venue = config::load_venue(venue_file).map_err(|errors| anyhow::anyhow!("{errors}"))?;
     let net = NetConfig::default();
-    // One connection, or one per entry point (Binance USD-M's /public and /market).
-    let specs = venue::stream_specs(&venue, &net)?;
-    let conns = u32::try_from(specs.len()).unwrap_or(u32::MAX);
+    // One connection, one per entry point (Binance USD-M's /public and /market), or one per
+    // shard with its requests (Thalex, Databento).
+    let connections = venue::record_connections(&venue, &net)?;
+    let conns = u32::try_from(connections.len()).unwrap_or(u32::MAX);
     let signals = StopSignals::block()?;
     let file = File::create(out)
         .map_err(|error| anyhow::anyhow!("cannot create {}: {error}", out.display()))?;
@@ -167,7 +236,9 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
         timeout: Duration::from_millis(50),
     };
     let mut engine = NetEngine::new(transport, producer, wait, conns);
-    for (conn, spec) in (0..).zip(specs) {
+    let mut requests = Vec::with_capacity(connections.len());
+    for (conn, connection) in (0..).zip(connections) {
+        let spec = connection.spec;
         let path = spec
             .websocket
             .as_ref()
@@ -176,7 +247,12 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
         let scheme = venue.url.scheme;
         eprintln!("record: connecting to {scheme}://{}{path}", spec.addr);
         engine.open(conn, spec)?;
+        requests.push(connection.requests);
     }
+    let mut units: Vec<DbnUnits> = (0..conns).map(|_| DbnUnits::default()).collect();
+    // The venue's own heartbeat: pings at its interval (Thalex asks clients to ping).
+    let ping_every = venue.lifecycle.ping_interval().map(Duration::from_millis);
+    let mut last_ping = Instant::now();
     let mut open = 0;
 
     let terminal = std::io::stderr().is_terminal();
@@ -197,35 +273,53 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
             break reason;
         }
         let mut events = Vec::new();
-        engine.poll(&mut |_, event| events.push(event))?;
+        engine.poll(&mut |conn, event| events.push((conn, event)))?;
         let mut write_error = None;
-        frames.drain(usize::MAX, |tag, frame| {
-            let (_, kind) = split_tag(tag);
-            let Some((recv_ts_ns, payload)) = split_frame(frame) else {
-                return;
-            };
+        let mut write_line = |recv_ts_ns: u64, text: Option<&[u8]>, binary: Option<&[u8]>| {
             line.clear();
             line.extend_from_slice(recv_ts_ns.to_string().as_bytes());
             line.push(b' ');
-            match kind {
-                FrameKind::Text => line.extend_from_slice(payload),
-                FrameKind::Binary => {
-                    use base64::Engine as _;
-                    line.extend_from_slice(BINARY_PREFIX.as_bytes());
-                    let encoded = base64::engine::general_purpose::STANDARD.encode(payload);
-                    line.extend_from_slice(encoded.as_bytes());
-                }
-                FrameKind::Bytes => {
-                    tally.not_text += 1;
-                    return;
-                }
+            if let Some(text) = text {
+                line.extend_from_slice(text);
+            }
+            if let Some(binary) = binary {
+                use base64::Engine as _;
+                line.extend_from_slice(BINARY_PREFIX.as_bytes());
+                let encoded = base64::engine::general_purpose::STANDARD.encode(binary);
+                line.extend_from_slice(encoded.as_bytes());
             }
             line.push(b'\n');
             if let Err(error) = writer.write_all(&line) {
                 write_error.get_or_insert(error);
             }
-            tally.messages += 1;
-            tally.bytes += payload.len() as u64;
+        };
+        frames.drain(usize::MAX, |tag, frame| {
+            let (conn, kind) = split_tag(tag);
+            let Some((recv_ts_ns, payload)) = split_frame(frame) else {
+                return;
+            };
+            match kind {
+                FrameKind::Text => {
+                    write_line(recv_ts_ns, Some(payload), None);
+                    tally.messages += 1;
+                    tally.bytes += payload.len() as u64;
+                }
+                FrameKind::Binary => {
+                    write_line(recv_ts_ns, None, Some(payload));
+                    tally.messages += 1;
+                    tally.bytes += payload.len() as u64;
+                }
+                FrameKind::Bytes => {
+                    let Some(stream) = units.get_mut(conn as usize) else {
+                        return;
+                    };
+                    tally.not_dbn += stream.push(payload, |unit| {
+                        write_line(recv_ts_ns, None, Some(unit));
+                        tally.messages += 1;
+                        tally.bytes += unit.len() as u64;
+                    });
+                }
+            }
         });
         if let Some(error) = write_error {
             anyhow::bail!("writing {}: {error}", out.display());
@@ -234,9 +328,12 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
             .filter_map(|conn| engine.stats(conn))
             .map(|stats| stats.dropped)
             .sum();
-        for event in events {
+        for (conn, event) in events {
             match event {
                 StreamEvent::Open => {
+                    for text in requests.get(conn as usize).into_iter().flatten() {
+                        engine.send_text(conn, text)?;
+                    }
                     open += 1;
                     if open == conns {
                         eprintln!("record: live; writing {}", out.display());
@@ -249,6 +346,13 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
                     });
                 }
                 StreamEvent::Connected | StreamEvent::Secured => {}
+            }
+        }
+        if ping_every.is_some_and(|every| last_ping.elapsed() >= every) {
+            last_ping = Instant::now();
+            for conn in 0..conns {
+                // A stream not open yet (or a raw one) has nothing to ping.
+                let _ = engine.ping(conn);
             }
         }
         if terminal && last_progress.elapsed() >= Duration::from_secs(1) {
@@ -285,10 +389,10 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
             tally.dropped
         ));
     }
-    if tally.not_text > 0 {
+    if tally.not_dbn > 0 {
         summary.push_str(&format!(
-            "; {} raw byte-stream chunks not recorded (the line format holds messages only)",
-            tally.not_text
+            "; {} bytes of the raw stream not recorded (not DBN)",
+            tally.not_dbn
         ));
     }
     if stop.starts_with("the ") {

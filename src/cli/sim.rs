@@ -72,8 +72,11 @@ pub struct SimArgs {
     /// Where the throwaway CA certificate is written (as ca.pem).
     #[arg(long, default_value = "/tmp/tickwire-sim", value_name = "DIR")]
     cert_dir: PathBuf,
-    /// Replay this capture (plain or gzip, `<recv ns> <json>` per line) instead of a synthetic
-    /// market.
+    /// Replay this capture (plain or gzip, `<recv ns> <json>` per line; what `tickwire record
+    /// --venue` writes) instead of a synthetic market: Binance's streams; Thalex's recorded
+    /// notifications, to each connection for the channels it subscribes (at the recorded pace
+    /// times --speed, or --as-fast-as-possible); a Databento gateway session's DBN records, to
+    /// each session as --file replays a DBN file.
     #[arg(long, value_name = "FILE")]
     source: Option<PathBuf>,
     /// Synthetic market: number of symbols (binance, default 2; databento: N instruments
@@ -484,10 +487,13 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
         SimVenue::Thalex => (
             "thalex",
             vec![
-                ("--source", args.source.is_some()),
                 ("--symbols", args.symbols.is_some()),
-                ("--speed", args.speed != 1.0),
-                ("--as-fast-as-possible", args.as_fast_as_possible),
+                // The pace of a replay (`--source`).
+                ("--speed", args.speed != 1.0 && args.source.is_none()),
+                (
+                    "--as-fast-as-possible",
+                    args.as_fast_as_possible && args.source.is_none(),
+                ),
                 ("--start-immediately", args.start_immediately),
                 ("--exit-when-done", args.exit_when_done),
                 ("--ping-interval", args.ping_interval != 180.0),
@@ -512,7 +518,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
         SimVenue::Databento => (
             "databento",
             vec![
-                ("--source", args.source.is_some()),
+                ("--source", args.source.is_some() && args.file.is_some()),
                 ("--speed", args.speed != 1.0),
                 ("--as-fast-as-possible", args.as_fast_as_possible),
                 ("--start-immediately", args.start_immediately),
@@ -583,12 +589,48 @@ fn run_thalex(args: SimArgs) -> anyhow::Result<()> {
         reconnect_event_after: args.reconnect_event_after,
         fault_connections: args.fault_connections,
     };
-    let instruments = options.instruments.join(" ");
+    if let Some(path) = &args.source {
+        if !(args.speed > 0.0 && args.speed.is_finite()) {
+            anyhow::bail!("--speed must be a positive number");
+        }
+        let recording = thalex::Recording::open(path)?;
+        if recording.is_empty() {
+            anyhow::bail!("{}: no Thalex notification to replay", path.display());
+        }
+        eprintln!(
+            "sim: replaying {}: {} notifications of {} channels ({} other lines passed over), {}",
+            path.display(),
+            recording.len(),
+            recording.channels().len(),
+            recording.passed_over(),
+            if args.as_fast_as_possible {
+                "as fast as clients read".to_owned()
+            } else {
+                format!("at {}x the recorded pace", args.speed)
+            }
+        );
+        options.replay = Some(thalex::Replay {
+            recording: std::sync::Arc::new(recording),
+            pace: if args.as_fast_as_possible {
+                thalex::ReplayPace::AsFastAsPossible
+            } else {
+                thalex::ReplayPace::Recorded { speed: args.speed }
+            },
+        });
+    }
+    let instruments = match &options.replay {
+        Some(replay) => replay.recording.channels().join(" "),
+        None => options.instruments.join(" "),
+    };
     let sim = thalex::start(options)?;
     eprintln!("sim: Thalex WebSocket API on {} (TLS)", sim.addr());
     eprintln!("sim: URL: {}", sim.url());
     eprintln!("sim: CA certificate: {}", sim.ca_pem_path().display());
-    eprintln!("sim: instruments: {instruments}");
+    if args.source.is_some() {
+        eprintln!("sim: channels: {instruments}");
+    } else {
+        eprintln!("sim: instruments: {instruments}");
+    }
     eprintln!(
         "sim: login key id {}; the test-only private key is tickwire_sim::thalex::TEST_PRIVATE_KEY_PEM",
         thalex::TEST_KEY_ID
@@ -638,7 +680,9 @@ fn run_databento(args: SimArgs) -> anyhow::Result<()> {
     if let Some(dataset) = &args.dataset {
         options.dataset = dataset.clone();
     }
-    options.source = match (&args.file, args.records) {
+    options.source = match (args.file.as_ref().or(args.source.as_ref()), args.records) {
+        // A DBN file, or a `tickwire record --venue` recording of a gateway session (told
+        // apart by their bytes).
         (Some(path), _) => DatabentoSource::File {
             path: path.clone(),
             looping: args.looping,

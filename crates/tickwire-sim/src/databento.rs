@@ -25,7 +25,12 @@
 //!   Schemas `mbo` and `trades` (the `T` records as `TradeMsg`).
 //! - `File`: a `.dbn` or `.dbn.zst` file, upgraded to DBN v3, replayed to each session from its
 //!   start at `rate` records a second (0: as fast as possible), once or looping; records go to
-//!   the subscribed instruments whatever the schema named.
+//!   the subscribed instruments whatever the schema named. The file may also be a `tickwire
+//!   record --venue` recording of a gateway session (gzip or plain lines `<ns> base64:<one DBN
+//!   unit>`, the metadata first; told apart from DBN by its first bytes): its records are
+//!   replayed the same way, its instruments are those its `SymbolMappingMsg`s name, and the
+//!   recorded session's own mappings, acknowledgements, heartbeats and errors are left out
+//!   (each replay's session makes its own).
 //! - `Benchmark`: a batch of MBO records made once at start, written to each session in
 //!   [`WRITE_SLICE_BYTES`] slices as fast as the socket takes them, then a `SystemMsg` whose
 //!   text starts with [`BENCHMARK_END`], then a close.
@@ -111,7 +116,8 @@ const BENCHMARK_LINGER: Duration = Duration::from_secs(10);
 pub enum DatabentoSource {
     /// The shared synthetic MBO market.
     Synthetic,
-    /// A `.dbn` or `.dbn.zst` file, replayed to each session.
+    /// A `.dbn` or `.dbn.zst` file, or a `tickwire record --venue` recording of a session,
+    /// replayed to each session.
     File { path: PathBuf, looping: bool },
     /// A batch of this many MBO records (rounded up to whole events), for throughput tests.
     Benchmark { records: u64 },
@@ -371,6 +377,11 @@ fn invalid_input(message: String) -> io::Error {
 /// metadata's symbol mappings when they map to instrument ids, otherwise each instrument id
 /// as its own symbol.
 fn load_file(path: &std::path::Path) -> io::Result<(FileRecords, Vec<(String, u32)>)> {
+    let named_io =
+        |error: io::Error| io::Error::new(error.kind(), format!("{}: {error}", path.display()));
+    if is_recording(path).map_err(named_io)? {
+        return load_recording(path);
+    }
     let named = |error: dbn::Error| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -410,6 +421,91 @@ fn load_file(path: &std::path::Path) -> io::Result<(FileRecords, Vec<(String, u3
         .collect();
     extra.sort_unstable();
     instruments.extend(extra.into_iter().map(|id| (id.to_string(), id)));
+    Ok((file, instruments))
+}
+
+/// Whether `path` holds a `tickwire record --venue` recording (gzip, or lines that start with a
+/// receive time) rather than DBN (`DBN`, or a zstd frame).
+fn is_recording(path: &std::path::Path) -> io::Result<bool> {
+    let mut head = [0u8; 2];
+    let mut file = std::fs::File::open(path)?;
+    let read = io::Read::read(&mut file, &mut head)?;
+    Ok(read > 0 && (head == [0x1f, 0x8b] || head[0].is_ascii_digit()))
+}
+
+/// A recording of a gateway session (see the module docs): its lines' DBN units joined are the
+/// session's DBN stream, decoded as a file is.
+fn load_recording(path: &std::path::Path) -> io::Result<(FileRecords, Vec<(String, u32)>)> {
+    use base64::Engine as _;
+    let invalid = |what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {what}", path.display()),
+        )
+    };
+    let named_io =
+        |error: io::Error| io::Error::new(error.kind(), format!("{}: {error}", path.display()));
+    let file = std::fs::File::open(path).map_err(named_io)?;
+    let mut buffered = BufReader::new(file);
+    let gzip = buffered
+        .fill_buf()
+        .map_err(named_io)?
+        .starts_with(&[0x1f, 0x8b]);
+    let reader: Box<dyn BufRead> = if gzip {
+        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(buffered)))
+    } else {
+        Box::new(buffered)
+    };
+    let mut stream = Vec::new();
+    for (number, line) in reader.lines().enumerate() {
+        let line = line.map_err(named_io)?;
+        let text = line
+            .split_once(' ')
+            .map_or(line.as_str(), |(_, text)| text)
+            .trim_end();
+        let Some(encoded) = text.strip_prefix("base64:") else {
+            // A blank line or text: no DBN unit.
+            continue;
+        };
+        let unit = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|error| invalid(format!("line {}: {error}", number + 1)))?;
+        stream.extend_from_slice(&unit);
+    }
+    let named = |error: dbn::Error| invalid(error.to_string());
+    let mut decoder = dbn::decode::dbn::Decoder::with_upgrade_policy(
+        io::Cursor::new(stream),
+        VersionUpgradePolicy::UpgradeToV3,
+    )
+    .map_err(named)?;
+    let mut instruments: Vec<(String, u32)> = Vec::new();
+    let mut file = FileRecords {
+        bytes: Vec::new(),
+        records: Vec::new(),
+    };
+    while let Some(record) = decoder.decode_record_ref().map_err(named)? {
+        if let Some(mapping) = record.get::<SymbolMappingMsg>() {
+            let id = mapping.hd.instrument_id;
+            if let Ok(symbol) = mapping.stype_in_symbol() {
+                if !instruments.iter().any(|&(_, known)| known == id) {
+                    instruments.push((symbol.to_owned(), id));
+                }
+            }
+            continue;
+        }
+        if matches!(record.header().rtype, rtype::SYSTEM | rtype::ERROR) {
+            continue;
+        }
+        let bytes: &[u8] = record.as_ref();
+        file.records
+            .push((file.bytes.len(), bytes.len(), record.header().instrument_id));
+        file.bytes.extend_from_slice(bytes);
+    }
+    if instruments.is_empty() {
+        return Err(invalid(
+            "no SymbolMappingMsg: not a recording of a gateway session".to_owned(),
+        ));
+    }
     Ok((file, instruments))
 }
 

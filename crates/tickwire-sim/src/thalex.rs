@@ -22,9 +22,12 @@
 //! (from its SDKs' list): 4 throttle exceeded, 6 invalid request (not JSON, not an object, no
 //! method, bad params), 7 not logged in, 19 authentication failed, 31 unknown method.
 //!
-//! Notifications are `{"channel_name":C,"notification":N}` and nothing else; the first one of
-//! a subscription holds its snapshot (the whole book, the last trades). `render.rs` lists the
-//! payload of each channel kind.
+//! Notifications are `{"channel_name":C,"notification":N}`; the first one of a subscription
+//! holds its snapshot (the whole book, the last trades), and a book's says so with
+//! `"snapshot":true` after the notification. `render.rs` lists the payload of each channel kind.
+//!
+//! With [`ThalexOptions::replay`], a recording (`replay.rs`) takes the synthetic market's place:
+//! each connection replays the recorded notifications of the channels it subscribed.
 //!
 //! Decisions the documentation leaves open: the channel's `delay` is accepted and ignored (the
 //! connection's `rate` paces every channel); `public/unsubscribe` and `private/unsubscribe`,
@@ -33,10 +36,12 @@
 mod channel;
 mod market;
 mod render;
+mod replay;
 
 pub use channel::{DELAYS, TRADE_CATEGORIES};
 pub use market::{LOT, TICK_USD, UNDERLYINGS};
 pub use render::{RECONNECT_EVENT, SNAPSHOT_TRADES};
+pub use replay::{Recording, Replay, ReplayPace};
 
 use super::accept::{self, accept_loop, Sockets};
 use super::cert;
@@ -50,6 +55,7 @@ use super::wire::{
 use channel::Channel;
 use market::Market;
 use render::Subscription;
+use replay::ReplayCursor;
 use rustls::{ServerConfig, ServerConnection};
 use std::collections::VecDeque;
 use std::io::{self, Read};
@@ -167,6 +173,9 @@ pub struct ThalexOptions {
     /// How long one write to a client may block before that client is dropped.
     pub write_timeout: Duration,
     pub faults: ThalexFaults,
+    /// A recording to replay instead of the synthetic market (`rate`, `seed` and `instruments`
+    /// then do not apply to data).
+    pub replay: Option<Replay>,
 }
 
 /// The instruments served when none are named: perpetuals, a future, an option, an option
@@ -238,6 +247,7 @@ impl ThalexOptions {
             ping_interval: Duration::from_secs(15),
             write_timeout: Duration::from_secs(5),
             faults: ThalexFaults::default(),
+            replay: None,
         }
     }
 }
@@ -512,6 +522,7 @@ fn run_connection(shared: &Shared, tcp: &TcpStream) -> io::Result<()> {
         subscriptions: Vec::new(),
         private: Vec::new(),
         cursor: 0,
+        replay: ReplayCursor::default(),
         market: Market::new(
             &shared.options.instruments,
             shared.options.seed,
@@ -568,6 +579,8 @@ struct Connection<'a> {
     private: Vec<String>,
     /// The round-robin position in `subscriptions`.
     cursor: usize,
+    /// Where the connection is in the replay, when the server replays a recording.
+    replay: ReplayCursor,
     market: Market,
     /// When this connection's recent requests were executed, for the throttle.
     requests: VecDeque<Instant>,
@@ -585,7 +598,7 @@ enum Reply {
     Error(i64, String),
 }
 
-impl Connection<'_> {
+impl<'a> Connection<'a> {
     fn run(&mut self, leftover: Vec<u8>, buf: &mut [u8]) -> io::Result<()> {
         let mut reader = FrameReader::new();
         reader.push(&leftover);
@@ -646,6 +659,9 @@ impl Connection<'_> {
     }
 
     fn has_data_channels(&self) -> bool {
+        if let Some(replay) = &self.shared.options.replay {
+            return self.replay.active(&replay.recording);
+        }
         self.subscriptions
             .iter()
             .any(|subscription| subscription.channel != Channel::System)
@@ -824,6 +840,18 @@ impl Connection<'_> {
                 if !self.private.iter().any(|known| known == name) {
                     self.private.push(name.to_owned());
                 }
+            } else if let Some(replay) = &self.shared.options.replay {
+                // A replay serves the recorded channels; `system` also carries the reconnect
+                // fault's event.
+                let recorded = self.replay.subscribe(&replay.recording, name);
+                let system = name == "system";
+                if system && !self.subscriptions.iter().any(|known| known.name == name) {
+                    self.subscriptions
+                        .push(Subscription::new(name, Channel::System));
+                }
+                if !recorded && !system {
+                    continue;
+                }
             } else {
                 let Some(channel) = channel::parse(name, &self.shared.options.instruments) else {
                     continue;
@@ -858,8 +886,15 @@ impl Connection<'_> {
             let (public_before, private_before) = (self.subscriptions.len(), self.private.len());
             self.subscriptions.retain(|known| known.name != name);
             self.private.retain(|known| known != name);
-            let found =
-                self.subscriptions.len() != public_before || self.private.len() != private_before;
+            let replayed = self
+                .shared
+                .options
+                .replay
+                .as_ref()
+                .is_some_and(|replay| self.replay.unsubscribe(&replay.recording, name));
+            let found = replayed
+                || self.subscriptions.len() != public_before
+                || self.private.len() != private_before;
             if found && !removed.contains(&name) {
                 removed.push(name);
             }
@@ -901,6 +936,10 @@ impl Connection<'_> {
         if !self.has_data_channels() {
             return Ok(());
         }
+        let shared: &'a Shared = self.shared;
+        if let Some(replay) = &shared.options.replay {
+            return self.replay_due(replay, now);
+        }
         let mut written = 0;
         while self.next_data <= now && written < MAX_DATA_PER_WAKE {
             self.next_data = later(self.next_data, self.shared.data_interval);
@@ -919,6 +958,33 @@ impl Connection<'_> {
         if self.next_data < now {
             self.next_data = now;
         }
+        Ok(())
+    }
+
+    /// Sends the recorded notifications due by `now` (at most [`MAX_DATA_PER_WAKE`]) and sets
+    /// when the next one is due.
+    fn replay_due(&mut self, replay: &'a Replay, now: Instant) -> io::Result<()> {
+        let mut written = 0;
+        while written < MAX_DATA_PER_WAKE {
+            match self.replay.next(&replay.recording, replay.pace, now) {
+                Ok(text) => {
+                    written += 1;
+                    self.send_text(text)?;
+                    self.data_sent += 1;
+                    bump(&self.shared.counters.data_messages_sent, 1);
+                    self.after_data()?;
+                    if self.state != State::Open || self.stalled(Instant::now()) {
+                        return Ok(());
+                    }
+                }
+                Err(due) => {
+                    // Nothing left: the deadline is the read wait's own.
+                    self.next_data = due.unwrap_or_else(|| later(now, MAX_READ_WAIT));
+                    return Ok(());
+                }
+            }
+        }
+        self.next_data = now;
         Ok(())
     }
 

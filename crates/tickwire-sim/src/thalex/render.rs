@@ -1,6 +1,10 @@
 //! The notifications the simulator sends, in the shapes of Thalex's API description
-//! (`api.yaml`): the envelope `{"channel_name":C,"notification":N}` and nothing else, and per
-//! channel the payload schema, with keys in the schema's (or its example's) order.
+//! (`api.yaml`): the envelope `{"channel_name":C,"notification":N}`, and per channel the payload
+//! schema, with keys in the schema's (or its example's) order. A book's first notification (its
+//! snapshot) also carries `"snapshot":true` after the notification,
+//! `{"channel_name":C,"notification":N,"snapshot":true}`: api.yaml documents no snapshot
+//! marker, and Thalex's official client (`thalex_py`, `process_msg.py`) rebuilds a book only
+//! from a notification whose envelope has `snapshot` true, treating every other one as changes.
 //!
 //! - `ticker`: the `Ticker` schema's keys in its property order. Best bid and ask fields are
 //!   `null` when that side is empty; `last_price` and the 24 h low, high and change are `null`
@@ -143,6 +147,9 @@ impl Subscription {
                 object.end();
             }
             Channel::System => return None,
+        }
+        if first && matches!(self.channel, Channel::Book { .. }) {
+            out.push_str(",\"snapshot\":true");
         }
         out.push('}');
         self.started = true;
@@ -697,6 +704,14 @@ mod tests {
             for step in 0..300 {
                 let text = subscription.render(&mut market, 2.0 + step as f64).unwrap();
                 let message: Value = serde_json::from_str(&text).unwrap();
+                // The first is the snapshot, and says so as the venue's client reads it; the
+                // others carry no key at all.
+                if step == 0 {
+                    assert!(text.ends_with(r#","snapshot":true}"#), "{text}");
+                    assert_eq!(message["snapshot"], Value::Bool(true));
+                } else {
+                    assert_eq!(message.as_object().unwrap().len(), 2, "{text}");
+                }
                 for (side, key) in [(&mut bids, "bid_changes"), (&mut asks, "ask_changes")] {
                     for change in message["notification"][key].as_array().unwrap() {
                         let ticks = (change[0].as_f64().unwrap() * 2.0).round() as i64;

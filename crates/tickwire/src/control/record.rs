@@ -6,7 +6,7 @@
 //! disk laps the recorder (which writes a gap and counts it) instead of slowing the writer, and
 //! a full disk or an unwritable directory is logged and retried while the appliance runs on.
 
-use crate::config::{LoadedConfig, RecordConfig, RecordFsync, VenueKind};
+use crate::config::{LoadedConfig, RecordConfig, RecordFsync};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -19,8 +19,9 @@ use tickwire_record::{
     FsyncPolicy, Recorder, RecorderConfig, RunOutcome, SharedStats, SystemClock,
 };
 
-/// The DBN dataset of each venue by name: `[record] datasets` where given, else the venue
-/// kind's: `BINANCE.USDM`, `THALEX`, or a Databento venue's own `databento.dataset`.
+/// The DBN dataset of each venue by name: `[record] datasets` where given, else its protocol's
+/// (`Protocol::dbn_dataset`: `BINANCE.USDM`, `BINANCE.SPOT`, `THALEX`, or a Databento venue's
+/// own `databento.dataset`).
 pub fn datasets(loaded: &LoadedConfig) -> HashMap<String, String> {
     let overrides = loaded
         .appliance
@@ -32,19 +33,10 @@ pub fn datasets(loaded: &LoadedConfig) -> HashMap<String, String> {
         .iter()
         .map(|loaded_venue| {
             let venue = &loaded_venue.venue;
-            let default = match venue.kind {
-                VenueKind::BinanceUsdmFutures => "BINANCE.USDM".to_owned(),
-                VenueKind::BinanceSpot | VenueKind::BinanceSpotSbe => "BINANCE.SPOT".to_owned(),
-                VenueKind::Thalex => "THALEX".to_owned(),
-                VenueKind::Databento => venue
-                    .databento
-                    .as_ref()
-                    .map_or_else(|| "DATABENTO".to_owned(), |db| db.dataset.clone()),
-            };
             let dataset = overrides
                 .and_then(|overrides| overrides.get(&venue.name))
                 .cloned()
-                .unwrap_or(default);
+                .unwrap_or_else(|| venue.kind.protocol().dbn_dataset(venue));
             (venue.name.clone(), dataset)
         })
         .collect()

@@ -54,18 +54,99 @@ pub enum VenueError {
     TooManyConnections { venue: String, max: u32 },
     #[error("venue `{venue}`: login: {reason}")]
     Login { venue: String, reason: String },
-    #[error("venue `{venue}`: kind {kind} has no network feed in this build yet")]
+    /// A connection whose URL names every stream, asked of a venue that has none (its streams
+    /// are subscribed to: `Protocol::record_mode` says so).
+    #[error(
+        "venue `{venue}`: kind {kind} names no stream in its URL; its streams are subscribed to"
+    )]
     Unsupported { venue: String, kind: &'static str },
 }
 
-/// Resolves the venue's address and builds everything the network thread needs to open the
-/// streams that name every stream in their URL (`/stream?streams=a/b`: live at once, no
-/// subscription requests; what `tickwire record` uses): one connection, or one per entry point
-/// for a venue whose streams live on several (`Protocol::record_paths`). Blocking (DNS, reading
-/// CA files): call it on the control thread.
-pub fn stream_specs(venue: &VenueConfig, net: &NetConfig) -> Result<Vec<StreamSpec>, VenueError> {
-    let prepared = prepare(venue, net, true)?;
-    let addr = resolve::literal(&prepared.host, prepared.port)
+/// One connection of a recording (`tickwire record --venue`): the stream to open, and the
+/// requests to send once it is open, in order (the login, then the subscriptions; none for a
+/// stream whose URL names its streams).
+pub struct RecordConnection {
+    pub spec: StreamSpec,
+    pub requests: Vec<String>,
+}
+
+/// Resolves the venue's address and builds the connections of a recording, as the venue's
+/// protocol says (`Protocol::record_mode`): the streams that name every stream in their URL
+/// ([`stream_specs`]), or the appliance's own connections, one per shard, each with the venue's
+/// login (when its file has a key; the token is made now) and its shard's subscription requests.
+/// Blocking (DNS, reading CA and key files): call it on the control thread.
+pub fn record_connections(
+    venue: &VenueConfig,
+    net: &NetConfig,
+) -> Result<Vec<RecordConnection>, VenueError> {
+    let protocol = venue.kind.protocol();
+    if protocol.record_mode() == protocol::RecordMode::StreamsInUrl {
+        return Ok(stream_specs(venue, net)?
+            .into_iter()
+            .map(|spec| RecordConnection {
+                spec,
+                requests: Vec::new(),
+            })
+            .collect());
+    }
+    let prepared = prepare(venue, net, false)?;
+    let addr = resolve_prepared(venue, &prepared)?;
+    let login = login_for(venue)?;
+    let channels = venue.channels.len().max(1);
+    let activity = feed::StreamActivity::new(venue.symbols.len(), channels);
+    let mut next_id = 1u64;
+    let mut out = Vec::new();
+    for shard in shards(venue)? {
+        let mut requests = Vec::new();
+        if let Some(login) = &login {
+            let text =
+                protocol
+                    .login_request(next_id, login)
+                    .map_err(|reason| VenueError::Login {
+                        venue: venue.name.clone(),
+                        reason,
+                    })?;
+            requests.push(text);
+            next_id += 1;
+        }
+        let streams: Vec<usize> = shard
+            .symbols
+            .clone()
+            .flat_map(|symbol| {
+                shard
+                    .channels
+                    .iter()
+                    .map(move |&channel| symbol * channels + channel)
+            })
+            .collect();
+        for names in &shard.requests {
+            let request = protocol::SubscribeContext {
+                id: next_id,
+                names,
+                venue,
+                symbols: shard.symbols.clone(),
+                streams: &streams,
+                activity: &activity,
+            };
+            next_id += 1;
+            if let Some(text) = protocol.subscribe_request(&request) {
+                requests.push(text);
+            }
+        }
+        out.push(RecordConnection {
+            spec: prepared.at_path(addr, shard.path.as_deref()),
+            requests,
+        });
+    }
+    Ok(out)
+}
+
+/// The address of a prepared stream: an IP literal as it is, a name looked up now.
+fn resolve_prepared(
+    venue: &VenueConfig,
+    prepared: &PreparedStream,
+) -> Result<SocketAddr, VenueError> {
+    resolve::literal(&prepared.host, prepared.port)
         .map_or_else(
             || resolve::Resolve::resolve(&resolve::SystemResolver, &prepared.host, prepared.port),
             Ok,
@@ -75,7 +156,17 @@ pub fn stream_specs(venue: &VenueConfig, net: &NetConfig) -> Result<Vec<StreamSp
             host: prepared.host.clone(),
             port: prepared.port,
             reason,
-        })?;
+        })
+}
+
+/// Resolves the venue's address and builds everything the network thread needs to open the
+/// streams that name every stream in their URL (`/stream?streams=a/b`: live at once, no
+/// subscription requests; what `tickwire record` uses): one connection, or one per entry point
+/// for a venue whose streams live on several (`Protocol::record_paths`). Blocking (DNS, reading
+/// CA files): call it on the control thread.
+pub fn stream_specs(venue: &VenueConfig, net: &NetConfig) -> Result<Vec<StreamSpec>, VenueError> {
+    let prepared = prepare(venue, net, true)?;
+    let addr = resolve_prepared(venue, &prepared)?;
     let paths = venue.kind.protocol().record_paths(venue)?;
     if paths.is_empty() {
         return Ok(vec![prepared.at(addr)]);

@@ -40,6 +40,19 @@ pub struct SubscribeContext<'a> {
     pub activity: &'a StreamActivity,
 }
 
+/// How `tickwire record --venue` reaches every stream of a venue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordMode {
+    /// Connections whose URL names every stream, live at once with no request:
+    /// [`Protocol::transport`] with `streams_in_url`, one connection per
+    /// [`Protocol::record_paths`] entry (Binance).
+    StreamsInUrl,
+    /// The appliance's own connections, one per shard, each sent the venue's login (when its
+    /// file has a key) and its subscription requests once open (Thalex's JSON-RPC, Databento's
+    /// gateway session).
+    Subscribe,
+}
+
 /// What a [`crate::venue::feed::ReplyKind::Response`] means, as the venue's protocol reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Response {
@@ -165,6 +178,16 @@ pub trait Protocol: Sync {
     fn upgrade_headers(&self, _venue: &VenueConfig) -> Result<Vec<(String, String)>, VenueError> {
         Ok(Vec::new())
     }
+
+    /// How `tickwire record --venue` reaches the venue's streams. The default:
+    /// [`RecordMode::StreamsInUrl`].
+    fn record_mode(&self) -> RecordMode {
+        RecordMode::StreamsInUrl
+    }
+
+    /// The DBN dataset the venue's events are recorded under (`[record]`, `tickwire record
+    /// --events`) when `[record] datasets` names none for it.
+    fn dbn_dataset(&self, venue: &VenueConfig) -> String;
 
     /// The WebSocket paths of a recording (`tickwire record --venue`), one connection each,
     /// for a venue whose streams live on several entry points; empty (the default): one

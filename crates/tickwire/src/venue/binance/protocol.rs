@@ -155,6 +155,10 @@ fn entry_point_of(channels: &[String]) -> EntryPoint {
 }
 
 impl Protocol for BinanceUsdmFutures {
+    fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
+        "BINANCE.USDM".to_owned()
+    }
+
     fn feed_schemes(&self) -> &'static [Scheme] {
         &[Scheme::Wss, Scheme::Ws]
     }

@@ -137,6 +137,10 @@ pub fn shards(symbols: &[String], channels: &[String], max_streams: usize) -> Op
 }
 
 impl Protocol for BinanceSpot {
+    fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
+        "BINANCE.SPOT".to_owned()
+    }
+
     fn feed_schemes(&self) -> &'static [Scheme] {
         &[Scheme::Wss, Scheme::Ws]
     }

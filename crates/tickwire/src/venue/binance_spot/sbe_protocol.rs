@@ -61,6 +61,11 @@ pub fn check_key(key: &str) -> Result<(), String> {
 }
 
 impl Protocol for BinanceSpotSbe {
+    /// Binance Spot's events, JSON or SBE alike.
+    fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
+        "BINANCE.SPOT".to_owned()
+    }
+
     fn feed_schemes(&self) -> &'static [Scheme] {
         &[Scheme::Wss, Scheme::Ws]
     }

@@ -9,7 +9,8 @@ use crate::event::{InstrumentId, VenueId};
 use crate::venue::feed::{StreamActivity, VenueReply};
 use crate::venue::login::Login;
 use crate::venue::protocol::{
-    FileRules, KeyUse, Notice, NoticeKind, Protocol, Response, RestUrl, SubscribeContext, Transport,
+    FileRules, KeyUse, Notice, NoticeKind, Protocol, RecordMode, Response, RestUrl,
+    SubscribeContext, Transport,
 };
 use crate::venue::{Shard, VenueError, VenueFeed};
 use std::ops::Range;
@@ -41,6 +42,19 @@ fn replay_starts(
 }
 
 impl Protocol for Databento {
+    /// The gateway's own dataset (`databento.dataset`).
+    fn dbn_dataset(&self, venue: &VenueConfig) -> String {
+        venue
+            .databento
+            .as_ref()
+            .map_or_else(|| "DATABENTO".to_owned(), |db| db.dataset.clone())
+    }
+
+    /// A gateway session per shard, as the appliance opens it.
+    fn record_mode(&self) -> RecordMode {
+        RecordMode::Subscribe
+    }
+
     fn feed_schemes(&self) -> &'static [Scheme] {
         &[Scheme::Tls, Scheme::Tcp]
     }

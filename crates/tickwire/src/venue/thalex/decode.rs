@@ -31,9 +31,15 @@
 //! **Decisions the documentation leaves open.**
 //! - A level's third entry (the outright amount) may be left out; a trade's `implied_taker`
 //!   too. Neither is used, and a shorter tuple from the venue should not lose the level.
-//! - No snapshot marker is documented; the feed treats a channel's first notification on a
-//!   connection as its snapshot. Thalex's official Python client reads a top-level
-//!   `"snapshot"` key, so one is read here when present and the feed takes it at its word.
+//! - api.yaml documents no snapshot marker. Thalex's official Python client
+//!   (`thalextech/thalex_py`, `process_msg.py`) takes a book notification as a snapshot only
+//!   when the envelope carries `"snapshot": true` beside `channel_name` and `notification`, and
+//!   as an update otherwise; the key is read here (anywhere in the envelope) and the feed
+//!   follows the client (see `feed`).
+//! - A channel name holding a JSON escape (`ticker.BTC\u002dPERPETUAL.100ms`) is malformed
+//!   ([`ErrorKind::EscapedChannel`]): every channel name Thalex makes is plain ASCII, names are
+//!   routed as the payload's bytes, and a name must never reach a route or a symbol in its
+//!   escaped spelling.
 //! - Keys we do not read are skipped, and a skipped value is still checked to its end as JSON
 //!   (the shared cursor's one skip, `venue::json`).
 //!
@@ -47,7 +53,7 @@
 //! Nothing here allocates per message: book levels and trades go into the caller's reusable
 //! [`Scratch`] buffers, and names are slices (or byte ranges) of the payload.
 
-use super::reader::{ReadError, Reader};
+use super::reader::{self, ReadError, Reader};
 use crate::fixed::{Fixed, SCALE};
 use crate::hash::FastHasher;
 use std::hash::Hasher;
@@ -77,6 +83,8 @@ pub enum ErrorKind {
     Missing(&'static str),
     #[error("bytes after the message's closing brace")]
     Trailing,
+    #[error("a channel name with a JSON escape (Thalex's names are plain ASCII)")]
+    EscapedChannel,
 }
 
 impl From<ReadError> for DecodeError {
@@ -117,20 +125,24 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind a channel name's first segment (before its first `.`, or the whole name) names;
+    /// dispatched on its first byte, so a notification's routing compares one name at most.
     #[inline]
     pub fn of(channel: &[u8]) -> Kind {
-        let prefix = channel
-            .iter()
-            .position(|&byte| byte == b'.')
-            .map_or(channel, |dot| &channel[..dot]);
-        match prefix {
-            b"ticker" => Kind::Ticker,
-            b"lwt" => Kind::Lwt,
-            b"book" => Kind::Book,
-            b"recent_trades" => Kind::RecentTrades,
-            b"price_index" => Kind::PriceIndex,
-            b"system" => Kind::System,
-            _ => Kind::Other,
+        let (kind, name): (Kind, &[u8]) = match channel.first() {
+            Some(b't') => (Kind::Ticker, b"ticker"),
+            Some(b'l') => (Kind::Lwt, b"lwt"),
+            Some(b'b') => (Kind::Book, b"book"),
+            Some(b'r') => (Kind::RecentTrades, b"recent_trades"),
+            Some(b'p') => (Kind::PriceIndex, b"price_index"),
+            Some(b's') => (Kind::System, b"system"),
+            _ => return Kind::Other,
+        };
+        let segment_ends = matches!(channel.get(name.len()), None | Some(b'.'));
+        if channel.starts_with(name) && segment_ends {
+            kind
+        } else {
+            Kind::Other
         }
     }
 }
@@ -200,15 +212,15 @@ pub struct Scratch {
     pub ticker_order: KeyOrder,
 }
 
-/// The keys of an object in the order a venue last sent them, as small ids. A decoder checks
-/// the bytes at the cursor against the key expected at that place, one comparison of a
-/// constant literal (for a key it skips, of the key's own bytes as last sent), and reads the key
-/// in full only when the venue changed its order. A real ticker has about 20 keys, most of them
-/// skipped: without the skipped keys' bytes each of those would be read and looked up in full.
+/// The keys of an object in the order a venue last sent them, as small ids and as their bytes.
+/// A decoder checks the bytes at the cursor against the key expected at that place, one
+/// comparison of the key's bytes as last sent, and reads the key in full only when the venue
+/// changed its order. A real ticker has about 20 keys, most of them skipped: without the
+/// skipped keys' bytes each of those would be read and looked up in full.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KeyOrder {
     ids: [u8; KeyOrder::MAX],
-    /// For a skipped key: `"<key>":` as it was sent (`pattern_lens` 0 when longer than fits).
+    /// Each key: `"<key>":` as it was sent (`pattern_lens` 0 when longer than fits).
     patterns: [[u8; KeyOrder::PATTERN]; KeyOrder::MAX],
     pattern_lens: [u8; KeyOrder::MAX],
     len: u8,
@@ -223,7 +235,7 @@ impl KeyOrder {
         (index < usize::from(self.len)).then(|| self.ids[index])
     }
 
-    /// The skipped key expected at `index`, as `"<key>":`.
+    /// The key expected at `index`, as `"<key>":`.
     #[inline(always)]
     fn pattern(&self, index: usize) -> &[u8] {
         match (self.patterns.get(index), self.pattern_lens.get(index)) {
@@ -300,9 +312,9 @@ pub enum Outcome<'a> {
 pub enum Message<'a> {
     Notification {
         channel: &'a [u8],
-        /// A top-level `"snapshot"` key, when the message has one. api.yaml documents none (the
-        /// first notification after a subscription is the snapshot, which the feed tracks);
-        /// Thalex's official Python client reads this key, so it is honoured when present.
+        /// The envelope's `"snapshot"` key, when the message has one: what marks a book
+        /// notification as the whole book for Thalex's official client (api.yaml documents no
+        /// marker).
         snapshot: Option<bool>,
         body: Body<'a>,
     },
@@ -325,7 +337,7 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
     let mut outcome: Option<Outcome<'a>> = None;
     // The two shapes Thalex sends open with their routing key: read it without the key loop.
     if reader.literal(br#"{"channel_name":"#) {
-        let name = reader.string()?;
+        let name = channel_name(&mut reader)?;
         channel = Some(name);
         if reader.literal(br#","notification":"#) {
             body = Some(notification(&mut reader, Kind::of(name), scratch)?);
@@ -344,7 +356,7 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
     }
     while let Some(key) = reader.next_key()? {
         match key {
-            b"channel_name" => channel = Some(reader.string()?),
+            b"channel_name" => channel = Some(channel_name(&mut reader)?),
             b"notification" => match channel {
                 Some(name) => body = Some(notification(&mut reader, Kind::of(name), scratch)?),
                 None => {
@@ -380,6 +392,15 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
         (Some(id), Some(outcome)) => Ok(Message::Response { id, outcome }),
         (None, Some(outcome)) => Ok(Message::Response { id: None, outcome }),
         _ => Err(ErrorKind::NotAMessage.into()),
+    }
+}
+
+/// A channel name, refused when it holds an escape (see the module docs).
+#[inline(always)]
+fn channel_name<'a>(reader: &mut Reader<'a>) -> Result<&'a [u8], DecodeError> {
+    match reader.string_escaped()? {
+        (name, false) => Ok(name),
+        (_, true) => Err(ErrorKind::EscapedChannel.into()),
     }
 }
 
@@ -497,9 +518,126 @@ fn ticker_key_at(reader: &mut Reader<'_>, id: u8) -> bool {
     }
 }
 
-/// A ticker object, read against the key order of the previous one (`order`, updated).
+/// A ticker object, read against the key order of the previous one (`order`, updated): first
+/// by [`ticker_in_order`], then, when that one declines, by the key loop below.
 #[inline]
 fn ticker(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticker, DecodeError> {
+    if let Some((ticker, end)) = ticker_in_order(reader.bytes(), reader.pos(), order) {
+        reader.rewind_in_object(end, false);
+        return Ok(ticker);
+    }
+    ticker_by_keys(reader, order)
+}
+
+/// The ticker as Thalex sends it, on a local position and slice: `{`, then exactly the keys of
+/// `order` in its order, each `"<key>":` compared with its bytes as last sent (eight at a time,
+/// [`same_bytes`]), no whitespace, every value read a number or `null` in the plain shape
+/// ([`reader::plain_number_at`]; a time not negative), every skipped value a number
+/// (grammar-checked, [`reader::number_end`]) or a literal, then `}`. The ticker and where it
+/// ends; `None` for anything else, before anything is decided: the key loop then reads the
+/// ticker from its `{`, so what this path accepts, the key loop reads the same way, and what it
+/// declines, the key loop reads or refuses.
+#[inline(always)]
+fn ticker_in_order(bytes: &[u8], start: usize, order: &KeyOrder) -> Option<(Ticker, usize)> {
+    let len = usize::from(order.len);
+    if len == 0 || bytes.get(start) != Some(&b'{') {
+        return None;
+    }
+    let mut pos = start + 1;
+    let mut ticker = Ticker::default();
+    for index in 0..len.min(KeyOrder::MAX) {
+        if index > 0 {
+            if bytes.get(pos) != Some(&b',') {
+                return None;
+            }
+            pos += 1;
+        }
+        let id = order.ids[index];
+        // Every key, read or skipped, as its bytes were last sent (a read key's are its name).
+        let pattern = order.patterns[index].get(..usize::from(order.pattern_lens[index]))?;
+        let end = pos + pattern.len();
+        if pattern.is_empty() || !same_bytes(bytes.get(pos..end)?, pattern) {
+            return None;
+        }
+        pos = end;
+        let first = *bytes.get(pos)?;
+        if id == TICKER_OTHER {
+            pos = if first.wrapping_sub(b'0') <= 9 || first == b'-' {
+                reader::number_end(bytes, pos)?
+            } else {
+                let literal: &[u8] = match first {
+                    b'n' => b"null",
+                    b't' => b"true",
+                    b'f' => b"false",
+                    _ => return None,
+                };
+                if !bytes.get(pos..)?.starts_with(literal) {
+                    return None;
+                }
+                pos + literal.len()
+            };
+            continue;
+        }
+        let value = if first == b'n' {
+            if !bytes.get(pos..)?.starts_with(b"null") {
+                return None;
+            }
+            pos += 4;
+            None
+        } else {
+            let (value, end) = reader::plain_number_at(bytes, pos)?;
+            pos = end;
+            Some(value)
+        };
+        match id {
+            0 => ticker.bid_px = value,
+            1 => ticker.bid_amount = value,
+            2 => ticker.ask_px = value,
+            3 => ticker.ask_amount = value,
+            4 => ticker.last_px = value,
+            5 => ticker.mark_px = value,
+            6 => {
+                ticker.mark_ts_ns = match value {
+                    Some(seconds) => u64::try_from(seconds.raw()).ok()?,
+                    None => 0,
+                }
+            }
+            _ => ticker.index_px = value,
+        }
+    }
+    if bytes.get(pos) != Some(&b'}') {
+        return None;
+    }
+    Some((ticker, pos + 1))
+}
+
+/// Whether two slices of the same length hold the same bytes: for 8 to 32 bytes (a key's
+/// pattern), two to four overlapping eight-byte words, where `memcmp` would be a call.
+#[inline(always)]
+fn same_bytes(found: &[u8], want: &[u8]) -> bool {
+    let len = want.len();
+    if found.len() != len {
+        return false;
+    }
+    if !(8..=32).contains(&len) {
+        return found == want;
+    }
+    let word = |bytes: &[u8], at: usize| {
+        bytes
+            .get(at..at + 8)
+            .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
+            .map(u64::from_le_bytes)
+    };
+    // Bytes 0..8 and len-8..len, then 8..16 and 16..24 where they are not covered yet.
+    let same =
+        |at: usize| word(found, at).is_some_and(|word_found| Some(word_found) == word(want, at));
+    same(0) && same(len - 8) && (len <= 16 || same(8)) && (len <= 24 || same(16))
+}
+
+/// A ticker object by its key loop, checked first against the key order of the previous one
+/// (`order`, updated).
+#[inline(never)]
+fn ticker_by_keys(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticker, DecodeError> {
     let mut ticker = Ticker::default();
     reader.begin_object()?;
     let mut index = 0;
@@ -777,6 +915,43 @@ mod tests {
     }
 
     #[test]
+    fn a_channel_kind_is_its_names_first_segment() {
+        for (name, kind) in [
+            (&b"ticker.BTC-PERPETUAL.100ms"[..], Kind::Ticker),
+            (b"ticker", Kind::Ticker),
+            (b"tickers.BTC-PERPETUAL.100ms", Kind::Other),
+            (b"ticke", Kind::Other),
+            (b"lwt.X.raw", Kind::Lwt),
+            (b"book.X.none.all.raw", Kind::Book),
+            (b"bookx.X", Kind::Other),
+            (b"recent_trades.BTCUSD.all", Kind::RecentTrades),
+            (b"price_index.BTCUSD", Kind::PriceIndex),
+            (b"system", Kind::System),
+            (b"systems", Kind::Other),
+            (b"instruments", Kind::Other),
+            (b"", Kind::Other),
+            (b".ticker", Kind::Other),
+        ] {
+            assert_eq!(Kind::of(name), kind, "{}", String::from_utf8_lossy(name));
+        }
+    }
+
+    #[test]
+    fn same_bytes_compares_every_byte() {
+        let text = b"\"a_key_of_thirty_seven_bytes_and_more\":";
+        for len in 0..text.len() {
+            let want = &text[..len];
+            assert!(same_bytes(want, want));
+            for at in 0..len {
+                let mut found = want.to_vec();
+                found[at] ^= 1;
+                assert!(!same_bytes(&found, want), "{len} {at}");
+            }
+            assert!(!same_bytes(&text[..len.saturating_sub(1)], want) || len == 0);
+        }
+    }
+
+    #[test]
     fn a_ticker_whose_key_order_changes_still_decodes() {
         let orders = [
             r#"{"best_bid_price":1,"best_ask_price":2,"mark_price":3,"mark_timestamp":4,"extra":[1,{"a":2}]}"#,
@@ -1009,6 +1184,50 @@ mod tests {
                 ..
             })
         ));
+        // After the notification too, and `false` is an update; no key says nothing.
+        for (text, expected) in [
+            (
+                r#"{"channel_name":"book.X.none.all.raw","notification":{"bid_changes":[[1,1,1]],"time":1},"snapshot":true}"#,
+                Some(true),
+            ),
+            (
+                r#"{"channel_name":"book.X.none.all.raw","notification":{"time":1},"snapshot":false}"#,
+                Some(false),
+            ),
+            (
+                r#"{"channel_name":"book.X.none.all.raw","notification":{"time":1}}"#,
+                None,
+            ),
+        ] {
+            match decode(text.as_bytes(), &mut scratch) {
+                Ok(Message::Notification {
+                    snapshot,
+                    body: Body::Book { .. },
+                    ..
+                }) => assert_eq!(snapshot, expected, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        let text =
+            r#"{"channel_name":"book.X.none.all.raw","notification":{"time":1},"snapshot":1}"#;
+        assert!(decode(text.as_bytes(), &mut scratch).is_err());
+    }
+
+    #[test]
+    fn a_channel_name_with_an_escape_is_refused_never_routed_raw() {
+        let mut scratch = Scratch::default();
+        for text in [
+            r#"{"channel_name":"ticker.BTC\u002dPERPETUAL.100ms","notification":{"mark_price":1}}"#,
+            r#"{"notification":{"mark_price":1},"channel_name":"ticker.BTC\u002dPERPETUAL.100ms"}"#,
+            r#"{"channel_name":"ticker\u002eBTC-PERPETUAL.100ms","notification":{"mark_price":1}}"#,
+            r#"{"channel_name":"book.X.none.all.raw","snapshot":true,"channel_name":"a\/b","notification":{}}"#,
+        ] {
+            assert_eq!(
+                decode(text.as_bytes(), &mut scratch).map_err(|error| error.kind),
+                Err(ErrorKind::EscapedChannel),
+                "{text}"
+            );
+        }
     }
 
     #[test]

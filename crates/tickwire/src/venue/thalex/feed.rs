@@ -6,11 +6,16 @@
 //! feed several instruments of one underlying). The table is built once and owned by the
 //! decoder thread: a lookup hashes the name in place, with no lock, allocation or copy.
 //!
-//! **Snapshots.** api.yaml marks none: "the first notification after subscription contains a
-//! snapshot" (recent_trades; a book's first notification is the whole book, whose trades "may
-//! contain older trades that happened since the last restart of the gateway"). So the first
-//! notification of a channel on a connection is its snapshot; a top-level `"snapshot"` key,
-//! which Thalex's official Python client reads, decides instead when a message carries one.
+//! **Snapshots.** A book follows Thalex's official client (`thalextech/thalex_py`,
+//! `process_msg.py`): a book notification is the whole book only when its envelope carries
+//! `"snapshot": true`; one without the key (or with `false`) is an update. An update before the
+//! book's first snapshot (a capture that starts mid-stream, a connection whose snapshot has not
+//! come yet) changes no book and publishes no level, since a partial update is no book; its
+//! trades are still published. Other channels have no book to build: for them api.yaml's "the
+//! first notification after subscription contains a snapshot" (recent_trades) holds, so their
+//! first notification on a connection counts as a snapshot (it may take the stream over from
+//! another connection, and its trades are checked against those delivered before), unless a
+//! `"snapshot"` key says otherwise.
 //!
 //! **No sequence numbers.** Thalex books carry none, so a book is only ever rebuilt from a
 //! snapshot: a dropped connection gives each of its instruments a `Gap(Reconnect)`, the book is
@@ -218,10 +223,11 @@ struct Owner {
     current: ConnId,
     /// The connection the venue most recently confirmed the stream on.
     newest: ConnId,
-    /// Connections that delivered the stream's channel at least once: the next message on
-    /// any other is its snapshot (api.yaml: "the first notification after subscription
-    /// contains a snapshot"). Kept on the channel's first stream for the whole channel. Four
-    /// covers two shards sharing an underlying's channel, each mid-rotation.
+    /// Connections that delivered the stream's channel at least once: for a channel other than
+    /// a book, the next message on any other is its snapshot (api.yaml: "the first
+    /// notification after subscription contains a snapshot"). Kept on the channel's first
+    /// stream for the whole channel. Four covers two shards sharing an underlying's channel,
+    /// each mid-rotation.
     seen: [ConnId; 4],
 }
 
@@ -740,19 +746,20 @@ impl ThalexFeed {
             self.writers.unknown_symbol.increment();
             return;
         };
-        // The first notification of a channel on a connection is its snapshot (api.yaml);
-        // a `snapshot` key, where a message has one, says so itself.
+        let is_book = matches!(body, Notification::Book { .. });
+        // A book notification is a snapshot only when it says so (Thalex's official client);
+        // other channels' first notification on a connection is theirs (api.yaml), unless a
+        // `snapshot` key says otherwise.
         let first_on_conn = self
             .owners
             .get_mut(first.stream)
             .is_some_and(|owner| owner.first_on(conn));
-        let snapshot = explicit_snapshot.unwrap_or(first_on_conn);
+        let snapshot = explicit_snapshot.unwrap_or(first_on_conn && !is_book);
         if let Notification::Trades = body {
             self.writers.message(kind as usize);
             self.trades(conn, channel, None, snapshot, payload, recv_ts_ns, out);
             return;
         }
-        let is_book = matches!(body, Notification::Book { .. });
         let mut delivered = false;
         // A price index can feed several instruments (looked up again for the second on, so
         // that the handlers may borrow the feed); every other channel here feeds one.
@@ -1153,11 +1160,11 @@ mod tests {
     }
 
     #[test]
-    fn the_first_book_message_on_a_connection_is_its_snapshot() {
+    fn a_book_message_marked_snapshot_builds_the_book() {
         let mut feed = feed(&["book.none.all.raw"]);
         let book = "book.BTC-PERPETUAL.none.all.raw";
         let snapshot = format!(
-            r#"{{"channel_name":"{book}","notification":{{"trades":[[10,1,"sell",1,false]],"bid_changes":[[10,1,1],[9,2,2]],"ask_changes":[[11,1,1]],"total_bid_amount":3,"total_ask_amount":1,"time":1.5}}}}"#
+            r#"{{"channel_name":"{book}","notification":{{"trades":[[10,1,"sell",1,false]],"bid_changes":[[10,1,1],[9,2,2]],"ask_changes":[[11,1,1]],"total_bid_amount":3,"total_ask_amount":1,"time":1.5}},"snapshot":true}}"#
         );
         let change = format!(
             r#"{{"channel_name":"{book}","notification":{{"trades":[[11,1,"buy",2,false]],"bid_changes":[[10,0,0]],"ask_changes":[],"total_bid_amount":2,"total_ask_amount":1,"time":2.5}}}}"#
@@ -1186,15 +1193,17 @@ mod tests {
     #[test]
     fn only_the_owning_connection_passes_and_a_snapshot_moves_a_book() {
         let mut feed = feed(&["book.1.10.raw"]);
-        let snapshot = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","notification":{"bid_changes":[[10,1,1]],"ask_changes":[[11,1,1]],"trades":[],"time":1}}"#;
+        let snapshot = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","snapshot":true,"notification":{"bid_changes":[[10,1,1]],"ask_changes":[[11,1,1]],"trades":[],"time":1}}"#;
         let change = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","notification":{"bid_changes":[[10,2,2]],"ask_changes":[],"trades":[],"time":2}}"#;
         let answer = r#"{"id":1,"result":["book.BTC-PERPETUAL.1.10.raw","system"]}"#;
         assert!(!run(&mut feed, 0, &[snapshot, change]).is_empty());
         // A second connection subscribes; until its snapshot, the first one's changes pass.
         assert!(run(&mut feed, 1, &[answer]).is_empty());
         assert!(!run(&mut feed, 0, &[change]).is_empty());
-        // Its snapshot (its first notification) moves the book; from then on the old
-        // connection is the duplicate.
+        // Its first notification is no snapshot: it moves nothing.
+        assert!(run(&mut feed, 1, &[change]).is_empty());
+        assert!(!run(&mut feed, 0, &[change]).is_empty());
+        // Its snapshot moves the book; from then on the old connection is the duplicate.
         let moved = run(&mut feed, 1, &[snapshot]);
         assert!(matches!(moved[0].body(), Body::SnapshotBegin(_)));
         assert!(run(&mut feed, 0, &[change]).is_empty());
@@ -1204,10 +1213,105 @@ mod tests {
             feed.activity.agree_ns(0) > 0,
             "the switch is the rotation's agreement"
         );
-        // A `snapshot` key, where a message carries one, is taken at its word.
-        let keyed = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","snapshot":true,"notification":{"bid_changes":[[10,5,5]],"ask_changes":[[12,1,1]],"trades":[],"time":3}}"#;
+        // A later snapshot on the owning connection rebuilds the book whole.
+        let keyed = r#"{"channel_name":"book.BTC-PERPETUAL.1.10.raw","notification":{"bid_changes":[[10,5,5]],"ask_changes":[[12,1,1]],"trades":[],"time":3},"snapshot":true}"#;
         let events = run(&mut feed, 1, &[keyed]);
         assert!(matches!(events[0].body(), Body::SnapshotBegin(_)));
+    }
+
+    /// The kinds of `events`, in order, for short assertions.
+    fn kinds(events: &[Event]) -> Vec<&'static str> {
+        events
+            .iter()
+            .map(|event| match event.body() {
+                Body::SnapshotBegin(_) => "begin",
+                Body::BookLevel(_) => "level",
+                Body::SnapshotEnd(_) => "end",
+                Body::Quote(_) => "quote",
+                Body::Trade(_) => "trade",
+                _ => "other",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_capture_that_starts_mid_stream_has_no_book_until_a_snapshot() {
+        let (mut feed, counters) = ThalexFeed::new(FeedConfig {
+            venue_id: 0,
+            venue_name: "thalex".into(),
+            symbols: vec!["BTC-PERPETUAL".into()],
+            channels: vec!["book.none.all.raw".into()],
+            instrument_base: 0,
+        });
+        let book = "book.BTC-PERPETUAL.none.all.raw";
+        // Updates without the key: the first one of the connection included.
+        let update = |bid: u32, trade: u32| {
+            format!(
+                r#"{{"channel_name":"{book}","notification":{{"trades":[[{trade},1,"buy",{trade},false]],"bid_changes":[[{bid},1,1]],"ask_changes":[[50,1,1]],"time":2}}}}"#
+            )
+        };
+        let events = run(&mut feed, 0, &[&update(10, 1), &update(11, 2)]);
+        assert_eq!(
+            kinds(&events),
+            ["trade", "trade"],
+            "no level, no quote, no snapshot from partial updates; their trades pass"
+        );
+        assert_eq!(trades_of(&events), [(1, 1_000_000_000), (2, 2_000_000_000)]);
+        let instrument = 0;
+        let mut emitted = Vec::new();
+        {
+            let (mut producer, mut consumer) = crate::ring::ring::<Event>(64);
+            let mut lost = false;
+            let mut sink = EventSink::new(&mut producer, &mut lost);
+            feed.emit_books(instrument, 5, &mut sink);
+            sink.publish();
+            emitted.extend(std::iter::from_fn(|| consumer.try_pop()));
+        }
+        assert!(
+            !emitted
+                .iter()
+                .any(|event| matches!(event.body(), Body::BookLevel(_))),
+            "no book to emit: {emitted:?}"
+        );
+        assert_eq!(counters.book_syncs.get(), 0);
+        // The snapshot builds the book from its own levels only.
+        let snapshot = format!(
+            r#"{{"channel_name":"{book}","snapshot":true,"notification":{{"trades":[],"bid_changes":[[9,2,2]],"ask_changes":[[12,1,1]],"time":3}}}}"#
+        );
+        let events = run(&mut feed, 0, &[&snapshot, &update(10, 4)]);
+        assert_eq!(
+            kinds(&events),
+            ["begin", "level", "level", "end", "quote", "level", "level", "quote", "trade"]
+        );
+        let Some(Body::Quote(top)) = events.iter().rev().find_map(|event| match event.body() {
+            quote @ Body::Quote(_) => Some(quote),
+            _ => None,
+        }) else {
+            panic!()
+        };
+        assert_eq!(
+            (top.bid_px.raw(), top.ask_px.raw()),
+            (10_000_000_000, 12_000_000_000),
+            "the update after the snapshot applies; the two before it left nothing"
+        );
+        assert_eq!(counters.book_syncs.get(), 1);
+    }
+
+    #[test]
+    fn an_escaped_channel_name_is_malformed_and_publishes_nothing() {
+        let (mut feed, counters) = ThalexFeed::new(FeedConfig {
+            venue_id: 0,
+            venue_name: "thalex".into(),
+            symbols: vec!["BTC-PERPETUAL".into()],
+            channels: vec!["ticker.100ms".into()],
+            instrument_base: 0,
+        });
+        let escaped = r#"{"channel_name":"ticker.BTC\u002dPERPETUAL.100ms","notification":{"best_bid_price":1,"best_ask_price":2}}"#;
+        assert!(run(&mut feed, 0, &[escaped]).is_empty());
+        assert_eq!(counters.malformed.get(), 1);
+        assert_eq!(counters.unknown_symbol.get(), 0);
+        let plain = escaped.replace("\\u002d", "-");
+        assert_eq!(run(&mut feed, 0, &[&plain]).len(), 1);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::event::{InstrumentId, VenueId};
 use crate::venue::feed::VenueReply;
 use crate::venue::login::Login;
 use crate::venue::protocol::{
-    FileRules, KeyUse, Protocol, Response, RestUrl, SubscribeContext, Transport,
+    FileRules, KeyUse, Protocol, RecordMode, Response, RestUrl, SubscribeContext, Transport,
 };
 use crate::venue::{Shard, VenueError, VenueFeed};
 
@@ -18,6 +18,15 @@ use crate::venue::{Shard, VenueError, VenueFeed};
 pub struct Thalex;
 
 impl Protocol for Thalex {
+    fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
+        "THALEX".to_owned()
+    }
+
+    /// JSON-RPC subscriptions on the appliance's own connections (no URL names a channel).
+    fn record_mode(&self) -> RecordMode {
+        RecordMode::Subscribe
+    }
+
     fn feed_schemes(&self) -> &'static [Scheme] {
         &[Scheme::Wss, Scheme::Ws]
     }

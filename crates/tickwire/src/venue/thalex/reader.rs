@@ -179,6 +179,15 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A string's raw contents and whether it holds an escape (checked, left as it is).
+    #[inline(always)]
+    pub fn string_escaped(&mut self) -> Result<(&'a [u8], bool), ReadError> {
+        self.expect(b'"', "a string")?;
+        self.cursor
+            .string_body()
+            .map_err(|error| read_error(error, "a string"))
+    }
+
     /// Opens an object: `{`.
     #[inline(always)]
     pub fn begin_object(&mut self) -> Result<(), ReadError> {
@@ -285,68 +294,13 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The shape venues send: an optional `-`, at most ten integer digits below 9e9 without a
-    /// leading zero, an optional fraction, no exponent. Fraction digits past the ninth round the
-    /// ninth (ties to even). `None` (the cursor untouched) for anything else, which
-    /// [`Reader::any_number`] then reads or refuses.
+    /// The shape venues send, read by [`plain_number_at`]; `None` (the cursor untouched) for
+    /// anything else, which [`Reader::any_number`] then reads or refuses.
     #[inline(always)]
     fn plain_number(&mut self) -> Option<Fixed> {
-        let bytes = self.cursor.bytes;
-        let mut pos = self.cursor.pos;
-        let negative = bytes.get(pos) == Some(&b'-');
-        pos += usize::from(negative);
-        let start = pos;
-        let mut integer: u64 = 0;
-        while let Some(&byte) = bytes.get(pos) {
-            let digit = byte.wrapping_sub(b'0');
-            if digit > 9 || pos - start == 10 {
-                break;
-            }
-            integer = integer * 10 + u64::from(digit);
-            pos += 1;
-        }
-        // No digits, a leading zero (`01`, not JSON) or a magnitude the slow path must check.
-        let leading_zero = bytes.get(start) == Some(&b'0') && pos - start > 1;
-        if pos == start || leading_zero || integer >= 9_000_000_000 {
-            return None;
-        }
-        let mut fraction: u64 = 0;
-        let mut fraction_digits = 0;
-        // The tenth decimal, and whether any later one is not zero: what rounding needs.
-        let mut round_digit = 0u8;
-        let mut sticky = false;
-        if bytes.get(pos) == Some(&b'.') {
-            pos += 1;
-            let first = pos;
-            while let Some(&byte) = bytes.get(pos) {
-                let digit = byte.wrapping_sub(b'0');
-                if digit > 9 {
-                    break;
-                }
-                match pos - first {
-                    0..=8 => {
-                        fraction = fraction * 10 + u64::from(digit);
-                        fraction_digits += 1;
-                    }
-                    9 => round_digit = digit,
-                    _ => sticky |= digit != 0,
-                }
-                pos += 1;
-            }
-            if pos == first {
-                return None;
-            }
-        }
-        if matches!(bytes.get(pos), Some(b'e' | b'E' | b'0'..=b'9' | b'.')) {
-            return None;
-        }
-        let mut raw = integer * SCALE as u64 + fraction * POW10[9 - fraction_digits];
-        if round_up(raw & 1 == 1, round_digit, sticky) {
-            raw += 1;
-        }
-        self.cursor.pos = pos;
-        let raw = raw as i64;
-        Some(Fixed(if negative { -raw } else { raw }))
+        let (value, end) = plain_number_at(self.cursor.bytes, self.cursor.pos)?;
+        self.cursor.pos = end;
+        Some(value)
     }
 
     /// Any JSON number, exponents included, digit by digit, checked against the JSON grammar
@@ -547,6 +501,129 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The shape venues send, at `bytes[pos..]`: an optional `-`, at most ten integer digits below
+/// 9e9 without a leading zero, an optional fraction, no exponent. Fraction digits past the ninth
+/// round the ninth (ties to even). The value and where the number ends; `None` for anything
+/// else (which [`Reader::number`] then reads through its exact path, or refuses).
+///
+/// Byte by byte on purpose: each digit's branch is one the CPU predicts, so the position runs
+/// ahead of the arithmetic. An eight-digits-at-a-time version (one load, a mask, a count of
+/// trailing zeros) took fewer instructions but was slower on real-shaped tickers, because each
+/// run's length then feeds the next load's address: a chain of data dependencies through the
+/// whole message (BENCHMARKING.md, "Real-shaped tickers").
+#[inline(always)]
+pub(super) fn plain_number_at(bytes: &[u8], mut pos: usize) -> Option<(Fixed, usize)> {
+    let digit = |at: usize| {
+        bytes
+            .get(at)
+            .map(|byte| byte.wrapping_sub(b'0'))
+            .filter(|&digit| digit <= 9)
+    };
+    let negative = bytes.get(pos) == Some(&b'-');
+    pos += usize::from(negative);
+    let start = pos;
+    let mut integer: u64 = 0;
+    while let Some(next) = digit(pos) {
+        // Wrapping: a run longer than ten digits is refused below, whatever it added up to.
+        integer = integer.wrapping_mul(10).wrapping_add(u64::from(next));
+        pos += 1;
+    }
+    // No digits, more than ten, a leading zero (`01`, not JSON) or a magnitude the slow path
+    // must check.
+    let count = pos - start;
+    let leading_zero = count > 1 && bytes.get(start) == Some(&b'0');
+    if count == 0 || count > 10 || leading_zero || integer >= 9_000_000_000 {
+        return None;
+    }
+    let mut fraction: u64 = 0;
+    let mut fraction_digits = 0;
+    // The tenth decimal, and whether any later one is not zero: what rounding needs.
+    let mut round_digit = 0u8;
+    let mut sticky = false;
+    if bytes.get(pos) == Some(&b'.') {
+        pos += 1;
+        let first = pos;
+        while let Some(next) = digit(pos).filter(|_| pos - first < 9) {
+            fraction = fraction * 10 + u64::from(next);
+            pos += 1;
+        }
+        fraction_digits = pos - first;
+        if fraction_digits == 0 {
+            return None;
+        }
+        if let Some(tenth) = digit(pos).filter(|_| fraction_digits == 9) {
+            round_digit = tenth;
+            pos += 1;
+            while let Some(later) = digit(pos) {
+                sticky |= later != 0;
+                pos += 1;
+            }
+        }
+    }
+    // Every digit run ended at a byte that is no digit; an exponent or a second `.` is the
+    // slow path's.
+    if matches!(bytes.get(pos), Some(b'e' | b'E' | b'.')) {
+        return None;
+    }
+    let mut raw = integer * SCALE as u64 + fraction * POW10[9 - fraction_digits];
+    if round_up(raw & 1 == 1, round_digit, sticky) {
+        raw += 1;
+    }
+    let raw = raw as i64;
+    Some((Fixed(if negative { -raw } else { raw }), pos))
+}
+
+/// Whether `bytes[pos]` is an ASCII digit.
+#[inline(always)]
+fn is_digit_at(bytes: &[u8], pos: usize) -> bool {
+    bytes.get(pos).is_some_and(u8::is_ascii_digit)
+}
+
+/// Where the run of ASCII digits at `bytes[pos..]` ends.
+#[inline(always)]
+fn digits_end(bytes: &[u8], mut pos: usize) -> usize {
+    while is_digit_at(bytes, pos) {
+        pos += 1;
+    }
+    pos
+}
+
+/// Where the JSON number at `bytes[pos..]` ends (RFC 8259 section 6, as
+/// `json::Cursor::skip_number` checks it); `None` when there is no valid number there.
+#[inline(always)]
+pub(super) fn number_end(bytes: &[u8], mut pos: usize) -> Option<usize> {
+    pos += usize::from(bytes.get(pos) == Some(&b'-'));
+    match bytes.get(pos) {
+        Some(b'0') => {
+            pos += 1;
+            if is_digit_at(bytes, pos) {
+                return None;
+            }
+        }
+        Some(b'1'..=b'9') => pos = digits_end(bytes, pos + 1),
+        _ => return None,
+    }
+    if bytes.get(pos) == Some(&b'.') {
+        let first = pos + 1;
+        pos = digits_end(bytes, first);
+        if pos == first {
+            return None;
+        }
+    }
+    if let Some(b'e' | b'E') = bytes.get(pos) {
+        pos += 1;
+        if let Some(b'+' | b'-') = bytes.get(pos) {
+            pos += 1;
+        }
+        let first = pos;
+        pos = digits_end(bytes, first);
+        if pos == first {
+            return None;
+        }
+    }
+    Some(pos)
+}
+
 /// Whether a value whose last kept digit is odd (`odd`) rounds up, given the first digit
 /// dropped and whether any later dropped digit is not zero: to nearest, ties to even.
 #[inline(always)]
@@ -680,6 +757,13 @@ mod tests {
             if let Some(plain) = plain_reader.plain_number() {
                 proptest::prop_assert_eq!(Ok(plain), exact);
                 proptest::prop_assert_eq!(plain_reader.pos(), exact_reader.pos());
+            }
+            // The fast skip ends where the shared cursor's checked skip does, or refuses
+            // what it refuses.
+            let mut skipper = Reader::new(text.as_bytes());
+            match (skipper.skip_value(), number_end(text.as_bytes(), 0)) {
+                (Ok(()), end) => proptest::prop_assert_eq!(end, Some(skipper.pos())),
+                (Err(_), end) => proptest::prop_assert_eq!(end, None),
             }
         }
     }
