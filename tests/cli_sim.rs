@@ -59,29 +59,7 @@ fn replayed(path: &Path) -> Vec<Vec<u8>> {
 
 /// Starts `tickwire sim` and returns it with the address it printed.
 fn start_sim(args: &[&str]) -> (Running, String) {
-    let mut child = tickwire()
-        .arg("sim")
-        .args(args)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let running = Running(child);
-    let mut lines = BufReader::new(stderr).lines();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut seen = Vec::new();
-    while Instant::now() < deadline {
-        let Some(Ok(line)) = lines.next() else { break };
-        if let Some(addr) = line.strip_prefix("sim: listening on ") {
-            let addr = addr.split_whitespace().next().unwrap().to_owned();
-            // Keep draining stderr so the simulator never blocks on a full pipe.
-            std::thread::spawn(move || for _ in lines {});
-            return (running, addr);
-        }
-        seen.push(line);
-    }
-    panic!("the simulator did not say where it listens: {seen:#?}");
+    start_sim_saying(args, "sim: listening on ")
 }
 
 /// Writes `venue.toml` in `dir` for the simulator at `addr` whose CA is in `cert_dir`.
@@ -480,15 +458,19 @@ fn run_warns_once_when_the_instrument_list_cannot_be_read() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let first = BufReader::new(child.stdout.take().unwrap())
-        .lines()
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines
         .next()
         .expect("an event line: the appliance started")
         .unwrap();
     assert!(first.contains("\"venue\":\"sim\""), "{first}");
+    // Keep reading the events until the appliance stops: a closed pipe would make it fail
+    // with EPIPE before SIGTERM reaches it.
+    let drain = std::thread::spawn(move || for _ in lines {});
     // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let output = child.wait_with_output().unwrap();
+    drain.join().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert_eq!(
@@ -1004,6 +986,7 @@ fn start_sim_saying(args: &[&str], prefix: &str) -> (Running, String) {
         let Some(Ok(line)) = lines.next() else { break };
         if let Some(addr) = line.strip_prefix(prefix) {
             let addr = addr.split_whitespace().next().unwrap().to_owned();
+            // Keep draining stderr so the simulator never blocks on a full pipe.
             std::thread::spawn(move || for _ in lines {});
             return (running, addr);
         }
