@@ -351,6 +351,30 @@ fn demo_runs_on_its_own_and_reports_latency() {
     assert!(stdout.contains("drops 0"), "{stdout}");
 }
 
+/// Writes `tickwire.toml` in `dir` for `venue.toml` beside it: the decoder fused into a parked
+/// network thread and a parked strategy, so that the test's threads share the two cores.
+fn write_parked_appliance(dir: &Path) -> std::path::PathBuf {
+    let appliance = dir.join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"venue.toml\"]\n[threads.net]\nwait = \"park\"\n\
+         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    appliance
+}
+
+/// `tickwire run --print-events` on `appliance`, stdout and stderr piped.
+fn run_print_events(appliance: &Path) -> std::process::Child {
+    tickwire()
+        .args(["run", "--print-events", "--config"])
+        .arg(appliance)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Issue 33: a well-formed symbol the venue does not list (`FOOBARUSDT`) is refused at start,
 /// checked against the venue's instrument list (`/fapi/v1/exchangeInfo`), rather than showing
 /// up later as a stale stream; one it lists starts as before.
@@ -378,22 +402,8 @@ fn run_refuses_a_symbol_the_venue_does_not_list() {
         ),
     )
     .unwrap();
-    let appliance = dir.path().join("tickwire.toml");
-    std::fs::write(
-        &appliance,
-        "venues = [\"venue.toml\"]\n[threads.net]\nwait = \"park\"\n\
-         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
-    )
-    .unwrap();
-    let run = || {
-        tickwire()
-            .args(["run", "--print-events", "--config"])
-            .arg(&appliance)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let appliance = write_parked_appliance(dir.path());
+    let run = || run_print_events(&appliance);
     let mut refused = Running(run());
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -444,20 +454,8 @@ fn run_warns_once_when_the_instrument_list_cannot_be_read() {
         input.to_str().unwrap(),
     ]);
     write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
-    let appliance = dir.path().join("tickwire.toml");
-    std::fs::write(
-        &appliance,
-        "venues = [\"venue.toml\"]\n[threads.net]\nwait = \"park\"\n\
-         [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n",
-    )
-    .unwrap();
-    let mut child = tickwire()
-        .args(["run", "--print-events", "--config"])
-        .arg(&appliance)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let appliance = write_parked_appliance(dir.path());
+    let mut child = run_print_events(&appliance);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let first = lines
         .next()
