@@ -156,6 +156,82 @@ impl Read for FrameReader {
     }
 }
 
+/// Checks the decompressed DBN stream's framing as it passes to the `dbn` decoder, which
+/// assumes it: the metadata ends on an 8-byte boundary (DBN pads it so) and every record is a
+/// whole number of 8-byte words, at least a header long. A record off the 8-byte grid makes
+/// `dbn` 0.73 panic (`RecordRef::new` asserts alignment; found by the `dbn_recording` fuzz
+/// target), so such a stream is an I/O error here, before the decoder sees the bytes.
+struct FramingCheck<R> {
+    inner: R,
+    prelude: [u8; 8],
+    prelude_seen: usize,
+    /// Bytes of the current metadata or record still to pass; at 0, the next byte starts a
+    /// record.
+    skip: u64,
+}
+
+impl<R: Read> FramingCheck<R> {
+    fn new(inner: R) -> FramingCheck<R> {
+        FramingCheck {
+            inner,
+            prelude: [0; 8],
+            prelude_seen: 0,
+            skip: 0,
+        }
+    }
+
+    fn check(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let damaged = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        let mut at = 0;
+        while at < bytes.len() {
+            if self.prelude_seen < self.prelude.len() {
+                self.prelude[self.prelude_seen] = bytes[at];
+                self.prelude_seen += 1;
+                at += 1;
+                if self.prelude_seen == self.prelude.len() {
+                    let length = u32::from_le_bytes([
+                        self.prelude[4],
+                        self.prelude[5],
+                        self.prelude[6],
+                        self.prelude[7],
+                    ]);
+                    if length % 8 != 0 {
+                        return Err(damaged(format!(
+                            "the DBN metadata is {length} bytes, not a whole number of 8-byte \
+                             words: a damaged or foreign file"
+                        )));
+                    }
+                    self.skip = u64::from(length);
+                }
+                continue;
+            }
+            if self.skip == 0 {
+                let words = bytes[at];
+                let length = usize::from(words) * dbn::RecordHeader::LENGTH_MULTIPLIER;
+                if words % 2 == 1 || length < std::mem::size_of::<dbn::RecordHeader>() {
+                    return Err(damaged(format!(
+                        "a record of {length} bytes (DBN records are whole 8-byte words, at \
+                         least a 16-byte header): a damaged or foreign file"
+                    )));
+                }
+                self.skip = length as u64;
+            }
+            let take = self.skip.min((bytes.len() - at) as u64);
+            self.skip -= take;
+            at += take as usize;
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Read for FramingCheck<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.check(&buf[..read])?;
+        Ok(read)
+    }
+}
+
 /// The largest DBN metadata a recording may declare. The recorder's metadata is the header and one
 /// symbol mapping per instrument (a few hundred bytes each), so this allows hundreds of thousands
 /// of instruments; what it refuses is a damaged or foreign file whose length field would make the
@@ -176,8 +252,22 @@ fn check_prelude(path: &Path) -> Result<(), String> {
             Ok(read) => filled += read,
         }
     }
+    if &prelude[..3] != b"DBN" {
+        return Ok(());
+    }
+    // tickwire writes the current DBN version only. The `dbn` decoder would upgrade an older
+    // version's records by reading each as that version's struct, and panics on one shorter
+    // than the struct (found by the `dbn_recording` fuzz target: a v1 file with a 76-byte
+    // instrument definition), so an older or newer file is refused here, by name.
+    if prelude[3] != dbn::DBN_VERSION {
+        return Err(format!(
+            "DBN version {} (tickwire records and reads version {}): not a tickwire recording",
+            prelude[3],
+            dbn::DBN_VERSION
+        ));
+    }
     let length = u32::from_le_bytes([prelude[4], prelude[5], prelude[6], prelude[7]]);
-    if &prelude[..3] == b"DBN" && length > MAX_METADATA_BYTES {
+    if length > MAX_METADATA_BYTES {
         return Err(format!(
             "the DBN metadata claims {length} bytes, more than a recording holds (at most \
              {MAX_METADATA_BYTES}): a damaged or foreign file"
@@ -189,7 +279,7 @@ fn check_prelude(path: &Path) -> Result<(), String> {
 /// One recording file's events, in the order they were recorded.
 pub struct RecordingReader {
     path: PathBuf,
-    decoder: dbn::decode::dbn::Decoder<FrameReader>,
+    decoder: dbn::decode::dbn::Decoder<FramingCheck<FrameReader>>,
     frame_end: Rc<Cell<u64>>,
     failed: bool,
 }
@@ -206,13 +296,17 @@ impl RecordingReader {
         };
         let file = File::open(path).map_err(|e| error(format!("cannot open: {}", io_words(&e))))?;
         check_prelude(path).map_err(error)?;
-        let decoder = dbn::decode::dbn::Decoder::new(FrameReader::new(file, Rc::clone(&frame_end)))
-            .map_err(|e| {
-                error(format!(
-                    "not a recording (no DBN metadata): {}",
-                    dbn_words(&e)
-                ))
-            })?;
+        // `AsIs`: the version is checked above, and no upgrade is ever wanted.
+        let decoder = dbn::decode::dbn::Decoder::with_upgrade_policy(
+            FramingCheck::new(FrameReader::new(file, Rc::clone(&frame_end))),
+            dbn::VersionUpgradePolicy::AsIs,
+        )
+        .map_err(|e| {
+            error(format!(
+                "not a recording (no DBN metadata): {}",
+                dbn_words(&e)
+            ))
+        })?;
         Ok(RecordingReader {
             path: path.to_path_buf(),
             decoder,

@@ -747,7 +747,8 @@ fn a_metadata_length_no_recording_has_is_refused_before_it_is_allocated() {
         (tickwire_record::MAX_METADATA_BYTES + 1, true),
         (tickwire_record::MAX_METADATA_BYTES, false),
     ] {
-        let mut plain = b"DBN\x02".to_vec();
+        let mut plain = b"DBN".to_vec();
+        plain.push(dbn::DBN_VERSION);
         plain.extend_from_slice(&length.to_le_bytes());
         plain.extend_from_slice(&[0; 16]);
         let path = dir.path().join(format!("{length}.dbn.zst"));
@@ -758,6 +759,85 @@ fn a_metadata_length_no_recording_has_is_refused_before_it_is_allocated() {
             refused,
             "{length}: {error}"
         );
+    }
+}
+
+/// A file in another DBN version than tickwire writes is refused at open, by name. The `dbn`
+/// decoder would upgrade a v1 or v2 file record by record and panic on a record shorter than its
+/// old struct: this is the `dbn_recording` fuzz target's input (a v1 file whose instrument
+/// definition is 76 bytes, where v1's is 360), as found.
+#[test]
+fn a_file_in_another_dbn_version_is_refused_by_name_not_upgraded() {
+    const FOUND: &str =
+        "44424e01940000000000000000000000000000000000000000000000000400000000000000\
+        000000000000000000000000f500000000000000000000000000000000000004000000000000000000000000\
+        00000000000000f50000000000000000000000000000000000000000000000000000000000000000000000000\
+        0000000000000002e2e2e2e2e2e2e2e262e2e2e2e2e2e2e2e2e2e2e2e2e131313131313131313131313131313\
+        13131313131313131313131313131313131313131313131313131313131313131313131313131313131313131\
+        3131313000000000000000000000000000000000000000000007a4600ea";
+    let found: Vec<u8> = (0..FOUND.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(&FOUND[at..at + 2], 16).expect("hex"))
+        .collect();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for version in [1u8, 2, dbn::DBN_VERSION + 1] {
+        let mut plain = found.clone();
+        plain[3] = version;
+        let path = dir.path().join(format!("v{version}.dbn.zst"));
+        std::fs::write(&path, zstd::bulk::compress(&plain, 1).expect("compress")).expect("write");
+        let error = RecordingReader::open(&path).err().expect("refused");
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("DBN version {version} (tickwire records")),
+            "{error}"
+        );
+    }
+}
+
+/// DBN metadata and records sit on an 8-byte grid; a record of an odd number of 4-byte words,
+/// or metadata whose length breaks the grid, is damage named as such, where `dbn` 0.73 would
+/// panic on the misaligned record after it (found by the `dbn_recording` fuzz target).
+#[test]
+fn records_off_the_eight_byte_grid_are_damage_not_a_panic() {
+    use dbn::encode::dbn::MetadataEncoder;
+    let metadata = dbn::Metadata::builder()
+        .dataset("TEST".to_owned())
+        .schema(None)
+        .start(0)
+        .stype_in(Some(dbn::SType::RawSymbol))
+        .stype_out(dbn::SType::InstrumentId)
+        .build();
+    let mut header = Vec::new();
+    MetadataEncoder::new(&mut header)
+        .encode(&metadata)
+        .expect("metadata");
+    assert_eq!(header.len() % 8, 0, "DBN pads its metadata to 8 bytes");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // A 20-byte record (5 words of 4 bytes), then a whole one behind it.
+    let mut odd_record = header.clone();
+    odd_record.extend_from_slice(&[5, dbn::rtype::MBO]);
+    odd_record.extend_from_slice(&[0; 18]);
+    odd_record.extend_from_slice(&[4, dbn::rtype::MBO]);
+    odd_record.extend_from_slice(&[0; 14]);
+    // Metadata 4 bytes longer than a whole number of words.
+    let mut odd_metadata = header.clone();
+    let length = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes")) + 4;
+    odd_metadata[4..8].copy_from_slice(&length.to_le_bytes());
+    odd_metadata.extend_from_slice(&[0; 4]);
+    odd_metadata.extend_from_slice(&[4, dbn::rtype::MBO]);
+    odd_metadata.extend_from_slice(&[0; 14]);
+    for (name, plain, what) in [
+        ("odd-record", odd_record, "a record of 20 bytes"),
+        ("odd-metadata", odd_metadata, "not a whole number of 8-byte words"),
+    ] {
+        let path = dir.path().join(format!("{name}.dbn.zst"));
+        std::fs::write(&path, zstd::bulk::compress(&plain, 1).expect("compress")).expect("write");
+        let error = match RecordingReader::open(&path) {
+            Err(error) => error,
+            Ok(mut reader) => reader.next_event().err().expect("damage"),
+        };
+        assert!(error.to_string().contains(what), "{name}: {error}");
     }
 }
 

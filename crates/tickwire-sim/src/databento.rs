@@ -49,11 +49,10 @@ pub use market::{FIRST_INSTRUMENT_ID, PUBLISHER_ID, TICK};
 use super::accept::{self, accept_loop, Sockets};
 use super::wire::{later, lock, set_linger_zero};
 use control::{ClientLine, SubscriptionLine, UnsubscriptionLine};
-use dbn::decode::{DbnMetadata, DecodeRecordRef, DynDecoder};
 use dbn::encode::DbnMetadataEncoder;
 use dbn::{
     rtype, ErrorCode, ErrorMsg, MboMsg, MetadataBuilder, RecordHeader, SType, Schema,
-    SymbolMappingMsg, SystemCode, SystemMsg, TradeMsg, VersionUpgradePolicy,
+    SymbolMappingMsg, SystemCode, SystemMsg, TradeMsg,
 };
 use market::{Generator, History};
 use std::collections::{HashMap, HashSet};
@@ -65,6 +64,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tickwire::venue::databento::stream::{Item, RecordStream};
 
 /// The API key the simulator accepts by default, shared by its tests and the appliance's.
 /// **Test only**: it is in the repository and opens nothing but this simulator.
@@ -382,16 +382,26 @@ fn load_file(path: &std::path::Path) -> io::Result<(FileRecords, Vec<(String, u3
     if is_recording(path).map_err(named_io)? {
         return load_recording(path);
     }
-    let named = |error: dbn::Error| {
+    let named = |error: String| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{}: {error}", path.display()),
         )
     };
-    let mut decoder =
-        DynDecoder::from_file(path, VersionUpgradePolicy::UpgradeToV3).map_err(named)?;
+    let reader = dbn::decode::DynReader::from_file(path).map_err(|e| named(e.to_string()))?;
+    let mut file = FileRecords {
+        bytes: Vec::new(),
+        records: Vec::new(),
+    };
+    let metadata = decode_stream(reader, |record| {
+        let bytes: &[u8] = record.as_ref();
+        file.records
+            .push((file.bytes.len(), bytes.len(), record.header().instrument_id));
+        file.bytes.extend_from_slice(bytes);
+    })
+    .map_err(named)?;
     let mut instruments: Vec<(String, u32)> = Vec::new();
-    for mapping in &decoder.metadata().mappings {
+    for mapping in &metadata.mappings {
         if let Some(id) = mapping
             .intervals
             .iter()
@@ -399,16 +409,6 @@ fn load_file(path: &std::path::Path) -> io::Result<(FileRecords, Vec<(String, u3
         {
             instruments.push((mapping.raw_symbol.clone(), id));
         }
-    }
-    let mut file = FileRecords {
-        bytes: Vec::new(),
-        records: Vec::new(),
-    };
-    while let Some(record) = decoder.decode_record_ref().map_err(named)? {
-        let bytes: &[u8] = record.as_ref();
-        file.records
-            .push((file.bytes.len(), bytes.len(), record.header().instrument_id));
-        file.bytes.extend_from_slice(bytes);
     }
     let known: HashSet<u32> = instruments.iter().map(|(_, id)| *id).collect();
     let mut extra: Vec<u32> = file
@@ -422,6 +422,39 @@ fn load_file(path: &std::path::Path) -> io::Result<(FileRecords, Vec<(String, u3
     extra.sort_unstable();
     instruments.extend(extra.into_iter().map(|id| (id.to_string(), id)));
     Ok((file, instruments))
+}
+
+/// Decodes a whole DBN stream (metadata, then records in any DBN version, upgraded to v3) through
+/// the appliance's own [`RecordStream`], which refuses what would make the `dbn` crate's upgrade
+/// panic (a v1 or v2 record shorter than its old struct) and what no DBN stream holds; `record`
+/// gets each record. Returns the metadata, or what is wrong with the stream and where.
+fn decode_stream(
+    mut input: impl io::Read,
+    mut record: impl FnMut(dbn::RecordRef<'_>),
+) -> Result<dbn::Metadata, String> {
+    let mut stream = RecordStream::new();
+    let mut metadata = None;
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let read = match input.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error.to_string()),
+        };
+        stream.feed(&chunk[..read]);
+        while let Some(item) = stream.next() {
+            match item {
+                Ok(Item::Metadata(header)) => metadata = Some(*header),
+                Ok(Item::Record(decoded)) => record(decoded),
+                Err(error) => return Err(format!("at byte {}: {error}", stream.position())),
+            }
+        }
+    }
+    stream
+        .finish()
+        .map_err(|error| format!("at byte {}: {error}", stream.position()))?;
+    metadata.ok_or_else(|| "no DBN metadata".to_owned())
 }
 
 /// Whether `path` holds a `tickwire record --venue` recording (gzip, or lines that start with a
@@ -472,18 +505,12 @@ fn load_recording(path: &std::path::Path) -> io::Result<(FileRecords, Vec<(Strin
             .map_err(|error| invalid(format!("line {}: {error}", number + 1)))?;
         stream.extend_from_slice(&unit);
     }
-    let named = |error: dbn::Error| invalid(error.to_string());
-    let mut decoder = dbn::decode::dbn::Decoder::with_upgrade_policy(
-        io::Cursor::new(stream),
-        VersionUpgradePolicy::UpgradeToV3,
-    )
-    .map_err(named)?;
     let mut instruments: Vec<(String, u32)> = Vec::new();
     let mut file = FileRecords {
         bytes: Vec::new(),
         records: Vec::new(),
     };
-    while let Some(record) = decoder.decode_record_ref().map_err(named)? {
+    decode_stream(stream.as_slice(), |record| {
         if let Some(mapping) = record.get::<SymbolMappingMsg>() {
             let id = mapping.hd.instrument_id;
             if let Ok(symbol) = mapping.stype_in_symbol() {
@@ -491,16 +518,17 @@ fn load_recording(path: &std::path::Path) -> io::Result<(FileRecords, Vec<(Strin
                     instruments.push((symbol.to_owned(), id));
                 }
             }
-            continue;
+            return;
         }
         if matches!(record.header().rtype, rtype::SYSTEM | rtype::ERROR) {
-            continue;
+            return;
         }
         let bytes: &[u8] = record.as_ref();
         file.records
             .push((file.bytes.len(), bytes.len(), record.header().instrument_id));
         file.bytes.extend_from_slice(bytes);
-    }
+    })
+    .map_err(invalid)?;
     if instruments.is_empty() {
         return Err(invalid(
             "no SymbolMappingMsg: not a recording of a gateway session".to_owned(),
@@ -1939,5 +1967,35 @@ fn trade_of(record: &MboMsg) -> TradeMsg {
         ts_recv: record.ts_recv,
         ts_in_delta: record.ts_in_delta,
         sequence: record.sequence,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A v1 DBN file whose instrument definition is 76 bytes (v1's struct is 360): `dbn`'s
+    /// upgrade to v3 panics on it, so `sim --source` refuses it with the record's offset. The
+    /// bytes are what the `dbn_recording` fuzz target found for the recording reader.
+    #[test]
+    fn a_dbn_file_with_a_record_shorter_than_its_version_struct_is_refused_not_a_panic() {
+        const FOUND: &str = "44424e01940000000000000000000000000000000000000000000000000400000000\
+            000000000000000000000000000000f5000000000000000000000000000000000000040000000000000000\
+            0000000000000000000000f500000000000000000000000000000000000000000000000000000000000000\
+            0000000000000000000000002e2e2e2e2e2e2e2e262e2e2e2e2e2e2e2e2e2e2e2e2e131313131313131313\
+            1313131313131313131313131313131313131313131313131313131313131313131313131313131313131313\
+            13131313131313131300000000000000000000000000000000000000000000007a4600ea";
+        let bytes: Vec<u8> = (0..FOUND.len())
+            .step_by(2)
+            .map(|at| u8::from_str_radix(&FOUND[at..at + 2], 16).expect("hex"))
+            .collect();
+        let dir = std::env::temp_dir().join(format!("tickwire-sim-dbn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let path = dir.join("short-v1.dbn");
+        std::fs::write(&path, &bytes).expect("write");
+        let error = load_file(&path).err().expect("refused");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(error.to_string().contains("at byte"), "{error}");
     }
 }
