@@ -984,6 +984,65 @@ mod tests {
         assert!(decode(broken.as_bytes(), &mut scratch).is_err());
     }
 
+    /// The in-order path against the key loop on a real-shaped ticker with bytes changed at
+    /// random (to digits, signs, dots, exponents, separators, quotes, braces, spaces, letters):
+    /// wherever the in-order path gives a ticker, the key loop, given the same learned order,
+    /// gives the same ticker and ends at the same byte; where the key loop refuses the object,
+    /// the in-order path declines.
+    #[test]
+    fn the_in_order_path_accepts_only_what_the_key_loop_reads_the_same() {
+        const REAL: &str = r#"{"best_bid_price":76000,"best_bid_amount":0.26,"best_ask_price":76001,"best_ask_amount":0.25,"last_price":76000.5,"mark_price":76000.71791443839,"mark_timestamp":1776715497.7188172,"delta":1,"index":76283.25916666667,"volume_24h":1234.56,"value_24h":93950717.1234567,"low_price_24h":75120,"high_price_24h":77001,"change_24h":-320,"collar_low":75240.39913435821,"collar_high":76760.66522393041,"open_interest":1534.18,"funding_rate":0.00001237751098016,"funding_mark":null,"flag":true}"#;
+        const REPLACEMENTS: &[u8] = b"0123456789000-.eE+,:}{]\" n\\tfu";
+        let mut learned = KeyOrder::default();
+        let mut reader = Reader::new(REAL.as_bytes());
+        let original = ticker_by_keys(&mut reader, &mut learned).expect("the real ticker reads");
+        assert_eq!(
+            ticker_in_order(REAL.as_bytes(), 0, &learned),
+            Some((original, REAL.len())),
+            "the unchanged ticker takes the in-order path"
+        );
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |below: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % below as u64) as usize
+        };
+        let (mut accepted, mut declined) = (0, 0);
+        for _ in 0..200_000 {
+            let mut bytes = REAL.as_bytes().to_vec();
+            for _ in 0..1 + next(3) {
+                let at = next(bytes.len());
+                match next(10) {
+                    0 => {
+                        bytes.remove(at);
+                    }
+                    1 => bytes.insert(at, REPLACEMENTS[next(REPLACEMENTS.len())]),
+                    _ => bytes[at] = REPLACEMENTS[next(REPLACEMENTS.len())],
+                }
+            }
+            // The envelope's closing brace follows the object, as in a message.
+            bytes.push(b'}');
+            let fast = ticker_in_order(&bytes, 0, &learned);
+            let mut order = learned;
+            let mut reader = Reader::new(&bytes);
+            let slow = ticker_by_keys(&mut reader, &mut order).map(|ticker| (ticker, reader.pos()));
+            match fast {
+                Some(fast) => {
+                    accepted += 1;
+                    assert_eq!(Ok(fast), slow, "{}", String::from_utf8_lossy(&bytes));
+                }
+                None => declined += 1,
+            }
+        }
+        // Both paths are exercised: about one changed ticker in fourteen is still one the in-order
+        // path takes.
+        assert!(
+            accepted > 5_000 && declined > 5_000,
+            "{accepted} {declined}"
+        );
+    }
+
     #[test]
     fn keys_in_any_order_decode_the_same() {
         let reordered = r#"{"notification":{"mark_timestamp":1234567890.123,"mark_price":50000.6,"best_bid_price":50000.5,"best_ask_price":50001},"channel_name":"ticker.BTC-PERPETUAL.100ms"}"#;
