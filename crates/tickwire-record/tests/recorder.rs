@@ -829,7 +829,11 @@ fn records_off_the_eight_byte_grid_are_damage_not_a_panic() {
     odd_metadata.extend_from_slice(&[0; 14]);
     for (name, plain, what) in [
         ("odd-record", odd_record, "a record of 20 bytes"),
-        ("odd-metadata", odd_metadata, "not a whole number of 8-byte words"),
+        (
+            "odd-metadata",
+            odd_metadata,
+            "not a whole number of 8-byte words",
+        ),
     ] {
         let path = dir.path().join(format!("{name}.dbn.zst"));
         std::fs::write(&path, zstd::bulk::compress(&plain, 1).expect("compress")).expect("write");

@@ -132,6 +132,8 @@ pub enum VenueKind {
     BinanceUsdmFutures,
     BinanceSpot,
     BinanceSpotSbe,
+    BybitSpot,
+    BybitLinear,
     Databento,
     Thalex,
 }
@@ -142,6 +144,8 @@ impl VenueKind {
             VenueKind::BinanceUsdmFutures => "binance-usdm-futures",
             VenueKind::BinanceSpot => "binance-spot",
             VenueKind::BinanceSpotSbe => "binance-spot-sbe",
+            VenueKind::BybitSpot => "bybit-spot",
+            VenueKind::BybitLinear => "bybit-linear",
             VenueKind::Databento => "databento",
             VenueKind::Thalex => "thalex",
         }
@@ -155,6 +159,8 @@ impl VenueKind {
             VenueKind::BinanceUsdmFutures => &crate::venue::binance::protocol::BinanceUsdmFutures,
             VenueKind::BinanceSpot => &crate::venue::binance_spot::protocol::BinanceSpot,
             VenueKind::BinanceSpotSbe => &crate::venue::binance_spot::sbe_protocol::BinanceSpotSbe,
+            VenueKind::BybitSpot => &crate::venue::bybit::protocol::BybitSpot,
+            VenueKind::BybitLinear => &crate::venue::bybit::protocol::BybitLinear,
             VenueKind::Databento => &crate::venue::databento::protocol::Databento,
             VenueKind::Thalex => &crate::venue::thalex::protocol::Thalex,
         }

@@ -15,6 +15,7 @@
 
 pub mod binance;
 pub mod binance_spot;
+pub mod bybit;
 pub mod databento;
 pub mod emit;
 pub mod feed;
