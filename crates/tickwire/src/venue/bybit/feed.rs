@@ -164,6 +164,19 @@ pub struct BybitFeed {
     malformed: MalformedSampler,
 }
 
+/// The topic of a market data message (`tickwire decode`'s first pass), `None` for an answer
+/// or a message that does not decode.
+pub fn topic_of(message: &[u8]) -> Option<String> {
+    let mut scratch = Scratch::default();
+    match decode::decode(message, &mut scratch).ok()? {
+        Message::Book { topic, .. }
+        | Message::Trades { topic, .. }
+        | Message::Ticker { topic, .. }
+        | Message::Liquidations { topic, .. } => Some(String::from_utf8_lossy(topic).into_owned()),
+        Message::OtherTopic { .. } | Message::Answer { .. } => None,
+    }
+}
+
 /// ms to ns, 0 when it does not fit.
 fn ms_to_ns(ms: u64) -> u64 {
     ms.checked_mul(1_000_000).unwrap_or(0)

@@ -9,8 +9,8 @@ use crate::event::{InstrumentId, VenueId};
 use crate::venue::feed::VenueReply;
 use crate::venue::login::Login;
 use crate::venue::protocol::{
-    FileRules, Heartbeat, KeyUse, Protocol, RecordMode, Response, RestUrl, SubscribeContext,
-    Transport,
+    CaptureFeed, FileRules, Heartbeat, KeyUse, Protocol, RecordMode, Response, RestUrl,
+    SubscribeContext, Transport,
 };
 use crate::venue::{Shard, VenueError, VenueFeed};
 
@@ -314,6 +314,22 @@ macro_rules! bybit_protocol {
                 instrument_base: InstrumentId,
             ) -> Result<VenueFeed, VenueError> {
                 Common($category).feed(venue_id, venue, instrument_base)
+            }
+
+            /// The topic of a market data message.
+            fn capture_stream(&self, message: &[u8]) -> Option<String> {
+                super::feed::topic_of(message)
+            }
+
+            fn capture_feed(&self, names: &[String]) -> Option<CaptureFeed> {
+                let (feed, counters) =
+                    super::feed::BybitFeed::for_topics(0, $category.kind().as_str(), names);
+                let symbols = feed.symbols().to_vec();
+                Some(CaptureFeed {
+                    feed: Box::new(feed),
+                    counters,
+                    symbols,
+                })
             }
 
             /// `unsubscribe` then `subscribe` of the one topic: its next message is a new
