@@ -126,6 +126,37 @@ impl BybitOptions {
     }
 }
 
+/// The first `count` data messages a connection of `category` subscribed to `topics` receives
+/// (each topic's first message, its snapshot, then round-robin), stamped from `start_ms` one
+/// ms apart. Without a server, for tests and benchmarks that need Bybit's messages as the
+/// simulator writes them; a topic the server would refuse (`symbols` do not serve it) is left
+/// out.
+pub fn messages(
+    category: Category,
+    symbols: &[String],
+    topics: &[&str],
+    seed: u64,
+    start_ms: u64,
+    count: usize,
+) -> Vec<String> {
+    let mut subscriptions: Vec<Subscription> = topics
+        .iter()
+        .filter_map(|topic| {
+            let (kind, symbol) = market::check_topic(topic, category, symbols).ok()?;
+            Some(Subscription::new(topic, kind, symbol, category, seed))
+        })
+        .collect();
+    let mut out = Vec::with_capacity(count);
+    if subscriptions.is_empty() {
+        return out;
+    }
+    for index in 0..count {
+        let position = index % subscriptions.len();
+        out.push(subscriptions[position].render(start_ms + index as u64));
+    }
+    out
+}
+
 /// Counters of a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BybitStats {

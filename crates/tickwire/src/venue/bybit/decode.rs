@@ -18,6 +18,7 @@
 //! rows is refused, so the buffers stop growing there).
 
 use crate::fixed::{Fixed, ParseError};
+use crate::venue::binance::scan;
 use crate::venue::json::{Cursor, JsonError, JsonErrorKind, Members};
 use std::fmt;
 
@@ -291,21 +292,8 @@ pub fn trade_id(id: &[u8]) -> u64 {
             return value;
         }
     }
-    if id.len() == 36 && [8, 13, 18, 23].iter().all(|&at| id[at] == b'-') {
-        let mut bits: u128 = 0;
-        let mut hex = true;
-        for (at, &byte) in id.iter().enumerate() {
-            if [8, 13, 18, 23].contains(&at) {
-                continue;
-            }
-            match char::from(byte).to_digit(16) {
-                Some(digit) => bits = (bits << 4) | u128::from(digit),
-                None => hex = false,
-            }
-        }
-        if hex {
-            return ((bits >> 64) as u64) ^ (bits as u64);
-        }
+    if let Some(folded) = uuid_folded(id) {
+        return folded;
     }
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &byte in id {
@@ -313,6 +301,48 @@ pub fn trade_id(id: &[u8]) -> u64 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     hash
+}
+
+/// Hex digit values by byte; 0xff for a byte that is not one.
+const HEX: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = match byte as u8 {
+            b'0'..=b'9' => byte as u8 - b'0',
+            b'a'..=b'f' => byte as u8 - b'a' + 10,
+            b'A'..=b'F' => byte as u8 - b'A' + 10,
+            _ => 0xff,
+        };
+        byte += 1;
+    }
+    table
+};
+
+/// A UUID (`8-4-4-4-12` hex digits) folded to 64 bits, its upper and lower halves XORed;
+/// `None` for anything else.
+fn uuid_folded(id: &[u8]) -> Option<u64> {
+    let id: &[u8; 36] = id.try_into().ok()?;
+    if id[8] != b'-' || id[13] != b'-' || id[18] != b'-' || id[23] != b'-' {
+        return None;
+    }
+    // The upper half is the first 16 digits (8-4-4), the lower the last 16 (4-12).
+    let mut halves = [0u64; 2];
+    let mut invalid = 0u8;
+    for (half, ranges) in [[0..8, 9..13, 14..18], [19..23, 24..36, 36..36]]
+        .into_iter()
+        .enumerate()
+    {
+        for range in ranges {
+            for &byte in &id[range] {
+                let digit = HEX[usize::from(byte)];
+                invalid |= digit;
+                halves[half] = (halves[half] << 4) | u64::from(digit & 0x0f);
+            }
+        }
+    }
+    // A digit is at most 0x0f: any 0xff (not a hex digit) sets the high bits.
+    (invalid & 0xf0 == 0).then_some(halves[0] ^ halves[1])
 }
 
 /// The keys read, one bit each, to refuse a repeated one.
@@ -343,6 +373,14 @@ fn string<'a>(cursor: &mut Cursor<'a>, field: &'static str) -> Result<&'a [u8]> 
 
 fn decimal(cursor: &mut Cursor<'_>, field: &'static str) -> Result<Fixed> {
     let start = cursor.pos;
+    // The venue's form (`-?[0-9]{1,7}(\.[0-9]{0,8})?`), read in words by Binance's scanner,
+    // which returns what `Fixed::parse` would for it; anything else takes the general path.
+    if cursor.peek() == Some(b'"') {
+        if let Some((value, end)) = scan::quoted_decimal(cursor.bytes, start + 1) {
+            cursor.pos = end;
+            return Ok(value);
+        }
+    }
     let text = string(cursor, field)?;
     Fixed::parse(text).map_err(|error| DecodeError::Decimal {
         offset: start,
@@ -352,6 +390,12 @@ fn decimal(cursor: &mut Cursor<'_>, field: &'static str) -> Result<Fixed> {
 
 fn field(cursor: &mut Cursor<'_>, name: &'static str) -> Result<Field> {
     let start = cursor.pos;
+    if cursor.peek() == Some(b'"') {
+        if let Some((value, end)) = scan::quoted_decimal(cursor.bytes, start + 1) {
+            cursor.pos = end;
+            return Ok(Field::Value(value));
+        }
+    }
     let text = string(cursor, name)?;
     if text.is_empty() {
         return Ok(Field::Empty);
@@ -367,6 +411,11 @@ fn field(cursor: &mut Cursor<'_>, name: &'static str) -> Result<Field> {
 /// An unsigned integer, as a JSON number or a string of digits.
 fn integer(cursor: &mut Cursor<'_>, field: &'static str) -> Result<u64> {
     let start = cursor.skip_whitespace_pos();
+    // 1 to 19 digits, not followed by a fraction or an exponent: read in words.
+    if let Some((value, end)) = scan::integer(cursor.bytes, start) {
+        cursor.pos = end;
+        return Ok(value);
+    }
     let digits: &[u8] = match cursor.peek() {
         Some(b'"') => string(cursor, field)?,
         Some(b'0'..=b'9' | b'-') => {
@@ -433,6 +482,38 @@ fn levels(
     loop {
         if out.len() >= MAX_ROWS {
             return Err(DecodeError::TooManyRows { offset: cursor.pos });
+        }
+        cursor.skip_whitespace();
+        // `["price","size"]` in the venue's form, read in words; the rest takes the general path.
+        if let Some((price, size, end)) = scan::level_pair(cursor.bytes, cursor.pos) {
+            cursor.pos = end;
+            out.push((price, size));
+            match cursor.peek() {
+                Some(b',') => {
+                    cursor.pos += 1;
+                    continue;
+                }
+                Some(b']') => {
+                    cursor.pos += 1;
+                    return Ok(());
+                }
+                _ => {}
+            }
+            match cursor.peek_value()? {
+                b',' => {
+                    cursor.pos += 1;
+                    continue;
+                }
+                b']' => {
+                    cursor.pos += 1;
+                    return Ok(());
+                }
+                other => {
+                    return Err(DecodeError::Json(
+                        cursor.error(JsonErrorKind::UnexpectedByte(other)),
+                    ))
+                }
+            }
         }
         cursor.expect(b'[')?;
         let price = decimal(cursor, field)?;

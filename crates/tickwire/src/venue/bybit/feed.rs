@@ -177,6 +177,14 @@ pub fn topic_of(message: &[u8]) -> Option<String> {
     }
 }
 
+/// Whether `topic` names `symbol` (its part after the last `.`).
+fn names_symbol(topic: &[u8], symbol: &[u8]) -> bool {
+    !symbol.is_empty()
+        && topic.len() > symbol.len()
+        && topic.ends_with(symbol)
+        && topic[topic.len() - symbol.len() - 1] == b'.'
+}
+
 /// ms to ns, 0 when it does not fit.
 fn ms_to_ns(ms: u64) -> u64 {
     ms.checked_mul(1_000_000).unwrap_or(0)
@@ -378,7 +386,7 @@ impl BybitFeed {
         let Some(target) = self.route(topic) else {
             return;
         };
-        if !topic.ends_with(symbol) || topic.len() <= symbol.len() {
+        if !names_symbol(topic, symbol) {
             self.malformed(
                 &"`data.s` names another symbol than the topic",
                 0,
@@ -444,7 +452,7 @@ impl BybitFeed {
         for index in 0..self.scratch.rows.len() {
             let row = self.scratch.rows[index];
             let symbol = payload.get(row.symbol.0..row.symbol.1).unwrap_or_default();
-            if !topic.ends_with(symbol) || symbol.is_empty() {
+            if !names_symbol(topic, symbol) {
                 self.writers.unknown_symbol.increment();
                 continue;
             }
@@ -478,7 +486,7 @@ impl BybitFeed {
         let Some(target) = self.route(topic) else {
             return;
         };
-        if !topic.ends_with(symbol) || symbol.is_empty() {
+        if !names_symbol(topic, symbol) {
             self.malformed(
                 &"`data.symbol` names another symbol than the topic",
                 0,

@@ -1114,6 +1114,8 @@ fn bad_input_is_counted_and_skipped() {
     let absent = book_message("delta", 11, r#"["99","0"]"#, "");
     let crossing = book_message("delta", 12, r#"["102","1"]"#, "");
     let other_symbol = snapshot.replace("orderbook.50.BTCUSDT", "orderbook.50.ETHUSDT");
+    // `data.s` a suffix of the topic's symbol but not it.
+    let suffix = snapshot.replace(r#""s":"BTCUSDT""#, r#""s":"USDT""#);
     let exponent = book_message("delta", 13, r#"["1e2","1"]"#, "");
     let events = run(
         &mut feed,
@@ -1122,6 +1124,7 @@ fn bad_input_is_counted_and_skipped() {
             &snapshot,
             &absent,
             &other_symbol,
+            &suffix,
             &exponent,
             "not json",
             &crossing,
@@ -1133,7 +1136,7 @@ fn bad_input_is_counted_and_skipped() {
         "a delete of a level not held"
     );
     assert_eq!(counters.unknown_symbol.get(), 1, "a topic not subscribed");
-    assert_eq!(counters.malformed.get(), 2);
+    assert_eq!(counters.malformed.get(), 3);
     assert!(feed.take_malformed().is_some());
     assert_eq!(counters.book_gaps.get(), 1, "the crossed book");
     assert!(matches!(events.last().map(Event::body), Some(Body::Gap(_))));
