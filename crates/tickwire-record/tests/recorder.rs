@@ -839,7 +839,7 @@ fn records_off_the_eight_byte_grid_are_damage_not_a_panic() {
         std::fs::write(&path, zstd::bulk::compress(&plain, 1).expect("compress")).expect("write");
         let error = match RecordingReader::open(&path) {
             Err(error) => error,
-            Ok(mut reader) => reader.next_event().err().expect("damage"),
+            Ok(mut reader) => reader.next_event().expect_err("damage"),
         };
         assert!(error.to_string().contains(what), "{name}: {error}");
     }
