@@ -307,8 +307,14 @@ fn bybit(name: &str, category: tickwire_sim::bybit::Category) {
     let venue = venue(name);
     let topics = tickwire::venue::stream_names(&venue);
     let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
-    let messages =
-        tickwire_sim::bybit::messages(category, &venue.symbols, &topics, 32, 1_776_715_497_500, 70_000);
+    let messages = tickwire_sim::bybit::messages(
+        category,
+        &venue.symbols,
+        &topics,
+        32,
+        1_776_715_497_500,
+        70_000,
+    );
     assert_eq!(messages.len(), 70_000);
     let mut messages = messages.into_iter();
     let mut next = || Frame::Text(messages.next().expect("a message").into_bytes());

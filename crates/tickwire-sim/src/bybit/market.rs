@@ -113,6 +113,9 @@ struct Ticker {
     funding: i64,
 }
 
+/// A ticker field: its key, its value, how it is written.
+type TickerField = (&'static str, fn(&Ticker) -> i64, fn(&mut String, i64));
+
 /// One subscription of one connection and its market.
 pub(super) struct Subscription {
     pub name: String,
@@ -433,7 +436,7 @@ impl Subscription {
         if snapshot {
             text.push_str(r#","tickDirection":"PlusTick","price24hPcnt":"-0.158315""#);
         }
-        let fields: [(&str, fn(&Ticker) -> i64, fn(&mut String, i64)); 9] = [
+        let fields: [TickerField; 9] = [
             ("lastPrice", |t| t.last, price),
             ("markPrice", |t| t.mark, price),
             ("indexPrice", |t| t.index, price),

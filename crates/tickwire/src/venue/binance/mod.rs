@@ -45,7 +45,8 @@ pub mod decode;
 pub mod feed;
 pub mod json;
 pub mod protocol;
-// `pub(crate)`: the Spot decoder (`venue::binance_spot`) reads the same shapes with it.
+// `pub(crate)`: the Spot decoder (`venue::binance_spot`) reads the same shapes with it, and
+// Bybit's (`venue::bybit`) its decimals, levels and integers.
 pub(crate) mod scan;
 pub mod subscribe;
 pub mod sync;
