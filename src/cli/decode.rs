@@ -75,17 +75,6 @@ enum DecodeVenue {
     Feed(VenueKind),
 }
 
-/// Every venue kind, for the ones whose protocol has a capture feed.
-const KINDS: [VenueKind; 7] = [
-    VenueKind::BinanceUsdmFutures,
-    VenueKind::BinanceSpot,
-    VenueKind::BinanceSpotSbe,
-    VenueKind::BybitSpot,
-    VenueKind::BybitLinear,
-    VenueKind::Databento,
-    VenueKind::Thalex,
-];
-
 impl DecodeVenue {
     fn all() -> Vec<DecodeVenue> {
         let mut all = vec![
@@ -95,7 +84,7 @@ impl DecodeVenue {
             DecodeVenue::Databento,
         ];
         all.extend(
-            KINDS
+            VenueKind::ALL
                 .into_iter()
                 .filter(|kind| kind.protocol().capture_feed(&[]).is_some())
                 .map(DecodeVenue::Feed),

@@ -139,6 +139,18 @@ pub enum VenueKind {
 }
 
 impl VenueKind {
+    /// Every kind, in the order the config's enum lists them (for the tools that offer each
+    /// kind's protocol, such as `tickwire decode`).
+    pub const ALL: [VenueKind; 7] = [
+        VenueKind::BinanceUsdmFutures,
+        VenueKind::BinanceSpot,
+        VenueKind::BinanceSpotSbe,
+        VenueKind::BybitSpot,
+        VenueKind::BybitLinear,
+        VenueKind::Databento,
+        VenueKind::Thalex,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             VenueKind::BinanceUsdmFutures => "binance-usdm-futures",
@@ -153,7 +165,7 @@ impl VenueKind {
 
     /// The venue's protocol: everything else tickwire knows about a kind goes through it.
     /// This is the one `match` over venue kinds (adding a venue adds its variant and its arm
-    /// here, and its spelling in `as_str`).
+    /// here, its spelling in `as_str` and its place in `ALL`).
     pub fn protocol(self) -> &'static dyn Protocol {
         match self {
             VenueKind::BinanceUsdmFutures => &crate::venue::binance::protocol::BinanceUsdmFutures,
@@ -1225,6 +1237,29 @@ mod tests {
                 "is only for kind = \"databento\"; this venue is binance-usdm-futures".to_owned()
             )]
         );
+    }
+
+    #[test]
+    fn all_lists_every_kind_once_and_each_spelling_reads_back() {
+        // Exhaustive: a new variant does not compile here until it has its place in `ALL`.
+        let position = |kind: VenueKind| match kind {
+            VenueKind::BinanceUsdmFutures => 0,
+            VenueKind::BinanceSpot => 1,
+            VenueKind::BinanceSpotSbe => 2,
+            VenueKind::BybitSpot => 3,
+            VenueKind::BybitLinear => 4,
+            VenueKind::Databento => 5,
+            VenueKind::Thalex => 6,
+        };
+        #[derive(Deserialize)]
+        struct Kind {
+            kind: VenueKind,
+        }
+        for (index, kind) in VenueKind::ALL.into_iter().enumerate() {
+            assert_eq!(position(kind), index);
+            let read: Kind = toml::from_str(&format!("kind = \"{kind}\"")).expect("its spelling");
+            assert_eq!(read.kind, kind);
+        }
     }
 
     #[test]
