@@ -180,6 +180,8 @@ fn shipped_files_load_in_place() {
         "binance-futures-testnet.toml",
         "binance-spot.toml",
         "binance-spot-sbe.toml",
+        "bybit-spot.toml",
+        "bybit-linear.toml",
     ] {
         let path = dir.join("venues").join(venue);
         config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
@@ -306,7 +308,7 @@ fn a_bad_enum_value_lists_the_valid_values() {
     assert!(
         error.message.contains(
             "\"binance-usdm-futures\", \"binance-spot\", \"binance-spot-sbe\", \
-                 \"databento\", \"thalex\"",
+                 \"bybit-spot\", \"bybit-linear\", \"databento\", \"thalex\"",
         ),
         "{error}"
     );

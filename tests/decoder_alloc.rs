@@ -3,7 +3,8 @@
 //! Each venue's feed is built as the appliance builds it (`venue::feed_for` on the shipped
 //! simulator venue file) and handed the frames the venue's simulator sends (its generators:
 //! `SyntheticSource` for Binance USD-M, wrapped by `SpotSource` for Binance Spot JSON and by
-//! `SbeSource` for Spot's SBE frames, `thalex::notifications` for Thalex,
+//! `SbeSource` for Spot's SBE frames, `thalex::notifications` for Thalex, `bybit::messages` for
+//! Bybit spot and linear,
 //! `databento::benchmark_batch` behind the gateway's metadata and symbol mappings for
 //! Databento), each through an `EventSink` that writes the event ring, counts the events and
 //! writes the shared-memory bus, as the decoder stage's does; the events are taken off the ring
@@ -298,6 +299,39 @@ fn thalex_decodes_without_allocating() {
     );
     // Each book (one per instrument) from the stream's first, whole view.
     assert_steady("thalex", result, venue.symbols.len() as u64);
+}
+
+/// A Bybit category's shipped simulator venue file, fed the simulator's messages of every
+/// topic it subscribes.
+fn bybit(name: &str, category: tickwire_sim::bybit::Category) {
+    let venue = venue(name);
+    let topics = tickwire::venue::stream_names(&venue);
+    let topics: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let messages = tickwire_sim::bybit::messages(
+        category,
+        &venue.symbols,
+        &topics,
+        32,
+        1_776_715_497_500,
+        70_000,
+    );
+    assert_eq!(messages.len(), 70_000);
+    let mut messages = messages.into_iter();
+    let mut next = || Frame::Text(messages.next().expect("a message").into_bytes());
+    let no_rest = tickwire::venue::snapshot::parse_depth;
+    let result = run(name, &venue, &mut next, &|_| None, no_rest, 20_000, 50_000);
+    // Each book from its topic's first message, a snapshot, then deltas.
+    assert_steady(name, result, venue.symbols.len() as u64);
+}
+
+#[test]
+fn bybit_spot_decodes_without_allocating() {
+    bybit("bybit-spot-sim", tickwire_sim::bybit::Category::Spot);
+}
+
+#[test]
+fn bybit_linear_decodes_without_allocating() {
+    bybit("bybit-linear-sim", tickwire_sim::bybit::Category::Linear);
 }
 
 #[test]

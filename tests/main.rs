@@ -20,6 +20,8 @@ mod book;
 mod bus;
 mod bus_appliance;
 mod bus_clients;
+mod bybit_appliance;
+mod bybit_decode_cli;
 mod capture_decimals;
 mod cli;
 mod cli_bench;

@@ -19,6 +19,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use tickwire::config::VenueKind;
 use tickwire::event::json as event_json;
 use tickwire::venue::binance::decode::{self, Message, TradeKind};
 use tickwire::venue::binance::json;
@@ -62,22 +63,34 @@ pub fn split_line(line: &[u8]) -> (u64, &[u8]) {
     (0, line)
 }
 
-/// The venues whose captures `decode` reads, each with its own file reader.
+/// The venues whose captures `decode` reads: four with a reader of their own here, and every
+/// venue kind whose protocol decodes captures through its own feed
+/// (`Protocol::capture_feed`: Bybit's), labelled by its kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum DecodeVenue {
     Binance,
     BinanceSpot,
     Thalex,
     Databento,
+    Feed(VenueKind),
 }
 
 impl DecodeVenue {
-    const ALL: [DecodeVenue; 4] = [
-        DecodeVenue::Binance,
-        DecodeVenue::BinanceSpot,
-        DecodeVenue::Thalex,
-        DecodeVenue::Databento,
-    ];
+    fn all() -> Vec<DecodeVenue> {
+        let mut all = vec![
+            DecodeVenue::Binance,
+            DecodeVenue::BinanceSpot,
+            DecodeVenue::Thalex,
+            DecodeVenue::Databento,
+        ];
+        all.extend(
+            VenueKind::ALL
+                .into_iter()
+                .filter(|kind| kind.protocol().capture_feed(&[]).is_some())
+                .map(DecodeVenue::Feed),
+        );
+        all
+    }
 
     /// The `--venue` label, also printed on every line.
     fn label(self) -> &'static str {
@@ -86,11 +99,12 @@ impl DecodeVenue {
             DecodeVenue::BinanceSpot => SPOT,
             DecodeVenue::Thalex => THALEX,
             DecodeVenue::Databento => DATABENTO,
+            DecodeVenue::Feed(kind) => kind.as_str(),
         }
     }
 
     fn from_label(label: &str) -> Option<DecodeVenue> {
-        DecodeVenue::ALL
+        DecodeVenue::all()
             .into_iter()
             .find(|venue| venue.label() == label)
     }
@@ -104,7 +118,10 @@ pub fn decode(venue: &str, path: &Path, dbn_version: Option<u8>) -> ExitCode {
         return ExitCode::from(2);
     }
     let Some(venue) = venue else {
-        let valid: Vec<&str> = DecodeVenue::ALL.iter().map(|venue| venue.label()).collect();
+        let valid: Vec<&str> = DecodeVenue::all()
+            .iter()
+            .map(|venue| venue.label())
+            .collect();
         eprintln!(
             "decode: venue {label:?} is not supported; valid: {}",
             valid.join(", ")
@@ -116,6 +133,7 @@ pub fn decode(venue: &str, path: &Path, dbn_version: Option<u8>) -> ExitCode {
         DecodeVenue::BinanceSpot => run_spot(path),
         DecodeVenue::Thalex => run_thalex(path),
         DecodeVenue::Databento => databento::run(path, dbn_version),
+        DecodeVenue::Feed(kind) => run_feed(kind, path),
     };
     match result {
         Ok(summary) => {
@@ -127,6 +145,71 @@ pub fn decode(venue: &str, path: &Path, dbn_version: Option<u8>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A venue whose protocol decodes captures through its own feed (`Protocol::capture_stream`,
+/// `Protocol::capture_feed`): a first pass collects the streams the file holds, then every
+/// message goes through the feed, and every event it writes is printed with the line's receive
+/// time.
+fn run_feed(kind: VenueKind, path: &Path) -> anyhow::Result<String> {
+    use tickwire::venue::feed::EventSink;
+    let protocol = kind.protocol();
+    let mut names: Vec<String> = Vec::new();
+    for_each_message(path, |_, _, message| {
+        if let Some(name) = protocol.capture_stream(message) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        Ok(())
+    })?;
+    let Some(capture) = protocol.capture_feed(&names) else {
+        anyhow::bail!("{kind} has no capture decoder");
+    };
+    let (mut feed, counters, symbols) = (capture.feed, capture.counters, capture.symbols);
+    let label = kind.as_str();
+    let (mut producer, mut consumer) = tickwire::ring::spsc::ring(1 << 16);
+    let mut lost = false;
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
+    let mut buffer = Vec::with_capacity(1 << 16);
+    let mut events = 0u64;
+    let mut messages = 0u64;
+    let lines = for_each_message(path, |_, recv_ts_ns, message| {
+        messages += 1;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        feed.on_message(0, recv_ts_ns, message, &mut sink);
+        sink.publish();
+        if let Some(sample) = feed.take_malformed() {
+            eprintln!("decode: {}: {}", sample.error(), sample.text());
+        }
+        while feed.take_reply().is_some() {}
+        buffer.clear();
+        while let Some(event) = consumer.try_pop() {
+            events += 1;
+            let symbol = symbols
+                .get(event.header.instrument_id as usize)
+                .map_or(&b"?"[..], |symbol| symbol.as_bytes());
+            event_json::write_event(&mut buffer, label, symbol, &event);
+        }
+        out.write_all(&buffer)
+    })?;
+    out.flush()?;
+    let kinds: Vec<String> = counters
+        .messages()
+        .map(|(kind, count)| format!("{}={count}", kind.name))
+        .collect();
+    Ok(format!(
+        "decode: {lines} lines; {messages} messages ({}, unknown topic={}, duplicate={}); \
+         {events} events; {} malformed; books: {} synced, {} gaps, {} deletes of absent levels",
+        kinds.join(", "),
+        counters.unknown_symbol.get(),
+        counters.duplicates.get(),
+        counters.malformed.get(),
+        counters.book_syncs.get(),
+        counters.book_gaps.get(),
+        counters.book_refused.get(),
+    ))
 }
 
 fn run(path: &Path) -> anyhow::Result<String> {

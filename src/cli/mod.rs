@@ -93,7 +93,8 @@ enum Command {
     /// Run the venue simulator: a Binance USDⓈ-M Futures compatible server (WebSocket streams
     /// and REST depth snapshots over TLS) on loopback, replaying a capture or a synthetic
     /// market, with fault injection; `--venue thalex` for Thalex's JSON-RPC API, `--venue
-    /// databento` for a mock Databento Live Subscription Gateway.
+    /// databento` for a mock Databento Live Subscription Gateway, `--venue bybit` for Bybit v5's
+    /// public WebSocket (spot and linear).
     Sim(Box<sim::SimArgs>),
     /// Decode a capture file with the appliance's decoder and print every normalized event as a
     /// JSON line on stdout, with a summary on stderr.
@@ -105,8 +106,8 @@ enum Command {
     /// lines and records the book refuses are counted and skipped), 1 when it cannot be read or
     /// is truncated or malformed.
     Decode {
-        /// The venue whose messages the file holds: binance-futures, binance-spot, thalex or
-        /// databento.
+        /// The venue whose messages the file holds: binance-futures, binance-spot, thalex,
+        /// databento, bybit-spot or bybit-linear.
         #[arg(long, value_name = "VENUE")]
         venue: String,
         /// databento: the file is a fragment (records with no metadata header) in this DBN

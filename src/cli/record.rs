@@ -250,7 +250,8 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
         requests.push(connection.requests);
     }
     let mut units: Vec<DbnUnits> = (0..conns).map(|_| DbnUnits::default()).collect();
-    // The venue's own heartbeat: pings at its interval (Thalex asks clients to ping).
+    // The venue's own heartbeat at its interval (Thalex asks clients to ping, Bybit to send its
+    // `ping` op).
     let ping_every = venue.lifecycle.ping_interval().map(Duration::from_millis);
     let mut last_ping = Instant::now();
     let mut open = 0;
@@ -350,9 +351,16 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
         }
         if ping_every.is_some_and(|every| last_ping.elapsed() >= every) {
             last_ping = Instant::now();
+            // A ping frame, the venue's own ping message, or both (`Protocol::heartbeat`).
+            let heartbeat = venue.kind.protocol().heartbeat();
             for conn in 0..conns {
                 // A stream not open yet (or a raw one) has nothing to ping.
-                let _ = engine.ping(conn);
+                if heartbeat.frame() {
+                    let _ = engine.ping(conn);
+                }
+                if let Some(text) = heartbeat.message() {
+                    let _ = engine.send_text(conn, text);
+                }
             }
         }
         if terminal && last_progress.elapsed() >= Duration::from_secs(1) {

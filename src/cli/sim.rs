@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use tickwire::clock::Clock;
+use tickwire_sim::bybit::{self, BybitFaults, BybitOptions};
 use tickwire_sim::databento::{
     self, DatabentoFaults, DatabentoOptions, DatabentoSource, InjectedError,
 };
@@ -42,12 +43,18 @@ pub enum SimVenue {
     /// Databento's Live Subscription Gateway: CRAM authentication, subscriptions, DBN records
     /// from a shared synthetic MBO market, a DBN file or a benchmark batch (plain TCP).
     Databento,
+    /// Bybit v5's public WebSocket: spot at /v5/public/spot and linear at /v5/public/linear
+    /// (subscribe, unsubscribe and ping ops; books, trades, tickers and liquidations from a
+    /// synthetic market per subscription).
+    Bybit,
 }
 
 /// The default of `--rate` per venue: Binance's is over all symbols of the one shared market,
 /// Thalex's per connection.
 const BINANCE_RATE: f64 = 1000.0;
 const THALEX_RATE: f64 = 100.0;
+/// Bybit's per connection, over its subscriptions in turn.
+const BYBIT_RATE: f64 = 100.0;
 /// Databento's is records per second of the shared market (or of a file's replay).
 const DATABENTO_RATE: f64 = 1000.0;
 
@@ -165,12 +172,20 @@ pub struct SimArgs {
     /// Binance Spot SBE fault: after N messages send the `serverShutdown` event, then close.
     #[arg(long, value_name = "N")]
     server_shutdown_after: Option<u64>,
-    /// Thalex: the instruments served, comma separated; commas inside `[..]` (a combination's
-    /// legs) do not split. Default: BTC-PERPETUAL, ETH-PERPETUAL, BTC-27JUN25,
+    /// Thalex (and Bybit: the symbols both categories serve, default BTCUSDT, ETHUSDT and,
+    /// on linear, BTC-26DEC25): the instruments served, comma separated; commas inside `[..]`
+    /// (a combination's legs) do not split. Default: BTC-PERPETUAL, ETH-PERPETUAL, BTC-27JUN25,
     /// BTC-27JUN25-100000-C, [BTC-27JUN25-100000-C:-1,BTC-27JUN25-110000-C:1] and the future
     /// roll [BTC-PERPETUAL:-1,BTC-27JUN25:1].
     #[arg(long, value_name = "NAME,..")]
     instruments: Option<String>,
+    /// Bybit fault: after N data messages, every book's next message is a snapshot with
+    /// `u` = 1 (the service's restart).
+    #[arg(long, value_name = "N")]
+    restart_after: Option<u64>,
+    /// Bybit fault: after N data messages, every book's next delta skips one `u`.
+    #[arg(long, value_name = "N")]
+    skip_u_after: Option<u64>,
     /// Thalex: requests per connection per second beyond which requests fail with code 4
     /// (default 50).
     #[arg(long, value_name = "N")]
@@ -295,6 +310,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
     match args.venue {
         SimVenue::Thalex => return run_thalex(args),
         SimVenue::Databento => return run_databento(args),
+        SimVenue::Bybit => return run_bybit(args),
         SimVenue::Binance | SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => {}
     }
     let sbe = args.venue == SimVenue::BinanceSpotSbe;
@@ -463,6 +479,10 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
         ),
     ];
     let not_sbe = args.venue != SimVenue::BinanceSpotSbe;
+    let bybit_only = [
+        ("--restart-after", args.restart_after.is_some()),
+        ("--skip-u-after", args.skip_u_after.is_some()),
+    ];
     let (venue, ignored): (&str, Vec<(&str, bool)>) = match args.venue {
         SimVenue::Binance | SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => (
             match args.venue {
@@ -482,6 +502,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .into_iter()
             .chain(databento_only)
             .chain(sbe_only.map(|(flag, given)| (flag, given && not_sbe)))
+            .chain(bybit_only)
             .collect(),
         ),
         SimVenue::Thalex => (
@@ -513,6 +534,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .into_iter()
             .chain(databento_only)
             .chain(sbe_only.map(|(flag, given)| (flag, given && not_sbe)))
+            .chain(bybit_only)
             .collect(),
         ),
         SimVenue::Databento => (
@@ -544,6 +566,40 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
                 ("--stamps", args.stamps.is_some()),
             ]
             .into_iter()
+            .chain(sbe_only)
+            .chain(bybit_only)
+            .collect(),
+        ),
+        SimVenue::Bybit => (
+            "bybit",
+            vec![
+                ("--symbols", args.symbols.is_some()),
+                ("--source", args.source.is_some()),
+                ("--speed", args.speed != 1.0),
+                ("--as-fast-as-possible", args.as_fast_as_possible),
+                ("--start-immediately", args.start_immediately),
+                ("--exit-when-done", args.exit_when_done),
+                ("--ping-interval", args.ping_interval != 180.0),
+                ("--pong-timeout", args.pong_timeout != 600.0),
+                ("--malformed-every", args.malformed_every.is_some()),
+                ("--oversized-after", args.oversized_after.is_some()),
+                ("--fragment-into", args.fragment_into.is_some()),
+                ("--skip-depth-after", args.skip_depth_after.is_some()),
+                ("--rest-errors", args.rest_errors != 0),
+                ("--rest-error-every", args.rest_error_every.is_some()),
+                ("--rotate-faults", args.rotate_faults),
+                ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
+                ("--wrong-host-cert", args.wrong_host_cert),
+                ("--ignore-requests", args.ignore_requests),
+                ("--request-limit", args.request_limit.is_some()),
+                (
+                    "--reconnect-event-after",
+                    args.reconnect_event_after.is_some(),
+                ),
+                ("--stamps", args.stamps.is_some()),
+            ]
+            .into_iter()
+            .chain(databento_only)
             .chain(sbe_only)
             .collect(),
         ),
@@ -646,6 +702,64 @@ fn run_thalex(args: SimArgs) -> anyhow::Result<()> {
     eprintln!(
         "sim: {} connections, {} logins ({} failed), {} data messages sent",
         stats.websocket_connections, stats.logins_ok, stats.logins_failed, stats.data_messages_sent
+    );
+    Ok(())
+}
+
+/// `tickwire sim --venue bybit`: the Bybit server (both categories) until SIGINT or SIGTERM.
+fn run_bybit(args: SimArgs) -> anyhow::Result<()> {
+    let signals = StopSignals::block()?;
+    let mut options = BybitOptions::new(&args.cert_dir);
+    options.listen = tls_listen(&args);
+    options.seed = args.seed;
+    options.rate = args.rate.unwrap_or(BYBIT_RATE);
+    if let Some(list) = &args.instruments {
+        let symbols = split_instruments(list);
+        if symbols.is_empty() {
+            anyhow::bail!("--instruments names no symbol");
+        }
+        options.spot_symbols = symbols.clone();
+        options.linear_symbols = symbols;
+    }
+    options.faults = BybitFaults {
+        close_after: args.close_after,
+        reset_after: args.reset_after,
+        stall_after: match (args.stall_after, args.stall_seconds) {
+            (Some(after), Some(secs)) => Some((after, seconds(secs, "stall-seconds")?)),
+            _ => None,
+        },
+        stall_silent: args.stall_silent,
+        restart_after: args.restart_after,
+        skip_u_after: args.skip_u_after,
+        fault_connections: args.fault_connections,
+    };
+    let spot = options.spot_symbols.join(" ");
+    let linear = options.linear_symbols.join(" ");
+    let sim = bybit::start(options)?;
+    eprintln!("sim: Bybit v5 public WebSocket on {} (TLS)", sim.addr());
+    eprintln!(
+        "sim: URL: {} (symbols: {spot})",
+        sim.url(bybit::Category::Spot)
+    );
+    eprintln!(
+        "sim: URL: {} (symbols: {linear})",
+        sim.url(bybit::Category::Linear)
+    );
+    eprintln!("sim: CA certificate: {}", sim.ca_pem_path().display());
+    loop {
+        if let Some(signal) = signals.wait(Duration::from_millis(200))? {
+            eprintln!("sim: signal {signal}; stopping");
+            break;
+        }
+    }
+    let stats = sim.stats();
+    drop(sim);
+    eprintln!(
+        "sim: {} connections, {} topics subscribed, {} requests refused, {} data messages sent",
+        stats.websocket_connections,
+        stats.topics_subscribed,
+        stats.requests_refused,
+        stats.data_messages_sent
     );
     Ok(())
 }

@@ -8,11 +8,15 @@
 //! [`SimVenue::BinanceSpot`] the Binance server is Binance Spot instead, its messages in Spot's
 //! shapes through [`spot::SpotSource`]; with [`SimVenue::BinanceSpotSbe`] it is Binance Spot's SBE
 //! market data streams, binary frames made by [`sbe::SbeSource`] with the official generated encoder.
+//! In `bybit`, a Bybit v5 public WebSocket compatible server (spot and linear entry points,
+//! `subscribe`/`unsubscribe`/`ping` ops, books, trades, tickers and liquidations) on the same
+//! TLS plumbing.
 //!
 //! Nothing here is on tickwire's hot path: the simulator is the other side of the wire, written
 //! for clarity and for faithful venue behaviour, and it may allocate and block.
 
 mod accept;
+pub mod bybit;
 mod cert;
 mod control;
 pub mod databento;

@@ -34,11 +34,10 @@ pub use appliance::{
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
 pub use venue::{
-    check_usdm_book_depth, is_diff_depth_channel, CredentialsConfig, DatabentoConfig,
-    LifecycleConfig, ReconnectConfig, Recovery, StalenessConfig, TlsConfig, VenueConfig, VenueKind,
-    DATABENTO_SCHEMAS, MAX_INSTRUMENT_MAPPINGS_DEFAULT, MAX_INSTRUMENT_MAPPINGS_RANGE,
-    MAX_ORDERS_PER_BOOK_DEFAULT, MAX_ORDERS_PER_BOOK_RANGE, RECONNECT_DELAY_MS_MAX,
-    RESET_AFTER_LIVE_MS_MAX, STALENESS_MS_MAX,
+    CredentialsConfig, DatabentoConfig, LifecycleConfig, ReconnectConfig, Recovery,
+    StalenessConfig, TlsConfig, VenueConfig, VenueKind, DATABENTO_SCHEMAS,
+    MAX_INSTRUMENT_MAPPINGS_DEFAULT, MAX_INSTRUMENT_MAPPINGS_RANGE, MAX_ORDERS_PER_BOOK_DEFAULT,
+    MAX_ORDERS_PER_BOOK_RANGE, RECONNECT_DELAY_MS_MAX, RESET_AFTER_LIVE_MS_MAX, STALENESS_MS_MAX,
 };
 
 use source::{KeyPath, Problem, SourceFile};

@@ -31,7 +31,8 @@ pub struct VenueConfig {
     pub channels: Vec<String>,
     /// The most streams (symbol × channel) one connection carries; more open more connections.
     pub max_streams_per_connection: u32,
-    /// Levels per side asked for in a REST depth snapshot (Binance `limit`).
+    /// Levels per side asked for in a REST depth snapshot (Binance `limit`), where the venue
+    /// takes them (`Protocol::check_book_depth`).
     pub book_depth: u32,
     pub tls: TlsConfig,
     pub reconnect: ReconnectConfig,
@@ -131,16 +132,32 @@ pub enum VenueKind {
     BinanceUsdmFutures,
     BinanceSpot,
     BinanceSpotSbe,
+    BybitSpot,
+    BybitLinear,
     Databento,
     Thalex,
 }
 
 impl VenueKind {
+    /// Every kind, in the order the config's enum lists them (for the tools that offer each
+    /// kind's protocol, such as `tickwire decode`).
+    pub const ALL: [VenueKind; 7] = [
+        VenueKind::BinanceUsdmFutures,
+        VenueKind::BinanceSpot,
+        VenueKind::BinanceSpotSbe,
+        VenueKind::BybitSpot,
+        VenueKind::BybitLinear,
+        VenueKind::Databento,
+        VenueKind::Thalex,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             VenueKind::BinanceUsdmFutures => "binance-usdm-futures",
             VenueKind::BinanceSpot => "binance-spot",
             VenueKind::BinanceSpotSbe => "binance-spot-sbe",
+            VenueKind::BybitSpot => "bybit-spot",
+            VenueKind::BybitLinear => "bybit-linear",
             VenueKind::Databento => "databento",
             VenueKind::Thalex => "thalex",
         }
@@ -148,12 +165,14 @@ impl VenueKind {
 
     /// The venue's protocol: everything else tickwire knows about a kind goes through it.
     /// This is the one `match` over venue kinds (adding a venue adds its variant and its arm
-    /// here, and its spelling in `as_str`).
+    /// here, its spelling in `as_str` and its place in `ALL`).
     pub fn protocol(self) -> &'static dyn Protocol {
         match self {
             VenueKind::BinanceUsdmFutures => &crate::venue::binance::protocol::BinanceUsdmFutures,
             VenueKind::BinanceSpot => &crate::venue::binance_spot::protocol::BinanceSpot,
             VenueKind::BinanceSpotSbe => &crate::venue::binance_spot::sbe_protocol::BinanceSpotSbe,
+            VenueKind::BybitSpot => &crate::venue::bybit::protocol::BybitSpot,
+            VenueKind::BybitLinear => &crate::venue::bybit::protocol::BybitLinear,
             VenueKind::Databento => &crate::venue::databento::protocol::Databento,
             VenueKind::Thalex => &crate::venue::thalex::protocol::Thalex,
         }
@@ -515,22 +534,22 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
     }
 
     let book_depth = raw.book_depth.unwrap_or(DEFAULT_BOOK_DEPTH);
-    if let Err(why) = raw.kind.protocol().check_book_depth(book_depth) {
-        problems.push(Problem::new(KeyPath::dotted("book_depth"), why));
+    if let Some(depth) = raw.book_depth {
+        if let Err(why) = raw.kind.protocol().check_book_depth(depth) {
+            problems.push(Problem::new(KeyPath::dotted("book_depth"), why));
+        }
     }
-    if matches!(rules.rest_url, RestUrl::NeededForDiffDepth)
-        && raw.rest_url.is_none()
-        && raw
+    if let (RestUrl::NeededFor { channels }, None) = (rules.rest_url, &raw.rest_url) {
+        if raw
             .channels
             .iter()
-            .any(|channel| is_diff_depth_channel(channel))
-    {
-        problems.push(Problem::new(
-            KeyPath::dotted("rest_url"),
-            "a diff depth channel (depth, depth@...) needs rest_url: its order book starts from \
-             a REST snapshot"
-                .to_owned(),
-        ));
+            .any(|channel| raw.kind.protocol().channel_needs_rest_snapshot(channel))
+        {
+            problems.push(Problem::new(
+                KeyPath::dotted("rest_url"),
+                format!("{channels} needs rest_url: its order book starts from a REST snapshot"),
+            ));
+        }
     }
 
     let uses_tls = url.as_ref().is_some_and(|url| url.scheme.is_tls())
@@ -606,27 +625,9 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
     }
 }
 
-/// The `limit` values Binance USD-M's `GET /fapi/v1/depth` accepts.
-const BOOK_DEPTHS: [u32; 7] = [5, 10, 20, 50, 100, 500, 1000];
+/// `book_depth` unset: the most levels a REST snapshot asks for, where a venue takes them
+/// (Binance's 1000); a venue without REST snapshots never reads it.
 const DEFAULT_BOOK_DEPTH: u32 = 1000;
-
-/// Whether `depth` is one of Binance USD-M's `GET /fapi/v1/depth` limits (5, 10, 20, 50, 100,
-/// 500, 1000): `Protocol::check_book_depth`'s default.
-pub fn check_usdm_book_depth(depth: u32) -> Result<(), String> {
-    if BOOK_DEPTHS.contains(&depth) {
-        return Ok(());
-    }
-    Err(format!(
-        "{depth} is not a depth the venue serves; valid values are {}",
-        BOOK_DEPTHS.map(|depth| depth.to_string()).join(", ")
-    ))
-}
-
-/// A Binance diff depth stream (`depth`, `depth@100ms`, ...), as opposed to the partial book
-/// streams (`depth5`, `depth10@100ms`, ...) that carry the top levels whole.
-pub fn is_diff_depth_channel(channel: &str) -> bool {
-    channel == "depth" || channel.starts_with("depth@")
-}
 
 const NAME_MAX_CHARS: usize = 32;
 
@@ -1236,6 +1237,29 @@ mod tests {
                 "is only for kind = \"databento\"; this venue is binance-usdm-futures".to_owned()
             )]
         );
+    }
+
+    #[test]
+    fn all_lists_every_kind_once_and_each_spelling_reads_back() {
+        // Exhaustive: a new variant does not compile here until it has its place in `ALL`.
+        let position = |kind: VenueKind| match kind {
+            VenueKind::BinanceUsdmFutures => 0,
+            VenueKind::BinanceSpot => 1,
+            VenueKind::BinanceSpotSbe => 2,
+            VenueKind::BybitSpot => 3,
+            VenueKind::BybitLinear => 4,
+            VenueKind::Databento => 5,
+            VenueKind::Thalex => 6,
+        };
+        #[derive(Deserialize)]
+        struct Kind {
+            kind: VenueKind,
+        }
+        for (index, kind) in VenueKind::ALL.into_iter().enumerate() {
+            assert_eq!(position(kind), index);
+            let read: Kind = toml::from_str(&format!("kind = \"{kind}\"")).expect("its spelling");
+            assert_eq!(read.kind, kind);
+        }
     }
 
     #[test]

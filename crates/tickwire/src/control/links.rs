@@ -629,6 +629,35 @@ impl Venues {
                 }
                 return;
             }
+            ReplyKind::Resubscribe => {
+                // The feed needs one stream afresh (its book broke): ask the venue for it again
+                // on the connection that carries it, or start the connection afresh.
+                let stream = (reply.id & 0xffff_ffff) as usize;
+                let links = &self.venues[at.venue];
+                let Some(stream_name) = links.stream_names.get(stream) else {
+                    return;
+                };
+                let requests = links.protocol.resubscribe_requests(stream_name);
+                tracing::info!(
+                    venue = %name,
+                    conn = slot,
+                    stream = %stream_name,
+                    "the feed needs the stream afresh: {}",
+                    if requests.is_empty() { "recycling the connection" } else { "resubscribing" }
+                );
+                let link = self.venues[at.venue].shards[at.shard].link_mut(at.role);
+                if requests.is_empty() {
+                    link.conn
+                        .recycle_for(now_ns, Reason::ProtocolError, &mut self.actions);
+                    self.follow(at, now_ns, out);
+                } else {
+                    let conn = link.conn.slot();
+                    for text in requests {
+                        out.push(LinkCommand::Send { slot: conn, text });
+                    }
+                }
+                return;
+            }
             ReplyKind::Response => {}
         }
         let response = protocol.read_response(&reply);
@@ -1057,7 +1086,17 @@ impl Venues {
             if let Some(interval) = links.ping_interval_ns {
                 if now_ns.saturating_sub(link.pinged_ns) >= interval {
                     link.pinged_ns = now_ns;
-                    out.push(LinkCommand::Ping { slot });
+                    // A ping frame, the venue's own ping message, or both (`Protocol::heartbeat`).
+                    let heartbeat = links.protocol.heartbeat();
+                    if heartbeat.frame() {
+                        out.push(LinkCommand::Ping { slot });
+                    }
+                    if let Some(text) = heartbeat.message() {
+                        out.push(LinkCommand::Send {
+                            slot,
+                            text: text.to_owned(),
+                        });
+                    }
                 }
             }
             let Some(timeout) = links.read_timeout_ns else {

@@ -512,6 +512,11 @@ pub enum ReplyKind {
     /// logged and counted. `error` is the venue's error code for an error; for other notices
     /// the low byte of `id` is the venue's notice code.
     Notice,
+    /// The feed needs one stream afresh (a break in its book's sequence, a crossed book, for a
+    /// venue whose books start from the stream's own snapshots): the low half of `id` is the
+    /// stream's index in the venue's activity table; the control side sends
+    /// `Protocol::resubscribe_requests` on the connection (the upper half of `id`).
+    Resubscribe,
 }
 
 /// A venue's answer to a request the control thread sent (a subscription), relayed by the
@@ -571,6 +576,20 @@ impl VenueReply {
         VenueReply {
             kind: ReplyKind::ReconnectNotice,
             ..VenueReply::new(venue, u64::from(conn) << 32, None, b"")
+        }
+    }
+
+    /// The feed asks for stream `stream` (its index in the venue's activity table) afresh on
+    /// connection `conn` (see [`ReplyKind::Resubscribe`]).
+    pub fn resubscribe(venue: VenueId, conn: crate::net::ConnId, stream: u32) -> VenueReply {
+        VenueReply {
+            kind: ReplyKind::Resubscribe,
+            ..VenueReply::new(
+                venue,
+                (u64::from(conn) << 32) | u64::from(stream),
+                None,
+                b"",
+            )
         }
     }
 

@@ -15,6 +15,7 @@
 
 pub mod binance;
 pub mod binance_spot;
+pub mod bybit;
 pub mod databento;
 pub mod emit;
 pub mod feed;
@@ -404,17 +405,10 @@ pub fn snapshot_target(
         .snapshot_target(venue, instrument_base)
 }
 
-/// The REST snapshot target of a venue file's `rest_url`, when it has one: what a venue whose
-/// books start from REST snapshots returns from [`protocol::Protocol::snapshot_target`].
-pub fn rest_snapshot_target(
-    venue: &VenueConfig,
-    instrument_base: crate::event::InstrumentId,
-) -> Result<Option<snapshot::SnapshotTarget>, VenueError> {
-    rest_snapshot_target_at(venue, instrument_base, snapshot::SnapshotApi::BINANCE_USDM)
-}
-
-/// [`rest_snapshot_target`] for a venue whose depth endpoint is `api` (Binance Spot's
-/// `/api/v3/depth`).
+/// The REST snapshot target of a venue file's `rest_url`, when it has one, for a venue whose
+/// depth endpoint is `api` (Binance USD-M's `/fapi/v1/depth`, Spot's `/api/v3/depth`): what a
+/// venue whose books start from REST snapshots returns from
+/// [`protocol::Protocol::snapshot_target`].
 pub fn rest_snapshot_target_at(
     venue: &VenueConfig,
     instrument_base: crate::event::InstrumentId,

@@ -99,8 +99,10 @@ pub struct FileRules {
 /// What a venue does with `rest_url`.
 #[derive(Clone, Copy, Debug)]
 pub enum RestUrl {
-    /// Books of diff-depth channels start from a REST snapshot: one such channel needs it.
-    NeededForDiffDepth,
+    /// The books of some channels start from a REST snapshot: a file that lists one of them
+    /// ([`Protocol::channel_needs_rest_snapshot`]) needs `rest_url`. `channels` names them for
+    /// the config's message ("a diff depth channel (depth, depth@...)").
+    NeededFor { channels: &'static str },
     /// The venue has no use for one, for the reason `why`: giving one is a mistake.
     Unused { why: &'static str },
     /// Accepted, and used for REST snapshots when a feed asks for one.
@@ -122,6 +124,35 @@ pub enum KeyUse {
     Required { missing: &'static str },
 }
 
+/// How a venue's connections are kept alive from tickwire's side (the
+/// `lifecycle.ping_interval_ms` timer): a WebSocket ping frame, an application message of the
+/// venue's, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// A WebSocket ping frame (RFC 6455 section 5.5.2); the pong shows only as a read.
+    Frame,
+    /// The venue's own ping message, sent as a text frame (Bybit's `{"op":"ping"}`); its answer
+    /// is the feed's to read.
+    Message(&'static str),
+    /// Both: a ping frame and then the message.
+    Both(&'static str),
+}
+
+impl Heartbeat {
+    /// Whether a ping frame is sent.
+    pub fn frame(self) -> bool {
+        matches!(self, Heartbeat::Frame | Heartbeat::Both(_))
+    }
+
+    /// The application message sent, if any.
+    pub fn message(self) -> Option<&'static str> {
+        match self {
+            Heartbeat::Frame => None,
+            Heartbeat::Message(text) | Heartbeat::Both(text) => Some(text),
+        }
+    }
+}
+
 /// A venue's protocol, as the config and the control plane use it. Implemented by one unit
 /// struct per venue; see the module doc.
 pub trait Protocol: Sync {
@@ -140,6 +171,17 @@ pub trait Protocol: Sync {
 
     /// The heartbeat defaults: (ping interval, read timeout) in ms.
     fn default_heartbeat_ms(&self) -> (Option<u64>, Option<u64>);
+
+    /// What tickwire sends every ping interval. The default: a WebSocket ping frame.
+    fn heartbeat(&self) -> Heartbeat {
+        Heartbeat::Frame
+    }
+
+    /// Whether `channel`'s books start from a REST snapshot, so that the file needs `rest_url`
+    /// (when its [`FileRules::rest_url`] is [`RestUrl::NeededFor`]). The default: none does.
+    fn channel_needs_rest_snapshot(&self, _channel: &str) -> bool {
+        false
+    }
 
     /// Whether `symbol` is one the venue can name; the error is the config's message.
     fn check_symbol(&self, symbol: &str) -> Result<(), String>;
@@ -241,20 +283,54 @@ pub trait Protocol: Sync {
         instrument_base: InstrumentId,
     ) -> Result<VenueFeed, VenueError>;
 
-    /// How the control thread fetches the venue's REST book snapshots: from the venue file's
-    /// `rest_url` when it has one (its `FileRules` say where one is needed, accepted or
-    /// refused), otherwise none.
+    /// How the control thread fetches the venue's REST book snapshots: its path, body parser
+    /// and instrument list ([`super::snapshot::SnapshotApi`]) on the venue file's `rest_url`
+    /// (`venue::rest_snapshot_target_at`). The default: none, for a venue whose books start
+    /// from the stream's own snapshots.
     fn snapshot_target(
         &self,
-        venue: &VenueConfig,
-        instrument_base: InstrumentId,
+        _venue: &VenueConfig,
+        _instrument_base: InstrumentId,
     ) -> Result<Option<super::snapshot::SnapshotTarget>, VenueError> {
-        super::rest_snapshot_target(venue, instrument_base)
+        Ok(None)
     }
 
-    /// Whether `depth` is a `book_depth` (the REST snapshot's `limit`) the venue serves; the
-    /// error is the config's message. The default is Binance USD-M's `GET /fapi/v1/depth`.
-    fn check_book_depth(&self, depth: u32) -> Result<(), String> {
-        crate::config::check_usdm_book_depth(depth)
+    /// Whether `depth`, a `book_depth` the venue file sets (the REST snapshot's `limit`), is
+    /// one the venue serves; the error is the config's message. The default, for a venue with
+    /// no REST snapshots: the key has no use.
+    fn check_book_depth(&self, _depth: u32) -> Result<(), String> {
+        Err("has no use for this venue: its books start from the stream's own snapshots".to_owned())
     }
+
+    /// The requests that make the venue send stream `name` afresh (its book's snapshot), on a
+    /// connection that carries it, for a feed that asked for it
+    /// ([`crate::venue::feed::ReplyKind::Resubscribe`]: a break in the book's sequence, a
+    /// crossed book). Empty (the default): the connection is recycled instead, and its new
+    /// subscriptions bring every book afresh.
+    fn resubscribe_requests(&self, _name: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// `tickwire decode --venue <kind>` through the venue's own feed: the stream a captured
+    /// message belongs to (a first pass over the capture collects them), `None` for a message
+    /// of no stream (an answer, a pong). The default: the kind has no such runner (`decode`
+    /// keeps its own for the venues that predate this).
+    fn capture_stream(&self, _message: &[u8]) -> Option<String> {
+        None
+    }
+
+    /// The feed that decodes a capture of the streams `names` (what [`Protocol::capture_stream`]
+    /// found), its instruments numbered from 0 in [`CaptureFeed::symbols`]' order; `None` (the
+    /// default) for a kind without the runner.
+    fn capture_feed(&self, _names: &[String]) -> Option<CaptureFeed> {
+        None
+    }
+}
+
+/// A venue's feed set up for a capture (`tickwire decode`), with the symbols its instrument
+/// ids (from 0) stand for.
+pub struct CaptureFeed {
+    pub feed: Box<dyn super::feed::Feed>,
+    pub counters: super::feed::FeedCounters,
+    pub symbols: Vec<String>,
 }

@@ -4,9 +4,11 @@
 //! neither a hot thread nor the control thread's report loop ever waits on a venue's REST API.
 //! The control thread hands it requests and collects replies without blocking.
 //!
-//! Where a venue's snapshots are and how their body reads is its [`SnapshotApi`]: Binance USD-M's
-//! `/fapi/v1/depth` ([`SnapshotApi::BINANCE_USDM`], the default) or Binance Spot's
-//! `/api/v3/depth` (`venue::binance_spot::protocol`).
+//! Where a venue's snapshots are and how their body reads is its [`SnapshotApi`], which the
+//! venue's own `Protocol::snapshot_target` names: Binance USD-M's `/fapi/v1/depth`
+//! ([`SnapshotApi::BINANCE_USDM`]) or Binance Spot's `/api/v3/depth`
+//! (`venue::binance_spot::protocol`). A venue whose books start from the stream's own snapshots
+//! (Thalex, Bybit) has none.
 
 use super::binance::decode::{self, Message};
 use super::feed::{DepthSnapshot, SnapshotReply, SnapshotRequest};

@@ -61,6 +61,19 @@ max_delay_ms = 100
 api_key_env = "DATABENTO_TEST_KEY"
 "#;
 
+/// A venue whose heartbeat is an application message (`Protocol::heartbeat`) and whose feed
+/// can ask for one stream afresh (`Protocol::resubscribe_requests`).
+const BYBIT: &str = r#"name = "bybit-test"
+kind = "bybit-linear"
+url = "wss://127.0.0.1:9443/v5/public/linear"
+symbols = ["BTCUSDT"]
+channels = ["orderbook.50", "publicTrade"]
+
+[reconnect]
+initial_delay_ms = 100
+max_delay_ms = 100
+"#;
+
 /// The simulator's test-only Thalex key, so that a login request can be signed. Read from the
 /// simulator crate beside this one at test time: the appliance crate carries no key.
 fn test_key_pem() -> String {
@@ -243,7 +256,11 @@ fn statuses(commands: &[LinkCommand]) -> Vec<(InstrumentId, VenueState, u64)> {
 /// A JSON-RPC request's id (`..,"id":N}`).
 fn request_id(text: &str) -> u64 {
     let value: serde_json::Value = serde_json::from_str(text).expect("a JSON request");
-    value["id"].as_u64().expect("a numeric id")
+    // JSON-RPC's numeric `id`, or the decimal string `req_id` of an `op` request.
+    value["id"]
+        .as_u64()
+        .or_else(|| value["req_id"].as_str()?.parse().ok())
+        .expect("a numeric id")
 }
 
 #[test]
@@ -673,6 +690,42 @@ fn heartbeats_ping_and_a_silent_connection_is_recycled() {
         fx.venues.counters(0).transitions.get(Reason::ReadTimeout),
         2
     );
+}
+
+#[test]
+fn a_message_heartbeat_is_sent_as_text_and_a_resubscription_stays_on_its_connection() {
+    let mut fx = fixture(BYBIT);
+    fx.live(T0);
+    fx.read_ns = T0;
+    let first = fx.tick(T0 + MS);
+    assert!(
+        !first
+            .iter()
+            .any(|command| matches!(command, LinkCommand::Ping { .. })),
+        "no ping frame: the venue's heartbeat is its own message"
+    );
+    assert_eq!(sent(&first, 0), [r#"{"op":"ping"}"#]);
+    assert!(
+        sent(&fx.tick(T0 + 2 * MS), 0).is_empty(),
+        "one a ping interval"
+    );
+    // The feed asks for the book (stream 0) afresh: unsubscribe and subscribe on the same
+    // connection, which stays live.
+    let out = fx.reply(T0 + 3 * MS, VenueReply::resubscribe(0, 0, 0));
+    assert_eq!(
+        sent(&out, 0),
+        [
+            r#"{"req_id":"resubscribe","op":"unsubscribe","args":["orderbook.50.BTCUSDT"]}"#,
+            r#"{"req_id":"resubscribe","op":"subscribe","args":["orderbook.50.BTCUSDT"]}"#
+        ]
+    );
+    assert!(!closed(&out, 0) && !aborted(&out, 0));
+    assert_eq!(fx.venues.state(0, 0, Role::Active), Some(ConnState::Live));
+    // A venue without resubscription requests (Thalex) recycles the connection instead.
+    let mut fx = fixture(THALEX);
+    fx.live(T0);
+    let out = fx.reply(T0 + MS, VenueReply::resubscribe(0, 0, 0));
+    assert!(closed(&out, 0) || aborted(&out, 0), "{out:?}");
 }
 
 #[test]

@@ -109,7 +109,7 @@ fn channel_kind(channel: &str) -> Option<StreamKind> {
         "bookTicker" => StreamKind::BookTicker,
         "trade" => StreamKind::Trade,
         "aggTrade" => StreamKind::AggTrade,
-        _ if crate::config::is_diff_depth_channel(channel) => StreamKind::DiffDepth,
+        _ if crate::venue::binance::is_diff_depth_channel(channel) => StreamKind::DiffDepth,
         _ if partial => StreamKind::PartialDepth,
         _ if channel.starts_with("markPrice") => StreamKind::MarkPrice,
         _ => return None,

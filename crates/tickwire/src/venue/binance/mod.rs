@@ -45,7 +45,19 @@ pub mod decode;
 pub mod feed;
 pub mod json;
 pub mod protocol;
-// `pub(crate)`: the Spot decoder (`venue::binance_spot`) reads the same shapes with it.
+// `pub(crate)`: the Spot decoder (`venue::binance_spot`) reads the same shapes with it, and
+// Bybit's (`venue::bybit`) its decimals, levels and integers.
 pub(crate) mod scan;
 pub mod subscribe;
 pub mod sync;
+
+/// How the config names the channels whose books start from a REST snapshot, in its message
+/// for a file without `rest_url` (`RestUrl::NeededFor`); Binance Spot's too.
+pub const DIFF_DEPTH_CHANNELS: &str = "a diff depth channel (depth, depth@...)";
+
+/// A Binance diff depth stream (`depth`, `depth@100ms`, ...), as opposed to the partial book
+/// streams (`depth5`, `depth10@100ms`, ...) that carry the top levels whole: its book starts
+/// from a REST snapshot. USD-M's and Spot's rule.
+pub fn is_diff_depth_channel(channel: &str) -> bool {
+    channel == "depth" || channel.starts_with("depth@")
+}

@@ -154,6 +154,9 @@ fn entry_point_of(channels: &[String]) -> EntryPoint {
         .map_or(EntryPoint::Public, |channel| entry_point(channel))
 }
 
+/// The `limit` values Binance USD-M's `GET /fapi/v1/depth` accepts.
+const BOOK_DEPTHS: [u32; 7] = [5, 10, 20, 50, 100, 500, 1000];
+
 impl Protocol for BinanceUsdmFutures {
     fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
         "BINANCE.USDM".to_owned()
@@ -166,10 +169,40 @@ impl Protocol for BinanceUsdmFutures {
     /// Diff-depth books start from a REST snapshot; the market streams need no key.
     fn file_rules(&self) -> FileRules {
         FileRules {
-            rest_url: RestUrl::NeededForDiffDepth,
+            rest_url: RestUrl::NeededFor {
+                channels: crate::venue::binance::DIFF_DEPTH_CHANNELS,
+            },
             key: KeyUse::Unused,
             databento_table: false,
         }
+    }
+
+    fn channel_needs_rest_snapshot(&self, channel: &str) -> bool {
+        crate::venue::binance::is_diff_depth_channel(channel)
+    }
+
+    /// `GET /fapi/v1/depth` on the venue file's `rest_url`.
+    fn snapshot_target(
+        &self,
+        venue: &VenueConfig,
+        instrument_base: InstrumentId,
+    ) -> Result<Option<crate::venue::snapshot::SnapshotTarget>, VenueError> {
+        crate::venue::rest_snapshot_target_at(
+            venue,
+            instrument_base,
+            crate::venue::snapshot::SnapshotApi::BINANCE_USDM,
+        )
+    }
+
+    /// `GET /fapi/v1/depth`'s `limit` values.
+    fn check_book_depth(&self, depth: u32) -> Result<(), String> {
+        if BOOK_DEPTHS.contains(&depth) {
+            return Ok(());
+        }
+        Err(format!(
+            "{depth} is not a depth the venue serves; valid values are {}",
+            BOOK_DEPTHS.map(|depth| depth.to_string()).join(", ")
+        ))
     }
 
     /// Binance pings its clients and closes the ones that do not answer: no ping of ours.
@@ -301,7 +334,7 @@ impl Protocol for BinanceUsdmFutures {
         let books = venue
             .channels
             .iter()
-            .any(|channel| crate::config::is_diff_depth_channel(channel));
+            .any(|channel| crate::venue::binance::is_diff_depth_channel(channel));
         let sync = super::sync::SyncConfig {
             snapshot_limit: venue.book_depth,
             ..super::sync::SyncConfig::default()

@@ -143,7 +143,7 @@ fn channel_kind(channel: &str) -> Option<StreamKind> {
         "bookTicker" | "bestBidAsk" => StreamKind::BookTicker,
         "trade" => StreamKind::Trade,
         "aggTrade" => StreamKind::AggTrade,
-        _ if crate::config::is_diff_depth_channel(channel) => StreamKind::DiffDepth,
+        _ if crate::venue::binance::is_diff_depth_channel(channel) => StreamKind::DiffDepth,
         _ if partial => StreamKind::PartialDepth,
         _ => return None,
     })

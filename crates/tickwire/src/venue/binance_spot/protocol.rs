@@ -148,10 +148,16 @@ impl Protocol for BinanceSpot {
     /// Diff-depth books start from a REST snapshot; the market streams need no key.
     fn file_rules(&self) -> FileRules {
         FileRules {
-            rest_url: RestUrl::NeededForDiffDepth,
+            rest_url: RestUrl::NeededFor {
+                channels: crate::venue::binance::DIFF_DEPTH_CHANNELS,
+            },
             key: KeyUse::Unused,
             databento_table: false,
         }
+    }
+
+    fn channel_needs_rest_snapshot(&self, channel: &str) -> bool {
+        crate::venue::binance::is_diff_depth_channel(channel)
     }
 
     /// The server pings every 20 s; tickwire answers and sends no ping of its own.
@@ -260,7 +266,7 @@ impl Protocol for BinanceSpot {
         let books = venue
             .channels
             .iter()
-            .any(|channel| crate::config::is_diff_depth_channel(channel));
+            .any(|channel| crate::venue::binance::is_diff_depth_channel(channel));
         let sync = sync_config(venue.book_depth);
         let (feed, counters) = super::feed::SpotFeed::new(super::feed::FeedConfig {
             venue_id,

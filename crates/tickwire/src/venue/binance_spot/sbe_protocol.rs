@@ -73,7 +73,9 @@ impl Protocol for BinanceSpotSbe {
     /// Diff-depth books start from a REST snapshot; the streams need an API key.
     fn file_rules(&self) -> FileRules {
         FileRules {
-            rest_url: RestUrl::NeededForDiffDepth,
+            rest_url: RestUrl::NeededFor {
+                channels: crate::venue::binance::DIFF_DEPTH_CHANNELS,
+            },
             key: KeyUse::Required {
                 missing: "has no API key: Binance's SBE market data streams need an Ed25519 API \
                           key in the X-MBX-APIKEY header; set credentials.api_key_env (an \
@@ -189,6 +191,10 @@ impl Protocol for BinanceSpotSbe {
 
     fn check_book_depth(&self, depth: u32) -> Result<(), String> {
         BinanceSpot.check_book_depth(depth)
+    }
+
+    fn channel_needs_rest_snapshot(&self, channel: &str) -> bool {
+        BinanceSpot.channel_needs_rest_snapshot(channel)
     }
 }
 

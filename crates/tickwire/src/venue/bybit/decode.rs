@@ -1,0 +1,892 @@
+//! One Bybit v5 public WebSocket message, read in place into a typed, borrowed [`Message`].
+//!
+//! Bybit's pages say nothing of key order, and its own note on `ts` ("the `ts` field appears
+//! before the `type` field" on some topics, after it on others) shows that it varies: the reader
+//! takes the members in any order, `data` before `topic` included. `data`'s shape is read as it
+//! comes (an object: a book or a ticker; an array: trades or liquidations), with the keys of
+//! every topic's rows, and the topic then says which of them the message is. A repeated key is
+//! refused, as are unknown `type`s.
+//!
+//! Numbers: prices and sizes are decimal strings read exactly into [`Fixed`] (an exponent, more
+//! than nine decimals that are not zeros, or a magnitude beyond `Fixed`'s range is an error);
+//! times and update ids are JSON integers, taken also as strings of digits (the orderbook page's
+//! own example writes `"ts": "1772694601512"`), and anything else there (a sign, a fraction, an
+//! exponent, more than `u64`) is an error.
+//!
+//! **Invariant:** no input makes it panic, read out of bounds or allocate beyond the
+//! [`Scratch`] buffers' working size (a message with more than [`MAX_ROWS`] levels a side or
+//! rows is refused, so the buffers stop growing there).
+
+use crate::fixed::{Fixed, ParseError};
+use crate::venue::binance::scan;
+use crate::venue::json::{Cursor, JsonError, JsonErrorKind, Members};
+use std::fmt;
+
+/// The most levels a side, or rows, one message may carry: orderbook.1000 sends 1000 levels a
+/// side, a trade message "up to 1024 trades".
+pub const MAX_ROWS: usize = 4096;
+
+/// What went wrong with a message. Small and `Copy`: returned on the hot path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Not JSON (RFC 8259), or cut short.
+    Json(JsonError),
+    /// A price or size that is not an exact decimal `Fixed` holds.
+    Decimal { offset: usize, error: ParseError },
+    /// A time or id that is not an unsigned integer of at most 64 bits.
+    Integer { offset: usize },
+    /// A value of the wrong JSON type for its key.
+    WrongType { field: &'static str, offset: usize },
+    /// A key that appears twice in one object.
+    RepeatedKey { offset: usize },
+    /// `type` is neither `snapshot` nor `delta`.
+    UnknownType { offset: usize },
+    /// A field the message's topic needs is missing.
+    Missing(&'static str),
+    /// More than [`MAX_ROWS`] levels on a side, or rows.
+    TooManyRows { offset: usize },
+    /// Neither a `topic` (market data) nor an `op` (an answer).
+    NeitherTopicNorOp,
+}
+
+impl DecodeError {
+    /// Where in the message it was seen (0 when it concerns the whole message).
+    pub fn offset(&self) -> usize {
+        match *self {
+            DecodeError::Json(error) => error.offset,
+            DecodeError::Decimal { offset, .. }
+            | DecodeError::Integer { offset }
+            | DecodeError::WrongType { offset, .. }
+            | DecodeError::RepeatedKey { offset }
+            | DecodeError::UnknownType { offset }
+            | DecodeError::TooManyRows { offset } => offset,
+            DecodeError::Missing(_) | DecodeError::NeitherTopicNorOp => 0,
+        }
+    }
+}
+
+impl From<JsonError> for DecodeError {
+    fn from(error: JsonError) -> Self {
+        DecodeError::Json(error)
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Json(error) => match error.kind {
+                JsonErrorKind::Truncated => write!(f, "the message ends inside a value"),
+                JsonErrorKind::UnexpectedByte(byte) => {
+                    write!(f, "unexpected byte {byte:#04x} at offset {}", error.offset)
+                }
+                JsonErrorKind::InvalidString => {
+                    write!(f, "an invalid string at offset {}", error.offset)
+                }
+                JsonErrorKind::InvalidNumber => {
+                    write!(f, "an invalid number at offset {}", error.offset)
+                }
+                JsonErrorKind::TooDeep => write!(f, "nested too deep at offset {}", error.offset),
+            },
+            DecodeError::Decimal { offset, error } => {
+                write!(f, "bad decimal at offset {offset}: {error}")
+            }
+            DecodeError::Integer { offset } => {
+                write!(f, "not an unsigned 64-bit integer at offset {offset}")
+            }
+            DecodeError::WrongType { field, offset } => {
+                write!(f, "`{field}` has the wrong type at offset {offset}")
+            }
+            DecodeError::RepeatedKey { offset } => write!(f, "a repeated key at offset {offset}"),
+            DecodeError::UnknownType { offset } => write!(
+                f,
+                "`type` is neither \"snapshot\" nor \"delta\" at offset {offset}"
+            ),
+            DecodeError::Missing(field) => write!(f, "missing field `{field}`"),
+            DecodeError::TooManyRows { offset } => {
+                write!(f, "more than {MAX_ROWS} levels or rows at offset {offset}")
+            }
+            DecodeError::NeitherTopicNorOp => write!(f, "neither a `topic` nor an `op`"),
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, DecodeError>;
+
+/// A ticker field as a message carries it: not there (unchanged, in a delta), there but empty
+/// (`""`: no value, such as a dated future's `fundingRate`), or a value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Field {
+    #[default]
+    Absent,
+    Empty,
+    Value(Fixed),
+}
+
+impl Field {
+    pub fn is_present(self) -> bool {
+        self != Field::Absent
+    }
+
+    /// The field merged over what was known: an absent field keeps `known`.
+    pub fn over(self, known: Option<Fixed>) -> Option<Fixed> {
+        match self {
+            Field::Absent => known,
+            Field::Empty => None,
+            Field::Value(value) => Some(value),
+        }
+    }
+}
+
+/// The ticker fields tickwire publishes or keeps (the rest are checked as JSON and skipped).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TickerFields {
+    pub bid1_price: Field,
+    pub bid1_size: Field,
+    pub ask1_price: Field,
+    pub ask1_size: Field,
+    pub mark_price: Field,
+    pub index_price: Field,
+    pub funding_rate: Field,
+    pub open_interest: Field,
+}
+
+/// One row of a `publicTrade` or `allLiquidation` message's `data`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// `T`, ms.
+    pub time_ms: u64,
+    /// `S`: `Buy` (the taker bought; for a liquidation, a long position was liquidated).
+    pub buy: bool,
+    /// `v`.
+    pub size: Fixed,
+    /// `p`.
+    pub price: Fixed,
+    /// `i` as [`trade_id`] reads it (0 without one: liquidations).
+    pub id: u64,
+    /// `seq`, the cross sequence (0 without one).
+    pub seq: u64,
+    /// `s`, as a range of the message.
+    pub symbol: (usize, usize),
+}
+
+/// The levels and rows of the message last decoded. Kept by the caller and reused, so that
+/// decoding allocates nothing once the buffers have grown to the venue's message sizes.
+#[derive(Debug)]
+pub struct Scratch {
+    pub bids: Vec<(Fixed, Fixed)>,
+    pub asks: Vec<(Fixed, Fixed)>,
+    pub rows: Vec<Row>,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            bids: Vec::with_capacity(1024),
+            asks: Vec::with_capacity(1024),
+            rows: Vec::with_capacity(1024),
+        }
+    }
+}
+
+/// What a topic's first word says the message is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopicKind {
+    /// `orderbook.{depth}.{symbol}`.
+    Orderbook,
+    /// `publicTrade.{symbol}`.
+    PublicTrade,
+    /// `tickers.{symbol}`.
+    Tickers,
+    /// `allLiquidation.{symbol}`.
+    AllLiquidation,
+}
+
+impl TopicKind {
+    /// The topic's kind and its symbol (the part after the last `.`), or `None` for a topic
+    /// this module does not read.
+    pub fn of(topic: &[u8]) -> Option<(TopicKind, &[u8])> {
+        let (kind, rest) = if let Some(rest) = topic.strip_prefix(b"orderbook.") {
+            let dot = rest.iter().position(|&byte| byte == b'.')?;
+            let depth = &rest[..dot];
+            if depth.is_empty() || !depth.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            (TopicKind::Orderbook, &rest[dot + 1..])
+        } else if let Some(rest) = topic.strip_prefix(b"publicTrade.") {
+            (TopicKind::PublicTrade, rest)
+        } else if let Some(rest) = topic.strip_prefix(b"tickers.") {
+            (TopicKind::Tickers, rest)
+        } else if let Some(rest) = topic.strip_prefix(b"allLiquidation.") {
+            (TopicKind::AllLiquidation, rest)
+        } else {
+            return None;
+        };
+        (!rest.is_empty()).then_some((kind, rest))
+    }
+}
+
+/// A decoded message; strings borrow the payload, levels and rows are in the [`Scratch`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Message<'a> {
+    /// `orderbook.*`: `scratch.bids` and `scratch.asks` hold its levels.
+    Book {
+        topic: &'a [u8],
+        snapshot: bool,
+        /// `ts`, ms.
+        ts_ms: u64,
+        /// `cts`, ms (0 without one).
+        cts_ms: u64,
+        /// `data.s`.
+        symbol: &'a [u8],
+        /// `data.u`.
+        update_id: u64,
+        /// `data.seq` (0 without one).
+        seq: u64,
+    },
+    /// `publicTrade.*`: `scratch.rows` holds its trades.
+    Trades { topic: &'a [u8], ts_ms: u64 },
+    /// `tickers.*`.
+    Ticker {
+        topic: &'a [u8],
+        snapshot: bool,
+        ts_ms: u64,
+        /// `data.symbol`.
+        symbol: &'a [u8],
+        fields: TickerFields,
+    },
+    /// `allLiquidation.*`: `scratch.rows` holds its liquidations.
+    Liquidations { topic: &'a [u8], ts_ms: u64 },
+    /// A topic this module does not read (`system.status`, a topic of another category).
+    OtherTopic { topic: &'a [u8] },
+    /// An answer to an `op` (`subscribe`, `unsubscribe`, `ping`), or the option and private
+    /// channels' `pong`.
+    Answer {
+        op: &'a [u8],
+        /// `success`, when the answer has one.
+        success: Option<bool>,
+        ret_msg: &'a [u8],
+        req_id: &'a [u8],
+    },
+}
+
+/// A Bybit trade id (`i`, a string) as a 64-bit `trade_id`: a decimal id (spot's) that fits is
+/// kept as its number; a UUID (linear's, `8-4-4-4-12` hex digits) is folded to 64 bits, its
+/// upper and lower halves XORed (two UUIDs collide with probability 2^-64); anything else is
+/// its 64-bit FNV-1a hash. The same string always gives the same id, on every run and host.
+pub fn trade_id(id: &[u8]) -> u64 {
+    if !id.is_empty() && id.len() <= 20 && id.iter().all(u8::is_ascii_digit) {
+        let mut value: u64 = 0;
+        let fits = id.iter().all(|&digit| {
+            match value
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(digit - b'0')))
+            {
+                Some(next) => {
+                    value = next;
+                    true
+                }
+                None => false,
+            }
+        });
+        if fits {
+            return value;
+        }
+    }
+    if let Some(folded) = uuid_folded(id) {
+        return folded;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in id {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// Hex digit values by byte; 0xff for a byte that is not one.
+const HEX: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = match byte as u8 {
+            b'0'..=b'9' => byte as u8 - b'0',
+            b'a'..=b'f' => byte as u8 - b'a' + 10,
+            b'A'..=b'F' => byte as u8 - b'A' + 10,
+            _ => 0xff,
+        };
+        byte += 1;
+    }
+    table
+};
+
+/// A UUID (`8-4-4-4-12` hex digits) folded to 64 bits, its upper and lower halves XORed;
+/// `None` for anything else.
+fn uuid_folded(id: &[u8]) -> Option<u64> {
+    let id: &[u8; 36] = id.try_into().ok()?;
+    if id[8] != b'-' || id[13] != b'-' || id[18] != b'-' || id[23] != b'-' {
+        return None;
+    }
+    // The upper half is the first 16 digits (8-4-4), the lower the last 16 (4-12).
+    let mut halves = [0u64; 2];
+    let mut invalid = 0u8;
+    for (half, ranges) in [[0..8, 9..13, 14..18], [19..23, 24..36, 36..36]]
+        .into_iter()
+        .enumerate()
+    {
+        for range in ranges {
+            for &byte in &id[range] {
+                let digit = HEX[usize::from(byte)];
+                invalid |= digit;
+                halves[half] = (halves[half] << 4) | u64::from(digit & 0x0f);
+            }
+        }
+    }
+    // A digit is at most 0x0f: any 0xff (not a hex digit) sets the high bits.
+    (invalid & 0xf0 == 0).then_some(halves[0] ^ halves[1])
+}
+
+/// The keys read, one bit each, to refuse a repeated one.
+#[derive(Default)]
+struct Seen(u64);
+
+impl Seen {
+    fn first(&mut self, bit: u32, cursor: &Cursor<'_>) -> Result<()> {
+        let mask = 1u64 << bit;
+        if self.0 & mask != 0 {
+            return Err(DecodeError::RepeatedKey { offset: cursor.pos });
+        }
+        self.0 |= mask;
+        Ok(())
+    }
+}
+
+fn string<'a>(cursor: &mut Cursor<'a>, field: &'static str) -> Result<&'a [u8]> {
+    if cursor.peek_value()? != b'"' {
+        return Err(DecodeError::WrongType {
+            field,
+            offset: cursor.pos,
+        });
+    }
+    cursor.pos += 1;
+    Ok(cursor.string_body()?.0)
+}
+
+fn decimal(cursor: &mut Cursor<'_>, field: &'static str) -> Result<Fixed> {
+    let start = cursor.pos;
+    // The venue's form (`-?[0-9]{1,7}(\.[0-9]{0,8})?`), read in words by Binance's scanner,
+    // which returns what `Fixed::parse` would for it; anything else takes the general path.
+    if cursor.peek() == Some(b'"') {
+        if let Some((value, end)) = scan::quoted_decimal(cursor.bytes, start + 1) {
+            cursor.pos = end;
+            return Ok(value);
+        }
+    }
+    let text = string(cursor, field)?;
+    Fixed::parse(text).map_err(|error| DecodeError::Decimal {
+        offset: start,
+        error,
+    })
+}
+
+fn field(cursor: &mut Cursor<'_>, name: &'static str) -> Result<Field> {
+    let start = cursor.pos;
+    if cursor.peek() == Some(b'"') {
+        if let Some((value, end)) = scan::quoted_decimal(cursor.bytes, start + 1) {
+            cursor.pos = end;
+            return Ok(Field::Value(value));
+        }
+    }
+    let text = string(cursor, name)?;
+    if text.is_empty() {
+        return Ok(Field::Empty);
+    }
+    Fixed::parse(text)
+        .map(Field::Value)
+        .map_err(|error| DecodeError::Decimal {
+            offset: start,
+            error,
+        })
+}
+
+/// An unsigned integer, as a JSON number or a string of digits.
+fn integer(cursor: &mut Cursor<'_>, field: &'static str) -> Result<u64> {
+    let start = cursor.skip_whitespace_pos();
+    // 1 to 19 digits, not followed by a fraction or an exponent: read in words.
+    if let Some((value, end)) = scan::integer(cursor.bytes, start) {
+        cursor.pos = end;
+        return Ok(value);
+    }
+    let digits: &[u8] = match cursor.peek() {
+        Some(b'"') => string(cursor, field)?,
+        Some(b'0'..=b'9' | b'-') => {
+            cursor.skip_number()?;
+            cursor.slice(start, cursor.pos)
+        }
+        _ => {
+            return Err(DecodeError::WrongType {
+                field,
+                offset: start,
+            })
+        }
+    };
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(DecodeError::Integer { offset: start });
+    }
+    let mut value: u64 = 0;
+    for &digit in digits {
+        value = value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(digit - b'0')))
+            .ok_or(DecodeError::Integer { offset: start })?;
+    }
+    Ok(value)
+}
+
+fn boolean(cursor: &mut Cursor<'_>, field: &'static str) -> Result<bool> {
+    match cursor.peek_value()? {
+        b't' => cursor.literal(b"true").map(|()| true).map_err(Into::into),
+        b'f' => cursor.literal(b"false").map(|()| false).map_err(Into::into),
+        _ => Err(DecodeError::WrongType {
+            field,
+            offset: cursor.pos,
+        }),
+    }
+}
+
+trait SkipWhitespacePos {
+    fn skip_whitespace_pos(&mut self) -> usize;
+}
+
+impl SkipWhitespacePos for Cursor<'_> {
+    fn skip_whitespace_pos(&mut self) -> usize {
+        self.skip_whitespace();
+        self.pos
+    }
+}
+
+/// `[["price","size"],...]` into `out`.
+fn levels(
+    cursor: &mut Cursor<'_>,
+    out: &mut Vec<(Fixed, Fixed)>,
+    field: &'static str,
+) -> Result<()> {
+    out.clear();
+    cursor.expect(b'[').map_err(|_| DecodeError::WrongType {
+        field,
+        offset: cursor.pos,
+    })?;
+    if cursor.peek_value()? == b']' {
+        cursor.pos += 1;
+        return Ok(());
+    }
+    loop {
+        if out.len() >= MAX_ROWS {
+            return Err(DecodeError::TooManyRows { offset: cursor.pos });
+        }
+        cursor.skip_whitespace();
+        // `["price","size"]` in the venue's form, read in words; the rest takes the general path.
+        if let Some((price, size, end)) = scan::level_pair(cursor.bytes, cursor.pos) {
+            cursor.pos = end;
+            out.push((price, size));
+            match cursor.peek() {
+                Some(b',') => {
+                    cursor.pos += 1;
+                    continue;
+                }
+                Some(b']') => {
+                    cursor.pos += 1;
+                    return Ok(());
+                }
+                _ => {}
+            }
+            match cursor.peek_value()? {
+                b',' => {
+                    cursor.pos += 1;
+                    continue;
+                }
+                b']' => {
+                    cursor.pos += 1;
+                    return Ok(());
+                }
+                other => {
+                    return Err(DecodeError::Json(
+                        cursor.error(JsonErrorKind::UnexpectedByte(other)),
+                    ))
+                }
+            }
+        }
+        cursor.expect(b'[')?;
+        let price = decimal(cursor, field)?;
+        cursor.expect(b',')?;
+        let size = decimal(cursor, field)?;
+        cursor.expect(b']')?;
+        out.push((price, size));
+        match cursor.peek_value()? {
+            b',' => cursor.pos += 1,
+            b']' => {
+                cursor.pos += 1;
+                return Ok(());
+            }
+            other => {
+                return Err(DecodeError::Json(
+                    cursor.error(JsonErrorKind::UnexpectedByte(other)),
+                ))
+            }
+        }
+    }
+}
+
+/// What `data` held, before the topic says which it is.
+#[derive(Default)]
+struct Data<'a> {
+    /// `data` was an object (a book or a ticker) or an array (rows).
+    object: bool,
+    array: bool,
+    /// Book keys.
+    s: Option<&'a [u8]>,
+    u: Option<u64>,
+    seq: Option<u64>,
+    has_b: bool,
+    has_a: bool,
+    /// Ticker keys.
+    symbol: Option<&'a [u8]>,
+    fields: TickerFields,
+    /// The first field a row lacks.
+    rows_missing: Option<&'static str>,
+}
+
+fn data_object<'a>(
+    cursor: &mut Cursor<'a>,
+    scratch: &mut Scratch,
+    data: &mut Data<'a>,
+) -> Result<()> {
+    data.object = true;
+    scratch.bids.clear();
+    scratch.asks.clear();
+    cursor.pos += 1;
+    let mut members = Members::new();
+    let mut seen = Seen::default();
+    while let Some((key, _)) = cursor.next_raw_key(&mut members)? {
+        let (bit, target): (u32, &mut Field) = match key {
+            b"s" => {
+                seen.first(0, cursor)?;
+                data.s = Some(string(cursor, "s")?);
+                continue;
+            }
+            b"b" => {
+                seen.first(1, cursor)?;
+                levels(cursor, &mut scratch.bids, "b")?;
+                data.has_b = true;
+                continue;
+            }
+            b"a" => {
+                seen.first(2, cursor)?;
+                levels(cursor, &mut scratch.asks, "a")?;
+                data.has_a = true;
+                continue;
+            }
+            b"u" => {
+                seen.first(3, cursor)?;
+                data.u = Some(integer(cursor, "u")?);
+                continue;
+            }
+            b"seq" => {
+                seen.first(4, cursor)?;
+                data.seq = Some(integer(cursor, "seq")?);
+                continue;
+            }
+            b"symbol" => {
+                seen.first(5, cursor)?;
+                data.symbol = Some(string(cursor, "symbol")?);
+                continue;
+            }
+            b"bid1Price" => (6, &mut data.fields.bid1_price),
+            b"bid1Size" => (7, &mut data.fields.bid1_size),
+            b"ask1Price" => (8, &mut data.fields.ask1_price),
+            b"ask1Size" => (9, &mut data.fields.ask1_size),
+            b"markPrice" => (10, &mut data.fields.mark_price),
+            b"indexPrice" => (11, &mut data.fields.index_price),
+            b"fundingRate" => (12, &mut data.fields.funding_rate),
+            b"openInterest" => (13, &mut data.fields.open_interest),
+            _ => {
+                cursor.skip_value()?;
+                continue;
+            }
+        };
+        seen.first(bit, cursor)?;
+        *target = field(cursor, "ticker field")?;
+    }
+    Ok(())
+}
+
+fn data_rows(
+    cursor: &mut Cursor<'_>,
+    scratch: &mut Scratch,
+    missing: &mut Option<&'static str>,
+) -> Result<()> {
+    scratch.rows.clear();
+    cursor.pos += 1;
+    if cursor.peek_value()? == b']' {
+        cursor.pos += 1;
+        return Ok(());
+    }
+    loop {
+        if scratch.rows.len() >= MAX_ROWS {
+            return Err(DecodeError::TooManyRows { offset: cursor.pos });
+        }
+        if cursor.peek_value()? != b'{' {
+            return Err(DecodeError::WrongType {
+                field: "data",
+                offset: cursor.pos,
+            });
+        }
+        cursor.pos += 1;
+        let mut members = Members::new();
+        let mut seen = Seen::default();
+        let (mut time, mut side, mut size, mut price) = (None, None, None, None);
+        let (mut id, mut seq, mut symbol) = (0, 0, None);
+        while let Some((key, _)) = cursor.next_raw_key(&mut members)? {
+            match key {
+                b"T" => {
+                    seen.first(0, cursor)?;
+                    time = Some(integer(cursor, "T")?);
+                }
+                b"s" => {
+                    seen.first(1, cursor)?;
+                    let start = cursor.skip_whitespace_pos() + 1;
+                    let text = string(cursor, "s")?;
+                    symbol = Some((start, start + text.len()));
+                }
+                b"S" => {
+                    seen.first(2, cursor)?;
+                    let at = cursor.pos;
+                    side = Some(match string(cursor, "S")? {
+                        b"Buy" => true,
+                        b"Sell" => false,
+                        _ => {
+                            return Err(DecodeError::WrongType {
+                                field: "S",
+                                offset: at,
+                            })
+                        }
+                    });
+                }
+                b"v" => {
+                    seen.first(3, cursor)?;
+                    size = Some(decimal(cursor, "v")?);
+                }
+                b"p" => {
+                    seen.first(4, cursor)?;
+                    price = Some(decimal(cursor, "p")?);
+                }
+                b"i" => {
+                    seen.first(5, cursor)?;
+                    id = trade_id(string(cursor, "i")?);
+                }
+                b"seq" => {
+                    seen.first(6, cursor)?;
+                    seq = integer(cursor, "seq")?;
+                }
+                b"BT" | b"RPI" => {
+                    seen.first(if key == b"BT" { 7 } else { 8 }, cursor)?;
+                    boolean(cursor, "BT")?;
+                }
+                _ => cursor.skip_value()?,
+            }
+        }
+        // A row without one of the fields is an error only for the topics whose rows these
+        // are (a `system.status` row has none of them): the first missing one is kept.
+        let mut need = |value: Option<_>, name: &'static str| {
+            if value.is_none() && missing.is_none() {
+                *missing = Some(name);
+            }
+        };
+        need(time.map(drop), "T");
+        need(side.map(drop), "S");
+        need(size.map(drop), "v");
+        need(price.map(drop), "p");
+        need(symbol.map(drop), "s");
+        scratch.rows.push(Row {
+            time_ms: time.unwrap_or(0),
+            buy: side.unwrap_or(false),
+            size: size.unwrap_or(Fixed::ZERO),
+            price: price.unwrap_or(Fixed::ZERO),
+            id,
+            seq,
+            symbol: symbol.unwrap_or((0, 0)),
+        });
+        match cursor.peek_value()? {
+            b',' => cursor.pos += 1,
+            b']' => {
+                cursor.pos += 1;
+                return Ok(());
+            }
+            other => {
+                return Err(DecodeError::Json(
+                    cursor.error(JsonErrorKind::UnexpectedByte(other)),
+                ))
+            }
+        }
+    }
+}
+
+/// Decodes one message (a whole WebSocket text message, its UTF-8 already checked).
+pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a>> {
+    let mut cursor = Cursor::at(payload, 0);
+    cursor.expect(b'{')?;
+    let mut members = Members::new();
+    let mut seen = Seen::default();
+    let mut topic = None;
+    let mut snapshot = None;
+    let (mut ts, mut cts) = (None, 0);
+    let mut data = Data::default();
+    let (mut op, mut success, mut ret_msg, mut req_id) = (None, None, &b""[..], &b""[..]);
+    while let Some((key, _)) = cursor.next_raw_key(&mut members)? {
+        match key {
+            b"topic" => {
+                seen.first(0, &cursor)?;
+                topic = Some(string(&mut cursor, "topic")?);
+            }
+            b"type" => {
+                seen.first(1, &cursor)?;
+                let at = cursor.pos;
+                snapshot = Some(match string(&mut cursor, "type")? {
+                    b"snapshot" => true,
+                    b"delta" => false,
+                    _ => return Err(DecodeError::UnknownType { offset: at }),
+                });
+            }
+            b"ts" => {
+                seen.first(2, &cursor)?;
+                ts = Some(integer(&mut cursor, "ts")?);
+            }
+            b"cts" => {
+                seen.first(3, &cursor)?;
+                cts = integer(&mut cursor, "cts")?;
+            }
+            b"data" => {
+                seen.first(4, &cursor)?;
+                match cursor.peek_value()? {
+                    b'{' => data_object(&mut cursor, scratch, &mut data)?,
+                    b'[' => {
+                        data.array = true;
+                        data_rows(&mut cursor, scratch, &mut data.rows_missing)?;
+                    }
+                    _ => {
+                        return Err(DecodeError::WrongType {
+                            field: "data",
+                            offset: cursor.pos,
+                        })
+                    }
+                }
+            }
+            b"op" => {
+                seen.first(5, &cursor)?;
+                op = Some(string(&mut cursor, "op")?);
+            }
+            b"success" => {
+                seen.first(6, &cursor)?;
+                success = Some(boolean(&mut cursor, "success")?);
+            }
+            b"ret_msg" => {
+                seen.first(7, &cursor)?;
+                ret_msg = string(&mut cursor, "ret_msg")?;
+            }
+            b"req_id" => {
+                seen.first(8, &cursor)?;
+                req_id = string(&mut cursor, "req_id")?;
+            }
+            _ => cursor.skip_value()?,
+        }
+    }
+    cursor.skip_whitespace();
+    if let Some(byte) = cursor.peek() {
+        return Err(DecodeError::Json(
+            cursor.error(JsonErrorKind::UnexpectedByte(byte)),
+        ));
+    }
+    let Some(topic) = topic else {
+        return match op {
+            Some(op) => Ok(Message::Answer {
+                op,
+                success,
+                ret_msg,
+                req_id,
+            }),
+            None => Err(DecodeError::NeitherTopicNorOp),
+        };
+    };
+    let Some((kind, _)) = TopicKind::of(topic) else {
+        return Ok(Message::OtherTopic { topic });
+    };
+    let wrong_data = DecodeError::WrongType {
+        field: "data",
+        offset: 0,
+    };
+    let ts_ms = ts.ok_or(DecodeError::Missing("ts"))?;
+    match kind {
+        TopicKind::Orderbook => {
+            if !data.object {
+                return Err(if data.array {
+                    wrong_data
+                } else {
+                    DecodeError::Missing("data")
+                });
+            }
+            if !data.has_b || !data.has_a {
+                return Err(DecodeError::Missing(if data.has_b { "a" } else { "b" }));
+            }
+            Ok(Message::Book {
+                topic,
+                snapshot: snapshot.ok_or(DecodeError::Missing("type"))?,
+                ts_ms,
+                cts_ms: cts,
+                symbol: data.s.ok_or(DecodeError::Missing("s"))?,
+                update_id: data.u.ok_or(DecodeError::Missing("u"))?,
+                seq: data.seq.unwrap_or(0),
+            })
+        }
+        TopicKind::Tickers => {
+            if !data.object {
+                return Err(if data.array {
+                    wrong_data
+                } else {
+                    DecodeError::Missing("data")
+                });
+            }
+            Ok(Message::Ticker {
+                topic,
+                snapshot: snapshot.ok_or(DecodeError::Missing("type"))?,
+                ts_ms,
+                symbol: data.symbol.ok_or(DecodeError::Missing("symbol"))?,
+                fields: data.fields,
+            })
+        }
+        TopicKind::PublicTrade | TopicKind::AllLiquidation => {
+            if !data.array {
+                return Err(if data.object {
+                    wrong_data
+                } else {
+                    DecodeError::Missing("data")
+                });
+            }
+            if let Some(field) = data.rows_missing {
+                return Err(DecodeError::Missing(field));
+            }
+            Ok(if kind == TopicKind::PublicTrade {
+                Message::Trades { topic, ts_ms }
+            } else {
+                Message::Liquidations { topic, ts_ms }
+            })
+        }
+    }
+}
+
+/// At most this many bytes of a message in an error text.
+const SAMPLE_BYTES: usize = 200;
+
+/// The start of a message for an error text, lossy and with control characters escaped.
+pub fn sample(bytes: &[u8]) -> String {
+    let shown = bytes.get(..SAMPLE_BYTES).unwrap_or(bytes);
+    String::from_utf8_lossy(shown).escape_debug().to_string()
+}
