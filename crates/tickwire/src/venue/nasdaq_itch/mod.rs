@@ -9,6 +9,8 @@
 //! - [`mold`]: MoldUDP64 downstream and request packets, and the [`mold::Arbiter`], the A/B line
 //!   arbitration and gap recovery as a pure state machine.
 //! - [`book`]: the L3 book of every stock, its level changes and trades.
+//! - [`generate`]: a generated day-like market (tests, benchmarks, fuzz seeds) and MoldUDP64
+//!   framing.
 //! - [`pcap`]: UDP payloads out of classic pcap and pcapng captures, and Nasdaq's raw ITCH file
 //!   format.
 //!
@@ -17,6 +19,7 @@
 //! `tickwire decode --venue nasdaq-itch`. Nothing here does I/O.
 
 pub mod book;
+pub mod generate;
 pub mod itch;
 pub mod mold;
 pub mod pcap;
