@@ -251,6 +251,11 @@ impl<V: Copy> Table<V> {
         self.keys[at] = EMPTY;
     }
 
+    fn clear(&mut self) {
+        self.keys.fill(EMPTY);
+        self.len = 0;
+    }
+
     fn iter(&self) -> impl Iterator<Item = (u64, V)> + '_ {
         self.keys
             .iter()
@@ -309,6 +314,13 @@ impl ItchBook {
 
     pub fn counters(&self) -> BookCounters {
         self.counters
+    }
+
+    /// Empties every book (a new session), keeping the tables' memory; reports nothing.
+    pub fn clear(&mut self) {
+        self.orders.clear();
+        self.levels.clear();
+        self.counters = BookCounters::default();
     }
 
     /// Live orders.
@@ -1123,6 +1135,11 @@ mod tests {
             })
         );
         assert!(small.order(2).is_none());
+        small.clear();
+        assert_eq!((small.orders(), small.levels()), (0, 0));
+        assert!(small.level(7, Side::Bid, 100).is_none());
+        small.apply(&add(2, b'B', 10, 200), &mut sink).unwrap();
+        assert_eq!(small.level(7, Side::Bid, 200), Some((10, 1)));
         let text = BookError::OrdersFull {
             max: 2,
             order_ref: 3,
