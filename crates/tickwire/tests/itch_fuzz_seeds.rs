@@ -53,7 +53,10 @@ fn record(out: &mut Vec<u8>, line: u8, micros: u8, packet: &[u8]) {
     out.extend_from_slice(packet);
 }
 
-fn itch_mold_seeds() -> Vec<(&'static str, Vec<u8>)> {
+/// A target's seeds: (file name, bytes).
+type Seeds = Vec<(&'static str, Vec<u8>)>;
+
+fn itch_mold_seeds() -> Seeds {
     let stream = packets(3, S1, 24);
     let mut clean = Vec::new();
     for packet in &stream {
@@ -187,7 +190,7 @@ fn pcapng(frames: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-fn pcap_seeds() -> Vec<(&'static str, Vec<u8>)> {
+fn pcap_seeds() -> Seeds {
     let stream = packets(5, S1, 12);
     let frames: Vec<Vec<u8>> = stream
         .iter()
@@ -211,8 +214,7 @@ fn pcap_seeds() -> Vec<(&'static str, Vec<u8>)> {
 
 #[test]
 fn fuzz_seeds() {
-    let targets: [(&str, Vec<(&str, Vec<u8>)>); 2] =
-        [("itch_mold", itch_mold_seeds()), ("pcap", pcap_seeds())];
+    let targets: [(&str, Seeds); 2] = [("itch_mold", itch_mold_seeds()), ("pcap", pcap_seeds())];
     if std::env::var_os("TICKWIRE_WRITE_SEEDS").is_some() {
         for (target, files) in &targets {
             std::fs::create_dir_all(seeds(target)).expect("make the seeds folder");

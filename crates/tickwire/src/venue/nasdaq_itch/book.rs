@@ -655,17 +655,13 @@ impl ItchBook {
                 cross_price,
                 match_number,
                 ..
-            } => {
-                if shares > 0 {
-                    out(BookOutput::Trade {
-                        locate: header.locate,
-                        price: cross_price,
-                        shares,
-                        match_number,
-                        aggressor: Side::None,
-                    });
-                }
-            }
+            } if shares > 0 => out(BookOutput::Trade {
+                locate: header.locate,
+                price: cross_price,
+                shares,
+                match_number,
+                aggressor: Side::None,
+            }),
             _ => {}
         }
         Ok(())
@@ -730,9 +726,10 @@ mod tests {
                     ..
                 } => {
                     let side = if side == b'B' { Side::Bid } else { Side::Ask };
-                    if !self.orders.contains_key(&order_ref) {
-                        self.orders
-                            .insert(order_ref, (header.locate, side, price, shares));
+                    if let std::collections::btree_map::Entry::Vacant(entry) =
+                        self.orders.entry(order_ref)
+                    {
+                        entry.insert((header.locate, side, price, shares));
                         out.push(self.level(header.locate, side, price, i64::from(shares)));
                     }
                 }

@@ -784,7 +784,7 @@ mod tests {
                 });
                 let mut arbiter = Arbiter::new(config());
                 let mut seen = Vec::new();
-                let mut first_line = vec![None; 13];
+                let mut first_line = [None; 13];
                 for (line, i) in &arrivals {
                     let (first, bytes) = &packets[*i];
                     let size = Packet::parse(bytes).unwrap().count as u64;

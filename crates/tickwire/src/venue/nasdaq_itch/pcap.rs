@@ -85,6 +85,9 @@ struct Interface {
     tsresol: u8,
 }
 
+/// One captured frame: (timestamp ns, link type, captured bytes, original length).
+type Frame<'a> = (u64, u32, &'a [u8], u32);
+
 /// Reads a capture's UDP datagrams in file order.
 pub struct Capture<'a> {
     bytes: &'a [u8],
@@ -176,7 +179,7 @@ impl<'a> Capture<'a> {
     }
 
     /// The next frame: (timestamp ns, link type, captured bytes, original length).
-    fn next_frame(&mut self) -> Option<Result<(u64, u32, &'a [u8], u32), CaptureError>> {
+    fn next_frame(&mut self) -> Option<Result<Frame<'a>, CaptureError>> {
         loop {
             if self.failed || self.at >= self.bytes.len() {
                 return None;
