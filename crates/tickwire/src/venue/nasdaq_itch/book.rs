@@ -617,7 +617,8 @@ impl ItchBook {
                     let key = level_key(old.locate, old.side, price);
                     if let Some(level_at) = self.levels.find(key) {
                         let level = &mut self.levels.values[level_at];
-                        level.shares = level.shares - u64::from(old.shares) + u64::from(shares);
+                        level.shares =
+                            level.shares.saturating_sub(u64::from(old.shares)) + u64::from(shares);
                         let total = level.shares;
                         // The order table had room for `old`, so it has room for `new`.
                         if let Some(slot) = self.orders.entry(new_ref, new) {

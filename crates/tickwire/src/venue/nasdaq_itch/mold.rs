@@ -544,10 +544,7 @@ impl Arbiter {
     fn give_up_until(&mut self, until: u64, out: &mut dyn FnMut(Output<'_>)) {
         while self.next < until {
             let first = self.next;
-            let mut end = first;
-            while end < until && !self.is_held(end) {
-                end += 1;
-            }
+            let end = self.first_held(first, until);
             if end > first {
                 out(Output::Gap {
                     first,
@@ -585,14 +582,26 @@ impl Arbiter {
 
     /// The first missing run from `next`: its length, at most `limit`.
     fn missing_run(&self, limit: u64) -> u64 {
-        let mut count = 0;
-        while count < limit
-            && self.next + count < self.known_end
-            && !self.is_held(self.next + count)
-        {
-            count += 1;
+        let until = self.known_end.min(self.next.saturating_add(limit));
+        self.first_held(self.next, until).saturating_sub(self.next)
+    }
+
+    /// The first held sequence number in `from..until`, else `until`. Held numbers all lie
+    /// within the ring's span of `next`, so the scan is bounded by the ring's size however far
+    /// `until` is (a heartbeat may announce any sequence number).
+    fn first_held(&self, from: u64, until: u64) -> u64 {
+        if self.held == 0 || from >= until {
+            return until.max(from);
         }
-        count
+        let scan_end = until.min(self.next.saturating_add(self.slots.len() as u64));
+        let mut at = from;
+        while at < scan_end {
+            if self.is_held(at) {
+                return at;
+            }
+            at += 1;
+        }
+        until
     }
 
     /// Opens or closes the gap and hands out the end of the session when reached.
@@ -1074,6 +1083,58 @@ mod tests {
             &mut seen,
         );
         assert_eq!(seen, [Seen::Message(5, Line::A, body(5))]);
+    }
+
+    /// A heartbeat or a packet announcing a sequence number far ahead costs at most a scan of
+    /// the ring, and what it says is missing becomes one gap, not a hang.
+    #[test]
+    fn far_sequence_numbers_are_bounded_work() {
+        let mut arbiter = Arbiter::new(config());
+        let mut seen = Vec::new();
+        feed(
+            &mut arbiter,
+            Line::A,
+            &packet(S1, 1, &[&body(1)]),
+            0,
+            &mut seen,
+        );
+        feed(
+            &mut arbiter,
+            Line::A,
+            &control(S1, u64::MAX - 1, 0),
+            0,
+            &mut seen,
+        );
+        let request = arbiter.poll(1_000, &mut |o| seen.push(record(o)));
+        assert_eq!(
+            request,
+            Some(Request {
+                session: S1,
+                sequence: 2,
+                count: 100
+            })
+        );
+        arbiter.poll(10_000, &mut |o| seen.push(record(o)));
+        assert_eq!(seen[1], Seen::Gap(2, u64::MAX - 3));
+        feed(
+            &mut arbiter,
+            Line::B,
+            &packet(S1, 1 << 62, &[&body(1 << 62)]),
+            20_000,
+            &mut seen,
+        );
+        assert_eq!(seen.len(), 2, "a number below the next is a duplicate");
+        let mut far = Arbiter::new(config());
+        let mut seen = Vec::new();
+        feed(
+            &mut far,
+            Line::A,
+            &packet(S1, 1 << 60, &[&body(1 << 60)]),
+            0,
+            &mut seen,
+        );
+        assert_eq!(seen[0], Seen::Gap(1, (1 << 60) - 64));
+        assert!(far.in_gap());
     }
 
     #[test]
