@@ -24,6 +24,8 @@
 //!   one (once when they are the same level). An unknown original is a counted skip
 //!   ([`BookCounters::unknown_replace`]), a new reference already resting too
 //!   ([`BookCounters::reused_ref`]), and neither changes the book.
+//!   A replace to a new price when the level table is full has removed the original (reported)
+//!   and returns [`BookError::LevelsFull`] for the new order.
 //! - `P` Trade (non-cross): a trade against a non-displayed order, no book change; aggressor the
 //!   side opposite its buy/sell indicator.
 //! - `Q` Cross Trade: a trade when its shares are above 0 (aggressor none); no book change.
