@@ -196,6 +196,10 @@ impl<V: Copy> Table<V> {
     /// The slot holding `key`, if any.
     #[inline]
     fn find(&self, key: u64) -> Option<usize> {
+        if key == EMPTY {
+            // The empty slots' marker is no key (an order reference of 2^64 - 1 is unknown).
+            return None;
+        }
         let mut at = self.home(key);
         loop {
             let k = self.keys[at];
@@ -212,6 +216,9 @@ impl<V: Copy> Table<V> {
     /// The slot of `key`, made (with `zero`) if absent; `None` when absent and full.
     #[inline]
     fn entry(&mut self, key: u64, zero: V) -> Option<usize> {
+        if key == EMPTY {
+            return None;
+        }
         let mut at = self.home(key);
         loop {
             let k = self.keys[at];
@@ -1119,6 +1126,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(book.counters().unknown_ref, 1);
+        // The table's empty marker is no order: a delete of it is unknown, not a removal.
+        book.apply(
+            &Message::OrderDelete {
+                header: header(7),
+                order_ref: u64::MAX,
+            },
+            &mut sink,
+        )
+        .unwrap();
+        assert_eq!(book.counters().unknown_ref, 2);
+        assert_eq!(book.orders(), 2);
         // Levels: 100 and 200 in use, room for one more, then full.
         book.apply(&replace(1, 10), &mut sink).unwrap();
         assert_eq!(book.level(7, Side::Bid, 400), Some((5, 1)));

@@ -551,7 +551,7 @@ impl Arbiter {
                     count: end - first,
                 });
                 self.counters.gaps += 1;
-                self.counters.gap_messages += end - first;
+                self.counters.gap_messages = self.counters.gap_messages.saturating_add(end - first);
                 self.next = end;
             }
             self.drain(out);
