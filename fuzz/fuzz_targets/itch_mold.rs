@@ -4,7 +4,9 @@
 //! re-request answer; the rest, times 1 µs, is the time that passes first), a 2-byte big-endian
 //! length, that many bytes of packet. Nothing may panic; every hand-out must be in order
 //! (seeds in `fuzz/seeds/itch_mold/`, written by
-//! `TICKWIRE_WRITE_SEEDS=1 cargo test -p tickwire --test itch_fuzz_seeds`).
+//! `TICKWIRE_WRITE_SEEDS=1 cargo test -p tickwire --test itch_fuzz_seeds`, and the `crash-*`
+//! inputs this target once crashed on: an order reference of 2^64 - 1, the book table's empty
+//! marker, and a sum of gaps past 2^64).
 
 #![no_main]
 
