@@ -165,10 +165,16 @@ struct Level {
     orders: u32,
 }
 
+/// A key and its value side by side, so that a lookup touches one cache line.
+#[derive(Clone, Copy)]
+struct Slot<V: Copy> {
+    key: u64,
+    value: V,
+}
+
 /// An open-addressing table of `u64` keys (never [`EMPTY`]) to `V`, allocated once.
 struct Table<V: Copy> {
-    keys: Box<[u64]>,
-    values: Box<[V]>,
+    slots: Box<[Slot<V>]>,
     shift: u32,
     mask: usize,
     len: usize,
@@ -179,8 +185,14 @@ impl<V: Copy> Table<V> {
     fn new(max: usize, zero: V) -> Table<V> {
         let slots = max.max(1).saturating_mul(2).next_power_of_two().max(2);
         Table {
-            keys: vec![EMPTY; slots].into_boxed_slice(),
-            values: vec![zero; slots].into_boxed_slice(),
+            slots: vec![
+                Slot {
+                    key: EMPTY,
+                    value: zero
+                };
+                slots
+            ]
+            .into_boxed_slice(),
             shift: 64 - slots.trailing_zeros(),
             mask: slots - 1,
             len: 0,
@@ -202,7 +214,7 @@ impl<V: Copy> Table<V> {
         }
         let mut at = self.home(key);
         loop {
-            let k = self.keys[at];
+            let k = self.slots[at].key;
             if k == key {
                 return Some(at);
             }
@@ -221,7 +233,7 @@ impl<V: Copy> Table<V> {
         }
         let mut at = self.home(key);
         loop {
-            let k = self.keys[at];
+            let k = self.slots[at].key;
             if k == key {
                 return Some(at);
             }
@@ -229,8 +241,7 @@ impl<V: Copy> Table<V> {
                 if self.len >= self.max {
                     return None;
                 }
-                self.keys[at] = key;
-                self.values[at] = zero;
+                self.slots[at] = Slot { key, value: zero };
                 self.len += 1;
                 return Some(at);
             }
@@ -244,33 +255,33 @@ impl<V: Copy> Table<V> {
         self.len -= 1;
         let mut next = (at + 1) & self.mask;
         loop {
-            let k = self.keys[next];
+            let k = self.slots[next].key;
             if k == EMPTY {
                 break;
             }
             let home = self.home(k);
             // Move `next` back into `at` when its home is not cyclically in (at, next].
             if (next.wrapping_sub(home) & self.mask) >= (next.wrapping_sub(at) & self.mask) {
-                self.keys[at] = k;
-                self.values[at] = self.values[next];
+                self.slots[at] = self.slots[next];
                 at = next;
             }
             next = (next + 1) & self.mask;
         }
-        self.keys[at] = EMPTY;
+        self.slots[at].key = EMPTY;
     }
 
     fn clear(&mut self) {
-        self.keys.fill(EMPTY);
+        for slot in self.slots.iter_mut() {
+            slot.key = EMPTY;
+        }
         self.len = 0;
     }
 
     fn iter(&self) -> impl Iterator<Item = (u64, V)> + '_ {
-        self.keys
+        self.slots
             .iter()
-            .zip(self.values.iter())
-            .filter(|(k, _)| **k != EMPTY)
-            .map(|(k, v)| (*k, *v))
+            .filter(|slot| slot.key != EMPTY)
+            .map(|slot| (slot.key, slot.value))
     }
 }
 
@@ -345,14 +356,14 @@ impl ItchBook {
     /// A resting order: (locate, side, price, shares).
     pub fn order(&self, order_ref: u64) -> Option<(u16, Side, u32, u32)> {
         let at = self.orders.find(order_ref)?;
-        let o = self.orders.values[at];
+        let o = self.orders.slots[at].value;
         Some((o.locate, o.side, o.price, o.shares))
     }
 
     /// A level's aggregated shares and order count.
     pub fn level(&self, locate: u16, side: Side, price: u32) -> Option<(u64, u32)> {
         let at = self.levels.find(level_key(locate, side, price))?;
-        let l = self.levels.values[at];
+        let l = self.levels.slots[at].value;
         Some((l.shares, l.orders))
     }
 
@@ -385,7 +396,7 @@ impl ItchBook {
                 max: self.levels.max,
                 order_ref,
             })?;
-        let level = &mut self.levels.values[at];
+        let level = &mut self.levels.slots[at].value;
         level.shares += u64::from(order.shares);
         level.orders += 1;
         out(BookOutput::Level {
@@ -411,7 +422,7 @@ impl ItchBook {
             // Every resting order's level exists; unreachable unless the tables disagree.
             return;
         };
-        let level = &mut self.levels.values[at];
+        let level = &mut self.levels.slots[at].value;
         level.shares = level.shares.saturating_sub(u64::from(shares));
         if gone {
             level.orders = level.orders.saturating_sub(1);
@@ -444,7 +455,7 @@ impl ItchBook {
             self.counters.unknown_ref += 1;
             return None;
         };
-        let order = self.orders.values[at];
+        let order = self.orders.slots[at].value;
         if order.locate != locate {
             self.counters.locate_mismatch += 1;
         }
@@ -460,7 +471,7 @@ impl ItchBook {
         if gone {
             self.orders.remove_at(at);
         } else {
-            self.orders.values[at].shares -= taken;
+            self.orders.slots[at].value.shares -= taken;
         }
         self.level_sub(order, taken, gone, out);
         Some(order)
@@ -501,7 +512,7 @@ impl ItchBook {
                 max: self.orders.max,
                 order_ref,
             })?;
-        self.orders.values[at] = order;
+        self.orders.slots[at].value = order;
         self.level_add(order, order_ref, out)
     }
 
@@ -605,7 +616,7 @@ impl ItchBook {
                     self.counters.reused_ref += 1;
                     return Ok(());
                 }
-                let old = self.orders.values[at];
+                let old = self.orders.slots[at].value;
                 if old.locate != header.locate {
                     self.counters.locate_mismatch += 1;
                 }
@@ -625,13 +636,13 @@ impl ItchBook {
                     // Same level: one report, with the new total.
                     let key = level_key(old.locate, old.side, price);
                     if let Some(level_at) = self.levels.find(key) {
-                        let level = &mut self.levels.values[level_at];
+                        let level = &mut self.levels.slots[level_at].value;
                         level.shares =
                             level.shares.saturating_sub(u64::from(old.shares)) + u64::from(shares);
                         let total = level.shares;
                         // The order table had room for `old`, so it has room for `new`.
                         if let Some(slot) = self.orders.entry(new_ref, new) {
-                            self.orders.values[slot] = new;
+                            self.orders.slots[slot].value = new;
                         }
                         out(BookOutput::Level {
                             locate: old.locate,

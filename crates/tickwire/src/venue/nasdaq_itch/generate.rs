@@ -47,6 +47,7 @@ pub struct Generator {
     next_ref: u64,
     next_match: u64,
     timestamp_ns: u64,
+    hot_percent: u64,
 }
 
 /// The longest message [`Generator::next_message`] writes (a `P`).
@@ -76,7 +77,18 @@ impl Generator {
             next_ref: 1,
             next_match: 1,
             timestamp_ns: 4 * 3_600_000_000_000,
+            hot_percent: 0,
         }
+    }
+
+    /// Makes `percent` of the executions, cancels, deletes and replaces hit one of the 4,096
+    /// orders added last (roughly: the live list is kept by swap-removal), the rest any live
+    /// order. 0 (the default) picks uniformly among the live orders: every access anywhere in
+    /// the book, the worst case for caches. A real day is skewed: most orders are cancelled or
+    /// executed soon after they are added.
+    pub fn with_hot_percent(mut self, percent: u64) -> Generator {
+        self.hot_percent = percent.min(100);
+        self
     }
 
     /// Orders resting now.
@@ -103,7 +115,12 @@ impl Generator {
         if self.live.is_empty() || (roll < 450 && fill < 110) || fill < 50 {
             return self.add(out);
         }
-        let index = self.rng.below(self.live.len() as u64) as usize;
+        let len = self.live.len() as u64;
+        let index = if self.hot_percent > 0 && self.rng.below(100) < self.hot_percent {
+            (len - 1 - self.rng.below(len.min(4_096))) as usize
+        } else {
+            self.rng.below(len) as usize
+        };
         let order = self.live[index];
         let ts = self.timestamp_ns;
         let header = |out: &mut [u8; MAX_GENERATED_LEN], kind: u8, locate: u16| {
@@ -259,7 +276,13 @@ mod tests {
     /// generator's own order list and the book agree.
     #[test]
     fn generated_messages_are_valid_and_a_book_takes_them_all() {
-        let mut generator = Generator::new(7, 300, 2_000);
+        for hot in [0, 90] {
+            generated_stream_is_valid(hot);
+        }
+    }
+
+    fn generated_stream_is_valid(hot: u64) {
+        let mut generator = Generator::new(7, 300, 2_000).with_hot_percent(hot);
         let mut book = ItchBook::new(BookConfig {
             max_orders: 8_192,
             max_levels: 65_536,
