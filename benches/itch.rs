@@ -16,6 +16,8 @@
 //! - `tickwire`: every message of the chunk read by `RawItch`, parsed by `itch::parse` and
 //!   applied to one `ItchBook` (every order of the day in it, as on the live path: the book
 //!   carries over from chunk to chunk), every level change and trade folded into a checksum.
+//! - `tickwire parse only`: the same reading and parsing with no book, each message's
+//!   timestamp and locate folded into a checksum (the like-for-like comparison with `itchy`).
 //! - `itchy`: `itchy::MessageStream::from_reader` over the same chunk, every message's
 //!   timestamp and stock locate folded into a checksum: the parse alone, no book.
 //!
@@ -86,6 +88,20 @@ fn tickwire_pass(book: &mut ItchBook, chunk: &[u8]) -> (u64, u64) {
     (messages, checksum)
 }
 
+/// tickwire's parse alone, no book: (messages, checksum of timestamps and locates).
+fn tickwire_parse_pass(chunk: &[u8]) -> (u64, u64) {
+    let (mut n, mut checksum) = (0u64, 0u64);
+    for bytes in RawItch::new(chunk) {
+        let Ok(bytes) = bytes else { break };
+        if let Ok(message) = itch::parse(bytes) {
+            n += 1;
+            let header = message.header();
+            checksum = checksum.wrapping_add(header.timestamp_ns ^ u64::from(header.locate));
+        }
+    }
+    (n, checksum)
+}
+
 /// tickwire's parse alone (for the agreement check): (messages, sum of timestamps, of locates).
 fn tickwire_sums(chunk: &[u8]) -> (u64, u64, u64) {
     let (mut n, mut ts, mut locates) = (0u64, 0u64, 0u64);
@@ -127,6 +143,7 @@ fn paired_day(hot_percent: u64) {
     let mut chunk = Vec::with_capacity(CHUNK * (MAX_GENERATED_LEN + 2));
     let mut book = book();
     let (mut ours_total, mut theirs_total) = (Duration::ZERO, Duration::ZERO);
+    let (mut parse_total, mut parse_best) = (Duration::ZERO, Duration::MAX);
     let (mut ours_best, mut theirs_best) = (Duration::MAX, Duration::MAX);
     let mut messages = 0u64;
     let mut checksum = 0u64;
@@ -160,6 +177,12 @@ fn paired_day(hot_percent: u64) {
             let theirs = time_theirs();
             (time_ours(), theirs)
         };
+        let start = Instant::now();
+        let (n, _) = black_box(tickwire_parse_pass(black_box(&chunk)));
+        let parse = start.elapsed();
+        assert_eq!(n, CHUNK as u64);
+        parse_total += parse;
+        parse_best = parse_best.min(parse);
         ours_total += ours;
         theirs_total += theirs;
         ours_best = ours_best.min(ours);
@@ -183,6 +206,7 @@ fn paired_day(hot_percent: u64) {
     println!("|---|--:|--:|--:|");
     for (name, total, best) in [
         ("tickwire parse + L3 book", ours_total, ours_best),
+        ("tickwire parse only", parse_total, parse_best),
         ("itchy parse only", theirs_total, theirs_best),
     ] {
         println!(
@@ -215,6 +239,9 @@ fn bench_itch(c: &mut Criterion) {
             book.clear();
             tickwire_pass(black_box(&mut book), black_box(&chunk))
         })
+    });
+    group.bench_function("tickwire parse", |b| {
+        b.iter(|| tickwire_parse_pass(black_box(&chunk)))
     });
     group.bench_function("itchy parse", |b| b.iter(|| itchy_pass(black_box(&chunk))));
     group.finish();
