@@ -46,9 +46,10 @@
 //! young orders most messages touch stay together in cache) and levels (24-byte slots, keyed
 //! by stock locate, side and price, placed by a Fibonacci hash of stock and side,
 //! `crate::hash::hash_word`, plus the price in cents, so that a book side's levels sit
-//! together). A first version hashed the order reference too (spreading neighbouring orders
-//! over the whole table): 208 ns a message on the skewed bench day, 421 on the uniform one
-//! (BENCHMARKING.md). Each table's slot count is the
+//! together). Hashing the order reference too (spreading neighbouring orders over the whole
+//! table) cost 208 ns a message on the skewed bench day and 421 on the uniform one, against 171
+//! and 238 placed by low bits (BENCHMARKING.md, "Nasdaq ITCH 5.0"). The tables' memory is
+//! advised for transparent huge pages before it is first written (`huge_page_slots`). Each table's slot count is the
 //! next power of two at or above twice its cap, so that it is never more than half full.
 //! [`BookConfig::default`] holds [`DEFAULT_MAX_ORDERS`] live orders (16,777,216 order slots,
 //! 384 MiB) and [`DEFAULT_MAX_LEVELS`] levels (96 MiB); a full day on Nasdaq has a few million
