@@ -21,6 +21,7 @@ pub mod emit;
 pub mod feed;
 pub mod json;
 pub mod login;
+pub mod nasdaq_itch;
 pub mod protocol;
 pub mod resolve;
 pub mod rest;

@@ -1,0 +1,25 @@
+//! Nasdaq TotalView-ITCH 5.0 over MoldUDP64: the decoder half of issue 37.
+//!
+//! Documentation followed, as kept in `../shared/reference/nasdaq/`: "Nasdaq TotalView-ITCH 5.0",
+//! the specification dated 03/06/2015, and Nasdaq's "MoldUDP64 Protocol Specification", V1.00,
+//! 07/07/2009.
+//!
+//! - [`itch`]: every ITCH 5.0 message type, read in place from its big-endian bytes, lengths
+//!   checked; prices to `Fixed`; timestamps to epoch ns with the session's New York date.
+//! - [`mold`]: MoldUDP64 downstream and request packets, and the [`mold::Arbiter`], the A/B line
+//!   arbitration and gap recovery as a pure state machine.
+//! - [`book`]: the L3 book of every stock, its level changes and trades.
+//! - [`generate`]: a generated day-like market (tests, benchmarks, fuzz seeds) and MoldUDP64
+//!   framing.
+//! - [`pcap`]: UDP payloads out of classic pcap and pcapng captures, and Nasdaq's raw ITCH file
+//!   format.
+//!
+//! Not here yet (they come with issue 36's per-core decoders): the sockets (multicast joins,
+//! `recvmsg`), the simulator, the venue kind `nasdaq-itch` and its configuration, and
+//! `tickwire decode --venue nasdaq-itch`. Nothing here does I/O.
+
+pub mod book;
+pub mod generate;
+pub mod itch;
+pub mod mold;
+pub mod pcap;
