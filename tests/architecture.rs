@@ -182,3 +182,40 @@ fn the_control_side_names_no_venue_kind() {
         "control/ names venue kinds: {offenders:?}"
     );
 }
+
+/// `tickwire decode` names no venue: each venue's runner is its protocol's capture decoder, in
+/// its own folder (`venue/<name>/capture.rs`), found through `VenueKind::ALL`. No venue folder's
+/// name, label or `VenueKind` variant appears in `src/cli/decode.rs`.
+#[test]
+fn the_decode_command_names_no_venue() {
+    let text = std::fs::read_to_string(repo().join("src/cli/decode.rs")).unwrap();
+    let lower = text.to_ascii_lowercase();
+    let mut named = Vec::new();
+    for entry in std::fs::read_dir(repo().join("crates/tickwire/src/venue")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            // `binance_spot` is also found as `binance`; `bybit` as the labels' prefix.
+            for word in [name.clone(), name.replace('_', "-")] {
+                if lower.contains(&word) && !named.contains(&word) {
+                    named.push(word);
+                }
+            }
+        }
+    }
+    let variants: Vec<&str> = text
+        .match_indices("VenueKind::")
+        .map(|(at, _)| {
+            let rest = &text[at + "VenueKind::".len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|variant| *variant != "ALL")
+        .collect();
+    assert!(
+        named.is_empty() && variants.is_empty(),
+        "src/cli/decode.rs names venues {named:?} and venue kinds {variants:?}"
+    );
+}

@@ -151,7 +151,7 @@ impl VenueKind {
         VenueKind::Thalex,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             VenueKind::BinanceUsdmFutures => "binance-usdm-futures",
             VenueKind::BinanceSpot => "binance-spot",

@@ -311,26 +311,10 @@ pub trait Protocol: Sync {
         Vec::new()
     }
 
-    /// `tickwire decode --venue <kind>` through the venue's own feed: the stream a captured
-    /// message belongs to (a first pass over the capture collects them), `None` for a message
-    /// of no stream (an answer, a pong). The default: the kind has no such runner (`decode`
-    /// keeps its own for the venues that predate this).
-    fn capture_stream(&self, _message: &[u8]) -> Option<String> {
+    /// `tickwire decode --venue <label>`: the venue's capture decoder
+    /// ([`super::capture::CaptureDecoder`], in its own folder), `None` (the default) for a kind
+    /// whose captures another kind's decoder reads or that has none.
+    fn capture_decoder(&self) -> Option<&'static dyn super::capture::CaptureDecoder> {
         None
     }
-
-    /// The feed that decodes a capture of the streams `names` (what [`Protocol::capture_stream`]
-    /// found), its instruments numbered from 0 in [`CaptureFeed::symbols`]' order; `None` (the
-    /// default) for a kind without the runner.
-    fn capture_feed(&self, _names: &[String]) -> Option<CaptureFeed> {
-        None
-    }
-}
-
-/// A venue's feed set up for a capture (`tickwire decode`), with the symbols its instrument
-/// ids (from 0) stand for.
-pub struct CaptureFeed {
-    pub feed: Box<dyn super::feed::Feed>,
-    pub counters: super::feed::FeedCounters,
-    pub symbols: Vec<String>,
 }

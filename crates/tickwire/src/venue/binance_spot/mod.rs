@@ -10,7 +10,8 @@
 //! - `sync`: Spot's own book procedure (the `U`/`u` chain; Spot has no `pu`), on the USD-M
 //!   book's buffer and event code.
 //! - `feed`: both on the decoder thread as a [`crate::venue::feed::Feed`].
-//! - `json`: the raw-message lines of `tickwire decode --venue binance-spot`.
+//! - `json`: the raw-message lines of `tickwire decode --venue binance-spot`; `capture` the
+//!   runner itself (JSON lines and base64-kept SBE frames).
 //! - `protocol`: the venue's [`crate::venue::protocol::Protocol`]: channels, stream names,
 //!   `SUBSCRIBE` requests, the documented limits, the `/api/v3/depth` snapshots.
 //! - `sbe_protocol`: the SBE streams' [`crate::venue::protocol::Protocol`] (venue kind
@@ -21,6 +22,7 @@
 //! **Invariant:** `decode`, `sync` and `feed` never do I/O and never allocate per message;
 //! nothing the venue sends can make them panic.
 
+pub mod capture;
 pub mod decode;
 pub mod feed;
 pub mod json;

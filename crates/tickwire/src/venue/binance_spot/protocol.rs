@@ -137,6 +137,11 @@ pub fn shards(symbols: &[String], channels: &[String], max_streams: usize) -> Op
 }
 
 impl Protocol for BinanceSpot {
+    /// `--venue binance-spot` (`capture.rs`), which reads the SBE streams' captures too.
+    fn capture_decoder(&self) -> Option<&'static dyn crate::venue::capture::CaptureDecoder> {
+        Some(&super::capture::SpotCapture)
+    }
+
     fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
         "BINANCE.SPOT".to_owned()
     }

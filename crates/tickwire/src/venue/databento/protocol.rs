@@ -42,6 +42,11 @@ fn replay_starts(
 }
 
 impl Protocol for Databento {
+    /// `--venue databento` (`capture.rs`): DBN files, not lines.
+    fn capture_decoder(&self) -> Option<&'static dyn crate::venue::capture::CaptureDecoder> {
+        Some(&super::capture::DbnCapture)
+    }
+
     /// The gateway's own dataset (`databento.dataset`).
     fn dbn_dataset(&self, venue: &VenueConfig) -> String {
         venue

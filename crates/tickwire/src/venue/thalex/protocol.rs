@@ -18,6 +18,11 @@ use crate::venue::{Shard, VenueError, VenueFeed};
 pub struct Thalex;
 
 impl Protocol for Thalex {
+    /// `--venue thalex` (`capture.rs`).
+    fn capture_decoder(&self) -> Option<&'static dyn crate::venue::capture::CaptureDecoder> {
+        Some(&super::capture::ThalexCapture)
+    }
+
     fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
         "THALEX".to_owned()
     }
