@@ -219,3 +219,42 @@ fn the_decode_command_names_no_venue() {
         "src/cli/decode.rs names venues {named:?} and venue kinds {variants:?}"
     );
 }
+
+/// A venue's own table is its folder's business (`FileRules::table`, `Protocol::check_table`):
+/// outside `VenueKind` itself (its variants, its spellings and its one match, the lines that name
+/// `VenueKind::`), the shared venue-file code in `config/venue.rs` names no venue, so a venue
+/// with a table of its own edits no shared config code. Comments and tests are not code.
+#[test]
+fn the_venue_file_code_names_no_venue_outside_venue_kind() {
+    let config = repo().join("crates/tickwire/src/config/venue.rs");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let venues: Vec<String> = std::fs::read_dir(repo().join("crates/tickwire/src/venue"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_dir())
+        .map(|path| path.file_name().unwrap().to_string_lossy().replace('_', ""))
+        .collect();
+    let offenders: Vec<String> = code
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let line = line.trim();
+            let variant = line.strip_suffix(',').is_some_and(|name| {
+                name.starts_with(|c: char| c.is_ascii_uppercase())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric())
+            });
+            !line.starts_with("//") && !line.contains("VenueKind::") && !variant
+        })
+        .filter(|(_, line)| {
+            let squashed = line.to_ascii_lowercase().replace(['_', '-'], "");
+            venues.iter().any(|venue| squashed.contains(venue.as_str()))
+        })
+        .map(|(number, line)| format!("{}: {}", number + 1, line.trim()))
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "config/venue.rs names venues outside VenueKind:\n{}",
+        offenders.join("\n")
+    );
+}

@@ -159,6 +159,11 @@ impl SourceFile {
         &self.path
     }
 
+    /// The file's text.
+    pub(crate) fn text(&self) -> &str {
+        self.document.raw()
+    }
+
     pub(crate) fn root(&self) -> &Table {
         self.document.as_table()
     }
@@ -360,6 +365,33 @@ fn one_line(message: &str) -> String {
         .filter(|line| !line.is_empty())
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// A serde error from reading the table `name` on its own (a venue's own table, read in its
+/// folder from the raw value the config keeps): the (dotted key, message) of
+/// [`SourceFile::deserialize`]'s error, the same words, the key path under `name`.
+pub(crate) fn describe_table_error(
+    name: &str,
+    error: serde_path_to_error::Error<toml::de::Error>,
+    top_level_keys: &[&str],
+) -> (String, String) {
+    let mut key = KeyPath::default().key(name);
+    key.0.extend(KeyPath::from_serde(error.path()).0);
+    let inner = error.into_inner();
+    let table = key.to_string();
+    let table = table.rsplit_once('.').map_or("", |(table, _)| table);
+    let (missing_key, mut message) = describe_serde_error(inner.message(), table);
+    if let Some(missing_key) = missing_key {
+        key = key.key(&missing_key);
+    }
+    if let [_, .., Segment::Key(name)] = key.0.as_slice() {
+        if message.starts_with("unknown key") && top_level_keys.contains(&name.as_str()) {
+            message.push_str(&format!(
+                "; `{name}` is a top-level key, so it must come before the first [table] header"
+            ));
+        }
+    }
+    (key.to_string(), message)
 }
 
 /// Keys (dotted paths) that are accepted by serde only to be refused by validation with a

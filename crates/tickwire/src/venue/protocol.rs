@@ -91,9 +91,34 @@ pub struct Notice {
 pub struct FileRules {
     pub rest_url: RestUrl,
     pub key: KeyUse,
-    /// Whether the file takes the `[databento]` table (a gateway session's settings); the
-    /// config then also turns the default rotation off and refuses pings.
-    pub databento_table: bool,
+    /// The name of the venue's own table in its file (Databento's `[databento]`: a gateway
+    /// session's settings), which [`Protocol::check_table`] reads and checks in the venue's
+    /// folder; `None`: the file has none. The config keeps the table raw
+    /// (`VenueConfig::table`), refuses it on a kind that does not name it, and lists it among
+    /// the file's valid keys for the kind that does.
+    pub table: Option<&'static str>,
+}
+
+/// What [`Protocol::check_table`] sees of a venue file being checked, and may change.
+pub struct TableCheck<'a> {
+    /// The file's `channels`.
+    pub channels: &'a [String],
+    /// The file's `[lifecycle]` as written, before the kind's heartbeat defaults are applied:
+    /// the venue may change a default (Databento turns the default rotation off).
+    pub lifecycle: &'a mut crate::config::LifecycleConfig,
+    /// The read timeout's default (the kind's `default_heartbeat_ms`); the table may set
+    /// another (Databento's follows its heartbeat interval).
+    pub read_timeout_default: Option<u64>,
+    /// What is wrong, as (dotted key, message): the key names the table's own key, such as
+    /// `databento.dataset`, or another of the file's keys the table rules on.
+    pub problems: Vec<(String, String)>,
+}
+
+impl TableCheck<'_> {
+    /// Records a problem at `key` (dotted).
+    pub fn problem(&mut self, key: &str, message: impl Into<String>) {
+        self.problems.push((key.to_owned(), message.into()));
+    }
 }
 
 /// What a venue does with `rest_url`.
@@ -310,6 +335,12 @@ pub trait Protocol: Sync {
     fn resubscribe_requests(&self, _name: &str) -> Vec<String> {
         Vec::new()
     }
+
+    /// Checks the venue's own table ([`FileRules::table`], `None` when the file has none; read
+    /// into the venue's typed config with `config::read_venue_table`) and the rest of the file
+    /// against it. Called for every file of the kind, so a venue that needs the table says so
+    /// here. The default: nothing to check (a kind with no table).
+    fn check_table(&self, _table: Option<&toml::Value>, _check: &mut TableCheck<'_>) {}
 
     /// `tickwire decode --venue <label>`: the venue's capture decoder
     /// ([`super::capture::CaptureDecoder`], in its own folder), `None` (the default) for a kind

@@ -178,7 +178,7 @@ impl Protocol for BinanceUsdmFutures {
                 channels: crate::venue::binance::DIFF_DEPTH_CHANNELS,
             },
             key: KeyUse::Unused,
-            databento_table: false,
+            table: None,
         }
     }
 

@@ -157,7 +157,7 @@ impl Protocol for BinanceSpot {
                 channels: crate::venue::binance::DIFF_DEPTH_CHANNELS,
             },
             key: KeyUse::Unused,
-            databento_table: false,
+            table: None,
         }
     }
 

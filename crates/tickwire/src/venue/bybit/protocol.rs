@@ -231,7 +231,7 @@ macro_rules! bybit_protocol {
                         why: "its books start from the stream's own snapshots",
                     },
                     key: KeyUse::Unused,
-                    databento_table: false,
+                    table: None,
                 }
             }
 

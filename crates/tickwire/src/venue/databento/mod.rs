@@ -10,6 +10,7 @@
 //!   the control plane.
 
 pub mod capture;
+pub mod config;
 pub mod feed;
 pub mod gateway;
 pub mod normalize;
