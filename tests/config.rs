@@ -1336,6 +1336,21 @@ fn a_venues_own_table_is_valid_for_its_kind_only_and_keeps_the_configs_words() {
             "invalid type",
         ),
     ];
+    // A top-level key written below the table's header is named there, not missing.
+    let path = write(
+        dir.path(),
+        "d.toml",
+        "name = \"d\"\nkind = \"databento\"\nurl = \"tcp://127.0.0.1:9\"\n\
+         channels = [\"mbo\"]\n[databento]\ndataset = \"GLBX.MDP3\"\nsymbols = [\"ESZ6\"]\n",
+    );
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.key, "databento.symbols", "{error}");
+    assert!(
+        error
+            .message
+            .contains("top-level key, so it must come before"),
+        "{error}"
+    );
     for (table, at, words) in cases {
         let path = write(
             dir.path(),

@@ -280,9 +280,9 @@ fn load_venue_source(source: &SourceFile) -> Result<VenueConfig, Vec<ConfigError
     if let Some(problem) = venue::check_top_level_keys(source) {
         return Err(vec![source.error(problem)]);
     }
-    let mut raw: venue::RawVenue = source
-        .deserialize(venue::TOP_LEVEL_KEYS)
-        .map_err(|error| vec![error])?;
+    let mut raw: venue::RawVenue = source.deserialize(venue::TOP_LEVEL_KEYS).map_err(|error| {
+        vec![venue::misplaced_key(source, &error).map_or(error, |problem| source.error(problem))]
+    })?;
     raw.table = venue::own_table(source, raw.kind());
     let venue_dir = source.path().parent().unwrap_or(Path::new(""));
     venue::validate(raw, venue_dir)

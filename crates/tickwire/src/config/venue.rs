@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::endpoint::{is_valid_host_name, Endpoint, EndpointError, Scheme};
-use super::error::CredentialError;
+use super::error::{ConfigError, CredentialError};
 use super::source::{KeyPath, Problem, SourceFile};
 use crate::venue::protocol::{KeyUse, Protocol, RestUrl, TableCheck};
 
@@ -447,6 +447,32 @@ pub(crate) fn check_top_level_keys(source: &SourceFile) -> Option<Problem> {
         }
     };
     Some(Problem::new(KeyPath::default().key(key), message))
+}
+
+/// A top-level key serde found missing because it was written below the venue's own table's
+/// header (`symbols` under `[databento]`): the table's own error for it, which says so, instead
+/// of "missing required key" (serde reads the top level before the table is read in its folder).
+pub(crate) fn misplaced_key(source: &SourceFile, error: &ConfigError) -> Option<Problem> {
+    if !error.message.starts_with("missing required key")
+        || !TOP_LEVEL_KEYS.contains(&error.key.as_str())
+    {
+        return None;
+    }
+    let kind = kind_of(source)?;
+    let name = kind.protocol().file_rules().table?;
+    let table = own_table(source, kind)?;
+    table.get(&error.key)?;
+    let mut lifecycle = LifecycleConfig::default();
+    let mut check = TableCheck {
+        channels: &[],
+        lifecycle: &mut lifecycle,
+        read_timeout_default: None,
+        problems: Vec::new(),
+    };
+    kind.protocol().check_table(Some(&table), &mut check);
+    let at = format!("{name}.{}", error.key);
+    let (key, message) = check.problems.into_iter().find(|(key, _)| *key == at)?;
+    Some(Problem::new(KeyPath::dotted(&key), message))
 }
 
 /// The venue's own table (`FileRules::table` of `kind`), raw, when the file has it.
