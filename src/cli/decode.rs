@@ -16,7 +16,7 @@ use std::io::{BufRead, BufReader, BufWriter};
 use std::path::Path;
 use std::process::ExitCode;
 use tickwire::config::VenueKind;
-use tickwire::venue::capture::{Capture, CaptureDecoder};
+use tickwire::venue::capture::{Capture, CaptureDecoder, OnMessage};
 
 /// Opens `path`, decompressing when it starts with the gzip magic bytes.
 pub fn open_lines(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
@@ -81,9 +81,7 @@ pub fn decode(venue: &str, path: &Path, dbn_version: Option<u8>) -> ExitCode {
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 20, stdout.lock());
     let mut notes = std::io::stderr();
-    let lines = |on_message: &mut dyn FnMut(u64, u64, &[u8]) -> std::io::Result<()>| {
-        for_each_message(path, on_message)
-    };
+    let lines = |on_message: &mut OnMessage<'_>| for_each_message(path, on_message);
     let result = decoder.decode(&mut Capture {
         path,
         dbn_version,

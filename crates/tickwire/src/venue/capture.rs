@@ -21,8 +21,10 @@ pub const BINARY_PREFIX: &str = "base64:";
 /// Each non-blank line of the capture, in order, as (line number from 1, receive time in ns (0
 /// when the line has none), message); returns the lines read. Given by the command, which
 /// reads plain and gzip files.
-pub type Lines<'a> =
-    &'a dyn Fn(&mut dyn FnMut(u64, u64, &[u8]) -> std::io::Result<()>) -> anyhow::Result<u64>;
+pub type Lines<'a> = &'a dyn Fn(&mut OnMessage<'_>) -> anyhow::Result<u64>;
+
+/// What [`Lines`] calls per message: (line number, receive time, message).
+pub type OnMessage<'a> = dyn FnMut(u64, u64, &[u8]) -> std::io::Result<()> + 'a;
 
 /// One capture to decode and where its output goes.
 pub struct Capture<'a> {
