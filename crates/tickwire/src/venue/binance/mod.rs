@@ -29,7 +29,8 @@
 //!   Streams" documentation; the real capture in `../shared/data/binance-futures/` is the ground
 //!   truth the tests check against.
 //! - `sync` is the venue's order book synchronisation ("How to manage a local order book
-//!   correctly"): diffs, the REST snapshot, the `pu` chain, gaps and resyncs.
+//!   correctly"): diffs, the REST snapshot, the `pu` chain, gaps and resyncs. The snapshot's
+//!   `lastUpdateId` (`/fapi/v1/depth`) is the shared `feed::DepthSnapshot::sequence`.
 //! - `feed` puts both together on the decoder thread as a [`crate::venue::feed::Feed`].
 //! - `json` writes normalized events as the JSON lines `tickwire decode` prints; `capture`
 //!   is the venue's `tickwire decode --venue binance-futures` runner.

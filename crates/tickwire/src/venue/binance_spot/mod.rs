@@ -8,7 +8,8 @@
 //! - `decode`: one message in, a typed, borrowed [`decode::Message`] out, on the USD-M decoder's
 //!   readers (`venue::binance::decode`'s cursor, `binance::scan`).
 //! - `sync`: Spot's own book procedure (the `U`/`u` chain; Spot has no `pu`), on the USD-M
-//!   book's buffer and event code.
+//!   book's buffer and event code. The snapshot's `lastUpdateId` (`/api/v3/depth`) is the
+//!   shared `feed::DepthSnapshot::sequence`.
 //! - `feed`: both on the decoder thread as a [`crate::venue::feed::Feed`].
 //! - `json`: the raw-message lines of `tickwire decode --venue binance-spot`; `capture` the
 //!   runner itself (JSON lines and base64-kept SBE frames).

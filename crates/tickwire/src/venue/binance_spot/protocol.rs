@@ -88,7 +88,7 @@ pub fn parse_depth(body: &[u8]) -> Result<DepthSnapshot, String> {
     }
     match decode::decode(body) {
         Ok(Message::DepthSnapshot(snapshot)) => Ok(DepthSnapshot {
-            last_update_id: snapshot.last_update_id,
+            sequence: snapshot.last_update_id,
             bids: snapshot.bids.iter().collect(),
             asks: snapshot.asks.iter().collect(),
         }),
@@ -376,7 +376,7 @@ mod tests {
             br#"{"lastUpdateId":1027024,"bids":[["4.00000000","431.00000000"]],"asks":[["4.00000200","12.00000000"]]}"#,
         )
         .expect("the documented response");
-        assert_eq!(snapshot.last_update_id, 1027024);
+        assert_eq!(snapshot.sequence, 1027024);
         assert_eq!(snapshot.bids.len(), 1);
         assert_eq!(SNAPSHOT_API.path, "/api/v3/depth");
         let refused = parse_depth(br#"{"code":-1121,"msg":"Invalid symbol."}"#).unwrap_err();
