@@ -1361,6 +1361,25 @@ fn a_venues_own_table_is_valid_for_its_kind_only_and_keeps_the_configs_words() {
         assert_eq!(error.key, at, "{error}");
         assert!(error.message.contains(words), "{error}");
     }
+    // Positions as serde's own: a wrong value at the value, a missing key at its table.
+    let at = |table: &str| {
+        let path = write(
+            dir.path(),
+            "d.toml",
+            &format!("{databento}{key}[databento]\n{table}"),
+        );
+        let error = only_error(config::load_venue(&path));
+        (error.line, error.column)
+    };
+    assert_eq!(
+        at("dataset = \"GLBX.MDP3\"\nheartbeat_interval_s = \"ten\"\n"),
+        (10, 24)
+    );
+    assert_eq!(
+        at("recovery = \"later\"\ndataset = \"GLBX.MDP3\"\n"),
+        (9, 12)
+    );
+    assert_eq!(at("stype_in = \"parent\"\n"), (8, 1));
 }
 
 #[test]

@@ -471,8 +471,19 @@ pub(crate) fn misplaced_key(source: &SourceFile, error: &ConfigError) -> Option<
     };
     kind.protocol().check_table(Some(&table), &mut check);
     let at = format!("{name}.{}", error.key);
-    let (key, message) = check.problems.into_iter().find(|(key, _)| *key == at)?;
-    Some(Problem::new(KeyPath::dotted(&key), message))
+    check
+        .problems
+        .into_iter()
+        .find(|problem| problem.key == at)
+        .map(table_problem)
+}
+
+/// A venue table's problem as the config's.
+fn table_problem(problem: crate::venue::protocol::TableProblem) -> Problem {
+    Problem {
+        at_value: problem.at_value,
+        ..Problem::new(KeyPath::dotted(&problem.key), problem.message)
+    }
 }
 
 /// The venue's own table (`FileRules::table` of `kind`), raw, when the file has it.
@@ -484,12 +495,12 @@ pub(crate) fn own_table(source: &SourceFile, kind: VenueKind) -> Option<toml::Va
 
 /// A venue's own table (`table`, its name `name`) read into the venue's typed config, such as
 /// `venue::databento::config::DatabentoConfig`, which denies unknown keys. The error is the
-/// config's (dotted key, message), worded as for every other table of the file: an unknown key
+/// config's, worded as for every other table of the file: an unknown key
 /// with the keys valid there, a missing key, a value of the wrong type.
 pub fn read_venue_table<T: serde::de::DeserializeOwned>(
     name: &str,
     table: &toml::Value,
-) -> Result<T, (String, String)> {
+) -> Result<T, crate::venue::protocol::TableProblem> {
     serde_path_to_error::deserialize(table.clone())
         .map_err(|error| super::source::describe_table_error(name, error, TOP_LEVEL_KEYS))
 }
@@ -584,12 +595,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
         .protocol()
         .check_table(raw.table.as_ref(), &mut check);
     let read_default = check.read_timeout_default;
-    problems.extend(
-        check
-            .problems
-            .into_iter()
-            .map(|(key, message)| Problem::new(KeyPath::dotted(&key), message)),
-    );
+    problems.extend(check.problems.into_iter().map(table_problem));
     lifecycle.ping_interval_ms = lifecycle.ping_interval_ms.or(ping_default);
     lifecycle.read_timeout_ms = lifecycle.read_timeout_ms.or(read_default);
     check_lifecycle(&mut problems, &lifecycle);

@@ -109,15 +109,29 @@ pub struct TableCheck<'a> {
     /// The read timeout's default (the kind's `default_heartbeat_ms`); the table may set
     /// another (Databento's follows its heartbeat interval).
     pub read_timeout_default: Option<u64>,
-    /// What is wrong, as (dotted key, message): the key names the table's own key, such as
-    /// `databento.dataset`, or another of the file's keys the table rules on.
-    pub problems: Vec<(String, String)>,
+    /// What is wrong.
+    pub problems: Vec<TableProblem>,
+}
+
+/// A problem [`Protocol::check_table`] found in a venue file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableProblem {
+    /// Dotted: the table's own key, such as `databento.dataset`, or another of the file's keys
+    /// the table rules on.
+    pub key: String,
+    pub message: String,
+    /// The problem is with the value (the error points at it rather than at the key).
+    pub at_value: bool,
 }
 
 impl TableCheck<'_> {
     /// Records a problem at `key` (dotted).
     pub fn problem(&mut self, key: &str, message: impl Into<String>) {
-        self.problems.push((key.to_owned(), message.into()));
+        self.problems.push(TableProblem {
+            key: key.to_owned(),
+            message: message.into(),
+            at_value: false,
+        });
     }
 }
 
