@@ -182,3 +182,79 @@ fn the_control_side_names_no_venue_kind() {
         "control/ names venue kinds: {offenders:?}"
     );
 }
+
+/// `tickwire decode` names no venue: each venue's runner is its protocol's capture decoder, in
+/// its own folder (`venue/<name>/capture.rs`), found through `VenueKind::ALL`. No venue folder's
+/// name, label or `VenueKind` variant appears in `src/cli/decode.rs`.
+#[test]
+fn the_decode_command_names_no_venue() {
+    let text = std::fs::read_to_string(repo().join("src/cli/decode.rs")).unwrap();
+    let lower = text.to_ascii_lowercase();
+    let mut named = Vec::new();
+    for entry in std::fs::read_dir(repo().join("crates/tickwire/src/venue")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            // `binance_spot` is also found as `binance`; `bybit` as the labels' prefix.
+            for word in [name.clone(), name.replace('_', "-")] {
+                if lower.contains(&word) && !named.contains(&word) {
+                    named.push(word);
+                }
+            }
+        }
+    }
+    let variants: Vec<&str> = text
+        .match_indices("VenueKind::")
+        .map(|(at, _)| {
+            let rest = &text[at + "VenueKind::".len()..];
+            let end = rest
+                .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .filter(|variant| *variant != "ALL")
+        .collect();
+    assert!(
+        named.is_empty() && variants.is_empty(),
+        "src/cli/decode.rs names venues {named:?} and venue kinds {variants:?}"
+    );
+}
+
+/// A venue's own table is its folder's business (`FileRules::table`, `Protocol::check_table`):
+/// outside `VenueKind` itself (its variants, its spellings and its one match, the lines that name
+/// `VenueKind::`), the shared venue-file code in `config/venue.rs` names no venue, so a venue
+/// with a table of its own edits no shared config code. Comments and tests are not code.
+#[test]
+fn the_venue_file_code_names_no_venue_outside_venue_kind() {
+    let config = repo().join("crates/tickwire/src/config/venue.rs");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let venues: Vec<String> = std::fs::read_dir(repo().join("crates/tickwire/src/venue"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_dir())
+        .map(|path| path.file_name().unwrap().to_string_lossy().replace('_', ""))
+        .collect();
+    let offenders: Vec<String> = code
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let line = line.trim();
+            let variant = line.strip_suffix(',').is_some_and(|name| {
+                name.starts_with(|c: char| c.is_ascii_uppercase())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric())
+            });
+            !line.starts_with("//") && !line.contains("VenueKind::") && !variant
+        })
+        .filter(|(_, line)| {
+            let squashed = line.to_ascii_lowercase().replace(['_', '-'], "");
+            venues.iter().any(|venue| squashed.contains(venue.as_str()))
+        })
+        .map(|(number, line)| format!("{}: {}", number + 1, line.trim()))
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "config/venue.rs names venues outside VenueKind:\n{}",
+        offenders.join("\n")
+    );
+}

@@ -1133,7 +1133,7 @@ fn databento_venues_take_a_dataset_schemas_and_a_key_and_never_rotate() {
     let venue = config::load_venue(&copy.dir.path().join("venues/databento.toml"))
         .unwrap_or_else(|errors| panic!("{errors}"));
     assert_eq!(venue.kind, VenueKind::Databento);
-    let databento = venue.databento.as_ref().expect("[databento]");
+    let databento = config::DatabentoConfig::of(&venue).expect("[databento]");
     assert_eq!(databento.dataset, "GLBX.MDP3");
     assert_eq!(databento.recovery, config::Recovery::Replay);
     // The limits the shipped file leaves at their defaults (issue 32).
@@ -1254,6 +1254,132 @@ fn databento_venues_take_a_dataset_schemas_and_a_key_and_never_rotate() {
     );
     let error = only_error(config::load_venue(&path));
     assert_eq!(error.key, "databento");
+}
+
+/// A venue's own table is named by its kind (`FileRules::table`) and read in its folder: the
+/// table is a valid key for that kind only (listed among the keys valid there, and named as
+/// another kind's table elsewhere), an unknown key stays refused with the keys valid for the
+/// kind, and the table's own keys keep the config's words (an unknown key with the keys valid
+/// there, a missing key, a wrong type), each at its key.
+#[test]
+fn a_venues_own_table_is_valid_for_its_kind_only_and_keeps_the_configs_words() {
+    let dir = TempDir::new().expect("temp dir");
+    let binance = "name = \"b\"\nkind = \"binance-usdm-futures\"\nurl = \"wss://127.0.0.1:9\"\n\
+                   symbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\"]\n";
+    let databento = "name = \"d\"\nkind = \"databento\"\nurl = \"tcp://127.0.0.1:9\"\n\
+                     symbols = [\"ESZ6\"]\nchannels = [\"mbo\"]\n";
+    let key = "[credentials]\napi_key_env = \"KEY\"\n";
+    let valid_keys = |error: &config::ConfigError| -> Vec<String> {
+        error
+            .message
+            .split_once("valid keys here: ")
+            .map(|(_, valid)| valid.split(", ").map(str::to_owned).collect())
+            .unwrap_or_else(|| panic!("no valid keys listed: {}", error.message))
+    };
+    // An unknown top-level key: the keys valid for the kind, its own table only where it has one.
+    let path = write(dir.path(), "b.toml", &format!("{binance}colour = 1\n"));
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.key, "colour", "{error}");
+    assert_eq!((error.line, error.column), (6, 1), "{error}");
+    assert!(error.message.starts_with("unknown key `colour`"), "{error}");
+    let valid = valid_keys(&error);
+    assert!(valid.contains(&"channels".to_owned()), "{error}");
+    assert!(!valid.contains(&"databento".to_owned()), "{error}");
+    let path = write(
+        dir.path(),
+        "d.toml",
+        &format!("{databento}colour = 1\n{key}[databento]\ndataset = \"GLBX.MDP3\"\n"),
+    );
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.key, "colour", "{error}");
+    assert!(
+        valid_keys(&error).contains(&"databento".to_owned()),
+        "{error}"
+    );
+    // Another kind's table, named as such.
+    let path = write(
+        dir.path(),
+        "b.toml",
+        &format!("{binance}[databento]\ndataset = \"GLBX.MDP3\"\n"),
+    );
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.key, "databento", "{error}");
+    assert_eq!(
+        error.message,
+        "is only for kind = \"databento\"; this venue is binance-usdm-futures"
+    );
+    // The table's own keys, read in the venue's folder.
+    let cases = [
+        (
+            "dataset = \"GLBX.MDP3\"\ndatset = 1\n",
+            "databento.datset",
+            "unknown key `datset`; valid keys here: dataset, stype_in, recovery",
+        ),
+        (
+            "dataset = \"GLBX.MDP3\"\nsymbols = [\"ESZ6\"]\n",
+            "databento.symbols",
+            "`symbols` is a top-level key, so it must come before the first [table] header",
+        ),
+        (
+            "stype_in = \"parent\"\n",
+            "databento.dataset",
+            "missing required key `dataset`",
+        ),
+        (
+            "dataset = \"GLBX.MDP3\"\nrecovery = \"later\"\n",
+            "databento.recovery",
+            "invalid value \"later\"; valid values: \"gap\", \"replay\", \"snapshot\"",
+        ),
+        (
+            "dataset = \"GLBX.MDP3\"\nheartbeat_interval_s = \"ten\"\n",
+            "databento.heartbeat_interval_s",
+            "invalid type",
+        ),
+    ];
+    // A top-level key written below the table's header is named there, not missing.
+    let path = write(
+        dir.path(),
+        "d.toml",
+        "name = \"d\"\nkind = \"databento\"\nurl = \"tcp://127.0.0.1:9\"\n\
+         channels = [\"mbo\"]\n[databento]\ndataset = \"GLBX.MDP3\"\nsymbols = [\"ESZ6\"]\n",
+    );
+    let error = only_error(config::load_venue(&path));
+    assert_eq!(error.key, "databento.symbols", "{error}");
+    assert!(
+        error
+            .message
+            .contains("top-level key, so it must come before"),
+        "{error}"
+    );
+    for (table, at, words) in cases {
+        let path = write(
+            dir.path(),
+            "d.toml",
+            &format!("{databento}{key}[databento]\n{table}"),
+        );
+        let error = only_error(config::load_venue(&path));
+        assert_eq!(error.key, at, "{error}");
+        assert!(error.message.contains(words), "{error}");
+    }
+    // Positions as serde's own: a wrong value at the value, a missing key at its table.
+    let at = |table: &str| {
+        let path = write(
+            dir.path(),
+            "d.toml",
+            &format!("{databento}{key}[databento]\n{table}"),
+        );
+        let error = only_error(config::load_venue(&path));
+        (error.line, error.column)
+    };
+    assert_eq!(
+        at("dataset = \"GLBX.MDP3\"\nheartbeat_interval_s = \"ten\"\n"),
+        (10, 24)
+    );
+    assert_eq!(
+        at("recovery = \"later\"\ndataset = \"GLBX.MDP3\"\n"),
+        (9, 12)
+    );
+    assert_eq!(at("stype_in = \"parent\"\n"), (8, 1));
 }
 
 #[test]

@@ -39,8 +39,9 @@ use tickwire::venue;
 /// Enough for seconds of a busy venue while the writer compresses.
 const RING_BYTES: usize = 64 << 20;
 
-/// What a line's message starts with when it is a binary WebSocket message, in base64.
-pub const BINARY_PREFIX: &str = "base64:";
+/// What a line's message starts with when it is a binary WebSocket message, in base64 (what
+/// the capture decoders read back: `venue::capture::BINARY_PREFIX`).
+pub const BINARY_PREFIX: &str = tickwire::venue::capture::BINARY_PREFIX;
 
 /// `tickwire record --events`: a bus consumer writing DBN files into `out` until the duration
 /// ends or a stop signal comes.

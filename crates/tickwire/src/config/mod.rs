@@ -34,10 +34,15 @@ pub use appliance::{
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
 pub use venue::{
-    CredentialsConfig, DatabentoConfig, LifecycleConfig, ReconnectConfig, Recovery,
-    StalenessConfig, TlsConfig, VenueConfig, VenueKind, DATABENTO_SCHEMAS,
-    MAX_INSTRUMENT_MAPPINGS_DEFAULT, MAX_INSTRUMENT_MAPPINGS_RANGE, MAX_ORDERS_PER_BOOK_DEFAULT,
-    MAX_ORDERS_PER_BOOK_RANGE, RECONNECT_DELAY_MS_MAX, RESET_AFTER_LIVE_MS_MAX, STALENESS_MS_MAX,
+    read_venue_table, CredentialsConfig, LifecycleConfig, ReconnectConfig, StalenessConfig,
+    TlsConfig, VenueConfig, VenueKind, RECONNECT_DELAY_MS_MAX, RESET_AFTER_LIVE_MS_MAX,
+    STALENESS_MS_MAX,
+};
+// Where these were before a venue's own table moved to its folder (`FileRules::table`): kept
+// so that code written against `config::` still builds.
+pub use crate::venue::databento::config::{
+    DatabentoConfig, Recovery, DATABENTO_SCHEMAS, MAX_INSTRUMENT_MAPPINGS_DEFAULT,
+    MAX_INSTRUMENT_MAPPINGS_RANGE, MAX_ORDERS_PER_BOOK_DEFAULT, MAX_ORDERS_PER_BOOK_RANGE,
 };
 
 use source::{KeyPath, Problem, SourceFile};
@@ -272,9 +277,13 @@ fn load_venue_source(source: &SourceFile) -> Result<VenueConfig, Vec<ConfigError
             secrets.into_iter().map(|p| source.error(p)).collect(),
         ));
     }
-    let raw: venue::RawVenue = source
-        .deserialize(venue::TOP_LEVEL_KEYS)
-        .map_err(|error| vec![error])?;
+    if let Some(problem) = venue::check_top_level_keys(source) {
+        return Err(vec![source.error(problem)]);
+    }
+    let mut raw: venue::RawVenue = source.deserialize(venue::TOP_LEVEL_KEYS).map_err(|error| {
+        vec![venue::misplaced_key(source, &error).map_or(error, |problem| source.error(problem))]
+    })?;
+    raw.table = venue::own_table(source, raw.kind());
     let venue_dir = source.path().parent().unwrap_or(Path::new(""));
     venue::validate(raw, venue_dir)
         .map_err(|problems| sorted(problems.into_iter().map(|p| source.error(p)).collect()))

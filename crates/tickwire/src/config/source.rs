@@ -105,6 +105,9 @@ fn is_bare_key(key: &str) -> bool {
 pub(crate) struct Problem {
     pub(crate) key: KeyPath,
     pub(crate) message: String,
+    /// The problem is with the key's value (a wrong type or value, as serde reports them), so
+    /// its position is the value's rather than the key's.
+    pub(crate) at_value: bool,
 }
 
 impl Problem {
@@ -112,6 +115,7 @@ impl Problem {
         Self {
             key,
             message: message.into(),
+            at_value: false,
         }
     }
 }
@@ -159,6 +163,11 @@ impl SourceFile {
         &self.path
     }
 
+    /// The file's text.
+    pub(crate) fn text(&self) -> &str {
+        self.document.raw()
+    }
+
     pub(crate) fn root(&self) -> &Table {
         self.document.as_table()
     }
@@ -200,7 +209,15 @@ impl SourceFile {
 
     /// Ties a semantic problem to the line and column of its key.
     pub(crate) fn error(&self, problem: Problem) -> ConfigError {
-        let span = self.locate(&problem.key);
+        let span = if problem.at_value {
+            // A missing key's value is its table, where serde's own error points.
+            let parent = KeyPath(problem.key.0[..problem.key.0.len().saturating_sub(1)].to_vec());
+            self.locate_value(&problem.key)
+                .or_else(|| self.locate_value(&parent))
+                .or_else(|| self.locate(&problem.key))
+        } else {
+            self.locate(&problem.key)
+        };
         self.error_at_span(span, &problem.key, problem.message)
     }
 
@@ -231,6 +248,18 @@ impl SourceFile {
             key: key.to_string(),
             message,
         }
+    }
+
+    /// The span of the value at `path`, when it is there.
+    fn locate_value(&self, path: &KeyPath) -> Option<Range<usize>> {
+        let mut node = Node::Table(self.document.as_table());
+        for segment in &path.0 {
+            node = match segment {
+                Segment::Key(key) => node.child(key)?.1,
+                Segment::Index(index) => node.element(*index)?,
+            };
+        }
+        node.span()
     }
 
     /// Finds the span of the deepest part of `path` that exists in the document: the key itself
@@ -360,6 +389,41 @@ fn one_line(message: &str) -> String {
         .filter(|line| !line.is_empty())
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// A serde error from reading the table `name` on its own (a venue's own table, read in its
+/// folder from the raw value the config keeps): the (dotted key, message) of
+/// [`SourceFile::deserialize`]'s error, the same words, the key path under `name`.
+pub(crate) fn describe_table_error(
+    name: &str,
+    error: serde_path_to_error::Error<toml::de::Error>,
+    top_level_keys: &[&str],
+) -> crate::venue::protocol::TableProblem {
+    let mut key = KeyPath::default().key(name);
+    key.0.extend(KeyPath::from_serde(error.path()).0);
+    let inner = error.into_inner();
+    let table = key.to_string();
+    let table = table.rsplit_once('.').map_or("", |(table, _)| table);
+    let (missing_key, mut message) = describe_serde_error(inner.message(), table);
+    let missing = missing_key.is_some();
+    if let Some(missing_key) = missing_key {
+        key = key.key(&missing_key);
+    }
+    if let [_, .., Segment::Key(name)] = key.0.as_slice() {
+        if message.starts_with("unknown key") && top_level_keys.contains(&name.as_str()) {
+            message.push_str(&format!(
+                "; `{name}` is a top-level key, so it must come before the first [table] header"
+            ));
+        }
+    }
+    // Serde's own errors about a value (a wrong type, an unknown variant, a number out of
+    // range; a missing key: its table) point at the value, as `SourceFile::deserialize`'s do.
+    let at_value = message.starts_with("invalid ") || missing;
+    crate::venue::protocol::TableProblem {
+        key: key.to_string(),
+        message,
+        at_value,
+    }
 }
 
 /// Keys (dotted paths) that are accepted by serde only to be refused by validation with a

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::endpoint::{is_valid_host_name, Endpoint, EndpointError, Scheme};
-use super::error::CredentialError;
+use super::error::{ConfigError, CredentialError};
 use super::source::{KeyPath, Problem, SourceFile};
-use crate::venue::protocol::{KeyUse, Protocol, RestUrl};
+use crate::venue::protocol::{KeyUse, Protocol, RestUrl, TableCheck};
 
 /// The validated venue file.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,90 +39,11 @@ pub struct VenueConfig {
     pub lifecycle: LifecycleConfig,
     pub staleness: StalenessConfig,
     pub credentials: CredentialsConfig,
-    /// `[databento]`: the session settings of a Databento venue (`None` for other kinds).
-    pub databento: Option<DatabentoConfig>,
-}
-
-/// `[databento]`: what a Databento venue's gateway sessions ask for. The venue's `channels` are
-/// DBN schemas (`mbo`, `mbp-1`, `trades`, `ohlcv-1s`, ...), its `symbols` are in `stype_in`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DatabentoConfig {
-    /// The dataset, such as `GLBX.MDP3`.
-    pub dataset: String,
-    /// The symbology of `symbols`: `raw_symbol` (the default), `parent`, `continuous`,
-    /// `instrument_id`.
-    #[serde(default = "default_stype_in")]
-    pub stype_in: String,
-    /// What a reconnect does about the records missed while down.
-    #[serde(default)]
-    pub recovery: Recovery,
-    /// Seconds between the gateway's heartbeats when no data flows (5 to 1800; unset: the
-    /// gateway's 30). The read timeout follows it: interval + 5 s.
-    pub heartbeat_interval_s: Option<u32>,
-    /// What the gateway does when tickwire reads too slowly: `warn` or `skip`.
-    pub slow_reader_behavior: Option<crate::venue::databento::gateway::SlowReaderBehavior>,
-    /// The most orders one MBO (L3) book rests ([`MAX_ORDERS_PER_BOOK_RANGE`]; unset:
-    /// [`MAX_ORDERS_PER_BOOK_DEFAULT`]). An add past it drops the book with a gap, and the book is
-    /// rebuilt from what follows, so that the venue's order flow cannot grow memory without bound.
-    #[serde(default)]
-    pub max_orders_per_book: Option<u32>,
-    /// The most symbol mappings (DBN instrument ids) one gateway session holds
-    /// ([`MAX_INSTRUMENT_MAPPINGS_RANGE`]; unset: [`MAX_INSTRUMENT_MAPPINGS_DEFAULT`]). A mapping
-    /// past it is refused and its symbol gets a gap.
-    #[serde(default)]
-    pub max_instrument_mappings: Option<u32>,
-}
-
-/// `databento.max_orders_per_book` unset: far above what a real book rests (a CME E-mini book
-/// thousands to tens of thousands of orders), and a book's order table stays at most 2^20 slots
-/// of 24 bytes (24 MiB).
-pub const MAX_ORDERS_PER_BOOK_DEFAULT: u32 = crate::book::mbo::DEFAULT_MAX_ORDERS as u32;
-/// `databento.max_orders_per_book`'s valid values: at the top a table of 2^23 slots (192 MiB).
-pub const MAX_ORDERS_PER_BOOK_RANGE: std::ops::RangeInclusive<u32> = 1..=1 << 22;
-/// `databento.max_instrument_mappings` unset: far more DBN instrument ids than a session maps for
-/// the 1,024 streams a connection carries at most, even under `parent` symbology (a parent maps
-/// every one of its contracts and spreads), at some 16 bytes each (1 MiB).
-pub const MAX_INSTRUMENT_MAPPINGS_DEFAULT: u32 = 65_536;
-/// `databento.max_instrument_mappings`'s valid values.
-pub const MAX_INSTRUMENT_MAPPINGS_RANGE: std::ops::RangeInclusive<u32> = 1..=1 << 20;
-
-fn default_stype_in() -> String {
-    "raw_symbol".to_owned()
-}
-
-impl DatabentoConfig {
-    /// The read timeout that goes with the heartbeat interval: interval + 5 s (35 s unset).
-    pub fn read_timeout_ms(&self) -> u64 {
-        (u64::from(self.heartbeat_interval_s.unwrap_or(30)) + 5) * 1_000
-    }
-
-    /// `max_orders_per_book`, or its default.
-    pub fn max_orders_per_book(&self) -> u32 {
-        self.max_orders_per_book
-            .unwrap_or(MAX_ORDERS_PER_BOOK_DEFAULT)
-    }
-
-    /// `max_instrument_mappings`, or its default.
-    pub fn max_instrument_mappings(&self) -> u32 {
-        self.max_instrument_mappings
-            .unwrap_or(MAX_INSTRUMENT_MAPPINGS_DEFAULT)
-    }
-}
-
-/// `databento.recovery`: what a reconnect does about the records missed while down.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Recovery {
-    /// Resubscribe and carry on from the live data: the strategy gets a gap (natural refresh).
-    #[default]
-    Gap,
-    /// Resubscribe from the last record received per stream (intraday replay); the records
-    /// replayed twice are skipped, so nothing is missed or repeated.
-    Replay,
-    /// Resubscribe with an MBO snapshot (`snapshot=1`): books are rebuilt from it. Also asked
-    /// for at the first connection.
-    Snapshot,
+    /// The venue's own table, raw (the one its kind's `FileRules::table` names, such as
+    /// Databento's `[databento]`; `None` when the kind names none or the file has none). The
+    /// venue's folder reads it into its typed config (`read_venue_table`) and checks it
+    /// (`Protocol::check_table`).
+    pub table: Option<toml::Value>,
 }
 
 /// The protocols tickwire speaks.
@@ -151,7 +72,7 @@ impl VenueKind {
         VenueKind::Thalex,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             VenueKind::BinanceUsdmFutures => "binance-usdm-futures",
             VenueKind::BinanceSpot => "binance-spot",
@@ -455,12 +376,13 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "lifecycle",
     "staleness",
     "credentials",
-    "databento",
 ];
 
-/// The venue file as serde sees it; `validate` turns it into a `VenueConfig`.
+/// The venue file as serde sees it; `validate` turns it into a `VenueConfig`. Its top-level keys
+/// are checked before serde by [`check_top_level_keys`] (the venue's own table is named by its
+/// kind, so serde cannot deny the others), and the table itself is `table`, taken from the
+/// document by [`own_table`]; every table below is denied unknown keys by serde.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct RawVenue {
     name: String,
     kind: VenueKind,
@@ -480,7 +402,107 @@ pub(crate) struct RawVenue {
     staleness: StalenessConfig,
     #[serde(default)]
     credentials: CredentialsConfig,
-    databento: Option<DatabentoConfig>,
+    #[serde(skip)]
+    pub(crate) table: Option<toml::Value>,
+}
+
+impl RawVenue {
+    pub(crate) fn kind(&self) -> VenueKind {
+        self.kind
+    }
+}
+
+/// The kind a venue file names, read from the document before serde (`None` when it names no
+/// valid one: serde then says what is wrong with it).
+fn kind_of(source: &SourceFile) -> Option<VenueKind> {
+    let kind = source.root().get("kind")?.as_str()?;
+    VenueKind::ALL
+        .into_iter()
+        .find(|known| known.as_str() == kind)
+}
+
+/// The first top-level key of a venue file that is neither one of [`TOP_LEVEL_KEYS`] nor the
+/// table its kind names (`FileRules::table`): another kind's table is named as such, anything
+/// else is an unknown key, with the keys valid here. Serde stops at its first error, and so
+/// does this (in document order).
+pub(crate) fn check_top_level_keys(source: &SourceFile) -> Option<Problem> {
+    let kind = kind_of(source);
+    let own = kind.and_then(|kind| kind.protocol().file_rules().table);
+    let (key, _) = source
+        .root()
+        .iter()
+        .find(|(key, _)| !TOP_LEVEL_KEYS.contains(key) && Some(*key) != own)?;
+    let owners: Vec<String> = VenueKind::ALL
+        .into_iter()
+        .filter(|other| other.protocol().file_rules().table == Some(key))
+        .map(|other| format!("kind = \"{other}\""))
+        .collect();
+    let message = match kind {
+        Some(kind) if !owners.is_empty() => {
+            format!("is only for {}; this venue is {kind}", owners.join(" or "))
+        }
+        _ => {
+            let valid: Vec<&str> = TOP_LEVEL_KEYS.iter().copied().chain(own).collect();
+            format!("unknown key `{key}`; valid keys here: {}", valid.join(", "))
+        }
+    };
+    Some(Problem::new(KeyPath::default().key(key), message))
+}
+
+/// A top-level key serde found missing because it was written below the venue's own table's
+/// header (`symbols` under `[databento]`): the table's own error for it, which says so, instead
+/// of "missing required key" (serde reads the top level before the table is read in its folder).
+pub(crate) fn misplaced_key(source: &SourceFile, error: &ConfigError) -> Option<Problem> {
+    if !error.message.starts_with("missing required key")
+        || !TOP_LEVEL_KEYS.contains(&error.key.as_str())
+    {
+        return None;
+    }
+    let kind = kind_of(source)?;
+    let name = kind.protocol().file_rules().table?;
+    let table = own_table(source, kind)?;
+    table.get(&error.key)?;
+    let mut lifecycle = LifecycleConfig::default();
+    let mut check = TableCheck {
+        channels: &[],
+        lifecycle: &mut lifecycle,
+        read_timeout_default: None,
+        problems: Vec::new(),
+    };
+    kind.protocol().check_table(Some(&table), &mut check);
+    let at = format!("{name}.{}", error.key);
+    check
+        .problems
+        .into_iter()
+        .find(|problem| problem.key == at)
+        .map(table_problem)
+}
+
+/// A venue table's problem as the config's.
+fn table_problem(problem: crate::venue::protocol::TableProblem) -> Problem {
+    Problem {
+        at_value: problem.at_value,
+        ..Problem::new(KeyPath::dotted(&problem.key), problem.message)
+    }
+}
+
+/// The venue's own table (`FileRules::table` of `kind`), raw, when the file has it.
+pub(crate) fn own_table(source: &SourceFile, kind: VenueKind) -> Option<toml::Value> {
+    let name = kind.protocol().file_rules().table?;
+    let mut document: toml::Table = toml::from_str(source.text()).ok()?;
+    document.remove(name)
+}
+
+/// A venue's own table (`table`, its name `name`) read into the venue's typed config, such as
+/// `venue::databento::config::DatabentoConfig`, which denies unknown keys. The error is the
+/// config's, worded as for every other table of the file: an unknown key
+/// with the keys valid there, a missing key, a value of the wrong type.
+pub fn read_venue_table<T: serde::de::DeserializeOwned>(
+    name: &str,
+    table: &toml::Value,
+) -> Result<T, crate::venue::protocol::TableProblem> {
+    serde_path_to_error::deserialize(table.clone())
+        .map_err(|error| super::source::describe_table_error(name, error, TOP_LEVEL_KEYS))
 }
 
 /// Checks everything serde cannot, returning every problem found. `venue_dir` is the directory of
@@ -562,17 +584,18 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
     );
     check_reconnect(&mut problems, &raw.reconnect);
     let mut lifecycle = raw.lifecycle;
-    let (ping_default, mut read_default) = raw.kind.default_heartbeat_ms();
-    check_databento(
-        &mut problems,
-        raw.kind,
-        raw.databento.as_ref(),
-        &raw.channels,
-        &mut lifecycle,
-    );
-    if let Some(databento) = &raw.databento {
-        read_default = Some(databento.read_timeout_ms());
-    }
+    let (ping_default, read_default) = raw.kind.default_heartbeat_ms();
+    let mut check = TableCheck {
+        channels: &raw.channels,
+        lifecycle: &mut lifecycle,
+        read_timeout_default: read_default,
+        problems: Vec::new(),
+    };
+    raw.kind
+        .protocol()
+        .check_table(raw.table.as_ref(), &mut check);
+    let read_default = check.read_timeout_default;
+    problems.extend(check.problems.into_iter().map(table_problem));
     lifecycle.ping_interval_ms = lifecycle.ping_interval_ms.or(ping_default);
     lifecycle.read_timeout_ms = lifecycle.read_timeout_ms.or(read_default);
     check_lifecycle(&mut problems, &lifecycle);
@@ -618,7 +641,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             lifecycle,
             staleness: raw.staleness,
             credentials: raw.credentials,
-            databento: raw.databento,
+            table: raw.table,
         }),
         // A missing url always leaves a problem behind, so `problems` is not empty here.
         _ => Err(problems),
@@ -680,158 +703,6 @@ fn check_endpoint(
     }
     Some(endpoint)
 }
-
-/// A Databento venue's `[databento]` table, its schemas and its lifecycle. Databento sessions
-/// have no lifetime limit and two sessions side by side would both deliver every record, so a
-/// Databento venue never rotates: the default rotation is turned off and a set one refused.
-fn check_databento(
-    problems: &mut Vec<Problem>,
-    kind: VenueKind,
-    databento: Option<&DatabentoConfig>,
-    channels: &[String],
-    lifecycle: &mut LifecycleConfig,
-) {
-    if !kind.protocol().file_rules().databento_table {
-        if databento.is_some() {
-            problems.push(Problem::new(
-                KeyPath::dotted("databento"),
-                format!("is only for kind = \"databento\"; this venue is {kind}"),
-            ));
-        }
-        return;
-    }
-    if lifecycle.rotate_after_ms == LifecycleConfig::default().rotate_after_ms {
-        lifecycle.rotate_after_ms = 0;
-    } else if lifecycle.rotate_after_ms != 0 {
-        problems.push(Problem::new(
-            KeyPath::dotted("lifecycle.rotate_after_ms"),
-            "must be 0 for a databento venue: a gateway session has no lifetime limit, and two \
-             sessions side by side would both deliver every record",
-        ));
-    }
-    if lifecycle.ping_interval_ms.is_some_and(|ms| ms > 0) {
-        problems.push(Problem::new(
-            KeyPath::dotted("lifecycle.ping_interval_ms"),
-            "has no effect on a databento venue: the gateway sends heartbeats itself (set \
-             databento.heartbeat_interval_s instead)",
-        ));
-    }
-    let Some(databento) = databento else {
-        problems.push(Problem::new(
-            KeyPath::dotted("databento"),
-            "is missing: a databento venue needs at least databento.dataset, such as \
-             dataset = \"GLBX.MDP3\"",
-        ));
-        return;
-    };
-    let dataset_ok = databento
-        .dataset
-        .split_once('.')
-        .is_some_and(|(venue, feed)| {
-            [venue, feed].iter().all(|part| {
-                !part.is_empty()
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
-            })
-        });
-    if !dataset_ok {
-        problems.push(Problem::new(
-            KeyPath::dotted("databento.dataset"),
-            format!(
-                "\"{}\" is not a dataset code; use the form VENUE.FEED in capitals, such as \
-                 GLBX.MDP3 or XNAS.ITCH",
-                databento.dataset
-            ),
-        ));
-    }
-    if databento.stype_in.parse::<dbn::SType>().is_err() || databento.stype_in == "smart" {
-        problems.push(Problem::new(
-            KeyPath::dotted("databento.stype_in"),
-            format!(
-                "\"{}\" is not an input symbology; valid: raw_symbol, parent, continuous, \
-                 instrument_id",
-                databento.stype_in
-            ),
-        ));
-    }
-    if let Some(seconds) = databento.heartbeat_interval_s {
-        if !(5..=1_800).contains(&seconds) {
-            problems.push(Problem::new(
-                KeyPath::dotted("databento.heartbeat_interval_s"),
-                format!("{seconds} is out of range; the gateway takes 5 to 1800 seconds"),
-            ));
-        }
-    }
-    for (key, value, range) in [
-        (
-            "databento.max_orders_per_book",
-            databento.max_orders_per_book,
-            MAX_ORDERS_PER_BOOK_RANGE,
-        ),
-        (
-            "databento.max_instrument_mappings",
-            databento.max_instrument_mappings,
-            MAX_INSTRUMENT_MAPPINGS_RANGE,
-        ),
-    ] {
-        if let Some(value) = value.filter(|value| !range.contains(value)) {
-            problems.push(Problem::new(
-                KeyPath::dotted(key),
-                format!(
-                    "{value} is out of range; valid values are {} to {}",
-                    range.start(),
-                    range.end()
-                ),
-            ));
-        }
-    }
-    if databento.recovery == Recovery::Snapshot && !channels.iter().any(|c| c == "mbo") {
-        problems.push(Problem::new(
-            KeyPath::dotted("databento.recovery"),
-            "is \"snapshot\", but only the mbo schema has snapshots and channels does not list \
-             it; use \"gap\" or \"replay\", or add \"mbo\"",
-        ));
-    }
-    if let (Some(timeout), Some(seconds)) = (
-        lifecycle.read_timeout_ms,
-        databento.heartbeat_interval_s.or(Some(30)),
-    ) {
-        if timeout > 0 && timeout <= u64::from(seconds) * 1_000 {
-            problems.push(Problem::new(
-                KeyPath::dotted("lifecycle.read_timeout_ms"),
-                format!(
-                    "{timeout} is not longer than the gateway's heartbeat interval ({seconds} s): \
-                     an idle but healthy session would be recycled"
-                ),
-            ));
-        }
-    }
-}
-
-/// DBN schemas a Databento venue can list in `channels`.
-pub const DATABENTO_SCHEMAS: [&str; 20] = [
-    "mbo",
-    "mbp-1",
-    "mbp-10",
-    "tbbo",
-    "trades",
-    "bbo-1s",
-    "bbo-1m",
-    "cbbo-1s",
-    "cbbo-1m",
-    "cmbp-1",
-    "tcbbo",
-    "ohlcv-1s",
-    "ohlcv-1m",
-    "ohlcv-1h",
-    "ohlcv-1d",
-    "ohlcv-eod",
-    "status",
-    "imbalance",
-    "statistics",
-    "definition",
-];
 
 fn check_symbols(problems: &mut Vec<Problem>, kind: VenueKind, symbols: &[String]) {
     if symbols.is_empty() {
@@ -1285,7 +1156,7 @@ mod tests {
             lifecycle: LifecycleConfig::default(),
             staleness: StalenessConfig::default(),
             credentials,
-            databento: None,
+            table: None,
         }
     }
 

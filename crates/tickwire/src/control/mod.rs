@@ -520,7 +520,7 @@ impl Session {
             Ok(snapshot) => tracing::info!(
                 venue,
                 instrument = reply.instrument,
-                last_update_id = snapshot.last_update_id,
+                sequence = snapshot.sequence,
                 bids = snapshot.bids.len(),
                 asks = snapshot.asks.len(),
                 "depth snapshot"

@@ -661,7 +661,7 @@ mod tests {
             venue: 0,
             instrument: 0,
             result: Ok(DepthSnapshot {
-                last_update_id: id,
+                sequence: id,
                 bids: vec![(one, one); levels],
                 asks: Vec::new(),
             }),

@@ -239,8 +239,11 @@ pub struct SnapshotRequest {
 /// A REST depth snapshot, parsed on the control thread.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct DepthSnapshot {
-    /// Binance `lastUpdateId`.
-    pub last_update_id: u64,
+    /// The venue's sequence number of the book as the snapshot shows it: the number the venue's
+    /// book code compares the stream's updates with. Each venue with REST snapshots says in its
+    /// module which field of its own this holds (Binance USD-M and Spot: the depth body's
+    /// `lastUpdateId`).
+    pub sequence: u64,
     /// Best first.
     pub bids: Vec<(Fixed, Fixed)>,
     /// Best first.

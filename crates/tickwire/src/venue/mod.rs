@@ -8,6 +8,8 @@
 //! - [`feed`]: the decoder stage's `Feed` trait and what feeds share.
 //! - [`rest`], [`snapshot`]: REST book snapshots, fetched off the hot path.
 //! - [`resolve`]: a venue's address, looked up at every connection attempt on a worker thread.
+//! - [`capture`]: `tickwire decode`'s interface to a venue (`CaptureDecoder`), implemented in
+//!   each venue's `capture.rs`.
 //!
 //! This module also prepares a venue's stream for the network thread (its TLS settings, its
 //! WebSocket target or preamble: [`PreparedStream`]), to which each attempt adds the address it
@@ -16,6 +18,7 @@
 pub mod binance;
 pub mod binance_spot;
 pub mod bybit;
+pub mod capture;
 pub mod databento;
 pub mod emit;
 pub mod feed;

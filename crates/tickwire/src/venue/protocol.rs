@@ -91,9 +91,48 @@ pub struct Notice {
 pub struct FileRules {
     pub rest_url: RestUrl,
     pub key: KeyUse,
-    /// Whether the file takes the `[databento]` table (a gateway session's settings); the
-    /// config then also turns the default rotation off and refuses pings.
-    pub databento_table: bool,
+    /// The name of the venue's own table in its file (Databento's `[databento]`: a gateway
+    /// session's settings), which [`Protocol::check_table`] reads and checks in the venue's
+    /// folder; `None`: the file has none. The config keeps the table raw
+    /// (`VenueConfig::table`), refuses it on a kind that does not name it, and lists it among
+    /// the file's valid keys for the kind that does.
+    pub table: Option<&'static str>,
+}
+
+/// What [`Protocol::check_table`] sees of a venue file being checked, and may change.
+pub struct TableCheck<'a> {
+    /// The file's `channels`.
+    pub channels: &'a [String],
+    /// The file's `[lifecycle]` as written, before the kind's heartbeat defaults are applied:
+    /// the venue may change a default (Databento turns the default rotation off).
+    pub lifecycle: &'a mut crate::config::LifecycleConfig,
+    /// The read timeout's default (the kind's `default_heartbeat_ms`); the table may set
+    /// another (Databento's follows its heartbeat interval).
+    pub read_timeout_default: Option<u64>,
+    /// What is wrong.
+    pub problems: Vec<TableProblem>,
+}
+
+/// A problem [`Protocol::check_table`] found in a venue file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableProblem {
+    /// Dotted: the table's own key, such as `databento.dataset`, or another of the file's keys
+    /// the table rules on.
+    pub key: String,
+    pub message: String,
+    /// The problem is with the value (the error points at it rather than at the key).
+    pub at_value: bool,
+}
+
+impl TableCheck<'_> {
+    /// Records a problem at `key` (dotted).
+    pub fn problem(&mut self, key: &str, message: impl Into<String>) {
+        self.problems.push(TableProblem {
+            key: key.to_owned(),
+            message: message.into(),
+            at_value: false,
+        });
+    }
 }
 
 /// What a venue does with `rest_url`.
@@ -311,26 +350,16 @@ pub trait Protocol: Sync {
         Vec::new()
     }
 
-    /// `tickwire decode --venue <kind>` through the venue's own feed: the stream a captured
-    /// message belongs to (a first pass over the capture collects them), `None` for a message
-    /// of no stream (an answer, a pong). The default: the kind has no such runner (`decode`
-    /// keeps its own for the venues that predate this).
-    fn capture_stream(&self, _message: &[u8]) -> Option<String> {
+    /// Checks the venue's own table ([`FileRules::table`], `None` when the file has none; read
+    /// into the venue's typed config with `config::read_venue_table`) and the rest of the file
+    /// against it. Called for every file of the kind, so a venue that needs the table says so
+    /// here. The default: nothing to check (a kind with no table).
+    fn check_table(&self, _table: Option<&toml::Value>, _check: &mut TableCheck<'_>) {}
+
+    /// `tickwire decode --venue <label>`: the venue's capture decoder
+    /// ([`super::capture::CaptureDecoder`], in its own folder), `None` (the default) for a kind
+    /// whose captures another kind's decoder reads or that has none.
+    fn capture_decoder(&self) -> Option<&'static dyn super::capture::CaptureDecoder> {
         None
     }
-
-    /// The feed that decodes a capture of the streams `names` (what [`Protocol::capture_stream`]
-    /// found), its instruments numbered from 0 in [`CaptureFeed::symbols`]' order; `None` (the
-    /// default) for a kind without the runner.
-    fn capture_feed(&self, _names: &[String]) -> Option<CaptureFeed> {
-        None
-    }
-}
-
-/// A venue's feed set up for a capture (`tickwire decode`), with the symbols its instrument
-/// ids (from 0) stand for.
-pub struct CaptureFeed {
-    pub feed: Box<dyn super::feed::Feed>,
-    pub counters: super::feed::FeedCounters,
-    pub symbols: Vec<String>,
 }

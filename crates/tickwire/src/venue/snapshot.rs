@@ -224,7 +224,7 @@ pub fn parse_depth(body: &[u8]) -> Result<DepthSnapshot, String> {
     }
     match decode::decode(body) {
         Ok(Message::DepthSnapshot(snapshot)) => Ok(DepthSnapshot {
-            last_update_id: snapshot.last_update_id,
+            sequence: snapshot.last_update_id,
             bids: snapshot.bids.iter().collect(),
             asks: snapshot.asks.iter().collect(),
         }),
@@ -250,7 +250,7 @@ mod tests {
             br#"{"lastUpdateId":1027024,"E":1589436922972,"T":1589436922959,"bids":[["4.00000000","431.00000000"]],"asks":[["4.00000200","12.00000000"],["4.1","0"]]}"#,
         )
         .unwrap();
-        assert_eq!(snapshot.last_update_id, 1027024);
+        assert_eq!(snapshot.sequence, 1027024);
         assert_eq!(
             snapshot.bids,
             vec![(

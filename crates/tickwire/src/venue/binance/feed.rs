@@ -494,7 +494,7 @@ impl Feed for BinanceFeed {
         let before = book.stats();
         match reply.result {
             Ok(snapshot) => book.on_snapshot(
-                snapshot.last_update_id,
+                snapshot.sequence,
                 snapshot.bids.iter().copied(),
                 snapshot.asks.iter().copied(),
                 reply.recv_ts_ns,

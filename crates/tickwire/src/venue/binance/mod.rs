@@ -29,9 +29,11 @@
 //!   Streams" documentation; the real capture in `../shared/data/binance-futures/` is the ground
 //!   truth the tests check against.
 //! - `sync` is the venue's order book synchronisation ("How to manage a local order book
-//!   correctly"): diffs, the REST snapshot, the `pu` chain, gaps and resyncs.
+//!   correctly"): diffs, the REST snapshot, the `pu` chain, gaps and resyncs. The snapshot's
+//!   `lastUpdateId` (`/fapi/v1/depth`) is the shared `feed::DepthSnapshot::sequence`.
 //! - `feed` puts both together on the decoder thread as a [`crate::venue::feed::Feed`].
-//! - `json` writes normalized events as the JSON lines `tickwire decode` prints.
+//! - `json` writes normalized events as the JSON lines `tickwire decode` prints; `capture`
+//!   is the venue's `tickwire decode --venue binance-futures` runner.
 //! - `protocol` is the venue's [`crate::venue::protocol::Protocol`]: what the config and the
 //!   control plane need (symbol and channel rules, the host-root url, each channel's entry
 //!   point, stream names, `SUBSCRIBE` requests, the combined-stream URLs `record` uses), built on
@@ -41,6 +43,7 @@
 //! nothing the venue sends can make them panic. A message that cannot be read is a
 //! [`decode::DecodeError`], which the feed counts and skips.
 
+pub mod capture;
 pub mod decode;
 pub mod feed;
 pub mod json;

@@ -158,6 +158,11 @@ fn entry_point_of(channels: &[String]) -> EntryPoint {
 const BOOK_DEPTHS: [u32; 7] = [5, 10, 20, 50, 100, 500, 1000];
 
 impl Protocol for BinanceUsdmFutures {
+    /// `--venue binance-futures` (`capture.rs`).
+    fn capture_decoder(&self) -> Option<&'static dyn crate::venue::capture::CaptureDecoder> {
+        Some(&super::capture::UsdmCapture)
+    }
+
     fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
         "BINANCE.USDM".to_owned()
     }
@@ -173,7 +178,7 @@ impl Protocol for BinanceUsdmFutures {
                 channels: crate::venue::binance::DIFF_DEPTH_CHANNELS,
             },
             key: KeyUse::Unused,
-            databento_table: false,
+            table: None,
         }
     }
 

@@ -8,9 +8,11 @@
 //! - `decode`: one message in, a typed, borrowed [`decode::Message`] out, on the USD-M decoder's
 //!   readers (`venue::binance::decode`'s cursor, `binance::scan`).
 //! - `sync`: Spot's own book procedure (the `U`/`u` chain; Spot has no `pu`), on the USD-M
-//!   book's buffer and event code.
+//!   book's buffer and event code. The snapshot's `lastUpdateId` (`/api/v3/depth`) is the
+//!   shared `feed::DepthSnapshot::sequence`.
 //! - `feed`: both on the decoder thread as a [`crate::venue::feed::Feed`].
-//! - `json`: the raw-message lines of `tickwire decode --venue binance-spot`.
+//! - `json`: the raw-message lines of `tickwire decode --venue binance-spot`; `capture` the
+//!   runner itself (JSON lines and base64-kept SBE frames).
 //! - `protocol`: the venue's [`crate::venue::protocol::Protocol`]: channels, stream names,
 //!   `SUBSCRIBE` requests, the documented limits, the `/api/v3/depth` snapshots.
 //! - `sbe_protocol`: the SBE streams' [`crate::venue::protocol::Protocol`] (venue kind
@@ -21,6 +23,7 @@
 //! **Invariant:** `decode`, `sync` and `feed` never do I/O and never allocate per message;
 //! nothing the venue sends can make them panic.
 
+pub mod capture;
 pub mod decode;
 pub mod feed;
 pub mod json;

@@ -88,7 +88,7 @@ pub fn parse_depth(body: &[u8]) -> Result<DepthSnapshot, String> {
     }
     match decode::decode(body) {
         Ok(Message::DepthSnapshot(snapshot)) => Ok(DepthSnapshot {
-            last_update_id: snapshot.last_update_id,
+            sequence: snapshot.last_update_id,
             bids: snapshot.bids.iter().collect(),
             asks: snapshot.asks.iter().collect(),
         }),
@@ -137,6 +137,11 @@ pub fn shards(symbols: &[String], channels: &[String], max_streams: usize) -> Op
 }
 
 impl Protocol for BinanceSpot {
+    /// `--venue binance-spot` (`capture.rs`), which reads the SBE streams' captures too.
+    fn capture_decoder(&self) -> Option<&'static dyn crate::venue::capture::CaptureDecoder> {
+        Some(&super::capture::SpotCapture)
+    }
+
     fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
         "BINANCE.SPOT".to_owned()
     }
@@ -152,7 +157,7 @@ impl Protocol for BinanceSpot {
                 channels: crate::venue::binance::DIFF_DEPTH_CHANNELS,
             },
             key: KeyUse::Unused,
-            databento_table: false,
+            table: None,
         }
     }
 
@@ -371,7 +376,7 @@ mod tests {
             br#"{"lastUpdateId":1027024,"bids":[["4.00000000","431.00000000"]],"asks":[["4.00000200","12.00000000"]]}"#,
         )
         .expect("the documented response");
-        assert_eq!(snapshot.last_update_id, 1027024);
+        assert_eq!(snapshot.sequence, 1027024);
         assert_eq!(snapshot.bids.len(), 1);
         assert_eq!(SNAPSHOT_API.path, "/api/v3/depth");
         let refused = parse_depth(br#"{"code":-1121,"msg":"Invalid symbol."}"#).unwrap_err();

@@ -82,7 +82,7 @@ impl Protocol for BinanceSpotSbe {
                           environment variable) or credentials.api_key_credential (a systemd \
                           credential)",
             },
-            databento_table: false,
+            table: None,
         }
     }
 

@@ -6,11 +6,12 @@
 
 use crate::config::{Scheme, VenueConfig, VenueKind};
 use crate::event::{InstrumentId, VenueId};
+use crate::venue::capture::{CaptureDecoder, CaptureFeed, FeedCapture};
 use crate::venue::feed::VenueReply;
 use crate::venue::login::Login;
 use crate::venue::protocol::{
-    CaptureFeed, FileRules, Heartbeat, KeyUse, Protocol, RecordMode, Response, RestUrl,
-    SubscribeContext, Transport,
+    FileRules, Heartbeat, KeyUse, Protocol, RecordMode, Response, RestUrl, SubscribeContext,
+    Transport,
 };
 use crate::venue::{Shard, VenueError, VenueFeed};
 
@@ -30,7 +31,7 @@ impl Category {
         }
     }
 
-    pub fn kind(self) -> VenueKind {
+    pub const fn kind(self) -> VenueKind {
         match self {
             Category::Spot => VenueKind::BybitSpot,
             Category::Linear => VenueKind::BybitLinear,
@@ -230,7 +231,7 @@ macro_rules! bybit_protocol {
                         why: "its books start from the stream's own snapshots",
                     },
                     key: KeyUse::Unused,
-                    databento_table: false,
+                    table: None,
                 }
             }
 
@@ -316,20 +317,24 @@ macro_rules! bybit_protocol {
                 Common($category).feed(venue_id, venue, instrument_base)
             }
 
-            /// The topic of a market data message.
-            fn capture_stream(&self, message: &[u8]) -> Option<String> {
-                super::feed::topic_of(message)
-            }
-
-            fn capture_feed(&self, names: &[String]) -> Option<CaptureFeed> {
-                let (feed, counters) =
-                    super::feed::BybitFeed::for_topics(0, $category.kind().as_str(), names);
-                let symbols = feed.symbols().to_vec();
-                Some(CaptureFeed {
-                    feed: Box::new(feed),
-                    counters,
-                    symbols,
-                })
+            /// Through its own feed (`venue::capture::FeedCapture`): the streams are the
+            /// topics of the file's market data messages.
+            fn capture_decoder(&self) -> Option<&'static dyn CaptureDecoder> {
+                static DECODER: FeedCapture = FeedCapture {
+                    label: $category.kind().as_str(),
+                    stream: super::feed::topic_of,
+                    feed: |names| {
+                        let (feed, counters) =
+                            super::feed::BybitFeed::for_topics(0, $category.kind().as_str(), names);
+                        let symbols = feed.symbols().to_vec();
+                        CaptureFeed {
+                            feed: Box::new(feed),
+                            counters,
+                            symbols,
+                        }
+                    },
+                };
+                Some(&DECODER)
             }
 
             /// `unsubscribe` then `subscribe` of the one topic: its next message is a new

@@ -3,8 +3,9 @@
 //! connection (subscriptions and `start_session`, replaying from what the feed last saw), the
 //! session's start as the answer to it, and the gateway's own messages as notices.
 
+use super::config::{DatabentoConfig, Recovery, DATABENTO_SCHEMAS};
 use super::subscribe;
-use crate::config::{DatabentoConfig, Recovery, Scheme, VenueConfig, VenueKind, DATABENTO_SCHEMAS};
+use crate::config::{Scheme, VenueConfig, VenueKind};
 use crate::event::{InstrumentId, VenueId};
 use crate::venue::feed::{StreamActivity, VenueReply};
 use crate::venue::login::Login;
@@ -42,12 +43,24 @@ fn replay_starts(
 }
 
 impl Protocol for Databento {
+    /// `[databento]` (`config.rs`): the gateway session's settings; the file's lifecycle
+    /// follows them (no rotation, no pings, the read timeout from the heartbeat interval).
+    fn check_table(
+        &self,
+        table: Option<&toml::Value>,
+        check: &mut crate::venue::protocol::TableCheck<'_>,
+    ) {
+        super::config::check_table(table, check);
+    }
+
+    /// `--venue databento` (`capture.rs`): DBN files, not lines.
+    fn capture_decoder(&self) -> Option<&'static dyn crate::venue::capture::CaptureDecoder> {
+        Some(&super::capture::DbnCapture)
+    }
+
     /// The gateway's own dataset (`databento.dataset`).
     fn dbn_dataset(&self, venue: &VenueConfig) -> String {
-        venue
-            .databento
-            .as_ref()
-            .map_or_else(|| "DATABENTO".to_owned(), |db| db.dataset.clone())
+        DatabentoConfig::of(venue).map_or_else(|| "DATABENTO".to_owned(), |db| db.dataset.clone())
     }
 
     /// A gateway session per shard, as the appliance opens it.
@@ -68,7 +81,7 @@ impl Protocol for Databento {
                           credentials.api_key_env (an environment variable) or \
                           credentials.api_key_credential (a systemd credential)",
             },
-            databento_table: true,
+            table: Some(super::config::TABLE),
         }
     }
 
@@ -147,7 +160,7 @@ impl Protocol for Databento {
     /// `None` without a `[databento]` table, which the config refuses for a databento venue.
     fn subscribe_request(&self, request: &SubscribeContext<'_>) -> Option<String> {
         let venue = request.venue;
-        let config = venue.databento.as_ref()?;
+        let config = &DatabentoConfig::of(venue)?;
         let channels = venue.channels.len().max(1);
         let starts = replay_starts(config, request.activity, request.symbols.clone(), channels);
         let first = request
@@ -218,21 +231,15 @@ impl Protocol for Databento {
             symbols: venue.symbols.clone(),
             channels: venue.channels.clone(),
             instrument_base,
-            recovery: venue
-                .databento
-                .as_ref()
+            recovery: DatabentoConfig::of(venue)
                 .map(|config| config.recovery)
                 .unwrap_or_default(),
-            max_orders_per_book: venue
-                .databento
-                .as_ref()
-                .map_or(crate::config::MAX_ORDERS_PER_BOOK_DEFAULT, |config| {
+            max_orders_per_book: DatabentoConfig::of(venue)
+                .map_or(super::config::MAX_ORDERS_PER_BOOK_DEFAULT, |config| {
                     config.max_orders_per_book()
                 }) as usize,
-            max_instrument_mappings: venue
-                .databento
-                .as_ref()
-                .map_or(crate::config::MAX_INSTRUMENT_MAPPINGS_DEFAULT, |config| {
+            max_instrument_mappings: DatabentoConfig::of(venue)
+                .map_or(super::config::MAX_INSTRUMENT_MAPPINGS_DEFAULT, |config| {
                     config.max_instrument_mappings()
                 }) as usize,
         });

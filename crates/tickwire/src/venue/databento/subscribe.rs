@@ -2,8 +2,9 @@
 //! subscription lines for the connection's symbols and then `start_session`, and the
 //! authentication preamble the network thread runs before it.
 
+use super::config::{DatabentoConfig, Recovery};
 use super::gateway::{self, GatewayAuth, SessionOptions, Subscription};
-use crate::config::{DatabentoConfig, Recovery, VenueConfig};
+use crate::config::VenueConfig;
 use crate::net::engine::PreambleMaker;
 use crate::venue::{plan_shards, Shard, VenueError};
 use std::sync::Arc;
@@ -48,7 +49,7 @@ pub fn preamble_for(venue: &VenueConfig) -> Result<PreambleMaker, VenueError> {
         venue: venue.name.clone(),
         reason,
     };
-    let config = venue.databento.as_ref().ok_or_else(|| {
+    let config = &DatabentoConfig::of(venue).ok_or_else(|| {
         error("the venue file has no [databento] table (dataset, ...)".to_owned())
     })?;
     let key = venue

@@ -18,6 +18,11 @@ use crate::venue::{Shard, VenueError, VenueFeed};
 pub struct Thalex;
 
 impl Protocol for Thalex {
+    /// `--venue thalex` (`capture.rs`).
+    fn capture_decoder(&self) -> Option<&'static dyn crate::venue::capture::CaptureDecoder> {
+        Some(&super::capture::ThalexCapture)
+    }
+
     fn dbn_dataset(&self, _venue: &VenueConfig) -> String {
         "THALEX".to_owned()
     }
@@ -41,7 +46,7 @@ impl Protocol for Thalex {
                 missing_key_id: "is missing: a Thalex login token names its key by id (the `kid` shown beside                  the API key); set it, or remove the key settings to use public data only",
                 key_id_without_key: "has no key to go with it: set credentials.api_key_env or                  credentials.api_key_credential to where the RSA private key (PEM) is",
             },
-            databento_table: false,
+            table: None,
         }
     }
 
