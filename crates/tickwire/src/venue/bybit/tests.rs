@@ -5,7 +5,7 @@
 use super::book::{Applied, BookSync};
 use super::decode::{decode, trade_id, DecodeError, Field, Message, Scratch};
 use super::feed::{BybitFeed, FeedConfig, REFUSED};
-use crate::event::{Body, Event, EventHeader, EventKind, GapReason, ReferenceKind, Side};
+use crate::event::{flags, Body, Event, EventHeader, EventKind, GapReason, ReferenceKind, Side};
 use crate::fixed::Fixed;
 use crate::net::ConnId;
 use crate::venue::feed::{EventSink, Feed, FeedCounters, ReplyKind};
@@ -1237,6 +1237,39 @@ fn trades_and_merged_tickers_make_their_events() {
     let ticker = feed.ticker(0).expect("merged");
     assert_eq!(ticker.funding_rate, Some(fixed("-0.005")));
     assert_eq!(ticker.open_interest, Some(fixed("492373.72")));
+}
+
+#[test]
+fn the_documented_liquidation_is_a_liquidation_event() {
+    let (mut feed, counters) = feed(&["allLiquidation"], &["ROSEUSDT"]);
+    // A row for another symbol than the topic's is counted and skipped.
+    let other = DOC_LIQUIDATION.replace("\"s\": \"ROSEUSDT\"", "\"s\": \"BTCUSDT\"");
+    let events = run(&mut feed, 1, &[DOC_LIQUIDATION, &other]);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let event = events[0];
+    let Body::Liquidation(liquidation) = event.body() else {
+        panic!("a liquidation: {event:?}");
+    };
+    // "S": "Sell": a short position was liquidated.
+    assert_eq!(
+        (liquidation.position_side(), liquidation.price, liquidation.size),
+        (Side::Ask, fixed("0.04499"), fixed("20000"))
+    );
+    assert_eq!(event.kind(), EventKind::Liquidation);
+    assert_eq!(
+        (
+            event.header.exchange_ts_ns,
+            event.header.recv_ts_ns,
+            event.header.venue_seq
+        ),
+        (1_739_502_302_929_000_000, 7, 0)
+    );
+    assert_eq!(
+        (event.header.venue_id, event.header.instrument_id),
+        (3, 10)
+    );
+    assert_eq!(event.header.flags & flags::LAST, flags::LAST);
+    assert_eq!(counters.unknown_symbol.get(), 1);
 }
 
 #[test]
