@@ -165,7 +165,11 @@ fn a_bus_of_another_layout_version_is_refused_naming_both_versions() {
     };
     drop(BusWriter::create(&options, 1, 0).unwrap());
     let mut bytes = std::fs::read(&path).unwrap();
-    assert_eq!(bytes[8..12], 2u32.to_le_bytes(), "the writer writes version 2");
+    assert_eq!(
+        bytes[8..12],
+        2u32.to_le_bytes(),
+        "the writer writes version 2"
+    );
     bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
     let other = dir.path().join("bus-v1");
     std::fs::write(&other, &bytes).unwrap();

@@ -21,8 +21,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use tickwire_bus::event::{
-    Bar, Body, BookLevel, Event, EventHeader, EventKind, Gap, GapReason, Imbalance, Liquidation, Quote,
-    Reference, Side, Snapshot, Statistic, Trade, TradingStatus, VenueStatus,
+    Bar, Body, BookLevel, Event, EventHeader, EventKind, Gap, GapReason, Imbalance, Liquidation,
+    Quote, Reference, Side, Snapshot, Statistic, Trade, TradingStatus, VenueStatus,
 };
 use tickwire_bus::fixed::Fixed;
 use tickwire_bus::{
@@ -836,7 +836,11 @@ fn c_and_python_readers_built_for_layout_1_refuse_a_bus_of_layout_2_naming_both(
         assert_eq!(stderr.lines().count(), 1, "{who}: one line: {stderr}");
     };
     let old = |text: String, from: &str, to: &str| {
-        assert_eq!(text.matches(from).count(), 1, "the version is set once: {from}");
+        assert_eq!(
+            text.matches(from).count(),
+            1,
+            "the version is set once: {from}"
+        );
         text.replace(from, to)
     };
     if cc_available() {
@@ -857,7 +861,10 @@ fn c_and_python_readers_built_for_layout_1_refuse_a_bus_of_layout_2_naming_both(
             &include,
             dir.path(),
         );
-        refused(run(Command::new(&dump).arg(&bus)), "dump.c built for layout 1");
+        refused(
+            run(Command::new(&dump).arg(&bus)),
+            "dump.c built for layout 1",
+        );
     }
     if numpy_available() {
         let package = dir.path().join("py1/tickwire_bus");

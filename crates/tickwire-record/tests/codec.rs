@@ -5,8 +5,8 @@ use dbn::RecordRef;
 use proptest::prelude::*;
 use tickwire_bus::event::{
     flags, Bar, BarInterval, Body, BookLevel, Event, EventHeader, EventKind, Gap, GapReason,
-    Imbalance, Liquidation, Quote, Reference, ReferenceKind, Side, Snapshot, Statistic, Trade, TradingStatus,
-    VenueState, VenueStatus, NO_PRICE,
+    Imbalance, Liquidation, Quote, Reference, ReferenceKind, Side, Snapshot, Statistic, Trade,
+    TradingStatus, VenueState, VenueStatus, NO_PRICE,
 };
 use tickwire_bus::fixed::Fixed;
 use tickwire_record::codec::{self, Record, PRIVATE_STAT_TYPE};

@@ -33,8 +33,8 @@
 use super::book::{Applied, BookSync};
 use super::decode::{self, Message, Scratch, TickerFields, TopicKind};
 use crate::event::{
-    flags, Body, Event, EventHeader, EventKind, InstrumentId, Liquidation, Quote, Reference, ReferenceKind,
-    Side, Trade, VenueId,
+    flags, Body, Event, EventHeader, EventKind, InstrumentId, Liquidation, Quote, Reference,
+    ReferenceKind, Side, Trade, VenueId,
 };
 use crate::fixed::Fixed;
 use crate::hash::BuildFastHasher;

@@ -392,7 +392,10 @@ mod tests {
         )
         .unwrap_err();
         assert!(second.contains("second orderbook"), "{second}");
-        assert_eq!(check_channel(Category::Linear, "allLiquidation", &[]), Ok(()));
+        assert_eq!(
+            check_channel(Category::Linear, "allLiquidation", &[]),
+            Ok(())
+        );
         let spot = check_channel(Category::Spot, "allLiquidation", &[]).unwrap_err();
         assert!(spot.contains("contracts only"), "{spot}");
     }

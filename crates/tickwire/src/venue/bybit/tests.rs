@@ -384,6 +384,94 @@ fn the_documented_trade_and_liquidation_decode_exactly() {
     assert_eq!((row.time_ms, row.id, row.seq), (1739502302929, 0, 0));
 }
 
+/// `text` without the whitespace between its tokens: Bybit's messages as they come on the wire.
+fn compact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for ch in text.chars() {
+        if in_string {
+            out.push(ch);
+            match (escaped, ch) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if ch == '"' {
+            in_string = true;
+            out.push(ch);
+        } else if !ch.is_whitespace() {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// What a decode gave, with each row's symbol as its text (rows keep offsets).
+fn decoded(text: &str) -> String {
+    let mut scratch = Scratch::default();
+    let message = decode(text.as_bytes(), &mut scratch);
+    let rows: Vec<_> = scratch
+        .rows
+        .iter()
+        .map(|row| {
+            let symbol = &text.as_bytes()[row.symbol.0..row.symbol.1];
+            (
+                row.time_ms,
+                row.buy,
+                row.size,
+                row.price,
+                row.id,
+                row.seq,
+                symbol,
+            )
+        })
+        .collect();
+    format!("{message:?} {:?} {:?} {rows:?}", scratch.bids, scratch.asks)
+}
+
+#[test]
+fn the_documented_examples_decode_alike_in_bybit_key_order_and_out_of_it() {
+    // On one line, each key is where Bybit's order expects it and is matched as a literal; as
+    // printed (whitespace between tokens), and rewritten by serde_json with every object's keys
+    // sorted (the top level's in reverse), the keys go through the key loop. All read the
+    // same.
+    for example in [
+        DOC_BOOK_DELTA,
+        DOC_TRADE,
+        DOC_LIQUIDATION,
+        DOC_TICKER_PERPETUAL,
+        DOC_TICKER_FUTURES,
+        DOC_TICKER_SPOT,
+        DOC_SYSTEM_STATUS,
+    ] {
+        let wire = compact(example);
+        let value: serde_json::Value = serde_json::from_str(&wire).unwrap();
+        let reversed = {
+            let object = value.as_object().unwrap();
+            let members: Vec<String> = object
+                .iter()
+                .rev()
+                .map(|(key, value)| format!("{key:?}:{value}"))
+                .collect();
+            format!("{{{}}}", members.join(","))
+        };
+        let expected = decoded(example);
+        assert!(!expected.starts_with("Err"), "{expected}");
+        assert_eq!(decoded(&wire), expected, "{wire}");
+        assert_eq!(decoded(&reversed), expected, "{reversed}");
+    }
+    // A repeated key is refused on the literal path too.
+    let repeated =
+        compact(DOC_LIQUIDATION).replacen(r#""v":"20000","#, r#""v":"1","v":"20000","#, 1);
+    let mut scratch = Scratch::default();
+    assert!(matches!(
+        decode(repeated.as_bytes(), &mut scratch),
+        Err(DecodeError::RepeatedKey { .. })
+    ));
+}
+
 #[test]
 fn the_documented_tickers_decode_exactly() {
     let mut scratch = Scratch::default();
@@ -1252,7 +1340,11 @@ fn the_documented_liquidation_is_a_liquidation_event() {
     };
     // "S": "Sell": a short position was liquidated.
     assert_eq!(
-        (liquidation.position_side(), liquidation.price, liquidation.size),
+        (
+            liquidation.position_side(),
+            liquidation.price,
+            liquidation.size
+        ),
         (Side::Ask, fixed("0.04499"), fixed("20000"))
     );
     assert_eq!(event.kind(), EventKind::Liquidation);
@@ -1264,10 +1356,7 @@ fn the_documented_liquidation_is_a_liquidation_event() {
         ),
         (1_739_502_302_929_000_000, 7, 0)
     );
-    assert_eq!(
-        (event.header.venue_id, event.header.instrument_id),
-        (3, 10)
-    );
+    assert_eq!((event.header.venue_id, event.header.instrument_id), (3, 10));
     assert_eq!(event.header.flags & flags::LAST, flags::LAST);
     assert_eq!(counters.unknown_symbol.get(), 1);
 }
