@@ -705,7 +705,19 @@ fn generated(rng: &mut Rng) -> String {
                             ("S".into(), side.into()),
                             ("v".into(), format!("\"{}\"", rng.decimal())),
                             ("p".into(), format!("\"{}\"", rng.decimal())),
-                            ("L".into(), "\"PlusTick\"".into()),
+                            // The four tick directions, one Bybit may add, and one escaped.
+                            (
+                                "L".into(),
+                                [
+                                    "\"PlusTick\"",
+                                    "\"MinusTick\"",
+                                    "\"ZeroPlusTick\"",
+                                    "\"ZeroMinusTick\"",
+                                    "\"PlusTickRPI\"",
+                                    "\"Plus\\\"Tick\"",
+                                ][rng.below(6) as usize]
+                                    .into(),
+                            ),
                             ("i".into(), format!("\"{id}\"")),
                             ("BT".into(), "false".into()),
                             ("seq".into(), rng.below(1 << 40).to_string()),
