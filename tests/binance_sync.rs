@@ -118,6 +118,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
             Body::TradingStatus(_) => "TradingStatus",
             Body::Imbalance(_) => "Imbalance",
             Body::Statistic(_) => "Statistic",
+            Body::Liquidation(_) => "Liquidation",
         })
         .collect()
 }

@@ -164,7 +164,7 @@ fn drain(reader: &mut BusReader, into: &mut Vec<Event>) -> u64 {
 }
 
 #[test]
-fn spot_and_linear_reach_the_strategy_and_the_bus_with_books_trades_and_marks() {
+fn spot_and_linear_reach_the_strategy_and_the_bus_with_books_trades_marks_and_liquidations() {
     let bus_dir = tempfile::tempdir().unwrap();
     let bus = bus_dir.path().join("tickwire.bus");
     let heartbeat = "[lifecycle]\nping_interval_ms = 300\nread_timeout_ms = 3000\n";
@@ -188,7 +188,7 @@ fn spot_and_linear_reach_the_strategy_and_the_bus_with_books_trades_and_marks() 
                         sim,
                         Category::Linear,
                         &["BTCUSDT", "BTC-26DEC25"],
-                        &["orderbook.50", "publicTrade", "tickers"],
+                        &["orderbook.50", "publicTrade", "tickers", "allLiquidation"],
                         heartbeat,
                     ),
                 ),
@@ -209,7 +209,7 @@ fn spot_and_linear_reach_the_strategy_and_the_bus_with_books_trades_and_marks() 
     assert!(directory.contains(&("bybit-linear-sim".to_owned(), "BTC-26DEC25".to_owned())));
     pair.run_until(
         Duration::from_secs(20),
-        "books, trades and marks of both venues, and pongs",
+        "books, trades, marks and liquidations of both venues, and pongs",
         |pair| {
             let events = pair.recorded.snapshot();
             let has = |venue: u16, instrument: u32, what: &dyn Fn(&Event) -> bool| {
@@ -225,9 +225,14 @@ fn spot_and_linear_reach_the_strategy_and_the_bus_with_books_trades_and_marks() 
             let index = |e: &Event| {
                 matches!(e.body(), Body::Reference(r) if r.kind() == ReferenceKind::Index)
             };
+            let liquidation = |e: &Event| e.kind() == EventKind::Liquidation;
             (0..2).all(|i| has(0, i, &book) && has(0, i, &trade))
                 && (2..4).all(|i| {
-                    has(1, i, &book) && has(1, i, &trade) && has(1, i, &mark) && has(1, i, &index)
+                    has(1, i, &book)
+                        && has(1, i, &trade)
+                        && has(1, i, &mark)
+                        && has(1, i, &index)
+                        && has(1, i, &liquidation)
                 })
                 && (0..2).all(|i| check_books(&events, 0, i).2 >= 10)
                 && (2..4).all(|i| check_books(&events, 1, i).2 >= 10)
@@ -284,6 +289,22 @@ fn spot_and_linear_reach_the_strategy_and_the_bus_with_books_trades_and_marks() 
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), trades.len());
+    // Liquidations: linear's only, each with the liquidated position's side, a price, a size
+    // and the venue's time.
+    let liquidations: Vec<_> = seen
+        .iter()
+        .filter_map(|e| match e.body() {
+            Body::Liquidation(liquidation) => Some((e, liquidation)),
+            _ => None,
+        })
+        .collect();
+    assert!(!liquidations.is_empty());
+    for (event, liquidation) in &liquidations {
+        assert_eq!(event.header.venue_id, 1, "{event:?}");
+        assert!(liquidation.position_side() != Side::None, "{event:?}");
+        assert!(liquidation.price > Fixed::ZERO && liquidation.size > Fixed::ZERO);
+        assert!(event.header.exchange_ts_ns > 0 && event.header.flags & flags::LAST != 0);
+    }
     // Linear tickers: quotes from the merged fields, not derived from a book.
     assert!(seen.iter().any(|e| e.header.venue_id == 1
         && e.header.flags & flags::DERIVED == 0

@@ -1,5 +1,5 @@
 //! `tickwire decode --venue bybit-spot|bybit-linear` on `<recv_ns> <json>` captures: exact
-//! books, trades, quotes, marks and gaps, each event with its line's receive time.
+//! books, trades, quotes, marks, gaps and liquidations, each event with its line's receive time.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -205,5 +205,29 @@ fn a_spot_capture_and_bad_lines_are_counted() {
     assert!(
         summary.contains("bad decimal"),
         "the error is named: {summary}"
+    );
+}
+
+/// The "All Liquidation" page's example, on one line.
+const DOC_LIQUIDATION: &str = r#"{"topic":"allLiquidation.ROSEUSDT","type":"snapshot","ts":1739502303204,"data":[{"T":1739502302929,"s":"ROSEUSDT","S":"Sell","v":"20000","p":"0.04499"}]}"#;
+
+#[test]
+fn a_linear_capture_prints_the_documented_liquidation_as_a_liquidation_line() {
+    let buy = DOC_LIQUIDATION.replace(r#""S":"Sell""#, r#""S":"Buy""#);
+    let (events, _) = decode("bybit-linear", &[(201, DOC_LIQUIDATION), (202, &buy)]);
+    assert_eq!(
+        events,
+        [
+            serde_json::json!({
+                "type": "liquidation", "venue": "bybit-linear", "symbol": "ROSEUSDT",
+                "position": "short", "px": "0.04499", "qty": "20000",
+                "exch_ts_ns": 1_739_502_302_929_000_000u64, "recv_ts_ns": 201,
+            }),
+            serde_json::json!({
+                "type": "liquidation", "venue": "bybit-linear", "symbol": "ROSEUSDT",
+                "position": "long", "px": "0.04499", "qty": "20000",
+                "exch_ts_ns": 1_739_502_302_929_000_000u64, "recv_ts_ns": 202,
+            }),
+        ]
     );
 }

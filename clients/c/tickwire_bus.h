@@ -102,7 +102,8 @@ extern "C" {
 /* ---- The file's layout (layout.rs) ---------------------------------------------------------- */
 
 #define TW_MAGIC "TICKWBUS"
-#define TW_LAYOUT_VERSION 1u
+/* Version 2 added TW_KIND_LIQUIDATION; a reader of another version refuses the bus by name. */
+#define TW_LAYOUT_VERSION 2u
 #define TW_EVENT_SIZE 64u
 #define TW_HEADER_BYTES 4096u
 #define TW_DIRECTORY_ENTRY_BYTES 256u
@@ -170,6 +171,7 @@ typedef enum tw_kind {
     TW_KIND_TRADING_STATUS = 10,
     TW_KIND_IMBALANCE = 11,
     TW_KIND_STATISTIC = 12,
+    TW_KIND_LIQUIDATION = 13, /* layout version 2 */
 } tw_kind;
 
 /* Sides (a level's side, a trade's aggressor: Bid = the buyer took liquidity). */
@@ -292,6 +294,12 @@ typedef struct tw_statistic {
     uint8_t _reserved[2];
 } tw_statistic;
 
+typedef struct tw_liquidation {
+    tw_fixed price, size;  /* the price the position was closed at (Bybit: bankruptcy price) */
+    uint8_t position_side; /* the liquidated position: TW_SIDE_BID a long, TW_SIDE_ASK a short */
+    uint8_t _reserved[15]; /* the venue's time is header.exchange_ts_ns */
+} tw_liquidation;
+
 /* One event: one 64-byte cache line. Read the payload member that header.kind names. */
 typedef struct tw_event {
     _Alignas(64) tw_event_header header;
@@ -307,6 +315,7 @@ typedef struct tw_event {
         tw_trading_status trading_status;
         tw_imbalance imbalance;
         tw_statistic statistic;
+        tw_liquidation liquidation;
         uint64_t raw[4];
     };
 } tw_event;
@@ -326,7 +335,8 @@ _Static_assert(sizeof(tw_quote) == 32 && sizeof(tw_trade) == 32 && sizeof(tw_boo
                    sizeof(tw_snapshot) == 32 && sizeof(tw_gap) == 32 &&
                    sizeof(tw_venue_status) == 32 && sizeof(tw_reference) == 32 &&
                    sizeof(tw_bar) == 32 && sizeof(tw_trading_status) == 32 &&
-                   sizeof(tw_imbalance) == 32 && sizeof(tw_statistic) == 32,
+                   sizeof(tw_imbalance) == 32 && sizeof(tw_statistic) == 32 &&
+                   sizeof(tw_liquidation) == 32,
                "every payload is 32 bytes");
 _Static_assert(offsetof(tw_trade, aggressor_side) == 24, "trade aggressor at 24");
 _Static_assert(offsetof(tw_book_level, side) == 16, "level side at 16");
@@ -344,6 +354,8 @@ _Static_assert(offsetof(tw_imbalance, num_extensions) == 30, "num_extensions at 
 _Static_assert(offsetof(tw_statistic, ts_ref) == 16, "ts_ref at 16");
 _Static_assert(offsetof(tw_statistic, stat_type) == 24, "stat_type at 24");
 _Static_assert(offsetof(tw_statistic, update_action) == 28, "update_action at 28");
+_Static_assert(offsetof(tw_liquidation, size) == 8, "liquidation size at 8");
+_Static_assert(offsetof(tw_liquidation, position_side) == 16, "position side at 16");
 
 /* The kind's name, as event.rs's EventKind::name (the JSON lines' "type"); NULL for no kind. */
 static inline const char *tw_kind_name(uint8_t kind) {
@@ -360,6 +372,7 @@ static inline const char *tw_kind_name(uint8_t kind) {
     case TW_KIND_TRADING_STATUS: return "trading_status";
     case TW_KIND_IMBALANCE: return "imbalance";
     case TW_KIND_STATISTIC: return "statistic";
+    case TW_KIND_LIQUIDATION: return "liquidation";
     default: return NULL;
     }
 }

@@ -51,7 +51,7 @@ pub struct TailArgs {
     #[arg(long, value_name = "SYMBOL")]
     pub symbol: Option<String>,
     /// Only events of these kinds (repeat): quote, trade, level, snapshot_begin, snapshot_end,
-    /// gap, status, reference, bar, trading_status, imbalance, statistic.
+    /// gap, status, reference, bar, trading_status, imbalance, statistic, liquidation.
     #[arg(long, value_name = "KIND")]
     pub kind: Vec<String>,
     /// Print one line per second (events/s, lag, overruns, missed) instead of the events; with

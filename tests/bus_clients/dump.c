@@ -108,6 +108,11 @@ static void print_event(const tw_bus *bus, uint64_t position, const tw_event *e)
         unsigned_field("update_action", e->statistic.update_action);
         unsigned_field("stat_flags", e->statistic.stat_flags);
         break;
+    case TW_KIND_LIQUIDATION:
+        fixed("price", e->liquidation.price);
+        fixed("size", e->liquidation.size);
+        unsigned_field("position_side", e->liquidation.position_side);
+        break;
     }
     printf(" | raw=%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "\n", e->raw[0],
            e->raw[1], e->raw[2], e->raw[3]);

@@ -87,6 +87,11 @@ FIELDS = {
         ("update_action", "statistic_update_action", False),
         ("stat_flags", "statistic_stat_flags", False),
     ],
+    tw.KIND_LIQUIDATION: [
+        ("price", "liquidation_price", True),
+        ("size", "liquidation_size", True),
+        ("position_side", "liquidation_position_side", False),
+    ],
 }
 FIELDS[tw.KIND_SNAPSHOT_END] = FIELDS[tw.KIND_SNAPSHOT_BEGIN]
 

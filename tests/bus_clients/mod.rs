@@ -21,8 +21,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use tickwire_bus::event::{
-    Bar, Body, BookLevel, Event, EventHeader, EventKind, Gap, GapReason, Imbalance, Quote,
-    Reference, Side, Snapshot, Statistic, Trade, TradingStatus, VenueStatus,
+    Bar, Body, BookLevel, Event, EventHeader, EventKind, Gap, GapReason, Imbalance, Liquidation,
+    Quote, Reference, Side, Snapshot, Statistic, Trade, TradingStatus, VenueStatus,
 };
 use tickwire_bus::fixed::Fixed;
 use tickwire_bus::{
@@ -72,6 +72,11 @@ fn numpy_available() -> bool {
 
 /// Builds a C program of the bus clients with warnings as errors; returns the binary.
 pub(crate) fn build_c(source: &Path, dir: &Path) -> PathBuf {
+    build_c_with(source, &root().join("clients/c"), dir)
+}
+
+/// [`build_c`] with `tickwire_bus.h` taken from `include`.
+fn build_c_with(source: &Path, include: &Path, dir: &Path) -> PathBuf {
     let binary = dir.join(source.file_stem().unwrap());
     let output = Command::new("cc")
         .args([
@@ -83,7 +88,7 @@ pub(crate) fn build_c(source: &Path, dir: &Path) -> PathBuf {
             "-Werror",
             "-I",
         ])
-        .arg(root().join("clients/c"))
+        .arg(include)
         .arg("-o")
         .arg(&binary)
         .arg(source)
@@ -163,8 +168,8 @@ impl Random {
 
 /// Event `position` of the test stream: every kind, random fields, books that change.
 fn event_at(random: &mut Random, position: u64) -> Event {
-    let kind = match random.below(16) {
-        index @ 0..=11 => EventKind::ALL[index as usize],
+    let kind = match random.below(17) {
+        index @ 0..=12 => EventKind::ALL[index as usize],
         _ => EventKind::BookLevel,
     };
     let venue_id = random.below(3) as u16;
@@ -280,6 +285,12 @@ fn event_at(random: &mut Random, position: u64) -> Event {
             update_action: byte(random),
             stat_flags: byte(random),
             _reserved: [0; 2],
+        }),
+        EventKind::Liquidation => Body::Liquidation(Liquidation {
+            price: random.fixed(),
+            size: random.fixed(),
+            position_side: random.below(4) as u8,
+            _reserved: [0; 15],
         }),
     };
     Event::new(header, body)
@@ -451,6 +462,11 @@ fn canonical(position: u64, event: &Event, names: &BTreeMap<(u16, u32), Director
             ("channel_id", statistic.channel_id.to_string()),
             ("update_action", statistic.update_action.to_string()),
             ("stat_flags", statistic.stat_flags.to_string()),
+        ],
+        Body::Liquidation(liquidation) => vec![
+            ("price", liquidation.price.to_string()),
+            ("size", liquidation.size.to_string()),
+            ("position_side", liquidation.position_side.to_string()),
         ],
     };
     for (label, value) in fields {
@@ -712,9 +728,10 @@ fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
     let good = dir.path().join("bus");
     write_bus(&good, 1024, 10);
     let mut bytes = std::fs::read(&good).unwrap();
-    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
-    let version_2 = dir.path().join("bus-v2");
-    std::fs::write(&version_2, &bytes).unwrap();
+    // A bus of layout version 1 (before the liquidation kind); the readers read version 2.
+    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let version_1 = dir.path().join("bus-v1");
+    std::fs::write(&version_1, &bytes).unwrap();
     let not_a_bus = dir.path().join("notes.txt");
     std::fs::write(&not_a_bus, "these are not the bytes of a bus\n".repeat(200)).unwrap();
     let short = dir.path().join("bus-short");
@@ -731,8 +748,8 @@ fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
             "is not a tickwire bus: it is a FIFO, not a regular file",
         ),
         (
-            &version_2,
-            "has layout version 2; this reader reads version 1",
+            &version_1,
+            "has layout version 1; this reader reads version 2",
         ),
         (&not_a_bus, "is not a tickwire bus (no TICKWBUS magic)"),
         (&short, "is damaged: 8192 bytes, shorter than the"),
@@ -744,12 +761,12 @@ fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
             .err()
             .expect("refused");
         assert!(error.to_string().contains(message), "Rust: {error}");
-        if path == version_2 {
+        if path == version_1 {
             assert!(matches!(
                 error,
                 BusError::LayoutVersion {
-                    found: 2,
-                    supported: 1,
+                    found: 1,
+                    supported: 2,
                     ..
                 }
             ));
@@ -794,9 +811,79 @@ fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
                  try:\n    tw.Bus(sys.argv[1])\n\
                  except tw.LayoutVersionMismatch as e:\n    print(e.found, e.supported)",
             ])
-            .arg(&version_2)
+            .arg(&version_1)
             .env("PYTHONPATH", root().join("clients/python")));
-        assert_eq!(stdout_of(&output, "python3"), "2 1\n");
+        assert_eq!(stdout_of(&output, "python3"), "1 2\n");
+    }
+}
+
+#[test]
+fn c_and_python_readers_built_for_layout_1_refuse_a_bus_of_layout_2_naming_both() {
+    // Readers as they were before the liquidation kind: the C header and the Python package
+    // with their layout version 1, the one thing a reader checks a bus's layout by.
+    let dir = tempfile::tempdir().unwrap();
+    let bus = dir.path().join("bus");
+    write_bus(&bus, 1024, 10);
+    let expected = format!(
+        "bus {} has layout version 2; this reader reads version 1",
+        bus.display()
+    );
+    let refused = |output: Output, who: &str| {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{who}: {stderr}");
+        assert!(output.stdout.is_empty(), "{who}: nothing read");
+        assert!(stderr.contains(&expected), "{who}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{who}: one line: {stderr}");
+    };
+    let old = |text: String, from: &str, to: &str| {
+        assert_eq!(
+            text.matches(from).count(),
+            1,
+            "the version is set once: {from}"
+        );
+        text.replace(from, to)
+    };
+    if cc_available() {
+        let include = dir.path().join("v1");
+        std::fs::create_dir(&include).unwrap();
+        let header = std::fs::read_to_string(root().join("clients/c/tickwire_bus.h")).unwrap();
+        std::fs::write(
+            include.join("tickwire_bus.h"),
+            old(
+                header,
+                "#define TW_LAYOUT_VERSION 2u\n",
+                "#define TW_LAYOUT_VERSION 1u\n",
+            ),
+        )
+        .unwrap();
+        let dump = build_c_with(
+            &root().join("tests/bus_clients/dump.c"),
+            &include,
+            dir.path(),
+        );
+        refused(
+            run(Command::new(&dump).arg(&bus)),
+            "dump.c built for layout 1",
+        );
+    }
+    if numpy_available() {
+        let package = dir.path().join("py1/tickwire_bus");
+        std::fs::create_dir_all(&package).unwrap();
+        for file in std::fs::read_dir(root().join("clients/python/tickwire_bus")).unwrap() {
+            let file = file.unwrap().path();
+            if file.extension().is_some_and(|ext| ext == "py") {
+                let mut text = std::fs::read_to_string(&file).unwrap();
+                if file.file_name().unwrap() == "layout.py" {
+                    text = old(text, "\nLAYOUT_VERSION = 2\n", "\nLAYOUT_VERSION = 1\n");
+                }
+                std::fs::write(package.join(file.file_name().unwrap()), text).unwrap();
+            }
+        }
+        let output = run(Command::new("python3")
+            .arg(root().join("tests/bus_clients/dump.py"))
+            .arg(&bus)
+            .env("PYTHONPATH", dir.path().join("py1")));
+        refused(output, "dump.py with the layout 1 package");
     }
 }
 
@@ -1029,7 +1116,8 @@ fn oracle_books(path: &Path) -> String {
                 | Body::Bar(_)
                 | Body::TradingStatus(_)
                 | Body::Imbalance(_)
-                | Body::Statistic(_) => {}
+                | Body::Statistic(_)
+                | Body::Liquidation(_) => {}
             }
         }
     }

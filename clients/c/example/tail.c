@@ -268,6 +268,16 @@ static void print_event(const directory *dir, const tw_event *event) {
         number("recv_ts_ns", h->recv_ts_ns);
         break;
     }
+    case TW_KIND_LIQUIDATION: {
+        uint8_t side = event->liquidation.position_side;
+        text("position",
+             side == TW_SIDE_BID ? "long" : side == TW_SIDE_ASK ? "short" : "unknown");
+        decimal("px", event->liquidation.price);
+        decimal("qty", event->liquidation.size);
+        number("exch_ts_ns", h->exchange_ts_ns);
+        number("recv_ts_ns", h->recv_ts_ns);
+        break;
+    }
     }
     fputs("}\n", stdout);
 }

@@ -430,7 +430,7 @@ class Bus:
         first = max(oldest_intact, start)
         events = words[first - start :].view(EVENT_DTYPE).reshape(-1)
         kinds = events["kind"]
-        bad = np.flatnonzero((kinds < layout.KIND_QUOTE) | (kinds > layout.KIND_STATISTIC))
+        bad = np.flatnonzero((kinds < layout.KIND_QUOTE) | (kinds > layout.KIND_LIQUIDATION))
         if bad.size:
             index = int(bad[0])
             raise Damaged(

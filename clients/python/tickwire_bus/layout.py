@@ -9,7 +9,8 @@ plus ``payload``, the payload's four raw words.
 import numpy as np
 
 MAGIC = b"TICKWBUS"
-LAYOUT_VERSION = 1
+# Version 2 added KIND_LIQUIDATION; a reader of another version refuses the bus by name.
+LAYOUT_VERSION = 2
 EVENT_SIZE = 64
 HEADER_BYTES = 4096
 DIRECTORY_ENTRY_BYTES = 256
@@ -65,6 +66,7 @@ KIND_BAR = 9
 KIND_TRADING_STATUS = 10
 KIND_IMBALANCE = 11
 KIND_STATISTIC = 12
+KIND_LIQUIDATION = 13  # layout version 2
 
 # The kinds' names: the JSON lines' "type" (a reference's line names its reference kind).
 KIND_NAMES = {
@@ -80,6 +82,7 @@ KIND_NAMES = {
     KIND_TRADING_STATUS: "trading_status",
     KIND_IMBALANCE: "imbalance",
     KIND_STATISTIC: "statistic",
+    KIND_LIQUIDATION: "liquidation",
 }
 
 SIDE_NONE = 0
@@ -159,6 +162,11 @@ EVENT_FIELDS = [
     ("statistic_channel_id", "<u2", 58),
     ("statistic_update_action", "u1", 60),
     ("statistic_stat_flags", "u1", 61),
+    # The liquidated position's side: SIDE_BID a long, SIDE_ASK a short; its time is
+    # exchange_ts_ns.
+    ("liquidation_price", "<i8", 32),
+    ("liquidation_size", "<i8", 40),
+    ("liquidation_position_side", "u1", 48),
 ]
 
 EVENT_DTYPE = np.dtype(

@@ -124,7 +124,7 @@ def decode_message(payload: bytes):
     if stream == 0 or sequence == 0:
         raise Malformed("a zero stream or sequence")
     events = np.frombuffer(payload, dtype=layout.EVENT_DTYPE, count=count, offset=HEADER_BYTES)
-    if not np.all((events["kind"] >= 1) & (events["kind"] <= 12)):
+    if not np.all((events["kind"] >= 1) & (events["kind"] <= layout.KIND_LIQUIDATION)):
         raise Malformed("an event kind byte no kind has")
     return Header(epoch, stream, sequence, count), events.copy()
 

@@ -51,11 +51,13 @@ pub enum EventKind {
     Imbalance = 11,
     /// A venue statistic: open, settlement, high, low, open interest... ([`Statistic`]).
     Statistic = 12,
+    /// A position was liquidated ([`Liquidation`]); added in bus layout version 2.
+    Liquidation = 13,
 }
 
 impl EventKind {
     /// Every kind, in the order of [`EventKind::index`]: the per-kind event counters' order.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 13] = [
         EventKind::Quote,
         EventKind::Trade,
         EventKind::BookLevel,
@@ -68,6 +70,7 @@ impl EventKind {
         EventKind::TradingStatus,
         EventKind::Imbalance,
         EventKind::Statistic,
+        EventKind::Liquidation,
     ];
     pub const COUNT: usize = EventKind::ALL.len();
 
@@ -87,6 +90,7 @@ impl EventKind {
             EventKind::TradingStatus => 9,
             EventKind::Imbalance => 10,
             EventKind::Statistic => 11,
+            EventKind::Liquidation => 12,
         }
     }
 
@@ -106,6 +110,7 @@ impl EventKind {
             10 => Some(EventKind::TradingStatus),
             11 => Some(EventKind::Imbalance),
             12 => Some(EventKind::Statistic),
+            13 => Some(EventKind::Liquidation),
             _ => None,
         }
     }
@@ -131,6 +136,7 @@ impl EventKind {
             EventKind::TradingStatus => "trading_status",
             EventKind::Imbalance => "imbalance",
             EventKind::Statistic => "statistic",
+            EventKind::Liquidation => "liquidation",
         }
     }
 }
@@ -674,6 +680,49 @@ impl Statistic {
     pub const NO_QUANTITY: i64 = i64::MAX;
 }
 
+/// A forced close of a position by the venue (Bybit `allLiquidation`, OKX `liquidation-orders`).
+/// The time the venue gives for it is the header's `exchange_ts_ns`; the header's `venue_seq` is
+/// 0 (venues number no liquidations).
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct Liquidation {
+    /// The price the position was closed at, as the venue gives it (Bybit: the bankruptcy
+    /// price).
+    pub price: Fixed,
+    /// The size closed, in the instrument's units.
+    pub size: Fixed,
+    /// The side of the position that was liquidated, a [`Side`] as its byte: `Bid` = a long
+    /// position (the venue sold it), `Ask` = a short (the venue bought it). Read it with
+    /// [`Liquidation::position_side`].
+    pub position_side: u8,
+    pub _reserved: [u8; 15],
+}
+
+impl Liquidation {
+    pub fn new(position_side: Side, price: Fixed, size: Fixed) -> Liquidation {
+        Liquidation {
+            price,
+            size,
+            position_side: position_side as u8,
+            _reserved: [0; 15],
+        }
+    }
+
+    pub fn position_side(&self) -> Side {
+        Side::from_u8(self.position_side)
+    }
+}
+
+impl fmt::Debug for Liquidation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Liquidation")
+            .field("position_side", &self.position_side())
+            .field("price", &self.price)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
 /// The 32 payload bytes. Private: read through [`Event::body`].
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -689,6 +738,7 @@ union Payload {
     trading_status: TradingStatus,
     imbalance: Imbalance,
     statistic: Statistic,
+    liquidation: Liquidation,
     raw: [u64; 4],
 }
 
@@ -707,6 +757,7 @@ pub enum Body {
     TradingStatus(TradingStatus),
     Imbalance(Imbalance),
     Statistic(Statistic),
+    Liquidation(Liquidation),
 }
 
 /// One normalized event: exactly one 64-byte cache line.
@@ -736,6 +787,7 @@ impl Event {
             }
             Body::Imbalance(imbalance) => (EventKind::Imbalance, Payload { imbalance }),
             Body::Statistic(statistic) => (EventKind::Statistic, Payload { statistic }),
+            Body::Liquidation(liquidation) => (EventKind::Liquidation, Payload { liquidation }),
         };
         header.kind = kind;
         Event { header, payload }
@@ -766,6 +818,7 @@ impl Event {
                 EventKind::TradingStatus => Body::TradingStatus(self.payload.trading_status),
                 EventKind::Imbalance => Body::Imbalance(self.payload.imbalance),
                 EventKind::Statistic => Body::Statistic(self.payload.statistic),
+                EventKind::Liquidation => Body::Liquidation(self.payload.liquidation),
             }
         }
     }
@@ -884,6 +937,9 @@ mod layout_tests {
         assert_eq!(offset_of!(Statistic, ts_ref), 16);
         assert_eq!(offset_of!(Statistic, stat_type), 24);
         assert_eq!(offset_of!(Statistic, update_action), 28);
+        assert_eq!(size_of::<Liquidation>(), 32);
+        assert_eq!(offset_of!(Liquidation, size), 8);
+        assert_eq!(offset_of!(Liquidation, position_side), 16);
     }
 }
 
@@ -956,6 +1012,7 @@ mod tests {
                 update_action: 1,
                 ..Statistic::default()
             }),
+            Body::Liquidation(Liquidation::new(Side::Bid, Fixed(44_990), Fixed(20_000))),
         ];
         let kinds = [
             EventKind::Quote,
@@ -970,6 +1027,7 @@ mod tests {
             EventKind::TradingStatus,
             EventKind::Imbalance,
             EventKind::Statistic,
+            EventKind::Liquidation,
         ];
         assert_eq!(bodies.len(), kinds.len());
         for (body, kind) in bodies.into_iter().zip(kinds) {
@@ -1006,7 +1064,7 @@ mod tests {
         let mut bad = words;
         bad[3] &= !(0xff << 48);
         assert_eq!(Event::from_words(bad), None);
-        bad[3] |= 13 << 48;
+        bad[3] |= 14 << 48;
         assert_eq!(Event::from_words(bad), None);
     }
 

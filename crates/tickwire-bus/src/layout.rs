@@ -68,8 +68,9 @@
 
 /// The file's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"TICKWBUS";
-/// The version of this layout. A reader refuses a file of another version by name.
-pub const LAYOUT_VERSION: u32 = 1;
+/// The version of this layout. A reader refuses a file of another version by name. Version 2
+/// added the `Liquidation` event kind (13): a version-1 reader would refuse its events.
+pub const LAYOUT_VERSION: u32 = 2;
 /// Bytes per event slot.
 pub const EVENT_SIZE: u32 = 64;
 /// Bytes of the header (the ring starts here).

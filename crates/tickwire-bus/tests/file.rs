@@ -145,16 +145,18 @@ fn files_that_are_not_a_bus_of_this_version_are_refused_by_name() {
     std::fs::write(&short, &bytes[..8192]).unwrap();
     let error = BusReader::open(&short, Start::Latest, 8).err().unwrap();
     assert!(matches!(error, BusError::Malformed { .. }), "{error}");
-    bytes[8] = 2;
-    let other = dir.path().join("v2.bus");
+    // A bus of layout version 1 (before the liquidation kind).
+    assert_eq!(bytes[8], 2, "the writer writes layout version 2");
+    bytes[8] = 1;
+    let other = dir.path().join("v1.bus");
     std::fs::write(&other, &bytes).unwrap();
     let error = BusReader::open(&other, Start::Latest, 8).err().unwrap();
     assert!(
         matches!(
             error,
             BusError::LayoutVersion {
-                found: 2,
-                supported: 1,
+                found: 1,
+                supported: 2,
                 ..
             }
         ),
@@ -162,7 +164,7 @@ fn files_that_are_not_a_bus_of_this_version_are_refused_by_name() {
     );
     assert!(error
         .to_string()
-        .contains("version 2; this reader reads version 1"));
+        .contains("version 1; this reader reads version 2"));
 }
 
 #[test]

@@ -157,7 +157,8 @@ impl Books {
             | Body::Bar(_)
             | Body::TradingStatus(_)
             | Body::Imbalance(_)
-            | Body::Statistic(_) => {}
+            | Body::Statistic(_)
+            | Body::Liquidation(_) => {}
         }
     }
 

@@ -15,7 +15,11 @@
 //!   event about every venue or every instrument (as `tickwire decode` prints it), `?` for an id
 //!   the directory does not name. Both escaped as below.
 //! - `kind`: [`EventKind::name`] (`quote`, `trade`, `level`, `snapshot_begin`, `snapshot_end`,
-//!   `gap`, `status`, `reference`, `bar`, `trading_status`, `imbalance`, `statistic`).
+//!   `gap`, `status`, `reference`, `bar`, `trading_status`, `imbalance`, `statistic`,
+//!   `liquidation`). The events are the bus's 64 bytes, so they follow its layout version
+//!   (`tickwire_bus::layout::LAYOUT_VERSION`, 2 since the `liquidation` kind, 13): a consumer
+//!   built before it refuses a message holding a liquidation as one with an unknown kind byte,
+//!   and a subscription that names its kinds never gets one.
 //!
 //! **Escaping.** A NATS subject token cannot hold `.` (the separator), `*` or `>` (wildcards) or
 //! whitespace, and `$` opens the server's own subjects. So every byte of a name's UTF-8 outside

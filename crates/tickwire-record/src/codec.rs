@@ -20,9 +20,11 @@
 //! - `Imbalance` -> `ImbalanceMsg`, the fields tickwire carries, the others undefined; flags in
 //!   `_reserved[0]`.
 //! - `Statistic` -> `StatMsg` as DBN defines it; flags in `_reserved[0]`.
-//! - `SnapshotBegin`, `SnapshotEnd`, `Gap`, `VenueStatus`, `Reference`, `Bar` -> the private
-//!   encoding below. (`OhlcvMsg` has no receive time and no flags, so a bar put there would
-//!   lose both.)
+//! - `SnapshotBegin`, `SnapshotEnd`, `Gap`, `VenueStatus`, `Reference`, `Bar`, `Liquidation` ->
+//!   the private encoding below. (`OhlcvMsg` has no receive time and no flags, so a bar put
+//!   there would lose both; DBN has no liquidation record, and an MBP-1 `T` would show a
+//!   liquidation to tools as a trade, so it is a `StatMsg` with `stat_type` `0xFF0D` whose
+//!   `price` is the liquidation's price.)
 //!
 //! Sizes: DBN sizes are whole units (`u32`) and tickwire's are `Fixed` (1e-9). An MBP-1 record
 //! keeps the whole units in the size field tools read (`size`, `bid_sz`, `ask_sz`) and the
@@ -44,7 +46,11 @@
 //! hold), writes the private record instead and says so ([`Encoded::fell_back`]). Per kind, the
 //! words are: snapshot `bid_levels | ask_levels << 32`, `snapshot_id`; gap `expected_seq`,
 //! `received_seq`, `reason`; status `state`, `reason_code`, `detail`; reference `price`, `kind`;
-//! bar `open`, `high`, `low`, `close`.
+//! bar `open`, `high`, `low`, `close`; liquidation `price`, `size` (1e-9 units), `position_side`.
+//!
+//! Recordings made before the liquidation kind (bus layout version 1) hold kinds 1..=12 only,
+//! encoded as above, and read unchanged; a reader older than the kind refuses a liquidation's
+//! record as an unknown private kind (`DecodeError::UnknownKind`) rather than misreading it.
 
 use dbn::enums::rtype;
 use dbn::record::{BidAskPair, ImbalanceMsg, Mbp1Msg, RecordHeader, StatMsg, StatusMsg};
@@ -352,7 +358,8 @@ fn encode_natural(event: &Event) -> Option<Record> {
         | Body::Gap(_)
         | Body::VenueStatus(_)
         | Body::Reference(_)
-        | Body::Bar(_) => return None,
+        | Body::Bar(_)
+        | Body::Liquidation(_) => return None,
     };
     Some(record)
 }

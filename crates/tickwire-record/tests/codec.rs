@@ -5,8 +5,8 @@ use dbn::RecordRef;
 use proptest::prelude::*;
 use tickwire_bus::event::{
     flags, Bar, BarInterval, Body, BookLevel, Event, EventHeader, EventKind, Gap, GapReason,
-    Imbalance, Quote, Reference, ReferenceKind, Side, Snapshot, Statistic, Trade, TradingStatus,
-    VenueState, VenueStatus, NO_PRICE,
+    Imbalance, Liquidation, Quote, Reference, ReferenceKind, Side, Snapshot, Statistic, Trade,
+    TradingStatus, VenueState, VenueStatus, NO_PRICE,
 };
 use tickwire_bus::fixed::Fixed;
 use tickwire_record::codec::{self, Record, PRIVATE_STAT_TYPE};
@@ -159,6 +159,15 @@ fn typical_events() -> Vec<Event> {
                 _reserved: [0; 2],
             }),
         ),
+        // Bybit's documented allLiquidation example: a short of 20000 ROSE closed at 0.04499.
+        Event::new(
+            header(0, flags::LAST),
+            Body::Liquidation(Liquidation::new(
+                Side::Ask,
+                Fixed(44_990_000),
+                Fixed(20_000_000_000_000),
+            )),
+        ),
     ]
 }
 
@@ -196,7 +205,8 @@ fn every_kind_round_trips_through_its_own_record() {
             | EventKind::Gap
             | EventKind::VenueStatus
             | EventKind::Reference
-            | EventKind::Bar => rtype::STATISTICS,
+            | EventKind::Bar
+            | EventKind::Liquidation => rtype::STATISTICS,
         };
         assert_eq!(rtype, expected_rtype, "{:?}", event.kind());
         kinds_seen[event.kind().index()] = true;
@@ -364,6 +374,9 @@ fn plausible_event() -> impl Strategy<Value = Event> {
                         stat_flags: side as u8,
                         _reserved: [0; 2],
                     }),
+                    EventKind::Liquidation => {
+                        Body::Liquidation(Liquidation::new(side, Fixed(px), size))
+                    }
                 };
                 Event::new(header, body)
             },
@@ -393,8 +406,25 @@ proptest! {
             EventKind::TradingStatus => fits_status,
             EventKind::Imbalance => fits_imbalance,
             EventKind::SnapshotBegin | EventKind::SnapshotEnd | EventKind::Gap
-            | EventKind::VenueStatus | EventKind::Reference | EventKind::Bar => true,
+            | EventKind::VenueStatus | EventKind::Reference | EventKind::Bar
+            | EventKind::Liquidation => true,
         };
         prop_assert_eq!(!fell_back, expect_natural, "{:?}", event);
     }
+}
+
+#[test]
+fn a_liquidation_is_a_private_stat_record_whose_price_tools_can_read() {
+    let liquidation = *typical_events()
+        .iter()
+        .find(|event| event.kind() == EventKind::Liquidation)
+        .expect("a liquidation among the typical events");
+    let Record::Stat(stat) = codec::encode(&liquidation).record else {
+        panic!("a liquidation is a StatMsg");
+    };
+    assert_eq!(stat.stat_type, PRIVATE_STAT_TYPE | 13);
+    assert_eq!(stat.price, 44_990_000, "the price where a StatMsg keeps it");
+    assert_eq!(stat.quantity, 20_000_000_000_000, "the size, in 1e-9 units");
+    assert_eq!(stat.hd.ts_event, liquidation.header.exchange_ts_ns);
+    assert_eq!(stat.ts_recv, liquidation.header.recv_ts_ns);
 }

@@ -119,11 +119,25 @@ fn debug_name(value: impl std::fmt::Debug, buffer: &mut [u8; 32]) -> &[u8] {
     &buffer[..length]
 }
 
+/// The side of a liquidated position as a `liquidation` line names it: `long` (a [`Side::Bid`]
+/// position), `short`, or `unknown`.
+///
+/// [`Side::Bid`]: crate::event::Side::Bid
+pub fn position_name(side: crate::event::Side) -> &'static [u8] {
+    use crate::event::Side;
+    match side {
+        Side::Bid => b"long",
+        Side::Ask => b"short",
+        Side::None => b"unknown",
+    }
+}
+
 /// One line for a normalized event, in the same format (the fields an event carries: no
 /// separate event time, no `first_seq`/`prev_seq` on levels; `"saturated":true` on a level or
 /// quote whose size did not fit and reads its largest value), plus `gap`, `status`,
-/// `snapshot_begin`/`snapshot_end`, and the `bar`, `trading_status`, `imbalance` and `statistic`
-/// lines of DBN venues (an unused price is `null`). What the `print` strategy writes.
+/// `snapshot_begin`/`snapshot_end`, the `bar`, `trading_status`, `imbalance` and `statistic`
+/// lines of DBN venues (an unused price is `null`), and `liquidation` (`position` `long` or
+/// `short`, the price and size closed). What the `print` strategy writes.
 pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event) {
     use crate::event::{Body, Side};
     let header = &event.header;
@@ -257,6 +271,14 @@ pub fn write_event(out: &mut Vec<u8>, venue: &str, symbol: &[u8], event: &Event)
             line.number("exch_ts_ns", header.exchange_ts_ns);
             line.number("recv_ts_ns", header.recv_ts_ns);
         }
+        Body::Liquidation(liquidation) => {
+            line = Line::start(out, EventKind::Liquidation.name(), venue, symbol);
+            line.string("position", position_name(liquidation.position_side()));
+            line.decimal("px", liquidation.price);
+            line.decimal("qty", liquidation.size);
+            line.number("exch_ts_ns", header.exchange_ts_ns);
+            line.number("recv_ts_ns", header.recv_ts_ns);
+        }
     }
     line.end();
 }
@@ -291,5 +313,37 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(json["saturated"], true);
         assert_eq!(json["qty"], "9223372036.854775807");
+    }
+
+    #[test]
+    fn a_liquidation_line_names_the_position_price_size_and_times() {
+        use crate::event::{flags, Body, Event, EventHeader, EventKind, Liquidation, Side};
+        let header = EventHeader {
+            exchange_ts_ns: 1_739_502_302_929_000_000,
+            recv_ts_ns: 1_739_502_303_300_000_000,
+            venue_seq: 0,
+            instrument_id: 0,
+            venue_id: 0,
+            kind: EventKind::Liquidation,
+            flags: flags::LAST,
+        };
+        let liquidation = Liquidation::new(
+            Side::Ask,
+            Fixed::parse(b"0.04499").unwrap(),
+            Fixed::parse(b"20000").unwrap(),
+        );
+        let mut out = Vec::new();
+        let event = Event::new(header, Body::Liquidation(liquidation));
+        write_event(&mut out, "bybit-linear", b"ROSEUSDT", &event);
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "type": "liquidation", "venue": "bybit-linear", "symbol": "ROSEUSDT",
+                "position": "short", "px": "0.04499", "qty": "20000",
+                "exch_ts_ns": 1_739_502_302_929_000_000u64,
+                "recv_ts_ns": 1_739_502_303_300_000_000u64,
+            })
+        );
     }
 }

@@ -248,7 +248,8 @@ impl Tally {
             | Body::Bar(_)
             | Body::TradingStatus(_)
             | Body::Imbalance(_)
-            | Body::Statistic(_) => {}
+            | Body::Statistic(_)
+            | Body::Liquidation(_) => {}
         }
     }
 }

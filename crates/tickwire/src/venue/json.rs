@@ -282,6 +282,30 @@ impl<'a> Cursor<'a> {
         Ok(Some(key))
     }
 
+    /// The next member's key when its bytes are exactly `literal` (`"key":`, no whitespace),
+    /// after the `,` that ends the previous member: the cursor passes them and `true`.
+    /// Otherwise nothing moves and `false`, and the caller reads the key with
+    /// [`Cursor::next_raw_key`], which gives the same key for the same bytes: a decoder's fast
+    /// path for the key order a venue sends.
+    #[inline(always)]
+    pub fn key_literal(&mut self, members: &mut Members, literal: &[u8]) -> bool {
+        let start = if members.first {
+            self.pos
+        } else if self.bytes.get(self.pos) == Some(&b',') {
+            self.pos + 1
+        } else {
+            return false;
+        };
+        match self.bytes.get(start..start + literal.len()) {
+            Some(window) if window == literal => {
+                self.pos = start + literal.len();
+                members.first = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Skips the remaining members of an object and its `}`.
     pub fn skip_members(&mut self, mut members: Members) -> Result<()> {
         while self.next_raw_key(&mut members)?.is_some() {

@@ -5,7 +5,12 @@
 //! takes the members in any order, `data` before `topic` included. `data`'s shape is read as it
 //! comes (an object: a book or a ticker; an array: trades or liquidations), with the keys of
 //! every topic's rows, and the topic then says which of them the message is. A repeated key is
-//! refused, as are unknown `type`s.
+//! refused, as are unknown `type`s. Each object's keys are first compared as the literal bytes
+//! of the key Bybit sends next in the order its pages print (`TOP_ORDER`, `DATA_ORDER`,
+//! `ROW_ORDER`; a ticker's own top-level order `TICKER_TOP_ORDER`: `,"p":` against the bytes at
+//! the cursor), and only a key out of that order goes through the general key loop, which reads
+//! the same key from the same bytes. A row's `S` and `L` values are compared as their literals
+//! (`"Buy"`, `"Sell"`; the four tick directions) before the general reader.
 //!
 //! Numbers: prices and sizes are decimal strings read exactly into [`Fixed`] (an exponent, more
 //! than nine decimals that are not zeros, or a magnitude beyond `Fixed`'s range is an error);
@@ -345,6 +350,99 @@ fn uuid_folded(id: &[u8]) -> Option<u64> {
     (invalid & 0xf0 == 0).then_some(halves[0] ^ halves[1])
 }
 
+/// A key order Bybit sends, each key as its bytes on the wire (`"key":`) and as the key loop
+/// reads it.
+type KeyOrder = [(&'static [u8], &'static [u8])];
+
+/// The top level: books and trades `topic`, `type`, `ts`, `data` (books then `cts`); tickers
+/// `topic`, `type`, `data`, `cs`, `ts`.
+const TOP_ORDER: &KeyOrder = &[
+    (br#""topic":"#, b"topic"),
+    (br#""type":"#, b"type"),
+    (br#""ts":"#, b"ts"),
+    (br#""data":"#, b"data"),
+    (br#""cts":"#, b"cts"),
+];
+
+/// A ticker's top level: `topic`, `type`, `data`, `cs`, `ts`.
+const TICKER_TOP_ORDER: &KeyOrder = &[
+    (br#""topic":"#, b"topic"),
+    (br#""type":"#, b"type"),
+    (br#""data":"#, b"data"),
+    (br#""cs":"#, b"cs"),
+    (br#""ts":"#, b"ts"),
+];
+
+/// Where a ticker's `data` starts in [`DATA_ORDER`] (its `symbol`).
+const TICKER_DATA_START: usize = 5;
+
+/// `bytes` from `pos` start with `literal`.
+#[inline(always)]
+fn at_literal(bytes: &[u8], pos: usize, literal: &[u8]) -> bool {
+    bytes
+        .get(pos..pos + literal.len())
+        .is_some_and(|window| window == literal)
+}
+
+/// `data` of a book (`s`, `b`, `a`, `u`, `seq`) or a ticker (`symbol`, then the fields in the
+/// ticker page's order, a delta's changed ones only).
+const DATA_ORDER: &KeyOrder = &[
+    (br#""s":"#, b"s"),
+    (br#""b":"#, b"b"),
+    (br#""a":"#, b"a"),
+    (br#""u":"#, b"u"),
+    (br#""seq":"#, b"seq"),
+    (br#""symbol":"#, b"symbol"),
+    (br#""markPrice":"#, b"markPrice"),
+    (br#""indexPrice":"#, b"indexPrice"),
+    (br#""openInterest":"#, b"openInterest"),
+    (br#""fundingRate":"#, b"fundingRate"),
+    (br#""bid1Price":"#, b"bid1Price"),
+    (br#""bid1Size":"#, b"bid1Size"),
+    (br#""ask1Price":"#, b"ask1Price"),
+    (br#""ask1Size":"#, b"ask1Size"),
+];
+
+/// A trade row (`T`, `s`, `S`, `v`, `p`, `L`, `i`, `BT`, `seq`) or a liquidation's (`T`, `s`,
+/// `S`, `v`, `p`).
+const ROW_ORDER: &KeyOrder = &[
+    (br#""T":"#, b"T"),
+    (br#""s":"#, b"s"),
+    (br#""S":"#, b"S"),
+    (br#""v":"#, b"v"),
+    (br#""p":"#, b"p"),
+    (br#""L":"#, b"L"),
+    (br#""i":"#, b"i"),
+    (br#""BT":"#, b"BT"),
+    (br#""seq":"#, b"seq"),
+];
+
+/// The next key of an object: compared first as the literal `order` expects next (`*next`), and
+/// read by the key loop when it is another; `None` at the object's end. `*next` then points past
+/// the key read in `order` (unchanged for a key `order` does not hold), so that one key out of
+/// place costs one miss, not the rest of the object.
+#[inline(always)]
+fn next_key<'a>(
+    cursor: &mut Cursor<'a>,
+    members: &mut Members,
+    order: &KeyOrder,
+    next: &mut usize,
+) -> Result<Option<&'a [u8]>> {
+    if let Some(&(literal, key)) = order.get(*next) {
+        if cursor.key_literal(members, literal) {
+            *next += 1;
+            return Ok(Some(key));
+        }
+    }
+    let Some((key, _)) = cursor.next_raw_key(members)? else {
+        return Ok(None);
+    };
+    if let Some(at) = order.iter().position(|&(_, known)| known == key) {
+        *next = at + 1;
+    }
+    Ok(Some(key))
+}
+
 /// The keys read, one bit each, to refuse a repeated one.
 #[derive(Default)]
 struct Seen(u64);
@@ -559,6 +657,7 @@ fn data_object<'a>(
     cursor: &mut Cursor<'a>,
     scratch: &mut Scratch,
     data: &mut Data<'a>,
+    start: usize,
 ) -> Result<()> {
     data.object = true;
     scratch.bids.clear();
@@ -566,7 +665,8 @@ fn data_object<'a>(
     cursor.pos += 1;
     let mut members = Members::new();
     let mut seen = Seen::default();
-    while let Some((key, _)) = cursor.next_raw_key(&mut members)? {
+    let mut next = start;
+    while let Some(key) = next_key(cursor, &mut members, DATA_ORDER, &mut next)? {
         let (bit, target): (u32, &mut Field) = match key {
             b"s" => {
                 seen.first(0, cursor)?;
@@ -645,7 +745,8 @@ fn data_rows(
         let mut seen = Seen::default();
         let (mut time, mut side, mut size, mut price) = (None, None, None, None);
         let (mut id, mut seq, mut symbol) = (0, 0, None);
-        while let Some((key, _)) = cursor.next_raw_key(&mut members)? {
+        let mut next = 0;
+        while let Some(key) = next_key(cursor, &mut members, ROW_ORDER, &mut next)? {
             match key {
                 b"T" => {
                     seen.first(0, cursor)?;
@@ -660,6 +761,17 @@ fn data_rows(
                 b"S" => {
                     seen.first(2, cursor)?;
                     let at = cursor.pos;
+                    // The two values as literals first.
+                    if at_literal(cursor.bytes, at, br#""Buy""#) {
+                        cursor.pos += 5;
+                        side = Some(true);
+                        continue;
+                    }
+                    if at_literal(cursor.bytes, at, br#""Sell""#) {
+                        cursor.pos += 6;
+                        side = Some(false);
+                        continue;
+                    }
                     side = Some(match string(cursor, "S")? {
                         b"Buy" => true,
                         b"Sell" => false,
@@ -686,6 +798,22 @@ fn data_rows(
                 b"seq" => {
                     seen.first(6, cursor)?;
                     seq = integer(cursor, "seq")?;
+                }
+                b"L" => {
+                    // The tick direction, unused: its four values passed as literals.
+                    let at = cursor.pos;
+                    match [
+                        &br#""PlusTick""#[..],
+                        br#""MinusTick""#,
+                        br#""ZeroPlusTick""#,
+                        br#""ZeroMinusTick""#,
+                    ]
+                    .into_iter()
+                    .find(|literal| at_literal(cursor.bytes, at, literal))
+                    {
+                        Some(literal) => cursor.pos += literal.len(),
+                        None => cursor.skip_value()?,
+                    }
                 }
                 b"BT" | b"RPI" => {
                     seen.first(if key == b"BT" { 7 } else { 8 }, cursor)?;
@@ -741,11 +869,18 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
     let (mut ts, mut cts) = (None, 0);
     let mut data = Data::default();
     let (mut op, mut success, mut ret_msg, mut req_id) = (None, None, &b""[..], &b""[..]);
-    while let Some((key, _)) = cursor.next_raw_key(&mut members)? {
+    let mut next = 0;
+    let mut order = TOP_ORDER;
+    while let Some(key) = next_key(&mut cursor, &mut members, order, &mut next)? {
         match key {
             b"topic" => {
                 seen.first(0, &cursor)?;
-                topic = Some(string(&mut cursor, "topic")?);
+                let text = string(&mut cursor, "topic")?;
+                if text.starts_with(b"tickers.") {
+                    // Both orders start `topic`, `type`: `next` holds.
+                    order = TICKER_TOP_ORDER;
+                }
+                topic = Some(text);
             }
             b"type" => {
                 seen.first(1, &cursor)?;
@@ -767,7 +902,14 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
             b"data" => {
                 seen.first(4, &cursor)?;
                 match cursor.peek_value()? {
-                    b'{' => data_object(&mut cursor, scratch, &mut data)?,
+                    b'{' => {
+                        let start = if std::ptr::eq(order, TICKER_TOP_ORDER) {
+                            TICKER_DATA_START
+                        } else {
+                            0
+                        };
+                        data_object(&mut cursor, scratch, &mut data, start)?
+                    }
                     b'[' => {
                         data.array = true;
                         data_rows(&mut cursor, scratch, &mut data.rows_missing)?;

@@ -26,14 +26,15 @@
 //! **Trades** carry `i` as [`super::decode::trade_id`] reads it, `seq` as `venue_seq`, `T` as
 //! the exchange time, and `S` as the aggressor (the taker's side).
 //!
-//! **Liquidations** are decoded and counted, and make no event: the event model has no kind
-//! for them yet (the config refuses `allLiquidation` for that reason).
+//! **Liquidations** (`allLiquidation`, linear only) are `Liquidation` events: `S` is the side of
+//! the liquidated position (`Buy`: a long was liquidated, [`Side::Bid`]), `p` the bankruptcy
+//! price, `v` the size, `T` the exchange time; `venue_seq` is 0 (Bybit numbers none).
 
 use super::book::{Applied, BookSync};
 use super::decode::{self, Message, Scratch, TickerFields, TopicKind};
 use crate::event::{
-    flags, Body, Event, EventHeader, EventKind, InstrumentId, Quote, Reference, ReferenceKind,
-    Side, Trade, VenueId,
+    flags, Body, Event, EventHeader, EventKind, InstrumentId, Liquidation, Quote, Reference,
+    ReferenceKind, Side, Trade, VenueId,
 };
 use crate::fixed::Fixed;
 use crate::hash::BuildFastHasher;
@@ -467,6 +468,42 @@ impl BybitFeed {
         emitter.finish(true);
     }
 
+    /// An `allLiquidation` message: one `Liquidation` event per row.
+    fn liquidations(
+        &mut self,
+        conn: ConnId,
+        recv_ts_ns: u64,
+        topic: &[u8],
+        payload: &[u8],
+        out: &mut EventSink<'_>,
+    ) {
+        let Some(target) = self.route(topic) else {
+            return;
+        };
+        if !self.admit(target, conn, false, recv_ts_ns) {
+            return;
+        }
+        self.writers.message(Kind::AllLiquidation as usize);
+        let mut push = |event: Event| out.push(event);
+        let mut emitter = Emitter::new(&mut push);
+        for index in 0..self.scratch.rows.len() {
+            let row = self.scratch.rows[index];
+            let symbol = payload.get(row.symbol.0..row.symbol.1).unwrap_or_default();
+            if !names_symbol(topic, symbol) {
+                self.writers.unknown_symbol.increment();
+                continue;
+            }
+            let header = self.header(target.instrument, ms_to_ns(row.time_ms), recv_ts_ns);
+            // `S` is the position's side: `Buy` means a long position was liquidated.
+            let position = if row.buy { Side::Bid } else { Side::Ask };
+            emitter.push(Event::new(
+                header,
+                Body::Liquidation(Liquidation::new(position, row.price, row.size)),
+            ));
+        }
+        emitter.finish(true);
+    }
+
     #[allow(
         clippy::too_many_arguments,
         reason = "the decoded message's parts, passed as they come"
@@ -644,11 +681,7 @@ impl Feed for BybitFeed {
                 conn, recv_ts_ns, topic, snapshot, ts_ms, symbol, fields, payload, sink,
             ),
             Message::Liquidations { topic, .. } => {
-                if let Some(target) = self.route(topic) {
-                    if self.admit(target, conn, false, recv_ts_ns) {
-                        self.writers.message(Kind::AllLiquidation as usize);
-                    }
-                }
+                self.liquidations(conn, recv_ts_ns, topic, payload, sink)
             }
             Message::OtherTopic { .. } => self.writers.message(Kind::OtherTopic as usize),
             Message::Answer {

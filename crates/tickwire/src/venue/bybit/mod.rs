@@ -20,8 +20,8 @@
 //! - trade ids (`i`, a string; a UUID on linear) become 64-bit ids as
 //!   [`decode::trade_id`] says;
 //! - `tickers` is refused on spot (no best bid and offer, mark or index in spot's ticker), and
-//!   `allLiquidation` everywhere: the event model has no kind for a liquidation yet; the
-//!   decoder reads both, and `tickwire decode` counts them;
+//!   `allLiquidation` too (the page covers contracts only); on linear, liquidations are
+//!   `Liquidation` events (`S` is the liquidated position's side);
 //! - `fundingRate` and `openInterest` are merged with the ticker but not published: the event
 //!   model has no kind for a funding rate, and `Statistic`'s quantity is whole units while open
 //!   interest is fractional.

@@ -86,22 +86,22 @@ pub fn check_channel(category: Category, channel: &str, earlier: &[String]) -> R
         return Ok(());
     }
     match (channel, category) {
-        ("publicTrade", _) | ("tickers", Category::Linear) => Ok(()),
+        ("publicTrade", _) | ("tickers" | "allLiquidation", Category::Linear) => Ok(()),
         ("tickers", Category::Spot) => Err(format!(
             "\"tickers\" on {kind} carries no best bid and offer, mark or index price (Bybit's \
              spot ticker has only 24 h statistics): tickwire would publish nothing from it; \
              use orderbook.1 for the best bid and offer"
         )),
-        ("allLiquidation", _) => Err(format!(
-            "\"allLiquidation\" is not supported yet: tickwire's event model has no kind for a \
-             liquidation ({kind})"
+        ("allLiquidation", Category::Spot) => Err(format!(
+            "\"allLiquidation\" is not a {kind} channel: Bybit publishes liquidations for \
+             contracts only (use bybit-linear)"
         )),
         _ => Err(format!(
             "\"{channel}\" is not a {kind} channel; valid channels: orderbook.<depth> (depth {}), \
              publicTrade{}",
             BOOK_DEPTHS.join(", "),
             if category == Category::Linear {
-                ", tickers"
+                ", tickers, allLiquidation"
             } else {
                 ""
             }
@@ -397,7 +397,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(second.contains("second orderbook"), "{second}");
-        assert!(check_channel(Category::Linear, "allLiquidation", &[]).is_err());
+        assert_eq!(
+            check_channel(Category::Linear, "allLiquidation", &[]),
+            Ok(())
+        );
+        let spot = check_channel(Category::Spot, "allLiquidation", &[]).unwrap_err();
+        assert!(spot.contains("contracts only"), "{spot}");
     }
 
     #[test]

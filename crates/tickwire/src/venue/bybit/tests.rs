@@ -5,7 +5,7 @@
 use super::book::{Applied, BookSync};
 use super::decode::{decode, trade_id, DecodeError, Field, Message, Scratch};
 use super::feed::{BybitFeed, FeedConfig, REFUSED};
-use crate::event::{Body, Event, EventHeader, EventKind, GapReason, ReferenceKind, Side};
+use crate::event::{flags, Body, Event, EventHeader, EventKind, GapReason, ReferenceKind, Side};
 use crate::fixed::Fixed;
 use crate::net::ConnId;
 use crate::venue::feed::{EventSink, Feed, FeedCounters, ReplyKind};
@@ -384,6 +384,94 @@ fn the_documented_trade_and_liquidation_decode_exactly() {
     assert_eq!((row.time_ms, row.id, row.seq), (1739502302929, 0, 0));
 }
 
+/// `text` without the whitespace between its tokens: Bybit's messages as they come on the wire.
+fn compact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for ch in text.chars() {
+        if in_string {
+            out.push(ch);
+            match (escaped, ch) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+        } else if ch == '"' {
+            in_string = true;
+            out.push(ch);
+        } else if !ch.is_whitespace() {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// What a decode gave, with each row's symbol as its text (rows keep offsets).
+fn decoded(text: &str) -> String {
+    let mut scratch = Scratch::default();
+    let message = decode(text.as_bytes(), &mut scratch);
+    let rows: Vec<_> = scratch
+        .rows
+        .iter()
+        .map(|row| {
+            let symbol = &text.as_bytes()[row.symbol.0..row.symbol.1];
+            (
+                row.time_ms,
+                row.buy,
+                row.size,
+                row.price,
+                row.id,
+                row.seq,
+                symbol,
+            )
+        })
+        .collect();
+    format!("{message:?} {:?} {:?} {rows:?}", scratch.bids, scratch.asks)
+}
+
+#[test]
+fn the_documented_examples_decode_alike_in_bybit_key_order_and_out_of_it() {
+    // On one line, each key is where Bybit's order expects it and is matched as a literal; as
+    // printed (whitespace between tokens), and rewritten by serde_json with every object's keys
+    // sorted (the top level's in reverse), the keys go through the key loop. All read the
+    // same.
+    for example in [
+        DOC_BOOK_DELTA,
+        DOC_TRADE,
+        DOC_LIQUIDATION,
+        DOC_TICKER_PERPETUAL,
+        DOC_TICKER_FUTURES,
+        DOC_TICKER_SPOT,
+        DOC_SYSTEM_STATUS,
+    ] {
+        let wire = compact(example);
+        let value: serde_json::Value = serde_json::from_str(&wire).unwrap();
+        let reversed = {
+            let object = value.as_object().unwrap();
+            let members: Vec<String> = object
+                .iter()
+                .rev()
+                .map(|(key, value)| format!("{key:?}:{value}"))
+                .collect();
+            format!("{{{}}}", members.join(","))
+        };
+        let expected = decoded(example);
+        assert!(!expected.starts_with("Err"), "{expected}");
+        assert_eq!(decoded(&wire), expected, "{wire}");
+        assert_eq!(decoded(&reversed), expected, "{reversed}");
+    }
+    // A repeated key is refused on the literal path too.
+    let repeated =
+        compact(DOC_LIQUIDATION).replacen(r#""v":"20000","#, r#""v":"1","v":"20000","#, 1);
+    let mut scratch = Scratch::default();
+    assert!(matches!(
+        decode(repeated.as_bytes(), &mut scratch),
+        Err(DecodeError::RepeatedKey { .. })
+    ));
+}
+
 #[test]
 fn the_documented_tickers_decode_exactly() {
     let mut scratch = Scratch::default();
@@ -617,7 +705,19 @@ fn generated(rng: &mut Rng) -> String {
                             ("S".into(), side.into()),
                             ("v".into(), format!("\"{}\"", rng.decimal())),
                             ("p".into(), format!("\"{}\"", rng.decimal())),
-                            ("L".into(), "\"PlusTick\"".into()),
+                            // The four tick directions, one Bybit may add, and one escaped.
+                            (
+                                "L".into(),
+                                [
+                                    "\"PlusTick\"",
+                                    "\"MinusTick\"",
+                                    "\"ZeroPlusTick\"",
+                                    "\"ZeroMinusTick\"",
+                                    "\"PlusTickRPI\"",
+                                    "\"Plus\\\"Tick\"",
+                                ][rng.below(6) as usize]
+                                    .into(),
+                            ),
                             ("i".into(), format!("\"{id}\"")),
                             ("BT".into(), "false".into()),
                             ("seq".into(), rng.below(1 << 40).to_string()),
@@ -1237,6 +1337,40 @@ fn trades_and_merged_tickers_make_their_events() {
     let ticker = feed.ticker(0).expect("merged");
     assert_eq!(ticker.funding_rate, Some(fixed("-0.005")));
     assert_eq!(ticker.open_interest, Some(fixed("492373.72")));
+}
+
+#[test]
+fn the_documented_liquidation_is_a_liquidation_event() {
+    let (mut feed, counters) = feed(&["allLiquidation"], &["ROSEUSDT"]);
+    // A row for another symbol than the topic's is counted and skipped.
+    let other = DOC_LIQUIDATION.replace("\"s\": \"ROSEUSDT\"", "\"s\": \"BTCUSDT\"");
+    let events = run(&mut feed, 1, &[DOC_LIQUIDATION, &other]);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let event = events[0];
+    let Body::Liquidation(liquidation) = event.body() else {
+        panic!("a liquidation: {event:?}");
+    };
+    // "S": "Sell": a short position was liquidated.
+    assert_eq!(
+        (
+            liquidation.position_side(),
+            liquidation.price,
+            liquidation.size
+        ),
+        (Side::Ask, fixed("0.04499"), fixed("20000"))
+    );
+    assert_eq!(event.kind(), EventKind::Liquidation);
+    assert_eq!(
+        (
+            event.header.exchange_ts_ns,
+            event.header.recv_ts_ns,
+            event.header.venue_seq
+        ),
+        (1_739_502_302_929_000_000, 7, 0)
+    );
+    assert_eq!((event.header.venue_id, event.header.instrument_id), (3, 10));
+    assert_eq!(event.header.flags & flags::LAST, flags::LAST);
+    assert_eq!(counters.unknown_symbol.get(), 1);
 }
 
 #[test]
