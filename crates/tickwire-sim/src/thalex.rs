@@ -45,12 +45,12 @@ pub use replay::{Recording, Replay, ReplayPace};
 
 use super::accept::{self, accept_loop, Sockets};
 use super::cert;
-use super::frame::{self, FrameReader, Incoming};
+use super::frame::{self, Incoming};
 use super::http;
 use super::server::{SimError, CLOSE_GRACE};
 use super::wire::{
-    self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
-    REQUEST_TIMEOUT,
+    self, later, lock, send_final, send_plain, set_linger_zero, NextRequest, MAX_READ_WAIT,
+    READ_BYTES, REQUEST_TIMEOUT,
 };
 use channel::Channel;
 use market::Market;
@@ -58,7 +58,7 @@ use render::Subscription;
 use replay::ReplayCursor;
 use rustls::{ServerConfig, ServerConnection};
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -106,7 +106,6 @@ const MAX_DATA_PER_WAKE: u32 = 64;
 
 /// The longest a connection thread sleeps in a read, so that it sees its timers at least this
 /// often even when nothing else is due.
-const MAX_READ_WAIT: Duration = Duration::from_secs(1);
 
 /// Thalex's JSON-RPC error codes, from the error code list of its SDKs.
 mod codes {
@@ -598,56 +597,43 @@ enum Reply {
     Error(i64, String),
 }
 
+impl wire::Session for Connection<'_> {
+    fn transport(&mut self) -> (&TcpStream, &mut ServerConnection) {
+        (self.tcp, &mut self.tls)
+    }
+
+    fn after_data(&mut self) -> io::Result<()> {
+        Connection::after_data(self)
+    }
+
+    fn handle_incoming(&mut self, incoming: Incoming) -> io::Result<()> {
+        Connection::handle_incoming(self, incoming)
+    }
+
+    fn start_close(&mut self, code: u16, reason: &str) -> io::Result<()> {
+        Connection::start_close(self, code, reason)
+    }
+
+    fn run_timers(&mut self) -> io::Result<()> {
+        Connection::run_timers(self)
+    }
+
+    fn next_deadline(&self, now: Instant) -> Instant {
+        Connection::next_deadline(self, now)
+    }
+
+    fn over(&self) -> bool {
+        Connection::over(self)
+    }
+
+    fn stopping(&self) -> bool {
+        self.shared.stopping()
+    }
+}
+
 impl<'a> Connection<'a> {
     fn run(&mut self, leftover: Vec<u8>, buf: &mut [u8]) -> io::Result<()> {
-        let mut reader = FrameReader::new();
-        reader.push(&leftover);
-        // Faults set to fire after 0 messages fire at once.
-        self.after_data()?;
-        let mut plaintext = Vec::new();
-        loop {
-            loop {
-                match reader.next_incoming() {
-                    Ok(Some(incoming)) => self.handle_incoming(incoming)?,
-                    Ok(None) => break,
-                    Err(error) => {
-                        self.start_close(error.close_code(), &error.to_string())?;
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, error));
-                    }
-                }
-                if self.over() {
-                    return Ok(());
-                }
-            }
-            self.run_timers()?;
-            if self.over() || self.shared.stopping() {
-                return Ok(());
-            }
-            let now = Instant::now();
-            let timeout = self
-                .next_deadline(now)
-                .saturating_duration_since(now)
-                .clamp(Duration::from_millis(1), MAX_READ_WAIT);
-            self.tcp.set_read_timeout(Some(timeout))?;
-            match (&*self.tcp).read(buf) {
-                Ok(0) => return Ok(()),
-                Ok(read) => {
-                    plaintext.clear();
-                    if feed_tls(&mut self.tls, self.tcp, &buf[..read], &mut plaintext)? {
-                        return Ok(());
-                    }
-                    reader.push(&plaintext);
-                }
-                Err(error)
-                    if matches!(
-                        error.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(error) => return Err(error),
-            }
-        }
+        wire::run_session(self, leftover, buf)
     }
 
     fn over(&self) -> bool {

@@ -1,7 +1,9 @@
 //! The plumbing both simulated venues share, below their protocols: the server's TLS session on
 //! a blocking socket (handshake, reads fed to rustls, writes flushed), reading HTTP requests up
-//! to a WebSocket upgrade, the reset fault's SO_LINGER, and the small lock and time helpers.
+//! to a WebSocket upgrade, the WebSocket session loop ([`run_session`]), the reset fault's SO_LINGER,
+//! and the small lock and time helpers.
 
+use super::frame::{FrameReader, Incoming};
 use super::http::{self, HttpError, Request};
 use rustls::{ServerConfig, ServerConnection};
 use std::io::{self, Read, Write};
@@ -169,5 +171,87 @@ pub fn set_linger_zero(tcp: &TcpStream) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// The longest a WebSocket session's read waits before it looks at its timers again.
+pub const MAX_READ_WAIT: Duration = Duration::from_secs(1);
+
+/// A simulated venue's WebSocket connection after the upgrade, as [`run_session`] drives it: the
+/// venue decides what each frame and timer does, the loop below is the same for every venue.
+pub trait Session {
+    /// The socket and the TLS session the frames come over.
+    fn transport(&mut self) -> (&TcpStream, &mut ServerConnection);
+    /// After each batch of data (and once at the start): faults set to fire after N messages.
+    fn after_data(&mut self) -> io::Result<()>;
+    fn handle_incoming(&mut self, incoming: Incoming) -> io::Result<()>;
+    /// Starts the closing handshake with `code` and `reason`.
+    fn start_close(&mut self, code: u16, reason: &str) -> io::Result<()>;
+    fn run_timers(&mut self) -> io::Result<()>;
+    /// The next time a timer is due.
+    fn next_deadline(&self, now: Instant) -> Instant;
+    /// The connection is finished (closed or reset).
+    fn over(&self) -> bool;
+    /// The simulator is stopping.
+    fn stopping(&self) -> bool;
+}
+
+/// Runs a session until it is over, the peer goes away or the simulator stops: frames read as
+/// they arrive (`leftover`: bytes read past the upgrade request), timers run between reads, each
+/// read waiting no longer than the next timer (at most [`MAX_READ_WAIT`]). A malformed frame
+/// starts the closing handshake with its close code and ends the session with the error.
+pub fn run_session(
+    session: &mut impl Session,
+    leftover: Vec<u8>,
+    buf: &mut [u8],
+) -> io::Result<()> {
+    let mut reader = FrameReader::new();
+    reader.push(&leftover);
+    // Faults set to fire after 0 messages fire at once.
+    session.after_data()?;
+    let mut plaintext = Vec::new();
+    loop {
+        loop {
+            match reader.next_incoming() {
+                Ok(Some(incoming)) => session.handle_incoming(incoming)?,
+                Ok(None) => break,
+                Err(error) => {
+                    session.start_close(error.close_code(), &error.to_string())?;
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, error));
+                }
+            }
+            if session.over() {
+                return Ok(());
+            }
+        }
+        session.run_timers()?;
+        if session.over() || session.stopping() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let timeout = session
+            .next_deadline(now)
+            .saturating_duration_since(now)
+            .clamp(Duration::from_millis(1), MAX_READ_WAIT);
+        let (tcp, tls) = session.transport();
+        tcp.set_read_timeout(Some(timeout))?;
+        match (&*tcp).read(buf) {
+            Ok(0) => return Ok(()),
+            Ok(read) => {
+                plaintext.clear();
+                if feed_tls(tls, tcp, &buf[..read], &mut plaintext)? {
+                    return Ok(());
+                }
+                reader.push(&plaintext);
+            }
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(error) => return Err(error),
+        }
     }
 }
