@@ -55,8 +55,6 @@ pub const SPOT_MAX_ARGS: usize = 10;
 /// At most this many data messages are written per wake-up.
 const MAX_DATA_PER_WAKE: u32 = 64;
 
-/// The longest a connection thread sleeps in a read.
-
 /// Fault injection, all off by default, for the first `fault_connections` WebSocket connections
 /// in upgrade order; counts are data messages sent on that connection.
 #[derive(Clone, Debug, PartialEq, Eq)]

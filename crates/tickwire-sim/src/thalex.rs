@@ -104,9 +104,6 @@ const PING_PAYLOAD: &[u8] = b"tickwire-sim";
 /// behind (a slow client, a busy machine) skips ahead rather than bursting.
 const MAX_DATA_PER_WAKE: u32 = 64;
 
-/// The longest a connection thread sleeps in a read, so that it sees its timers at least this
-/// often even when nothing else is due.
-
 /// Thalex's JSON-RPC error codes, from the error code list of its SDKs.
 mod codes {
     pub const THROTTLED: i64 = 4;
