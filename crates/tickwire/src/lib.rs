@@ -14,6 +14,7 @@ pub mod hash;
 pub mod lifecycle;
 pub mod metrics;
 pub mod net;
+pub mod pages;
 pub mod pipeline;
 pub mod ring;
 pub mod serve;

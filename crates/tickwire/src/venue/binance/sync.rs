@@ -211,6 +211,14 @@ impl DiffBuffer {
         self.diffs.is_empty()
     }
 
+    /// Empties the buffer and gives its pages back to the kernel ([`crate::pages`]): for a book
+    /// that has just synced, whose buffer stays empty until its next resync.
+    pub(crate) fn release(&mut self) {
+        self.clear();
+        crate::pages::release_spare(&mut self.diffs);
+        crate::pages::release_spare(&mut self.levels);
+    }
+
     /// Appends a diff; `false` (and the buffer unchanged) if it does not fit.
     pub(crate) fn push(
         &mut self,
@@ -592,7 +600,7 @@ impl BookSync {
             );
             self.stats.diffs_applied += 1;
         }
-        self.buffer.clear();
+        self.buffer.release();
         self.state = State::Live;
         self.stats.syncs += 1;
         self.reset_backoff();

@@ -330,7 +330,7 @@ impl SpotBookSync {
             );
             self.stats.diffs_applied += 1;
         }
-        self.buffer.clear();
+        self.buffer.release();
         self.state = State::Live;
         self.stats.syncs += 1;
         self.backoff_wait_ns = self.config.backoff_initial_ns;
