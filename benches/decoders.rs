@@ -339,9 +339,8 @@ fn throughput(counts: &[usize], records: u64) -> anyhow::Result<()> {
     );
     println!("|--:|--:|--:|--:|--:|---|");
     for &count in counts {
-        let (seconds, per_decoder) =
+        let (all_records, seconds, per_decoder) =
             throughput_run(count, records).with_context(|| format!("{count} decoders"))?;
-        let all_records = records * count as u64;
         let events: u64 = per_decoder.iter().sum();
         println!(
             "| {count} | {all_records} | {seconds:.2} | {:.2} | {:.2} | {} |",
@@ -357,8 +356,9 @@ fn throughput(counts: &[usize], records: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Seconds from the first record to the last, and the events each decoder published.
-fn throughput_run(count: usize, records: u64) -> anyhow::Result<(f64, Vec<u64>)> {
+/// Records sent in all, seconds from the first record to the last, and the events each decoder
+/// published.
+fn throughput_run(count: usize, records: u64) -> anyhow::Result<(u64, f64, Vec<u64>)> {
     let dir = tempfile::tempdir()?;
     let mut gateways = Vec::new();
     let mut venues = Vec::new();
@@ -378,7 +378,8 @@ fn throughput_run(count: usize, records: u64) -> anyhow::Result<(f64, Vec<u64>)>
         venues.push(format!("{file:?}"));
         gateways.push(gateway);
     }
-    let per_gateway = gateways[0].benchmark_records();
+    // Each gateway's own count (its seed's market ends on a whole batch).
+    let per_gateway: Vec<u64> = gateways.iter().map(|g| g.benchmark_records()).collect();
     let appliance = dir.path().join("tickwire.toml");
     std::fs::write(
         &appliance,
@@ -395,7 +396,7 @@ fn throughput_run(count: usize, records: u64) -> anyhow::Result<(f64, Vec<u64>)>
     let mut first: Option<Instant> = None;
     let mut last_total = 0;
     let mut last_change = Instant::now();
-    let expected: u64 = gateways.iter().map(|g| g.benchmark_records()).sum();
+    let expected: u64 = per_gateway.iter().sum();
     let finished = loop {
         session.tick().map_err(|error| anyhow::anyhow!("{error}"))?;
         ensure!(session.runtime.all_running(), "a hot thread ended");
@@ -431,10 +432,10 @@ fn throughput_run(count: usize, records: u64) -> anyhow::Result<(f64, Vec<u64>)>
         "frame rings refused {} chunks",
         session.runtime.frame_ring.overflows()
     );
-    for (name, counters) in &session.feeds {
+    for ((name, counters), &sent) in session.feeds.iter().zip(&per_gateway) {
         ensure!(
-            counters.message("mbo") == per_gateway && counters.malformed.get() == 0,
-            "{name}: {} records of {per_gateway}, {} malformed",
+            counters.message("mbo") == sent && counters.malformed.get() == 0,
+            "{name}: {} records of {sent}, {} malformed",
             counters.message("mbo"),
             counters.malformed.get()
         );
@@ -446,5 +447,5 @@ fn throughput_run(count: usize, records: u64) -> anyhow::Result<(f64, Vec<u64>)>
     }
     let seconds = (finished - first.unwrap_or(finished)).as_secs_f64();
     ensure!(seconds > 0.0, "no time passed");
-    Ok((seconds, events))
+    Ok((expected, seconds, events))
 }

@@ -7,9 +7,10 @@
 //!      ▲                 ▼              ▼                      │
 //!      │  NetStatus  ┌─────────┐ frames ┌─────────┐ events ┌──────────┐
 //!      └─────────────│ network │───────▶│ decoder │───────▶│ strategy │──▶ Strategy::on_events
-//!      ▲             └─────────┘        └─────────┘ marks  └──────────┘    (&[Event], in place)
-//!      │  SnapshotRequest, VenueReply,       │
-//!      └─────── MalformedSample ─────────────┘
+//!      ▲             └─────────┘  (one  └─────────┘ marks  └──────────┘    (&[Event], in place)
+//!      │  SnapshotRequest, VenueReply,  ring │ ×N, each with
+//!      └─────── MalformedSample ─────── per  ┘ its own rings
+//!                                     decoder)
 //! ```
 //!
 //! | stage | file | built by | does |
