@@ -327,19 +327,26 @@ fn a_decoder_held_back_delays_only_its_own_venues() {
     three.run_until(Duration::from_secs(30), "every venue streaming", |three| {
         (0..3).all(|venue| three.venue_events(venue).len() > 50)
     });
-    let hold = Duration::from_millis(1_500);
+    let hold = Duration::from_millis(2_000);
     three
         .session
         .runtime
         .hold_decoder(0, hold)
         .expect("decoder 0 exists");
-    // What decoder 0 had published before it took the command may still arrive.
-    three.run_until(Duration::from_secs(5), "a moment", |_| true);
-    std::thread::sleep(Duration::from_millis(200));
+    // Held once its published count stands still (it may finish a round first).
+    let published =
+        |three: &Three, decoder: usize| three.session.runtime.decoders[decoder].load.events.get();
+    let mut last = published(&three, 0);
+    three.run_until(Duration::from_secs(1), "decoder 0 held", |three| {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = published(three, 0);
+        std::mem::replace(&mut last, now) == now
+    });
+    let held_from = Instant::now();
     let before: Vec<usize> = (0..3)
         .map(|venue| three.venue_events(venue).len())
         .collect();
-    let held_from = Instant::now();
+    let before_published = (published(&three, 0), published(&three, 1));
     three.run_until(Duration::from_secs(5), "most of the hold", |_| {
         held_from.elapsed() >= Duration::from_millis(900)
     });
@@ -347,9 +354,15 @@ fn a_decoder_held_back_delays_only_its_own_venues() {
         .map(|venue| three.venue_events(venue).len())
         .collect();
     assert_eq!(
-        during[0], before[0],
-        "venue a's decoder is held: none of its events reach the strategy"
+        published(&three, 0),
+        before_published.0,
+        "venue a's decoder is held: it publishes nothing"
     );
+    assert!(
+        during[0] as u64 <= before_published.0,
+        "venue a's events at the strategy are only those its decoder published before the hold"
+    );
+    assert!(published(&three, 1) > before_published.1);
     assert!(
         during[1] > before[1] + 20 && during[2] > before[2] + 20,
         "venues b and c, on the other decoder, kept flowing: {before:?} -> {during:?}"
