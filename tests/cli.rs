@@ -34,6 +34,44 @@ fn check_config_accepts_the_shipped_appliance_file() {
     );
 }
 
+/// Issue 36: with several decoders, check-config prints which decoder each venue gets, and
+/// refuses a venue's decoder that does not exist.
+#[test]
+fn check_config_prints_each_venues_decoder_and_refuses_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = |name: &str, decoder: &str| {
+        format!(
+            "{decoder}name = \"{name}\"\nkind = \"binance-usdm-futures\"\n\
+             url = \"wss://127.0.0.1:9443\"\nsymbols = [\"BTCUSDT\"]\nchannels = [\"bookTicker\"]\n"
+        )
+    };
+    std::fs::write(dir.path().join("a.toml"), venue("a", "")).unwrap();
+    std::fs::write(dir.path().join("b.toml"), venue("b", "decoder = 0\n")).unwrap();
+    let path = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &path,
+        "venues = [\"a.toml\", \"b.toml\"]\n[[threads.decoders]]\n[[threads.decoders]]\n",
+    )
+    .unwrap();
+    let output = tickwire().arg("check-config").arg(&path).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        stdout.contains(
+            "  venue a: decoder 1 (by default)\n  venue b: decoder 0 (named in its file)"
+        ),
+        "{stdout}"
+    );
+    std::fs::write(dir.path().join("b.toml"), venue("b", "decoder = 2\n")).unwrap();
+    let output = tickwire().arg("check-config").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("key `decoder`") && stderr.contains("decoder 2 does not exist"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn check_config_names_file_line_and_key_of_a_typo() {
     let dir = tempfile::tempdir().unwrap();

@@ -133,7 +133,10 @@ fn shipped_appliance_file_loads_with_its_venue() {
         loaded.appliance.venues,
         [PathBuf::from("venues/binance-futures.toml")]
     );
-    assert_eq!(loaded.appliance.threads.decoder.fuse_into, Some(Stage::Net));
+    assert_eq!(
+        loaded.appliance.threads.decoders[0].fuse_into,
+        Some(Stage::Net)
+    );
     assert_eq!(loaded.appliance.threads.runs_on(Stage::Decoder), Stage::Net);
     assert_eq!(loaded.venues.len(), 1);
     assert_eq!(
@@ -1526,7 +1529,7 @@ fn an_appliance_file_without_threads_gets_the_shipped_threads() {
     // The shipped threads are not just every key's default: the decoder is fused into net and
     // the strategy parks, so this compares something.
     assert_ne!(shipped, config::ThreadsConfig::default());
-    assert_eq!(shipped.decoder.fuse_into, Some(Stage::Net));
+    assert_eq!(shipped.decoders[0].fuse_into, Some(Stage::Net));
     let dir = TempDir::new().expect("temp dir");
     write(dir.path(), "venue.toml", MINIMAL_VENUE);
     let path = write(
@@ -1592,4 +1595,120 @@ fn allowed_hosts_and_origins_must_be_what_the_headers_carry() {
         "{}",
         all[2]
     );
+}
+
+/// `[[threads.decoders]]`: one table per decoder, each with `[threads.decoder]`'s keys; a venue
+/// names its decoder with `decoder = N`, the others are spread deterministically.
+#[test]
+fn several_decoders_are_configured_and_venues_assigned() {
+    let dir = TempDir::new().unwrap();
+    for (name, decoder) in [("a", None), ("b", Some(0)), ("c", None), ("d", None)] {
+        let mut text = MINIMAL_VENUE.replace("test-venue", name);
+        if let Some(decoder) = decoder {
+            text = format!("decoder = {decoder}\n{text}");
+        }
+        write(dir.path(), &format!("{name}.toml"), &text);
+    }
+    let path = write(
+        dir.path(),
+        "tickwire.toml",
+        "venues = [\"a.toml\", \"b.toml\", \"c.toml\", \"d.toml\"]\n\
+         [threads.net]\ncore = 0\n\
+         [[threads.decoders]]\ncore = 1\nwait = \"spin\"\n\
+         [[threads.decoders]]\ncore = 2\nwait = \"park\"\npark_timeout_us = 50\n\
+         [[threads.decoders]]\nfuse_into = \"net\"\n\
+         [threads.strategy]\ncore = 3\n",
+    );
+    let loaded = config::load_with_cpu_count(&path, 4).unwrap_or_else(|errors| panic!("{errors}"));
+    let threads = &loaded.appliance.threads;
+    assert_eq!(threads.decoder_count(), 3);
+    assert_eq!(threads.decoders[0].core, Some(1));
+    assert_eq!(threads.decoders[0].wait, WaitKind::Spin);
+    assert_eq!(threads.decoders[1].park_timeout_us, 50);
+    assert_eq!(threads.decoders[2].fuse_into, Some(Stage::Net));
+    // b names decoder 0; a, c and d go, in list order, to the decoder with the fewest venues so
+    // far (the lowest index among equals): a to 1 (0 has b), c to 2, d to 0.
+    assert_eq!(loaded.venue_decoders(), [1, 0, 2, 0]);
+    assert_eq!(loaded.appliance.pinned_cores(), [0, 1, 2, 3]);
+    // The same files give the same assignment.
+    let again = config::load_with_cpu_count(&path, 4).unwrap();
+    assert_eq!(again.venue_decoders(), loaded.venue_decoders());
+}
+
+#[test]
+fn a_single_decoder_table_is_one_decoder_and_venues_all_go_to_it() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "a.toml", MINIMAL_VENUE);
+    write(
+        dir.path(),
+        "b.toml",
+        &format!("decoder = 0\n{}", MINIMAL_VENUE.replace("test-venue", "b")),
+    );
+    let path = write(
+        dir.path(),
+        "tickwire.toml",
+        "venues = [\"a.toml\", \"b.toml\"]\n[threads.decoder]\ncore = 1\n",
+    );
+    let loaded = config::load_with_cpu_count(&path, 4).unwrap_or_else(|errors| panic!("{errors}"));
+    assert_eq!(loaded.appliance.threads.decoder_count(), 1);
+    assert_eq!(loaded.appliance.threads.decoders[0].core, Some(1));
+    assert_eq!(loaded.venue_decoders(), [0, 0]);
+}
+
+/// `check-config` refuses a decoder that does not exist, both decoder tables at once, and a
+/// core that two hot threads share when there are several decoders.
+#[test]
+fn decoder_mistakes_are_refused_with_their_place() {
+    let dir = TempDir::new().unwrap();
+    write(
+        dir.path(),
+        "a.toml",
+        &format!("decoder = 2\n{MINIMAL_VENUE}"),
+    );
+    let path = write(
+        dir.path(),
+        "tickwire.toml",
+        "venues = [\"a.toml\"]\n[[threads.decoders]]\n[[threads.decoders]]\n",
+    );
+    let error = only_error(config::load_with_cpu_count(&path, 4));
+    assert_eq!(error.key, "decoder");
+    assert!(error.file.ends_with("a.toml"), "{error:?}");
+    assert!(
+        error.message.contains("decoder 2 does not exist") && error.message.contains("0 to 1"),
+        "{}",
+        error.message
+    );
+
+    let path = write(
+        dir.path(),
+        "both.toml",
+        "[threads.decoder]\ncore = 1\n[[threads.decoders]]\ncore = 2\n",
+    );
+    let error = only_error(config::load_with_cpu_count(&path, 4));
+    assert_eq!(error.key, "threads.decoder");
+
+    let path = write(
+        dir.path(),
+        "shared.toml",
+        "[threads.net]\ncore = 1\n[[threads.decoders]]\ncore = 2\nwait = \"park\"\n\
+         [[threads.decoders]]\ncore = 2\nwait = \"park\"\n[threads.strategy]\ncore = 3\n",
+    );
+    let error = only_error(config::load_with_cpu_count(&path, 4));
+    assert_eq!(error.key, "threads.decoders[1].core");
+    assert!(
+        error
+            .message
+            .contains("core 2 is also the core of the decoder 0 thread"),
+        "{}",
+        error.message
+    );
+
+    // The bus has one writer: several decoders cannot have one (yet), nor the serving plane.
+    let path = write(
+        dir.path(),
+        "bus.toml",
+        "[[threads.decoders]]\n[[threads.decoders]]\n[bus]\n[http]\nlisten = \"127.0.0.1:0\"\n",
+    );
+    let all = errors(config::load_with_cpu_count(&path, 4));
+    assert_eq!(keys(&all), ["bus", "http"]);
 }

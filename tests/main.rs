@@ -31,6 +31,7 @@ mod databento_appliance;
 mod dbn_files;
 mod decode_cli;
 mod decoder_alloc;
+mod decoders;
 mod lifecycle;
 mod mbo_book;
 mod mbo_book_alloc;

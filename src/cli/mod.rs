@@ -424,6 +424,9 @@ fn check_config(files: &[PathBuf]) -> ExitCode {
                     FileKind::Venue => "venue config",
                 };
                 println!("{}: ok ({what})", file.display());
+                if kind == FileKind::Appliance {
+                    print_decoders(file);
+                }
             }
             Err(errors) => {
                 failed = true;
@@ -435,6 +438,27 @@ fn check_config(files: &[PathBuf]) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// With several decoders, which decoder each venue gets (the same assignment `run` logs).
+fn print_decoders(file: &std::path::Path) {
+    let Ok(loaded) = config::load(file) else {
+        return;
+    };
+    if loaded.appliance.threads.decoder_count() < 2 {
+        return;
+    }
+    for (loaded_venue, decoder) in loaded.venues.iter().zip(loaded.venue_decoders()) {
+        let how = if loaded_venue.venue.decoder.is_some() {
+            "named in its file"
+        } else {
+            "by default"
+        };
+        println!(
+            "  venue {}: decoder {decoder} ({how})",
+            loaded_venue.venue.name
+        );
     }
 }
 

@@ -41,9 +41,10 @@ impl ApplianceConfig {
     /// The cores that unfused threads are pinned to, sorted and without duplicates; the runtime
     /// checks these against its affinity mask and isolated CPUs before it starts.
     pub fn pinned_cores(&self) -> Vec<usize> {
-        let mut cores: Vec<usize> = Stage::ALL
-            .iter()
-            .map(|&stage| self.threads.get(stage))
+        let threads = &self.threads;
+        let mut cores: Vec<usize> = std::iter::once(&threads.net)
+            .chain(threads.decoders.iter())
+            .chain(std::iter::once(&threads.strategy))
             .filter(|thread| thread.fuse_into.is_none())
             .filter_map(|thread| thread.core)
             .collect();
@@ -693,21 +694,48 @@ const PARK_TIMEOUT_US_MAX: u64 = 1_000_000;
 const SCHED_FIFO_PRIORITY_MIN: u8 = 1;
 const SCHED_FIFO_PRIORITY_MAX: u8 = 99;
 
+/// The most decoder threads `[[threads.decoders]]` may ask for (a frame route is one byte, and
+/// the network thread's wake-up mask one word).
+pub const MAX_DECODERS: usize = 64;
+
 /// `[threads]`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadsConfig {
     pub net: ThreadConfig,
-    pub decoder: ThreadConfig,
+    /// One per decoder thread, by decoder index: `[[threads.decoders]]`, or the single
+    /// `[threads.decoder]` (one decoder). Never empty.
+    pub decoders: Vec<ThreadConfig>,
     pub strategy: ThreadConfig,
 }
 
+impl Default for ThreadsConfig {
+    fn default() -> Self {
+        Self {
+            net: ThreadConfig::default(),
+            decoders: vec![ThreadConfig::default()],
+            strategy: ThreadConfig::default(),
+        }
+    }
+}
+
 impl ThreadsConfig {
+    /// A stage's thread settings; for the decoder, decoder 0's.
     pub fn get(&self, stage: Stage) -> &ThreadConfig {
         match stage {
             Stage::Net => &self.net,
-            Stage::Decoder => &self.decoder,
+            Stage::Decoder => &self.decoders[0],
             Stage::Strategy => &self.strategy,
         }
+    }
+
+    /// Decoder `index`'s settings (decoder 0's for an index out of range).
+    pub fn decoder(&self, index: usize) -> &ThreadConfig {
+        self.decoders.get(index).unwrap_or(&self.decoders[0])
+    }
+
+    /// How many decoder threads (or fused decoder stages) the pipeline has.
+    pub fn decoder_count(&self) -> usize {
+        self.decoders.len()
     }
 
     /// The stage whose thread actually runs `stage`, following fusion transitively: a strategy
@@ -765,8 +793,10 @@ pub(crate) struct RawAppliance {
 struct RawThreads {
     #[serde(default)]
     net: RawNetThread,
-    #[serde(default)]
-    decoder: RawFusableThread<DecoderFuse>,
+    /// `[threads.decoder]`: one decoder. Refused beside `[[threads.decoders]]`.
+    decoder: Option<RawFusableThread<DecoderFuse>>,
+    /// `[[threads.decoders]]`: one table per decoder thread, by index.
+    decoders: Option<Vec<RawFusableThread<DecoderFuse>>>,
     #[serde(default)]
     strategy: RawFusableThread<StrategyFuse>,
 }
@@ -826,6 +856,8 @@ enum StrategyFuse {
 /// One thread's settings as written, common to all three stages.
 struct WrittenThread {
     stage: Stage,
+    /// For a decoder: its index, and whether it was written as `[[threads.decoders]]`.
+    decoder: Option<(usize, bool)>,
     core: Option<usize>,
     wait: Option<WaitKind>,
     spin_iterations: Option<u32>,
@@ -836,7 +868,18 @@ struct WrittenThread {
 
 impl WrittenThread {
     fn path(&self) -> KeyPath {
-        KeyPath::dotted("threads").key(self.stage.as_str())
+        match self.decoder {
+            Some((index, true)) => KeyPath::dotted("threads.decoders").index(index),
+            _ => KeyPath::dotted("threads").key(self.stage.as_str()),
+        }
+    }
+
+    /// The thread as messages name it: "net", "decoder", "decoder 1", "strategy".
+    fn label(&self) -> String {
+        match self.decoder {
+            Some((index, true)) => format!("decoder {index}"),
+            _ => self.stage.as_str().to_owned(),
+        }
     }
 
     /// The keys that were written and that a fused stage ignores.
@@ -878,10 +921,11 @@ impl RawThreads {
                 spin_iterations: Some(10_000),
                 ..RawNetThread::default()
             },
-            decoder: RawFusableThread {
+            decoder: Some(RawFusableThread {
                 fuse_into: Some(DecoderFuse::Net),
                 ..RawFusableThread::default()
-            },
+            }),
+            decoders: None,
             strategy: RawFusableThread {
                 wait: Some(WaitKind::Park),
                 spin_iterations: Some(1_000),
@@ -891,42 +935,51 @@ impl RawThreads {
         }
     }
 
-    fn written(&self) -> [WrittenThread; 3] {
+    /// Every thread as written, in pipeline order: net, the decoders by index, strategy.
+    fn written(&self) -> Vec<WrittenThread> {
         let net = &self.net;
-        let decoder = &self.decoder;
         let strategy = &self.strategy;
-        [
-            WrittenThread {
-                stage: Stage::Net,
-                core: net.core,
-                wait: net.wait,
-                spin_iterations: net.spin_iterations,
-                park_timeout_us: net.park_timeout_us,
-                sched_fifo_priority: net.sched_fifo_priority,
-                fuse_into: None,
-            },
-            WrittenThread {
+        let mut written = vec![WrittenThread {
+            stage: Stage::Net,
+            decoder: None,
+            core: net.core,
+            wait: net.wait,
+            spin_iterations: net.spin_iterations,
+            park_timeout_us: net.park_timeout_us,
+            sched_fifo_priority: net.sched_fifo_priority,
+            fuse_into: None,
+        }];
+        let default = RawFusableThread::default();
+        let decoders: Vec<(&RawFusableThread<DecoderFuse>, bool)> = match &self.decoders {
+            Some(list) if !list.is_empty() => list.iter().map(|decoder| (decoder, true)).collect(),
+            _ => vec![(self.decoder.as_ref().unwrap_or(&default), false)],
+        };
+        for (index, (decoder, listed)) in decoders.into_iter().enumerate() {
+            written.push(WrittenThread {
                 stage: Stage::Decoder,
+                decoder: Some((index, listed)),
                 core: decoder.core,
                 wait: decoder.wait,
                 spin_iterations: decoder.spin_iterations,
                 park_timeout_us: decoder.park_timeout_us,
                 sched_fifo_priority: decoder.sched_fifo_priority,
                 fuse_into: decoder.fuse_into.map(|DecoderFuse::Net| Stage::Net),
-            },
-            WrittenThread {
-                stage: Stage::Strategy,
-                core: strategy.core,
-                wait: strategy.wait,
-                spin_iterations: strategy.spin_iterations,
-                park_timeout_us: strategy.park_timeout_us,
-                sched_fifo_priority: strategy.sched_fifo_priority,
-                fuse_into: strategy.fuse_into.map(|fuse| match fuse {
-                    StrategyFuse::Decoder => Stage::Decoder,
-                    StrategyFuse::Net => Stage::Net,
-                }),
-            },
-        ]
+            });
+        }
+        written.push(WrittenThread {
+            stage: Stage::Strategy,
+            decoder: None,
+            core: strategy.core,
+            wait: strategy.wait,
+            spin_iterations: strategy.spin_iterations,
+            park_timeout_us: strategy.park_timeout_us,
+            sched_fifo_priority: strategy.sched_fifo_priority,
+            fuse_into: strategy.fuse_into.map(|fuse| match fuse {
+                StrategyFuse::Decoder => Stage::Decoder,
+                StrategyFuse::Net => Stage::Net,
+            }),
+        });
+        written
     }
 }
 
@@ -1017,12 +1070,17 @@ pub(crate) fn validate(
         frame_ring_valid.then_some(raw.rings.frame_ring_bytes),
     );
 
+    check_decoder_tables(&mut problems, &raw.threads);
     let written = raw.threads.written();
     for thread in &written {
         check_thread(&mut problems, thread, cpu_count);
     }
     check_fusion_chain(&mut problems, &written);
     check_shared_spinning_cores(&mut problems, &written, cpu_count);
+    check_shared_decoder_cores(&mut problems, &written, cpu_count);
+    if written.len() > 3 {
+        check_single_writer_bus(&mut problems, &raw);
+    }
     check_venue_paths(&mut problems, &raw.venues);
     check_strategy(&mut problems, &raw.strategy);
     if let Some(bus) = &raw.bus {
@@ -1051,7 +1109,12 @@ pub(crate) fn validate(
     if !problems.is_empty() {
         return Err(problems);
     }
-    let [net, decoder, strategy] = written;
+    let net = written[0].resolve();
+    let strategy = written[written.len() - 1].resolve();
+    let decoders = written[1..written.len() - 1]
+        .iter()
+        .map(WrittenThread::resolve)
+        .collect();
     Ok(ApplianceConfig {
         log: raw.log,
         metrics: MetricsConfig {
@@ -1063,9 +1126,9 @@ pub(crate) fn validate(
         process: raw.process,
         net: raw.net,
         threads: ThreadsConfig {
-            net: net.resolve(),
-            decoder: decoder.resolve(),
-            strategy: strategy.resolve(),
+            net,
+            decoders,
+            strategy,
         },
         strategy: raw.strategy,
         bus: raw.bus,
@@ -1278,7 +1341,7 @@ fn check_side_core(
     table: &str,
     thread_name: &str,
     core: usize,
-    written: &[WrittenThread; 3],
+    written: &[WrittenThread],
     cpu_count: usize,
 ) {
     let key = format!("{table}.core");
@@ -1297,9 +1360,10 @@ fn check_side_core(
             problems.push(Problem::new(
                 KeyPath::dotted(&key),
                 format!(
-                    "core {core} is the {} thread's ([threads.{}] core): the {thread_name} thread \
+                    "core {core} is the {} thread's ({} core): the {thread_name} thread \
                      would preempt it; pick a core no hot thread is pinned to, or leave the key out",
-                    thread.stage, thread.stage
+                    thread.label(),
+                    thread.path()
                 ),
             ));
         }
@@ -1603,7 +1667,7 @@ fn check_thread(problems: &mut Vec<Problem>, thread: &WrittenThread, cpu_count: 
                 format!(
                     "has no effect when fuse_into is set: the {} stage runs inline on the {host} \
                      thread, so set `{key}` under [threads.{host}] or remove fuse_into",
-                    thread.stage
+                    thread.label()
                 ),
             ));
         }
@@ -1652,8 +1716,8 @@ fn check_thread(problems: &mut Vec<Problem>, thread: &WrittenThread, cpu_count: 
 
 /// A strategy fused into net would skip the decoder, which only makes sense when the decoder runs
 /// on the net thread as well.
-fn check_fusion_chain(problems: &mut Vec<Problem>, written: &[WrittenThread; 3]) {
-    let [_, decoder, strategy] = written;
+fn check_fusion_chain(problems: &mut Vec<Problem>, written: &[WrittenThread]) {
+    let (decoder, strategy) = (&written[1], &written[written.len() - 1]);
     if strategy.fuse_into == Some(Stage::Net) && decoder.fuse_into != Some(Stage::Net) {
         problems.push(Problem::new(
             strategy.path().key("fuse_into"),
@@ -1669,10 +1733,10 @@ fn check_fusion_chain(problems: &mut Vec<Problem>, written: &[WrittenThread; 3])
 /// Cores that do not exist are skipped: they already have an error of their own.
 fn check_shared_spinning_cores(
     problems: &mut Vec<Problem>,
-    written: &[WrittenThread; 3],
+    written: &[WrittenThread],
     cpu_count: usize,
 ) {
-    let mut spinners_by_core: BTreeMap<usize, Stage> = BTreeMap::new();
+    let mut spinners_by_core: BTreeMap<usize, String> = BTreeMap::new();
     for thread in written {
         let (Some(core), None, Some(WaitKind::Spin)) = (thread.core, thread.fuse_into, thread.wait)
         else {
@@ -1691,7 +1755,100 @@ fn check_shared_spinning_cores(
                 ),
             ));
         } else {
-            spinners_by_core.insert(core, thread.stage);
+            spinners_by_core.insert(core, thread.label());
+        }
+    }
+}
+
+/// `[threads.decoder]` and `[[threads.decoders]]` are two ways to say how many decoders there
+/// are; a file says it one way. The list holds 1 to [`MAX_DECODERS`] tables.
+fn check_decoder_tables(problems: &mut Vec<Problem>, threads: &RawThreads) {
+    let Some(list) = &threads.decoders else {
+        return;
+    };
+    if threads.decoder.is_some() {
+        problems.push(Problem::new(
+            KeyPath::dotted("threads.decoder"),
+            "cannot be written beside [[threads.decoders]]: [threads.decoder] means one decoder; \
+             move its keys into the first [[threads.decoders]] table, or remove the list",
+        ));
+    }
+    if list.is_empty() || list.len() > MAX_DECODERS {
+        problems.push(Problem::new(
+            KeyPath::dotted("threads.decoders"),
+            format!(
+                "has {} tables; write 1 to {MAX_DECODERS}, one per decoder thread",
+                list.len()
+            ),
+        ));
+    }
+}
+
+/// With several decoders, each is there to decode its venues on a core of its own: two hot
+/// threads pinned to one core (whatever their wait) would put one decoder's venues behind the
+/// other thread's work, which is what several decoders are for. Refused, naming both.
+fn check_shared_decoder_cores(
+    problems: &mut Vec<Problem>,
+    written: &[WrittenThread],
+    cpu_count: usize,
+) {
+    if written.len() <= 3 {
+        return;
+    }
+    let mut by_core: BTreeMap<usize, String> = BTreeMap::new();
+    for thread in written {
+        let (Some(core), None) = (thread.core, thread.fuse_into) else {
+            continue;
+        };
+        if core >= cpu_count {
+            continue;
+        }
+        match by_core.get(&core) {
+            Some(first) => {
+                // Two spinners already have their own error.
+                let both_spin = thread.wait == Some(WaitKind::Spin)
+                    && written
+                        .iter()
+                        .any(|other| other.label() == *first && other.wait == Some(WaitKind::Spin));
+                if !both_spin {
+                    problems.push(Problem::new(
+                        thread.path().key("core"),
+                        format!(
+                            "core {core} is also the core of the {first} thread: with several \
+                             decoders every hot thread needs a core of its own, or one \
+                             decoder's venues wait behind another thread's work; pin them to \
+                             different cores, or fuse a decoder into net"
+                        ),
+                    ));
+                }
+            }
+            None => {
+                by_core.insert(core, thread.label());
+            }
+        }
+    }
+}
+
+/// The event bus has one writer. Several decoders would each need their own (bus partitions
+/// are not built yet), so a file with several decoders cannot have a bus, nor what reads one:
+/// the serving plane (`[http]`, whose private bus the decoders would write), the recorder and
+/// the in-appliance bridge.
+fn check_single_writer_bus(problems: &mut Vec<Problem>, raw: &RawAppliance) {
+    let tables = [
+        ("bus", raw.bus.is_some()),
+        ("http", raw.http.listen.is_some()),
+        ("record", raw.record.is_some()),
+    ];
+    for (table, present) in tables {
+        if present {
+            problems.push(Problem::new(
+                KeyPath::dotted(table),
+                format!(
+                    "cannot be used with several decoders ([[threads.decoders]] has more than \
+                     one table) yet: the event bus has one writer, and several decoders would \
+                     need one bus partition each; remove [{table}] or use one decoder"
+                ),
+            ));
         }
     }
 }

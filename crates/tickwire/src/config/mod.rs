@@ -29,7 +29,7 @@ pub use appliance::{
     LogLevel, MetricsConfig, NetBackend, NetConfig, NetWait, PrivilegeErrorPolicy, ProcessConfig,
     QuoterConfig, RecordConfig, RecordFsync, RingsConfig, Stage, StrategyConfig, StrategyName,
     ThreadConfig, ThreadsConfig, WaitKind, BUS_FILE_NAME, BUS_SNAPSHOT_LEVELS_PER_S_RANGE,
-    BUS_SNAPSHOT_QUEUE_BOOKS_RANGE,
+    BUS_SNAPSHOT_QUEUE_BOOKS_RANGE, MAX_DECODERS,
 };
 pub use endpoint::{Endpoint, EndpointError, Scheme};
 pub use error::{ConfigError, ConfigErrors, CredentialError};
@@ -55,6 +55,47 @@ pub struct LoadedConfig {
     pub appliance: ApplianceConfig,
     /// In the order of the appliance file's `venues` list.
     pub venues: Vec<LoadedVenue>,
+}
+
+impl LoadedConfig {
+    /// The decoder of each venue, by venue index: the venue file's `decoder = N` where it has
+    /// one, and otherwise, in the order of the `venues` list, the decoder with the fewest venues
+    /// so far (the lowest index among equals), counting the venues that name theirs. The same
+    /// files always give the same assignment; `tickwire run` prints it at start.
+    pub fn venue_decoders(&self) -> Vec<usize> {
+        assign_decoders(
+            self.appliance.threads.decoder_count(),
+            self.venues.iter().map(|loaded| loaded.venue.decoder),
+        )
+    }
+}
+
+/// [`LoadedConfig::venue_decoders`] for `decoders` decoders and each venue's written choice
+/// (one out of range, which `load` refuses, counts as decoder 0).
+pub fn assign_decoders(
+    decoders: usize,
+    written: impl Iterator<Item = Option<usize>> + Clone,
+) -> Vec<usize> {
+    let decoders = decoders.max(1);
+    let mut load = vec![0usize; decoders];
+    for decoder in written.clone().flatten() {
+        load[if decoder < decoders { decoder } else { 0 }] += 1;
+    }
+    written
+        .map(|choice| match choice {
+            Some(decoder) if decoder < decoders => decoder,
+            Some(_) => 0,
+            None => {
+                let (least, _) = load
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|&(index, count)| (*count, index))
+                    .unwrap_or((0, &0));
+                load[least] += 1;
+                least
+            }
+        })
+        .collect()
 }
 
 /// One venue file, validated.
@@ -152,6 +193,26 @@ pub fn load_with_cpu_count(path: &Path, cpu_count: usize) -> Result<LoadedConfig
             )));
         } else {
             first_with_name.insert(&venue.name, venue_source.path());
+        }
+    }
+
+    if let Some(appliance) = &appliance {
+        let count = appliance.threads.decoder_count();
+        for (venue_source, venue) in &venues {
+            if let Some(decoder) = venue.decoder {
+                if decoder >= count {
+                    venue_errors.push(vec![venue_source.error(Problem::new(
+                        KeyPath::dotted("decoder"),
+                        format!(
+                            "decoder {decoder} does not exist: `{}` has {count} decoder{} \
+                             ([[threads.decoders]]), so valid values are 0 to {}",
+                            path.display(),
+                            if count == 1 { "" } else { "s" },
+                            count - 1
+                        ),
+                    ))]);
+                }
+            }
         }
     }
 

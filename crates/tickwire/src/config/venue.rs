@@ -39,6 +39,9 @@ pub struct VenueConfig {
     pub lifecycle: LifecycleConfig,
     pub staleness: StalenessConfig,
     pub credentials: CredentialsConfig,
+    /// `decoder = N`: the decoder thread (0-based, `[[threads.decoders]]`) that decodes this
+    /// venue; `None` leaves it to the deterministic default (`LoadedConfig::venue_decoders`).
+    pub decoder: Option<usize>,
     /// The venue's own table, raw (the one its kind's `FileRules::table` names, such as
     /// Databento's `[databento]`; `None` when the kind names none or the file has none). The
     /// venue's folder reads it into its typed config (`read_venue_table`) and checks it
@@ -376,6 +379,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "lifecycle",
     "staleness",
     "credentials",
+    "decoder",
 ];
 
 /// The venue file as serde sees it; `validate` turns it into a `VenueConfig`. Its top-level keys
@@ -402,6 +406,7 @@ pub(crate) struct RawVenue {
     staleness: StalenessConfig,
     #[serde(default)]
     credentials: CredentialsConfig,
+    decoder: Option<usize>,
     #[serde(skip)]
     pub(crate) table: Option<toml::Value>,
 }
@@ -641,6 +646,7 @@ pub(crate) fn validate(raw: RawVenue, venue_dir: &Path) -> Result<VenueConfig, V
             lifecycle,
             staleness: raw.staleness,
             credentials: raw.credentials,
+            decoder: raw.decoder,
             table: raw.table,
         }),
         // A missing url always leaves a problem behind, so `problems` is not empty here.
@@ -1156,6 +1162,7 @@ mod tests {
             lifecycle: LifecycleConfig::default(),
             staleness: StalenessConfig::default(),
             credentials,
+            decoder: None,
             table: None,
         }
     }

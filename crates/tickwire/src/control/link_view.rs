@@ -18,7 +18,7 @@ pub(crate) fn label(value: &str) -> String {
 
 impl Venues {
     /// Every venue's connections and streams for `/v1/venues`; the feed counters (messages,
-    /// rates, bytes) are the caller's to fill.
+    /// rates, bytes) and the decoder are the caller's to fill.
     pub fn views(&self, now_ns: u64) -> Vec<crate::serve::snapshot::VenueView> {
         use crate::serve::snapshot::{ConnectionView, StreamView, VenueView};
         self.venues
@@ -56,6 +56,8 @@ impl Venues {
                     .collect();
                 VenueView {
                     name: links.name.clone(),
+                    decoder: 0,
+                    decoder_thread: String::new(),
                     live: links.live(),
                     connections,
                     attempts_total: counters.attempts,

@@ -95,6 +95,7 @@ impl Session {
             runtime.frame_ring.high_water(),
             runtime.event_ring.high_water()
         );
+        render_decoders(&mut out, runtime);
         if let Some(bus) = &self.bus {
             bus.render_metrics(&mut out, &runtime.bus_book_requests);
         }
@@ -287,4 +288,77 @@ pub fn memory_kb() -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Per decoder: events, batches, busy time, its rings' drops and fill, undecoded frames; and
+/// each venue's decoder.
+fn render_decoders(out: &mut String, runtime: &crate::pipeline::Runtime) {
+    use std::fmt::Write as _;
+    type Family = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&crate::pipeline::DecoderView) -> String,
+    );
+    let families: [Family; 8] = [
+        (
+            "tickwire_decoder_events_total",
+            "counter",
+            "Events a decoder published to the strategy (and the bus).",
+            |view| view.load.events.get().to_string(),
+        ),
+        (
+            "tickwire_decoder_batches_total",
+            "counter",
+            "Publications (batches) a decoder's events went out in; events / batches is the mean batch size.",
+            |view| view.load.publications.get().to_string(),
+        ),
+        (
+            "tickwire_decoder_busy_seconds_total",
+            "counter",
+            "Time a decoder spent in poll rounds that found work.",
+            |view| format!("{:.9}", view.load.busy_ns.get() as f64 / 1e9),
+        ),
+        (
+            "tickwire_decoder_frames_undecoded_total",
+            "counter",
+            "Frames a decoder had no feed for.",
+            |view| view.frames_undecoded.get().to_string(),
+        ),
+        (
+            "tickwire_decoder_frame_ring_drops_total",
+            "counter",
+            "Frames a decoder's full frame ring refused (the decoder fell behind).",
+            |view| view.frame_ring.overflows().to_string(),
+        ),
+        (
+            "tickwire_decoder_event_ring_drops_total",
+            "counter",
+            "Events a decoder's full event ring refused (the strategy fell behind).",
+            |view| view.event_ring.overflows().to_string(),
+        ),
+        (
+            "tickwire_decoder_frame_ring_high_water",
+            "gauge",
+            "The most bytes a decoder found waiting in its frame ring in one drain.",
+            |view| view.frame_ring.high_water().to_string(),
+        ),
+        (
+            "tickwire_decoder_event_ring_high_water",
+            "gauge",
+            "The most events the strategy found waiting in a decoder's event ring in one drain.",
+            |view| view.event_ring.high_water().to_string(),
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (index, view) in runtime.decoders.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}{{decoder=\"{index}\",thread=\"{}\"}} {}",
+                super::links::label(&view.thread),
+                value(view)
+            );
+        }
+    }
 }

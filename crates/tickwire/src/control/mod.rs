@@ -356,6 +356,18 @@ impl Session {
             }
         };
         tracing::info!("{}", runtime.net_backend);
+        // The venues' decoders: named in each venue file (`decoder = N`) or assigned in the
+        // order of the venue list, the same for the same files.
+        for (index, loaded_venue) in loaded.venues.iter().enumerate() {
+            let decoder = runtime.decoder_of(index as crate::event::VenueId);
+            tracing::info!(
+                venue = %loaded_venue.venue.name,
+                decoder,
+                thread = %runtime.decoders.get(decoder).map_or("", |view| view.thread.as_str()),
+                chosen = if loaded_venue.venue.decoder.is_some() { "venue file" } else { "default" },
+                "venue decoder"
+            );
+        }
         let fetcher = SnapshotFetcher::start(targets, clock, Some(wait.wakeup()))?;
         let resolver = ResolverWorker::start(
             resolver.unwrap_or_else(|| Arc::new(SystemResolver)),

@@ -107,6 +107,14 @@ impl Session {
         }
         let mut venues = self.venues.views(now_ns);
         for (index, venue) in venues.iter_mut().enumerate() {
+            let decoder = self.runtime.decoder_of(index as crate::event::VenueId);
+            venue.decoder = decoder;
+            venue.decoder_thread = self
+                .runtime
+                .decoders
+                .get(decoder)
+                .map(|view| view.thread.clone())
+                .unwrap_or_default();
             venue.messages_total = messages.get(index).copied().unwrap_or(0);
             venue.messages_per_second = self.window.rates.get(index).copied().unwrap_or(0.0);
             venue.received_bytes_total = self

@@ -32,6 +32,27 @@ pub fn counter() -> (CounterWriter, CounterReader) {
     )
 }
 
+/// Several counters read as one: their sum (a counter each decoder keeps of its own).
+#[derive(Clone, Default)]
+pub struct CounterSum {
+    parts: Vec<CounterReader>,
+}
+
+impl CounterSum {
+    pub fn new(parts: Vec<CounterReader>) -> CounterSum {
+        CounterSum { parts }
+    }
+
+    pub fn get(&self) -> u64 {
+        self.parts.iter().map(CounterReader::get).sum()
+    }
+
+    /// The counters summed, in order.
+    pub fn parts(&self) -> &[CounterReader] {
+        &self.parts
+    }
+}
+
 /// The one writer of a counter. Not `Clone`: a second writer would lose increments.
 pub struct CounterWriter {
     cell: Arc<CachePadded<AtomicU64>>,
@@ -120,9 +141,11 @@ pub fn latency(
         },
         LatencyCollector {
             stage: stage.to_owned(),
-            full_rx,
-            empty_tx,
-            shared,
+            sources: vec![Source {
+                full_rx,
+                empty_tx,
+                shared,
+            }],
             interval,
             total,
         },
@@ -191,12 +214,18 @@ impl LatencyRecorder {
     }
 }
 
-/// The control thread's side.
-pub struct LatencyCollector {
-    stage: String,
+/// One recorder's rings, as its collector holds them.
+struct Source {
     full_rx: spsc::Consumer<Box<Histogram<u64>>>,
     empty_tx: spsc::Producer<Box<Histogram<u64>>>,
     shared: Arc<RecorderShared>,
+}
+
+/// The control thread's side: one recorder's, or several merged ([`LatencyCollector::join`]:
+/// the decoders' receive-to-decoded, one histogram for all of them).
+pub struct LatencyCollector {
+    stage: String,
+    sources: Vec<Source>,
     interval: Histogram<u64>,
     /// Everything collected since start (for the metrics endpoint).
     total: Histogram<u64>,
@@ -207,24 +236,37 @@ impl LatencyCollector {
         &self.stage
     }
 
-    /// Asks the recorder for its histogram (it answers at its next `flush_if_requested`).
+    /// Asks the recorders for their histograms (each answers at its next
+    /// `flush_if_requested`).
     pub fn request(&self) {
-        self.shared.flush_requested.store(true, Ordering::Relaxed);
+        for source in &self.sources {
+            source.shared.flush_requested.store(true, Ordering::Relaxed);
+        }
     }
 
-    /// Merges whatever the recorder has handed over into the interval histogram, returns the
+    /// Takes `other`'s recorders in: from now on this collector merges theirs with its own
+    /// (made with the same bounds, as every stage's are). What `other` had collected is added.
+    pub fn join(&mut self, other: LatencyCollector) {
+        let _ = self.interval.add(&other.interval);
+        let _ = self.total.add(&other.total);
+        self.sources.extend(other.sources);
+    }
+
+    /// Merges whatever the recorders have handed over into the interval histogram, returns the
     /// spares, and asks for the next hand-over. Returns how many values arrived.
     pub fn collect(&mut self) -> u64 {
         let mut arrived = 0;
-        while let Some(mut histogram) = self.full_rx.try_pop() {
-            arrived += histogram.len();
-            // Both come from the same bounds, so adding cannot fail; on the impossible error the
-            // values are dropped from the report, never the hot path.
-            let _ = self.interval.add(&*histogram);
-            let _ = self.total.add(&*histogram);
-            histogram.reset();
-            if self.empty_tx.try_push(histogram).is_err() {
-                unreachable!("the ring holds every histogram in circulation");
+        for source in &mut self.sources {
+            while let Some(mut histogram) = source.full_rx.try_pop() {
+                arrived += histogram.len();
+                // Both come from the same bounds, so adding cannot fail; on the impossible error
+                // the values are dropped from the report, never the hot path.
+                let _ = self.interval.add(&*histogram);
+                let _ = self.total.add(&*histogram);
+                histogram.reset();
+                if source.empty_tx.try_push(histogram).is_err() {
+                    unreachable!("the ring holds every histogram in circulation");
+                }
             }
         }
         self.request();
@@ -248,9 +290,12 @@ impl LatencyCollector {
         summary
     }
 
-    /// Values the recorder clamped to the highest trackable value, since start.
+    /// Values the recorders clamped to the highest trackable value, since start.
     pub fn saturated(&self) -> u64 {
-        self.shared.saturated.load(Ordering::Relaxed)
+        self.sources
+            .iter()
+            .map(|source| source.shared.saturated.load(Ordering::Relaxed))
+            .sum()
     }
 }
 

@@ -233,10 +233,81 @@ const PLAINTEXT_BYTES: usize = 256 * 1024;
 /// The longest frame header (RFC 6455 section 5.2).
 const WS_HEADER_BYTES: usize = 14;
 
-/// Streams over one transport, writing messages into one frame ring.
+/// The frame rings the network thread writes, one per decoder, and which ring each connection
+/// slot's frames go to (its venue's decoder). A slot has one ring for its whole life, so a
+/// connection's frames stay in order; a full ring refuses the frame (counted, never waited for)
+/// without touching the other decoders' rings.
+pub struct FrameRoutes {
+    rings: Vec<FrameProducer>,
+    /// By connection slot: the index of its ring (slots past the end use ring 0).
+    route: Vec<u8>,
+    /// Bit `i`: ring `i` was written since the last [`FrameRoutes::publish`].
+    written: u64,
+}
+
+impl FrameRoutes {
+    /// The most rings (a route is a byte, the written mask a word).
+    pub const MAX_RINGS: usize = 64;
+
+    /// One ring for every connection.
+    pub fn single(ring: FrameProducer) -> FrameRoutes {
+        FrameRoutes {
+            rings: vec![ring],
+            route: Vec::new(),
+            written: 0,
+        }
+    }
+
+    /// `rings` (at most [`FrameRoutes::MAX_RINGS`], at least one), with `route[conn]` the ring
+    /// of each connection slot; a route past the last ring counts as ring 0.
+    pub fn new(rings: Vec<FrameProducer>, route: Vec<u8>) -> FrameRoutes {
+        assert!(
+            !rings.is_empty() && rings.len() <= Self::MAX_RINGS,
+            "1 to 64 frame rings"
+        );
+        let count = rings.len();
+        FrameRoutes {
+            rings,
+            route: route
+                .into_iter()
+                .map(|ring| if usize::from(ring) < count { ring } else { 0 })
+                .collect(),
+            written: 0,
+        }
+    }
+
+    /// The ring that `conn`'s frames go to (its venue's decoder's), marked as written.
+    #[inline]
+    pub fn for_conn(&mut self, conn: ConnId) -> &mut FrameProducer {
+        let ring = self
+            .route
+            .get(conn as usize)
+            .map_or(0, |&ring| ring as usize);
+        self.written |= 1 << ring;
+        // `new` keeps every route below the ring count.
+        &mut self.rings[ring]
+    }
+
+    /// Publishes every ring written since the last call; returns which were (bit `i`: ring
+    /// `i`), so that the caller wakes each of those decoders once.
+    pub fn publish(&mut self) -> u64 {
+        let written = std::mem::take(&mut self.written);
+        let mut bits = written;
+        while bits != 0 {
+            let ring = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            self.rings[ring].publish();
+        }
+        written
+    }
+}
+
+/// Streams over one transport, writing messages into their decoders' frame rings.
 pub struct NetEngine {
     transport: Transport,
-    frames: FrameProducer,
+    frames: FrameRoutes,
+    /// The rings the last `poll` published (see [`FrameRoutes::publish`]).
+    published: u64,
     streams: Vec<Option<Stream>>,
     wait: WaitMode,
     /// Events produced while handling I/O, handed out at the end of `poll`.
@@ -268,10 +339,22 @@ impl NetEngine {
         wait: WaitMode,
         last_read: Arc<[AtomicU64]>,
     ) -> NetEngine {
+        NetEngine::with_routes(transport, FrameRoutes::single(frames), wait, last_read)
+    }
+
+    /// Like [`NetEngine::with_last_read`], writing each connection's frames into its own
+    /// decoder's ring ([`FrameRoutes`]).
+    pub fn with_routes(
+        transport: Transport,
+        frames: FrameRoutes,
+        wait: WaitMode,
+        last_read: Arc<[AtomicU64]>,
+    ) -> NetEngine {
         let slots = last_read.len();
         NetEngine {
             transport,
             frames,
+            published: 0,
             streams: (0..slots).map(|_| None).collect(),
             wait,
             pending: Vec::with_capacity(slots),
@@ -295,6 +378,11 @@ impl NetEngine {
         self.last_read
             .get(conn as usize)
             .map_or(0, |slot| slot.load(Ordering::Relaxed))
+    }
+
+    /// The frame rings published since the last call (bit `i`: ring `i`): the decoders to wake.
+    pub fn take_published(&mut self) -> u64 {
+        std::mem::take(&mut self.published)
     }
 
     pub fn transport(&self) -> &Transport {
@@ -537,9 +625,14 @@ impl NetEngine {
                     if let Some(slot) = last_read.get(conn as usize) {
                         slot.store(recv_ts_ns, Ordering::Relaxed);
                     }
-                    if let Err(error) =
-                        receive(stream, conn, bytes, recv_ts_ns, frames, &mut events)
-                    {
+                    if let Err(error) = receive(
+                        stream,
+                        conn,
+                        bytes,
+                        recv_ts_ns,
+                        frames.for_conn(conn),
+                        &mut events,
+                    ) {
                         failures.push((conn, error));
                         return;
                     }
@@ -629,7 +722,7 @@ impl NetEngine {
                 ));
             }
         }
-        self.frames.publish();
+        self.published |= self.frames.publish();
         let count = events.len();
         for (conn, event) in events.drain(..) {
             on_event(conn, event);

@@ -10,6 +10,11 @@
 //! [`DecoderCommand`]s, the books bus readers asked for as far as their budget goes
 //! ([`super::book_requests`]), and one malformed-message sample per feed per second.
 //!
+//! The pipeline has one such stage per decoder (`[[threads.decoders]]`). Each holds the feeds
+//! of its own venues and a [`Vacant`] feed in the place of every other venue, so that venue ids
+//! index its feeds directly; the network stage routes only its venues' frames to it, and the
+//! control thread only their commands and snapshots.
+//!
 //! **Invariant:** the decoder's control work never waits for the stream to pause: a network
 //! stage that blocks until data arrives hands this stage a frame in nearly every round while the
 //! stream flows.
@@ -28,6 +33,7 @@ use crate::venue::feed::{
     VenueEvents, VenueReply,
 };
 use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 /// Free event slots the decoder wants before it decodes another batch in the same round (a
 /// frame may become many events: a depth diff is one per level), or half the event ring if that
@@ -66,6 +72,10 @@ pub enum DecoderCommand {
         venue: VenueId,
         instrument: InstrumentId,
     },
+    /// An artificial stall, for tests and diagnostics: the decoder does nothing at all (no
+    /// frame, no command) for `ns` from when it takes this command, as if its core were taken
+    /// away; its frame ring fills meanwhile (and refuses, counted, once full).
+    Hold { ns: u64 },
 }
 
 /// The decoder stage: drains frames into the venue feeds, writes events.
@@ -80,7 +90,9 @@ pub(super) struct DecoderStage {
     /// Events are being lost to a full event ring (see `EventSink`).
     events_lost: bool,
     undecoded: CounterWriter,
-    strategy_wakeup: Option<Wakeup>,
+    /// The strategy's thread, once it has started (shared by every decoder; a decoder on the
+    /// strategy's own thread wakes itself, which costs one load).
+    strategy_wakeup: Arc<OnceLock<Wakeup>>,
     clock: Clock,
     snapshot_requests: ring::Producer<SnapshotRequest>,
     snapshot_replies: ring::Consumer<Box<SnapshotReply>>,
@@ -115,10 +127,33 @@ pub(super) struct DecoderStage {
     book_requests: BookRequests,
     /// Wakes the control thread after a round that handed it replies or snapshot requests.
     control_wakeup: Option<crate::thread::ControlWakeup>,
+    /// Events published, publications, and ns spent in rounds that found work.
+    load: DecoderLoad,
+    /// Until when a `DecoderCommand::Hold` stalls the stage (0: not held).
+    held_until_ns: u64,
+}
+
+/// A decoder's own load counters, written by its thread alone.
+struct DecoderLoad {
+    events: CounterWriter,
+    publications: CounterWriter,
+    busy_ns: CounterWriter,
+}
+
+/// The control thread's view of one decoder's load.
+#[derive(Clone)]
+pub struct DecoderLoadReaders {
+    /// Events the decoder published to the strategy (and the bus).
+    pub events: CounterReader,
+    /// Publications (batches) they went out in: events / publications is the mean batch size.
+    pub publications: CounterReader,
+    /// Nanoseconds the decoder spent in poll rounds that found work.
+    pub busy_ns: CounterReader,
 }
 
 /// What the control thread keeps of the decoder stage.
 pub(super) struct DecoderReaders {
+    pub load: DecoderLoadReaders,
     pub frames_undecoded: CounterReader,
     /// Per venue: messages and bytes its feed was handed.
     pub venue_traffic: Vec<(CounterReader, CounterReader)>,
@@ -163,6 +198,9 @@ impl DecoderStage {
             .unzip();
         let (event_counts, venue_events) = EventCounts::new(feeds.len());
         let events_capacity = rings.events.capacity();
+        let (events, events_reader) = metrics::counter();
+        let (publications, publications_reader) = metrics::counter();
+        let (busy_ns, busy_reader) = metrics::counter();
         let stage = DecoderStage {
             frames: rings.frames,
             events: rings.events,
@@ -171,7 +209,7 @@ impl DecoderStage {
             replies: rings.replies,
             events_lost: false,
             undecoded,
-            strategy_wakeup: None,
+            strategy_wakeup: Arc::new(OnceLock::new()),
             clock,
             snapshot_requests: rings.snapshot_requests,
             snapshot_replies: rings.snapshot_replies,
@@ -191,8 +229,19 @@ impl DecoderStage {
             bus: bus.writer,
             book_requests,
             control_wakeup,
+            load: DecoderLoad {
+                events,
+                publications,
+                busy_ns,
+            },
+            held_until_ns: 0,
         };
         let readers = DecoderReaders {
+            load: DecoderLoadReaders {
+                events: events_reader,
+                publications: publications_reader,
+                busy_ns: busy_reader,
+            },
             frames_undecoded,
             venue_traffic,
             venue_events,
@@ -202,10 +251,41 @@ impl DecoderStage {
         Ok((stage, readers))
     }
 
-    /// Has each publication wake the strategy stage's thread (when it runs on another thread;
-    /// a strategy polled on this stage's own thread needs no wake-up).
-    pub(super) fn wake_strategy_with(&mut self, wakeup: Wakeup) {
-        self.strategy_wakeup = Some(wakeup);
+    /// Has each publication wake the strategy stage's thread, once `slot` holds it (set when
+    /// that thread starts; every decoder shares the slot).
+    pub(super) fn wake_strategy_with(&mut self, slot: Arc<OnceLock<Wakeup>>) {
+        self.strategy_wakeup = slot;
+    }
+}
+
+/// The feed of a venue another decoder decodes: it has nothing and does nothing. Its frames,
+/// commands and snapshots never reach this decoder (they are routed to the venue's own), so
+/// none of its methods is ever reached with work.
+pub(super) struct Vacant;
+
+impl Feed for Vacant {
+    fn on_message(&mut self, _: ConnId, _: u64, _: &[u8], _: &mut EventSink<'_>) {}
+
+    fn on_snapshot(&mut self, _: SnapshotReply, _: u64, _: &mut EventSink<'_>) {}
+
+    fn snapshot_requests(&mut self, _: u64, _: &mut dyn FnMut(SnapshotRequest)) {}
+
+    fn on_disconnect(&mut self, _: ConnId, _: Range<InstrumentId>, _: u64, _: &mut EventSink<'_>) {}
+
+    fn take_malformed(&mut self) -> Option<MalformedSample> {
+        None
+    }
+
+    fn take_reply(&mut self) -> Option<VenueReply> {
+        None
+    }
+
+    fn book_events(&self, _: InstrumentId) -> usize {
+        0
+    }
+
+    fn emit_books(&mut self, _: InstrumentId, _: u64, _: &mut EventSink<'_>) -> usize {
+        0
     }
 }
 
@@ -227,17 +307,23 @@ fn mark_publication(
     }
 }
 
-/// The decoder stage's side of a publication: marked before, the strategy woken after.
+/// The decoder stage's side of a publication: marked (and counted) before, the strategy woken
+/// after.
 struct Publication<'p> {
     marks: &'p mut ring::Producer<PublishMark>,
     published: &'p mut u64,
     clock: Clock,
     wakeup: Option<&'p Wakeup>,
+    load: &'p mut DecoderLoad,
 }
 
 impl Publisher for Publication<'_> {
     #[inline]
     fn before(&mut self, count: usize) {
+        if count > 0 {
+            self.load.events.add(count as u64);
+            self.load.publications.increment();
+        }
         mark_publication(self.marks, self.published, count, self.clock.now_ns());
     }
 
@@ -255,6 +341,13 @@ impl StagePoll for DecoderStage {
     }
 
     fn poll(&mut self) -> bool {
+        let started_ns = self.clock.now_ns();
+        if self.held_until_ns != 0 {
+            if started_ns < self.held_until_ns {
+                return false;
+            }
+            self.held_until_ns = 0;
+        }
         let undecoded = &mut self.undecoded;
         let feeds = &mut self.feeds;
         let conn_venues = &self.conn_venues;
@@ -266,7 +359,8 @@ impl StagePoll for DecoderStage {
             marks: &mut self.publish_marks,
             published: &mut self.published,
             clock: self.clock,
-            wakeup: self.strategy_wakeup.as_ref(),
+            wakeup: self.strategy_wakeup.get(),
+            load: &mut self.load,
         };
         let mut sink =
             EventSink::with_publisher(&mut self.events, &mut self.events_lost, &mut publication)
@@ -411,6 +505,9 @@ impl StagePoll for DecoderStage {
                     DecoderCommand::EmitBooks { venue, instrument } => {
                         self.book_requests.request(venue, instrument, now_ns);
                     }
+                    DecoderCommand::Hold { ns } => {
+                        self.held_until_ns = now_ns.saturating_add(ns).max(1);
+                    }
                 }
             }
             // The readers' books, as far as their budget pays, after this round's requests.
@@ -439,7 +536,13 @@ impl StagePoll for DecoderStage {
                 wakeup.wake();
             }
         }
-        drained > 0 || control > 0
+        let worked = drained > 0 || control > 0;
+        if worked {
+            self.load
+                .busy_ns
+                .add(self.clock.now_ns().saturating_sub(started_ns));
+        }
+        worked
     }
 }
 
@@ -449,7 +552,7 @@ mod tests {
     use crate::config::RingsConfig;
     use crate::net::engine::FrameKind;
     use crate::pipeline::net_stage::{NetCommand, NetStatus};
-    use crate::pipeline::rings::{ControlEnds, Rings, StrategyEnds};
+    use crate::pipeline::rings::{DecoderControlEnds, Rings, StrategyInput};
     use crate::ring::FrameProducer;
     use crate::venue::feed::DepthSnapshot;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -538,9 +641,9 @@ mod tests {
     struct Bench {
         stage: DecoderStage,
         frames: FrameProducer,
-        control: ControlEnds,
+        control: DecoderControlEnds,
         snapshots: Arc<AtomicUsize>,
-        _strategy: StrategyEnds,
+        _strategy: StrategyInput,
         _net: (ring::Consumer<NetCommand>, ring::Producer<NetStatus>),
     }
 
@@ -550,7 +653,7 @@ mod tests {
         }
 
         fn with_event_slots(event_ring_slots: usize) -> Bench {
-            let rings = Rings::new(&RingsConfig {
+            let rings = Rings::one(&RingsConfig {
                 frame_ring_bytes: 1 << 20,
                 event_ring_slots,
             });
@@ -575,11 +678,11 @@ mod tests {
             .expect("the histogram's bounds are valid");
             Bench {
                 stage,
-                frames: rings.net.frames,
+                frames: rings.frames,
                 control: rings.control,
                 snapshots,
                 _strategy: rings.strategy,
-                _net: (rings.net.commands, rings.net.statuses),
+                _net: (rings.commands, rings.statuses),
             }
         }
 
@@ -617,12 +720,12 @@ mod tests {
         event_slots: usize,
     ) -> (
         DecoderStage,
-        ControlEnds,
-        StrategyEnds,
+        DecoderControlEnds,
+        StrategyInput,
         Arc<AtomicUsize>,
         FrameProducer,
     ) {
-        let rings = Rings::new(&RingsConfig {
+        let rings = Rings::one(&RingsConfig {
             frame_ring_bytes: 1 << 16,
             event_ring_slots: event_slots,
         });
@@ -650,7 +753,7 @@ mod tests {
             rings.control,
             rings.strategy,
             snapshots,
-            rings.net.frames,
+            rings.frames,
         )
     }
 

@@ -7,9 +7,10 @@
 //!      ▲                 ▼              ▼                      │
 //!      │  NetStatus  ┌─────────┐ frames ┌─────────┐ events ┌──────────┐
 //!      └─────────────│ network │───────▶│ decoder │───────▶│ strategy │──▶ Strategy::on_events
-//!      ▲             └─────────┘        └─────────┘ marks  └──────────┘    (&[Event], in place)
-//!      │  SnapshotRequest, VenueReply,       │
-//!      └─────── MalformedSample ─────────────┘
+//!      ▲             └─────────┘  (one  └─────────┘ marks  └──────────┘    (&[Event], in place)
+//!      │  SnapshotRequest, VenueReply,  ring │ ×N, each with
+//!      └─────── MalformedSample ─────── per  ┘ its own rings
+//!                                     decoder)
 //! ```
 //!
 //! | stage | file | built by | does |
@@ -20,6 +21,12 @@
 //!
 //! `rings.rs` makes every ring, says which ends it connects and how many it holds (a table in
 //! its module doc), and hands each constructor its own ends.
+//!
+//! There are N decoder stages (`[[threads.decoders]]`; one with `[threads.decoder]`), each
+//! with its own frame ring, event ring and control rings. Each venue belongs to one decoder
+//! (`LoadedConfig::venue_decoders`): the network stage writes its connections' frames into that
+//! decoder's ring, the control thread sends its commands and snapshots there, and the strategy
+//! stage reads every decoder's event ring in turn.
 //!
 //! [`Runtime::start`] only wires: it builds the rings, then each stage, then starts the hot
 //! threads the plan describes ([`crate::thread::plan`]), last stage first, so that each
@@ -35,27 +42,27 @@ mod net_stage;
 mod rings;
 mod strategy_stage;
 
-pub use decoder_stage::DecoderCommand;
+pub use decoder_stage::{DecoderCommand, DecoderLoadReaders};
 pub use net_stage::{NetCommand, NetStatus, NetStatusKind};
 
 use crate::clock::Clock;
-use crate::config::{LoadedConfig, PrivilegeErrorPolicy, Stage, ThreadsConfig};
+use crate::config::{LoadedConfig, PrivilegeErrorPolicy, ThreadsConfig};
 use crate::event::{Event, InstrumentId, VenueId};
-use crate::metrics::{self, CounterReader, LatencyCollector};
+use crate::metrics::{self, CounterReader, CounterSum, LatencyCollector};
 use crate::net::engine::StreamSpec;
 use crate::net::ConnId;
 use crate::ring::{self, RingStats};
 use crate::strategy::board::QuoteBoard;
 use crate::strategy::stamps::Stamp;
 use crate::strategy::Strategy;
-use crate::thread::{self, HotThread, ThreadError, Wakeup};
+use crate::thread::{self, HotThread, Task, ThreadError, Wakeup};
 use crate::venue::feed::{Feed, MalformedSample, SnapshotReply, SnapshotRequest, VenueReply};
-use decoder_stage::DecoderStage;
+use decoder_stage::{DecoderStage, Vacant};
 use net_stage::NetStage;
 use rings::Rings;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use strategy_stage::StrategyStage;
 
@@ -93,7 +100,8 @@ pub struct RuntimeOptions {
     pub stamps: Option<ring::Consumer<Stamp>>,
     /// User code called for every event on the strategy thread.
     pub strategy: Option<Box<dyn Strategy>>,
-    /// The shared-memory event bus the decoder stage writes every event to, if any.
+    /// The shared-memory event bus the decoder stage writes every event to, if any (only with
+    /// one decoder: the bus has one writer).
     pub bus: Option<tickwire_bus::BusWriter>,
     /// The budget and queue for the books the bus's readers ask for, and each venue's
     /// instruments (`[bus] snapshot_levels_per_s`, `snapshot_queue_books`).
@@ -103,18 +111,79 @@ pub struct RuntimeOptions {
     pub control_wakeup: Option<thread::ControlWakeup>,
 }
 
+/// Several rings' refusal counters read as one (one ring per decoder), and each apart.
+#[derive(Clone)]
+pub struct RingGroup {
+    rings: Vec<RingStats>,
+}
+
+impl RingGroup {
+    /// Refusals of every ring together.
+    pub fn overflows(&self) -> u64 {
+        self.rings.iter().map(RingStats::overflows).sum()
+    }
+
+    /// Reservations that could never fit, every ring together (frame rings only).
+    pub fn oversize(&self) -> u64 {
+        self.rings.iter().map(RingStats::oversize).sum()
+    }
+
+    /// The highest fill any of the rings reached.
+    pub fn high_water(&self) -> u64 {
+        self.rings
+            .iter()
+            .map(RingStats::high_water)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// By decoder index.
+    pub fn rings(&self) -> &[RingStats] {
+        &self.rings
+    }
+}
+
+/// What the control thread reads about one decoder.
+pub struct DecoderView {
+    /// The thread that runs it (`tw-decoder-1`, or `tw-net` for a decoder fused into it).
+    pub thread: String,
+    /// The venues it decodes, by venue id.
+    pub venues: Vec<VenueId>,
+    /// Events, publications (batches) and busy time.
+    pub load: DecoderLoadReaders,
+    pub frames_undecoded: CounterReader,
+    /// Its frame ring (network to it) and event ring (it to the strategy).
+    pub frame_ring: RingStats,
+    pub event_ring: RingStats,
+}
+
+/// The control thread's ends with one decoder, and the thread that runs it.
+struct DecoderLink {
+    commands: ring::Producer<DecoderCommand>,
+    snapshot_requests: ring::Consumer<SnapshotRequest>,
+    snapshot_replies: ring::Producer<Box<SnapshotReply>>,
+    replies: ring::Consumer<VenueReply>,
+    malformed: ring::Consumer<MalformedSample>,
+    wakeup: Option<Wakeup>,
+}
+
 /// What the control thread can read about a running appliance.
 pub struct Runtime {
     stop: Arc<AtomicBool>,
     threads: Vec<HotThread<()>>,
     /// Per thread: its name and a counter of poll-loop rounds (the watchdog's heartbeat).
     pub heartbeats: Vec<(String, CounterReader)>,
-    pub frames_undecoded: CounterReader,
+    /// By decoder index.
+    pub decoders: Vec<DecoderView>,
+    /// By venue id: the index of the decoder that decodes it.
+    pub venue_decoders: Vec<usize>,
+    /// Frames no feed took, every decoder together.
+    pub frames_undecoded: CounterSum,
     pub events_received: CounterReader,
     /// Gap events the strategy received.
     pub gaps: CounterReader,
     pub wire_to_strategy: LatencyCollector,
-    /// Receive to decoded (the decoder stage's batch done), per message.
+    /// Receive to decoded (the decoder stage's batch done), per message, every decoder's.
     pub receive_to_decoded: LatencyCollector,
     /// Decoded (the decoder published the event) to the strategy taking it, per event.
     pub decoded_to_strategy: LatencyCollector,
@@ -131,10 +200,10 @@ pub struct Runtime {
     pub unstamped: Option<CounterReader>,
     /// The latest quote per instrument.
     pub board: Arc<QuoteBoard>,
-    /// Refusals of the net-to-decoder frame ring (the decoder fell behind).
-    pub frame_ring: RingStats,
-    /// Refusals of the decoder-to-strategy event ring (the strategy fell behind).
-    pub event_ring: RingStats,
+    /// Refusals of the net-to-decoder frame rings (a decoder fell behind).
+    pub frame_ring: RingGroup,
+    /// Refusals of the decoder-to-strategy event rings (the strategy fell behind).
+    pub event_ring: RingGroup,
     /// The network backend in use and why, for the log.
     pub net_backend: String,
     /// Per slot: the network thread's last-read times (`Runtime::last_read_ns`).
@@ -142,12 +211,8 @@ pub struct Runtime {
     commands: ring::Producer<NetCommand>,
     statuses: ring::Consumer<NetStatus>,
     net_wakeup: Option<Wakeup>,
-    decoder_wakeup: Option<Wakeup>,
-    snapshot_requests: ring::Consumer<SnapshotRequest>,
-    snapshot_replies: ring::Producer<Box<SnapshotReply>>,
-    malformed: ring::Consumer<MalformedSample>,
-    decoder_commands: ring::Producer<DecoderCommand>,
-    replies: ring::Consumer<VenueReply>,
+    /// By decoder index.
+    links: Vec<DecoderLink>,
     /// Per hot thread: whether its last poll round found no work (for draining at shutdown).
     idle: Vec<Arc<AtomicBool>>,
 }
@@ -161,25 +226,67 @@ impl Runtime {
         options: RuntimeOptions,
     ) -> Result<Runtime, RuntimeError> {
         let appliance = &config.appliance;
-        let rings = Rings::new(&appliance.rings);
+        let count = appliance.threads.decoder_count();
+        let venues = options.feeds.len();
+        let assigned = config.venue_decoders();
+        let venue_decoders: Vec<usize> = (0..venues)
+            .map(|venue| assigned.get(venue).copied().unwrap_or(0).min(count - 1))
+            .collect();
+        if count > 1 && options.bus.is_some() {
+            return Err(RuntimeError::BusWithSeveralDecoders);
+        }
+        // Each connection slot's frames go to its venue's decoder (slots of no venue: decoder 0,
+        // which counts them as undecoded).
+        let routes: Vec<u8> = options
+            .conn_venues
+            .iter()
+            .map(|&venue| {
+                venue_decoders
+                    .get(usize::from(venue))
+                    .map_or(0, |&decoder| decoder as u8)
+            })
+            .collect();
+        let mut rings = Rings::new(&appliance.rings, count);
         let (net, net_readers) = NetStage::new(
             &appliance.net,
             clock,
             rings.net,
+            routes,
             options.control_wakeup.clone(),
         );
-        let (decoder, decoder_readers) = DecoderStage::new(
-            clock,
-            options.feeds,
-            options.conn_venues,
-            decoder_stage::DecoderBus {
-                writer: options.bus,
-                book_requests: &options.book_requests,
-            },
-            rings.decoder,
-            options.control_wakeup,
-            appliance.metrics.latency_digits,
-        )?;
+        // Every decoder's feeds are indexed by venue id: its own venues' feeds, a `Vacant` in
+        // the place of every other.
+        let mut feeds: Vec<Vec<Box<dyn Feed>>> =
+            (0..count).map(|_| Vec::with_capacity(venues)).collect();
+        for (venue, feed) in options.feeds.into_iter().enumerate() {
+            let owner = venue_decoders[venue];
+            for (decoder, list) in feeds.iter_mut().enumerate() {
+                if decoder != owner {
+                    list.push(Box::new(Vacant));
+                }
+            }
+            feeds[owner].push(feed);
+            // Keep every list in venue order: the owner's feed went last, where it belongs.
+        }
+        let mut bus = options.bus;
+        let mut stages = Vec::with_capacity(count);
+        let mut decoder_readers = Vec::with_capacity(count);
+        for (decoder_feeds, ends) in feeds.into_iter().zip(rings.decoders.drain(..)) {
+            let (stage, readers) = DecoderStage::new(
+                clock,
+                decoder_feeds,
+                options.conn_venues.clone(),
+                decoder_stage::DecoderBus {
+                    writer: bus.take(),
+                    book_requests: &options.book_requests,
+                },
+                ends,
+                options.control_wakeup.clone(),
+                appliance.metrics.latency_digits,
+            )?;
+            stages.push(stage);
+            decoder_readers.push(readers);
+        }
         let (strategy, strategy_readers) = StrategyStage::new(
             clock,
             appliance.metrics.latency_digits,
@@ -192,7 +299,7 @@ impl Runtime {
             &appliance.threads,
             appliance.process.on_privilege_error,
             net,
-            decoder,
+            stages,
             strategy,
         )?;
         // Written by the network stage's `start`, which has run: `HotThreads::start` waits for
@@ -203,58 +310,146 @@ impl Runtime {
             .map(|line| line.clone())
             .unwrap_or_default();
         let control = rings.control;
+        // By venue, each from the decoder that decodes it.
+        let mut traffic: Vec<Vec<Option<(CounterReader, CounterReader)>>> = Vec::new();
+        let mut events: Vec<Vec<Option<crate::venue::feed::VenueEvents>>> = Vec::new();
+        let mut receive_to_decoded: Option<LatencyCollector> = None;
+        let mut book_requests = None;
+        let mut views = Vec::with_capacity(count);
+        let mut links = Vec::with_capacity(count);
+        for (index, (readers, ends)) in decoder_readers
+            .into_iter()
+            .zip(control.decoders)
+            .enumerate()
+        {
+            traffic.push(readers.venue_traffic.into_iter().map(Some).collect());
+            events.push(readers.venue_events.into_iter().map(Some).collect());
+            match receive_to_decoded.as_mut() {
+                Some(collector) => collector.join(readers.receive_to_decoded),
+                None => receive_to_decoded = Some(readers.receive_to_decoded),
+            }
+            // Only decoder 0 can have the bus (one decoder), and so readers' book requests.
+            if book_requests.is_none() {
+                book_requests = Some(readers.book_requests);
+            }
+            views.push(DecoderView {
+                thread: hot.decoder_threads.get(index).cloned().unwrap_or_default(),
+                venues: (0..venues)
+                    .filter(|&venue| venue_decoders[venue] == index)
+                    .map(|venue| venue as VenueId)
+                    .collect(),
+                load: readers.load,
+                frames_undecoded: readers.frames_undecoded,
+                frame_ring: ends.frame_ring.clone(),
+                event_ring: ends.event_ring.clone(),
+            });
+            links.push(DecoderLink {
+                commands: ends.commands,
+                snapshot_requests: ends.snapshot_requests,
+                snapshot_replies: ends.snapshot_replies,
+                replies: ends.replies,
+                malformed: ends.malformed,
+                wakeup: hot.decoder_wakeups.get(index).cloned().flatten(),
+            });
+        }
+        let (Some(receive_to_decoded), Some(bus_book_requests)) =
+            (receive_to_decoded, book_requests)
+        else {
+            unreachable!("a pipeline has at least one decoder");
+        };
+        let venue_traffic = (0..venues)
+            .filter_map(|venue| traffic[venue_decoders[venue]][venue].take())
+            .collect();
+        let venue_events = (0..venues)
+            .filter_map(|venue| events[venue_decoders[venue]][venue].take())
+            .collect();
         Ok(Runtime {
             stop: hot.stop,
             threads: hot.threads,
             heartbeats: hot.heartbeats,
-            frames_undecoded: decoder_readers.frames_undecoded,
+            frames_undecoded: CounterSum::new(
+                views
+                    .iter()
+                    .map(|view| view.frames_undecoded.clone())
+                    .collect(),
+            ),
+            frame_ring: RingGroup {
+                rings: views.iter().map(|view| view.frame_ring.clone()).collect(),
+            },
+            event_ring: RingGroup {
+                rings: views.iter().map(|view| view.event_ring.clone()).collect(),
+            },
+            decoders: views,
+            venue_decoders,
             events_received: strategy_readers.events_received,
             gaps: strategy_readers.gaps,
             wire_to_strategy: strategy_readers.wire_to_strategy,
-            receive_to_decoded: decoder_readers.receive_to_decoded,
+            receive_to_decoded,
             decoded_to_strategy: strategy_readers.decoded_to_strategy,
-            venue_traffic: decoder_readers.venue_traffic,
-            venue_events: decoder_readers.venue_events,
-            bus_book_requests: decoder_readers.book_requests,
+            venue_traffic,
+            venue_events,
+            bus_book_requests,
             send_to_strategy: strategy_readers.send_to_strategy,
             unstamped: strategy_readers.unstamped,
             board: strategy_readers.board,
-            frame_ring: control.frame_ring,
-            event_ring: control.event_ring,
             net_backend,
             last_read: net_readers.last_read,
             commands: control.net_commands,
             statuses: control.net_statuses,
             net_wakeup: hot.net_wakeup,
-            decoder_wakeup: hot.decoder_wakeup,
-            snapshot_requests: control.snapshot_requests,
-            snapshot_replies: control.snapshot_replies,
-            malformed: control.malformed,
-            decoder_commands: control.decoder_commands,
-            replies: control.replies,
+            links,
             idle: hot.idle,
         })
     }
 
-    /// Snapshot requests the feeds made since the last call.
+    /// The decoder link of `venue` (decoder 0's for an id of no venue, such as a status of the
+    /// whole appliance).
+    fn link(&mut self, venue: VenueId) -> &mut DecoderLink {
+        let decoder = self
+            .venue_decoders
+            .get(usize::from(venue))
+            .copied()
+            .unwrap_or(0);
+        let index = if decoder < self.links.len() {
+            decoder
+        } else {
+            0
+        };
+        &mut self.links[index]
+    }
+
+    /// The decoder index of `venue` (0 for an id of no venue).
+    pub fn decoder_of(&self, venue: VenueId) -> usize {
+        self.venue_decoders
+            .get(usize::from(venue))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Snapshot requests the feeds made since the last call, every decoder's.
     pub fn take_snapshot_requests(&mut self) -> Vec<SnapshotRequest> {
         let mut out = Vec::new();
-        while let Some(request) = self.snapshot_requests.try_pop() {
-            out.push(request);
+        for link in &mut self.links {
+            while let Some(request) = link.snapshot_requests.try_pop() {
+                out.push(request);
+            }
         }
         out
     }
 
-    /// Hands a snapshot (or its failure) to the decoder thread.
+    /// Hands a snapshot (or its failure) to the decoder thread of its venue.
     pub fn deliver_snapshot(&mut self, reply: SnapshotReply) -> Result<(), RuntimeError> {
-        self.snapshot_replies
+        let link = self.link(reply.venue);
+        link.snapshot_replies
             .try_push(Box::new(reply))
             .map_err(|_| RuntimeError::CommandRingFull)?;
-        self.wake_decoder();
+        if let Some(wakeup) = &link.wakeup {
+            wakeup.wake();
+        }
         Ok(())
     }
 
-    /// Tells the decoder thread that the connection carrying `instruments` of `venue` dropped,
+    /// Tells the decoder thread of `venue` that the connection carrying `instruments` dropped,
     /// so its feed emits gaps.
     pub fn notify_disconnect(
         &mut self,
@@ -262,42 +457,71 @@ impl Runtime {
         conn: ConnId,
         instruments: Range<InstrumentId>,
     ) -> Result<(), RuntimeError> {
-        self.decoder_command(DecoderCommand::Disconnected {
+        self.decoder_command(
             venue,
-            conn,
-            instruments,
-        })
+            DecoderCommand::Disconnected {
+                venue,
+                conn,
+                instruments,
+            },
+        )
     }
 
-    /// Hands a status event to the decoder thread, which writes it in order with the market
-    /// events.
+    /// Hands a status event to the decoder thread of its venue, which writes it in order with
+    /// the venue's market events.
     pub fn send_status(&mut self, event: Event) -> Result<(), RuntimeError> {
-        self.decoder_command(DecoderCommand::Status(event))
+        self.decoder_command(event.header.venue_id, DecoderCommand::Status(event))
     }
 
-    /// Asks the decoder thread to write the books of `instrument` of `venue`
+    /// Asks the decoder thread of `venue` to write the books of `instrument`
     /// (`ALL_INSTRUMENTS`: all of them) to the event bus, for its readers.
     pub fn emit_books(
         &mut self,
         venue: VenueId,
         instrument: InstrumentId,
     ) -> Result<(), RuntimeError> {
-        self.decoder_command(DecoderCommand::EmitBooks { venue, instrument })
+        self.decoder_command(venue, DecoderCommand::EmitBooks { venue, instrument })
     }
 
-    fn decoder_command(&mut self, command: DecoderCommand) -> Result<(), RuntimeError> {
-        self.decoder_commands
+    fn decoder_command(
+        &mut self,
+        venue: VenueId,
+        command: DecoderCommand,
+    ) -> Result<(), RuntimeError> {
+        let link = self.link(venue);
+        link.commands
             .try_push(command)
             .map_err(|_| RuntimeError::CommandRingFull)?;
-        self.wake_decoder();
+        if let Some(wakeup) = &link.wakeup {
+            wakeup.wake();
+        }
         Ok(())
     }
 
-    /// Replies to the control thread's requests that the feeds relayed.
+    /// Stalls decoder `decoder` for `duration` from when it takes the command: an artificial
+    /// stall for tests and diagnostics (what a decoder held back does to the others' venues).
+    pub fn hold_decoder(&mut self, decoder: usize, duration: Duration) -> Result<(), RuntimeError> {
+        let link = self
+            .links
+            .get_mut(decoder)
+            .ok_or(RuntimeError::NoSuchDecoder(decoder))?;
+        let ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        link.commands
+            .try_push(DecoderCommand::Hold { ns })
+            .map_err(|_| RuntimeError::CommandRingFull)?;
+        if let Some(wakeup) = &link.wakeup {
+            wakeup.wake();
+        }
+        Ok(())
+    }
+
+    /// Replies to the control thread's requests that the feeds relayed, every decoder's.
     pub fn take_replies(&mut self) -> Vec<VenueReply> {
         let mut out = Vec::new();
-        while let Some(reply) = self.replies.try_pop() {
-            out.push(reply);
+        for link in &mut self.links {
+            while let Some(reply) = link.replies.try_pop() {
+                out.push(reply);
+            }
         }
         out
     }
@@ -305,16 +529,12 @@ impl Runtime {
     /// Malformed messages the feeds kept for logging (at most one per feed per second).
     pub fn take_malformed(&mut self) -> Vec<MalformedSample> {
         let mut out = Vec::new();
-        while let Some(sample) = self.malformed.try_pop() {
-            out.push(sample);
+        for link in &mut self.links {
+            while let Some(sample) = link.malformed.try_pop() {
+                out.push(sample);
+            }
         }
         out
-    }
-
-    fn wake_decoder(&self) {
-        if let Some(wakeup) = &self.decoder_wakeup {
-            wakeup.wake();
-        }
     }
 
     /// Hands a prepared stream to the network thread (prepare it with `venue::subscribe_spec`
@@ -411,7 +631,11 @@ impl Runtime {
     /// Whether a stage handed the control thread work it has not taken yet: statuses, venue
     /// replies or snapshot requests (what `Session::wait` checks before it sleeps).
     pub fn has_control_work(&mut self) -> bool {
-        !self.statuses.is_empty() || !self.replies.is_empty() || !self.snapshot_requests.is_empty()
+        !self.statuses.is_empty()
+            || self
+                .links
+                .iter_mut()
+                .any(|link| !link.replies.is_empty() || !link.snapshot_requests.is_empty())
     }
 
     /// Whether every hot thread is still running.
@@ -443,8 +667,10 @@ struct HotThreads {
     heartbeats: Vec<(String, CounterReader)>,
     /// The thread whose first stage is the network stage, woken by a command.
     net_wakeup: Option<Wakeup>,
-    /// The thread that runs the decoder stage, woken by a command or a snapshot.
-    decoder_wakeup: Option<Wakeup>,
+    /// By decoder index: the thread that runs it, woken by a command or a snapshot.
+    decoder_wakeups: Vec<Option<Wakeup>>,
+    /// By decoder index: the name of the thread that runs it.
+    decoder_threads: Vec<String>,
     idle: Vec<Arc<AtomicBool>>,
 }
 
@@ -456,35 +682,59 @@ impl HotThreads {
         config: &ThreadsConfig,
         on_privilege_error: PrivilegeErrorPolicy,
         net: NetStage,
-        decoder: DecoderStage,
+        decoders: Vec<DecoderStage>,
         strategy: StrategyStage,
     ) -> Result<HotThreads, RuntimeError> {
-        let mut net = Some(net);
-        let mut decoder = Some(decoder);
-        let mut strategy = Some(strategy);
+        let count = decoders.len();
         let plans = thread::plan(config, on_privilege_error);
+        // Every decoder wakes the strategy's thread once it has started (a decoder on that
+        // same thread needs no wake-up): a slot they share, filled when it starts.
+        let strategy_wakeup = Arc::new(OnceLock::new());
+        let strategy_plan = plans
+            .iter()
+            .position(|plan| plan.stages.contains(&Task::Strategy));
+        let mut decoders: Vec<Option<DecoderStage>> = decoders
+            .into_iter()
+            .enumerate()
+            .map(|(index, mut decoder)| {
+                let same_thread = strategy_plan
+                    .is_some_and(|at| plans[at].stages.contains(&Task::Decoder(index)));
+                if !same_thread {
+                    decoder.wake_strategy_with(strategy_wakeup.clone());
+                }
+                Some(decoder)
+            })
+            .collect();
+        let mut net = Some(net);
+        let mut strategy = Some(strategy);
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         let mut heartbeats = Vec::new();
         let mut net_wakeup = None;
-        let mut decoder_wakeup = None;
+        let mut decoder_wakeups: Vec<Option<Wakeup>> = vec![None; count];
+        let mut decoder_threads = vec![String::new(); count];
+        // By decoder index: the wake-up the network stage gives it after frames (none for a
+        // decoder on the network thread itself).
+        let mut frames_wakeups: Vec<Option<Wakeup>> = vec![None; count];
         let mut idle = Vec::new();
-        // Start the plan's threads from the last stage backwards.
+        // Start the plan's threads from the last stage backwards: the network thread, which
+        // wakes the decoders, starts last.
         for plan in plans.iter().rev() {
             let mut stages: Vec<Box<dyn StagePoll>> = Vec::new();
-            for stage in &plan.stages {
-                match stage {
-                    Stage::Net => {
-                        if let Some(net) = net.take() {
+            for task in &plan.stages {
+                match *task {
+                    Task::Net => {
+                        if let Some(mut net) = net.take() {
+                            net.wake_decoders_with(frames_wakeups.clone());
                             stages.push(Box::new(net));
                         }
                     }
-                    Stage::Decoder => {
-                        if let Some(decoder) = decoder.take() {
+                    Task::Decoder(index) => {
+                        if let Some(decoder) = decoders.get_mut(index).and_then(Option::take) {
                             stages.push(Box::new(decoder));
                         }
                     }
-                    Stage::Strategy => {
+                    Task::Strategy => {
                         if let Some(strategy) = strategy.take() {
                             stages.push(Box::new(strategy));
                         }
@@ -547,11 +797,28 @@ impl HotThreads {
                     });
                 }
             }
-            if plan.stages.first() == Some(&Stage::Net) {
-                net_wakeup = Some(hot.wakeup.clone());
-            }
-            if plan.stages.contains(&Stage::Decoder) {
-                decoder_wakeup = Some(hot.wakeup.clone());
+            let on_net = plan.stages.contains(&Task::Net);
+            for task in &plan.stages {
+                match *task {
+                    Task::Net => net_wakeup = Some(hot.wakeup.clone()),
+                    Task::Decoder(index) => {
+                        if let Some(slot) = decoder_wakeups.get_mut(index) {
+                            *slot = Some(hot.wakeup.clone());
+                        }
+                        if let Some(slot) = decoder_threads.get_mut(index) {
+                            slot.clone_from(&plan.spec.name);
+                        }
+                        if !on_net {
+                            if let Some(slot) = frames_wakeups.get_mut(index) {
+                                *slot = Some(hot.wakeup.clone());
+                            }
+                        }
+                    }
+                    // The decoders on other threads wake it from now on.
+                    Task::Strategy => {
+                        let _ = strategy_wakeup.set(hot.wakeup.clone());
+                    }
+                }
             }
             tracing::info!(
                 thread = %hot.name,
@@ -561,12 +828,6 @@ impl HotThreads {
                 wait = ?plan.spec.wait,
                 "hot thread started"
             );
-            // The stage feeding this thread's first stage wakes it.
-            if plan.stages.first() == Some(&Stage::Strategy) {
-                if let Some(decoder) = decoder.as_mut() {
-                    decoder.wake_strategy_with(hot.wakeup.clone());
-                }
-            }
             threads.push(hot);
         }
         heartbeats.reverse();
@@ -575,7 +836,8 @@ impl HotThreads {
             threads,
             heartbeats,
             net_wakeup,
-            decoder_wakeup,
+            decoder_wakeups,
+            decoder_threads,
             idle,
         })
     }
@@ -599,4 +861,8 @@ pub enum RuntimeError {
     Stage { thread: String, error: String },
     #[error("a ring from the control thread to a hot thread is full")]
     CommandRingFull,
+    #[error("the event bus has one writer and cannot be given to several decoders; use one decoder or no bus")]
+    BusWithSeveralDecoders,
+    #[error("there is no decoder {0}")]
+    NoSuchDecoder(usize),
 }

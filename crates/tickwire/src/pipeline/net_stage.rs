@@ -1,7 +1,9 @@
 //! The network stage: the only stage that does I/O. It owns a [`NetEngine`] over the configured
 //! backend, built on the network thread itself by [`StagePoll::start`] (io_uring's
 //! SINGLE_ISSUER ties the ring to the thread that made it), writes each received message into
-//! the frame ring, takes [`NetCommand`]s from the control thread (open a prepared stream, close,
+//! the frame ring of its connection's decoder ([`FrameRoutes`]; a full ring refuses without
+//! blocking, and the other decoders' rings are untouched) and wakes each decoder whose ring got
+//! frames once per round, takes [`NetCommand`]s from the control thread (open a prepared stream, close,
 //! abort, send, ping) and reports each stream's steps back as [`NetStatus`]es. It stores each
 //! slot's last-read time where the control thread loads it without a lock
 //! ([`super::Runtime::last_read_ns`]).
@@ -14,9 +16,10 @@ use super::StagePoll;
 use crate::clock::Clock;
 use crate::config::{NetBackend, NetConfig, NetWait};
 use crate::lifecycle::{self, Reason};
-use crate::net::engine::{NetEngine, StreamEvent, StreamSpec};
+use crate::net::engine::{FrameRoutes, NetEngine, StreamEvent, StreamSpec};
 use crate::net::{BackendChoice, ConnId, SocketOptions, Transport, TransportConfig, WaitMode};
-use crate::ring::{self, FrameProducer};
+use crate::ring;
+use crate::thread::Wakeup;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -72,7 +75,8 @@ struct NetSetup {
     wait: WaitMode,
     transport: TransportConfig,
     clock: Clock,
-    frames: FrameProducer,
+    /// One frame ring per decoder, and each slot's.
+    frames: FrameRoutes,
     /// Per slot: the engine's last-read times, shared with `Runtime::last_read_ns`.
     last_read: Arc<[AtomicU64]>,
 }
@@ -89,6 +93,9 @@ pub(super) struct NetStage {
     generations: Vec<u32>,
     /// Wakes the control thread after a round that reported a status.
     control_wakeup: Option<crate::thread::ControlWakeup>,
+    /// By decoder index: the thread to wake after a round that published frames into its ring
+    /// (`None` for a decoder polled on this thread).
+    decoder_wakeups: Vec<Option<Wakeup>>,
 }
 
 /// What the control thread keeps of the network stage.
@@ -106,6 +113,7 @@ impl NetStage {
         config: &NetConfig,
         clock: Clock,
         rings: NetEnds,
+        routes: Vec<u8>,
         control_wakeup: Option<crate::thread::ControlWakeup>,
     ) -> (NetStage, NetReaders) {
         let backend = Arc::new(Mutex::new(String::new()));
@@ -136,7 +144,7 @@ impl NetStage {
                     },
                 },
                 clock,
-                frames: rings.frames,
+                frames: FrameRoutes::new(rings.frames, routes),
                 last_read: last_read.clone(),
             }),
             engine: None,
@@ -145,8 +153,15 @@ impl NetStage {
             backend: backend.clone(),
             generations: vec![0; config.max_connections as usize],
             control_wakeup,
+            decoder_wakeups: Vec::new(),
         };
         (stage, NetReaders { backend, last_read })
+    }
+
+    /// Has each round that published frames wake the decoders whose rings got them, once each
+    /// (by decoder index; `None` for a decoder on this thread).
+    pub(super) fn wake_decoders_with(&mut self, wakeups: Vec<Option<Wakeup>>) {
+        self.decoder_wakeups = wakeups;
     }
 }
 
@@ -158,7 +173,7 @@ impl StagePoll for NetStage {
         if let Ok(mut backend) = self.backend.lock() {
             *backend = why;
         }
-        self.engine = Some(NetEngine::with_last_read(
+        self.engine = Some(NetEngine::with_routes(
             transport,
             setup.frames,
             setup.wait,
@@ -175,6 +190,7 @@ impl StagePoll for NetStage {
             statuses: status_ring,
             generations,
             control_wakeup,
+            decoder_wakeups,
             ..
         } = self;
         let Some(engine) = engine.as_mut() else {
@@ -227,6 +243,15 @@ impl StagePoll for NetStage {
             Ok(count) => count > 0,
             Err(_) => false,
         };
+        // One wake-up per decoder whose ring got frames this round (one load when it spins).
+        let mut published = engine.take_published();
+        while published != 0 {
+            let decoder = published.trailing_zeros() as usize;
+            published &= published - 1;
+            if let Some(Some(wakeup)) = decoder_wakeups.get(decoder) {
+                wakeup.wake();
+            }
+        }
         for (conn, event) in statuses {
             let kind = match event {
                 StreamEvent::Connected => NetStatusKind::Connected,

@@ -9,6 +9,15 @@
 //! borrowed run of the event ring ([`crate::ring::ReadChunk`]), returned to the decoder only
 //! after the strategy has returned, never a copy. A batch that would wrap around the ring's end
 //! is handed over as two runs, each after the market has applied it.
+//!
+//! With several decoders it reads one event ring per decoder, each with its own marks. A round
+//! takes one batch from every ring in turn, starting one ring further at each poll, and goes on
+//! while any ring still hands over full batches, so that no decoder's ring starves the others.
+//! **What is promised about order:** each instrument belongs to one venue and each venue to one
+//! decoder, so an instrument's events (and a venue's, statuses included) reach the strategy in
+//! the order their decoder wrote them. Across decoders, events come in batches in the order the
+//! rings are visited; nothing orders two venues' events by their receive time (each event
+//! carries `recv_ts_ns` for a strategy that wants to).
 
 use super::rings::{PublishMark, StrategyEnds};
 use super::{StagePoll, BATCHES_PER_POLL, EVENT_BATCH, HIGHEST_LATENCY_NS};
@@ -24,7 +33,10 @@ use std::sync::Arc;
 /// The strategy stage: reads events in place, records how long they took from the wire, keeps
 /// the quote board and the market, calls the user's strategy.
 pub(super) struct StrategyStage {
-    events: ring::Consumer<Event>,
+    /// One per decoder, by decoder index.
+    inputs: Vec<Input>,
+    /// The input the next poll starts with (rotates every poll).
+    next_input: usize,
     clock: Clock,
     tally: Tally,
     user: Option<Box<dyn Strategy>>,
@@ -41,7 +53,17 @@ struct Tally {
     board: Arc<QuoteBoard>,
     stamps: Option<(StampMatcher, LatencyRecorder, CounterWriter)>,
     decoded_to_strategy: LatencyRecorder,
-    publish_marks: ring::Consumer<PublishMark>,
+}
+
+/// One decoder's event ring and its publication marks.
+struct Input {
+    events: ring::Consumer<Event>,
+    marks: Marks,
+}
+
+/// Where the strategy is among one decoder's publications.
+struct Marks {
+    ring: ring::Consumer<PublishMark>,
     /// The publication the next events belong to, and how many events were taken so far.
     mark: PublishMark,
     taken: u64,
@@ -89,8 +111,24 @@ impl StrategyStage {
         let (received, events_received) = metrics::counter();
         let (gaps, gaps_reader) = metrics::counter();
         let board = Arc::new(QuoteBoard::new(board_instruments));
+        let inputs = rings
+            .inputs
+            .into_iter()
+            .map(|input| Input {
+                events: input.events,
+                marks: Marks {
+                    ring: input.publish_marks,
+                    mark: PublishMark {
+                        events: 0,
+                        at_ns: 0,
+                    },
+                    taken: 0,
+                },
+            })
+            .collect();
         let stage = StrategyStage {
-            events: rings.events,
+            inputs,
+            next_input: 0,
             clock,
             tally: Tally {
                 received,
@@ -99,12 +137,6 @@ impl StrategyStage {
                 board: board.clone(),
                 stamps,
                 decoded_to_strategy,
-                publish_marks: rings.publish_marks,
-                mark: PublishMark {
-                    events: 0,
-                    at_ns: 0,
-                },
-                taken: 0,
             },
             user,
             market: Market::new(board_instruments),
@@ -129,13 +161,35 @@ impl StagePoll for StrategyStage {
         // a decoder on the same thread can produce it: up to the ring's capacity, which is what
         // one decoder round may publish (a byte stream's chunks make a thousand events each;
         // `BATCHES_PER_POLL` batches a round let a fused decoder, then the network stage's frame
-        // ring, fall behind a Databento stream).
+        // ring, fall behind a Databento stream). Each round takes one batch from every decoder's
+        // ring in turn, starting with a different ring at each poll.
+        let count = self.inputs.len();
+        let rounds = self
+            .inputs
+            .iter()
+            .map(|input| input.events.capacity() / EVENT_BATCH)
+            .max()
+            .unwrap_or(0)
+            .max(BATCHES_PER_POLL);
+        let first = self.next_input;
+        self.next_input = if first + 1 >= count { 0 } else { first + 1 };
         let mut drained = 0;
-        let rounds = (self.events.capacity() / EVENT_BATCH).max(BATCHES_PER_POLL);
         for _ in 0..rounds {
-            let batch = self.poll_batch();
-            drained += batch;
-            if batch < EVENT_BATCH {
+            let mut full = false;
+            let mut round = 0;
+            let mut last_ns = 0;
+            for step in 0..count {
+                let index = (first + step) % count;
+                let (batch, batch_ns) = self.poll_batch(index);
+                round += batch;
+                full |= batch == EVENT_BATCH;
+                if batch > 0 {
+                    last_ns = batch_ns;
+                }
+            }
+            self.after_round(round, last_ns);
+            drained += round;
+            if !full {
                 break;
             }
         }
@@ -155,9 +209,14 @@ impl StagePoll for StrategyStage {
 }
 
 impl StrategyStage {
-    /// One batch of events: bookkeeping, the market, the user's strategy; returns how many.
-    fn poll_batch(&mut self) -> usize {
-        let lent = Lent(Some(self.events.read_chunk(EVENT_BATCH)));
+    /// One batch of events from decoder `index`'s ring: bookkeeping, the market, the user's
+    /// strategy; returns how many, and the last clock read.
+    fn poll_batch(&mut self, index: usize) -> (usize, u64) {
+        let Some(input) = self.inputs.get_mut(index) else {
+            return (0, 0);
+        };
+        let marks = &mut input.marks;
+        let lent = Lent(Some(input.events.read_chunk(EVENT_BATCH)));
         let (first, second) = lent.as_slices();
         let mut last_ns = 0;
         for run in [first, second] {
@@ -167,7 +226,7 @@ impl StrategyStage {
             for event in run {
                 let now_ns = self.clock.now_ns();
                 last_ns = now_ns;
-                self.tally.take(event, now_ns);
+                self.tally.take(event, now_ns, marks);
                 self.market.apply(event);
             }
             if let Some(user) = self.user.as_mut() {
@@ -176,9 +235,15 @@ impl StrategyStage {
         }
         let drained = first.len() + second.len();
         drop(lent);
+        (drained, last_ns)
+    }
+
+    /// After a round over every ring: the strategy's timer when due, and the histograms'
+    /// hand-over when asked.
+    fn after_round(&mut self, drained: usize, last_ns: u64) {
         if let Some(user) = self.user.as_mut() {
             if let Some(interval) = user.timer_interval_ns() {
-                // The batch's last clock read, or one now for an idle round.
+                // The round's last clock read, or one now for an idle round.
                 let now_ns = if drained > 0 {
                     last_ns
                 } else {
@@ -197,26 +262,25 @@ impl StrategyStage {
         if let Some((_, send_latency, _)) = self.tally.stamps.as_mut() {
             send_latency.flush_if_requested();
         }
-        drained
     }
 }
 
 impl Tally {
     /// The stage's own bookkeeping for one event, taken off the ring at `now_ns`.
     #[inline]
-    fn take(&mut self, event: &Event, now_ns: u64) {
+    fn take(&mut self, event: &Event, now_ns: u64, marks: &mut Marks) {
         self.received.increment();
-        // The event's publication: the first mark that covers its position.
-        self.taken += 1;
-        while self.mark.events < self.taken {
-            match self.publish_marks.try_pop() {
-                Some(next) => self.mark = next,
+        // The event's publication: the first mark of its decoder that covers its position.
+        marks.taken += 1;
+        while marks.mark.events < marks.taken {
+            match marks.ring.try_pop() {
+                Some(next) => marks.mark = next,
                 None => break,
             }
         }
-        if self.mark.events >= self.taken {
+        if marks.mark.events >= marks.taken {
             self.decoded_to_strategy
-                .record(now_ns.saturating_sub(self.mark.at_ns));
+                .record(now_ns.saturating_sub(marks.mark.at_ns));
         }
         // A snapshot's levels came over REST, not the wire: their receive time is the
         // snapshot's, so they would measure the sync, not the pipeline.
@@ -352,10 +416,13 @@ mod tests {
         DecoderEnds,
         Arc<Mutex<Seen>>,
     ) {
-        let rings = Rings::new(&RingsConfig {
-            frame_ring_bytes: 1 << 16,
-            event_ring_slots: slots,
-        });
+        let rings = Rings::new(
+            &RingsConfig {
+                frame_ring_bytes: 1 << 16,
+                event_ring_slots: slots,
+            },
+            1,
+        );
         let seen = Arc::new(Mutex::new(Seen::default()));
         let recorder = Recorder {
             seen: seen.clone(),
@@ -370,7 +437,8 @@ mod tests {
             rings.strategy,
         )
         .expect("the histograms' bounds are valid");
-        (stage, readers, rings.decoder, seen)
+        let decoder = rings.decoders.into_iter().next().expect("one decoder");
+        (stage, readers, decoder, seen)
     }
 
     /// Every event reaches the strategy once and in order, in batches of at most

@@ -33,6 +33,10 @@ pub struct LatencyPoint {
 #[derive(Debug, Clone, Serialize)]
 pub struct VenueView {
     pub name: String,
+    /// The decoder that decodes it (its index in `[[threads.decoders]]`) and that decoder's
+    /// thread (`tw-decoder-1`; `tw-net` for a decoder fused into the network thread).
+    pub decoder: usize,
+    pub decoder_thread: String,
     /// Every connection of the venue is live.
     pub live: bool,
     pub connections: Vec<ConnectionView>,

@@ -58,11 +58,39 @@ pub struct ThreadSpec {
     pub on_privilege_error: PrivilegeErrorPolicy,
 }
 
+/// One stage instance a thread runs: the network stage, decoder `N`, or the strategy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Task {
+    Net,
+    Decoder(usize),
+    Strategy,
+}
+
+impl Task {
+    pub fn stage(self) -> Stage {
+        match self {
+            Task::Net => Stage::Net,
+            Task::Decoder(_) => Stage::Decoder,
+            Task::Strategy => Stage::Strategy,
+        }
+    }
+}
+
 /// One thread to start and the stages it runs, in pipeline order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadPlan {
     pub spec: ThreadSpec,
-    pub stages: Vec<Stage>,
+    pub stages: Vec<Task>,
+}
+
+/// A decoder thread's name: `tw-decoder` when there is one decoder (as before several
+/// existed), `tw-decoder-N` when there are several.
+pub fn decoder_thread_name(index: usize, count: usize) -> String {
+    if count == 1 {
+        "tw-decoder".to_owned()
+    } else {
+        format!("tw-decoder-{index}")
+    }
 }
 
 fn wait_strategy(config: &ThreadConfig) -> WaitStrategy {
@@ -78,29 +106,44 @@ fn wait_strategy(config: &ThreadConfig) -> WaitStrategy {
     }
 }
 
-/// The threads a (validated) config asks for, in pipeline order. A fused stage joins the thread
-/// of the stage it is fused into; fusing follows chains (strategy into decoder into net gives one
-/// thread).
+/// The threads a (validated) config asks for, in pipeline order: net, the decoders by index,
+/// strategy. A fused stage joins the thread of the stage it is fused into; fusing follows chains
+/// (strategy into decoder 0 into net gives one thread). Each decoder fused into net runs on the
+/// network thread; the strategy fused into "decoder" runs on decoder 0's thread.
 pub fn plan(threads: &ThreadsConfig, on_privilege_error: PrivilegeErrorPolicy) -> Vec<ThreadPlan> {
-    let mut plans: Vec<ThreadPlan> = Vec::new();
-    // Pipeline order puts every host stage before the stages fused into it.
-    for stage in Stage::ALL {
-        let host = threads.runs_on(stage);
-        if let Some(existing) = plans.iter_mut().find(|plan| plan.stages[0] == host) {
-            existing.stages.push(stage);
-            continue;
+    let count = threads.decoder_count();
+    let spec = |name: String, config: &ThreadConfig| ThreadSpec {
+        name,
+        core: config.core,
+        wait: wait_strategy(config),
+        sched_fifo_priority: config.sched_fifo_priority,
+        on_privilege_error,
+    };
+    let mut plans: Vec<ThreadPlan> = vec![ThreadPlan {
+        spec: spec("tw-net".to_owned(), &threads.net),
+        stages: vec![Task::Net],
+    }];
+    for (index, config) in threads.decoders.iter().enumerate() {
+        if config.fuse_into == Some(Stage::Net) {
+            plans[0].stages.push(Task::Decoder(index));
+        } else {
+            plans.push(ThreadPlan {
+                spec: spec(decoder_thread_name(index, count), config),
+                stages: vec![Task::Decoder(index)],
+            });
         }
-        let config = threads.get(stage);
-        plans.push(ThreadPlan {
-            spec: ThreadSpec {
-                name: format!("tw-{}", stage.as_str()),
-                core: config.core,
-                wait: wait_strategy(config),
-                sched_fifo_priority: config.sched_fifo_priority,
-                on_privilege_error,
-            },
-            stages: vec![stage],
-        });
+    }
+    let strategy_host = match threads.runs_on(Stage::Strategy) {
+        Stage::Strategy => None,
+        Stage::Net => Some(Task::Net),
+        Stage::Decoder => Some(Task::Decoder(0)),
+    };
+    match strategy_host.and_then(|host| plans.iter_mut().find(|plan| plan.stages.contains(&host))) {
+        Some(host) => host.stages.push(Task::Strategy),
+        None => plans.push(ThreadPlan {
+            spec: spec("tw-strategy".to_owned(), &threads.strategy),
+            stages: vec![Task::Strategy],
+        }),
     }
     plans
 }
@@ -324,7 +367,7 @@ mod tests {
             .threads
     }
 
-    fn stages(plans: &[ThreadPlan]) -> Vec<(String, Vec<Stage>)> {
+    fn stages(plans: &[ThreadPlan]) -> Vec<(String, Vec<Task>)> {
         plans
             .iter()
             .map(|plan| (plan.spec.name.clone(), plan.stages.clone()))
@@ -341,9 +384,9 @@ mod tests {
         assert_eq!(
             stages(&plans),
             [
-                ("tw-net".to_owned(), vec![Stage::Net]),
-                ("tw-decoder".to_owned(), vec![Stage::Decoder]),
-                ("tw-strategy".to_owned(), vec![Stage::Strategy]),
+                ("tw-net".to_owned(), vec![Task::Net]),
+                ("tw-decoder".to_owned(), vec![Task::Decoder(0)]),
+                ("tw-strategy".to_owned(), vec![Task::Strategy]),
             ]
         );
         assert_eq!(plans[0].spec.core, Some(1));
@@ -366,8 +409,8 @@ mod tests {
         assert_eq!(
             stages(&plan(&config, PrivilegeErrorPolicy::Fail)),
             [
-                ("tw-net".to_owned(), vec![Stage::Net, Stage::Decoder]),
-                ("tw-strategy".to_owned(), vec![Stage::Strategy]),
+                ("tw-net".to_owned(), vec![Task::Net, Task::Decoder(0)]),
+                ("tw-strategy".to_owned(), vec![Task::Strategy]),
             ]
         );
         let config = threads(
@@ -378,7 +421,7 @@ mod tests {
             stages(&plan(&config, PrivilegeErrorPolicy::Fail)),
             [(
                 "tw-net".to_owned(),
-                vec![Stage::Net, Stage::Decoder, Stage::Strategy]
+                vec![Task::Net, Task::Decoder(0), Task::Strategy]
             )]
         );
         let config = threads(
@@ -387,11 +430,48 @@ mod tests {
         assert_eq!(
             stages(&plan(&config, PrivilegeErrorPolicy::Fail)),
             [
-                ("tw-net".to_owned(), vec![Stage::Net]),
+                ("tw-net".to_owned(), vec![Task::Net]),
                 (
                     "tw-decoder".to_owned(),
-                    vec![Stage::Decoder, Stage::Strategy]
+                    vec![Task::Decoder(0), Task::Strategy]
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn several_decoders_get_a_named_thread_each_or_ride_on_net() {
+        let config = threads(
+            "[threads.net]\ncore = 1\n[[threads.decoders]]\nfuse_into = \"net\"\n\
+             [[threads.decoders]]\ncore = 2\n[[threads.decoders]]\ncore = 3\nwait = \"park\"\n\
+             [threads.strategy]\ncore = 4\n",
+        );
+        let plans = plan(&config, PrivilegeErrorPolicy::Fail);
+        assert_eq!(
+            stages(&plans),
+            [
+                ("tw-net".to_owned(), vec![Task::Net, Task::Decoder(0)]),
+                ("tw-decoder-1".to_owned(), vec![Task::Decoder(1)]),
+                ("tw-decoder-2".to_owned(), vec![Task::Decoder(2)]),
+                ("tw-strategy".to_owned(), vec![Task::Strategy]),
+            ]
+        );
+        assert_eq!(plans[1].spec.core, Some(2));
+        assert_eq!(plans[2].spec.core, Some(3));
+        // The strategy fused into "decoder" rides on decoder 0's thread.
+        let config = threads(
+            "[[threads.decoders]]\ncore = 1\n[[threads.decoders]]\ncore = 2\n\
+             [threads.strategy]\nfuse_into = \"decoder\"\n",
+        );
+        assert_eq!(
+            stages(&plan(&config, PrivilegeErrorPolicy::Fail)),
+            [
+                ("tw-net".to_owned(), vec![Task::Net]),
+                (
+                    "tw-decoder-0".to_owned(),
+                    vec![Task::Decoder(0), Task::Strategy]
+                ),
+                ("tw-decoder-1".to_owned(), vec![Task::Decoder(1)]),
             ]
         );
     }
