@@ -34,6 +34,7 @@ mod decoder_alloc;
 mod lifecycle;
 mod mbo_book;
 mod mbo_book_alloc;
+mod nasdaq_itch;
 mod nats;
 mod net_alloc;
 mod net_heartbeat;

@@ -19,7 +19,11 @@
 //! `tickwire decode --venue nasdaq-itch`. Nothing here does I/O.
 
 pub mod book;
+pub mod capture;
+pub mod config;
+pub mod decoder;
 pub mod generate;
 pub mod itch;
 pub mod mold;
 pub mod pcap;
+pub mod protocol;
