@@ -260,8 +260,8 @@ fn session(
 }
 
 /// The events of the same messages decoded one after another, with nothing lost.
-fn reference(messages: usize) -> Vec<Event> {
-    let mut generator = Generator::new(37, 50, 800);
+fn reference(stocks: u16, live: usize, messages: usize) -> Vec<Event> {
+    let mut generator = Generator::new(37, stocks, live);
     let mut decoder = decoder(50);
     let mut events = Vec::new();
     let mut buffer = [0u8; MAX_GENERATED_LEN];
@@ -313,7 +313,7 @@ fn both_line_losses_are_recovered_by_rerequest_over_multicast() {
     assert_eq!(received.decoder.counters().messages, messages as u64);
     assert_eq!(
         comparable(&received.events),
-        comparable(&reference(messages)),
+        comparable(&reference(50, 800, messages)),
         "complete and in order"
     );
 }
@@ -357,4 +357,80 @@ fn an_unrecoverable_loss_is_a_gap_over_multicast() {
             last = event.header.venue_seq;
         }
     }
+}
+
+/// `tickwire sim --venue itch` as a user runs it, in the sender namespace (`ip netns exec`),
+/// sending to the lines of a venue file with losses on both lines: the receiver gets every
+/// message once and in order, re-requested from the command's server where both lines lost it.
+#[test]
+fn the_sim_command_sends_a_recoverable_session() {
+    let Some(ns) = namespaces("c") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let venue = dir.path().join("itch.toml");
+    std::fs::write(
+        &venue,
+        "name = \"itch\"\nkind = \"nasdaq-itch\"\nurl = \"udp://239.192.37.11:26477\"\n\
+         symbols = [\"*\"]\nchannels = [\"itch\"]\n[nasdaq_itch]\n\
+         line_b = \"239.192.37.12:26477\"\ninterface = \"10.37.0.1\"\n\
+         rerequest = \"10.37.0.1:26478\"\nsession = \"NETNS00037\"\n",
+    )
+    .unwrap();
+    let lines = [
+        SocketAddrV4::new(Ipv4Addr::new(239, 192, 37, 11), 26477),
+        SocketAddrV4::new(Ipv4Addr::new(239, 192, 37, 12), 26477),
+    ];
+    let server = SocketAddrV4::new(SENDER, 26478);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let receiver_ns = ns.receiver.clone();
+    let receiver = std::thread::spawn(move || {
+        receive(
+            &receiver_ns,
+            lines,
+            server,
+            1_000,
+            ready_tx,
+            Duration::from_secs(60),
+        )
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("joined");
+    let messages = 8_000;
+    let output = Command::new("ip")
+        .args(["netns", "exec", &ns.sender, env!("CARGO_BIN_EXE_tickwire")])
+        .args([
+            "sim",
+            "--venue",
+            "itch",
+            "--seed",
+            "37",
+            "--symbols",
+            "50",
+            "--rate",
+            "5000",
+        ])
+        .args(["--itch-messages", &messages.to_string()])
+        .args([
+            "--itch-faults",
+            "drop_a=30000,drop_b=30000,drop_both=20000,duplicate=5000,late_b=2",
+        ])
+        .arg("--itch-venue")
+        .arg(&venue)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("re-requests"), "{stderr}");
+    let received = receiver.join().unwrap();
+    drop(ns);
+    assert!(received.ended, "{stderr}");
+    let arbiter = received.decoder.arbiter().counters();
+    assert_eq!(arbiter.gaps, 0, "{arbiter:?} {stderr}");
+    assert!(arbiter.lines[2].delivered > 0, "{stderr}");
+    assert_eq!(
+        comparable(&received.events),
+        comparable(&reference(50, 20_000, messages))
+    );
 }

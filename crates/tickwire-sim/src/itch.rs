@@ -340,6 +340,13 @@ impl ItchSim {
         self.stop.store(true, Ordering::Relaxed);
     }
 
+    /// Whether the session has ended (every message sent, lingered, ended).
+    pub fn finished(&self) -> bool {
+        self.sender
+            .as_ref()
+            .is_none_or(std::thread::JoinHandle::is_finished)
+    }
+
     /// Re-requests received so far.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
@@ -525,5 +532,109 @@ fn serve(
                 answers.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// The IPv4 address of an interface named by name (`eth1`, `lo`) or by its address.
+pub fn interface_address(interface: &str) -> io::Result<Ipv4Addr> {
+    if let Ok(addr) = interface.parse::<Ipv4Addr>() {
+        return Ok(addr);
+    }
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list it owns into `list`; freed below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = None;
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: `at` is an entry of the list getifaddrs made, alive until freeifaddrs.
+        let entry = unsafe { &*at };
+        at = entry.ifa_next;
+        if entry.ifa_addr.is_null() || entry.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: getifaddrs gives a NUL-terminated name.
+        let name = unsafe { std::ffi::CStr::from_ptr(entry.ifa_name) };
+        // SAFETY: a non-null socket address, whose family field every family has.
+        let family = unsafe { (*entry.ifa_addr).sa_family };
+        if name.to_bytes() == interface.as_bytes() && i32::from(family) == libc::AF_INET {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*entry.ifa_addr.cast::<libc::sockaddr_in>() };
+            found = Some(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            break;
+        }
+    }
+    // SAFETY: the list getifaddrs made, freed once.
+    unsafe { libc::freeifaddrs(list) };
+    found.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("interface {interface:?} has no IPv4 address here"),
+        )
+    })
+}
+
+/// Reads `--itch-faults`: `name=ppm` pairs separated by commas (`drop_a`, `drop_b`,
+/// `drop_both`, `lose`, `reorder`, `duplicate`, in parts per million of the packets; `late_b`,
+/// in packets).
+pub fn parse_faults(spec: &str) -> Result<ItchFaults, String> {
+    let mut faults = ItchFaults::default();
+    for pair in spec.split(',').filter(|pair| !pair.trim().is_empty()) {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?} is not name=value"))?;
+        let value: u32 = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("{pair:?}: the value is not a whole number"))?;
+        let field = match name.trim() {
+            "drop_a" => &mut faults.drop_a,
+            "drop_b" => &mut faults.drop_b,
+            "drop_both" => &mut faults.drop_both,
+            "lose" => &mut faults.lose,
+            "reorder" => &mut faults.reorder,
+            "duplicate" => &mut faults.duplicate,
+            "late_b" => &mut faults.late_b_packets,
+            other => {
+                return Err(format!(
+                    "{other:?} is not a fault; valid: drop_a, drop_b, drop_both, lose, reorder, \
+                     duplicate (parts per million of the packets), late_b (packets)"
+                ))
+            }
+        };
+        if name.trim() != "late_b" && value > 1_000_000 {
+            return Err(format!("{pair:?}: at most 1000000 per million"));
+        }
+        *field = value;
+    }
+    Ok(faults)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_and_interfaces_are_read() {
+        let faults = parse_faults("drop_a=100, drop_both=5,late_b=3").unwrap();
+        assert_eq!(
+            faults,
+            ItchFaults {
+                drop_a: 100,
+                drop_both: 5,
+                late_b_packets: 3,
+                ..ItchFaults::default()
+            }
+        );
+        assert!(parse_faults("drop_c=1").is_err());
+        assert!(parse_faults("drop_a=2000000").is_err());
+        assert!(parse_faults("drop_a").is_err());
+        assert_eq!(interface_address("lo").unwrap(), Ipv4Addr::LOCALHOST);
+        assert_eq!(
+            interface_address("10.1.2.3").unwrap(),
+            Ipv4Addr::new(10, 1, 2, 3)
+        );
+        assert!(interface_address("no-such-if0").is_err());
     }
 }

@@ -19,8 +19,9 @@
 //! - [`capture`]: `tickwire decode --venue nasdaq-itch` on pcap, pcapng and raw ITCH files.
 //! - [`config`]: the venue file's `[nasdaq_itch]` table; [`protocol`]: the kind `nasdaq-itch`.
 //!
-//! Not here yet: the sockets (multicast joins, `recvmsg` on the network thread) and the
-//! simulator; until then the appliance refuses to start a nasdaq-itch venue with a clear error.
+//! Not here yet: the sockets on the network thread (multicast joins, `recvmsg`); until then the
+//! appliance refuses to start a nasdaq-itch venue with a clear error. The simulator is
+//! `tickwire_sim::itch` (`tickwire sim --venue itch`).
 
 pub mod book;
 pub mod capture;
