@@ -425,3 +425,23 @@ fn a_bad_table_names_each_key() {
         "{errors}"
     );
 }
+
+/// A gzip raw file (Nasdaq ships its daily files gzipped) streams through as the plain one.
+#[test]
+fn a_gzip_raw_file_decodes_as_the_plain_one() {
+    use std::io::Write;
+    let (_, raw) = market(300);
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("01302019.NASDAQ_ITCH50");
+    std::fs::write(&plain, &raw).unwrap();
+    let gz = dir.path().join("01302019.NASDAQ_ITCH50.gz");
+    let mut encoder =
+        flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), Default::default());
+    encoder.write_all(&raw).unwrap();
+    encoder.finish().unwrap();
+    let (from_plain, _) = decode(&plain);
+    let (from_gz, summary) = decode(&gz);
+    assert!(summary.contains("raw ITCH"), "{summary}");
+    assert!(!from_plain.is_empty());
+    assert_eq!(from_gz, from_plain);
+}

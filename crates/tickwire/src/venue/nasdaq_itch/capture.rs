@@ -31,8 +31,8 @@ use super::pcap;
 use crate::event::json as event_json;
 use crate::event::Event;
 use crate::venue::capture::{Capture, CaptureDecoder};
-use anyhow::Context;
-use std::io::{Read, Write};
+use anyhow::{bail, Context};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 
 /// The `--venue` label.
@@ -47,12 +47,16 @@ impl CaptureDecoder for ItchCapture {
     }
 
     fn decode(&self, capture: &mut Capture<'_>) -> anyhow::Result<String> {
-        let bytes = read(capture.path)?;
+        let mut input = open(capture.path)?;
         let mut run = Run::new(capture.out, capture.notes);
-        let result = if is_capture(&bytes) {
+        let result = if is_capture(input.fill_buf()?) {
+            // A capture is read whole: the pcap reader borrows its bytes.
+            let mut bytes = Vec::new();
+            input.read_to_end(&mut bytes).context("read")?;
             run.capture(&bytes)
         } else {
-            run.raw(&bytes, date_from_name(capture.path))
+            // A raw file is streamed: a day's file is gigabytes.
+            run.raw(&mut input, date_from_name(capture.path))
         };
         run.flush()?;
         let what = result?;
@@ -78,17 +82,17 @@ fn make_decoder(date: Option<Date>) -> ItchDecoder {
     })
 }
 
-/// The file's bytes, decompressed when it starts with gzip's magic.
-fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let raw = std::fs::read(path).context("cannot read")?;
-    if !raw.starts_with(&[0x1f, 0x8b]) {
-        return Ok(raw);
+/// The file, through a gzip decoder when it starts with gzip's magic.
+fn open(path: &Path) -> anyhow::Result<Box<dyn BufRead>> {
+    let mut file =
+        BufReader::with_capacity(1 << 20, std::fs::File::open(path).context("cannot open")?);
+    if file.fill_buf()?.starts_with(&[0x1f, 0x8b]) {
+        return Ok(Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::read::MultiGzDecoder::new(file),
+        )));
     }
-    let mut out = Vec::with_capacity(raw.len() * 4);
-    flate2::read::MultiGzDecoder::new(&raw[..])
-        .read_to_end(&mut out)
-        .context("gzip")?;
-    Ok(out)
+    Ok(Box::new(file))
 }
 
 fn is_capture(bytes: &[u8]) -> bool {
@@ -254,15 +258,38 @@ impl<'a> Run<'a> {
         Ok("packet capture")
     }
 
-    fn raw(&mut self, bytes: &[u8], date: Option<Date>) -> anyhow::Result<&'static str> {
+    fn raw(&mut self, input: &mut dyn BufRead, date: Option<Date>) -> anyhow::Result<&'static str> {
         let mut sequence = 0u64;
-        for message in pcap::RawItch::new(bytes) {
-            let message = message?;
+        let mut offset = 0u64;
+        let mut message = [0u8; u16::MAX as usize];
+        loop {
+            let mut len = [0u8; 2];
+            match read_full(input, &mut len)? {
+                0 => break,
+                2 => {}
+                got => bail!(pcap::CaptureError::TruncatedMessage {
+                    offset: offset as usize,
+                    needed: 2,
+                    left: got,
+                }),
+            }
+            let len = usize::from(u16::from_be_bytes(len));
+            let got = read_full(input, &mut message[..len])?;
+            if got < len {
+                bail!(pcap::CaptureError::TruncatedMessage {
+                    offset: offset as usize,
+                    needed: 2 + len,
+                    left: 2 + got,
+                });
+            }
+            offset += 2 + len as u64;
             sequence += 1;
             let events = &mut self.events;
             self.decoder
                 .get_or_insert_with(|| make_decoder(date))
-                .on_message(sequence, message, 0, &mut |event| events.push(event));
+                .on_message(sequence, &message[..len], 0, &mut |event| {
+                    events.push(event)
+                });
             if self.events.len() >= 1 << 15 {
                 self.print()?;
             }
@@ -339,4 +366,18 @@ fn is_request(payload: &[u8]) -> bool {
     payload.len() == mold::HEADER_LEN
         && mold::Request::parse(payload)
             .is_ok_and(|request| request.count != 0 && request.count != mold::END_OF_SESSION)
+}
+
+/// Fills `buffer` from `input` as far as it goes; the bytes read (short only at the end).
+fn read_full(input: &mut dyn BufRead, buffer: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buffer.len() {
+        match input.read(&mut buffer[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(got)
 }
