@@ -24,6 +24,8 @@ const RECEIVER: Ipv4Addr = Ipv4Addr::new(10, 37, 0, 2);
 struct Namespaces {
     sender: String,
     receiver: String,
+    /// The receiver's end of the veth pair.
+    receiver_veth: String,
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
@@ -45,11 +47,12 @@ fn ip(args: &[&str]) -> Result<(), String> {
 impl Namespaces {
     fn create(tag: &str) -> Result<Namespaces, String> {
         let id = format!("{}{tag}", std::process::id() % 100_000);
+        let (veth_s, veth_r) = (format!("v37s{id}"), format!("v37r{id}"));
         let ns = Namespaces {
             sender: format!("tw37s{id}"),
             receiver: format!("tw37r{id}"),
+            receiver_veth: veth_r.clone(),
         };
-        let (veth_s, veth_r) = (format!("v37s{id}"), format!("v37r{id}"));
         ip(&["netns", "add", &ns.sender])?;
         ip(&["netns", "add", &ns.receiver])?;
         ip(&[
@@ -145,23 +148,20 @@ fn receive(
     limit: Duration,
 ) -> Received {
     enter(ns);
+    // The lines through `net::udp` (a 16 MiB buffer: a loaded test machine may not read for a
+    // while); the re-request answers on a plain socket.
     let join = |group: SocketAddrV4| {
-        let socket = UdpSocket::bind(group).expect("bind to the group");
-        socket
-            .join_multicast_v4(group.ip(), &RECEIVER)
-            .expect("join");
-        socket.set_nonblocking(true).unwrap();
-        socket
+        tickwire::net::udp::MulticastSocket::open(&tickwire::net::udp::MulticastConfig {
+            group,
+            interface: RECEIVER,
+            source: None,
+            rcvbuf: 16 << 20,
+        })
+        .expect("join")
     };
-    let sockets = [
-        (join(lines[0]), Line::A),
-        (join(lines[1]), Line::B),
-        (
-            UdpSocket::bind(SocketAddrV4::new(RECEIVER, 0)).unwrap(),
-            Line::Rerequest,
-        ),
-    ];
-    sockets[2].0.set_nonblocking(true).unwrap();
+    let lines_sockets = [(join(lines[0]), Line::A), (join(lines[1]), Line::B)];
+    let answers = UdpSocket::bind(SocketAddrV4::new(RECEIVER, 0)).unwrap();
+    answers.set_nonblocking(true).unwrap();
     let mut decoder = decoder(give_up_ms);
     let mut events = Vec::new();
     let start = Instant::now();
@@ -169,16 +169,24 @@ fn receive(
     let mut buffer = [0u8; 2048];
     while start.elapsed() < limit {
         let mut idle = true;
-        for (socket, line) in &sockets {
-            while let Ok(len) = socket.recv(&mut buffer) {
+        for (socket, line) in &lines_sockets {
+            while let Ok(Some(got)) = socket.recv(&mut buffer) {
                 idle = false;
                 let now = start.elapsed().as_nanos() as u64;
-                let _ = decoder.on_packet(*line, &buffer[..len], now, now, &mut |e| events.push(e));
+                let _ =
+                    decoder.on_packet(*line, &buffer[..got.len], now, now, &mut |e| events.push(e));
             }
+        }
+        while let Ok(len) = answers.recv(&mut buffer) {
+            idle = false;
+            let now = start.elapsed().as_nanos() as u64;
+            let _ = decoder.on_packet(Line::Rerequest, &buffer[..len], now, now, &mut |e| {
+                events.push(e)
+            });
         }
         let now = start.elapsed().as_nanos() as u64;
         if let Some(request) = decoder.poll(now, &mut |e| events.push(e)) {
-            let _ = sockets[2].0.send_to(&request.encode(), server);
+            let _ = answers.send_to(&request.encode(), server);
         }
         if decoder.counters().end_of_session > 0 && !decoder.arbiter().in_gap() {
             return Received {
@@ -247,7 +255,7 @@ fn session(
             faults,
             seed: 99,
             heartbeat_ms: 50,
-            linger_ms: 4 * give_up_ms + 500,
+            linger_ms: 2 * give_up_ms + 1_000,
             ttl: 1,
         })
         .expect("the simulator starts");
@@ -300,7 +308,7 @@ fn both_line_losses_are_recovered_by_rerequest_over_multicast() {
         duplicate: 10_000,
         late_b_packets: 3,
     };
-    let Some((received, stats)) = session("a", messages, 10_000, faults, 1_000) else {
+    let Some((received, stats)) = session("a", messages, 4_000, faults, 2_000) else {
         return;
     };
     assert!(received.ended, "the session's end reached the receiver");
@@ -433,4 +441,119 @@ fn the_sim_command_sends_a_recoverable_session() {
         comparable(&received.events),
         comparable(&reference(50, 20_000, messages))
     );
+}
+
+/// The multicast socket of `net::udp`: a source-specific join receives the sender's datagrams
+/// with the kernel's receive time; one naming another source receives nothing; a receive
+/// buffer too small for a burst reports the kernel's drop count (`SO_RXQ_OVFL`).
+#[test]
+fn multicast_sockets_join_by_source_and_count_kernel_drops() {
+    use tickwire::net::udp::{interface_address, MulticastConfig, MulticastSocket};
+    let Some(ns) = namespaces("d") else {
+        return;
+    };
+    let lines = [
+        SocketAddrV4::new(Ipv4Addr::new(239, 192, 37, 21), 26477),
+        SocketAddrV4::new(Ipv4Addr::new(239, 192, 37, 22), 26477),
+    ];
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let receiver_ns = ns.receiver.clone();
+    let veth = ns.receiver_veth.clone();
+    let receiver = std::thread::spawn(move || {
+        enter(&receiver_ns);
+        let interface = interface_address(&veth).expect("the veth's address");
+        assert_eq!(interface, RECEIVER);
+        let small = MulticastSocket::open(&MulticastConfig {
+            group: lines[0],
+            interface,
+            source: Some(SENDER),
+            rcvbuf: 4096,
+        })
+        .expect("a source-specific join");
+        let other_source = MulticastSocket::open(&MulticastConfig {
+            group: lines[1],
+            interface,
+            source: Some(Ipv4Addr::new(10, 37, 0, 9)),
+            rcvbuf: 1 << 20,
+        })
+        .expect("a join of another source");
+        let wall = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        };
+        let before = wall(std::time::SystemTime::now());
+        ready_tx.send(()).unwrap();
+        // The burst (500 packets as fast as the socket takes them) overflows the small buffer
+        // unread; what arrives after the first reads (heartbeats, the end of session) carries
+        // the drop count.
+        std::thread::sleep(Duration::from_millis(30));
+        let mut buffer = [0u8; 2048];
+        let (mut received, mut dropped, mut stamped) = (0u64, 0u32, 0u64);
+        let mut finished = false;
+        loop {
+            while let Some(got) = small.recv(&mut buffer).unwrap() {
+                received += 1;
+                assert!(!got.truncated);
+                if let Some(ns) = got.kernel_ts_ns {
+                    // Received after the join, and before it is read.
+                    let read = wall(std::time::SystemTime::now());
+                    assert!((before..=read).contains(&ns), "{before} {ns} {read}");
+                    stamped += 1;
+                }
+                dropped = dropped.max(got.dropped.unwrap_or(0));
+            }
+            if finished {
+                break;
+            }
+            finished = !matches!(
+                done_rx.recv_timeout(Duration::from_millis(5)),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+            );
+        }
+        let mut others = 0;
+        while other_source.recv(&mut buffer).unwrap().is_some() {
+            others += 1;
+        }
+        (received, dropped, stamped, others, small.rcvbuf())
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let sender_ns = ns.sender.clone();
+    let stats = std::thread::spawn(move || {
+        enter(&sender_ns);
+        ItchSim::start(ItchSimOptions {
+            line_a: lines[0],
+            line_b: lines[1],
+            interface: SENDER,
+            rerequest: SocketAddrV4::new(SENDER, 0),
+            session: SESSION.0,
+            source: ItchSource::Generate {
+                seed: 1,
+                stocks: 10,
+                live: 100,
+                messages: 4_000,
+            },
+            messages_per_packet: 8,
+            packet_rate: 0,
+            faults: ItchFaults::default(),
+            seed: 1,
+            heartbeat_ms: 50,
+            linger_ms: 100,
+            ttl: 1,
+        })
+        .unwrap()
+        .wait()
+        .unwrap()
+    })
+    .join()
+    .unwrap();
+    done_tx.send(()).unwrap();
+    let (received, dropped, stamped, others, rcvbuf) = receiver.join().unwrap();
+    drop(ns);
+    assert_eq!(stats.packets, 500);
+    assert!(received > 0 && stamped == received, "{received} {stamped}");
+    assert!(
+        dropped > 0,
+        "a {rcvbuf}-byte buffer took {received} datagrams and dropped none"
+    );
+    assert_eq!(others, 0, "a join of another source receives nothing");
 }
