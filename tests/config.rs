@@ -311,7 +311,7 @@ fn a_bad_enum_value_lists_the_valid_values() {
     assert!(
         error.message.contains(
             "\"binance-usdm-futures\", \"binance-spot\", \"binance-spot-sbe\", \
-                 \"bybit-spot\", \"bybit-linear\", \"databento\", \"thalex\"",
+                 \"bybit-spot\", \"bybit-linear\", \"databento\", \"thalex\", \"nasdaq-itch\"",
         ),
         "{error}"
     );

@@ -35,6 +35,8 @@ mod decoders;
 mod lifecycle;
 mod mbo_book;
 mod mbo_book_alloc;
+mod nasdaq_itch;
+mod nasdaq_itch_netns;
 mod nats;
 mod net_alloc;
 mod net_heartbeat;

@@ -47,6 +47,10 @@ pub enum SimVenue {
     /// (subscribe, unsubscribe and ping ops; books, trades, tickers and liquidations from a
     /// synthetic market per subscription).
     Bybit,
+    /// Nasdaq TotalView-ITCH 5.0 over MoldUDP64: a raw ITCH file (`--source`) or a generated
+    /// market sent to the two multicast lines of a nasdaq-itch venue file (`--itch-venue`), with
+    /// faults (`--itch-faults`), heartbeats, an end of session and a re-request server.
+    Itch,
 }
 
 /// The default of `--rate` per venue: Binance's is over all symbols of the one shared market,
@@ -250,6 +254,18 @@ pub struct SimArgs {
     /// own receive times by `u`. The bytes on the wire do not change.
     #[arg(long, value_name = "FILE")]
     stamps: Option<PathBuf>,
+    /// ITCH: the nasdaq-itch venue file whose lines (`url`, `nasdaq_itch.line_b`), interface,
+    /// re-request server and session the simulator sends to and serves.
+    #[arg(long, value_name = "FILE")]
+    itch_venue: Option<PathBuf>,
+    /// ITCH faults, `name=value` pairs: drop_a, drop_b, drop_both (the re-request server has
+    /// them), lose (nobody has them: a gap), reorder, duplicate, in parts per million of the
+    /// packets; late_b, in packets.
+    #[arg(long, value_name = "SPEC")]
+    itch_faults: Option<String>,
+    /// ITCH: messages of the generated market (default 100000); --symbols stocks (default 100).
+    #[arg(long, value_name = "N")]
+    itch_messages: Option<usize>,
 }
 
 fn count_and_millis(text: &str) -> Result<(u64, Duration), String> {
@@ -311,6 +327,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         SimVenue::Thalex => return run_thalex(args),
         SimVenue::Databento => return run_databento(args),
         SimVenue::Bybit => return run_bybit(args),
+        SimVenue::Itch => return run_itch(args),
         SimVenue::Binance | SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => {}
     }
     let sbe = args.venue == SimVenue::BinanceSpotSbe;
@@ -483,6 +500,11 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
         ("--restart-after", args.restart_after.is_some()),
         ("--skip-u-after", args.skip_u_after.is_some()),
     ];
+    let itch_only = [
+        ("--itch-venue", args.itch_venue.is_some()),
+        ("--itch-faults", args.itch_faults.is_some()),
+        ("--itch-messages", args.itch_messages.is_some()),
+    ];
     let (venue, ignored): (&str, Vec<(&str, bool)>) = match args.venue {
         SimVenue::Binance | SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => (
             match args.venue {
@@ -503,6 +525,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .chain(databento_only)
             .chain(sbe_only.map(|(flag, given)| (flag, given && not_sbe)))
             .chain(bybit_only)
+            .chain(itch_only)
             .collect(),
         ),
         SimVenue::Thalex => (
@@ -535,6 +558,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .chain(databento_only)
             .chain(sbe_only.map(|(flag, given)| (flag, given && not_sbe)))
             .chain(bybit_only)
+            .chain(itch_only)
             .collect(),
         ),
         SimVenue::Databento => (
@@ -568,6 +592,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .into_iter()
             .chain(sbe_only)
             .chain(bybit_only)
+            .chain(itch_only)
             .collect(),
         ),
         SimVenue::Bybit => (
@@ -601,6 +626,45 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .into_iter()
             .chain(databento_only)
             .chain(sbe_only)
+            .chain(itch_only)
+            .collect(),
+        ),
+        SimVenue::Itch => (
+            "itch",
+            vec![
+                ("--listen", args.listen.is_some()),
+                ("--speed", args.speed != 1.0),
+                ("--as-fast-as-possible", args.as_fast_as_possible),
+                ("--start-immediately", args.start_immediately),
+                ("--exit-when-done", args.exit_when_done),
+                ("--ping-interval", args.ping_interval != 180.0),
+                ("--pong-timeout", args.pong_timeout != 600.0),
+                ("--close-after", args.close_after.is_some()),
+                ("--reset-after", args.reset_after.is_some()),
+                ("--stall-after", args.stall_after.is_some()),
+                ("--stall-silent", args.stall_silent),
+                ("--malformed-every", args.malformed_every.is_some()),
+                ("--oversized-after", args.oversized_after.is_some()),
+                ("--fragment-into", args.fragment_into.is_some()),
+                ("--skip-depth-after", args.skip_depth_after.is_some()),
+                ("--rest-errors", args.rest_errors != 0),
+                ("--rest-error-every", args.rest_error_every.is_some()),
+                ("--rotate-faults", args.rotate_faults),
+                ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
+                ("--wrong-host-cert", args.wrong_host_cert),
+                ("--ignore-requests", args.ignore_requests),
+                ("--instruments", args.instruments.is_some()),
+                ("--request-limit", args.request_limit.is_some()),
+                (
+                    "--reconnect-event-after",
+                    args.reconnect_event_after.is_some(),
+                ),
+                ("--stamps", args.stamps.is_some()),
+            ]
+            .into_iter()
+            .chain(databento_only)
+            .chain(sbe_only)
+            .chain(bybit_only)
             .collect(),
         ),
     };
@@ -945,6 +1009,99 @@ impl StampWriter {
             .map_err(|_| anyhow::anyhow!("the stamp writer panicked"))?
             .map_err(|error| anyhow::anyhow!("writing stamps: {error}"))
     }
+}
+
+/// `tickwire sim --venue itch`: the session of a raw ITCH file (`--source`) or of a generated
+/// market, sent to the lines of the nasdaq-itch venue file `--itch-venue` with the faults of
+/// `--itch-faults`, its re-request server answering; ends with the session, or on SIGINT or
+/// SIGTERM (the session's end of session is still sent).
+fn run_itch(args: SimArgs) -> anyhow::Result<()> {
+    use tickwire::venue::nasdaq_itch::config::{self as itch_config, ItchConfig};
+    use tickwire_sim::itch::{self, ItchSim, ItchSimOptions, ItchSource};
+    let Some(path) = &args.itch_venue else {
+        anyhow::bail!("--venue itch needs --itch-venue FILE, a nasdaq-itch venue file (config/venues/nasdaq-itch-sim.toml)");
+    };
+    let venue = tickwire::config::load_venue(path).map_err(|errors| anyhow::anyhow!("{errors}"))?;
+    let table = ItchConfig::of(&venue)
+        .ok_or_else(|| anyhow::anyhow!("{}: not a nasdaq-itch venue file", path.display()))?;
+    let line_a = itch_config::multicast(&format!("{}:{}", venue.url.host, venue.url.port))
+        .map_err(|error| anyhow::anyhow!(error))?;
+    let Some(line_b) = table.line_b.as_deref() else {
+        anyhow::bail!(
+            "{}: the simulator sends two lines; set nasdaq_itch.line_b",
+            path.display()
+        );
+    };
+    let line_b = itch_config::multicast(line_b).map_err(|error| anyhow::anyhow!(error))?;
+    let Some(rerequest) = table.rerequest.as_deref() else {
+        anyhow::bail!(
+            "{}: set nasdaq_itch.rerequest, where the simulator serves re-requests",
+            path.display()
+        );
+    };
+    let rerequest: std::net::SocketAddrV4 = rerequest.parse()?;
+    let interface = itch::interface_address(&table.interface)?;
+    let session = table
+        .session
+        .as_deref()
+        .and_then(itch_config::session)
+        .map_or(*b"TICKWIRE01", |session| session.0);
+    let source = match &args.source {
+        Some(raw) => ItchSource::Raw(std::fs::read(raw)?),
+        None => ItchSource::Generate {
+            seed: args.seed,
+            stocks: u16::try_from(args.symbols.unwrap_or(100)).unwrap_or(u16::MAX),
+            live: 20_000,
+            messages: args.itch_messages.unwrap_or(100_000),
+        },
+    };
+    let faults = itch::parse_faults(args.itch_faults.as_deref().unwrap_or(""))
+        .map_err(|error| anyhow::anyhow!("--itch-faults: {error}"))?;
+    let signals = StopSignals::block()?;
+    let sim = ItchSim::start(ItchSimOptions {
+        line_a,
+        line_b,
+        interface,
+        rerequest,
+        session,
+        source,
+        messages_per_packet: 8,
+        packet_rate: args.rate.map_or(10_000, |rate| rate.max(0.0) as u64),
+        faults,
+        seed: args.seed,
+        heartbeat_ms: 100,
+        linger_ms: 2_000,
+        ttl: 1,
+    })
+    .map_err(|error| anyhow::anyhow!("ITCH simulator: {error}"))?;
+    eprintln!(
+        "sim: ITCH over MoldUDP64 to {line_a} (A) and {line_b} (B) from {interface}; \
+         re-requests at {}",
+        sim.rerequest
+    );
+    while !sim.finished() {
+        if signals.wait(Duration::from_millis(100))?.is_some() {
+            sim.stop();
+            break;
+        }
+    }
+    let stats = sim.wait()?;
+    eprintln!(
+        "sim: {} messages in {} packets; dropped on A {}, on B {}, on both {}, lost {} \
+         ({} messages); reordered {}, duplicated {}; {} re-requests, {} answers",
+        stats.messages,
+        stats.packets,
+        stats.dropped_a,
+        stats.dropped_b,
+        stats.dropped_both,
+        stats.lost,
+        stats.lost_messages,
+        stats.reordered,
+        stats.duplicated,
+        stats.requests,
+        stats.answers
+    );
+    Ok(())
 }
 
 #[cfg(test)]

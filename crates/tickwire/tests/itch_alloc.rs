@@ -67,18 +67,8 @@ impl Path {
 
 #[test]
 fn the_itch_path_allocates_nothing_per_message() {
-    let mut generator = Generator::new(42, 2_000, 20_000);
     let mut path = Path {
-        arbiter: Arbiter::new(ArbiterConfig {
-            expected_session: Some(SESSION),
-            first_sequence: Some(1),
-            line_wait_ns: 1_000,
-            request_interval_ns: 1_000,
-            max_requests: 2,
-            give_up_ns: 50_000,
-            max_request_count: 64,
-            buffer: 4_096,
-        }),
+        arbiter: Arbiter::new(arbiter_config()),
         book: ItchBook::new(BookConfig {
             max_orders: 1 << 16,
             max_levels: 1 << 17,
@@ -87,6 +77,25 @@ fn the_itch_path_allocates_nothing_per_message() {
         checksum: 0,
         gaps: 0,
     };
+    let rounds = 60_000u64;
+    let allocated = drive(rounds, &mut |line, packet, now| {
+        path.feed(line, packet, now)
+    });
+    assert!(
+        path.events > 100_000,
+        "the run made events: {}",
+        path.events
+    );
+    assert!(path.gaps > 0, "unanswered losses became gaps");
+    assert_eq!(path.arbiter.counters().gaps, (rounds - 1) / 997);
+    assert_eq!(allocated, 0, "allocations in steady state");
+    std::hint::black_box(path.checksum);
+}
+
+/// The generated market's packets from both lines through `feed`, with the losses described in
+/// the loop; returns the allocations made after the first third of the rounds.
+fn drive(rounds: u64, feed: &mut dyn FnMut(Line, &[u8], u64)) -> u64 {
+    let mut generator = Generator::new(42, 2_000, 20_000);
     // The packets of a window, kept to answer re-requests, reused (no allocation once grown).
     let mut messages = vec![[0u8; MAX_GENERATED_LEN]; 8];
     let mut lens = [0usize; 8];
@@ -96,7 +105,6 @@ fn the_itch_path_allocates_nothing_per_message() {
     let mut sequence = 1u64;
     let mut now = 0u64;
     let mut measured_from = None;
-    let rounds = 60_000u64;
     for round in 0..rounds {
         if round == rounds / 3 {
             measured_from = Some(allocations());
@@ -119,36 +127,80 @@ fn the_itch_path_allocates_nothing_per_message() {
         // every 997th round: lost on both and never answered (a gap).
         let never = round % 997 == 0 && round > 0;
         if round % 10 != 7 && round % 10 != 5 && !never {
-            path.feed(Line::A, &packet, now);
+            feed(Line::A, &packet, now);
         }
         if round % 10 != 3 && round % 10 != 5 && !never {
-            path.feed(Line::B, &packet, now);
+            feed(Line::B, &packet, now);
         }
         if round % 10 == 6 && round >= 1 {
             // The server answers the packet of the round before.
             let previous = &history[((round - 1) % 1024) as usize];
             answer.clear();
             answer.extend_from_slice(previous);
-            path.feed(Line::Rerequest, &answer, now);
+            feed(Line::Rerequest, &answer, now);
         }
         if never {
             // A heartbeat shows the loss; past give_up_ns it is given up as a gap.
-            path.feed(Line::A, &mold_heartbeat(sequence + count as u64), now);
+            feed(Line::A, &mold_heartbeat(sequence + count as u64), now);
             now += 100_000;
-            path.feed(Line::B, &mold_heartbeat(sequence + count as u64), now);
+            feed(Line::B, &mold_heartbeat(sequence + count as u64), now);
         }
         sequence += count as u64;
     }
-    let allocated = allocations() - measured_from.expect("measured");
-    assert!(
-        path.events > 100_000,
-        "the run made events: {}",
-        path.events
-    );
-    assert!(path.gaps > 0, "unanswered losses became gaps");
-    assert_eq!(path.arbiter.counters().gaps, (rounds - 1) / 997);
+    allocations() - measured_from.expect("measured")
+}
+
+/// The same through the venue's `ItchDecoder` (arbiter, parser, book, directory and the events
+/// it publishes for every stock): nothing allocated per message either.
+#[test]
+fn the_itch_decoder_allocates_nothing_per_message() {
+    use tickwire::venue::nasdaq_itch::decoder::{DecoderConfig, ItchDecoder, Symbols};
+    let mut decoder = ItchDecoder::new(DecoderConfig {
+        venue_id: 1,
+        instrument_base: 0,
+        symbols: Symbols::All,
+        arbiter: arbiter_config(),
+        book: BookConfig {
+            max_orders: 1 << 16,
+            max_levels: 1 << 17,
+        },
+        date: Some(itch::Date {
+            year: 2019,
+            month: 1,
+            day: 30,
+        }),
+    });
+    let mut events = 0u64;
+    let mut gaps = 0u64;
+    let allocated = drive(60_000, &mut |line, packet, now| {
+        let mut count = |event: tickwire::event::Event| {
+            events += 1;
+            if event.kind() == EventKind::Gap {
+                gaps += 1;
+            }
+        };
+        decoder
+            .on_packet(line, packet, now, now, &mut count)
+            .expect("well-formed");
+        let _request = decoder.poll(now, &mut count);
+    });
+    assert!(events > 100_000, "the run made events: {events}");
+    assert!(gaps > 0, "unanswered losses became gap events");
+    assert_eq!(decoder.counters().gaps, 59_999 / 997);
     assert_eq!(allocated, 0, "allocations in steady state");
-    std::hint::black_box(path.checksum);
+}
+
+fn arbiter_config() -> ArbiterConfig {
+    ArbiterConfig {
+        expected_session: Some(SESSION),
+        first_sequence: Some(1),
+        line_wait_ns: 1_000,
+        request_interval_ns: 1_000,
+        max_requests: 2,
+        give_up_ns: 50_000,
+        max_request_count: 64,
+        buffer: 4_096,
+    }
 }
 
 fn mold_heartbeat(sequence: u64) -> [u8; 20] {

@@ -17,16 +17,19 @@ pub enum Scheme {
     Https,
     Tcp,
     Tls,
+    /// UDP datagrams (a multicast group:port: a feed that is live when datagrams flow).
+    Udp,
 }
 
 impl Scheme {
-    const ALL: [Scheme; 6] = [
+    const ALL: [Scheme; 7] = [
         Scheme::Ws,
         Scheme::Wss,
         Scheme::Http,
         Scheme::Https,
         Scheme::Tcp,
         Scheme::Tls,
+        Scheme::Udp,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -37,6 +40,7 @@ impl Scheme {
             Scheme::Https => "https",
             Scheme::Tcp => "tcp",
             Scheme::Tls => "tls",
+            Scheme::Udp => "udp",
         }
     }
 
@@ -51,13 +55,13 @@ impl Scheme {
         match self {
             Scheme::Ws | Scheme::Http => Some(80),
             Scheme::Wss | Scheme::Https => Some(443),
-            Scheme::Tcp | Scheme::Tls => None,
+            Scheme::Tcp | Scheme::Tls | Scheme::Udp => None,
         }
     }
 
     /// Whether a path (request target) means anything for this scheme.
     fn takes_path(self) -> bool {
-        !matches!(self, Scheme::Tcp | Scheme::Tls)
+        !matches!(self, Scheme::Tcp | Scheme::Tls | Scheme::Udp)
     }
 }
 

@@ -60,12 +60,13 @@ pub enum VenueKind {
     BybitLinear,
     Databento,
     Thalex,
+    NasdaqItch,
 }
 
 impl VenueKind {
     /// Every kind, in the order the config's enum lists them (for the tools that offer each
     /// kind's protocol, such as `tickwire decode`).
-    pub const ALL: [VenueKind; 7] = [
+    pub const ALL: [VenueKind; 8] = [
         VenueKind::BinanceUsdmFutures,
         VenueKind::BinanceSpot,
         VenueKind::BinanceSpotSbe,
@@ -73,6 +74,7 @@ impl VenueKind {
         VenueKind::BybitLinear,
         VenueKind::Databento,
         VenueKind::Thalex,
+        VenueKind::NasdaqItch,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -84,6 +86,7 @@ impl VenueKind {
             VenueKind::BybitLinear => "bybit-linear",
             VenueKind::Databento => "databento",
             VenueKind::Thalex => "thalex",
+            VenueKind::NasdaqItch => "nasdaq-itch",
         }
     }
 
@@ -99,6 +102,7 @@ impl VenueKind {
             VenueKind::BybitLinear => &crate::venue::bybit::protocol::BybitLinear,
             VenueKind::Databento => &crate::venue::databento::protocol::Databento,
             VenueKind::Thalex => &crate::venue::thalex::protocol::Thalex,
+            VenueKind::NasdaqItch => &crate::venue::nasdaq_itch::protocol::NasdaqItch,
         }
     }
 
@@ -1127,6 +1131,7 @@ mod tests {
             VenueKind::BybitLinear => 4,
             VenueKind::Databento => 5,
             VenueKind::Thalex => 6,
+            VenueKind::NasdaqItch => 7,
         };
         #[derive(Deserialize)]
         struct Kind {

@@ -26,6 +26,7 @@
 pub mod engine;
 pub mod epoll;
 pub mod socket;
+pub mod udp;
 pub mod uring;
 
 pub use socket::SocketOptions;

@@ -57,6 +57,13 @@ pub enum VenueError {
     },
     #[error("venue `{venue}`: its connections need more stream slots than net.max_connections = {max} (two per connection: one for rotation)")]
     TooManyConnections { venue: String, max: u32 },
+    /// A kind whose live transport the network thread cannot open yet.
+    #[error("venue `{venue}`: kind {kind} cannot run live: {why}")]
+    NotLive {
+        venue: String,
+        kind: &'static str,
+        why: &'static str,
+    },
     #[error("venue `{venue}`: login: {reason}")]
     Login { venue: String, reason: String },
     /// A connection whose URL names every stream, asked of a venue that has none (its streams

@@ -84,9 +84,9 @@ impl Default for BookConfig {
 /// A message the book could not apply for want of room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BookError {
-    #[error("ITCH book: {max} live orders, its cap (BookConfig::max_orders), are resting; order {order_ref} refused")]
+    #[error("ITCH book: {max} live orders, its cap (a venue file's nasdaq_itch.max_orders), are resting; order {order_ref} refused")]
     OrdersFull { max: usize, order_ref: u64 },
-    #[error("ITCH book: {max} price levels, its cap (BookConfig::max_levels), are in use; order {order_ref} refused")]
+    #[error("ITCH book: {max} price levels, its cap (a venue file's nasdaq_itch.max_levels), are in use; order {order_ref} refused")]
     LevelsFull { max: usize, order_ref: u64 },
 }
 

@@ -1,4 +1,4 @@
-//! Nasdaq TotalView-ITCH 5.0 over MoldUDP64: the decoder half of issue 37.
+//! Nasdaq TotalView-ITCH 5.0 over MoldUDP64 (issue 37), venue kind `nasdaq-itch`.
 //!
 //! Documentation followed, as kept in `../shared/reference/nasdaq/`: "Nasdaq TotalView-ITCH 5.0",
 //! the specification dated 03/06/2015, and Nasdaq's "MoldUDP64 Protocol Specification", V1.00,
@@ -14,12 +14,21 @@
 //! - [`pcap`]: UDP payloads out of classic pcap and pcapng captures, and Nasdaq's raw ITCH file
 //!   format.
 //!
-//! Not here yet (they come with issue 36's per-core decoders): the sockets (multicast joins,
-//! `recvmsg`), the simulator, the venue kind `nasdaq-itch` and its configuration, and
-//! `tickwire decode --venue nasdaq-itch`. Nothing here does I/O.
+//! - [`decoder`]: the [`decoder::ItchDecoder`], sans-IO: packets of both lines and the
+//!   re-request answers through the arbiter, the parser and the book, the bus's events out.
+//! - [`capture`]: `tickwire decode --venue nasdaq-itch` on pcap, pcapng and raw ITCH files.
+//! - [`config`]: the venue file's `[nasdaq_itch]` table; [`protocol`]: the kind `nasdaq-itch`.
+//!
+//! Not here yet: the sockets on the network thread (multicast joins, `recvmsg`); until then the
+//! appliance refuses to start a nasdaq-itch venue with a clear error. The simulator is
+//! `tickwire_sim::itch` (`tickwire sim --venue itch`).
 
 pub mod book;
+pub mod capture;
+pub mod config;
+pub mod decoder;
 pub mod generate;
 pub mod itch;
 pub mod mold;
 pub mod pcap;
+pub mod protocol;

@@ -313,7 +313,9 @@ const FREE: u64 = u64::MAX;
 ///   re-request answer ([`Line::Rerequest`]) is a third source, taken as a line's packet is.
 ///   At `give_up_ns` from the gap's start (or when a message arrives too far ahead for the
 ///   ring) the missing run is given up as one [`Output::Gap`] and what was held behind it
-///   follows.
+///   follows. The timers belong to the first missing run: when the next sequence number moves
+///   (a run recovered or given up while later ones are still missing) they start again, so that
+///   each run gets its wait, its re-requests and its give-up time.
 /// - A line packet of a session other than the current one, and not one retired before, is a
 ///   session change: [`Output::SessionChange`], the held messages and the gap dropped (a gap of
 ///   the old session's known missing run is reported first), and the new session starts from
@@ -334,6 +336,10 @@ pub struct Arbiter {
     slots: Box<[Slot]>,
     held: usize,
     gap_since_ns: Option<u64>,
+    /// The sequence number the gap's timers started at: when `next` moves past it (a run
+    /// recovered or given up while others are still missing), the timers start again for the
+    /// next run, so that each missing run gets its own wait, re-requests and give-up time.
+    gap_at: u64,
     last_request_ns: u64,
     requests_for_gap: u32,
     counters: ArbiterCounters,
@@ -359,6 +365,7 @@ impl Arbiter {
             slots: vec![empty; size].into_boxed_slice(),
             held: 0,
             gap_since_ns: None,
+            gap_at: 0,
             last_request_ns: 0,
             requests_for_gap: 0,
             counters: ArbiterCounters::default(),
@@ -607,8 +614,9 @@ impl Arbiter {
     /// Opens or closes the gap and hands out the end of the session when reached.
     fn settle(&mut self, now_ns: u64, out: &mut dyn FnMut(Output<'_>)) {
         if self.next < self.known_end {
-            if self.gap_since_ns.is_none() {
+            if self.gap_since_ns.is_none() || self.gap_at != self.next {
                 self.gap_since_ns = Some(now_ns);
+                self.gap_at = self.next;
                 self.requests_for_gap = 0;
             }
         } else {
@@ -884,6 +892,51 @@ mod tests {
                 ));
             }
         }
+    }
+
+    /// Two runs missing at once: the first recovered after its last allowed request, the second
+    /// still gets its own wait and requests (the timers start again when the first missing
+    /// number moves), not a give-up on the first run's clock.
+    #[test]
+    fn each_missing_run_gets_its_own_requests() {
+        let mut arbiter = Arbiter::new(config());
+        let mut seen = Vec::new();
+        for sequence in 1..=10u64 {
+            if sequence != 3 && sequence != 7 {
+                let bytes = body(sequence);
+                feed(
+                    &mut arbiter,
+                    Line::A,
+                    &packet(S1, sequence, &[&bytes]),
+                    100,
+                    &mut seen,
+                );
+            }
+        }
+        let mut requests = Vec::new();
+        let answer = |arbiter: &mut Arbiter, sequence: u64, now: u64, seen: &mut Vec<Seen>| {
+            let bytes = body(sequence);
+            feed(
+                arbiter,
+                Line::Rerequest,
+                &packet(S1, sequence, &[&bytes]),
+                now,
+                seen,
+            );
+        };
+        for now in [1_100, 3_100, 5_100] {
+            requests.extend(arbiter.poll(now, &mut |o| seen.push(record(o))));
+        }
+        assert_eq!(requests.len(), 3, "the first run used its requests");
+        answer(&mut arbiter, 3, 6_000, &mut seen);
+        for now in [6_500, 7_100] {
+            requests.extend(arbiter.poll(now, &mut |o| seen.push(record(o))));
+        }
+        assert_eq!(requests.last().map(|r| r.sequence), Some(7), "{requests:?}");
+        answer(&mut arbiter, 7, 7_200, &mut seen);
+        arbiter.poll(20_000, &mut |o| seen.push(record(o)));
+        assert_eq!(arbiter.counters().gaps, 0);
+        assert_eq!(arbiter.next_sequence(), 11);
     }
 
     /// A request goes out after the line wait, no sooner; it is retried at the interval, at most

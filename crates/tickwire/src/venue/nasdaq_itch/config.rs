@@ -1,0 +1,255 @@
+//! `[nasdaq_itch]`, a Nasdaq ITCH venue file's own table (`FileRules::table`): the B line, the
+//! interface the groups are joined on, an optional source-specific join, the re-request server,
+//! the expected session, the L3 book's caps and the arbiter's timers. The file's `url` is line
+//! A, `udp://<group>:<port>`; `channels` is `["itch"]` (everything the feed carries); `symbols`
+//! is `["*"]` (publish every stock) or a list of ITCH symbols (decode everything, publish these).
+//!
+//! ```toml
+//! url = "udp://233.54.12.111:26477"
+//! symbols = ["*"]
+//! channels = ["itch"]
+//!
+//! [nasdaq_itch]
+//! line_b = "233.49.196.111:26477"
+//! interface = "eth1"             # or the interface's IPv4 address
+//! source = "206.200.43.72"       # optional: source-specific joins
+//! rerequest = "206.200.43.64:27000"
+//! session = "000012345A"         # optional
+//! max_orders = 4194304           # the book's cap on live orders
+//! ```
+
+use super::book::BookConfig;
+use super::mold::{ArbiterConfig, Session};
+use crate::config::{read_venue_table, VenueConfig};
+use crate::venue::protocol::TableCheck;
+use serde::Deserialize;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// The table's name in the venue file.
+pub const TABLE: &str = "nasdaq_itch";
+/// The one channel: every message of the feed.
+pub const CHANNEL: &str = "itch";
+
+/// `nasdaq_itch.max_orders` unset: a busy day's peak of live orders (a few million) with room;
+/// 2^23 order slots of 24 bytes (192 MiB).
+pub const MAX_ORDERS_DEFAULT: u32 = 4 << 20;
+/// `nasdaq_itch.max_orders`' valid values (at the top 2^25 slots, 768 MiB).
+pub const MAX_ORDERS_RANGE: std::ops::RangeInclusive<u32> = 1..=16 << 20;
+/// `nasdaq_itch.max_levels` unset: price levels over every stock and side (2^21 slots, 48 MiB).
+pub const MAX_LEVELS_DEFAULT: u32 = 1 << 20;
+/// `nasdaq_itch.max_levels`' valid values.
+pub const MAX_LEVELS_RANGE: std::ops::RangeInclusive<u32> = 1..=8 << 20;
+
+/// `[nasdaq_itch]`, typed.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItchConfig {
+    /// Line B's `group:port`; unset: line A only.
+    pub line_b: Option<String>,
+    /// The interface the groups are joined on: its name (`eth1`) or its IPv4 address.
+    pub interface: String,
+    /// The sender's IPv4 address, for source-specific joins (IGMPv3); unset: any-source joins.
+    pub source: Option<String>,
+    /// The re-request server's `address:port`; unset: a gap no line fills is given up.
+    pub rerequest: Option<String>,
+    /// The MoldUDP64 session to expect (up to 10 characters, space-padded); unset: the first
+    /// packet's.
+    pub session: Option<String>,
+    /// The L3 book's cap on live orders ([`MAX_ORDERS_RANGE`]; unset: [`MAX_ORDERS_DEFAULT`]).
+    /// An add past it is refused with an error naming this key, counted, never a reallocation.
+    pub max_orders: Option<u32>,
+    /// The book's cap on price levels over every stock ([`MAX_LEVELS_RANGE`]).
+    pub max_levels: Option<u32>,
+    /// How long a gap waits for the other line before the first re-request (ms; default 2).
+    pub line_wait_ms: Option<u32>,
+    /// From a gap's start, when an unrecovered gap is given up as a `gap` event (ms; default
+    /// 50, at most 10,000).
+    pub give_up_ms: Option<u32>,
+    /// `SO_RCVBUF` of each line's socket, bytes (default 16 MiB; the kernel caps it at
+    /// `net.core.rmem_max`).
+    pub rcvbuf_bytes: Option<u32>,
+}
+
+impl ItchConfig {
+    /// The venue's table, typed; `None` for a file without one (the config refuses that for a
+    /// nasdaq-itch venue).
+    pub fn of(venue: &VenueConfig) -> Option<ItchConfig> {
+        read_venue_table(TABLE, venue.table.as_ref()?).ok()
+    }
+
+    pub fn book(&self) -> BookConfig {
+        BookConfig {
+            max_orders: self.max_orders.unwrap_or(MAX_ORDERS_DEFAULT) as usize,
+            max_levels: self.max_levels.unwrap_or(MAX_LEVELS_DEFAULT) as usize,
+        }
+    }
+
+    pub fn arbiter(&self) -> ArbiterConfig {
+        let defaults = ArbiterConfig::default();
+        ArbiterConfig {
+            expected_session: self.session.as_deref().and_then(session),
+            line_wait_ns: self
+                .line_wait_ms
+                .map_or(defaults.line_wait_ns, |ms| u64::from(ms) * 1_000_000),
+            give_up_ns: self
+                .give_up_ms
+                .map_or(defaults.give_up_ns, |ms| u64::from(ms) * 1_000_000),
+            ..defaults
+        }
+    }
+}
+
+/// A session name as sent: up to 10 printable ASCII characters, space-padded on the right.
+pub fn session(text: &str) -> Option<Session> {
+    if text.is_empty() || text.len() > 10 || !text.bytes().all(|b| b.is_ascii_graphic()) {
+        return None;
+    }
+    let mut bytes = [b' '; 10];
+    bytes[..text.len()].copy_from_slice(text.as_bytes());
+    Some(Session(bytes))
+}
+
+/// A multicast `group:port` (IPv4, 224.0.0.0/4, a port above 0).
+pub fn multicast(text: &str) -> Result<SocketAddrV4, String> {
+    let addr: SocketAddrV4 = text.parse().map_err(|_| {
+        format!("\"{text}\" is not an IPv4 group:port, such as 233.54.12.111:26477")
+    })?;
+    if !addr.ip().is_multicast() || addr.port() == 0 {
+        return Err(format!(
+            "\"{text}\" is not a multicast group (224.0.0.0/4) with a port"
+        ));
+    }
+    Ok(addr)
+}
+
+/// Checks the table against what the config could not.
+pub(super) fn check_table(table: Option<&toml::Value>, check: &mut TableCheck<'_>) {
+    let itch = match table.map(|table| read_venue_table::<ItchConfig>(TABLE, table)) {
+        Some(Ok(itch)) => itch,
+        Some(Err(problem)) => {
+            check.problems.push(problem);
+            return;
+        }
+        None => {
+            check.problem(
+                TABLE,
+                "is missing: a nasdaq-itch venue needs at least nasdaq_itch.interface, the \
+                 interface its groups are joined on (a name such as \"eth1\" or an IPv4 address)",
+            );
+            return;
+        }
+    };
+    if let Some(line_b) = &itch.line_b {
+        if let Err(message) = multicast(line_b) {
+            check.problem("nasdaq_itch.line_b", message);
+        }
+    }
+    let interface_ok = itch.interface.parse::<Ipv4Addr>().is_ok()
+        || (!itch.interface.is_empty()
+            && itch.interface.len() < 16
+            && itch
+                .interface
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'/'));
+    if !interface_ok {
+        check.problem(
+            "nasdaq_itch.interface",
+            format!(
+                "\"{}\" is neither an interface name (up to 15 characters, no `/`) nor an IPv4 \
+                 address",
+                itch.interface
+            ),
+        );
+    }
+    if let Some(source) = &itch.source {
+        match source.parse::<Ipv4Addr>() {
+            Ok(ip) if !ip.is_multicast() && !ip.is_unspecified() => {}
+            _ => check.problem(
+                "nasdaq_itch.source",
+                format!("\"{source}\" is not a unicast IPv4 address (the sender's)"),
+            ),
+        }
+    }
+    if let Some(rerequest) = &itch.rerequest {
+        match rerequest.parse::<SocketAddrV4>() {
+            Ok(addr) if !addr.ip().is_multicast() && addr.port() != 0 => {}
+            _ => check.problem(
+                "nasdaq_itch.rerequest",
+                format!("\"{rerequest}\" is not a unicast IPv4 address:port"),
+            ),
+        }
+    }
+    if let Some(text) = &itch.session {
+        if session(text).is_none() {
+            check.problem(
+                "nasdaq_itch.session",
+                format!(
+                    "\"{text}\" is not a MoldUDP64 session: 1 to 10 printable ASCII characters"
+                ),
+            );
+        }
+    }
+    if let Some(max) = itch.max_orders {
+        if !MAX_ORDERS_RANGE.contains(&max) {
+            check.problem(
+                "nasdaq_itch.max_orders",
+                format!(
+                    "{max} is outside {}..={} (each live order takes two 24-byte slots)",
+                    MAX_ORDERS_RANGE.start(),
+                    MAX_ORDERS_RANGE.end()
+                ),
+            );
+        }
+    }
+    if let Some(max) = itch.max_levels {
+        if !MAX_LEVELS_RANGE.contains(&max) {
+            check.problem(
+                "nasdaq_itch.max_levels",
+                format!(
+                    "{max} is outside {}..={}",
+                    MAX_LEVELS_RANGE.start(),
+                    MAX_LEVELS_RANGE.end()
+                ),
+            );
+        }
+    }
+    if itch.give_up_ms.is_some_and(|ms| ms == 0 || ms > 10_000) {
+        check.problem("nasdaq_itch.give_up_ms", "must be 1 to 10000");
+    }
+    if let (Some(wait), give_up) = (itch.line_wait_ms, itch.give_up_ms.unwrap_or(50)) {
+        if wait >= give_up {
+            check.problem(
+                "nasdaq_itch.line_wait_ms",
+                format!("{wait} must be below nasdaq_itch.give_up_ms ({give_up})"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_sessions_and_caps_are_read_as_documented() {
+        assert!(multicast("233.54.12.111:26477").is_ok());
+        assert!(multicast("10.0.0.1:26477").is_err());
+        assert!(multicast("233.54.12.111:0").is_err());
+        assert!(multicast("233.54.12.111").is_err());
+        assert_eq!(session("ABC"), Some(Session(*b"ABC       ")));
+        assert_eq!(session("0123456789"), Some(Session(*b"0123456789")));
+        assert_eq!(session("01234567890"), None);
+        assert_eq!(session(""), None);
+        let config: ItchConfig = toml::from_str(
+            "interface = \"eth1\"\nmax_orders = 1000\nsession = \"S1\"\ngive_up_ms = 20",
+        )
+        .unwrap();
+        assert_eq!(config.book().max_orders, 1000);
+        assert_eq!(config.book().max_levels, MAX_LEVELS_DEFAULT as usize);
+        assert_eq!(config.arbiter().give_up_ns, 20_000_000);
+        assert_eq!(
+            config.arbiter().expected_session,
+            Some(Session(*b"S1        "))
+        );
+    }
+}
