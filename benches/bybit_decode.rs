@@ -14,6 +14,17 @@
 //! Before timing, every peer's output is compared with tickwire's (times, ids, every decimal as
 //! `Fixed`); the bench panics on a disagreement. The goal (issue 34): tickwire at most a third of
 //! `serde_json`'s time. Run with `cargo bench --bench bybit_decode`.
+//!
+//! For instruction counts, `BYBIT_PASS=<decoder>/<message>:<iterations>` skips Criterion, checks
+//! the messages as above and runs one decoder (`tickwire`, `serde_json`, `serde_json+fixed`) on
+//! one message (`orderbook_delta`, `trade_batch`, `ticker_delta`) that many times inside
+//! `measured_pass`, after a warm-up iteration:
+//!
+//! ```text
+//! cargo bench --bench bybit_decode --no-run   # prints the binary's path
+//! BYBIT_PASS=tickwire/trade_batch:100000 valgrind --tool=callgrind \
+//!     --toggle-collect='*measured_pass*' target/release/deps/bybit_decode-<hash>
+//! ```
 
 use criterion::{criterion_group, Criterion, Throughput};
 use serde::Deserialize;
@@ -227,11 +238,35 @@ fn serde_read(kind: Kind, message: &[u8], with_fixed: bool, out: &mut Vec<i64>) 
     }
 }
 
-fn bybit_decode(c: &mut Criterion) {
-    let trades = trade_batch();
+/// tickwire's timed read: decode, then every level or row folded into one number.
+#[inline(always)]
+fn tickwire_pass(message: &[u8], scratch: &mut Scratch) -> i64 {
+    let mut sum = 0i64;
+    match decode(black_box(message), scratch).expect("decodes") {
+        Message::Book { update_id, .. } => {
+            sum = update_id as i64;
+            for (price, size) in scratch.bids.iter().chain(&scratch.asks) {
+                sum = sum.wrapping_add(price.raw() ^ size.raw());
+            }
+        }
+        Message::Trades { ts_ms, .. } => {
+            sum = ts_ms as i64;
+            for row in &scratch.rows {
+                sum = sum.wrapping_add(row.price.raw() ^ row.size.raw() ^ row.id as i64);
+            }
+        }
+        other => {
+            black_box(other);
+        }
+    }
+    black_box(sum)
+}
+
+/// The three messages, each checked: serde_json + `Fixed` must read what tickwire reads.
+fn checked_messages(trades: &[u8]) -> [(&'static str, Kind, &[u8]); 3] {
     let messages: [(&str, Kind, &[u8]); 3] = [
         ("orderbook_delta", Kind::Book, BOOK_DELTA),
-        ("trade_batch", Kind::Trades, &trades),
+        ("trade_batch", Kind::Trades, trades),
         ("ticker_delta", Kind::Ticker, TICKER_DELTA),
     ];
     let mut scratch = Scratch::default();
@@ -244,6 +279,51 @@ fn bybit_decode(c: &mut Criterion) {
             "{name}: serde_json and tickwire disagree"
         );
     }
+    messages
+}
+
+/// `iterations` decodes of one message by one decoder, for callgrind's `--toggle-collect`.
+#[inline(never)]
+fn measured_pass(decoder: &str, kind: Kind, message: &[u8], iterations: u64) {
+    let mut scratch = Scratch::default();
+    let mut out = Vec::with_capacity(64);
+    match decoder {
+        "tickwire" => {
+            for _ in 0..iterations {
+                tickwire_pass(message, &mut scratch);
+            }
+        }
+        "serde_json" | "serde_json+fixed" => {
+            let with_fixed = decoder == "serde_json+fixed";
+            for _ in 0..iterations {
+                serde_read(kind, black_box(message), with_fixed, &mut out);
+            }
+        }
+        other => panic!("unknown decoder {other}"),
+    }
+}
+
+/// `BYBIT_PASS=<decoder>/<message>:<iterations>`: see the module documentation.
+fn single_pass(spec: &str) {
+    let (name, iterations) = spec
+        .split_once(':')
+        .expect("<decoder>/<message>:<iterations>");
+    let (decoder, wanted) = name.split_once('/').expect("<decoder>/<message>");
+    let iterations: u64 = iterations.parse().expect("iterations");
+    let trades = trade_batch();
+    let messages = checked_messages(&trades);
+    let (_, kind, message) = messages
+        .into_iter()
+        .find(|(message, _, _)| *message == wanted)
+        .expect("orderbook_delta, trade_batch or ticker_delta");
+    measured_pass(decoder, kind, message, 1);
+    measured_pass(decoder, kind, message, iterations);
+    eprintln!("bybit_decode: {iterations} iterations of {decoder} on {wanted}");
+}
+
+fn bybit_decode(c: &mut Criterion) {
+    let trades = trade_batch();
+    let messages = checked_messages(&trades);
     for (name, kind, message) in messages {
         let mut group = c.benchmark_group(format!("bybit_decode/{name}"));
         group.throughput(Throughput::Elements(1));
@@ -252,28 +332,7 @@ fn bybit_decode(c: &mut Criterion) {
         group.measurement_time(Duration::from_secs(3));
         let mut scratch = Scratch::default();
         group.bench_function("tickwire", |b| {
-            b.iter(|| {
-                let mut sum = 0i64;
-                match decode(black_box(message), &mut scratch).expect("decodes") {
-                    Message::Book { update_id, .. } => {
-                        sum = update_id as i64;
-                        for (price, size) in scratch.bids.iter().chain(&scratch.asks) {
-                            sum = sum.wrapping_add(price.raw() ^ size.raw());
-                        }
-                    }
-                    Message::Trades { ts_ms, .. } => {
-                        sum = ts_ms as i64;
-                        for row in &scratch.rows {
-                            sum =
-                                sum.wrapping_add(row.price.raw() ^ row.size.raw() ^ row.id as i64);
-                        }
-                    }
-                    other => {
-                        black_box(other);
-                    }
-                }
-                black_box(sum)
-            })
+            b.iter(|| tickwire_pass(message, &mut scratch))
         });
         let mut out = Vec::with_capacity(64);
         group.bench_function("serde_json", |b| {
@@ -289,6 +348,10 @@ fn bybit_decode(c: &mut Criterion) {
 criterion_group!(benches, bybit_decode);
 
 fn main() {
+    if let Ok(spec) = std::env::var("BYBIT_PASS") {
+        single_pass(&spec);
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

@@ -220,6 +220,26 @@ fn the_decode_command_names_no_venue() {
     );
 }
 
+/// REST snapshots are each venue's own (`Protocol::snapshot_target` and its `SnapshotApi`: path,
+/// body parser, instrument list), in its folder: the shared fetcher, `venue/snapshot.rs`, names
+/// no venue anywhere, comments and tests included, so that a venue with REST snapshots edits no
+/// shared code.
+#[test]
+fn the_snapshot_fetcher_names_no_venue() {
+    let text = std::fs::read_to_string(repo().join("crates/tickwire/src/venue/snapshot.rs"))
+        .unwrap()
+        .to_ascii_lowercase()
+        .replace(['_', '-'], "");
+    let named: Vec<String> = std::fs::read_dir(repo().join("crates/tickwire/src/venue"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_dir())
+        .map(|path| path.file_name().unwrap().to_string_lossy().replace('_', ""))
+        .filter(|venue| text.contains(venue.as_str()))
+        .collect();
+    assert!(named.is_empty(), "venue/snapshot.rs names venues {named:?}");
+}
+
 /// A venue's own table is its folder's business (`FileRules::table`, `Protocol::check_table`):
 /// outside `VenueKind` itself (its variants, its spellings and its one match, the lines that name
 /// `VenueKind::`), the shared venue-file code in `config/venue.rs` names no venue, so a venue

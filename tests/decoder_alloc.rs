@@ -239,7 +239,7 @@ fn binance(
 fn binance_usdm_futures_decodes_without_allocating() {
     let venue = venue("binance-futures-sim");
     let source = synthetic(&venue, &["bookTicker", "depth@100ms", "aggTrade"]);
-    let parse = tickwire::venue::snapshot::parse_depth;
+    let parse = tickwire::venue::binance::protocol::parse_depth;
     let result = binance("binance-usdm", &venue, Box::new(source), false, parse);
     assert_steady("binance-usdm", result, venue.symbols.len() as u64);
 }
@@ -287,7 +287,7 @@ fn thalex_decodes_without_allocating() {
     assert_eq!(messages.len(), 70_000);
     let mut messages = messages.into_iter();
     let mut next = || Frame::Text(messages.next().expect("a message").into_bytes());
-    let no_rest = tickwire::venue::snapshot::parse_depth;
+    let no_rest = tickwire::venue::binance::protocol::parse_depth;
     let result = run(
         "thalex",
         &venue,
@@ -318,7 +318,7 @@ fn bybit(name: &str, category: tickwire_sim::bybit::Category) {
     assert_eq!(messages.len(), 70_000);
     let mut messages = messages.into_iter();
     let mut next = || Frame::Text(messages.next().expect("a message").into_bytes());
-    let no_rest = tickwire::venue::snapshot::parse_depth;
+    let no_rest = tickwire::venue::binance::protocol::parse_depth;
     let result = run(name, &venue, &mut next, &|_| None, no_rest, 20_000, 50_000);
     // Each book from its topic's first message, a snapshot, then deltas.
     assert_steady(name, result, venue.symbols.len() as u64);
@@ -375,7 +375,7 @@ fn databento_decodes_without_allocating() {
     let mut chunks = bytes.chunks(64 * 1024).map(<[u8]>::to_vec);
     let total = bytes.len().div_ceil(64 * 1024);
     let mut next = || Frame::Text(chunks.next().expect("a chunk"));
-    let no_rest = tickwire::venue::snapshot::parse_depth;
+    let no_rest = tickwire::venue::binance::protocol::parse_depth;
     let warm_up = total / 4;
     let result = run(
         "databento",

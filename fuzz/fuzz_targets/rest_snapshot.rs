@@ -1,13 +1,14 @@
 //! The REST path of a depth snapshot on arbitrary bytes: `venue::rest::parse_response` (our own
 //! HTTP/1.1 response reader: status line, headers, chunked bodies) must refuse or accept any
-//! response without a panic, and `venue::snapshot::parse_depth` must do the same with any body,
-//! the response's and the raw input alike; an accepted snapshot's levels are the body's.
+//! response without a panic, and a venue's snapshot parser (USD-M's
+//! `venue::binance::protocol::parse_depth`) must do the same with any body, the response's and
+//! the raw input alike; an accepted snapshot's levels are the body's.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use tickwire::venue::binance::protocol::parse_depth;
 use tickwire::venue::rest::parse_response;
-use tickwire::venue::snapshot::parse_depth;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(response) = parse_response(data) {

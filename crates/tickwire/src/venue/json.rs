@@ -94,6 +94,34 @@ fn string_stops(word: u64) -> u64 {
 const ONES: u64 = 0x0101_0101_0101_0101;
 const TOPS: u64 = 0x8080_8080_8080_8080;
 
+/// A member's key as a venue sends it, `"key":` (at most 16 bytes), for [`Cursor::key_word`]:
+/// its bytes, and the same as one little-endian word with the mask of its length.
+#[derive(Clone, Copy, Debug)]
+pub struct KeyLiteral {
+    pub bytes: &'static [u8],
+    word: u128,
+    mask: u128,
+}
+
+impl KeyLiteral {
+    /// Panics (at compile time, in a `const`) for more than 16 bytes.
+    pub const fn new(bytes: &'static [u8]) -> KeyLiteral {
+        assert!(bytes.len() <= 16, "a key literal holds at most 16 bytes");
+        let mut word = 0u128;
+        let mut at = 0;
+        while at < bytes.len() {
+            word |= (bytes[at] as u128) << (8 * at);
+            at += 1;
+        }
+        let mask = if bytes.len() == 16 {
+            u128::MAX
+        } else {
+            (1u128 << (8 * bytes.len())) - 1
+        };
+        KeyLiteral { bytes, word, mask }
+    }
+}
+
 /// A position in one JSON text. Every read goes through `get`, so no input can index out of
 /// bounds; `pos` never exceeds `bytes.len()`.
 #[derive(Clone, Copy, Debug)]
@@ -306,6 +334,33 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// [`Cursor::key_literal`] for a [`KeyLiteral`]: with sixteen bytes left from the key's
+    /// start, one 16-byte load compared under the literal's mask, where comparing slices of a
+    /// length known only at run time is a `memcmp` call.
+    #[inline(always)]
+    pub fn key_word(&mut self, members: &mut Members, key: &KeyLiteral) -> bool {
+        let start = if members.first {
+            self.pos
+        } else if self.bytes.get(self.pos) == Some(&b',') {
+            self.pos + 1
+        } else {
+            return false;
+        };
+        let same = match self
+            .bytes
+            .get(start..start + 16)
+            .and_then(|window| <[u8; 16]>::try_from(window).ok())
+        {
+            Some(window) => (u128::from_le_bytes(window) ^ key.word) & key.mask == 0,
+            None => self.bytes.get(start..start + key.bytes.len()) == Some(key.bytes),
+        };
+        if same {
+            self.pos = start + key.bytes.len();
+            members.first = false;
+        }
+        same
+    }
+
     /// Skips the remaining members of an object and its `}`.
     pub fn skip_members(&mut self, mut members: Members) -> Result<()> {
         while self.next_raw_key(&mut members)?.is_some() {
@@ -445,6 +500,52 @@ fn digits(bytes: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `key_word` moves and answers as `key_literal` does, for keys of 1 to 16 bytes, at every
+    /// position of texts that hold them, near misses, and the text's end (fewer than 16 bytes
+    /// left), as the first member and after a `,`.
+    #[test]
+    fn key_words_match_as_key_literals_do() {
+        const KEYS: [KeyLiteral; 5] = [
+            KeyLiteral::new(br#""s":"#),
+            KeyLiteral::new(br#""topic":"#),
+            KeyLiteral::new(br#""openInterest":"#),
+            KeyLiteral::new(br#""abcdefghijkl":"#),
+            KeyLiteral::new(b"0123456789abcdef"),
+        ];
+        let texts = [
+            r#"{"s":"BTCUSDT","topic":"x","openInterest":"1","abcdefghijkl":2}"#,
+            r#"{"s" :1,"topiC":1,"openInterest":"#,
+            r#","s":,"topic":,"openInterest":,"abcdefghijkl":"#,
+            "0123456789abcdef,0123456789abcdeF,0123456789abcde",
+            r#""s":"#,
+        ];
+        for text in texts {
+            for pos in 0..=text.len() {
+                for key in &KEYS {
+                    for first in [true, false] {
+                        let members = || {
+                            if first {
+                                Members::new()
+                            } else {
+                                Members::after_first()
+                            }
+                        };
+                        let (mut by_word, mut by_slice) = (members(), members());
+                        let mut word = Cursor::at(text.as_bytes(), pos);
+                        let mut slice = Cursor::at(text.as_bytes(), pos);
+                        assert_eq!(
+                            word.key_word(&mut by_word, key),
+                            slice.key_literal(&mut by_slice, key.bytes),
+                            "{text:?} at {pos}"
+                        );
+                        assert_eq!(word.pos, slice.pos);
+                        assert_eq!(by_word.first, by_slice.first);
+                    }
+                }
+            }
+        }
+    }
 
     fn string(text: &str) -> Result<(&[u8], bool)> {
         let mut cursor = Cursor::at(text.as_bytes(), 1);

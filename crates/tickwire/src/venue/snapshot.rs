@@ -4,13 +4,12 @@
 //! neither a hot thread nor the control thread's report loop ever waits on a venue's REST API.
 //! The control thread hands it requests and collects replies without blocking.
 //!
-//! Where a venue's snapshots are and how their body reads is its [`SnapshotApi`], which the
-//! venue's own `Protocol::snapshot_target` names: Binance USD-M's `/fapi/v1/depth`
-//! ([`SnapshotApi::BINANCE_USDM`]) or Binance Spot's `/api/v3/depth`
-//! (`venue::binance_spot::protocol`). A venue whose books start from the stream's own snapshots
-//! (Thalex, Bybit) has none.
+//! Where a venue's snapshots are and how their body reads is its [`SnapshotApi`] (a path, a body
+//! parser and, optionally, its instrument list's path and parser), which the venue's own
+//! `Protocol::snapshot_target` names, in the venue's folder. A venue whose books start from the
+//! stream's own snapshots has none. This file names no venue: whatever is a venue's own is in its
+//! `SnapshotApi`.
 
-use super::binance::decode::{self, Message};
 use super::feed::{DepthSnapshot, SnapshotReply, SnapshotRequest};
 use super::rest::RestClient;
 use crate::clock::Clock;
@@ -22,19 +21,17 @@ use std::sync::mpsc;
 pub struct SnapshotApi {
     pub path: &'static str,
     pub parse: fn(&[u8]) -> Result<DepthSnapshot, String>,
-    /// The venue's instrument list (`GET`, no query: `{"symbols":[{"symbol":..},..]}`), which
-    /// the configured symbols are checked against at start ([`check_listed`]); `None` when the
-    /// venue has none small enough to fetch.
-    pub listing: Option<&'static str>,
+    /// The venue's instrument list, which the configured symbols are checked against at start
+    /// ([`check_listed`]); `None` when the venue has none small enough to fetch.
+    pub listing: Option<ListingApi>,
 }
 
-impl SnapshotApi {
-    /// Binance USD-M Futures: `GET /fapi/v1/depth`, read by [`parse_depth`].
-    pub const BINANCE_USDM: SnapshotApi = SnapshotApi {
-        path: "/fapi/v1/depth",
-        parse: parse_depth,
-        listing: Some("/fapi/v1/exchangeInfo"),
-    };
+/// A venue's instrument list: `GET {path}` (no query), whose body `parse` reads into the symbols
+/// it lists, as the REST API spells them.
+#[derive(Clone, Copy, Debug)]
+pub struct ListingApi {
+    pub path: &'static str,
+    pub parse: fn(&[u8]) -> Result<Vec<String>, String>,
 }
 
 /// How to fetch one venue's snapshots.
@@ -139,23 +136,11 @@ pub enum Listing {
     Unavailable(String),
 }
 
-/// The venue's instrument list's entries: only the symbols are read.
-#[derive(serde::Deserialize)]
-struct ExchangeInfo {
-    symbols: Vec<ListedSymbol>,
-}
-
-#[derive(serde::Deserialize)]
-struct ListedSymbol {
-    symbol: String,
-}
-
-/// Checks the configured symbols against the venue's instrument list (`api.listing`: Binance
-/// USD-M's `exchangeInfo`), one blocking call, made by the control thread at start before any
-/// hot thread runs. Symbols compare without regard to case (the REST API spells them upper
-/// case).
+/// Checks the configured symbols against the venue's instrument list (`api.listing`), one
+/// blocking call, made by the control thread at start before any hot thread runs. Symbols
+/// compare without regard to case (the REST API spells them upper case).
 pub fn check_listed(target: &SnapshotTarget) -> Listing {
-    let Some(path) = target.api.listing else {
+    let Some(ListingApi { path, parse }) = target.api.listing else {
         return Listing::Listed;
     };
     let response = match target.client.get(path) {
@@ -167,17 +152,13 @@ pub fn check_listed(target: &SnapshotTarget) -> Listing {
         let body: String = body.chars().take(200).collect();
         return Listing::Unavailable(format!("{path}: HTTP {}: {body}", response.status));
     }
-    let info: ExchangeInfo = match serde_json::from_slice(&response.body) {
-        Ok(info) => info,
-        Err(error) => {
-            return Listing::Unavailable(format!("{path}: not an instrument list: {error}"))
-        }
+    let listed: std::collections::HashSet<String> = match parse(&response.body) {
+        Ok(symbols) => symbols
+            .into_iter()
+            .map(|symbol| symbol.to_ascii_uppercase())
+            .collect(),
+        Err(error) => return Listing::Unavailable(format!("{path}: {error}")),
     };
-    let listed: std::collections::HashSet<String> = info
-        .symbols
-        .into_iter()
-        .map(|entry| entry.symbol.to_ascii_uppercase())
-        .collect();
     let symbols: Vec<String> = target
         .symbols
         .iter()
@@ -191,7 +172,7 @@ pub fn check_listed(target: &SnapshotTarget) -> Listing {
     }
 }
 
-/// One blocking fetch of `GET {api.path}?symbol=..&limit=..` (`/fapi/v1/depth` for USD-M).
+/// One blocking fetch of `GET {api.path}?symbol=..&limit=..`.
 pub fn fetch(target: &SnapshotTarget, instrument: usize) -> Result<DepthSnapshot, String> {
     let symbol = target
         .symbols
@@ -208,74 +189,4 @@ pub fn fetch(target: &SnapshotTarget, instrument: usize) -> Result<DepthSnapshot
         return Err(format!("{path}: HTTP {}: {body}", response.status));
     }
     (target.api.parse)(&response.body).map_err(|error| format!("{path}: {error}"))
-}
-
-/// Parses a Binance depth snapshot body,
-/// `{"lastUpdateId":..,"E":..,"T":..,"bids":[["px","qty"],..],"asks":[..]}`, with the stream
-/// decoder (`binance::decode`), the parser `tickwire decode` also reads recorded snapshots with:
-/// one pass, no DOM, the whole body checked as JSON (and as UTF-8, which the WebSocket layer
-/// checks for stream messages), every decimal exact, `E` and `T` required, a repeated key refused.
-pub fn parse_depth(body: &[u8]) -> Result<DepthSnapshot, String> {
-    let not_a_snapshot = |why: std::fmt::Arguments<'_>| {
-        format!("not a depth snapshot ({why}): {}", decode::sample(body))
-    };
-    if let Err(error) = std::str::from_utf8(body) {
-        return Err(not_a_snapshot(format_args!("{error}")));
-    }
-    match decode::decode(body) {
-        Ok(Message::DepthSnapshot(snapshot)) => Ok(DepthSnapshot {
-            sequence: snapshot.last_update_id,
-            bids: snapshot.bids.iter().collect(),
-            asks: snapshot.asks.iter().collect(),
-        }),
-        Ok(Message::ErrorReply { code, msg, .. }) => Err(not_a_snapshot(format_args!(
-            "the venue answered error {code}: {}",
-            decode::sample(msg)
-        ))),
-        Ok(_) => Err(not_a_snapshot(format_args!(
-            "a stream message or a reply, without `lastUpdateId`"
-        ))),
-        Err(error) => Err(not_a_snapshot(format_args!("{error}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::fixed::Fixed;
-
-    #[test]
-    fn parses_a_binance_snapshot() {
-        let snapshot = parse_depth(
-            br#"{"lastUpdateId":1027024,"E":1589436922972,"T":1589436922959,"bids":[["4.00000000","431.00000000"]],"asks":[["4.00000200","12.00000000"],["4.1","0"]]}"#,
-        )
-        .unwrap();
-        assert_eq!(snapshot.sequence, 1027024);
-        assert_eq!(
-            snapshot.bids,
-            vec![(
-                Fixed::parse_str("4").unwrap(),
-                Fixed::parse_str("431").unwrap()
-            )]
-        );
-        assert_eq!(snapshot.asks.len(), 2);
-        assert!(parse_depth(br#"{"code":-1121,"msg":"Invalid symbol."}"#).is_err());
-        assert!(parse_depth(br#"{"lastUpdateId":1,"bids":[["1e3","1"]],"asks":[]}"#).is_err());
-        // The errors say what was wrong.
-        let refused = parse_depth(br#"{"code":-1121,"msg":"Invalid symbol."}"#).unwrap_err();
-        assert!(
-            refused.contains("error -1121: Invalid symbol."),
-            "{refused}"
-        );
-        let bad_decimal =
-            parse_depth(br#"{"lastUpdateId":1,"E":1,"T":1,"bids":[["1e3","1"]],"asks":[]}"#)
-                .unwrap_err();
-        assert!(bad_decimal.contains("bad decimal"), "{bad_decimal}");
-        let missing = parse_depth(br#"{"lastUpdateId":1,"E":1,"bids":[],"asks":[]}"#).unwrap_err();
-        assert!(missing.contains("missing field `T`"), "{missing}");
-        assert!(parse_depth(
-            b"{\"lastUpdateId\":1,\"E\":1,\"T\":1,\"x\":\"\xff\",\"bids\":[],\"asks\":[]}"
-        )
-        .is_err());
-    }
 }

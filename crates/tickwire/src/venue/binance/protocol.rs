@@ -33,15 +33,73 @@
 use super::subscribe;
 use crate::config::{Scheme, VenueConfig, VenueKind};
 use crate::event::{InstrumentId, VenueId};
-use crate::venue::feed::VenueReply;
+use crate::venue::feed::{DepthSnapshot, VenueReply};
 use crate::venue::login::Login;
 use crate::venue::protocol::{
     FileRules, KeyUse, Protocol, Response, RestUrl, SubscribeContext, Transport,
 };
+use crate::venue::snapshot::{ListingApi, SnapshotApi};
 use crate::venue::{Shard, VenueError, VenueFeed};
 
 /// The Binance USD-M Futures protocol.
 pub struct BinanceUsdmFutures;
+
+/// USD-M's REST depth endpoint, `GET /fapi/v1/depth`, read by [`parse_depth`], and its
+/// instrument list, `GET /fapi/v1/exchangeInfo`, read by [`parse_exchange_info`].
+pub const SNAPSHOT_API: SnapshotApi = SnapshotApi {
+    path: "/fapi/v1/depth",
+    parse: parse_depth,
+    listing: Some(ListingApi {
+        path: "/fapi/v1/exchangeInfo",
+        parse: parse_exchange_info,
+    }),
+};
+
+/// Parses a depth snapshot body,
+/// `{"lastUpdateId":..,"E":..,"T":..,"bids":[["px","qty"],..],"asks":[..]}`, with the stream
+/// decoder (`binance::decode`), the parser `tickwire decode` also reads recorded snapshots with:
+/// one pass, no DOM, the whole body checked as JSON (and as UTF-8, which the WebSocket layer
+/// checks for stream messages), every decimal exact, `E` and `T` required, a repeated key refused.
+pub fn parse_depth(body: &[u8]) -> Result<DepthSnapshot, String> {
+    use super::decode::{self, Message};
+    let not_a_snapshot = |why: std::fmt::Arguments<'_>| {
+        format!("not a depth snapshot ({why}): {}", decode::sample(body))
+    };
+    if let Err(error) = std::str::from_utf8(body) {
+        return Err(not_a_snapshot(format_args!("{error}")));
+    }
+    match decode::decode(body) {
+        Ok(Message::DepthSnapshot(snapshot)) => Ok(DepthSnapshot {
+            sequence: snapshot.last_update_id,
+            bids: snapshot.bids.iter().collect(),
+            asks: snapshot.asks.iter().collect(),
+        }),
+        Ok(Message::ErrorReply { code, msg, .. }) => Err(not_a_snapshot(format_args!(
+            "the venue answered error {code}: {}",
+            decode::sample(msg)
+        ))),
+        Ok(_) => Err(not_a_snapshot(format_args!(
+            "a stream message or a reply, without `lastUpdateId`"
+        ))),
+        Err(error) => Err(not_a_snapshot(format_args!("{error}"))),
+    }
+}
+
+/// The symbols of `exchangeInfo`'s body, `{"symbols":[{"symbol":..},..],..}` (the other keys
+/// and each entry's other fields are not read), off the hot path at start.
+pub fn parse_exchange_info(body: &[u8]) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize)]
+    struct ExchangeInfo {
+        symbols: Vec<ListedSymbol>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ListedSymbol {
+        symbol: String,
+    }
+    serde_json::from_slice::<ExchangeInfo>(body)
+        .map(|info| info.symbols.into_iter().map(|entry| entry.symbol).collect())
+        .map_err(|error| format!("not an instrument list: {error}"))
+}
 
 /// Binance USDⓈ-M Futures market streams (Binance docs, "WebSocket Market Streams"). `depth` takes
 /// an update speed; the partial-book streams `depth5/10/20` take one optionally.
@@ -192,11 +250,7 @@ impl Protocol for BinanceUsdmFutures {
         venue: &VenueConfig,
         instrument_base: InstrumentId,
     ) -> Result<Option<crate::venue::snapshot::SnapshotTarget>, VenueError> {
-        crate::venue::rest_snapshot_target_at(
-            venue,
-            instrument_base,
-            crate::venue::snapshot::SnapshotApi::BINANCE_USDM,
-        )
+        crate::venue::rest_snapshot_target_at(venue, instrument_base, SNAPSHOT_API)
     }
 
     /// `GET /fapi/v1/depth`'s `limit` values.
@@ -363,6 +417,55 @@ impl Protocol for BinanceUsdmFutures {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixed::Fixed;
+
+    #[test]
+    fn parses_a_depth_snapshot() {
+        let snapshot = parse_depth(
+            br#"{"lastUpdateId":1027024,"E":1589436922972,"T":1589436922959,"bids":[["4.00000000","431.00000000"]],"asks":[["4.00000200","12.00000000"],["4.1","0"]]}"#,
+        )
+        .unwrap();
+        assert_eq!(snapshot.sequence, 1027024);
+        assert_eq!(
+            snapshot.bids,
+            vec![(
+                Fixed::parse_str("4").unwrap(),
+                Fixed::parse_str("431").unwrap()
+            )]
+        );
+        assert_eq!(snapshot.asks.len(), 2);
+        assert!(parse_depth(br#"{"code":-1121,"msg":"Invalid symbol."}"#).is_err());
+        assert!(parse_depth(br#"{"lastUpdateId":1,"bids":[["1e3","1"]],"asks":[]}"#).is_err());
+        // The errors say what was wrong.
+        let refused = parse_depth(br#"{"code":-1121,"msg":"Invalid symbol."}"#).unwrap_err();
+        assert!(
+            refused.contains("error -1121: Invalid symbol."),
+            "{refused}"
+        );
+        let bad_decimal =
+            parse_depth(br#"{"lastUpdateId":1,"E":1,"T":1,"bids":[["1e3","1"]],"asks":[]}"#)
+                .unwrap_err();
+        assert!(bad_decimal.contains("bad decimal"), "{bad_decimal}");
+        let missing = parse_depth(br#"{"lastUpdateId":1,"E":1,"bids":[],"asks":[]}"#).unwrap_err();
+        assert!(missing.contains("missing field `T`"), "{missing}");
+        assert!(parse_depth(
+            b"{\"lastUpdateId\":1,\"E\":1,\"T\":1,\"x\":\"\xff\",\"bids\":[],\"asks\":[]}"
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn reads_the_instrument_list() {
+        assert_eq!(
+            parse_exchange_info(
+                br#"{"timezone":"UTC","symbols":[{"symbol":"BTCUSDT","status":"TRADING"},{"symbol":"ETHUSDT"}]}"#
+            )
+            .unwrap(),
+            ["BTCUSDT", "ETHUSDT"]
+        );
+        let refused = parse_exchange_info(br#"{"code":-1000}"#).unwrap_err();
+        assert!(refused.contains("not an instrument list"), "{refused}");
+    }
 
     #[test]
     fn binance_channels() {

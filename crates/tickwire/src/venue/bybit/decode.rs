@@ -8,9 +8,14 @@
 //! refused, as are unknown `type`s. Each object's keys are first compared as the literal bytes
 //! of the key Bybit sends next in the order its pages print (`TOP_ORDER`, `DATA_ORDER`,
 //! `ROW_ORDER`; a ticker's own top-level order `TICKER_TOP_ORDER`: `,"p":` against the bytes at
-//! the cursor), and only a key out of that order goes through the general key loop, which reads
-//! the same key from the same bytes. A row's `S` and `L` values are compared as their literals
-//! (`"Buy"`, `"Sell"`; the four tick directions) before the general reader.
+//! the cursor, one 16-byte compare under the key's mask, `json::KeyLiteral`), and only a key out
+//! of that order goes through the general key loop, which reads the same key from the same
+//! bytes. A row's `S` and `L` values are compared as their literals (`"Buy"`, `"Sell"`; the four
+//! tick directions) before the general reader. A trade row exactly in linear's layout (the
+//! trade page's key order, no whitespace, every value in the form the word readers take) is read
+//! with no key loop at all (`row_in_order`), by the same readers; any other row by the key loop
+//! (`row_general`). A quoted UUID (`i`) is folded eight hex digits at a time, without the string
+//! reader.
 //!
 //! Numbers: prices and sizes are decimal strings read exactly into [`Fixed`] (an exponent, more
 //! than nine decimals that are not zeros, or a magnitude beyond `Fixed`'s range is an error);
@@ -24,7 +29,7 @@
 
 use crate::fixed::{Fixed, ParseError};
 use crate::venue::binance::scan;
-use crate::venue::json::{Cursor, JsonError, JsonErrorKind, Members};
+use crate::venue::json::{Cursor, JsonError, JsonErrorKind, KeyLiteral, Members};
 use std::fmt;
 
 /// The most levels a side, or rows, one message may carry: orderbook.1000 sends 1000 levels a
@@ -308,69 +313,90 @@ pub fn trade_id(id: &[u8]) -> u64 {
     hash
 }
 
-/// Hex digit values by byte; 0xff for a byte that is not one.
-const HEX: [u8; 256] = {
-    let mut table = [0xff; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        table[byte] = match byte as u8 {
-            b'0'..=b'9' => byte as u8 - b'0',
-            b'a'..=b'f' => byte as u8 - b'a' + 10,
-            b'A'..=b'F' => byte as u8 - b'A' + 10,
-            _ => 0xff,
-        };
-        byte += 1;
-    }
-    table
-};
-
 /// A UUID (`8-4-4-4-12` hex digits) folded to 64 bits, its upper and lower halves XORed;
 /// `None` for anything else.
+///
+/// The 32 digits are read eight at a time (SWAR, as `binance/scan.rs` reads decimal digits):
+/// the first eight, the next two groups of four, the group of four and the first four of the
+/// twelve, their last eight. Each word's lanes are checked to be hex digits (either case) and
+/// turned into their 32-bit value in three shift-and-merge steps.
+#[inline]
 fn uuid_folded(id: &[u8]) -> Option<u64> {
     let id: &[u8; 36] = id.try_into().ok()?;
     if id[8] != b'-' || id[13] != b'-' || id[18] != b'-' || id[23] != b'-' {
         return None;
     }
-    // The upper half is the first 16 digits (8-4-4), the lower the last 16 (4-12).
-    let mut halves = [0u64; 2];
-    let mut invalid = 0u8;
-    for (half, ranges) in [[0..8, 9..13, 14..18], [19..23, 24..36, 36..36]]
-        .into_iter()
-        .enumerate()
-    {
-        for range in ranges {
-            for &byte in &id[range] {
-                let digit = HEX[usize::from(byte)];
-                invalid |= digit;
-                halves[half] = (halves[half] << 4) | u64::from(digit & 0x0f);
-            }
-        }
+    let word = |at: usize| -> u64 {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&id[at..at + 8]);
+        u64::from_le_bytes(bytes)
+    };
+    let half = |at: usize| -> u64 {
+        let mut bytes = [0u8; 4];
+        bytes.copy_from_slice(&id[at..at + 4]);
+        u64::from(u32::from_le_bytes(bytes))
+    };
+    let first = hex8(word(0))?;
+    let second = hex8(half(9) | (half(14) << 32))?;
+    let third = hex8(half(19) | (half(24) << 32))?;
+    let fourth = hex8(word(28))?;
+    Some(((first << 32) | second) ^ ((third << 32) | fourth))
+}
+
+/// Eight ASCII hex digits (either case; the first in the low lane, the most significant) as
+/// their 32-bit value; `None` when a lane is not a hex digit.
+#[inline(always)]
+fn hex8(word: u64) -> Option<u64> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const TOPS: u64 = 0x8080_8080_8080_8080;
+    // Lanes of at least `limit` (for lanes below 0x80: no carry crosses a lane).
+    let at_least = |lanes: u64, limit: u8| lanes.wrapping_add(ONES * u64::from(0x80 - limit));
+    let digit = at_least(word, b'0') & !at_least(word, b'9' + 1);
+    let lower = word | (ONES * 0x20);
+    let letter = at_least(lower, b'a') & !at_least(lower, b'f' + 1);
+    if word & TOPS != 0 || (digit | letter) & TOPS != TOPS {
+        return None;
     }
-    // A digit is at most 0x0f: any 0xff (not a hex digit) sets the high bits.
-    (invalid & 0xf0 == 0).then_some(halves[0] ^ halves[1])
+    // A digit's value is its low nibble; a letter's is its low nibble plus 9 (bit 6 set).
+    let values = (word & (ONES * 0x0f)) + ((word >> 6) & ONES) * 9;
+    let pairs = ((values << 4) | (values >> 8)) & 0x00ff_00ff_00ff_00ff;
+    let quads = ((pairs << 8) | (pairs >> 16)) & 0x0000_ffff_0000_ffff;
+    Some(((quads << 16) | (quads >> 32)) & 0xffff_ffff)
+}
+
+/// `"` then a UUID then `"` at `pos`: its [`trade_id`] and the position after the closing quote,
+/// without the string reader (a UUID holds no escape, no control character and no quote, and
+/// is never all digits, so this is what `trade_id(string(..))` gives for the same bytes).
+#[inline(always)]
+fn quoted_uuid(bytes: &[u8], pos: usize) -> Option<(u64, usize)> {
+    let quoted = bytes.get(pos..pos + 38)?;
+    if quoted[0] != b'"' || quoted[37] != b'"' {
+        return None;
+    }
+    Some((uuid_folded(&quoted[1..37])?, pos + 38))
 }
 
 /// A key order Bybit sends, each key as its bytes on the wire (`"key":`) and as the key loop
 /// reads it.
-type KeyOrder = [(&'static [u8], &'static [u8])];
+type KeyOrder = [(KeyLiteral, &'static [u8])];
 
 /// The top level: books and trades `topic`, `type`, `ts`, `data` (books then `cts`); tickers
 /// `topic`, `type`, `data`, `cs`, `ts`.
 const TOP_ORDER: &KeyOrder = &[
-    (br#""topic":"#, b"topic"),
-    (br#""type":"#, b"type"),
-    (br#""ts":"#, b"ts"),
-    (br#""data":"#, b"data"),
-    (br#""cts":"#, b"cts"),
+    (KeyLiteral::new(br#""topic":"#), b"topic"),
+    (KeyLiteral::new(br#""type":"#), b"type"),
+    (KeyLiteral::new(br#""ts":"#), b"ts"),
+    (KeyLiteral::new(br#""data":"#), b"data"),
+    (KeyLiteral::new(br#""cts":"#), b"cts"),
 ];
 
 /// A ticker's top level: `topic`, `type`, `data`, `cs`, `ts`.
 const TICKER_TOP_ORDER: &KeyOrder = &[
-    (br#""topic":"#, b"topic"),
-    (br#""type":"#, b"type"),
-    (br#""data":"#, b"data"),
-    (br#""cs":"#, b"cs"),
-    (br#""ts":"#, b"ts"),
+    (KeyLiteral::new(br#""topic":"#), b"topic"),
+    (KeyLiteral::new(br#""type":"#), b"type"),
+    (KeyLiteral::new(br#""data":"#), b"data"),
+    (KeyLiteral::new(br#""cs":"#), b"cs"),
+    (KeyLiteral::new(br#""ts":"#), b"ts"),
 ];
 
 /// Where a ticker's `data` starts in [`DATA_ORDER`] (its `symbol`).
@@ -387,34 +413,34 @@ fn at_literal(bytes: &[u8], pos: usize, literal: &[u8]) -> bool {
 /// `data` of a book (`s`, `b`, `a`, `u`, `seq`) or a ticker (`symbol`, then the fields in the
 /// ticker page's order, a delta's changed ones only).
 const DATA_ORDER: &KeyOrder = &[
-    (br#""s":"#, b"s"),
-    (br#""b":"#, b"b"),
-    (br#""a":"#, b"a"),
-    (br#""u":"#, b"u"),
-    (br#""seq":"#, b"seq"),
-    (br#""symbol":"#, b"symbol"),
-    (br#""markPrice":"#, b"markPrice"),
-    (br#""indexPrice":"#, b"indexPrice"),
-    (br#""openInterest":"#, b"openInterest"),
-    (br#""fundingRate":"#, b"fundingRate"),
-    (br#""bid1Price":"#, b"bid1Price"),
-    (br#""bid1Size":"#, b"bid1Size"),
-    (br#""ask1Price":"#, b"ask1Price"),
-    (br#""ask1Size":"#, b"ask1Size"),
+    (KeyLiteral::new(br#""s":"#), b"s"),
+    (KeyLiteral::new(br#""b":"#), b"b"),
+    (KeyLiteral::new(br#""a":"#), b"a"),
+    (KeyLiteral::new(br#""u":"#), b"u"),
+    (KeyLiteral::new(br#""seq":"#), b"seq"),
+    (KeyLiteral::new(br#""symbol":"#), b"symbol"),
+    (KeyLiteral::new(br#""markPrice":"#), b"markPrice"),
+    (KeyLiteral::new(br#""indexPrice":"#), b"indexPrice"),
+    (KeyLiteral::new(br#""openInterest":"#), b"openInterest"),
+    (KeyLiteral::new(br#""fundingRate":"#), b"fundingRate"),
+    (KeyLiteral::new(br#""bid1Price":"#), b"bid1Price"),
+    (KeyLiteral::new(br#""bid1Size":"#), b"bid1Size"),
+    (KeyLiteral::new(br#""ask1Price":"#), b"ask1Price"),
+    (KeyLiteral::new(br#""ask1Size":"#), b"ask1Size"),
 ];
 
 /// A trade row (`T`, `s`, `S`, `v`, `p`, `L`, `i`, `BT`, `seq`) or a liquidation's (`T`, `s`,
 /// `S`, `v`, `p`).
 const ROW_ORDER: &KeyOrder = &[
-    (br#""T":"#, b"T"),
-    (br#""s":"#, b"s"),
-    (br#""S":"#, b"S"),
-    (br#""v":"#, b"v"),
-    (br#""p":"#, b"p"),
-    (br#""L":"#, b"L"),
-    (br#""i":"#, b"i"),
-    (br#""BT":"#, b"BT"),
-    (br#""seq":"#, b"seq"),
+    (KeyLiteral::new(br#""T":"#), b"T"),
+    (KeyLiteral::new(br#""s":"#), b"s"),
+    (KeyLiteral::new(br#""S":"#), b"S"),
+    (KeyLiteral::new(br#""v":"#), b"v"),
+    (KeyLiteral::new(br#""p":"#), b"p"),
+    (KeyLiteral::new(br#""L":"#), b"L"),
+    (KeyLiteral::new(br#""i":"#), b"i"),
+    (KeyLiteral::new(br#""BT":"#), b"BT"),
+    (KeyLiteral::new(br#""seq":"#), b"seq"),
 ];
 
 /// The next key of an object: compared first as the literal `order` expects next (`*next`), and
@@ -429,7 +455,7 @@ fn next_key<'a>(
     next: &mut usize,
 ) -> Result<Option<&'a [u8]>> {
     if let Some(&(literal, key)) = order.get(*next) {
-        if cursor.key_literal(members, literal) {
+        if cursor.key_word(members, &literal) {
             *next += 1;
             return Ok(Some(key));
         }
@@ -458,6 +484,7 @@ impl Seen {
     }
 }
 
+#[inline(always)]
 fn string<'a>(cursor: &mut Cursor<'a>, field: &'static str) -> Result<&'a [u8]> {
     if cursor.peek_value()? != b'"' {
         return Err(DecodeError::WrongType {
@@ -469,16 +496,23 @@ fn string<'a>(cursor: &mut Cursor<'a>, field: &'static str) -> Result<&'a [u8]> 
     Ok(cursor.string_body()?.0)
 }
 
+/// A price or size: the venue's form inline, the rest through [`decimal_general`].
+#[inline(always)]
 fn decimal(cursor: &mut Cursor<'_>, field: &'static str) -> Result<Fixed> {
-    let start = cursor.pos;
     // The venue's form (`-?[0-9]{1,7}(\.[0-9]{0,8})?`), read in words by Binance's scanner,
     // which returns what `Fixed::parse` would for it; anything else takes the general path.
     if cursor.peek() == Some(b'"') {
-        if let Some((value, end)) = scan::quoted_decimal(cursor.bytes, start + 1) {
+        if let Some((value, end)) = scan::quoted_decimal(cursor.bytes, cursor.pos + 1) {
             cursor.pos = end;
             return Ok(value);
         }
     }
+    decimal_general(cursor, field)
+}
+
+#[inline(never)]
+fn decimal_general(cursor: &mut Cursor<'_>, field: &'static str) -> Result<Fixed> {
+    let start = cursor.pos;
     let text = string(cursor, field)?;
     Fixed::parse(text).map_err(|error| DecodeError::Decimal {
         offset: start,
@@ -486,14 +520,21 @@ fn decimal(cursor: &mut Cursor<'_>, field: &'static str) -> Result<Fixed> {
     })
 }
 
+/// A ticker field: the venue's form inline, the rest through [`field_general`].
+#[inline(always)]
 fn field(cursor: &mut Cursor<'_>, name: &'static str) -> Result<Field> {
-    let start = cursor.pos;
     if cursor.peek() == Some(b'"') {
-        if let Some((value, end)) = scan::quoted_decimal(cursor.bytes, start + 1) {
+        if let Some((value, end)) = scan::quoted_decimal(cursor.bytes, cursor.pos + 1) {
             cursor.pos = end;
             return Ok(Field::Value(value));
         }
     }
+    field_general(cursor, name)
+}
+
+#[inline(never)]
+fn field_general(cursor: &mut Cursor<'_>, name: &'static str) -> Result<Field> {
+    let start = cursor.pos;
     let text = string(cursor, name)?;
     if text.is_empty() {
         return Ok(Field::Empty);
@@ -506,14 +547,21 @@ fn field(cursor: &mut Cursor<'_>, name: &'static str) -> Result<Field> {
         })
 }
 
-/// An unsigned integer, as a JSON number or a string of digits.
+/// An unsigned integer, as a JSON number or a string of digits: 1 to 19 digits, not followed by
+/// a fraction or an exponent, read in words inline; the rest through [`integer_general`].
+#[inline(always)]
 fn integer(cursor: &mut Cursor<'_>, field: &'static str) -> Result<u64> {
     let start = cursor.skip_whitespace_pos();
-    // 1 to 19 digits, not followed by a fraction or an exponent: read in words.
     if let Some((value, end)) = scan::integer(cursor.bytes, start) {
         cursor.pos = end;
         return Ok(value);
     }
+    integer_general(cursor, field)
+}
+
+#[inline(never)]
+fn integer_general(cursor: &mut Cursor<'_>, field: &'static str) -> Result<u64> {
+    let start = cursor.pos;
     let digits: &[u8] = match cursor.peek() {
         Some(b'"') => string(cursor, field)?,
         Some(b'0'..=b'9' | b'-') => {
@@ -719,6 +767,218 @@ fn data_object<'a>(
     Ok(())
 }
 
+/// One row of `data` by the key loop, its keys in any order: the row, and in `missing` the first
+/// field it lacks (if none was missing before).
+#[inline(never)]
+fn row_general(cursor: &mut Cursor<'_>, missing: &mut Option<&'static str>) -> Result<Row> {
+    if cursor.peek_value()? != b'{' {
+        return Err(DecodeError::WrongType {
+            field: "data",
+            offset: cursor.pos,
+        });
+    }
+    cursor.pos += 1;
+    let mut members = Members::new();
+    let mut seen = Seen::default();
+    let (mut time, mut side, mut size, mut price) = (None, None, None, None);
+    let (mut id, mut seq, mut symbol) = (0, 0, None);
+    let mut next = 0;
+    while let Some(key) = next_key(cursor, &mut members, ROW_ORDER, &mut next)? {
+        match key {
+            b"T" => {
+                seen.first(0, cursor)?;
+                time = Some(integer(cursor, "T")?);
+            }
+            b"s" => {
+                seen.first(1, cursor)?;
+                let start = cursor.skip_whitespace_pos() + 1;
+                let text = string(cursor, "s")?;
+                symbol = Some((start, start + text.len()));
+            }
+            b"S" => {
+                seen.first(2, cursor)?;
+                let at = cursor.pos;
+                // The two values as literals first.
+                if at_literal(cursor.bytes, at, br#""Buy""#) {
+                    cursor.pos += 5;
+                    side = Some(true);
+                    continue;
+                }
+                if at_literal(cursor.bytes, at, br#""Sell""#) {
+                    cursor.pos += 6;
+                    side = Some(false);
+                    continue;
+                }
+                side = Some(match string(cursor, "S")? {
+                    b"Buy" => true,
+                    b"Sell" => false,
+                    _ => {
+                        return Err(DecodeError::WrongType {
+                            field: "S",
+                            offset: at,
+                        })
+                    }
+                });
+            }
+            b"v" => {
+                seen.first(3, cursor)?;
+                size = Some(decimal(cursor, "v")?);
+            }
+            b"p" => {
+                seen.first(4, cursor)?;
+                price = Some(decimal(cursor, "p")?);
+            }
+            b"i" => {
+                seen.first(5, cursor)?;
+                // Linear's UUIDs as they come; anything else through the string reader.
+                if let Some((folded, end)) = quoted_uuid(cursor.bytes, cursor.pos) {
+                    cursor.pos = end;
+                    id = folded;
+                    continue;
+                }
+                id = trade_id(string(cursor, "i")?);
+            }
+            b"seq" => {
+                seen.first(6, cursor)?;
+                seq = integer(cursor, "seq")?;
+            }
+            b"L" => {
+                // The tick direction, unused: its four values passed as literals.
+                let at = cursor.pos;
+                match [
+                    &br#""PlusTick""#[..],
+                    br#""MinusTick""#,
+                    br#""ZeroPlusTick""#,
+                    br#""ZeroMinusTick""#,
+                ]
+                .into_iter()
+                .find(|literal| at_literal(cursor.bytes, at, literal))
+                {
+                    Some(literal) => cursor.pos += literal.len(),
+                    None => cursor.skip_value()?,
+                }
+            }
+            b"BT" | b"RPI" => {
+                seen.first(if key == b"BT" { 7 } else { 8 }, cursor)?;
+                boolean(cursor, "BT")?;
+            }
+            _ => cursor.skip_value()?,
+        }
+    }
+    // A row without one of the fields is an error only for the topics whose rows these
+    // are (a `system.status` row has none of them): the first missing one is kept.
+    let mut need = |value: Option<_>, name: &'static str| {
+        if value.is_none() && missing.is_none() {
+            *missing = Some(name);
+        }
+    };
+    need(time.map(drop), "T");
+    need(side.map(drop), "S");
+    need(size.map(drop), "v");
+    need(price.map(drop), "p");
+    need(symbol.map(drop), "s");
+    Ok(Row {
+        time_ms: time.unwrap_or(0),
+        buy: side.unwrap_or(false),
+        size: size.unwrap_or(Fixed::ZERO),
+        price: price.unwrap_or(Fixed::ZERO),
+        id,
+        seq,
+        symbol: symbol.unwrap_or((0, 0)),
+    })
+}
+
+/// A trade row exactly as linear sends it, from its `{` to past its `}`: the keys in the trade
+/// page's order (`T`, `s`, `S`, `v`, `p`, `L`, `i`, `BT`, `seq`) with no whitespace, each value
+/// in the form the word readers take (an integer of at most 19 digits, a string without
+/// escapes, `Buy` or `Sell`, decimals in the venue's form, one of the four tick directions, a
+/// UUID, `true` or `false`). Each value is read by the reader [`row_general`] uses for it, so
+/// a row read here is the row it reads; `None` for anything else, which it then reads.
+#[inline(always)]
+fn row_in_order(bytes: &[u8], pos: usize) -> Option<(Row, usize)> {
+    #[inline(always)]
+    fn literal<const N: usize>(bytes: &[u8], at: &mut usize, literal: &[u8; N]) -> bool {
+        let same = bytes.get(*at..*at + N) == Some(&literal[..]);
+        if same {
+            *at += N;
+        }
+        same
+    }
+    let mut at = pos;
+    if !literal(bytes, &mut at, br#"{"T":"#) {
+        return None;
+    }
+    let (time_ms, end) = scan::integer(bytes, at)?;
+    at = end;
+    if !literal(bytes, &mut at, br#","s":""#) {
+        return None;
+    }
+    let (text, end) = scan::plain_string(bytes, at)?;
+    let symbol = (at, at + text.len());
+    at = end;
+    if !literal(bytes, &mut at, br#","S":""#) {
+        return None;
+    }
+    let buy = if literal(bytes, &mut at, br#"Buy""#) {
+        true
+    } else if literal(bytes, &mut at, br#"Sell""#) {
+        false
+    } else {
+        return None;
+    };
+    if !literal(bytes, &mut at, br#","v":""#) {
+        return None;
+    }
+    let (size, end) = scan::quoted_decimal(bytes, at)?;
+    at = end;
+    if !literal(bytes, &mut at, br#","p":""#) {
+        return None;
+    }
+    let (price, end) = scan::quoted_decimal(bytes, at)?;
+    at = end;
+    if !literal(bytes, &mut at, br#","L":""#) {
+        return None;
+    }
+    if !(literal(bytes, &mut at, br#"PlusTick""#)
+        || literal(bytes, &mut at, br#"MinusTick""#)
+        || literal(bytes, &mut at, br#"ZeroPlusTick""#)
+        || literal(bytes, &mut at, br#"ZeroMinusTick""#))
+    {
+        return None;
+    }
+    if !literal(bytes, &mut at, br#","i":"#) {
+        return None;
+    }
+    let (id, end) = quoted_uuid(bytes, at)?;
+    at = end;
+    if !literal(bytes, &mut at, br#","BT":"#) {
+        return None;
+    }
+    if !(literal(bytes, &mut at, b"false") || literal(bytes, &mut at, b"true")) {
+        return None;
+    }
+    if !literal(bytes, &mut at, br#","seq":"#) {
+        return None;
+    }
+    let (seq, end) = scan::integer(bytes, at)?;
+    at = end;
+    if !literal(bytes, &mut at, b"}") {
+        return None;
+    }
+    Some((
+        Row {
+            time_ms,
+            buy,
+            size,
+            price,
+            id,
+            seq,
+            symbol,
+        },
+        at,
+    ))
+}
+
 fn data_rows(
     cursor: &mut Cursor<'_>,
     scratch: &mut Scratch,
@@ -734,115 +994,15 @@ fn data_rows(
         if scratch.rows.len() >= MAX_ROWS {
             return Err(DecodeError::TooManyRows { offset: cursor.pos });
         }
-        if cursor.peek_value()? != b'{' {
-            return Err(DecodeError::WrongType {
-                field: "data",
-                offset: cursor.pos,
-            });
-        }
-        cursor.pos += 1;
-        let mut members = Members::new();
-        let mut seen = Seen::default();
-        let (mut time, mut side, mut size, mut price) = (None, None, None, None);
-        let (mut id, mut seq, mut symbol) = (0, 0, None);
-        let mut next = 0;
-        while let Some(key) = next_key(cursor, &mut members, ROW_ORDER, &mut next)? {
-            match key {
-                b"T" => {
-                    seen.first(0, cursor)?;
-                    time = Some(integer(cursor, "T")?);
-                }
-                b"s" => {
-                    seen.first(1, cursor)?;
-                    let start = cursor.skip_whitespace_pos() + 1;
-                    let text = string(cursor, "s")?;
-                    symbol = Some((start, start + text.len()));
-                }
-                b"S" => {
-                    seen.first(2, cursor)?;
-                    let at = cursor.pos;
-                    // The two values as literals first.
-                    if at_literal(cursor.bytes, at, br#""Buy""#) {
-                        cursor.pos += 5;
-                        side = Some(true);
-                        continue;
-                    }
-                    if at_literal(cursor.bytes, at, br#""Sell""#) {
-                        cursor.pos += 6;
-                        side = Some(false);
-                        continue;
-                    }
-                    side = Some(match string(cursor, "S")? {
-                        b"Buy" => true,
-                        b"Sell" => false,
-                        _ => {
-                            return Err(DecodeError::WrongType {
-                                field: "S",
-                                offset: at,
-                            })
-                        }
-                    });
-                }
-                b"v" => {
-                    seen.first(3, cursor)?;
-                    size = Some(decimal(cursor, "v")?);
-                }
-                b"p" => {
-                    seen.first(4, cursor)?;
-                    price = Some(decimal(cursor, "p")?);
-                }
-                b"i" => {
-                    seen.first(5, cursor)?;
-                    id = trade_id(string(cursor, "i")?);
-                }
-                b"seq" => {
-                    seen.first(6, cursor)?;
-                    seq = integer(cursor, "seq")?;
-                }
-                b"L" => {
-                    // The tick direction, unused: its four values passed as literals.
-                    let at = cursor.pos;
-                    match [
-                        &br#""PlusTick""#[..],
-                        br#""MinusTick""#,
-                        br#""ZeroPlusTick""#,
-                        br#""ZeroMinusTick""#,
-                    ]
-                    .into_iter()
-                    .find(|literal| at_literal(cursor.bytes, at, literal))
-                    {
-                        Some(literal) => cursor.pos += literal.len(),
-                        None => cursor.skip_value()?,
-                    }
-                }
-                b"BT" | b"RPI" => {
-                    seen.first(if key == b"BT" { 7 } else { 8 }, cursor)?;
-                    boolean(cursor, "BT")?;
-                }
-                _ => cursor.skip_value()?,
+        // Linear's trade rows as they come; anything else by the key loop.
+        let row = match row_in_order(cursor.bytes, cursor.pos) {
+            Some((row, end)) => {
+                cursor.pos = end;
+                row
             }
-        }
-        // A row without one of the fields is an error only for the topics whose rows these
-        // are (a `system.status` row has none of them): the first missing one is kept.
-        let mut need = |value: Option<_>, name: &'static str| {
-            if value.is_none() && missing.is_none() {
-                *missing = Some(name);
-            }
+            None => row_general(cursor, missing)?,
         };
-        need(time.map(drop), "T");
-        need(side.map(drop), "S");
-        need(size.map(drop), "v");
-        need(price.map(drop), "p");
-        need(symbol.map(drop), "s");
-        scratch.rows.push(Row {
-            time_ms: time.unwrap_or(0),
-            buy: side.unwrap_or(false),
-            size: size.unwrap_or(Fixed::ZERO),
-            price: price.unwrap_or(Fixed::ZERO),
-            id,
-            seq,
-            symbol: symbol.unwrap_or((0, 0)),
-        });
+        scratch.rows.push(row);
         match cursor.peek_value()? {
             b',' => cursor.pos += 1,
             b']' => {

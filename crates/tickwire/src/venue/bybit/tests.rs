@@ -547,6 +547,180 @@ fn trade_ids_keep_numbers_fold_uuids_and_hash_the_rest() {
     assert_ne!(trade_id(b"abc"), trade_id(b"abd"));
 }
 
+/// What `trade_id` must give, written plainly: a decimal that fits `u64` is its number; a
+/// UUID's 32 hex digits (either case) are read with `u64::from_str_radix` and the halves XORed;
+/// anything else is its 64-bit FNV-1a hash.
+fn reference_trade_id(id: &[u8]) -> u64 {
+    let text = std::str::from_utf8(id).unwrap_or("");
+    if !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()) {
+        if let Ok(value) = text.parse::<u64>() {
+            return value;
+        }
+    }
+    let is_uuid = id.len() == 36
+        && id.iter().enumerate().all(|(at, byte)| match at {
+            8 | 13 | 18 | 23 => *byte == b'-',
+            _ => byte.is_ascii_hexdigit(),
+        });
+    if is_uuid {
+        let digits: String = text.chars().filter(|c| *c != '-').collect();
+        let upper = u64::from_str_radix(&digits[..16], 16).unwrap();
+        let lower = u64::from_str_radix(&digits[16..], 16).unwrap();
+        return upper ^ lower;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in id {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// The UUID reader takes eight digits at a time: random UUIDs in both cases, and each of them
+/// with one byte changed to any value (a UUID still, or not: then hashed), give what the plain
+/// reference gives, read alone and as a trade row's `i` (where a quoted UUID skips the string
+/// reader).
+#[test]
+fn uuids_fold_as_the_plain_reference_reads_them() {
+    let mut rng = Rng(0x5eed_0bad_cafe_f00d);
+    let hex = b"0123456789abcdefABCDEF";
+    let mut scratch = Scratch::default();
+    for round in 0..20_000 {
+        let mut id: Vec<u8> = (0..36)
+            .map(|at| match at {
+                8 | 13 | 18 | 23 => b'-',
+                _ => hex[rng.below(hex.len() as u64) as usize],
+            })
+            .collect();
+        if round % 2 == 1 {
+            let at = rng.below(36) as usize;
+            id[at] = match rng.below(4) {
+                0 => b'-',
+                1 => b"gG/:@`"[rng.below(6) as usize],
+                2 => 0x80 | rng.below(128) as u8,
+                _ => rng.below(128) as u8,
+            };
+        }
+        assert_eq!(
+            trade_id(&id),
+            reference_trade_id(&id),
+            "{}",
+            String::from_utf8_lossy(&id)
+        );
+        // Inside a message only what JSON allows in a string unescaped.
+        if id
+            .iter()
+            .all(|&byte| (0x20..0x80).contains(&byte) && byte != b'"' && byte != b'\\')
+        {
+            let id = String::from_utf8(id).unwrap();
+            let message = format!(
+                r#"{{"topic":"publicTrade.BTCUSDT","type":"snapshot","ts":1,"data":[{{"T":1,"s":"BTCUSDT","S":"Buy","v":"1","p":"2","L":"PlusTick","i":"{id}","BT":false,"seq":3}}]}}"#
+            );
+            decode(message.as_bytes(), &mut scratch).unwrap();
+            assert_eq!(
+                scratch.rows[0].id,
+                reference_trade_id(id.as_bytes()),
+                "{id}"
+            );
+        }
+    }
+}
+
+/// A trade row in linear's own layout takes `row_in_order`, any other the key loop: rows in the
+/// trade page's key order, each value either in the form the fast path takes or in another the
+/// key loop reads (a string of digits for `T`, an escape in `s`, an exponent, a spot id, an
+/// unknown tick direction, an upper-case UUID, a space), some of them then damaged by one byte,
+/// decode as the same message does with a space after each row's `{` (which sends every row to
+/// the key loop): the same rows, or an error for both.
+#[test]
+fn trade_rows_in_linear_order_read_as_the_key_loop_reads_them() {
+    let mut rng = Rng(0x0dd_ba11_f00d_5eed);
+    let mut scratch = Scratch::default();
+    let mut rows_read = 0;
+    for round in 0..4000 {
+        let rows: Vec<String> = (0..1 + rng.below(4))
+            .map(|_| {
+                // The usual form, or one in eight times the other.
+                let pick = |rng: &mut Rng, usual: String, other: &str| {
+                    if rng.below(8) == 0 {
+                        other.to_owned()
+                    } else {
+                        usual
+                    }
+                };
+                let side = if rng.below(2) == 0 { r#""Buy""# } else { r#""Sell""# }.to_owned();
+                let size = format!(r#""{}""#, rng.decimal());
+                let price = format!(r#""{}""#, rng.decimal());
+                let tick = ["\"PlusTick\"", "\"MinusTick\"", "\"ZeroPlusTick\"", "\"ZeroMinusTick\""]
+                    [rng.below(4) as usize]
+                    .to_owned();
+                let seq = rng.below(1 << 40).to_string();
+                let time = pick(&mut rng, "1672304486868".to_owned(), r#""1672304486868""#);
+                let symbol = pick(&mut rng, r#""BTCUSDT""#.to_owned(), r#""BTC\u0055SDT""#);
+                let side = pick(&mut rng, side, r#""Sel""#);
+                let size = pick(&mut rng, size, r#""1e3""#);
+                let price = pick(&mut rng, price, r#"" 1.5""#);
+                let tick = pick(&mut rng, tick, r#""Flat""#);
+                let uuid = format!(
+                    "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                    rng.next() as u32,
+                    rng.next() as u16,
+                    rng.next() as u16,
+                    rng.next() as u16,
+                    rng.next() & 0xffff_ffff_ffff
+                );
+                let id = pick(&mut rng, format!(r#""{uuid}""#), &format!(r#""{}""#, uuid.to_uppercase()));
+                let id = pick(&mut rng, id, r#""2290000000061666327""#);
+                let block = pick(&mut rng, "false".to_owned(), "true");
+                let seq = pick(&mut rng, seq, "01");
+                let space = pick(&mut rng, String::new(), " ");
+                format!(
+                    r#"{{"T":{time},"s":{symbol},"S":{side},"v":{size},"p":{price},"L":{tick},"i":{id},"BT":{block},"seq":{seq}{space}}}"#
+                )
+            })
+            .collect();
+        let mut message = format!(
+            r#"{{"topic":"publicTrade.BTCUSDT","type":"snapshot","ts":1672304486868,"data":[{}]}}"#,
+            rows.join(",")
+        )
+        .into_bytes();
+        if round % 3 == 2 {
+            let at = rng.below(message.len() as u64) as usize;
+            message[at] = b"{}[],:\"0a- \\"[rng.below(12) as usize];
+        }
+        let Ok(text) = String::from_utf8(message) else {
+            continue;
+        };
+        let spaced = text.replace(r#"{"T":"#, r#"{ "T":"#);
+        let fast = decode(text.as_bytes(), &mut scratch).map(|_| scratch.rows.clone());
+        let general = decode(spaced.as_bytes(), &mut scratch).map(|_| scratch.rows.clone());
+        match (fast, general) {
+            (Ok(fast), Ok(general)) => {
+                assert_eq!(fast.len(), general.len(), "{text}");
+                for (a, b) in fast.iter().zip(&general) {
+                    // The symbol's range moves with the spaces: compare its bytes.
+                    let symbol = |row: &super::decode::Row, text: &str| {
+                        text[row.symbol.0..row.symbol.1].to_owned()
+                    };
+                    assert_eq!(symbol(a, &text), symbol(b, &spaced), "{text}");
+                    let same = super::decode::Row {
+                        symbol: (0, 0),
+                        ..*a
+                    } == super::decode::Row {
+                        symbol: (0, 0),
+                        ..*b
+                    };
+                    assert!(same, "{text}: {a:?} against {b:?}");
+                }
+                rows_read += fast.len();
+            }
+            (Err(_), Err(_)) => {}
+            (fast, general) => panic!("{text}: {fast:?} against {general:?}"),
+        }
+    }
+    assert!(rows_read > 1000, "{rows_read}");
+}
+
 #[test]
 fn bad_numbers_and_shapes_are_clear_errors() {
     let mut scratch = Scratch::default();
