@@ -950,7 +950,7 @@ fn an_oracle_over_generated_messages() {
         let size = size_text(&mut rng);
         let seq = rng.below(1 << 40);
         let mut members = [
-            format!(r#""instId":"BTC-USDT""#),
+            r#""instId":"BTC-USDT""#.to_owned(),
             format!(r#""tradeId":"{}""#, rng.below(1 << 50)),
             format!(r#""px":"{price}""#),
             format!(r#""sz":"{size}""#),
