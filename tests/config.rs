@@ -182,6 +182,7 @@ fn shipped_files_load_in_place() {
         "binance-spot-sbe.toml",
         "bybit-spot.toml",
         "bybit-linear.toml",
+        "okx.toml",
     ] {
         let path = dir.join("venues").join(venue);
         config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
@@ -308,7 +309,7 @@ fn a_bad_enum_value_lists_the_valid_values() {
     assert!(
         error.message.contains(
             "\"binance-usdm-futures\", \"binance-spot\", \"binance-spot-sbe\", \
-                 \"bybit-spot\", \"bybit-linear\", \"databento\", \"thalex\"",
+                 \"bybit-spot\", \"bybit-linear\", \"databento\", \"thalex\", \"okx\"",
         ),
         "{error}"
     );

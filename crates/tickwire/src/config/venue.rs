@@ -57,12 +57,13 @@ pub enum VenueKind {
     BybitLinear,
     Databento,
     Thalex,
+    Okx,
 }
 
 impl VenueKind {
     /// Every kind, in the order the config's enum lists them (for the tools that offer each
     /// kind's protocol, such as `tickwire decode`).
-    pub const ALL: [VenueKind; 7] = [
+    pub const ALL: [VenueKind; 8] = [
         VenueKind::BinanceUsdmFutures,
         VenueKind::BinanceSpot,
         VenueKind::BinanceSpotSbe,
@@ -70,6 +71,7 @@ impl VenueKind {
         VenueKind::BybitLinear,
         VenueKind::Databento,
         VenueKind::Thalex,
+        VenueKind::Okx,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -81,6 +83,7 @@ impl VenueKind {
             VenueKind::BybitLinear => "bybit-linear",
             VenueKind::Databento => "databento",
             VenueKind::Thalex => "thalex",
+            VenueKind::Okx => "okx",
         }
     }
 
@@ -96,6 +99,7 @@ impl VenueKind {
             VenueKind::BybitLinear => &crate::venue::bybit::protocol::BybitLinear,
             VenueKind::Databento => &crate::venue::databento::protocol::Databento,
             VenueKind::Thalex => &crate::venue::thalex::protocol::Thalex,
+            VenueKind::Okx => &crate::venue::okx::protocol::Okx,
         }
     }
 
@@ -1121,6 +1125,7 @@ mod tests {
             VenueKind::BybitLinear => 4,
             VenueKind::Databento => 5,
             VenueKind::Thalex => 6,
+            VenueKind::Okx => 7,
         };
         #[derive(Deserialize)]
         struct Kind {

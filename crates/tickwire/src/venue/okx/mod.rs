@@ -64,6 +64,8 @@
 pub mod book;
 pub mod checksum;
 pub mod decode;
+pub mod feed;
+pub mod protocol;
 
 #[cfg(test)]
 mod tests;

@@ -995,3 +995,164 @@ fn an_oracle_over_generated_messages() {
         assert_eq!(row.seq_id, data["seqId"].as_i64());
     }
 }
+
+mod through_the_feed {
+    use super::*;
+    use crate::event::{GapReason, ReferenceKind, Side};
+    use crate::net::ConnId;
+    use crate::venue::feed::{EventSink, Feed, FeedCounters, ReplyKind};
+    use crate::venue::okx::feed::{FeedConfig, OkxFeed};
+
+    fn feed(channels: &[&str], symbols: &[&str]) -> (OkxFeed, FeedCounters) {
+        OkxFeed::new(FeedConfig {
+            venue_id: 3,
+            venue_name: "okx".into(),
+            symbols: symbols.iter().map(|s| s.to_string()).collect(),
+            channels: channels.iter().map(|c| c.to_string()).collect(),
+            instrument_base: 10,
+        })
+    }
+
+    fn run(feed: &mut OkxFeed, conn: ConnId, messages: &[&str]) -> Vec<Event> {
+        let (mut producer, mut consumer) = crate::ring::ring::<Event>(4096);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost);
+        for message in messages {
+            feed.on_message(conn, 7, message.as_bytes(), &mut sink);
+        }
+        sink.publish();
+        std::iter::from_fn(|| consumer.try_pop()).collect()
+    }
+
+    /// A checksum mismatch is a gap and asks for the stream afresh; the book publishes nothing
+    /// until the next snapshot.
+    #[test]
+    fn a_mismatch_is_a_gap_and_a_resubscription() {
+        let (mut feed, counters) = feed(&["trades", "books"], &["BTC-USDT"]);
+        let mut reference = BookSync::new(BookChannel::Books);
+        let bids = [("100.5", "1.50")];
+        let asks = [("101", "2")];
+        apply(
+            &mut reference,
+            &book_message("snapshot", -1, 1, &bids, &asks, None),
+        );
+        let good = reference.checksum();
+        let events = run(
+            &mut feed,
+            4,
+            &[&book_message("snapshot", -1, 1, &bids, &asks, Some(good))],
+        );
+        assert_eq!(events[0].header.instrument_id, 10);
+        assert!(feed.book(0).is_some());
+        assert_eq!(counters.message("books_verified"), 1);
+        let events = run(
+            &mut feed,
+            4,
+            &[
+                &book_message("update", 1, 2, &[("100.5", "1.5")], &[], Some(good)),
+                &book_message("update", 2, 3, &[("100", "1")], &[], None),
+            ],
+        );
+        assert_eq!(events.len(), 1, "only the gap");
+        assert!(
+            matches!(events[0].body(), Body::Gap(gap) if gap.reason() == GapReason::SequenceBreak)
+        );
+        assert!(feed.book(0).is_none());
+        let reply = feed.take_reply().expect("a resubscription");
+        assert!(matches!(reply.kind, ReplyKind::Resubscribe));
+        // Stream 1 (`books` is the file's second channel) on connection 4.
+        assert_eq!(reply.id, (4 << 32) | 1);
+        assert_eq!(counters.book_gaps.get(), 1);
+    }
+
+    /// Bad input: an unknown `instId`, a channel never subscribed, an `error` event, an
+    /// unparsable message: each counted, none publishes anything.
+    #[test]
+    fn bad_input_is_counted() {
+        let (mut feed, counters) = feed(&["books"], &["BTC-USDT"]);
+        let events = run(
+            &mut feed,
+            1,
+            &[
+                &book_message("snapshot", -1, 1, &[("1", "1")], &[], None)
+                    .replace("BTC-USDT", "ETH-USDT"),
+                TRADES,
+                FAILURE,
+                "{\"arg\":",
+            ],
+        );
+        assert!(events.is_empty());
+        assert_eq!(counters.unknown_symbol.get(), 1);
+        assert_eq!(counters.message("unsubscribed"), 1);
+        assert_eq!(counters.message("error"), 1);
+        assert_eq!(counters.malformed.get(), 1);
+        let reply = feed.take_reply().expect("the refusal");
+        assert_eq!((reply.id, reply.error), (1512, Some(60012)));
+    }
+
+    #[test]
+    fn trades_quotes_references_and_liquidations() {
+        let (mut feed, _) = feed(
+            &[
+                "trades",
+                "tickers",
+                "mark-price",
+                "index-tickers",
+                "liquidation-orders",
+                "funding-rate",
+            ],
+            &[
+                "BTC-USDT",
+                "IOST-USDT-SWAP",
+                "LTC-USD-190628",
+                "BTC-USDT-SWAP",
+            ],
+        );
+        let events = run(
+            &mut feed,
+            1,
+            &[
+                TRADES,
+                TICKERS,
+                MARK_PRICE,
+                INDEX_TICKERS,
+                LIQUIDATION_ORDERS,
+                FUNDING_RATE,
+            ],
+        );
+        let bodies: Vec<Body> = events.iter().map(Event::body).collect();
+        let Body::Trade(trade) = bodies[0] else {
+            panic!("{:?}", bodies[0]);
+        };
+        assert_eq!(trade.trade_id, 130_639_474);
+        assert_eq!(trade.aggressor(), Side::Bid);
+        assert_eq!(events[0].header.venue_seq, 1234);
+        assert_eq!(events[0].header.exchange_ts_ns, 1_630_048_897_897_000_000);
+        let Body::Quote(quote) = bodies[1] else {
+            panic!("{:?}", bodies[1]);
+        };
+        assert_eq!(
+            (quote.bid_px, quote.ask_sz),
+            (fixed("8888.88"), fixed("11"))
+        );
+        assert!(matches!(bodies[2], Body::Reference(r) if r.kind() == ReferenceKind::Mark));
+        assert_eq!(events[2].header.instrument_id, 12);
+        // The index BTC-USDT is the underlying of BTC-USDT and BTC-USDT-SWAP.
+        let index: Vec<u32> = events
+            .iter()
+            .filter(|event| matches!(event.body(), Body::Reference(r) if r.kind() == ReferenceKind::Index))
+            .map(|event| event.header.instrument_id)
+            .collect();
+        assert_eq!(index, [10, 13]);
+        let Some(liquidation) = events.iter().find_map(|event| match event.body() {
+            Body::Liquidation(liquidation) => Some((event.header.instrument_id, liquidation)),
+            _ => None,
+        }) else {
+            panic!("no liquidation");
+        };
+        assert_eq!(liquidation.0, 11);
+        assert_eq!(liquidation.1.position_side(), Side::Ask, "a short position");
+        assert_eq!(liquidation.1.price, fixed("0.007831"));
+        assert_eq!(events.len(), 6, "funding-rate publishes nothing");
+    }
+}
