@@ -39,6 +39,7 @@ mod net_alloc;
 mod net_heartbeat;
 mod net_transport;
 mod net_websocket;
+mod okx_appliance;
 mod readme;
 mod record;
 mod rings;

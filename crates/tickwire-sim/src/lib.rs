@@ -22,6 +22,7 @@ mod control;
 pub mod databento;
 mod frame;
 mod http;
+pub mod okx;
 mod options;
 pub mod sbe;
 mod server;
