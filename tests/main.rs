@@ -40,6 +40,7 @@ mod net_heartbeat;
 mod net_transport;
 mod net_websocket;
 mod okx_appliance;
+mod okx_decode_cli;
 mod readme;
 mod record;
 mod rings;
