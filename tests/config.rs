@@ -185,6 +185,7 @@ fn shipped_files_load_in_place() {
         "binance-spot-sbe.toml",
         "bybit-spot.toml",
         "bybit-linear.toml",
+        "okx.toml",
     ] {
         let path = dir.join("venues").join(venue);
         config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
@@ -311,7 +312,7 @@ fn a_bad_enum_value_lists_the_valid_values() {
     assert!(
         error.message.contains(
             "\"binance-usdm-futures\", \"binance-spot\", \"binance-spot-sbe\", \
-                 \"bybit-spot\", \"bybit-linear\", \"databento\", \"thalex\", \"nasdaq-itch\"",
+                 \"bybit-spot\", \"bybit-linear\", \"databento\", \"thalex\", \"nasdaq-itch\", \"okx\"",
         ),
         "{error}"
     );

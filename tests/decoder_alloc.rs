@@ -4,7 +4,7 @@
 //! simulator venue file) and handed the frames the venue's simulator sends (its generators:
 //! `SyntheticSource` for Binance USD-M, wrapped by `SpotSource` for Binance Spot JSON and by
 //! `SbeSource` for Spot's SBE frames, `thalex::notifications` for Thalex, `bybit::messages` for
-//! Bybit spot and linear,
+//! Bybit spot and linear, `okx::messages` for OKX,
 //! `databento::benchmark_batch` behind the gateway's metadata and symbol mappings for
 //! Databento), each through an `EventSink` that writes the event ring, counts the events and
 //! writes the shared-memory bus, as the decoder stage's does; the events are taken off the ring
@@ -387,4 +387,30 @@ fn databento_decodes_without_allocating() {
         total - warm_up,
     );
     assert_steady("databento", result, 0);
+}
+
+/// OKX's shipped simulator venue file, fed the simulator's messages of every stream it
+/// subscribes (books verified by checksum on every update, trades, tickers, marks).
+#[test]
+fn okx_decodes_without_allocating() {
+    let venue = venue("okx-sim");
+    let streams = tickwire::venue::stream_names(&venue);
+    let streams: Vec<&str> = streams.iter().map(String::as_str).collect();
+    let messages =
+        tickwire_sim::okx::messages(&venue.symbols, &streams, 32, 1_776_715_497_500, 70_000);
+    assert_eq!(messages.len(), 70_000);
+    let mut messages = messages.into_iter();
+    let mut next = || Frame::Text(messages.next().expect("a message").into_bytes());
+    let no_rest = tickwire::venue::snapshot::parse_depth;
+    let result = run(
+        "okx-sim",
+        &venue,
+        &mut next,
+        &|_| None,
+        no_rest,
+        20_000,
+        50_000,
+    );
+    // Each book from its stream's first message, a snapshot, then updates.
+    assert_steady("okx-sim", result, venue.symbols.len() as u64);
 }

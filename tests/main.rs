@@ -42,6 +42,8 @@ mod net_alloc;
 mod net_heartbeat;
 mod net_transport;
 mod net_websocket;
+mod okx_appliance;
+mod okx_decode_cli;
 mod readme;
 mod record;
 mod rings;

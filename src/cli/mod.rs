@@ -94,12 +94,12 @@ enum Command {
     /// and REST depth snapshots over TLS) on loopback, replaying a capture or a synthetic
     /// market, with fault injection; `--venue thalex` for Thalex's JSON-RPC API, `--venue
     /// databento` for a mock Databento Live Subscription Gateway, `--venue bybit` for Bybit v5's
-    /// public WebSocket (spot and linear).
+    /// public WebSocket (spot and linear), `--venue okx` for OKX v5's WebSocket.
     Sim(Box<sim::SimArgs>),
     /// Decode a capture file with the appliance's decoder and print every normalized event as a
     /// JSON line on stdout, with a summary on stderr.
     ///
-    /// For binance-futures, binance-spot and thalex, FILE is plain or gzip; each line is one raw venue message,
+    /// For binance-futures, binance-spot, thalex, bybit and okx, FILE is plain or gzip; each line is one raw venue message,
     /// optionally prefixed by its receive time in ns and a space. For databento, FILE is DBN
     /// (`.dbn`, zstd `.dbn.zst`, legacy `.dbz`) or a record-only fragment (`.frag`,
     /// `.frag.zst`, which needs --dbn-version). Exit status: 0 when the file was read (malformed
@@ -107,7 +107,7 @@ enum Command {
     /// is truncated or malformed.
     Decode {
         /// The venue whose messages the file holds: binance-futures, binance-spot, thalex,
-        /// databento, bybit-spot or bybit-linear.
+        /// databento, bybit-spot, bybit-linear or okx.
         #[arg(long, value_name = "VENUE")]
         venue: String,
         /// databento: the file is a fragment (records with no metadata header) in this DBN

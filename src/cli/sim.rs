@@ -16,6 +16,7 @@ use tickwire_sim::bybit::{self, BybitFaults, BybitOptions};
 use tickwire_sim::databento::{
     self, DatabentoFaults, DatabentoOptions, DatabentoSource, InjectedError,
 };
+use tickwire_sim::okx::{self, OkxFaults, OkxOptions};
 use tickwire_sim::sbe::SbeSource;
 use tickwire_sim::source::CaptureSource;
 use tickwire_sim::source::Source;
@@ -51,6 +52,11 @@ pub enum SimVenue {
     /// market sent to the two multicast lines of a nasdaq-itch venue file (`--itch-venue`), with
     /// faults (`--itch-faults`), heartbeats, an end of session and a re-request server.
     Itch,
+    /// OKX v5's WebSocket: /ws/v5/public and /ws/v5/business (subscribe and unsubscribe with
+    /// args objects, login, the text ping; books with the venue's checksum, trades, tickers,
+    /// mark and index prices, funding rates, open interest and liquidations from a synthetic
+    /// market per subscription).
+    Okx,
 }
 
 /// The default of `--rate` per venue: Binance's is over all symbols of the one shared market,
@@ -59,6 +65,8 @@ const BINANCE_RATE: f64 = 1000.0;
 const THALEX_RATE: f64 = 100.0;
 /// Bybit's per connection, over its subscriptions in turn.
 const BYBIT_RATE: f64 = 100.0;
+/// OKX's per connection, over its subscriptions in turn.
+const OKX_RATE: f64 = 100.0;
 /// Databento's is records per second of the shared market (or of a file's replay).
 const DATABENTO_RATE: f64 = 1000.0;
 
@@ -190,6 +198,14 @@ pub struct SimArgs {
     /// Bybit fault: after N data messages, every book's next delta skips one `u`.
     #[arg(long, value_name = "N")]
     skip_u_after: Option<u64>,
+    /// OKX fault: every Nth update of an incremental book (books, books-l2-tbt,
+    /// books50-l2-tbt) carries a wrong checksum.
+    #[arg(long, value_name = "N")]
+    corrupt_checksum_every: Option<u64>,
+    /// OKX: after N data messages, every incremental book's next update resets its sequence
+    /// (the documented maintenance case: `seqId` below `prevSeqId`; no break).
+    #[arg(long, value_name = "N")]
+    seq_reset_after: Option<u64>,
     /// Thalex: requests per connection per second beyond which requests fail with code 4
     /// (default 50).
     #[arg(long, value_name = "N")]
@@ -328,6 +344,7 @@ fn run(args: SimArgs) -> anyhow::Result<()> {
         SimVenue::Databento => return run_databento(args),
         SimVenue::Bybit => return run_bybit(args),
         SimVenue::Itch => return run_itch(args),
+        SimVenue::Okx => return run_okx(args),
         SimVenue::Binance | SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => {}
     }
     let sbe = args.venue == SimVenue::BinanceSpotSbe;
@@ -505,6 +522,13 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
         ("--itch-faults", args.itch_faults.is_some()),
         ("--itch-messages", args.itch_messages.is_some()),
     ];
+    let okx_only = [
+        (
+            "--corrupt-checksum-every",
+            args.corrupt_checksum_every.is_some(),
+        ),
+        ("--seq-reset-after", args.seq_reset_after.is_some()),
+    ];
     let (venue, ignored): (&str, Vec<(&str, bool)>) = match args.venue {
         SimVenue::Binance | SimVenue::BinanceSpot | SimVenue::BinanceSpotSbe => (
             match args.venue {
@@ -526,6 +550,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .chain(sbe_only.map(|(flag, given)| (flag, given && not_sbe)))
             .chain(bybit_only)
             .chain(itch_only)
+            .chain(okx_only)
             .collect(),
         ),
         SimVenue::Thalex => (
@@ -559,6 +584,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .chain(sbe_only.map(|(flag, given)| (flag, given && not_sbe)))
             .chain(bybit_only)
             .chain(itch_only)
+            .chain(okx_only)
             .collect(),
         ),
         SimVenue::Databento => (
@@ -593,6 +619,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .chain(sbe_only)
             .chain(bybit_only)
             .chain(itch_only)
+            .chain(okx_only)
             .collect(),
         ),
         SimVenue::Bybit => (
@@ -627,6 +654,7 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .chain(databento_only)
             .chain(sbe_only)
             .chain(itch_only)
+            .chain(okx_only)
             .collect(),
         ),
         SimVenue::Itch => (
@@ -665,6 +693,42 @@ fn check_flags(args: &SimArgs) -> anyhow::Result<()> {
             .chain(databento_only)
             .chain(sbe_only)
             .chain(bybit_only)
+            .chain(okx_only)
+            .collect(),
+        ),
+        SimVenue::Okx => (
+            "okx",
+            vec![
+                ("--symbols", args.symbols.is_some()),
+                ("--source", args.source.is_some()),
+                ("--speed", args.speed != 1.0),
+                ("--as-fast-as-possible", args.as_fast_as_possible),
+                ("--start-immediately", args.start_immediately),
+                ("--exit-when-done", args.exit_when_done),
+                ("--ping-interval", args.ping_interval != 180.0),
+                ("--pong-timeout", args.pong_timeout != 600.0),
+                ("--malformed-every", args.malformed_every.is_some()),
+                ("--oversized-after", args.oversized_after.is_some()),
+                ("--fragment-into", args.fragment_into.is_some()),
+                ("--skip-depth-after", args.skip_depth_after.is_some()),
+                ("--rest-errors", args.rest_errors != 0),
+                ("--rest-error-every", args.rest_error_every.is_some()),
+                ("--rotate-faults", args.rotate_faults),
+                ("--handshake-delay-ms", args.handshake_delay_ms.is_some()),
+                ("--wrong-host-cert", args.wrong_host_cert),
+                ("--ignore-requests", args.ignore_requests),
+                ("--request-limit", args.request_limit.is_some()),
+                (
+                    "--reconnect-event-after",
+                    args.reconnect_event_after.is_some(),
+                ),
+                ("--stamps", args.stamps.is_some()),
+            ]
+            .into_iter()
+            .chain(databento_only)
+            .chain(sbe_only)
+            .chain(bybit_only)
+            .chain(itch_only)
             .collect(),
         ),
     };
@@ -824,6 +888,58 @@ fn run_bybit(args: SimArgs) -> anyhow::Result<()> {
         stats.topics_subscribed,
         stats.requests_refused,
         stats.data_messages_sent
+    );
+    Ok(())
+}
+
+/// `tickwire sim --venue okx`: the OKX server (both entry points) until SIGINT or SIGTERM.
+fn run_okx(args: SimArgs) -> anyhow::Result<()> {
+    let signals = StopSignals::block()?;
+    let mut options = OkxOptions::new(&args.cert_dir);
+    options.listen = tls_listen(&args);
+    options.seed = args.seed;
+    options.rate = args.rate.unwrap_or(OKX_RATE);
+    if let Some(list) = &args.instruments {
+        let instruments = split_instruments(list);
+        if instruments.is_empty() {
+            anyhow::bail!("--instruments names no instrument");
+        }
+        options.instruments = instruments;
+    }
+    options.faults = OkxFaults {
+        close_after: args.close_after,
+        reset_after: args.reset_after,
+        stall_after: match (args.stall_after, args.stall_seconds) {
+            (Some(after), Some(secs)) => Some((after, seconds(secs, "stall-seconds")?)),
+            _ => None,
+        },
+        stall_silent: args.stall_silent,
+        corrupt_checksum_every: args.corrupt_checksum_every,
+        seq_reset_after: args.seq_reset_after,
+        fault_connections: args.fault_connections,
+    };
+    let instruments = options.instruments.join(" ");
+    let sim = okx::start(options)?;
+    eprintln!("sim: OKX v5 WebSocket on {} (TLS)", sim.addr());
+    eprintln!("sim: URL: {} (instruments: {instruments})", sim.url(false));
+    eprintln!("sim: URL: {} (trades-all)", sim.url(true));
+    eprintln!("sim: CA certificate: {}", sim.ca_pem_path().display());
+    loop {
+        if let Some(signal) = signals.wait(Duration::from_millis(200))? {
+            eprintln!("sim: signal {signal}; stopping");
+            break;
+        }
+    }
+    let stats = sim.stats();
+    drop(sim);
+    eprintln!(
+        "sim: {} connections, {} streams subscribed, {} requests refused, {} data messages \
+         sent, {} checksums corrupted",
+        stats.websocket_connections,
+        stats.streams_subscribed,
+        stats.requests_refused,
+        stats.data_messages_sent,
+        stats.corruptions_injected
     );
     Ok(())
 }

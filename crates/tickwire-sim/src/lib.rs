@@ -23,6 +23,7 @@ pub mod databento;
 mod frame;
 mod http;
 pub mod itch;
+pub mod okx;
 mod options;
 pub mod sbe;
 mod server;

@@ -61,12 +61,13 @@ pub enum VenueKind {
     Databento,
     Thalex,
     NasdaqItch,
+    Okx,
 }
 
 impl VenueKind {
     /// Every kind, in the order the config's enum lists them (for the tools that offer each
     /// kind's protocol, such as `tickwire decode`).
-    pub const ALL: [VenueKind; 8] = [
+    pub const ALL: [VenueKind; 9] = [
         VenueKind::BinanceUsdmFutures,
         VenueKind::BinanceSpot,
         VenueKind::BinanceSpotSbe,
@@ -75,6 +76,7 @@ impl VenueKind {
         VenueKind::Databento,
         VenueKind::Thalex,
         VenueKind::NasdaqItch,
+        VenueKind::Okx,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -87,6 +89,7 @@ impl VenueKind {
             VenueKind::Databento => "databento",
             VenueKind::Thalex => "thalex",
             VenueKind::NasdaqItch => "nasdaq-itch",
+            VenueKind::Okx => "okx",
         }
     }
 
@@ -103,6 +106,7 @@ impl VenueKind {
             VenueKind::Databento => &crate::venue::databento::protocol::Databento,
             VenueKind::Thalex => &crate::venue::thalex::protocol::Thalex,
             VenueKind::NasdaqItch => &crate::venue::nasdaq_itch::protocol::NasdaqItch,
+            VenueKind::Okx => &crate::venue::okx::protocol::Okx,
         }
     }
 
@@ -1132,6 +1136,7 @@ mod tests {
             VenueKind::Databento => 5,
             VenueKind::Thalex => 6,
             VenueKind::NasdaqItch => 7,
+            VenueKind::Okx => 8,
         };
         #[derive(Deserialize)]
         struct Kind {

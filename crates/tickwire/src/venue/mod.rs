@@ -25,6 +25,7 @@ pub mod feed;
 pub mod json;
 pub mod login;
 pub mod nasdaq_itch;
+pub mod okx;
 pub mod protocol;
 pub mod resolve;
 pub mod rest;
