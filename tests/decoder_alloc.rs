@@ -401,7 +401,7 @@ fn okx_decodes_without_allocating() {
     assert_eq!(messages.len(), 70_000);
     let mut messages = messages.into_iter();
     let mut next = || Frame::Text(messages.next().expect("a message").into_bytes());
-    let no_rest = tickwire::venue::snapshot::parse_depth;
+    let no_rest = tickwire::venue::binance::protocol::parse_depth;
     let result = run(
         "okx-sim",
         &venue,
