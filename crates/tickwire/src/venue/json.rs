@@ -41,6 +41,25 @@ pub struct JsonError {
     pub offset: usize,
 }
 
+impl std::fmt::Display for JsonError {
+    /// The words every JSON decoder's error uses for what was wrong with the JSON itself.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            JsonErrorKind::Truncated => write!(f, "the message ends inside a value"),
+            JsonErrorKind::UnexpectedByte(byte) => {
+                write!(f, "unexpected byte {byte:#04x} at offset {}", self.offset)
+            }
+            JsonErrorKind::InvalidString => {
+                write!(f, "an invalid string at offset {}", self.offset)
+            }
+            JsonErrorKind::InvalidNumber => {
+                write!(f, "an invalid number at offset {}", self.offset)
+            }
+            JsonErrorKind::TooDeep => write!(f, "nested too deep at offset {}", self.offset),
+        }
+    }
+}
+
 type Result<T> = std::result::Result<T, JsonError>;
 
 /// Where a key loop stands inside an object: before its first member or after one.

@@ -87,19 +87,7 @@ impl From<JsonError> for DecodeError {
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DecodeError::Json(error) => match error.kind {
-                JsonErrorKind::Truncated => write!(f, "the message ends inside a value"),
-                JsonErrorKind::UnexpectedByte(byte) => {
-                    write!(f, "unexpected byte {byte:#04x} at offset {}", error.offset)
-                }
-                JsonErrorKind::InvalidString => {
-                    write!(f, "an invalid string at offset {}", error.offset)
-                }
-                JsonErrorKind::InvalidNumber => {
-                    write!(f, "an invalid number at offset {}", error.offset)
-                }
-                JsonErrorKind::TooDeep => write!(f, "nested too deep at offset {}", error.offset),
-            },
+            DecodeError::Json(error) => error.fmt(f),
             DecodeError::Decimal { offset, error } => {
                 write!(f, "bad decimal at offset {offset}: {error}")
             }
