@@ -364,10 +364,10 @@ fn bad_raw_input_is_an_error_or_a_counted_skip() {
 // ---- the venue file ----
 
 /// The shipped simulator file loads: line A from `url`, the rest from `[nasdaq_itch]`, one
-/// shard with no subscription request; starting it is refused with a clear error (the network
-/// thread joins no multicast group yet), never a TCP connection to a multicast group.
+/// shard with no subscription request; its live transport is the datagram sockets (both lines
+/// joined on `lo`, the re-request server's address), never a TCP connection to a group.
 #[test]
-fn the_shipped_venue_file_loads_and_says_why_it_cannot_run_live() {
+fn the_shipped_venue_file_loads_as_datagram_sockets() {
     use tickwire::venue::nasdaq_itch::config::ItchConfig;
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/venues/nasdaq-itch-sim.toml");
     let venue = tickwire::config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
@@ -381,10 +381,18 @@ fn the_shipped_venue_file_loads_and_says_why_it_cannot_run_live() {
     assert_eq!(shards.len(), 1);
     assert!(shards[0].requests.is_empty(), "no subscription step");
     let net = tickwire::config::NetConfig::default();
-    let error = tickwire::venue::subscribe_spec(&venue, &net)
-        .err()
-        .expect("no live transport yet");
-    assert!(error.to_string().contains("multicast"), "{error}");
+    let prepared = tickwire::venue::subscribe_spec(&venue, &net).expect("a live transport");
+    let spec = prepared.datagram().expect("datagram sockets, not a stream");
+    let lo = std::net::Ipv4Addr::LOCALHOST;
+    let [Some(a), Some(b)] = spec.lines else {
+        panic!("two lines: {spec:?}");
+    };
+    assert_eq!(a.group, "239.192.37.1:26477".parse().unwrap());
+    assert_eq!(b.group, "239.192.37.2:26477".parse().unwrap());
+    assert_eq!((a.interface, b.interface), (lo, lo));
+    assert_eq!(spec.reply, Some("127.0.0.1:26478".parse().unwrap()));
+    // `*` keeps an instrument id for every stock locate.
+    assert_eq!(protocol.instrument_span(&venue), 1 << 16);
 }
 
 /// Every key of `[nasdaq_itch]` is checked, each bad value named by its key.

@@ -557,3 +557,311 @@ fn multicast_sockets_join_by_source_and_count_kernel_drops() {
     );
     assert_eq!(others, 0, "a join of another source receives nothing");
 }
+
+// ---- the live path: `tickwire run` on a nasdaq-itch venue ----
+
+/// What `tickwire run --print-events` printed (JSON lines), its log, and its `/v1/venues`.
+struct LiveRun {
+    events: Vec<serde_json::Value>,
+    stderr: String,
+    venues: serde_json::Value,
+}
+
+/// The last `wanted` of a stdout line count, or the time running out.
+fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+/// `GET path` from the appliance's HTTP server in namespace `ns`.
+fn http_get(ns: &str, port: u16, path: &str) -> String {
+    let ns = ns.to_owned();
+    let path = path.to_owned();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        enter(&ns);
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("the server");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response
+    })
+    .join()
+    .unwrap()
+}
+
+/// `tickwire run --print-events` (the real binary) in the receiver namespace, its nasdaq-itch
+/// venue joined on the veth named by name with the network `backend`; then `tickwire sim
+/// --venue itch` in the sender namespace with `faults`. Returns once `enough` holds of what the
+/// strategy printed (or 60 s pass), with the appliance's `/v1/venues`.
+fn live_session(
+    tag: &str,
+    backend: &str,
+    groups: [u8; 2],
+    messages: usize,
+    faults: &str,
+    give_up_ms: u64,
+    enough: impl Fn(&[serde_json::Value]) -> bool,
+) -> Option<LiveRun> {
+    use std::io::BufRead;
+    use std::sync::{Arc, Mutex};
+    let ns = namespaces(tag)?;
+    let dir = tempfile::tempdir().unwrap();
+    let venue = |interface: &str| {
+        format!(
+            "name = \"itch\"\nkind = \"nasdaq-itch\"\nurl = \"udp://239.192.37.{}:26477\"\n\
+             symbols = [\"*\"]\nchannels = [\"itch\"]\n[nasdaq_itch]\n\
+             line_b = \"239.192.37.{}:26477\"\ninterface = \"{interface}\"\n\
+             rerequest = \"10.37.0.1:26478\"\nsession = \"NETNS00037\"\nline_wait_ms = 2\n\
+             give_up_ms = {give_up_ms}\nmax_orders = 65536\nmax_levels = 65536\n",
+            groups[0], groups[1]
+        )
+    };
+    // The receiver joins on its veth, named by name (looked up in its namespace).
+    std::fs::write(dir.path().join("venue.toml"), venue(&ns.receiver_veth)).unwrap();
+    std::fs::write(dir.path().join("sim.toml"), venue("10.37.0.1")).unwrap();
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        format!(
+            "venues = [\"venue.toml\"]\n[net]\nbackend = \"{backend}\"\n\
+             [http]\nlisten = \"127.0.0.1:18037\"\n[threads.net]\nwait = \"park\"\n\
+             [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n"
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.receiver,
+            env!("CARGO_BIN_EXE_tickwire"),
+        ])
+        .args(["run", "--print-events", "--config"])
+        .arg(&appliance)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
+    let log = Arc::new(Mutex::new(String::new()));
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let out_reader = {
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let json = serde_json::from_str(&line)
+                    .unwrap_or_else(|error| panic!("not JSON ({error}): {line}"));
+                lines.lock().unwrap().push(json);
+            }
+        })
+    };
+    let err_reader = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let mut log = log.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        })
+    };
+    // The sockets are open (joined) once the connection moved on from connecting.
+    let joined = wait_for(Duration::from_secs(30), || {
+        log.lock().unwrap().contains("upgrading")
+    });
+    let sim = joined.then(|| {
+        Command::new("ip")
+            .args(["netns", "exec", &ns.sender, env!("CARGO_BIN_EXE_tickwire")])
+            .args(["sim", "--venue", "itch", "--seed", "37", "--symbols", "50"])
+            .args(["--rate", "4000"])
+            .args(["--itch-messages", &messages.to_string()])
+            .args(["--itch-faults", faults])
+            .arg("--itch-venue")
+            .arg(dir.path().join("sim.toml"))
+            .output()
+            .unwrap()
+    });
+    wait_for(Duration::from_secs(60), || enough(&lines.lock().unwrap()));
+    let venues = http_get(&ns.receiver, 18037, "/v1/venues");
+    // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    out_reader.join().unwrap();
+    err_reader.join().unwrap();
+    drop(ns);
+    let stderr = log.lock().unwrap().clone();
+    assert!(joined, "the appliance never opened its sockets: {stderr}");
+    let sim = sim.unwrap();
+    assert!(
+        sim.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    assert!(status.success(), "{stderr}");
+    let body = venues.split("\r\n\r\n").nth(1).unwrap_or("");
+    let venues = serde_json::from_str(body).unwrap_or_else(|error| {
+        panic!("/v1/venues is not JSON ({error}): {venues}");
+    });
+    let events = std::mem::take(&mut *lines.lock().unwrap());
+    Some(LiveRun {
+        events,
+        stderr,
+        venues,
+    })
+}
+
+/// The generator's events, as `--print-events` prints them, decoded one message after another
+/// with nothing lost (the session's New York date of today, as the live feed takes it).
+fn reference_json(stocks: u16, live: usize, messages: usize) -> Vec<serde_json::Value> {
+    let mut generator = Generator::new(37, stocks, live);
+    let mut decoder = decoder(50);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    decoder.set_date(tickwire::venue::nasdaq_itch::decoder::new_york_date(now).unwrap());
+    let mut events = Vec::new();
+    let mut buffer = [0u8; MAX_GENERATED_LEN];
+    for sequence in 1..=messages as u64 {
+        let len = generator.next_message(&mut buffer);
+        decoder.on_message(sequence, &buffer[..len], 0, &mut |e| events.push(e));
+    }
+    let mut out = Vec::new();
+    for event in &events {
+        tickwire::event::json::write_event(&mut out, "itch", b"?", event);
+    }
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// What a comparison keeps of a printed event: no receive time, no symbol (the venue file's
+/// `*` names no stock), no venue-wide status.
+fn market_events(events: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    events
+        .iter()
+        .filter(|event| event["type"] != "status")
+        .map(|event| {
+            let mut event = event.clone();
+            let object = event.as_object_mut().unwrap();
+            object.remove("recv_ts_ns");
+            object.remove("symbol");
+            object.remove("venue");
+            event
+        })
+        .collect()
+}
+
+/// Issue 37's live path, with each network backend: losses on line A, on line B and on both
+/// (re-requested by the appliance from the simulator's server), duplicates and a late line B;
+/// the strategy gets exactly the generator's events, complete and in order, and `/v1/venues`
+/// shows the per-line counts.
+fn run_recovers_losses_on_both_lines(tag: &str, backend: &str, groups: [u8; 2]) {
+    let messages = 6_000;
+    let reference = reference_json(50, 20_000, messages);
+    let wanted = reference.len();
+    let Some(run) = live_session(
+        tag,
+        backend,
+        groups,
+        messages,
+        "drop_a=30000,drop_b=30000,drop_both=20000,duplicate=5000,late_b=2",
+        2_000,
+        |events| market_events(events).len() >= wanted,
+    ) else {
+        return;
+    };
+    let got = market_events(&run.events);
+    assert_eq!(got.len(), wanted, "{}", run.stderr);
+    for (index, (got, want)) in got.iter().zip(&reference).enumerate() {
+        assert_eq!(
+            got,
+            &market_events(std::slice::from_ref(want))[0],
+            "event {index}"
+        );
+    }
+    assert!(
+        run.events
+            .iter()
+            .any(|event| event["type"] == "status" && event["state"] == "Live"),
+        "the venue went live when datagrams flowed"
+    );
+    let counts = &run.venues["venues"][0]["feed_counts"];
+    let count = |name: &str| counts[name].as_u64().unwrap_or(0);
+    assert!(count("rerequests") > 0, "{}", run.venues);
+    assert!(count("rerequest_delivered") > 0, "{}", run.venues);
+    assert!(count("line_a_duplicates") > 0, "{}", run.venues);
+    assert_eq!(count("gaps"), 0, "{}", run.venues);
+    assert_eq!(
+        count("line_a_delivered") + count("line_b_delivered") + count("rerequest_delivered"),
+        messages as u64,
+        "{}",
+        run.venues
+    );
+}
+
+#[test]
+fn tickwire_run_recovers_losses_on_both_lines_over_io_uring() {
+    run_recovers_losses_on_both_lines("e", "io-uring", [31, 32]);
+}
+
+#[test]
+fn tickwire_run_recovers_losses_on_both_lines_over_epoll() {
+    run_recovers_losses_on_both_lines("f", "epoll", [41, 42]);
+}
+
+/// Packets lost on both lines and unknown to the re-request server: the strategy gets a `gap`
+/// for each lost run, and every other message once and in order.
+#[test]
+fn tickwire_run_reports_an_unrecoverable_loss_as_a_gap() {
+    let messages = 4_000;
+    let Some(run) = live_session(
+        "g",
+        "auto",
+        [51, 52],
+        messages,
+        "lose=8000,drop_both=10000",
+        200,
+        |events| {
+            events
+                .iter()
+                .filter(|event| event["type"] != "status" && event["type"] != "gap")
+                .filter_map(|event| event["seq"].as_u64())
+                .max()
+                .is_some_and(|seq| seq >= messages as u64 - 20)
+        },
+    ) else {
+        return;
+    };
+    let gaps = run.events.iter().filter(|e| e["type"] == "gap").count();
+    assert!(gaps > 0, "{}", run.stderr);
+    let counts = &run.venues["venues"][0]["feed_counts"];
+    assert!(counts["gaps"].as_u64().unwrap_or(0) > 0, "{}", run.venues);
+    let mut last = 0;
+    for event in &run.events {
+        if event["type"] != "status" && event["type"] != "gap" {
+            let seq = event["seq"].as_u64().unwrap();
+            assert!(seq >= last, "in order: {event}");
+            last = seq;
+        }
+    }
+}

@@ -75,6 +75,9 @@ fn poll_until(
                     seen.data.push((conn, bytes.to_vec()));
                 }
                 IoEvent::Closed(error) => seen.closed.push((conn, error.map(|e| e.kind()))),
+                IoEvent::Datagram { .. } | IoEvent::DatagramError { .. } => {
+                    panic!("no datagram slot here")
+                }
             })
             .unwrap();
         if mode == WaitMode::BusyPoll {

@@ -282,7 +282,9 @@ impl Client {
             match kind {
                 FrameKind::Binary => binary.push(payload.to_vec()),
                 FrameKind::Text => text.push(String::from_utf8(payload.to_vec()).unwrap()),
-                FrameKind::Bytes => panic!("a non-WebSocket frame"),
+                FrameKind::Bytes | FrameKind::LineA | FrameKind::LineB | FrameKind::Reply => {
+                    panic!("a non-WebSocket frame")
+                }
             }
         });
         for (_, event) in events {

@@ -321,6 +321,8 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
                         tally.bytes += unit.len() as u64;
                     });
                 }
+                // `record` opens no datagram venue (`venue::record_connections` refuses one).
+                FrameKind::LineA | FrameKind::LineB | FrameKind::Reply => {}
             }
         });
         if let Some(error) = write_error {

@@ -484,6 +484,48 @@ check "set-governor: container without cpufreq: unavailable, rc 0" bash -c '[[ $
 tw "$r" "$WORK/state-sysctl-ct" set-thp --apply
 check "set-thp: container without THP: unavailable, rc 0" bash -c '[[ $1 == 0 && $2 == *unavailable* ]]' _ "$RC" "$OUT"
 
+# multicast: a feed interface with strict rp_filter, automatic IGMP and a small rmem_max gets
+# loose rp_filter (and `all` too, the kernel taking the larger), IGMPv3 and room for two lines.
+mcast_prep() {
+    local r=$1
+    put "$r/proc/sys/net/ipv4/conf/all/rp_filter" 1
+    put "$r/proc/sys/net/ipv4/conf/eth1/rp_filter" 1
+    put "$r/proc/sys/net/ipv4/conf/eth1/force_igmp_version" 0
+    put "$r/proc/sys/net/core/rmem_max" 212992
+    put "$r/sys/class/net/eth1/flags" 0x1003
+}
+v_mcast() {
+    local r=$1
+    if [[ $(rd "$r/proc/sys/net/ipv4/conf/eth1/rp_filter") == 2 && $(rd "$r/proc/sys/net/ipv4/conf/all/rp_filter") == 2 &&
+        $(rd "$r/proc/sys/net/ipv4/conf/eth1/force_igmp_version") == 3 && $(rd "$r/proc/sys/net/core/rmem_max") == 33554432 ]]; then
+        ok "multicast: loose rp_filter on eth1 and all, IGMPv3, rmem_max 32 MiB"
+    else nok "multicast: loose rp_filter on eth1 and all, IGMPv3, rmem_max 32 MiB" "$OUT"; fi
+}
+PREP=mcast_prep cycle multicast multicast v_mcast --interface eth1
+v_mcast_v2() {
+    if [[ $(rd "$1/proc/sys/net/ipv4/conf/eth1/force_igmp_version") == 2 && $(rd "$1/proc/sys/net/core/rmem_max") == 67108864 ]]; then
+        ok "multicast --igmp 2 --rmem: IGMPv2 and the larger rmem_max"
+    else nok "multicast --igmp 2 --rmem: IGMPv2 and the larger rmem_max" "$OUT"; fi
+}
+PREP=mcast_prep cycle multicast-v2 multicast v_mcast_v2 --interface eth1 --igmp 2 --rmem 67108864
+# A larger rmem_max and a loose `all` are left alone; a missing interface or a link without
+# the MULTICAST flag is said plainly.
+r=$WORK/mcast-keep; cp -a "$UNTUNED" "$r"; mcast_prep "$r"
+put "$r/proc/sys/net/core/rmem_max" 134217728
+put "$r/proc/sys/net/ipv4/conf/all/rp_filter" 0
+put "$r/sys/class/net/eth1/flags" 0x1003
+tw "$r" "$WORK/state-mcast-keep" multicast --apply --interface eth1
+check "multicast: a larger rmem_max and a loose 'all' rp_filter are left as they are" \
+    bash -c '[[ $1 == 0 && $(cat "$2") == 134217728 && $(cat "$3") == 0 ]]' _ "$RC" "$r/proc/sys/net/core/rmem_max" "$r/proc/sys/net/ipv4/conf/all/rp_filter"
+tw "$r" "$WORK/state-mcast-none" multicast --interface eth9
+check "multicast: an interface the host lacks is an error naming it" bash -c '[[ $1 == 2 && $2 == *"no interface eth9"* ]]' _ "$RC" "$OUT"
+put "$r/sys/class/net/eth1/flags" 0x1003
+put "$r/sys/class/net/eth1/flags" 0x3
+tw "$r" "$WORK/state-mcast-flag" multicast --interface eth1
+check "multicast: warns about a link without the MULTICAST flag" has "multicast on"
+tw "$r" "$WORK/state-mcast-usage" multicast
+check "multicast: --interface is required" bash -c '[[ $1 == 2 && $2 == *"--interface is required"* ]]' _ "$RC" "$OUT"
+
 # Default state dir lives under the root prefix.
 r=$WORK/defstate; cp -a "$UNTUNED" "$r"
 run env TICKWIRE_HOST_ROOT="$r" "$T/set-governor" --apply --cores 2
@@ -649,7 +691,7 @@ fi
 # shell lint
 # ---------------------------------------------------------------------------------------------
 SCRIPTS=("$T"/check-host "$T"/set-governor "$T"/set-aslr "$T"/set-thp "$T"/isolate-cores "$T"/irq-affinity
-    "$T"/apply-sysctl "$T"/bench "$T"/lib.sh "$REPO"/scripts/install.sh "$REPO"/scripts/callgrind-e2e
+    "$T"/apply-sysctl "$T"/multicast "$T"/bench "$T"/lib.sh "$REPO"/scripts/install.sh "$REPO"/scripts/callgrind-e2e
     "$REPO"/scripts/build-lean "$REPO"/tests/tuning/run.sh)
 if command -v shellcheck >/dev/null 2>&1; then
     for f in "${SCRIPTS[@]}"; do

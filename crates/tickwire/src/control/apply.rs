@@ -81,6 +81,11 @@ impl Applier {
                 } => self.connect(runtime, venue, slot, generation, addr)?,
                 LinkCommand::Send { slot, text } => runtime.send_text(slot, text)?,
                 LinkCommand::Ping { slot } => runtime.ping(slot)?,
+                LinkCommand::SendDatagram {
+                    slot,
+                    line,
+                    datagram,
+                } => runtime.send_datagram(slot, line, datagram)?,
                 LinkCommand::Close { slot } => runtime.close_stream(slot)?,
                 LinkCommand::Abort { slot } => runtime.abort_stream(slot)?,
                 LinkCommand::Disconnected {
@@ -110,6 +115,10 @@ impl Applier {
         let Some(Some(stream)) = self.streams.get(venue) else {
             return Ok(());
         };
+        if let Some(spec) = stream.datagram() {
+            // A datagram venue: its sockets join groups rather than connect to `addr`.
+            return runtime.open_datagrams(slot, generation, *spec);
+        }
         let path = self.paths.get(slot as usize).and_then(Option::as_deref);
         let spec = stream.at_path(addr, path);
         if let Some(last) = self.addrs.get_mut(venue) {

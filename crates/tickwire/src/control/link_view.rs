@@ -68,6 +68,7 @@ impl Venues {
                     messages_per_second: 0.0,
                     received_bytes_total: 0,
                     streams,
+                    feed_counts: std::collections::BTreeMap::new(),
                 }
             })
             .collect()

@@ -109,6 +109,13 @@ pub enum LinkCommand {
     Send { slot: ConnId, text: String },
     /// Send a heartbeat ping.
     Ping { slot: ConnId },
+    /// Send a datagram venue's request (a re-request its feed made) on socket `line` of its
+    /// slot.
+    SendDatagram {
+        slot: ConnId,
+        line: crate::net::udp::DatagramLine,
+        datagram: crate::net::udp::OutDatagram,
+    },
     /// Start the closing handshake.
     Close { slot: ConnId },
     /// Drop the socket at once.
@@ -604,6 +611,18 @@ impl Venues {
         let protocol = self.venues[at.venue].protocol;
         let name = self.venues[at.venue].name.clone();
         match reply.kind {
+            ReplyKind::Datagram => {
+                let line = crate::net::udp::DatagramLine::from_index((reply.id & 0xff) as usize);
+                let datagram = crate::net::udp::OutDatagram::new(reply.payload());
+                if let (Some(line), Some(datagram)) = (line, datagram) {
+                    out.push(LinkCommand::SendDatagram {
+                        slot: slot as ConnId,
+                        line,
+                        datagram,
+                    });
+                }
+                return;
+            }
             ReplyKind::Notice => {
                 let notice = protocol.read_notice(&reply);
                 self.on_notice(at.venue, slot, &reply, &notice.kind);

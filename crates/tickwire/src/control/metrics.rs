@@ -132,6 +132,26 @@ impl Session {
                 );
             }
         }
+        // What a feed counts beside its messages (a datagram venue's per-line duplicates,
+        // kernel drops, re-requests, gaps).
+        let mut tally_help = false;
+        for (venue, feed) in &self.feeds {
+            let venue = super::links::label(venue);
+            for (name, value) in feed.tallies() {
+                if !tally_help {
+                    tally_help = true;
+                    let _ = writeln!(
+                        out,
+                        "# HELP tickwire_venue_feed_counts_total What a venue's feed counts beside its messages, by name: per line of a datagram venue the messages it delivered first, its duplicates and the kernel's drops; re-requests, gaps given up.\n\
+                         # TYPE tickwire_venue_feed_counts_total counter"
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "tickwire_venue_feed_counts_total{{venue=\"{venue}\",count=\"{name}\"}} {value}"
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "# HELP tickwire_venue_messages_dropped_total Venue messages dropped, by reason: malformed (did not decode), unknown_symbol (for a symbol the venue file does not list), duplicate (delivered already).\n\

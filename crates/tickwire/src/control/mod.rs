@@ -233,6 +233,9 @@ impl Session {
                 });
                 base += 1;
             }
+            // A venue that names its instruments as the feed goes (`*`: every stock of an
+            // exchange feed) keeps ids for all it may name.
+            base = base.max(first.saturating_add(config.kind.protocol().instrument_span(config)));
             venue_ranges.push(first..base);
         }
         // With [http] and no [bus], a bus of the serving plane's own: `/v1/quotes`, `/v1/book`

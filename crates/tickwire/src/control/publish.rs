@@ -116,6 +116,9 @@ impl Session {
                 .map(|view| view.thread.clone())
                 .unwrap_or_default();
             venue.messages_total = messages.get(index).copied().unwrap_or(0);
+            if let Some((_, feed)) = self.feeds.get(index) {
+                venue.feed_counts = feed.tallies().collect();
+            }
             venue.messages_per_second = self.window.rates.get(index).copied().unwrap_or(0.0);
             venue.received_bytes_total = self
                 .runtime

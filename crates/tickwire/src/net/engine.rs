@@ -21,12 +21,22 @@
 //! payload. The frame's tag is the stream's [`ConnId`] in its low 24 bits and a [`FrameKind`] in
 //! its top 8 bits.
 //!
+//! A datagram venue's slot ([`NetEngine::open_datagrams`]: multicast lines and a re-request
+//! socket, `net::udp`) has no stream: each datagram is its own frame, of kind
+//! [`FrameKind::LineA`], [`FrameKind::LineB`] or [`FrameKind::Reply`] by the socket it came on,
+//! stamped with the kernel's receive time where the kernel gave one, its payload led by the
+//! socket's kernel drop count ([`split_datagram`]). The slot reports `Connected` when its
+//! sockets are open and `Open` with its first datagram: a datagram venue is live when datagrams
+//! flow. A full ring drops the datagram (counted, the slot flagged): the venue's own sequence
+//! numbers find the hole, and its recovery fills it.
+//!
 //! **Invariant:** a full frame ring never blocks the network thread: the message is dropped,
 //! counted against its stream, and the stream is flagged ([`StreamStats::overflowed`]) so that the
 //! venue layer resynchronises. A raw byte stream cannot lose a chunk and stay readable (the
 //! records after the hole would be misread), so a raw stream that loses one is closed with
 //! [`StreamError::Overrun`] instead: the venue layer reconnects and recovers.
 
+use super::udp::{self, DatagramLine, DatagramSpec};
 use super::{ConnId, IoEvent, NetError, Transport, WaitMode};
 use crate::ring::FrameProducer;
 use crate::tls::{ReadOutcome, TlsClient, TlsError};
@@ -53,6 +63,12 @@ pub enum FrameKind {
     Text = 1,
     /// A WebSocket binary message.
     Binary = 2,
+    /// A datagram of a datagram slot's line A ([`split_datagram`] reads its payload).
+    LineA = 3,
+    /// A datagram of line B.
+    LineB = 4,
+    /// A datagram on the slot's unicast socket: an answer to a request.
+    Reply = 5,
 }
 
 impl FrameKind {
@@ -60,9 +76,41 @@ impl FrameKind {
         match tag >> 24 {
             1 => FrameKind::Text,
             2 => FrameKind::Binary,
+            3 => FrameKind::LineA,
+            4 => FrameKind::LineB,
+            5 => FrameKind::Reply,
             _ => FrameKind::Bytes,
         }
     }
+
+    /// The datagram socket a datagram frame came on (`None` for a stream's frame).
+    pub fn datagram_line(self) -> Option<DatagramLine> {
+        match self {
+            FrameKind::LineA => Some(DatagramLine::A),
+            FrameKind::LineB => Some(DatagramLine::B),
+            FrameKind::Reply => Some(DatagramLine::Reply),
+            FrameKind::Bytes | FrameKind::Text | FrameKind::Binary => None,
+        }
+    }
+
+    fn of_line(line: DatagramLine) -> FrameKind {
+        match line {
+            DatagramLine::A => FrameKind::LineA,
+            DatagramLine::B => FrameKind::LineB,
+            DatagramLine::Reply => FrameKind::Reply,
+        }
+    }
+}
+
+/// Bytes in front of a datagram frame's datagram: its socket's kernel drop count.
+pub const DATAGRAM_HEAD_BYTES: usize = 4;
+
+/// Splits a datagram frame's payload (after [`split_frame`]) into the count of datagrams the
+/// kernel had dropped on its socket by then (`SO_RXQ_OVFL`; 0 until it reports any) and the
+/// datagram.
+pub fn split_datagram(payload: &[u8]) -> Option<(u32, &[u8])> {
+    let (head, datagram) = payload.split_first_chunk::<DATAGRAM_HEAD_BYTES>()?;
+    Some((u32::from_le_bytes(*head), datagram))
 }
 
 /// Splits a frame tag into its connection and kind.
@@ -227,6 +275,17 @@ struct Stream {
     secured: bool,
 }
 
+/// A datagram slot ([`NetEngine::open_datagrams`]).
+struct DatagramStream {
+    stats: StreamStats,
+    /// `Open` was reported (with the first datagram).
+    open: bool,
+    /// By line: the kernel's drop count as last reported.
+    kernel_drops: [u32; 3],
+    /// Socket errors (each counted; the slot stays open).
+    errors: u64,
+}
+
 /// The plaintext buffer: large enough for a TLS record and for the unfragmented frames that are
 /// unframed in place; longer frames are assembled by `ws::Client` itself.
 const PLAINTEXT_BYTES: usize = 256 * 1024;
@@ -317,6 +376,8 @@ pub struct NetEngine {
     touched: Vec<ConnId>,
     /// Per slot: the receive timestamp of the stream's latest read (see [`NetEngine::last_read`]).
     last_read: Arc<[AtomicU64]>,
+    /// Per slot: its datagram sockets' state, when it is a datagram slot.
+    datagrams: Vec<Option<DatagramStream>>,
 }
 
 impl NetEngine {
@@ -360,7 +421,80 @@ impl NetEngine {
             pending: Vec::with_capacity(slots),
             touched: Vec::with_capacity(slots),
             last_read,
+            datagrams: (0..slots).map(|_| None).collect(),
         }
+    }
+
+    /// Opens a datagram venue's sockets in slot `conn` (joins its lines, connects its request
+    /// socket) and reads them: `StreamEvent::Connected` follows at once, `Open` with the first
+    /// datagram. A refused join or socket is an error now, nothing half open.
+    pub fn open_datagrams(
+        &mut self,
+        conn: ConnId,
+        spec: &DatagramSpec,
+    ) -> Result<(), StreamOpenError> {
+        let free = self.streams.get(conn as usize).is_some_and(Option::is_none)
+            && self
+                .datagrams
+                .get(conn as usize)
+                .is_some_and(Option::is_none);
+        if !free {
+            return Err(StreamOpenError::SlotBusy(conn));
+        }
+        let sockets = udp::open_spec(spec).map_err(NetError::Io)?;
+        self.transport.open_datagrams(conn, sockets)?;
+        if let Some(slot) = self.last_read.get(conn as usize) {
+            slot.store(self.transport.now_ns(), Ordering::Relaxed);
+        }
+        self.datagrams[conn as usize] = Some(DatagramStream {
+            stats: StreamStats::default(),
+            open: false,
+            kernel_drops: [0; 3],
+            errors: 0,
+        });
+        self.pending.push((conn, StreamEvent::Connected));
+        Ok(())
+    }
+
+    /// Sends one datagram (a request) on socket `line` of datagram slot `conn`, without
+    /// blocking.
+    pub fn send_datagram(
+        &mut self,
+        conn: ConnId,
+        line: DatagramLine,
+        bytes: &[u8],
+    ) -> Result<(), NetError> {
+        if self
+            .datagrams
+            .get(conn as usize)
+            .is_none_or(Option::is_none)
+        {
+            return Err(NetError::NotOpen(conn));
+        }
+        self.transport.send_datagram(conn, line, bytes)
+    }
+
+    /// A datagram slot's kernel drop counts by line (`SO_RXQ_OVFL`, as last reported) and its
+    /// socket errors; `None` for a slot that is not one.
+    pub fn datagram_counts(&self, conn: ConnId) -> Option<([u32; 3], u64)> {
+        self.datagrams
+            .get(conn as usize)
+            .and_then(Option::as_ref)
+            .map(|datagrams| (datagrams.kernel_drops, datagrams.errors))
+    }
+
+    /// Closes a datagram slot (no event); false when `conn` is not one.
+    fn close_datagrams(&mut self, conn: ConnId) -> bool {
+        if self
+            .datagrams
+            .get_mut(conn as usize)
+            .and_then(Option::take)
+            .is_none()
+        {
+            return false;
+        }
+        self.transport.close(conn);
+        true
     }
 
     /// Per slot: the receive timestamp (ns since the epoch, the clock of frames' `recv_ts_ns`)
@@ -499,8 +633,19 @@ impl NetEngine {
         Ok(())
     }
 
-    /// Starts the WebSocket closing handshake (or closes a raw stream at once).
+    /// Starts the WebSocket closing handshake (or closes a raw stream or a datagram slot at
+    /// once).
     pub fn close(&mut self, conn: ConnId, code: u16) {
+        if self.close_datagrams(conn) {
+            self.pending.push((
+                conn,
+                StreamEvent::Closed {
+                    close_code: None,
+                    error: None,
+                },
+            ));
+            return;
+        }
         let Some(stream) = self.streams.get_mut(conn as usize).and_then(Option::as_mut) else {
             return;
         };
@@ -529,6 +674,7 @@ impl NetEngine {
     /// Drops a stream at once, whatever its phase: no close frame, no event. For a peer that
     /// does not finish a handshake or a closing handshake in time.
     pub fn abort(&mut self, conn: ConnId) {
+        self.close_datagrams(conn);
         if let Some(slot) = self.streams.get_mut(conn as usize) {
             if slot.take().is_some() {
                 self.transport.close(conn);
@@ -542,6 +688,12 @@ impl NetEngine {
             .get(conn as usize)
             .and_then(Option::as_ref)
             .map(|stream| stream.stats)
+            .or_else(|| {
+                self.datagrams
+                    .get(conn as usize)
+                    .and_then(Option::as_ref)
+                    .map(|datagrams| datagrams.stats)
+            })
     }
 
     /// Whether messages were dropped on `conn` since the last call (and clears the flag).
@@ -563,9 +715,49 @@ impl NetEngine {
         let frames = &mut self.frames;
         let touched = &mut self.touched;
         let last_read = &self.last_read;
+        let datagrams = &mut self.datagrams;
         touched.clear();
         let mut failures: Vec<(ConnId, StreamError)> = Vec::new();
         let io_events = transport.poll(self.wait, &mut |conn, event| {
+            match event {
+                IoEvent::Datagram {
+                    line,
+                    bytes,
+                    recv_ts_ns,
+                    dropped,
+                    ..
+                } => {
+                    let Some(Some(slot)) = datagrams.get_mut(conn as usize) else {
+                        return;
+                    };
+                    if let Some(read) = last_read.get(conn as usize) {
+                        read.store(recv_ts_ns, Ordering::Relaxed);
+                    }
+                    if !slot.open {
+                        slot.open = true;
+                        events.push((conn, StreamEvent::Open));
+                    }
+                    let drops = dropped.unwrap_or(slot.kernel_drops[line as usize]);
+                    slot.kernel_drops[line as usize] = drops;
+                    write_datagram(
+                        &mut slot.stats,
+                        conn,
+                        line,
+                        drops,
+                        bytes,
+                        recv_ts_ns,
+                        frames.for_conn(conn),
+                    );
+                    return;
+                }
+                IoEvent::DatagramError { .. } => {
+                    if let Some(Some(slot)) = datagrams.get_mut(conn as usize) {
+                        slot.errors += 1;
+                    }
+                    return;
+                }
+                _ => {}
+            }
             let Some(Some(stream)) = streams.get_mut(conn as usize) else {
                 return;
             };
@@ -663,6 +855,8 @@ impl NetEngine {
                     events.push((conn, StreamEvent::Closed { close_code, error }));
                     return;
                 }
+                // Datagram slots' events are handled above.
+                IoEvent::Datagram { .. } | IoEvent::DatagramError { .. } => return,
             }
             // Whatever the protocol owes the server goes out in the same poll.
             if let Some(Some(stream)) = streams.get_mut(conn as usize) {
@@ -1003,6 +1197,38 @@ fn write_frame(
             grant.commit_deferred(len, (conn & TAG_CONN_MASK) | ((kind as u32) << 24));
             stats.messages += 1;
             stats.bytes += payload.len() as u64;
+        }
+        Err(_) => {
+            stats.dropped += 1;
+            stats.overflowed = true;
+        }
+    }
+}
+
+/// One datagram into the frame ring: its receive time, its socket's kernel drop count, the
+/// datagram. A full ring drops it (counted, the slot flagged).
+#[inline]
+fn write_datagram(
+    stats: &mut StreamStats,
+    conn: ConnId,
+    line: DatagramLine,
+    kernel_drops: u32,
+    datagram: &[u8],
+    recv_ts_ns: u64,
+    frames: &mut FrameProducer,
+) {
+    let len = FRAME_TS_BYTES + DATAGRAM_HEAD_BYTES + datagram.len();
+    match frames.reserve(len) {
+        Ok(mut grant) => {
+            let buf = grant.buf();
+            buf[..FRAME_TS_BYTES].copy_from_slice(&recv_ts_ns.to_le_bytes());
+            buf[FRAME_TS_BYTES..FRAME_TS_BYTES + DATAGRAM_HEAD_BYTES]
+                .copy_from_slice(&kernel_drops.to_le_bytes());
+            buf[FRAME_TS_BYTES + DATAGRAM_HEAD_BYTES..].copy_from_slice(datagram);
+            let kind = FrameKind::of_line(line);
+            grant.commit_deferred(len, (conn & TAG_CONN_MASK) | ((kind as u32) << 24));
+            stats.messages += 1;
+            stats.bytes += datagram.len() as u64;
         }
         Err(_) => {
             stats.dropped += 1;

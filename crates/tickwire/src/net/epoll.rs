@@ -6,6 +6,7 @@
 //! buffer until the socket is writable.
 
 use super::socket::{self, RawAddr};
+use super::udp::{self, DatagramLine, DatagramSockets};
 use super::{ConnId, IoEvent, NetError, TransportConfig, WaitMode};
 use crate::clock::Clock;
 use std::io;
@@ -50,10 +51,22 @@ pub struct EpollTransport {
     /// Slots with a `failed` send waiting to be reported.
     failures: usize,
     pub(super) warnings: Vec<String>,
+    /// By slot: its datagram sockets and their generation, when it is a datagram slot.
+    datagrams: Vec<Option<(DatagramSockets, u32)>>,
 }
 
 fn token(conn: ConnId, generation: u32) -> u64 {
     (u64::from(generation) << 32) | u64::from(conn)
+}
+
+/// A datagram socket's token: its slot (24 bits), its line and this flag in the low word.
+const DATAGRAM_TOKEN: u64 = 1 << 31;
+
+fn datagram_token(conn: ConnId, line: DatagramLine, generation: u32) -> u64 {
+    (u64::from(generation) << 32)
+        | DATAGRAM_TOKEN
+        | ((line as u64) << 24)
+        | u64::from(conn & 0x00ff_ffff)
 }
 
 impl EpollTransport {
@@ -87,7 +100,111 @@ impl EpollTransport {
             connecting: 0,
             failures: 0,
             warnings: Vec::new(),
+            datagrams: (0..config.max_connections).map(|_| None).collect(),
         })
+    }
+
+    /// Makes `conn` a datagram slot: each socket in the epoll set, read when readable.
+    pub fn open_datagrams(
+        &mut self,
+        conn: ConnId,
+        sockets: DatagramSockets,
+    ) -> Result<(), NetError> {
+        if self
+            .slots
+            .get(conn as usize)
+            .is_none_or(|slot| slot.state != State::Free)
+            || self.datagrams[conn as usize].is_some()
+        {
+            return Err(NetError::BadSlot(conn));
+        }
+        let slot = &mut self.slots[conn as usize];
+        slot.generation = slot.generation.wrapping_add(1);
+        let generation = slot.generation;
+        for line in DatagramLine::ALL {
+            if let Some(fd) = &sockets[line as usize] {
+                let mut event = libc::epoll_event {
+                    events: libc::EPOLLIN as u32,
+                    u64: datagram_token(conn, line, generation),
+                };
+                // SAFETY: both descriptors are open and `event` is valid for the call.
+                let result = unsafe {
+                    libc::epoll_ctl(
+                        self.epoll.as_raw_fd(),
+                        libc::EPOLL_CTL_ADD,
+                        fd.as_raw_fd(),
+                        &mut event,
+                    )
+                };
+                if result < 0 {
+                    return Err(io::Error::last_os_error().into());
+                }
+            }
+        }
+        self.datagrams[conn as usize] = Some((sockets, generation));
+        Ok(())
+    }
+
+    /// Sends one datagram on socket `line` of datagram slot `conn`, without blocking.
+    pub fn send_datagram(
+        &mut self,
+        conn: ConnId,
+        line: DatagramLine,
+        bytes: &[u8],
+    ) -> Result<(), NetError> {
+        let fd = self
+            .datagrams
+            .get(conn as usize)
+            .and_then(Option::as_ref)
+            .and_then(|(sockets, _)| sockets[line as usize].as_ref())
+            .ok_or(NetError::NotOpen(conn))?;
+        udp::send_on(fd.as_raw_fd(), bytes)?;
+        Ok(())
+    }
+
+    /// Reads what a datagram socket holds (a few datagrams per wake, like a stream).
+    fn read_datagrams(
+        &mut self,
+        conn: ConnId,
+        line: DatagramLine,
+        recv_ts_ns: u64,
+        on_event: &mut impl FnMut(ConnId, IoEvent<'_>),
+    ) -> usize {
+        let mut delivered = 0;
+        for _ in 0..READS_PER_WAKE {
+            let Some(fd) = self
+                .datagrams
+                .get(conn as usize)
+                .and_then(Option::as_ref)
+                .and_then(|(sockets, _)| sockets[line as usize].as_ref())
+                .map(AsRawFd::as_raw_fd)
+            else {
+                break;
+            };
+            match udp::recv_on(fd, &mut self.recv_buffer) {
+                Ok(Some(received)) => {
+                    on_event(
+                        conn,
+                        IoEvent::Datagram {
+                            line,
+                            bytes: &self.recv_buffer[..received.len],
+                            recv_ts_ns: received.kernel_ts_ns.unwrap_or(recv_ts_ns),
+                            kernel_ts: received.kernel_ts_ns.is_some(),
+                            dropped: received.dropped,
+                            truncated: received.truncated,
+                        },
+                    );
+                    delivered += 1;
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    on_event(conn, IoEvent::DatagramError { line, error });
+                    delivered += 1;
+                    break;
+                }
+            }
+        }
+        delivered
     }
 
     fn ctl(&self, op: libc::c_int, conn: ConnId, writable: bool) -> io::Result<()> {
@@ -222,6 +339,13 @@ impl EpollTransport {
     }
 
     pub fn close(&mut self, conn: ConnId) {
+        if let Some(Some(_)) = self.datagrams.get_mut(conn as usize).map(Option::take) {
+            // Closing the descriptors removes them from the epoll set; events already
+            // reaped for them are stale by the new generation.
+            let slot = &mut self.slots[conn as usize];
+            slot.generation = slot.generation.wrapping_add(1);
+            return;
+        }
         let Some(slot) = self.slots.get_mut(conn as usize) else {
             return;
         };
@@ -295,8 +419,23 @@ impl EpollTransport {
         let recv_ts_ns = self.clock.now_ns();
         for index in 0..ready as usize {
             let event = self.events[index];
-            let conn = (event.u64 & 0xffff_ffff) as ConnId;
             let generation = (event.u64 >> 32) as u32;
+            if event.u64 & DATAGRAM_TOKEN != 0 {
+                let conn = (event.u64 & 0x00ff_ffff) as ConnId;
+                let line = DatagramLine::from_index(((event.u64 >> 24) & 0x7f) as usize);
+                let current = self
+                    .datagrams
+                    .get(conn as usize)
+                    .and_then(Option::as_ref)
+                    .map(|(_, generation)| *generation);
+                if let (Some(line), Some(current)) = (line, current) {
+                    if current == generation {
+                        delivered += self.read_datagrams(conn, line, recv_ts_ns, on_event);
+                    }
+                }
+                continue;
+            }
+            let conn = (event.u64 & 0xffff_ffff) as ConnId;
             let Some(slot) = self.slots.get(conn as usize) else {
                 continue;
             };

@@ -50,6 +50,23 @@ pub enum IoEvent<'a> {
     Data { bytes: &'a [u8], recv_ts_ns: u64 },
     /// The peer closed (`None`: orderly EOF) or the connection failed; the slot is free again.
     Closed(Option<io::Error>),
+    /// One datagram on a datagram slot's socket `line` ([`Transport::open_datagrams`]).
+    /// `recv_ts_ns` is the kernel's receive time (`SO_TIMESTAMPNS`) when it gave one, else when
+    /// the completion was reaped; `dropped` the socket's count of datagrams the kernel dropped
+    /// so far (`SO_RXQ_OVFL`), when it reported one.
+    Datagram {
+        line: udp::DatagramLine,
+        bytes: &'a [u8],
+        recv_ts_ns: u64,
+        kernel_ts: bool,
+        dropped: Option<u32>,
+        truncated: bool,
+    },
+    /// A datagram socket failed (its slot stays open: the other lines may still carry data).
+    DatagramError {
+        line: udp::DatagramLine,
+        error: io::Error,
+    },
 }
 
 /// How `poll` waits when nothing is ready.
@@ -194,6 +211,32 @@ impl Transport {
         match self {
             Transport::Uring(transport) => transport.now_ns(),
             Transport::Epoll(transport) => transport.now_ns(),
+        }
+    }
+
+    /// Makes slot `conn` a datagram slot reading `sockets` (by [`udp::DatagramLine`]): each
+    /// datagram arrives as an [`IoEvent::Datagram`]. The slot must be free.
+    pub fn open_datagrams(
+        &mut self,
+        conn: ConnId,
+        sockets: udp::DatagramSockets,
+    ) -> Result<(), NetError> {
+        match self {
+            Transport::Uring(transport) => transport.open_datagrams(conn, sockets),
+            Transport::Epoll(transport) => transport.open_datagrams(conn, sockets),
+        }
+    }
+
+    /// Sends one datagram on socket `line` of datagram slot `conn`, without blocking.
+    pub fn send_datagram(
+        &mut self,
+        conn: ConnId,
+        line: udp::DatagramLine,
+        bytes: &[u8],
+    ) -> Result<(), NetError> {
+        match self {
+            Transport::Uring(transport) => transport.send_datagram(conn, line, bytes),
+            Transport::Epoll(transport) => transport.send_datagram(conn, line, bytes),
         }
     }
 

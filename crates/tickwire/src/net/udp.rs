@@ -6,7 +6,12 @@
 //!
 //! A datagram is its own frame: [`MulticastSocket::recv`] reads one into the caller's buffer with
 //! `recvmsg` (non-blocking, a control buffer on the stack: nothing allocates per datagram).
-//! Not yet wired into the network thread's engines (`engine.rs`): the building block for it.
+//!
+//! The network thread opens a datagram venue's sockets from a [`DatagramSpec`] (its lines'
+//! joins and the unicast socket that sends re-requests and reads their answers,
+//! [`reply_socket`]) and hands them to its transport (`Transport::open_datagrams`): io_uring
+//! reads them with multishot `recvmsg` into its provided buffers, epoll with [`recv_on`]; both
+//! read the control messages with [`parse_control`].
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -35,6 +40,223 @@ pub struct Received {
     /// The socket's count of datagrams dropped so far (`SO_RXQ_OVFL`), when the kernel
     /// reported it with this datagram (it does once any was dropped).
     pub dropped: Option<u32>,
+}
+
+/// What a datagram venue's slot opens: up to two multicast lines (A and B) and a unicast
+/// socket for requests and their answers (a re-request server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DatagramSpec {
+    pub lines: [Option<MulticastConfig>; 2],
+    /// The server that answers requests (MoldUDP64's re-request server), if any.
+    pub reply: Option<SocketAddrV4>,
+}
+
+/// A datagram slot's socket, by what it carries (the order of a slot's sockets).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatagramLine {
+    A = 0,
+    B = 1,
+    /// The unicast socket: answers to requests.
+    Reply = 2,
+}
+
+impl DatagramLine {
+    pub const ALL: [DatagramLine; 3] = [DatagramLine::A, DatagramLine::B, DatagramLine::Reply];
+
+    pub fn from_index(index: usize) -> Option<DatagramLine> {
+        Self::ALL.get(index).copied()
+    }
+}
+
+/// A slot's sockets, by [`DatagramLine`] index.
+pub type DatagramSockets = [Option<OwnedFd>; 3];
+
+/// The most bytes of a datagram a venue sends (a request): a fixed buffer, so that sending one
+/// allocates nothing.
+#[derive(Clone, Copy)]
+pub struct OutDatagram {
+    len: u8,
+    bytes: [u8; OutDatagram::MAX],
+}
+
+impl OutDatagram {
+    pub const MAX: usize = 64;
+
+    /// `bytes`, or `None` when longer than [`OutDatagram::MAX`].
+    pub fn new(bytes: &[u8]) -> Option<OutDatagram> {
+        if bytes.len() > Self::MAX {
+            return None;
+        }
+        let mut out = OutDatagram {
+            len: bytes.len() as u8,
+            bytes: [0; Self::MAX],
+        };
+        out.bytes[..bytes.len()].copy_from_slice(bytes);
+        Some(out)
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for OutDatagram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OutDatagram({} bytes)", self.len)
+    }
+}
+
+/// Opens a spec's sockets: each line joined, the reply socket connected.
+pub fn open_spec(spec: &DatagramSpec) -> io::Result<DatagramSockets> {
+    let mut sockets: DatagramSockets = [None, None, None];
+    for (index, line) in spec.lines.iter().enumerate() {
+        if let Some(config) = line {
+            sockets[index] = Some(MulticastSocket::open(config)?.into_fd());
+        }
+    }
+    if let Some(server) = spec.reply {
+        let rcvbuf = spec
+            .lines
+            .iter()
+            .flatten()
+            .map(|line| line.rcvbuf)
+            .max()
+            .unwrap_or(1 << 20);
+        sockets[2] = Some(reply_socket(server, rcvbuf)?);
+    }
+    Ok(sockets)
+}
+
+/// A non-blocking UDP socket connected to `server` (a re-request server): what is sent on it
+/// goes there, and only its answers arrive, with their kernel receive time and drop count.
+pub fn reply_socket(server: SocketAddrV4, rcvbuf: usize) -> io::Result<OwnedFd> {
+    // SAFETY: a plain socket(2) call; the descriptor is owned below.
+    let raw = check(unsafe {
+        libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
+    // SAFETY: a descriptor this function just opened and nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let one: libc::c_int = 1;
+    let size = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
+    if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size).is_err() {
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &size)?;
+    }
+    setsockopt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &one)?;
+    setsockopt(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &one)?;
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: server.port().to_be(),
+        sin_addr: in_addr(*server.ip()),
+        sin_zero: [0; 8],
+    };
+    // SAFETY: a sockaddr_in of the size given.
+    check(unsafe {
+        libc::connect(
+            raw,
+            std::ptr::from_ref(&addr).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    })?;
+    Ok(fd)
+}
+
+/// Sends one datagram on a connected socket without blocking: a full socket buffer is an
+/// error (`WouldBlock`), never a wait.
+pub fn send_on(fd: RawFd, bytes: &[u8]) -> io::Result<()> {
+    // SAFETY: `bytes` is live for the call, of the length given.
+    let sent = unsafe {
+        libc::send(
+            fd,
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The control messages of one datagram (`msg_control` as the kernel filled it): the kernel's
+/// receive time (`SCM_TIMESTAMPNS`, ns since the epoch) and the socket's drop count
+/// (`SO_RXQ_OVFL`). Walks the bytes itself, so that io_uring's copy of them (in a provided
+/// buffer, with no `msghdr` around it) reads the same way; anything malformed ends the walk.
+pub fn parse_control(control: &[u8]) -> (Option<u64>, Option<u32>) {
+    let align = std::mem::size_of::<usize>();
+    let round = |len: usize| len.div_ceil(align) * align;
+    let header = round(std::mem::size_of::<libc::cmsghdr>());
+    let mut timestamp = None;
+    let mut dropped = None;
+    let mut at = 0usize;
+    while at + header <= control.len() {
+        let word = |offset: usize, size: usize| &control[at + offset..at + offset + size];
+        let mut len_bytes = [0u8; 8];
+        len_bytes[..align].copy_from_slice(word(0, align));
+        let len = u64::from_ne_bytes(len_bytes) as usize;
+        let level = i32::from_ne_bytes(word(align, 4).try_into().unwrap_or([0; 4]));
+        let kind = i32::from_ne_bytes(word(align + 4, 4).try_into().unwrap_or([0; 4]));
+        if len < header || at + len > control.len() {
+            break;
+        }
+        let data = &control[at + header..at + len];
+        if level == libc::SOL_SOCKET {
+            if kind == libc::SCM_TIMESTAMPNS && data.len() >= 16 {
+                let sec = i64::from_ne_bytes(data[..8].try_into().unwrap_or([0; 8]));
+                let nsec = i64::from_ne_bytes(data[8..16].try_into().unwrap_or([0; 8]));
+                timestamp = u64::try_from(sec)
+                    .ok()
+                    .and_then(|s| s.checked_mul(1_000_000_000))
+                    .and_then(|ns| ns.checked_add(u64::try_from(nsec).ok()?));
+            } else if kind == libc::SO_RXQ_OVFL && data.len() >= 4 {
+                dropped = Some(u32::from_ne_bytes(data[..4].try_into().unwrap_or([0; 4])));
+            }
+        }
+        at += round(len);
+    }
+    (timestamp, dropped)
+}
+
+/// One datagram from the non-blocking socket `fd` into `buffer` (see
+/// [`MulticastSocket::recv`]), or `None` when none is waiting.
+pub fn recv_on(fd: RawFd, buffer: &mut [u8]) -> io::Result<Option<Received>> {
+    let mut iov = libc::iovec {
+        iov_base: buffer.as_mut_ptr().cast(),
+        iov_len: buffer.len(),
+    };
+    // Room for a timespec and a u32 with their headers, aligned for cmsghdr.
+    let mut control = [0u64; 16];
+    // SAFETY: an all-zero msghdr is valid; its pointers are set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: `msg` points at live buffers of the lengths it says.
+    let got = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+    if got < 0 {
+        let error = io::Error::last_os_error();
+        return match error.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+            _ => Err(error),
+        };
+    }
+    let control_len = msg.msg_controllen.min(std::mem::size_of_val(&control));
+    // SAFETY: the kernel wrote `control_len` bytes of the array, which is plain data.
+    let control_bytes =
+        unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), control_len) };
+    let (kernel_ts_ns, dropped) = parse_control(control_bytes);
+    Ok(Some(Received {
+        len: (got as usize).min(buffer.len()),
+        truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+        kernel_ts_ns,
+        dropped,
+    }))
 }
 
 /// A joined, non-blocking multicast socket.
@@ -160,55 +382,12 @@ impl MulticastSocket {
 
     /// One datagram into `buffer`, or `None` when none is waiting.
     pub fn recv(&self, buffer: &mut [u8]) -> io::Result<Option<Received>> {
-        let mut iov = libc::iovec {
-            iov_base: buffer.as_mut_ptr().cast(),
-            iov_len: buffer.len(),
-        };
-        // Room for a timespec and a u32 with their headers, aligned for cmsghdr.
-        let mut control = [0u64; 16];
-        // SAFETY: an all-zero msghdr is valid; its pointers are set below.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control);
-        // SAFETY: `msg` points at live buffers of the lengths it says.
-        let got = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-        if got < 0 {
-            let error = io::Error::last_os_error();
-            return match error.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-                _ => Err(error),
-            };
-        }
-        let mut received = Received {
-            len: got as usize,
-            truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
-            kernel_ts_ns: None,
-            dropped: None,
-        };
-        // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
-        // `msg_controllen`.
-        unsafe {
-            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-            while !cmsg.is_null() {
-                let header = &*cmsg;
-                let data = libc::CMSG_DATA(cmsg);
-                if header.cmsg_level == libc::SOL_SOCKET {
-                    if header.cmsg_type == libc::SCM_TIMESTAMPNS {
-                        let ts = std::ptr::read_unaligned(data.cast::<libc::timespec>());
-                        received.kernel_ts_ns = u64::try_from(ts.tv_sec)
-                            .ok()
-                            .and_then(|s| s.checked_mul(1_000_000_000))
-                            .and_then(|ns| ns.checked_add(ts.tv_nsec as u64));
-                    } else if header.cmsg_type == libc::SO_RXQ_OVFL {
-                        received.dropped = Some(std::ptr::read_unaligned(data.cast::<u32>()));
-                    }
-                }
-                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-            }
-        }
-        Ok(Some(received))
+        recv_on(self.fd.as_raw_fd(), buffer)
+    }
+
+    /// The socket, for a transport to read.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
     }
 }
 

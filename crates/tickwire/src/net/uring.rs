@@ -17,6 +17,7 @@
 //! are only posted on such an enter.
 
 use super::socket::{self, RawAddr};
+use super::udp::{self, DatagramLine, DatagramSockets};
 use super::{ConnId, IoEvent, NetError, TransportConfig, WaitMode};
 use crate::clock::Clock;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -29,6 +30,12 @@ const OP_CONNECT: u64 = 1;
 const OP_CONNECT_TIMEOUT: u64 = 2;
 const OP_RECV: u64 = 3;
 const OP_SEND: u64 = 4;
+/// A datagram socket's multishot `recvmsg`: `OP_DATAGRAM + line` (`udp::DatagramLine`).
+const OP_DATAGRAM: u64 = 8;
+const OP_CANCEL: u64 = 16;
+/// Bytes of control messages a datagram's `recvmsg` keeps: a timespec and a u32, with their
+/// headers (56), rounded up.
+const DATAGRAM_CONTROL_BYTES: u32 = 64;
 /// The provided-buffer group all receives draw from.
 const BUFFER_GROUP: u16 = 0;
 /// `IORING_ENTER_GETEVENTS` from `linux/io_uring.h` (the crate keeps its sys module private).
@@ -68,6 +75,20 @@ struct Slot {
     sending: bool,
     /// Bytes queued behind the send in flight.
     queued: Vec<u8>,
+}
+
+/// The `msghdr` every datagram socket's multishot `recvmsg` is armed with: no name, no iovec
+/// (the provided buffer takes its place), room for [`DATAGRAM_CONTROL_BYTES`] of control
+/// messages. The kernel reads it when the submission is taken, and the layout of each provided
+/// buffer it fills follows from it (`types::RecvMsgOut::parse`).
+struct DatagramHeader(Box<libc::msghdr>);
+
+// SAFETY: the header holds only null pointers and lengths; nothing aliases it.
+unsafe impl Send for DatagramHeader {}
+
+/// A datagram slot: its sockets (by line) and which of them have a receive armed.
+struct DatagramSlot {
+    sockets: DatagramSockets,
 }
 
 /// Page-aligned anonymous memory, unmapped on drop.
@@ -203,6 +224,9 @@ pub struct UringTransport {
     /// kernel may still read them) until that send's completion arrives: (slot, generation of
     /// the send, buffer). Only closes with a send in flight put anything here.
     retired: Vec<(ConnId, u32, Vec<u8>)>,
+    /// By slot: its datagram sockets, when it is a datagram slot (`open_datagrams`).
+    datagrams: Vec<Option<DatagramSlot>>,
+    datagram_header: DatagramHeader,
 }
 
 fn build_ring(entries: u32) -> Result<(IoUring, bool, &'static str), io::Error> {
@@ -285,7 +309,168 @@ impl UringTransport {
             warnings: Vec::new(),
             buffer_exhaustions: 0,
             retired: Vec::new(),
+            datagrams: (0..config.max_connections).map(|_| None).collect(),
+            datagram_header: DatagramHeader(Box::new({
+                // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
+                let mut header: libc::msghdr = unsafe { std::mem::zeroed() };
+                header.msg_controllen = DATAGRAM_CONTROL_BYTES as _;
+                header
+            })),
         })
+    }
+
+    /// Makes `conn` a datagram slot: a multishot `recvmsg` per socket into the provided
+    /// buffers.
+    pub fn open_datagrams(
+        &mut self,
+        conn: ConnId,
+        sockets: DatagramSockets,
+    ) -> Result<(), NetError> {
+        if self
+            .slots
+            .get(conn as usize)
+            .is_none_or(|slot| slot.state != State::Free)
+            || self.datagrams[conn as usize].is_some()
+        {
+            return Err(NetError::BadSlot(conn));
+        }
+        let slot = &mut self.slots[conn as usize];
+        slot.generation = slot.generation.wrapping_add(1);
+        self.datagrams[conn as usize] = Some(DatagramSlot { sockets });
+        for line in DatagramLine::ALL {
+            if let Err(error) = self.arm_datagram(conn, line) {
+                self.close(conn);
+                return Err(error.into());
+            }
+        }
+        Ok(())
+    }
+
+    fn arm_datagram(&mut self, conn: ConnId, line: DatagramLine) -> io::Result<()> {
+        let Some(Some(slot)) = self.datagrams.get(conn as usize) else {
+            return Ok(());
+        };
+        let Some(fd) = slot.sockets[line as usize].as_ref() else {
+            return Ok(());
+        };
+        let generation = self.slots[conn as usize].generation;
+        let entry = opcode::RecvMsgMulti::new(
+            types::Fd(fd.as_raw_fd()),
+            &*self.datagram_header.0,
+            BUFFER_GROUP,
+        )
+        .build()
+        .user_data(user_data(OP_DATAGRAM + line as u64, conn, generation));
+        self.push(&entry)
+    }
+
+    /// Sends one datagram on socket `line` of datagram slot `conn` (a plain non-blocking
+    /// `send`: requests are rare, and a datagram needs no buffer kept alive for the kernel).
+    pub fn send_datagram(
+        &mut self,
+        conn: ConnId,
+        line: DatagramLine,
+        bytes: &[u8],
+    ) -> Result<(), NetError> {
+        let fd = self
+            .datagrams
+            .get(conn as usize)
+            .and_then(Option::as_ref)
+            .and_then(|slot| slot.sockets[line as usize].as_ref())
+            .ok_or(NetError::NotOpen(conn))?;
+        udp::send_on(fd.as_raw_fd(), bytes)?;
+        Ok(())
+    }
+
+    /// Closes a datagram slot: its receives are cancelled (their late completions are stale
+    /// by the new generation), its sockets closed.
+    fn close_datagrams(&mut self, conn: ConnId) -> bool {
+        let Some(slot) = self.datagrams.get_mut(conn as usize).and_then(Option::take) else {
+            return false;
+        };
+        let generation = self.slots[conn as usize].generation;
+        for line in DatagramLine::ALL {
+            if slot.sockets[line as usize].is_some() {
+                let cancel = opcode::AsyncCancel::new(user_data(
+                    OP_DATAGRAM + line as u64,
+                    conn,
+                    generation,
+                ))
+                .build()
+                .user_data(user_data(OP_CANCEL, conn, generation));
+                let _ = self.push(&cancel);
+            }
+        }
+        let _ = self.ring.submit();
+        let slot_state = &mut self.slots[conn as usize];
+        slot_state.generation = slot_state.generation.wrapping_add(1);
+        drop(slot);
+        true
+    }
+
+    /// One completion of a datagram socket's receive.
+    fn complete_datagram(
+        &mut self,
+        conn: ConnId,
+        line: DatagramLine,
+        cqe: &cqueue::Entry,
+        recv_ts_ns: u64,
+        on_event: &mut impl FnMut(ConnId, IoEvent<'_>),
+    ) -> usize {
+        let result = cqe.result();
+        let more = cqueue::more(cqe.flags());
+        let buffer = cqueue::buffer_select(cqe.flags());
+        let mut delivered = 0;
+        if result >= 0 {
+            if let Some(bid) = buffer {
+                let bytes = self.buffers.bytes(bid, result as usize);
+                match types::RecvMsgOut::parse(bytes, &self.datagram_header.0) {
+                    Ok(out) => {
+                        let (kernel_ts, dropped) = udp::parse_control(out.control_data());
+                        on_event(
+                            conn,
+                            IoEvent::Datagram {
+                                line,
+                                bytes: out.payload_data(),
+                                recv_ts_ns: kernel_ts.unwrap_or(recv_ts_ns),
+                                kernel_ts: kernel_ts.is_some(),
+                                dropped,
+                                truncated: out.is_payload_truncated(),
+                            },
+                        );
+                    }
+                    Err(()) => on_event(
+                        conn,
+                        IoEvent::DatagramError {
+                            line,
+                            error: io::Error::other(
+                                "a received datagram's buffer is too short for its header",
+                            ),
+                        },
+                    ),
+                }
+                self.buffers.recycle(bid);
+                delivered = 1;
+            }
+        } else if result == -libc::ENOBUFS {
+            self.buffer_exhaustions += 1;
+        } else if result != -libc::ECANCELED {
+            on_event(
+                conn,
+                IoEvent::DatagramError {
+                    line,
+                    error: io::Error::from_raw_os_error(-result),
+                },
+            );
+            delivered = 1;
+        }
+        if !more && result != -libc::ECANCELED && result != -libc::EBADF {
+            if let Err(error) = self.arm_datagram(conn, line) {
+                on_event(conn, IoEvent::DatagramError { line, error });
+                delivered += 1;
+            }
+        }
+        delivered
     }
 
     /// The set-up flags the kernel accepted, for the start-up log line.
@@ -406,6 +591,9 @@ impl UringTransport {
     }
 
     pub fn close(&mut self, conn: ConnId) {
+        if self.close_datagrams(conn) {
+            return;
+        }
         let Some(slot) = self.slots.get_mut(conn as usize) else {
             return;
         };
@@ -529,6 +717,27 @@ impl UringTransport {
         let (op, conn, generation) = decode(cqe.user_data());
         let result = cqe.result();
         let buffer = cqueue::buffer_select(cqe.flags());
+        if (OP_DATAGRAM..OP_CANCEL).contains(&op) {
+            let current = self.slots.get(conn as usize).map(|slot| slot.generation);
+            let open = self
+                .datagrams
+                .get(conn as usize)
+                .is_some_and(Option::is_some);
+            match DatagramLine::from_index((op - OP_DATAGRAM) as usize) {
+                Some(line) if open && current == Some(generation) => {
+                    return self.complete_datagram(conn, line, cqe, recv_ts_ns, on_event);
+                }
+                _ => {
+                    if let Some(bid) = buffer {
+                        self.buffers.recycle(bid);
+                    }
+                    return 0;
+                }
+            }
+        }
+        if op == OP_CANCEL {
+            return 0;
+        }
         let Some(slot) = self.slots.get_mut(conn as usize) else {
             if let Some(bid) = buffer {
                 self.buffers.recycle(bid);

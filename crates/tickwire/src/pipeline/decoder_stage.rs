@@ -403,6 +403,14 @@ impl StagePoll for DecoderStage {
                     (Some(feed), Some((recv_ts_ns, payload))) => {
                         if kind == crate::net::engine::FrameKind::Binary {
                             feed.on_binary(conn, recv_ts_ns, payload, &mut sink);
+                        } else if let Some(line) = kind.datagram_line() {
+                            if let Some((drops, datagram)) =
+                                crate::net::engine::split_datagram(payload)
+                            {
+                                feed.on_datagram(
+                                    conn, line, recv_ts_ns, drops, datagram, &mut sink,
+                                );
+                            }
                         } else {
                             feed.on_message(conn, recv_ts_ns, payload, &mut sink);
                         }
@@ -517,6 +525,7 @@ impl StagePoll for DecoderStage {
             let requests = &mut self.snapshot_requests;
             let malformed = &mut self.malformed;
             for feed in feeds.iter_mut() {
+                feed.tick(now_ns, &mut sink);
                 feed.snapshot_requests(now_ns, &mut |request| {
                     for_control = true;
                     // The request ring holds far more than the instruments a venue has; a

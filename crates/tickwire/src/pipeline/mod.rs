@@ -552,6 +552,35 @@ impl Runtime {
         })
     }
 
+    /// Hands a datagram venue's sockets to the network thread (`conn` below
+    /// `net.max_connections`); its statuses come back like a stream's.
+    pub fn open_datagrams(
+        &mut self,
+        conn: ConnId,
+        generation: u32,
+        spec: crate::net::udp::DatagramSpec,
+    ) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::OpenDatagrams {
+            conn,
+            generation,
+            spec: Box::new(spec),
+        })
+    }
+
+    /// Sends one datagram (a re-request) on socket `line` of datagram slot `conn`.
+    pub fn send_datagram(
+        &mut self,
+        conn: ConnId,
+        line: crate::net::udp::DatagramLine,
+        datagram: crate::net::udp::OutDatagram,
+    ) -> Result<(), RuntimeError> {
+        self.net_command(NetCommand::SendDatagram {
+            conn,
+            line,
+            datagram,
+        })
+    }
+
     /// Starts the WebSocket closing handshake on `conn`.
     pub fn close_stream(&mut self, conn: ConnId) -> Result<(), RuntimeError> {
         self.net_command(NetCommand::Close { conn })

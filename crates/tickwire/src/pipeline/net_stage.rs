@@ -42,6 +42,20 @@ pub enum NetCommand {
     /// Send a WebSocket ping on an open stream (a venue whose heartbeat is the client's ping);
     /// nothing when the slot has no open WebSocket stream.
     Ping { conn: ConnId },
+    /// Open a datagram venue's sockets in slot `conn` (`NetEngine::open_datagrams`); its
+    /// statuses carry `generation` as an `Open`'s do.
+    OpenDatagrams {
+        conn: ConnId,
+        generation: u32,
+        spec: Box<crate::net::udp::DatagramSpec>,
+    },
+    /// Send one datagram (a re-request) on socket `line` of datagram slot `conn`; nothing when
+    /// the slot is gone or the socket's buffer is full (the venue's recovery retries).
+    SendDatagram {
+        conn: ConnId,
+        line: crate::net::udp::DatagramLine,
+        datagram: crate::net::udp::OutDatagram,
+    },
 }
 
 /// A stream state change, from the network thread to the control thread.
@@ -235,6 +249,31 @@ impl StagePoll for NetStage {
                 // is dropped; there is nothing to keep alive.
                 NetCommand::Ping { conn } => {
                     let _ = engine.ping(conn);
+                }
+                NetCommand::OpenDatagrams {
+                    conn,
+                    generation,
+                    spec,
+                } => {
+                    if let Some(slot) = generations.get_mut(conn as usize) {
+                        *slot = generation;
+                    }
+                    if let Err(error) = engine.open_datagrams(conn, &spec) {
+                        report(NetStatus {
+                            conn,
+                            generation,
+                            kind: NetStatusKind::OpenFailed {
+                                error: error.to_string(),
+                            },
+                        });
+                    }
+                }
+                NetCommand::SendDatagram {
+                    conn,
+                    line,
+                    datagram,
+                } => {
+                    let _ = engine.send_datagram(conn, line, datagram.bytes());
                 }
             }
         }

@@ -47,6 +47,10 @@ pub struct VenueView {
     pub messages_per_second: f64,
     pub received_bytes_total: u64,
     pub streams: Vec<StreamView>,
+    /// What the venue's feed counts beside its messages (a datagram venue's per-line
+    /// duplicates, kernel drops, re-requests), by name; absent when it counts nothing.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub feed_counts: std::collections::BTreeMap<&'static str, u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -520,6 +520,10 @@ pub enum ReplyKind {
     /// stream's index in the venue's activity table; the control side sends
     /// `Protocol::resubscribe_requests` on the connection (the upper half of `id`).
     Resubscribe,
+    /// A datagram venue's request to send (a MoldUDP64 re-request), made on the decoder thread
+    /// and sent by the network thread: the upper half of `id` is the slot, the low byte the
+    /// socket (`net::udp::DatagramLine`), [`VenueReply::payload`] the bytes.
+    Datagram,
 }
 
 /// A venue's answer to a request the control thread sent (a subscription), relayed by the
@@ -594,6 +598,28 @@ impl VenueReply {
                 b"",
             )
         }
+    }
+
+    /// A datagram to send on socket `line` of datagram slot `conn` (see
+    /// [`ReplyKind::Datagram`]); `None` when longer than [`VenueReply::MESSAGE_BYTES`].
+    pub fn datagram(
+        venue: VenueId,
+        conn: crate::net::ConnId,
+        line: crate::net::udp::DatagramLine,
+        bytes: &[u8],
+    ) -> Option<VenueReply> {
+        if bytes.len() > Self::MESSAGE_BYTES {
+            return None;
+        }
+        Some(VenueReply {
+            kind: ReplyKind::Datagram,
+            ..VenueReply::new(venue, (u64::from(conn) << 32) | line as u64, None, bytes)
+        })
+    }
+
+    /// The reply's bytes as they are (a datagram's; the venue's error text otherwise).
+    pub fn payload(&self) -> &[u8] {
+        &self.message[..usize::from(self.message_len)]
     }
 
     /// The venue's error text, if it sent one.
@@ -764,6 +790,29 @@ pub trait Feed: Send {
         self.on_message(conn, recv_ts_ns, payload, sink);
     }
 
+    /// One datagram of a datagram venue ([`crate::net::engine::FrameKind::LineA`] and its
+    /// kin): on socket `line` of slot `conn`, received at `recv_ts_ns` (the kernel's time where
+    /// it gave one), the socket's kernel drop count by then `kernel_drops`. The default reads
+    /// it like any other message.
+    fn on_datagram(
+        &mut self,
+        conn: crate::net::ConnId,
+        line: crate::net::udp::DatagramLine,
+        recv_ts_ns: u64,
+        kernel_drops: u32,
+        datagram: &[u8],
+        sink: &mut EventSink<'_>,
+    ) {
+        let _ = (line, kernel_drops);
+        self.on_message(conn, recv_ts_ns, datagram, sink);
+    }
+
+    /// The feed's timers at `now_ns` (the decoder stage's clock), once per decoder round with
+    /// its control work: a datagram venue's gap waits and re-requests. The default has none.
+    fn tick(&mut self, now_ns: u64, sink: &mut EventSink<'_>) {
+        let _ = (now_ns, sink);
+    }
+
     /// A snapshot the feed asked for arrived (or failed).
     fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>);
 
@@ -827,6 +876,10 @@ pub struct MessageKind {
     pub name: &'static str,
     /// Whether the kind carries market data (the demo's message rate counts these).
     pub market_data: bool,
+    /// Not a kind of message but a count the feed keeps beside them, in the same table (a
+    /// datagram venue's per-line duplicates, kernel drops, re-requests): shown by
+    /// [`FeedCounters::tallies`], never among [`FeedCounters::messages`].
+    pub tally: bool,
 }
 
 impl MessageKind {
@@ -835,6 +888,7 @@ impl MessageKind {
         MessageKind {
             name,
             market_data: true,
+            tally: false,
         }
     }
 
@@ -843,6 +897,16 @@ impl MessageKind {
         MessageKind {
             name,
             market_data: false,
+            tally: false,
+        }
+    }
+
+    /// A count the feed keeps that is no kind of message (see [`MessageKind::tally`]).
+    pub const fn tally(name: &'static str) -> MessageKind {
+        MessageKind {
+            name,
+            market_data: false,
+            tally: true,
         }
     }
 }
@@ -941,7 +1005,24 @@ impl FeedCounters {
         self.kinds
             .iter()
             .zip(self.messages.iter())
+            .filter(|(kind, _)| !kind.tally)
             .map(|(kind, count)| (*kind, count.get()))
+    }
+
+    /// The feed's tallies (see [`MessageKind::tally`]) by name, in table order.
+    pub fn tallies(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.kinds
+            .iter()
+            .zip(self.messages.iter())
+            .filter(|(kind, _)| kind.tally)
+            .map(|(kind, count)| (kind.name, count.get()))
+    }
+
+    /// The tally named `name` (0 for a name not in the venue's table).
+    pub fn tally(&self, name: &str) -> u64 {
+        self.tallies()
+            .find(|(tally, _)| *tally == name)
+            .map_or(0, |(_, count)| count)
     }
 
     /// Messages of the kind named `name` delivered (0 for a name not in the venue's table).
@@ -983,6 +1064,14 @@ impl FeedWriters {
     pub fn message(&mut self, kind: usize) {
         if let Some(counter) = self.messages.get_mut(kind) {
             counter.increment();
+        }
+    }
+
+    /// Counts `count` messages of the kind at `kind` (see [`FeedWriters::message`]).
+    #[inline]
+    pub fn add_messages(&mut self, kind: usize, count: u64) {
+        if let Some(counter) = self.messages.get_mut(kind) {
+            counter.add(count);
         }
     }
 

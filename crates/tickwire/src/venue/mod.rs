@@ -65,6 +65,10 @@ pub enum VenueError {
         kind: &'static str,
         why: &'static str,
     },
+    /// A datagram venue's sockets cannot be described (an interface with no IPv4 address, a
+    /// group that is not one).
+    #[error("venue `{venue}`: {reason}")]
+    Datagram { venue: String, reason: String },
     #[error("venue `{venue}`: login: {reason}")]
     Login { venue: String, reason: String },
     /// A connection whose URL names every stream, asked of a venue that has none (its streams
@@ -103,6 +107,14 @@ pub fn record_connections(
             .collect());
     }
     let prepared = prepare(venue, net, false)?;
+    if prepared.datagram.is_some() {
+        return Err(VenueError::NotLive {
+            venue: venue.name.clone(),
+            kind: venue.kind.as_str(),
+            why: "`tickwire record` records streams; capture a datagram feed with a packet \
+                  capture (tcpdump -w) and read it with `tickwire decode`",
+        });
+    }
     let addr = resolve_prepared(venue, &prepared)?;
     let login = login_for(venue)?;
     let channels = venue.channels.len().max(1);
@@ -209,9 +221,17 @@ pub struct PreparedStream {
     )>,
     websocket: Option<WebSocketTarget>,
     preamble: Option<crate::net::engine::PreambleMaker>,
+    /// A datagram venue's sockets: opened in place of a stream.
+    datagram: Option<crate::net::udp::DatagramSpec>,
 }
 
 impl PreparedStream {
+    /// A datagram venue's sockets (`Protocol::transport`'s `Datagram`), opened in place of a
+    /// stream (`net::engine::NetEngine::open_datagrams`).
+    pub fn datagram(&self) -> Option<&crate::net::udp::DatagramSpec> {
+        self.datagram.as_ref()
+    }
+
     /// The stream to open at `addr`, the address this attempt resolved.
     pub fn at(&self, addr: SocketAddr) -> StreamSpec {
         self.at_path(addr, None)
@@ -346,10 +366,11 @@ fn prepare(
     net: &NetConfig,
     streams_in_url: bool,
 ) -> Result<PreparedStream, VenueError> {
-    let (path, websocket, preamble) =
+    let (path, websocket, preamble, datagram) =
         match venue.kind.protocol().transport(venue, streams_in_url)? {
-            Transport::WebSocket { path } => (path, true, None),
-            Transport::Raw { preamble } => (String::new(), false, Some(preamble)),
+            Transport::WebSocket { path } => (path, true, None, None),
+            Transport::Raw { preamble } => (String::new(), false, Some(preamble), None),
+            Transport::Datagram { spec } => (String::new(), false, None, Some(spec)),
         };
     let headers = if websocket {
         venue.kind.protocol().upgrade_headers(venue)?
@@ -378,6 +399,7 @@ fn prepare(
         port,
         tls,
         preamble,
+        datagram,
         websocket: websocket.then(|| WebSocketTarget {
             host: host.to_owned(),
             port,

@@ -24,6 +24,9 @@ pub enum Transport {
     WebSocket { path: String },
     /// A raw stream that starts with the venue's own opening exchange (an authentication).
     Raw { preamble: PreambleMaker },
+    /// No stream: datagram sockets (multicast lines, a request socket) that the network
+    /// thread opens in the venue's slot; live when datagrams flow.
+    Datagram { spec: crate::net::udp::DatagramSpec },
 }
 
 /// Everything a subscription request may be made from: the request's id and stream names, and
@@ -355,6 +358,13 @@ pub trait Protocol: Sync {
     /// against it. Called for every file of the kind, so a venue that needs the table says so
     /// here. The default: nothing to check (a kind with no table).
     fn check_table(&self, _table: Option<&toml::Value>, _check: &mut TableCheck<'_>) {}
+
+    /// How many instrument ids the venue's feed may use from its base: one per symbol of the
+    /// file by default; more for a feed that names instruments as they come (a `*` that
+    /// publishes every stock of an exchange feed).
+    fn instrument_span(&self, venue: &VenueConfig) -> InstrumentId {
+        venue.symbols.len() as InstrumentId
+    }
 
     /// `tickwire decode --venue <label>`: the venue's capture decoder
     /// ([`super::capture::CaptureDecoder`], in its own folder), `None` (the default) for a kind

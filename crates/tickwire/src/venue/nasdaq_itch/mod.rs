@@ -19,14 +19,17 @@
 //! - [`capture`]: `tickwire decode --venue nasdaq-itch` on pcap, pcapng and raw ITCH files.
 //! - [`config`]: the venue file's `[nasdaq_itch]` table; [`protocol`]: the kind `nasdaq-itch`.
 //!
-//! Not here yet: the sockets on the network thread (multicast joins, `recvmsg`); until then the
-//! appliance refuses to start a nasdaq-itch venue with a clear error. The simulator is
-//! `tickwire_sim::itch` (`tickwire sim --venue itch`).
+//! - [`feed`]: the live path's `Feed`: the decoder on the decoder thread, fed the datagrams the
+//!   network thread reads from both lines and the re-request socket (`net::udp`,
+//!   `net::engine`), its re-requests sent by the network thread.
+//!
+//! The simulator is `tickwire_sim::itch` (`tickwire sim --venue itch`).
 
 pub mod book;
 pub mod capture;
 pub mod config;
 pub mod decoder;
+pub mod feed;
 pub mod generate;
 pub mod itch;
 pub mod mold;

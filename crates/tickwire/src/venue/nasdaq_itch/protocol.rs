@@ -4,14 +4,15 @@
 //! carries every message; every stock is decoded and the `symbols` filter (`*` or a list) says
 //! which publish.
 //!
-//! The network thread does not open UDP sockets yet: a nasdaq-itch venue file is checked in
-//! full, and starting the appliance on it stops with a clear error ([`NOT_LIVE`]) rather than
-//! trying a TCP connection; `tickwire decode --venue nasdaq-itch` reads its captures through the
-//! same decoder the live path is to run (`decoder.rs`).
-
+//! Its transport is [`Transport::Datagram`]: the network thread joins line A and line B on the
+//! configured interface (source-specific where `source` is set) and connects a socket to the
+//! re-request server, in the slot of the venue's one connection; the slot is `Open` with its
+//! first datagram. The feed (`feed.rs`) runs the decoder the capture path runs (`decoder.rs`).
 use super::config::{self, ItchConfig, CHANNEL, TABLE};
-use crate::config::{Endpoint, Scheme, VenueConfig, VenueKind};
+use super::feed::{decoder_config, FeedConfig, ItchFeed};
+use crate::config::{Endpoint, Scheme, VenueConfig};
 use crate::event::{InstrumentId, VenueId};
+use crate::net::udp::{interface_address, DatagramSpec, MulticastConfig};
 use crate::venue::feed::VenueReply;
 use crate::venue::login::Login;
 use crate::venue::protocol::{
@@ -19,21 +20,56 @@ use crate::venue::protocol::{
     Transport,
 };
 use crate::venue::{Shard, VenueError, VenueFeed};
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// The Nasdaq ITCH protocol.
 pub struct NasdaqItch;
 
-/// Why a nasdaq-itch venue cannot start.
-pub const NOT_LIVE: &str = "the network thread does not join UDP multicast groups yet (issue \
-                            37); `tickwire decode --venue nasdaq-itch` reads its captures";
-
-fn not_live(venue: &VenueConfig) -> VenueError {
-    VenueError::NotLive {
-        venue: venue.name.clone(),
-        kind: VenueKind::NasdaqItch.as_str(),
-        why: NOT_LIVE,
-    }
+/// The venue's sockets as its file describes them (the interface named by name is looked up
+/// now: call it on the control thread).
+pub fn datagram_spec(venue: &VenueConfig) -> Result<DatagramSpec, String> {
+    let itch = ItchConfig::of(venue).ok_or("its [nasdaq_itch] table does not read")?;
+    let interface = interface_address(&itch.interface)
+        .map_err(|error| format!("nasdaq_itch.interface: {error}"))?;
+    let source = match &itch.source {
+        Some(text) => Some(
+            text.parse::<Ipv4Addr>()
+                .map_err(|_| format!("nasdaq_itch.source: \"{text}\" is not an IPv4 address"))?,
+        ),
+        None => None,
+    };
+    let rcvbuf = itch.rcvbuf_bytes.unwrap_or(RCVBUF_DEFAULT) as usize;
+    let line = |group: SocketAddrV4| MulticastConfig {
+        group,
+        interface,
+        source,
+        rcvbuf,
+    };
+    let line_a = config::multicast(&format!("{}:{}", venue.url.host, venue.url.port))
+        .map_err(|message| format!("line A: {message}"))?;
+    let line_b = match &itch.line_b {
+        Some(text) => Some(
+            config::multicast(text).map_err(|message| format!("nasdaq_itch.line_b: {message}"))?,
+        ),
+        None => None,
+    };
+    let reply = match &itch.rerequest {
+        Some(text) => Some(text.parse::<SocketAddrV4>().map_err(|_| {
+            format!("nasdaq_itch.rerequest: \"{text}\" is not an IPv4 address:port")
+        })?),
+        None => None,
+    };
+    Ok(DatagramSpec {
+        lines: [Some(line(line_a)), line_b.map(line)],
+        reply,
+    })
 }
+
+/// `nasdaq_itch.rcvbuf_bytes` unset: 16 MiB per line.
+pub const RCVBUF_DEFAULT: u32 = 16 << 20;
+
+/// Instrument ids a `*` venue keeps: one per stock locate ITCH can name.
+const ALL_STOCKS: InstrumentId = 1 << 16;
 
 impl Protocol for NasdaqItch {
     /// `--venue nasdaq-itch` (`capture.rs`): pcap, pcapng and raw ITCH files.
@@ -136,7 +172,20 @@ impl Protocol for NasdaqItch {
         venue: &VenueConfig,
         _streams_in_url: bool,
     ) -> Result<Transport, VenueError> {
-        Err(not_live(venue))
+        let spec = datagram_spec(venue).map_err(|reason| VenueError::Datagram {
+            venue: venue.name.clone(),
+            reason,
+        })?;
+        Ok(Transport::Datagram { spec })
+    }
+
+    /// `*` publishes every stock, each named as the feed names it.
+    fn instrument_span(&self, venue: &VenueConfig) -> InstrumentId {
+        if venue.symbols.iter().any(|symbol| symbol == "*") {
+            ALL_STOCKS
+        } else {
+            venue.symbols.len() as InstrumentId
+        }
     }
 
     fn login(&self, _venue: &VenueConfig) -> Result<Option<Login>, VenueError> {
@@ -162,12 +211,28 @@ impl Protocol for NasdaqItch {
 
     fn feed(
         &self,
-        _venue_id: VenueId,
+        venue_id: VenueId,
         venue: &VenueConfig,
-        _instrument_base: InstrumentId,
+        instrument_base: InstrumentId,
     ) -> Result<VenueFeed, VenueError> {
         // The table is checked by the config; read here so that a bad one is never half used.
-        ItchConfig::of(venue).ok_or_else(|| not_live(venue))?;
-        Err(not_live(venue))
+        let itch = ItchConfig::of(venue).ok_or_else(|| VenueError::Datagram {
+            venue: venue.name.clone(),
+            reason: "its [nasdaq_itch] table does not read".to_owned(),
+        })?;
+        let activity = std::sync::Arc::new(crate::venue::feed::StreamActivity::new(
+            venue.symbols.len(),
+            venue.channels.len().max(1),
+        ));
+        let (feed, counters) = ItchFeed::new(
+            FeedConfig {
+                decoder: decoder_config(venue_id, instrument_base, &venue.symbols, &itch),
+            },
+            activity,
+        );
+        Ok(VenueFeed {
+            feed: Box::new(feed),
+            counters,
+        })
     }
 }

@@ -1,0 +1,326 @@
+//! The live path's [`Feed`]: the [`ItchDecoder`] on the decoder thread, fed the datagrams of
+//! the venue's slot (line A, line B and the re-request server's answers, each a frame of its
+//! own, `net::engine`), its events into the [`EventSink`].
+//!
+//! - The arbiter's timers (`line_wait_ms`, the re-request interval, `give_up_ms`) run on
+//!   [`Feed::tick`], the decoder stage's round, and after every datagram.
+//! - A re-request the arbiter asks for leaves without any syscall here: it is encoded into a
+//!   [`VenueReply::datagram`] that the control thread passes to the network thread, which sends
+//!   it on the slot's request socket (rate-limited and retried as the arbiter says; a lost one
+//!   is retried at the next interval, a gap nothing fills is given up as `gap` events).
+//! - Per line (A, B, re-request answers) the packets delivered first, the duplicates and the
+//!   kernel's drops (`SO_RXQ_OVFL`), and the re-requests sent and gaps given up, are counted as
+//!   tallies of the venue's table ([`KINDS`], `MessageKind::tally`) beside every ITCH message
+//!   type: `/v1/venues` shows them as `feed_counts`, the metrics as
+//!   `tickwire_venue_feed_counts_total`.
+//!
+//! Nothing here allocates after [`ItchFeed::new`].
+
+use super::decoder::{new_york_date, DecoderConfig, ItchDecoder, Symbols};
+use super::mold::{Line, MoldError};
+use crate::event::{InstrumentId, VenueId};
+use crate::net::udp::DatagramLine;
+use crate::net::ConnId;
+use crate::venue::feed::{
+    EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, MessageKind,
+    ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+};
+use std::sync::Arc;
+
+/// The venue's message table: every ITCH 5.0 message type, in `itch::MESSAGE_TYPES`' order,
+/// then the arbiter's counts.
+pub static KINDS: [MessageKind; KIND_COUNT] = [
+    MessageKind::other("system_event"),
+    MessageKind::other("stock_directory"),
+    MessageKind::market("stock_trading_action"),
+    MessageKind::market("reg_sho_restriction"),
+    MessageKind::other("market_participant_position"),
+    MessageKind::other("mwcb_decline_level"),
+    MessageKind::market("mwcb_status"),
+    MessageKind::other("ipo_quoting_period_update"),
+    MessageKind::other("luld_auction_collar"),
+    MessageKind::market("add_order"),
+    MessageKind::market("add_order_mpid"),
+    MessageKind::market("order_executed"),
+    MessageKind::market("order_executed_with_price"),
+    MessageKind::market("order_cancel"),
+    MessageKind::market("order_delete"),
+    MessageKind::market("order_replace"),
+    MessageKind::market("trade"),
+    MessageKind::market("cross_trade"),
+    MessageKind::market("broken_trade"),
+    MessageKind::market("noii"),
+    MessageKind::other("rpii"),
+    // Per line: messages it delivered first, copies that came after another line's, packets
+    // the kernel dropped on its socket (SO_RXQ_OVFL).
+    MessageKind::tally("line_a_delivered"),
+    MessageKind::tally("line_a_duplicates"),
+    MessageKind::tally("line_a_kernel_drops"),
+    MessageKind::tally("line_b_delivered"),
+    MessageKind::tally("line_b_duplicates"),
+    MessageKind::tally("line_b_kernel_drops"),
+    MessageKind::tally("rerequest_delivered"),
+    MessageKind::tally("rerequest_duplicates"),
+    MessageKind::tally("rerequest_kernel_drops"),
+    // Re-requests sent, runs of messages given up (each a `gap` event per published stock) and
+    // the messages in them, session changes, packets refused.
+    MessageKind::tally("rerequests"),
+    MessageKind::tally("gaps"),
+    MessageKind::tally("gap_messages"),
+    MessageKind::tally("session_changes"),
+    MessageKind::tally("malformed_packets"),
+];
+
+const TYPES: usize = super::itch::MESSAGE_TYPES.len();
+/// Entries of [`KINDS`].
+pub const KIND_COUNT: usize = TYPES + 9 + 5;
+
+/// What [`ItchFeed::new`] needs.
+#[derive(Clone, Debug)]
+pub struct FeedConfig {
+    pub decoder: DecoderConfig,
+}
+
+/// The nasdaq-itch feed.
+pub struct ItchFeed {
+    venue_id: VenueId,
+    decoder: ItchDecoder,
+    writers: FeedWriters,
+    /// The values last added to each of [`KINDS`]' counters (they count up from the decoder's
+    /// own counters).
+    counted: [u64; KIND_COUNT],
+    /// By line: the kernel drop count its current socket last reported (a new socket counts
+    /// from 0 again: see `on_disconnect`).
+    kernel_drops: [u64; 3],
+    activity: Arc<StreamActivity>,
+    replies: ReplyQueue,
+    malformed: MalformedSampler,
+    /// The slot whose request socket takes the re-requests: the one that last brought a
+    /// datagram.
+    conn: Option<ConnId>,
+    /// Re-requests that could not be queued for the control thread (its ring full).
+    requests_dropped: u64,
+}
+
+fn line_of(line: DatagramLine) -> Line {
+    match line {
+        DatagramLine::A => Line::A,
+        DatagramLine::B => Line::B,
+        DatagramLine::Reply => Line::Rerequest,
+    }
+}
+
+impl ItchFeed {
+    /// The feed and the control thread's readers of its counters; `activity` has one stream
+    /// per symbol of the venue file (its one channel).
+    pub fn new(config: FeedConfig, activity: Arc<StreamActivity>) -> (ItchFeed, FeedCounters) {
+        let (writers, counters) = FeedCounters::new(&KINDS, activity.clone());
+        let venue_id = config.decoder.venue_id;
+        (
+            ItchFeed {
+                venue_id,
+                decoder: ItchDecoder::new(config.decoder),
+                writers,
+                counted: [0; KIND_COUNT],
+                kernel_drops: [0; 3],
+                activity,
+                replies: ReplyQueue::new(64),
+                malformed: MalformedSampler::default(),
+                conn: None,
+                requests_dropped: 0,
+            },
+            counters,
+        )
+    }
+
+    pub fn decoder(&self) -> &ItchDecoder {
+        &self.decoder
+    }
+
+    /// Re-requests lost because the reply queue to the control thread was full.
+    pub fn requests_dropped(&self) -> u64 {
+        self.requests_dropped
+    }
+
+    /// The decoder's counts into the table's counters: only what moved is written.
+    fn count(&mut self) {
+        let decoder = self.decoder.counters();
+        let arbiter = self.decoder.arbiter().counters();
+        let mut now = [0u64; KIND_COUNT];
+        now[..TYPES].copy_from_slice(&decoder.by_type);
+        for (line, counters) in arbiter.lines.iter().enumerate() {
+            now[TYPES + line * 3] = counters.delivered;
+            now[TYPES + line * 3 + 1] = counters.duplicates;
+            now[TYPES + line * 3 + 2] = self.kernel_drops[line];
+        }
+        now[TYPES + 9] = arbiter.requests;
+        now[TYPES + 10] = arbiter.gaps;
+        now[TYPES + 11] = arbiter.gap_messages;
+        now[TYPES + 12] = decoder.session_changes;
+        now[TYPES + 13] = decoder.malformed_packets;
+        for (kind, (value, counted)) in now.iter().zip(self.counted.iter_mut()).enumerate() {
+            if *value > *counted {
+                self.writers.add_messages(kind, *value - *counted);
+                *counted = *value;
+            }
+        }
+    }
+
+    /// Runs the arbiter's timers; a re-request goes to the control thread for the network
+    /// thread to send.
+    fn run_timers(&mut self, now_ns: u64, sink: &mut EventSink<'_>) {
+        let due = self
+            .decoder
+            .next_deadline_ns()
+            .is_some_and(|deadline| deadline <= now_ns);
+        if !due {
+            return;
+        }
+        let request = self.decoder.poll(now_ns, &mut |event| sink.push(event));
+        if let (Some(request), Some(conn)) = (request, self.conn) {
+            let bytes = request.encode();
+            let queued = VenueReply::datagram(self.venue_id, conn, DatagramLine::Reply, &bytes)
+                .is_some_and(|reply| self.replies.push(reply));
+            if !queued {
+                self.requests_dropped += 1;
+            }
+        }
+    }
+}
+
+impl Feed for ItchFeed {
+    /// A datagram with no line (cannot come from the network thread): read as line A's.
+    fn on_message(
+        &mut self,
+        conn: ConnId,
+        recv_ts_ns: u64,
+        payload: &[u8],
+        sink: &mut EventSink<'_>,
+    ) {
+        self.on_datagram(conn, DatagramLine::A, recv_ts_ns, 0, payload, sink);
+    }
+
+    fn on_datagram(
+        &mut self,
+        conn: ConnId,
+        line: DatagramLine,
+        recv_ts_ns: u64,
+        kernel_drops: u32,
+        datagram: &[u8],
+        sink: &mut EventSink<'_>,
+    ) {
+        self.conn = Some(conn);
+        if self.decoder.date().is_none() {
+            if let Some(date) = new_york_date(recv_ts_ns) {
+                self.decoder.set_date(date);
+            }
+        }
+        let index = line as usize;
+        self.kernel_drops[index] = self.kernel_drops[index].max(u64::from(kernel_drops));
+        let result = self.decoder.on_packet(
+            line_of(line),
+            datagram,
+            recv_ts_ns,
+            recv_ts_ns,
+            &mut |event| sink.push(event),
+        );
+        if let Err(error) = result {
+            self.writers.malformed.increment();
+            self.malformed
+                .offer(self.venue_id, &PacketError(error), 0, datagram, recv_ts_ns);
+        }
+        if let Some(problem) = self.decoder.take_problem() {
+            self.malformed
+                .offer(self.venue_id, &problem, 0, datagram, recv_ts_ns);
+        }
+        // Every stream of the venue file is carried by this one feed: its datagrams are their
+        // activity (a heartbeat too: the feed is alive).
+        for stream in 0..self.activity.streams() {
+            self.activity.saw(stream, recv_ts_ns);
+        }
+        self.run_timers(recv_ts_ns, sink);
+        self.count();
+    }
+
+    fn tick(&mut self, now_ns: u64, sink: &mut EventSink<'_>) {
+        self.run_timers(now_ns, sink);
+        self.count();
+    }
+
+    fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
+        // Books are built from the feed's own orders; no REST snapshots.
+    }
+
+    fn snapshot_requests(&mut self, _now_ns: u64, _request: &mut dyn FnMut(SnapshotRequest)) {}
+
+    /// The slot's sockets closed: nothing is owed yet. The arbiter finds what was missed by
+    /// its sequence numbers when datagrams flow again, and recovers it or reports a gap.
+    fn on_disconnect(
+        &mut self,
+        _conn: ConnId,
+        _instruments: std::ops::Range<InstrumentId>,
+        _now_ns: u64,
+        _sink: &mut EventSink<'_>,
+    ) {
+        self.conn = None;
+        // A new socket's drop count starts from 0 again.
+        self.kernel_drops = [0; 3];
+        for (kind, counted) in self.counted.iter_mut().enumerate() {
+            if (TYPES..TYPES + 9).contains(&kind) && (kind - TYPES) % 3 == 2 {
+                *counted = 0;
+            }
+        }
+    }
+
+    fn take_malformed(&mut self) -> Option<MalformedSample> {
+        self.malformed.take()
+    }
+
+    fn take_reply(&mut self) -> Option<VenueReply> {
+        self.replies.pop()
+    }
+
+    /// Bus readers' book snapshots are not served for ITCH books yet.
+    fn book_events(&self, _instrument: InstrumentId) -> usize {
+        0
+    }
+
+    fn emit_books(
+        &mut self,
+        _instrument: InstrumentId,
+        _now_ns: u64,
+        _sink: &mut EventSink<'_>,
+    ) -> usize {
+        0
+    }
+}
+
+/// A refused packet, for the malformed sample's text.
+struct PacketError(MoldError);
+
+impl std::fmt::Display for PacketError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MoldUDP64 packet refused: {}", self.0)
+    }
+}
+
+/// The decoder's settings for a venue file.
+pub fn decoder_config(
+    venue_id: VenueId,
+    instrument_base: InstrumentId,
+    symbols: &[String],
+    itch: &super::config::ItchConfig,
+) -> DecoderConfig {
+    DecoderConfig {
+        venue_id,
+        instrument_base,
+        symbols: if symbols.iter().any(|symbol| symbol == "*") {
+            Symbols::All
+        } else {
+            Symbols::List(symbols.to_vec())
+        },
+        arbiter: itch.arbiter(),
+        book: itch.book(),
+        date: None,
+    }
+}
