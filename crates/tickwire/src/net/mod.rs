@@ -20,6 +20,11 @@
 //! [`Transport::open`] picks io_uring when it works and says in one log line which backend runs
 //! and why.
 //!
+//! A slot may instead hold a datagram venue's sockets ([`Transport::open_datagrams`]: multicast
+//! lines and a request socket, [`udp`]): each datagram arrives as an [`IoEvent::Datagram`] with
+//! its socket's line, the kernel's receive time and drop count; io_uring reads them with a
+//! multishot `recvmsg` into the same provided buffers, epoll with `recvmsg` when readable.
+//!
 //! **Invariant:** no allocation in `poll` or `send` in steady state: receive buffers are
 //! registered once, send buffers are per connection and keep their capacity.
 
