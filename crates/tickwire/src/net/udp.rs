@@ -428,3 +428,143 @@ pub fn interface_address(interface: &str) -> io::Result<Ipv4Addr> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::net::{BackendChoice, IoEvent, Transport, TransportConfig, WaitMode};
+    use std::time::{Duration, Instant};
+
+    /// A control message as the kernel lays it out: header, data, padding to the next.
+    fn cmsg(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
+        let align = std::mem::size_of::<usize>();
+        let header = std::mem::size_of::<libc::cmsghdr>().div_ceil(align) * align;
+        let len = header + data.len();
+        let mut out = vec![0u8; len.div_ceil(align) * align];
+        out[..align].copy_from_slice(&(len as u64).to_ne_bytes()[..align]);
+        out[align..align + 4].copy_from_slice(&level.to_ne_bytes());
+        out[align + 4..align + 8].copy_from_slice(&kind.to_ne_bytes());
+        out[header..header + data.len()].copy_from_slice(data);
+        out
+    }
+
+    #[test]
+    fn control_messages_give_the_kernel_time_and_drop_count_and_never_read_past_their_end() {
+        let mut timespec = Vec::new();
+        timespec.extend_from_slice(&1_700_000_000i64.to_ne_bytes());
+        timespec.extend_from_slice(&123_456_789i64.to_ne_bytes());
+        let mut control = cmsg(libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS, &timespec);
+        control.extend(cmsg(
+            libc::SOL_SOCKET,
+            libc::SO_RXQ_OVFL,
+            &7u32.to_ne_bytes(),
+        ));
+        assert_eq!(
+            parse_control(&control),
+            (Some(1_700_000_000_123_456_789), Some(7))
+        );
+        // Another level's message is skipped; every cut of the buffer reads what fits, no more.
+        let other = cmsg(libc::IPPROTO_IP, libc::SCM_TIMESTAMPNS, &timespec);
+        assert_eq!(parse_control(&other), (None, None));
+        for cut in 0..control.len() {
+            let (ts, _) = parse_control(&control[..cut]);
+            assert!(ts.is_none() || cut >= 32, "{cut}");
+        }
+        // A length past the buffer, or shorter than a header, ends the walk.
+        let mut bad = control.clone();
+        bad[0] = 0xff;
+        assert_eq!(parse_control(&bad), (None, None));
+        bad[..8].copy_from_slice(&4u64.to_ne_bytes());
+        assert_eq!(parse_control(&bad), (None, None));
+    }
+
+    /// A datagram slot with only its request socket, on loopback (no multicast, no root): what
+    /// the "server" sends arrives as one `Datagram` event per datagram, on the reply line, with
+    /// the kernel's receive time, through io_uring and through epoll; a request goes out with
+    /// `send_datagram`; a closed slot delivers nothing more.
+    #[test]
+    fn a_datagram_slot_reads_each_datagram_with_its_kernel_time_on_both_backends() {
+        for backend in [BackendChoice::IoUring, BackendChoice::Epoll] {
+            let Ok((mut transport, _)) =
+                Transport::open(backend, TransportConfig::default(), Clock::monotonic())
+            else {
+                assert_ne!(backend, BackendChoice::Epoll, "epoll always opens");
+                eprintln!("skipped: io_uring is unavailable here");
+                continue;
+            };
+            let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let std::net::SocketAddr::V4(addr) = server.local_addr().unwrap() else {
+                unreachable!()
+            };
+            let reply = reply_socket(addr, 1 << 20).unwrap();
+            transport
+                .open_datagrams(3, [None, None, Some(reply)])
+                .unwrap();
+            transport
+                .send_datagram(3, DatagramLine::Reply, b"request")
+                .unwrap();
+            let mut buffer = [0u8; 64];
+            server
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let (len, client) = server.recv_from(&mut buffer).unwrap();
+            assert_eq!(&buffer[..len], b"request");
+            let before = crate::clock::system_realtime_ns();
+            for index in 0..5u8 {
+                server.send_to(&[index; 100], client).unwrap();
+            }
+            let mut got: Vec<(DatagramLine, Vec<u8>, u64, bool)> = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while got.len() < 5 && Instant::now() < deadline {
+                transport
+                    .poll(
+                        WaitMode::Block {
+                            timeout: Duration::from_millis(10),
+                        },
+                        &mut |conn, event| {
+                            assert_eq!(conn, 3);
+                            if let IoEvent::Datagram {
+                                line,
+                                bytes,
+                                recv_ts_ns,
+                                kernel_ts,
+                                ..
+                            } = event
+                            {
+                                got.push((line, bytes.to_vec(), recv_ts_ns, kernel_ts));
+                            }
+                        },
+                    )
+                    .unwrap();
+            }
+            assert_eq!(got.len(), 5, "{backend:?}");
+            for (index, (line, bytes, ts, kernel)) in got.iter().enumerate() {
+                assert_eq!(*line, DatagramLine::Reply);
+                assert_eq!(
+                    bytes,
+                    &vec![index as u8; 100],
+                    "{backend:?}: one frame each"
+                );
+                assert!(*kernel && *ts >= before, "{backend:?}: the kernel's time");
+            }
+            transport.close(3);
+            server.send_to(b"late", client).unwrap_or(0);
+            let mut late = 0;
+            for _ in 0..5 {
+                transport
+                    .poll(
+                        WaitMode::Block {
+                            timeout: Duration::from_millis(5),
+                        },
+                        &mut |_, _| late += 1,
+                    )
+                    .unwrap();
+            }
+            assert_eq!(late, 0, "{backend:?}: nothing after the close");
+            assert!(transport
+                .send_datagram(3, DatagramLine::Reply, b"x")
+                .is_err());
+        }
+    }
+}
