@@ -189,6 +189,21 @@ fn wire32(address: std::net::Ipv4Addr) -> i32 {
 /// The program for these feeds (destination group and port), redirecting into the XSKMAP whose
 /// file descriptor is `map_fd`.
 pub fn assemble(feeds: &[SocketAddrV4], map_fd: RawFd) -> Vec<Insn> {
+    assemble_with(feeds, OnMatch::Redirect(map_fd))
+}
+
+/// What the program does with a feed's frame.
+#[derive(Clone, Copy)]
+enum OnMatch {
+    /// `bpf_redirect_map` into this XSKMAP.
+    Redirect(RawFd),
+    /// Returns this action: the same program with the redirect left out, so that
+    /// `BPF_PROG_TEST_RUN` tells a match from a pass (`tests`).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Return(i32),
+}
+
+fn assemble_with(feeds: &[SocketAddrV4], on_match: OnMatch) -> Vec<Insn> {
     // Registers: r6 the context, r2 a packet pointer, r3 data_end, r4 scratch for bounds,
     // r5/r7/r8/r9 fields.
     let mut a = Assembler::new();
@@ -252,11 +267,16 @@ pub fn assemble(feeds: &[SocketAddrV4], map_fd: RawFd) -> Vec<Insn> {
     }
     a.goto(Label::Pass);
     a.label(Label::Redirect);
-    a.push(insn(LD | DW | IMM, 1, PSEUDO_MAP_FD, 0, map_fd));
-    a.push(insn(0, 0, 0, 0, 0));
-    a.push(ldx(W, 2, 6, 16)); // ctx->rx_queue_index
-    a.push(mov_imm(3, XDP_PASS));
-    a.push(insn(JMP | CALL, 0, 0, 0, HELPER_REDIRECT_MAP));
+    match on_match {
+        OnMatch::Redirect(map_fd) => {
+            a.push(insn(LD | DW | IMM, 1, PSEUDO_MAP_FD, 0, map_fd));
+            a.push(insn(0, 0, 0, 0, 0));
+            a.push(ldx(W, 2, 6, 16)); // ctx->rx_queue_index
+            a.push(mov_imm(3, XDP_PASS));
+            a.push(insn(JMP | CALL, 0, 0, 0, HELPER_REDIRECT_MAP));
+        }
+        OnMatch::Return(action) => a.push(mov_imm(0, action)),
+    }
     a.push(insn(JMP | EXIT, 0, 0, 0, 0));
     a.label(Label::Pass);
     a.push(mov_imm(0, XDP_PASS));
@@ -475,6 +495,101 @@ mod tests {
         let wide = code.iter().position(|i| i.code == LD | DW | IMM).unwrap();
         assert_eq!(code[wide].imm, 3);
         assert_eq!(code[wide].regs >> 4, PSEUDO_MAP_FD);
+    }
+
+    const BPF_PROG_TEST_RUN: libc::c_long = 10;
+    const MATCHED: i32 = 3; // XDP_TX: a value the program never returns otherwise
+
+    /// Runs the filter in the kernel (`BPF_PROG_TEST_RUN`: the real verifier and JIT, no
+    /// interface) on each frame; `None` when this process may not load programs.
+    fn run_in_kernel(feeds: &[SocketAddrV4], frames: &[Vec<u8>]) -> Option<Vec<i32>> {
+        let code = assemble_with(feeds, OnMatch::Return(MATCHED));
+        let program = match load_program(&code) {
+            Ok(program) => program,
+            Err(ProgramError::Load { error, .. })
+                if error.raw_os_error() == Some(libc::EPERM)
+                    && std::env::var("TICKWIRE_REQUIRE_NETNS").as_deref() != Ok("1") =>
+            {
+                eprintln!("SKIPPED: loading BPF programs needs CAP_BPF: {error}");
+                return None;
+            }
+            Err(error) => panic!("the verifier refused the filter: {error}"),
+        };
+        let mut results = Vec::new();
+        for frame in frames {
+            let mut out = vec![0u8; frame.len() + 256];
+            let mut attr = [0u64; 10];
+            attr[0] = pair(program.as_raw_fd() as u32, 0); // prog_fd, retval
+            attr[1] = pair(frame.len() as u32, out.len() as u32); // data_size_in, _out
+            attr[2] = frame.as_ptr() as u64;
+            attr[3] = out.as_mut_ptr() as u64;
+            attr[4] = pair(1, 0); // repeat, duration
+            bpf(BPF_PROG_TEST_RUN, &mut attr).expect("BPF_PROG_TEST_RUN");
+            results.push((attr[0] >> 32) as i32);
+        }
+        Some(results)
+    }
+
+    #[test]
+    fn the_filter_matches_exactly_the_feeds_in_the_kernel() {
+        use crate::net::xdp::packet::build;
+        let feed: SocketAddrV4 = "233.54.12.111:26477".parse().unwrap();
+        let other_feed: SocketAddrV4 = "233.49.196.111:26478".parse().unwrap();
+        let source: SocketAddrV4 = "10.0.0.1:40000".parse().unwrap();
+        let frame = |destination: SocketAddrV4, vlan: Option<u16>| {
+            let mut out = Vec::new();
+            build(source, destination, vlan, &[7u8; 40], &mut out);
+            out
+        };
+        let plain = frame(feed, None);
+        let mut qinq = frame(feed, Some(5));
+        qinq[12..14].copy_from_slice(&[0x88, 0xa8]);
+        let mut fragment = plain.clone();
+        fragment[14 + 6] = 0x20; // more fragments (the checksum is not the filter's business)
+        let mut options = plain[..14].to_vec();
+        options.extend_from_slice(&[0x46]);
+        options.extend_from_slice(&plain[15..34]);
+        options.extend_from_slice(&[1, 1, 1, 0]);
+        options.extend_from_slice(&plain[34..]);
+        let mut tcp = plain.clone();
+        tcp[14 + 9] = 6;
+        let mut ipv6 = plain.clone();
+        ipv6[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let cases: Vec<(&str, Vec<u8>, bool)> = vec![
+            ("a feed", plain.clone(), true),
+            ("the other feed", frame(other_feed, None), true),
+            ("802.1Q tagged", frame(feed, Some(100)), true),
+            ("802.1ad tagged", qinq, true),
+            ("IP options", options, true),
+            ("a fragment of a feed's group", fragment, true),
+            (
+                "the group on another port",
+                frame("233.54.12.111:26478".parse().unwrap(), None),
+                false,
+            ),
+            (
+                "another group on the port",
+                frame("233.54.12.112:26477".parse().unwrap(), None),
+                false,
+            ),
+            ("TCP", tcp, false),
+            ("IPv6", ipv6, false),
+            ("cut in the IP header", plain[..30].to_vec(), false),
+            ("cut in the UDP header", plain[..40].to_vec(), false),
+            (
+                "cut in the VLAN tag",
+                frame(feed, Some(1))[..16].to_vec(),
+                false,
+            ),
+        ];
+        let frames: Vec<Vec<u8>> = cases.iter().map(|(_, frame, _)| frame.clone()).collect();
+        let Some(results) = run_in_kernel(&[feed, other_feed], &frames) else {
+            return;
+        };
+        for ((name, _, matches), result) in cases.iter().zip(results) {
+            let expected = if *matches { MATCHED } else { XDP_PASS };
+            assert_eq!(result, expected, "{name}");
+        }
     }
 
     #[test]
