@@ -244,3 +244,35 @@ fn without_privileges_it_says_which_capabilities_it_needs() {
     );
     assert!(!pair.receiver_link().contains("prog/xdp"));
 }
+
+#[test]
+fn check_host_probes_the_interface_and_reports_copy_mode_on_veth() {
+    let Some(pair) = pair("h", 42) else {
+        return;
+    };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tuning/check-host");
+    let output = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.receiver,
+            script,
+            "--json",
+            "--xdp-interface",
+        ])
+        .arg(&pair.receiver_veth)
+        .env("TICKWIRE_BIN", BIN)
+        .output()
+        .expect("check-host runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let item = text
+        .lines()
+        .find(|line| line.contains("\"af_xdp\""))
+        .unwrap_or_else(|| panic!("no af_xdp item in {text}"));
+    assert!(
+        item.contains("native mode, zero-copy off (copy mode)") && item.contains("1 rx queues"),
+        "{item}"
+    );
+    // The probe left nothing attached.
+    assert!(!pair.receiver_link().contains("prog/xdp"));
+}

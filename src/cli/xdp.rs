@@ -36,6 +36,10 @@ pub struct XdpRecvArgs {
     /// Verify UDP checksums (off by default: the NIC checked the frame's FCS).
     #[arg(long)]
     verify_udp_checksum: bool,
+    /// Attach, say what the host gave (mode, zero-copy, queues) and exit: what
+    /// `tuning/check-host --xdp-interface` runs.
+    #[arg(long)]
+    probe: bool,
     /// Print each datagram (source, destination, length) on stdout.
     #[arg(long)]
     print: bool,
@@ -70,6 +74,9 @@ pub fn xdp_recv(args: XdpRecvArgs) -> ExitCode {
     };
     // The first line says what runs; scripts and tests wait for it.
     println!("xdp-recv: {}", receiver.describe());
+    if args.probe {
+        return ExitCode::SUCCESS;
+    }
     let started = Instant::now();
     let deadline = args.seconds.map(|s| started + Duration::from_secs_f64(s));
     let mut last_report = started;
