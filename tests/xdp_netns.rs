@@ -28,6 +28,14 @@ fn start(pair: &Pair, wrapper: &[&str], extra: &[&str]) -> (Child, String) {
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
     let mut first = String::new();
     stdout.read_line(&mut first).expect("a first line");
+    if first.is_empty() {
+        let mut error = String::new();
+        if let Some(mut stderr) = child.stderr.take() {
+            let _ = stderr.read_to_string(&mut error);
+        }
+        let _ = child.wait();
+        panic!("xdp-recv did not start: {error}");
+    }
     // Keep reading in the background so the child never blocks on a full pipe.
     let rest = std::thread::spawn(move || {
         let mut text = String::new();
@@ -275,4 +283,55 @@ fn check_host_probes_the_interface_and_reports_copy_mode_on_veth() {
     );
     // The probe left nothing attached.
     assert!(!pair.receiver_link().contains("prog/xdp"));
+}
+
+/// The service gets AF_XDP's capabilities only from the drop-in, which `install.sh --af-xdp`
+/// installs: the unit alone has none of them.
+#[test]
+fn the_af_xdp_capabilities_come_only_with_the_drop_in() {
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let unit = std::fs::read_to_string(format!("{repo}/systemd/tickwire.service")).unwrap();
+    for capability in ["CAP_BPF", "CAP_NET_ADMIN", "CAP_NET_RAW"] {
+        assert!(
+            !unit.contains(capability),
+            "the unit itself grants {capability}"
+        );
+    }
+    let root = std::env::temp_dir().join(format!("tw-xdp-install-{}", std::process::id()));
+    let bin = root.join("tickwire");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(&bin, b"").unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let output = Command::new(format!("{repo}/scripts/install.sh"))
+        .arg("--destdir")
+        .arg(root.join("stage"))
+        .args(["--no-user", "--af-xdp", "--bin"])
+        .arg(&bin)
+        .output()
+        .expect("install.sh runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dropin = std::fs::read_to_string(
+        root.join("stage/etc/systemd/system/tickwire.service.d/af-xdp.conf"),
+    )
+    .expect("the drop-in is installed");
+    let _ = std::fs::remove_dir_all(&root);
+    let line = |key: &str| {
+        dropin
+            .lines()
+            .find(|line| line.starts_with(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in the drop-in"))
+            .to_owned()
+    };
+    for key in ["AmbientCapabilities", "CapabilityBoundingSet"] {
+        let value = line(key);
+        for capability in ["CAP_BPF", "CAP_NET_ADMIN", "CAP_NET_RAW"] {
+            assert!(value.contains(capability), "{value}");
+        }
+    }
+    assert!(line("RestrictAddressFamilies").contains("AF_XDP"));
+    assert!(line("SystemCallFilter").contains("bpf"));
 }
