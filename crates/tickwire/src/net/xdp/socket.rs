@@ -39,7 +39,9 @@ const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
 /// The UMEM's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UmemConfig {
-    /// Frames in the UMEM (a power of two); half go into the fill ring at start.
+    /// Frames in the UMEM (a power of two): all go into the fill ring at start, and the fill and
+    /// RX rings have as many entries, so the kernel can hold that many received frames before
+    /// the RX ring is full (its `rx_ring_full` count).
     pub frames: u32,
     /// Bytes per frame: 2048 or 4096 (a frame holds one packet, so at least the MTU plus 14).
     pub frame_bytes: u32,
@@ -194,7 +196,7 @@ pub struct XdpSocket {
     fd: OwnedFd,
     umem: Mapping,
     frame_bytes: u32,
-    /// Frame addresses not in the fill ring (at start, half the UMEM).
+    /// Frame addresses not in the fill ring (between a frame's reading and its return).
     spare: Vec<u64>,
     facts: SocketFacts,
 }
@@ -235,7 +237,7 @@ impl XdpSocket {
             tx_metadata_len: 0,
         };
         setsockopt(fd.as_raw_fd(), SOL_XDP, XDP_UMEM_REG, &registration).map_err(umem_error)?;
-        let ring_size = config.frames / 2;
+        let ring_size = config.frames;
         let ring_error = |what| move |error| SocketError::Ring { what, error };
         setsockopt(fd.as_raw_fd(), SOL_XDP, XDP_UMEM_FILL_RING, &ring_size)
             .map_err(ring_error("fill ring size"))?;
@@ -303,14 +305,14 @@ impl XdpSocket {
             )
         };
 
-        // Half the frames to the kernel now, the other half spare for when it returns them.
+        // Every frame to the kernel now; a received frame is spare until it goes back.
         let frame_bytes = u64::from(config.frame_bytes);
         let mut spare: Vec<u64> = (0..u64::from(config.frames))
             .map(|i| i * frame_bytes)
             .collect();
         let handed = fill.free(ring_size);
         for i in 0..handed {
-            fill.put(i, spare.pop().expect("frames = 2 x ring size"));
+            fill.put(i, spare.pop().expect("as many frames as fill ring entries"));
         }
         fill.submit(handed);
 
