@@ -158,6 +158,11 @@ fn run(pair: &netns::Pair, backend: Backend, rate: u64, seconds: f64) -> Result<
                                 busy_cpu += thread_cpu_ns() - cpu;
                             }
                         }
+                        let kernel = receiver.kernel_counters();
+                        let note = format!(
+                            "{note}; kernel: rx_ring_full {}, fill_ring_empty {}, rx_dropped {}",
+                            kernel.rx_ring_full, kernel.rx_fill_ring_empty, kernel.rx_dropped
+                        );
                         Ok((tally, busy_cpu, note))
                     }
                     Backend::Epoll => {
