@@ -13,6 +13,8 @@
 #   --config-src DIR  config to install (default config/: tickwire.toml and venues/)
 #   --unitdir DIR     where the unit goes (default /etc/systemd/system)
 #   --no-user         do not create the tickwire user
+#   --af-xdp          also install systemd/tickwire-af-xdp.conf as the unit's drop-in
+#                     (tickwire.service.d/af-xdp.conf): the capabilities an AF_XDP venue needs
 #   --dry-run         print the commands, change nothing
 # Existing files in /etc/tickwire are never overwritten (the shipped version is reported and
 # left out); the binary, the unit and the tuning scripts are replaced.
@@ -27,6 +29,7 @@ CONFIG_SRC=$REPO/config
 UNITDIR=/etc/systemd/system
 SYSCONFDIR=/etc
 MAKE_USER=1
+AF_XDP=0
 DRY=0
 USER_NAME=tickwire
 
@@ -48,8 +51,9 @@ while (($#)); do
         --unitdir) need_arg "$@"; UNITDIR=$2; shift ;;
         --unitdir=*) UNITDIR=${1#*=} ;;
         --no-user) MAKE_USER=0 ;;
+        --af-xdp) AF_XDP=1 ;;
         --dry-run | -n) DRY=1 ;;
-        -h | --help) sed -n '2,18s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
     shift
@@ -123,6 +127,11 @@ if ((DRY)); then
 else
     say "+ install -D -m 0644 $(q "$UNIT_SRC") $(q "$DESTDIR$UNITDIR/tickwire.service")"
     install -D -m 0644 "$unit_tmp" "$DESTDIR$UNITDIR/tickwire.service"
+fi
+
+if ((AF_XDP)); then
+    DROPIN=$DESTDIR$UNITDIR/tickwire.service.d/af-xdp.conf
+    run install -D -m 0644 "$REPO/systemd/tickwire-af-xdp.conf" "$DROPIN"
 fi
 
 # --- tuning scripts (check-host & co. next to the installed binary) ---------------------------

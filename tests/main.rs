@@ -64,3 +64,4 @@ mod tls_client;
 mod workspace;
 mod ws_client;
 mod ws_handshake;
+mod xdp_netns;

@@ -14,6 +14,7 @@ mod signals;
 #[cfg(feature = "dev-tools")]
 mod sim;
 mod tail;
+mod xdp;
 #[cfg(feature = "dev-tools")]
 use tickwire_bench as bench;
 
@@ -129,6 +130,11 @@ enum Command {
     /// package).
     #[command(subcommand)]
     Bridge(bridge::BridgeCommand),
+    /// Attach the AF_XDP receive path to an interface and count the datagrams of the given feeds
+    /// that reach it (native or generic mode, zero-copy, queues are said first). Needs
+    /// CAP_BPF, CAP_NET_ADMIN and CAP_NET_RAW. The program detaches when the command ends,
+    /// however it ends. Exit status: 0, or 1 when the path cannot be set up.
+    XdpRecv(xdp::XdpRecvArgs),
     /// Check appliance and venue files, printing every error with file, line, column and key.
     ///
     /// Each FILE may be an appliance file (it has a `[threads]` table; its venue files are
@@ -252,6 +258,7 @@ pub fn main() -> ExitCode {
             file,
         } => decode::decode(&venue, &file, dbn_version),
         Command::Tail(args) => tail::tail(args),
+        Command::XdpRecv(args) => xdp::xdp_recv(args),
         Command::Bridge(command) => bridge::bridge(command),
         #[cfg(feature = "dev-tools")]
         Command::Bench(BenchCommand::E2e {

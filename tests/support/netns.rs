@@ -199,3 +199,108 @@ pub fn start_cluster(topology: &mut Topology, binary: &Path, servers: [u8; 3]) {
         }
     }
 }
+
+/// Two namespaces joined by one veth pair, each end addressed in `10.<subnet>.0.0/24` (the
+/// sender `.1`, the receiver `.2`) and routing multicast (224.0.0.0/4) over it. Named after
+/// this process, a tag and a counter, so tests in parallel threads each get their own; removed
+/// on drop.
+pub struct Pair {
+    pub sender: String,
+    pub receiver: String,
+    pub sender_veth: String,
+    pub receiver_veth: String,
+    pub sender_address: std::net::Ipv4Addr,
+    pub receiver_address: std::net::Ipv4Addr,
+}
+
+fn try_ip(args: &[&str]) -> Result<(), String> {
+    let output = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|error| format!("ip: {error}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+impl Pair {
+    pub fn create(tag: &str, subnet: u8) -> Result<Pair, String> {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Interface names: at most 15 bytes.
+        let id = format!("{}{tag}{n}", std::process::id() % 100_000);
+        let pair = Pair {
+            sender: format!("tws{id}"),
+            receiver: format!("twr{id}"),
+            sender_veth: format!("vs{id}"),
+            receiver_veth: format!("vr{id}"),
+            sender_address: std::net::Ipv4Addr::new(10, subnet, 0, 1),
+            receiver_address: std::net::Ipv4Addr::new(10, subnet, 0, 2),
+        };
+        try_ip(&["netns", "add", &pair.sender])?;
+        try_ip(&["netns", "add", &pair.receiver])?;
+        try_ip(&[
+            "link",
+            "add",
+            &pair.sender_veth,
+            "netns",
+            &pair.sender,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &pair.receiver_veth,
+            "netns",
+            &pair.receiver,
+        ])?;
+        for (namespace, veth, address) in [
+            (&pair.sender, &pair.sender_veth, pair.sender_address),
+            (&pair.receiver, &pair.receiver_veth, pair.receiver_address),
+        ] {
+            try_ip(&[
+                "-n",
+                namespace,
+                "addr",
+                "add",
+                &format!("{address}/24"),
+                "dev",
+                veth,
+            ])?;
+            try_ip(&["-n", namespace, "link", "set", veth, "up"])?;
+            try_ip(&["-n", namespace, "link", "set", "lo", "up"])?;
+            try_ip(&["-n", namespace, "route", "add", "224.0.0.0/4", "dev", veth])?;
+        }
+        Ok(pair)
+    }
+
+    /// What `ip -d link show` says of the receiver's end (an attached XDP program shows as
+    /// `prog/xdp`).
+    pub fn receiver_link(&self) -> String {
+        let output = Command::new("ip")
+            .args([
+                "-n",
+                &self.receiver,
+                "-d",
+                "link",
+                "show",
+                "dev",
+                &self.receiver_veth,
+            ])
+            .output()
+            .expect("ip runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = try_ip(&["netns", "del", &self.sender]);
+        let _ = try_ip(&["netns", "del", &self.receiver]);
+    }
+}

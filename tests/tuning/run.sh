@@ -131,6 +131,9 @@ EOF
     mkdir -p "$r/sys/class/net/lo" "$r/sys/class/net/eth0" "$r/sys/class/net/ens1f0" "$r/sys/devices/pci0000:00/0000:3b:00.0/msi_irqs"
     : >"$r/sys/devices/pci0000:00/0000:3b:00.0/msi_irqs/33"
     ln -s ../../../devices/pci0000:00/0000:3b:00.0 "$r/sys/class/net/ens1f0/device"
+    mkdir -p "$r/sys/class/net/ens1f0/queues/rx-0" "$r/sys/class/net/ens1f0/queues/rx-1" \
+        "$r/sys/class/net/ens1f0/queues/tx-0" "$r/sys/bus/pci/drivers/ice"
+    ln -s ../../../bus/pci/drivers/ice "$r/sys/devices/pci0000:00/0000:3b:00.0/driver"
     put "$r/sys/kernel/mm/transparent_hugepage/enabled" "[always] madvise never"
     put "$r/sys/kernel/mm/transparent_hugepage/defrag" "always defer defer+madvise [madvise] never"
     put "$r/sys/devices/system/clocksource/clocksource0/current_clocksource" "hpet"
@@ -256,6 +259,13 @@ check "check-host: untuned host JSON: required items fail, classification right"
 check "check-host: NIC IRQs are matched by whole interface name (eth01-... is not eth0)" \
     bash -c '! grep -q "40(eth" "$1"' _ "$J"
 check "check-host: exit code agrees with the JSON" jexit_consistent "$J" "$RC"
+
+check "check-host: --xdp-interface is advisory (tuned host still exits 0)" chk_json "$TUNED" 0 --cores 2,3 --xdp-interface ens1f0
+check "check-host: --xdp-interface reports rx queues and driver, not probed in a test tree" jcheck "$J" \
+    af_xdp:status=unavailable af_xdp:required=false "af_xdp:current=ens1f0: 2 rx queues, driver ice" \
+    "af_xdp:note=~xdp-recv --probe"
+check "check-host: --xdp-interface of a missing interface fails its item only" chk_json "$TUNED" 0 --cores 2,3 --xdp-interface nosuch0
+check "check-host: the missing interface is named" jcheck "$J" af_xdp:status=fail "af_xdp:current=no interface nosuch0"
 
 check "check-host: untuned host, no cores -> exit 1 (governor, THP, clocksource, NUMA)" chk_json "$UNTUNED" 1
 check "check-host: no cores: per-core items checked on all cores, isolation n/a" jcheck "$J" \

@@ -286,9 +286,29 @@ struct DatagramStream {
     errors: u64,
 }
 
-/// The plaintext buffer: large enough for a TLS record and for the unfragmented frames that are
-/// unframed in place; longer frames are assembled by `ws::Client` itself.
+/// The plaintext buffer at most: large enough for a TLS record and for the unfragmented frames
+/// that are unframed in place; longer frames are assembled by `ws::Client` itself.
 const PLAINTEXT_BYTES: usize = 256 * 1024;
+/// The plaintext buffer at least (four TLS records).
+const MIN_PLAINTEXT_BYTES: usize = 64 * 1024;
+
+/// A stream's plaintext buffer: twice its largest WebSocket message and header, so that a whole
+/// message is unframed in place (`max_borrowed_payload_bytes` is half of it), between
+/// [`MIN_PLAINTEXT_BYTES`] and [`PLAINTEXT_BYTES`], in whole pages. The buffer is written from
+/// end to end over time (it is compacted only once past half), so what it is sized at is
+/// resident: a lean profile's 64 KiB messages need 132 KiB, not 256 KiB.
+fn plaintext_bytes(websocket: Option<&WebSocketTarget>) -> usize {
+    websocket.map_or(PLAINTEXT_BYTES, |target| {
+        let wanted = target
+            .max_message_bytes
+            .saturating_add(WS_HEADER_BYTES)
+            .saturating_mul(2);
+        wanted
+            .clamp(MIN_PLAINTEXT_BYTES, PLAINTEXT_BYTES)
+            .next_multiple_of(4096)
+            .min(PLAINTEXT_BYTES)
+    })
+}
 /// The longest frame header (RFC 6455 section 5.2).
 const WS_HEADER_BYTES: usize = 14;
 
@@ -538,6 +558,7 @@ impl NetEngine {
         if let Some(slot) = self.last_read.get(conn as usize) {
             slot.store(self.transport.now_ns(), Ordering::Relaxed);
         }
+        let plaintext_len = plaintext_bytes(spec.websocket.as_ref());
         self.streams[conn as usize] = Some(Stream {
             preamble: spec
                 .preamble
@@ -548,7 +569,7 @@ impl NetEngine {
             tls,
             handshake: None,
             ws: None,
-            plaintext: vec![0; PLAINTEXT_BYTES],
+            plaintext: vec![0; plaintext_len],
             start: 0,
             end: 0,
             out_plain: Vec::with_capacity(4096),
@@ -1111,7 +1132,7 @@ fn process_plaintext(
                 let config = ws::Config {
                     max_frame_bytes: max_message_bytes,
                     max_message_bytes,
-                    max_borrowed_payload_bytes: PLAINTEXT_BYTES / 2 - WS_HEADER_BYTES,
+                    max_borrowed_payload_bytes: stream.plaintext.len() / 2 - WS_HEADER_BYTES,
                 };
                 stream.ws = Some(
                     ws::Client::new(config)
@@ -1314,5 +1335,25 @@ mod tests {
         let text = format!("{target:?}");
         assert!(text.contains("X-MBX-APIKEY"), "{text}");
         assert!(!text.contains("secret-key-value"), "{text}");
+    }
+
+    #[test]
+    fn the_plaintext_buffer_holds_two_of_the_largest_messages_within_its_bounds() {
+        use super::{plaintext_bytes, MIN_PLAINTEXT_BYTES, PLAINTEXT_BYTES, WS_HEADER_BYTES};
+        let target = |max_message_bytes| WebSocketTarget {
+            host: "h".to_owned(),
+            port: 1,
+            path: "/".to_owned(),
+            secure: true,
+            max_message_bytes,
+            headers: Vec::new(),
+        };
+        // The lean profile's 64 KiB messages: two whole ones fit, in 132 KiB.
+        let lean = plaintext_bytes(Some(&target(64 * 1024)));
+        assert_eq!(lean, 132 * 1024);
+        assert!(lean / 2 - WS_HEADER_BYTES >= 64 * 1024);
+        assert_eq!(plaintext_bytes(Some(&target(1 << 20))), PLAINTEXT_BYTES);
+        assert_eq!(plaintext_bytes(Some(&target(1024))), MIN_PLAINTEXT_BYTES);
+        assert_eq!(plaintext_bytes(None), PLAINTEXT_BYTES);
     }
 }

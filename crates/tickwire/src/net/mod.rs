@@ -33,6 +33,7 @@ pub mod epoll;
 pub mod socket;
 pub mod udp;
 pub mod uring;
+pub mod xdp;
 
 pub use socket::SocketOptions;
 

@@ -83,15 +83,7 @@ impl TlsSettings {
     /// call it on the control thread, once per venue, and share the result between sessions
     /// (the `Arc` also shares rustls's session cache, so a reconnect can resume).
     pub fn build(&self) -> Result<Arc<ClientConfig>, TlsConfigError> {
-        let (roots, counts) = self.trust_anchors()?;
-        tracing::info!(
-            platform_added = counts.platform_added,
-            platform_skipped = counts.platform_skipped,
-            webpki_roots = counts.webpki_roots,
-            extra = counts.extra,
-            extra_ca_file = ?self.extra_ca_file,
-            "TLS trust anchors loaded"
-        );
+        let roots = self.shared_trust_anchors()?;
         let versions: &[&'static rustls::SupportedProtocolVersion] = match self.versions {
             TlsVersions::Tls12AndTls13 => &[&rustls::version::TLS13, &rustls::version::TLS12],
             TlsVersions::Tls13Only => &[&rustls::version::TLS13],
@@ -113,6 +105,43 @@ impl TlsSettings {
         // record.
         config.enable_secret_extraction = true;
         Ok(Arc::new(config))
+    }
+
+    /// The trust anchors as one store shared by every configuration whose extra CA file has the
+    /// same path and the same contents (read again each time, so a CA file replaced on disk is
+    /// a new store): built (and logged) the first time, then handed out again. A process with
+    /// several venues, each with a WebSocket and a REST client, keeps one copy of the
+    /// platform's and `webpki-roots`' 150-odd roots instead of one per configuration.
+    fn shared_trust_anchors(&self) -> Result<Arc<RootCertStore>, TlsConfigError> {
+        type Key = (Option<PathBuf>, Option<Vec<u8>>);
+        static STORES: std::sync::Mutex<Vec<(Key, Arc<RootCertStore>)>> =
+            std::sync::Mutex::new(Vec::new());
+        // An unreadable file is not cached: `trust_anchors` reports it.
+        let contents = self
+            .extra_ca_file
+            .as_ref()
+            .and_then(|path| std::fs::read(path).ok());
+        let key = (self.extra_ca_file.clone(), contents);
+        let mut stores = STORES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if key.0.is_none() || key.1.is_some() {
+            if let Some((_, roots)) = stores.iter().find(|(known, _)| *known == key) {
+                return Ok(Arc::clone(roots));
+            }
+        }
+        let (roots, counts) = self.trust_anchors()?;
+        tracing::info!(
+            platform_added = counts.platform_added,
+            platform_skipped = counts.platform_skipped,
+            webpki_roots = counts.webpki_roots,
+            extra = counts.extra,
+            extra_ca_file = ?self.extra_ca_file,
+            "TLS trust anchors loaded"
+        );
+        let roots = Arc::new(roots);
+        stores.push((key, Arc::clone(&roots)));
+        Ok(roots)
     }
 
     /// The trust anchors: the platform store, `webpki-roots`, and the extra CA file.
@@ -245,5 +274,48 @@ mod tests {
         let (roots, counts) = TlsSettings::new().trust_anchors().expect("no extra file");
         assert_eq!(counts.webpki_roots, webpki_roots::TLS_SERVER_ROOTS.len());
         assert!(roots.len() >= counts.webpki_roots);
+    }
+
+    #[test]
+    fn configurations_share_one_trust_store_until_the_ca_file_changes() {
+        let plain = TlsSettings::new().shared_trust_anchors().unwrap();
+        let again = TlsSettings::new()
+            .alpn_http11(true)
+            .shared_trust_anchors()
+            .unwrap();
+        assert!(
+            Arc::ptr_eq(&plain, &again),
+            "one store for the same anchors"
+        );
+
+        // Two real CA certificates from the platform store, if it has them.
+        let certs: Vec<Vec<u8>> = std::fs::read_dir("/etc/ssl/certs")
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|entry| entry.path().extension().is_some_and(|e| e == "pem"))
+            .filter_map(|entry| std::fs::read(entry.path()).ok())
+            .take(2)
+            .collect();
+        if certs.len() < 2 {
+            eprintln!("SKIPPED the CA-file half: no platform certificates in /etc/ssl/certs");
+            return;
+        }
+        let path = std::env::temp_dir().join(format!("tw-ca-{}.pem", std::process::id()));
+        std::fs::write(&path, &certs[0]).unwrap();
+        let settings = TlsSettings::new().extra_ca_file(&path);
+        let first = settings.shared_trust_anchors().unwrap();
+        assert!(!Arc::ptr_eq(&first, &plain), "an extra CA is another store");
+        assert!(Arc::ptr_eq(
+            &first,
+            &settings.shared_trust_anchors().unwrap()
+        ));
+        std::fs::write(&path, &certs[1]).unwrap();
+        let replaced = settings.shared_trust_anchors().unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            !Arc::ptr_eq(&first, &replaced),
+            "a replaced CA file is read again"
+        );
     }
 }
