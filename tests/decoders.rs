@@ -290,6 +290,33 @@ fn every_event_once_and_in_order(decoders: usize) {
         three.recorded.snapshot().len() as u64 == three.published()
     });
     drain(&mut client, &mut bus_events);
+    // Decoder k wrote partition k: the metrics' count of each partition is its venues' events.
+    let metrics = three.session.render_metrics();
+    assert!(
+        metrics.contains(&format!("\ntickwire_bus_partitions {decoders}\n")),
+        "{metrics}"
+    );
+    for k in 0..decoders {
+        let line = format!("tickwire_bus_partition_events_published_total{{partition=\"{k}\"}} ");
+        let published: u64 = metrics
+            .lines()
+            .find_map(|text| text.strip_prefix(line.as_str()))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no {line}in {metrics}"));
+        let of_decoder = bus_events
+            .iter()
+            // An event of no venue (the appliance's own status) is decoder 0's.
+            .filter(|event| {
+                expected
+                    .get(usize::from(event.header.venue_id))
+                    .copied()
+                    .unwrap_or(0)
+                    == k
+            })
+            .count() as u64;
+        assert_eq!(published, of_decoder, "partition {k}");
+        assert!(published > 0, "partition {k}");
+    }
     let runtime = &three.session.runtime;
     assert_eq!(runtime.frame_ring.overflows(), 0);
     assert_eq!(runtime.event_ring.overflows(), 0);

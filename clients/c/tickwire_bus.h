@@ -476,7 +476,8 @@ typedef struct tw_batch {
     uint32_t partition;
 } tw_batch;
 
-/* An open bus. Read the fields, do not change them (except `next`, to seek: see tw_bus_read). */
+/* An open bus. Read the fields, do not change them (except `next[k]`, to seek partition k: see
+ * tw_bus_read). */
 typedef struct tw_bus {
     int fd;
     const uint8_t *base; /* the read-only mapping */

@@ -260,10 +260,10 @@ impl BusControl {
         let requests = self.requests;
         let _ = writeln!(
             out,
-            "# HELP tickwire_bus_events_published_total Events published on the shared-memory bus: its write cursor.\n\
+            "# HELP tickwire_bus_events_published_total Events published on the shared-memory bus: its partitions' write cursors together.\n\
              # TYPE tickwire_bus_events_published_total counter\n\
              tickwire_bus_events_published_total {}\n\
-             # HELP tickwire_bus_capacity Event slots in the bus's ring.\n\
+             # HELP tickwire_bus_capacity Event slots in each of the bus's rings (one per partition).\n\
              # TYPE tickwire_bus_capacity gauge\n\
              tickwire_bus_capacity {}\n\
              # HELP tickwire_bus_epoch The bus's epoch (its creation time in ns).\n\
@@ -313,6 +313,22 @@ impl BusControl {
             books.levels.get(),
             u8::from(self.stats.truncated()),
         );
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_bus_partitions The bus's partitions: one ring per decoder, each written by its decoder.\n\
+             # TYPE tickwire_bus_partitions gauge\n\
+             tickwire_bus_partitions {}\n\
+             # HELP tickwire_bus_partition_events_published_total Events published on one partition of the bus (decoder k writes partition k): its write cursor.\n\
+             # TYPE tickwire_bus_partition_events_published_total counter",
+            self.stats.partitions()
+        );
+        for k in 0..self.stats.partitions() {
+            let _ = writeln!(
+                out,
+                "tickwire_bus_partition_events_published_total{{partition=\"{k}\"}} {}",
+                self.stats.partition_cursor(k)
+            );
+        }
     }
 }
 
