@@ -1704,12 +1704,23 @@ fn decoder_mistakes_are_refused_with_their_place() {
         error.message
     );
 
-    // The bus has one writer: several decoders cannot have one (yet), nor the serving plane.
+    // Several decoders write one bus partition each: a bus, the serving plane and the recorder
+    // are accepted with them (issue 36 refused them before bus partitions)...
     let path = write(
         dir.path(),
         "bus.toml",
-        "[[threads.decoders]]\n[[threads.decoders]]\n[bus]\n[http]\nlisten = \"127.0.0.1:0\"\n",
+        "[[threads.decoders]]\n[[threads.decoders]]\n[bus]\n[http]\nlisten = \"127.0.0.1:0\"\n\
+         [record]\ndir = \"/var/lib/tickwire/rec\"\n",
+    );
+    config::load_with_cpu_count(&path, 4).expect("two decoders with a bus, [http] and [record]");
+    // ...up to the partitions a bus holds.
+    let many = "[[threads.decoders]]\n".repeat(32);
+    let path = write(
+        dir.path(),
+        "many.toml",
+        &format!("{many}[bus]\n[http]\nlisten = \"127.0.0.1:0\"\n"),
     );
     let all = errors(config::load_with_cpu_count(&path, 4));
     assert_eq!(keys(&all), ["bus", "http"]);
+    assert!(all[0].message.contains("at most 31"), "{}", all[0].message);
 }

@@ -95,6 +95,16 @@ fn write_venue(dir: &Path, name: &str, sim: &SimHandle, setup: &VenueSetup) -> S
 
 impl Three {
     fn start(decoders: usize, setups: Vec<VenueSetup>) -> Three {
+        Three::start_with(decoders, setups, |_| String::new())
+    }
+
+    /// [`Three::start`], with `extra(dir)` appended to the appliance file (tables such as
+    /// `[bus]`, with paths in the test's directory).
+    fn start_with(
+        decoders: usize,
+        setups: Vec<VenueSetup>,
+        extra: impl FnOnce(&Path) -> String,
+    ) -> Three {
         let dir = tempfile::tempdir().unwrap();
         let clock = Clock::calibrate();
         let mut sims = Vec::new();
@@ -115,7 +125,8 @@ impl Three {
             sims.push(sim);
         }
         let appliance: PathBuf = dir.path().join("tickwire.toml");
-        std::fs::write(&appliance, appliance_text(&files, decoders)).unwrap();
+        let text = appliance_text(&files, decoders) + &extra(dir.path());
+        std::fs::write(&appliance, text).unwrap();
         let loaded = config::load(&appliance).unwrap_or_else(|errors| panic!("{errors}"));
         let recorded = Recorded::default();
         let session = Session::start(
@@ -183,6 +194,10 @@ impl Three {
             .sum()
     }
 
+    fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
     fn finish(self) -> Vec<Event> {
         let failed = self.session.shutdown();
         assert!(failed.is_empty(), "threads panicked: {failed:?}");
@@ -226,7 +241,32 @@ fn every_event_once_and_in_order(decoders: usize) {
             ..VenueSetup::default()
         })
         .collect();
-    let mut three = Three::start(decoders, setups);
+    // The event bus on: one partition per decoder, each ring big enough to hold the session.
+    let mut three = Three::start_with(decoders, setups, |dir| {
+        format!(
+            "[bus]\npath = {:?}\ncapacity = 65536\n",
+            dir.join("tickwire.bus").display().to_string()
+        )
+    });
+    let bus_path = three.dir().join("tickwire.bus");
+    // A client attached before the markets play out reads the whole session.
+    let mut client = tickwire_client::Client::options()
+        .start(tickwire_bus::Start::Oldest)
+        .attach(&bus_path)
+        .expect("the client attaches");
+    assert_eq!(client.reader().partitions(), decoders as u32);
+    let mut bus_events: Vec<Event> = Vec::new();
+    let drain = |client: &mut tickwire_client::Client, into: &mut Vec<Event>| loop {
+        match client.poll().expect("the client reads") {
+            tickwire_client::Next::Events(events) => into.extend_from_slice(&events),
+            // Idle, or the appliance stopped (its bus closed, or removed at exit): the client
+            // keeps its mapping, so everything published was read before.
+            tickwire_client::Next::Idle
+            | tickwire_client::Next::Closed
+            | tickwire_client::Next::Removed => return,
+            other => panic!("the bus reader saw {other:?}"),
+        }
+    };
     // The default assignment: in list order, the decoder with the fewest venues so far.
     let expected: Vec<usize> = (0..3).map(|venue| venue % decoders).collect();
     assert_eq!(three.session.runtime.venue_decoders, expected);
@@ -249,6 +289,34 @@ fn every_event_once_and_in_order(decoders: usize) {
     three.run_until(Duration::from_secs(10), "the pipeline drained", |three| {
         three.recorded.snapshot().len() as u64 == three.published()
     });
+    drain(&mut client, &mut bus_events);
+    // Decoder k wrote partition k: the metrics' count of each partition is its venues' events.
+    let metrics = three.session.render_metrics();
+    assert!(
+        metrics.contains(&format!("\ntickwire_bus_partitions {decoders}\n")),
+        "{metrics}"
+    );
+    for k in 0..decoders {
+        let line = format!("tickwire_bus_partition_events_published_total{{partition=\"{k}\"}} ");
+        let published: u64 = metrics
+            .lines()
+            .find_map(|text| text.strip_prefix(line.as_str()))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no {line}in {metrics}"));
+        let of_decoder = bus_events
+            .iter()
+            // An event of no venue (the appliance's own status) is decoder 0's.
+            .filter(|event| {
+                expected
+                    .get(usize::from(event.header.venue_id))
+                    .copied()
+                    .unwrap_or(0)
+                    == k
+            })
+            .count() as u64;
+        assert_eq!(published, of_decoder, "partition {k}");
+        assert!(published > 0, "partition {k}");
+    }
     let runtime = &three.session.runtime;
     assert_eq!(runtime.frame_ring.overflows(), 0);
     assert_eq!(runtime.event_ring.overflows(), 0);
@@ -267,12 +335,26 @@ fn every_event_once_and_in_order(decoders: usize) {
         .map(|venue| runtime.venue_events[venue].get(EventKind::Quote))
         .collect();
     let events = three.finish();
+    drain(&mut client, &mut bus_events);
+    assert_eq!(client.counters().overruns, 0);
     for venue in 0..3u16 {
         let venue_events: Vec<Event> = events
             .iter()
             .filter(|event| event.header.venue_id == venue)
             .copied()
             .collect();
+        // The bus's merged stream holds each venue's events exactly as the strategy got them:
+        // the same events, once each, in the same order (the venue's decoder wrote both).
+        let on_bus: Vec<Event> = bus_events
+            .iter()
+            .filter(|event| event.header.venue_id == venue)
+            .copied()
+            .collect();
+        assert_eq!(on_bus.len(), venue_events.len(), "venue {venue} on the bus");
+        assert!(
+            on_bus == venue_events,
+            "venue {venue}: the bus's stream is the strategy's"
+        );
         // Exactly once: the strategy saw as many quotes of the venue as its decoder wrote.
         let quotes = venue_events
             .iter()
@@ -494,4 +576,161 @@ fn snapshots_resyncs_and_rotations_reach_the_right_decoder() {
     for venue in 0..3 {
         assert_in_order_per_instrument(&of(venue));
     }
+}
+
+/// One HTTP GET to the serving plane, answered while the control loop ticks.
+fn http_get(three: &mut Three, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = three
+        .session
+        .http_addr()
+        .expect("the serving plane listens");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let exchange = std::thread::spawn(move || {
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response
+    });
+    three.run_until(
+        Duration::from_secs(15),
+        "the serving plane's answer",
+        |_| exchange.is_finished(),
+    );
+    let response = exchange.join().unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.split(' ').nth(1).and_then(|code| code.parse().ok());
+    (status.unwrap_or(0), body.to_owned())
+}
+
+/// Two decoders with the serving plane and the recorder, both reading the bus's two
+/// partitions: `/v1/quotes` shows every venue's instruments, `/v1/book` each venue's book (its
+/// snapshot written by the decoder that owns it), and the recorder's files hold each venue's
+/// quotes and trades as the strategy got them.
+#[test]
+fn two_decoders_serve_quotes_and_books_and_record_every_venue() {
+    let setups = (0..3)
+        .map(|_| VenueSetup {
+            rate: 300.0,
+            ..VenueSetup::default()
+        })
+        .collect();
+    let mut three = Three::start_with(2, setups, |dir| {
+        format!(
+            "[bus]\npath = {:?}\n[http]\nlisten = \"127.0.0.1:0\"\n\
+             [record]\ndir = {:?}\nflush_interval_ms = 50\n",
+            dir.join("tickwire.bus").display().to_string(),
+            dir.join("recordings").display().to_string(),
+        )
+    });
+    assert_eq!(three.session.runtime.venue_decoders, [0, 1, 0]);
+    three.run_until(
+        Duration::from_secs(30),
+        "every venue's books in sync",
+        |three| {
+            (0..3).all(|venue| {
+                three.book_syncs(venue) >= 1 && three.venue_events(venue as u16).len() > 100
+            })
+        },
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = http_get(&mut three, "/v1/quotes");
+        assert_eq!(status, 200, "{body}");
+        let quotes: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let shown: Vec<(String, String)> = quotes["quotes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|quote| !quote["bid"].is_null())
+            .map(|quote| {
+                (
+                    quote["venue"].as_str().unwrap_or_default().to_owned(),
+                    quote["symbol"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        let every = VENUES.iter().all(|venue| {
+            ["BTCUSDT", "ETHUSDT"]
+                .iter()
+                .all(|symbol| shown.contains(&(venue.to_string(), symbol.to_string())))
+        });
+        if every {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every venue's quotes: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Each venue's book, from its own decoder's snapshot on its own partition.
+    for venue in VENUES {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, body) = http_get(&mut three, &format!("/v1/book/{venue}/BTCUSDT"));
+            if status == 200 {
+                let book: serde_json::Value = serde_json::from_str(&body).unwrap();
+                assert!(!book["bids"].as_array().unwrap().is_empty(), "{body}");
+                break;
+            }
+            assert_eq!(status, 503, "{body}");
+            assert!(
+                Instant::now() < deadline,
+                "{venue}'s book never valid: {body}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let recordings = three.dir().join("recordings");
+    let failed = three.session.shutdown();
+    assert!(failed.is_empty(), "threads panicked: {failed:?}");
+    let events = three.recorded.snapshot();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&recordings)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.to_string_lossy().ends_with(".dbn.zst"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "one file per venue: {files:?}");
+    let market = |event: &Event| {
+        matches!(event.header.kind, EventKind::Quote | EventKind::Trade)
+            && event.header.flags & flags::DERIVED == 0
+    };
+    for file in &files {
+        let mut replay = tickwire_record::Replay::open(std::slice::from_ref(file)).unwrap();
+        let mut recorded = Vec::new();
+        while let Some(next) = replay.next_event() {
+            recorded.push(next.expect("no damage"));
+        }
+        let venue = recorded
+            .iter()
+            .find(|event| market(event))
+            .unwrap()
+            .header
+            .venue_id;
+        let recorded: Vec<Event> = recorded.into_iter().filter(market).collect();
+        let seen: Vec<Event> = events
+            .iter()
+            .filter(|event| event.header.venue_id == venue && market(event))
+            .copied()
+            .collect();
+        assert!(
+            recorded.len() > 50,
+            "venue {venue}: {} recorded",
+            recorded.len()
+        );
+        // The recording ends at its last flush: what it holds is what the strategy saw, in
+        // order, from the start.
+        assert!(recorded.len() <= seen.len());
+        assert!(
+            recorded[..] == seen[..recorded.len()],
+            "venue {venue}: the recording is the strategy's stream"
+        );
+    }
+    drop(three.sims);
 }

@@ -8,6 +8,13 @@
  * crates/tickwire-bus/src/ring.rs (validate-after-read against the writer's claim word), so that
  * a C reader sees exactly what the Rust reader sees: the same events, the same overrun counts.
  *
+ * Partitions (layout version 3): an appliance with several decoder threads writes one ring per
+ * decoder, each with its own claim and cursor. tw_bus_read merges them as the Rust reader does:
+ * each read takes one partition's next events (batch.partition says which), the partitions in
+ * turn from the one after the last read's. Every instrument is in one partition, so its events
+ * come in order; a reader lapped on one partition is told how many it lost there
+ * (batch.missed, batch.partition) and reads the others on.
+ *
  * Use:
  *
  *     #include "tickwire_bus.h"
@@ -39,7 +46,7 @@
  *
  * Every function returns a TW_OK or a negative tw_status; on an error tw_bus_error() gives a
  * sentence naming the file and what would fix it (no bus at the path, not a bus, layout version
- * N where this header reads 1, damaged sizes, truncated...). Nothing here allocates, and
+ * N where this header reads 3, damaged sizes, truncated...). Nothing here allocates, and
  * tw_bus_read makes no system call. A tw_bus is used by one thread at a time; open one per
  * thread to read from several.
  *
@@ -102,8 +109,10 @@ extern "C" {
 /* ---- The file's layout (layout.rs) ---------------------------------------------------------- */
 
 #define TW_MAGIC "TICKWBUS"
-/* Version 2 added TW_KIND_LIQUIDATION; a reader of another version refuses the bus by name. */
-#define TW_LAYOUT_VERSION 2u
+/* Version 2 added TW_KIND_LIQUIDATION, version 3 partitions (one ring per decoder); a reader of
+ * another version refuses the bus by name. */
+#define TW_LAYOUT_VERSION 3u
+#define TW_MAX_PARTITIONS 31u
 #define TW_EVENT_SIZE 64u
 #define TW_HEADER_BYTES 4096u
 #define TW_DIRECTORY_ENTRY_BYTES 256u
@@ -123,8 +132,12 @@ extern "C" {
 #define TW_OFF_DIRECTORY_ENTRY_SIZE 56
 #define TW_OFF_CREATED_NS 64
 #define TW_OFF_WRITER_PID 72
+#define TW_OFF_PARTITIONS 80
+/* Partition k's claim and cursor: TW_OFF_CLAIM + TW_PARTITION_STRIDE * k, and the same for the
+ * cursor. */
 #define TW_OFF_CLAIM 128
 #define TW_OFF_CURSOR 136
+#define TW_PARTITION_STRIDE 128
 #define TW_OFF_DIRECTORY_COUNT 192
 #define TW_OFF_STATE 200
 
@@ -455,13 +468,16 @@ typedef struct tw_directory_entry {
     char venue_symbol[TW_ENTRY_VENUE_SYMBOL_LEN + 1]; /* as the venue calls it on the wire */
 } tw_directory_entry;
 
-/* What one read returned: `missed` events lost to the writer, then `count` events copied. */
+/* What one read returned: `missed` events of partition `partition` lost to its writer, then
+ * `count` events of that partition copied. */
 typedef struct tw_batch {
     uint64_t missed;
     size_t count;
+    uint32_t partition;
 } tw_batch;
 
-/* An open bus. Read the fields, do not change them (except `next`, to seek: see tw_bus_read). */
+/* An open bus. Read the fields, do not change them (except `next[k]`, to seek partition k: see
+ * tw_bus_read). */
 typedef struct tw_bus {
     int fd;
     const uint8_t *base; /* the read-only mapping */
@@ -469,7 +485,10 @@ typedef struct tw_bus {
     uint64_t capacity;
     uint64_t epoch; /* a new value each time an appliance makes the bus */
     uint64_t directory_capacity;
-    uint64_t next;  /* the position of the next event this reader will read */
+    uint32_t partitions; /* one ring per decoder of the appliance */
+    uint32_t turn;       /* the partition the next read looks at first */
+    /* Per partition: the position of the next event this reader will read. */
+    uint64_t next[TW_MAX_PARTITIONS];
     dev_t dev;      /* the file's identity, to tell when the path names another one */
     ino_t ino;
     char path[4096];
@@ -635,7 +654,9 @@ static inline int tw_bus_open_owned(tw_bus *bus, const char *path, tw_start star
     uint32_t event_size = (uint32_t)(version_and_size >> 32);
     uint64_t capacity = tw__word(bus, TW_OFF_CAPACITY, __ATOMIC_RELAXED);
     uint64_t directory_capacity = tw__word(bus, TW_OFF_DIRECTORY_CAPACITY, __ATOMIC_RELAXED);
-    uint64_t directory_offset = TW_HEADER_BYTES + capacity * TW_EVENT_SIZE;
+    uint64_t partitions = tw__word(bus, TW_OFF_PARTITIONS, __ATOMIC_RELAXED);
+    uint64_t rings = partitions >= 1 && partitions <= TW_MAX_PARTITIONS ? partitions : 1;
+    uint64_t directory_offset = TW_HEADER_BYTES + rings * capacity * TW_EVENT_SIZE;
     uint64_t file_bytes = directory_offset + directory_capacity * TW_DIRECTORY_ENTRY_BYTES;
     if (memcmp(&magic, TW_MAGIC, 8) != 0) {
         status = tw__fail(bus, TW_ERR_NOT_A_BUS, "%s is not a tickwire bus (no TICKWBUS magic)",
@@ -655,6 +676,11 @@ static inline int tw_bus_open_owned(tw_bus *bus, const char *path, tw_start star
                           "events, from %u to %llu",
                           path, (unsigned long long)capacity, TW_MIN_CAPACITY,
                           (unsigned long long)TW_MAX_CAPACITY);
+    } else if (partitions < 1 || partitions > TW_MAX_PARTITIONS) {
+        status = tw__fail(bus, TW_ERR_MALFORMED,
+                          "bus %s is damaged: %llu partitions: a bus has from 1 to %u (one per "
+                          "decoder)",
+                          path, (unsigned long long)partitions, TW_MAX_PARTITIONS);
     } else if (directory_capacity < 1 || directory_capacity > TW_MAX_DIRECTORY) {
         status = tw__fail(bus, TW_ERR_MALFORMED,
                           "bus %s is damaged: directory capacity %llu: from 1 to %llu entries",
@@ -680,15 +706,21 @@ static inline int tw_bus_open_owned(tw_bus *bus, const char *path, tw_start star
     bus->capacity = capacity;
     bus->directory_capacity = directory_capacity;
     bus->epoch = tw__word(bus, TW_OFF_EPOCH, __ATOMIC_RELAXED);
-    uint64_t cursor = tw__word(bus, TW_OFF_CURSOR, __ATOMIC_ACQUIRE);
-    /* Oldest: the oldest slot the writer has not claimed for reuse (the claim runs a little
-     * ahead of the cursor), as the Rust reader starts. */
-    uint64_t claim = tw__word(bus, TW_OFF_CLAIM, __ATOMIC_ACQUIRE);
-    uint64_t oldest = claim > capacity ? claim - capacity : 0;
-    if (cursor > capacity && cursor - capacity > oldest) {
-        oldest = cursor - capacity;
+    bus->partitions = (uint32_t)partitions;
+    bus->turn = 0;
+    for (uint32_t k = 0; k < TW_MAX_PARTITIONS; k++) bus->next[k] = 0;
+    for (uint32_t k = 0; k < bus->partitions; k++) {
+        uint64_t cursor =
+            tw__word(bus, TW_OFF_CURSOR + TW_PARTITION_STRIDE * k, __ATOMIC_ACQUIRE);
+        /* Oldest: the oldest slot the writer has not claimed for reuse (the claim runs a little
+         * ahead of the cursor), as the Rust reader starts. */
+        uint64_t claim = tw__word(bus, TW_OFF_CLAIM + TW_PARTITION_STRIDE * k, __ATOMIC_ACQUIRE);
+        uint64_t oldest = claim > capacity ? claim - capacity : 0;
+        if (cursor > capacity && cursor - capacity > oldest) {
+            oldest = cursor - capacity;
+        }
+        bus->next[k] = start == TW_START_OLDEST ? oldest : cursor;
     }
-    bus->next = start == TW_START_OLDEST ? oldest : cursor;
     return TW_OK;
 }
 
@@ -701,40 +733,52 @@ static inline int tw_bus_open(tw_bus *bus, const char *path, tw_start start) {
     return tw_bus_open_owned(bus, path, start, TW_OWNER_TRUSTED);
 }
 
-/* The write cursor: events published since the bus was made. */
+/* Partition k's write cursor: events published there since the bus was made. */
+static inline uint64_t tw_bus_partition_cursor(const tw_bus *bus, uint32_t k) {
+    if (k >= bus->partitions) return 0;
+    return tw__word(bus, TW_OFF_CURSOR + TW_PARTITION_STRIDE * k, __ATOMIC_ACQUIRE);
+}
+
+/* The write cursors together: events published since the bus was made. */
 static inline uint64_t tw_bus_cursor(const tw_bus *bus) {
-    return tw__word(bus, TW_OFF_CURSOR, __ATOMIC_ACQUIRE);
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < bus->partitions; k++) sum += tw_bus_partition_cursor(bus, k);
+    return sum;
 }
 
-/* Events published that this reader has not read (above the capacity: it is lapped). */
+/* Events published that this reader has not read, every partition together (above the
+ * capacity: it is lapped). */
 static inline uint64_t tw_bus_lag(const tw_bus *bus) {
-    uint64_t cursor = tw_bus_cursor(bus);
-    return cursor > bus->next ? cursor - bus->next : 0;
+    uint64_t lag = 0;
+    for (uint32_t k = 0; k < bus->partitions; k++) {
+        uint64_t cursor = tw_bus_partition_cursor(bus, k);
+        lag += cursor > bus->next[k] ? cursor - bus->next[k] : 0;
+    }
+    return lag;
 }
 
-/*
- * Copies up to `max` events into `out`, oldest first, after reporting in batch->missed any the
- * writer lapped this reader by; never blocks, makes no system call. The protocol of ring.rs's
- * RingReader::read, step for step. Set bus->next before a read to start elsewhere (a position
- * that is gone is then reported as missed).
- */
-static inline int tw_bus_read(tw_bus *bus, tw_event *out, size_t max, tw_batch *batch) {
+/* One partition's read: ring.rs's RingReader::read, step for step. */
+static inline int tw__read_partition(tw_bus *bus, uint32_t k, tw_event *out, size_t max,
+                                     tw_batch *batch) {
     batch->missed = 0;
     batch->count = 0;
-    uint64_t cursor = tw_bus_cursor(bus);
-    if (cursor == bus->next || max == 0) return TW_OK;
-    if (cursor < bus->next)
+    batch->partition = k;
+    uint64_t next = bus->next[k];
+    uint64_t cursor = tw_bus_partition_cursor(bus, k);
+    if (cursor == next || max == 0) return TW_OK;
+    if (cursor < next)
         return tw__fail(bus, TW_ERR_CURSOR_WENT_BACK,
-                        "bus %s is damaged: the cursor %llu is below this reader's position %llu "
-                        "(the file was replaced or rewritten)",
-                        bus->path, (unsigned long long)cursor, (unsigned long long)bus->next);
+                        "bus %s is damaged: the cursor %llu of partition %u is below this "
+                        "reader's position %llu (the file was replaced or rewritten)",
+                        bus->path, (unsigned long long)cursor, k, (unsigned long long)next);
     uint64_t capacity = bus->capacity;
     /* Positions more than a ring behind the cursor are gone already. */
     uint64_t oldest_kept = cursor > capacity ? cursor - capacity : 0;
-    uint64_t start = bus->next > oldest_kept ? bus->next : oldest_kept;
+    uint64_t start = next > oldest_kept ? next : oldest_kept;
     uint64_t available = cursor - start;
     size_t copied = available < (uint64_t)max ? (size_t)available : max;
-    const uint64_t *ring = (const uint64_t *)(const void *)(bus->base + TW_HEADER_BYTES);
+    const uint64_t *ring = (const uint64_t *)(const void *)(bus->base + TW_HEADER_BYTES +
+                                                            k * capacity * TW_EVENT_SIZE);
     for (size_t i = 0; i < copied; i++) {
         const uint64_t *slot = ring + ((start + i) & (capacity - 1)) * 8;
         uint64_t *words = (uint64_t *)(void *)&out[i];
@@ -742,14 +786,14 @@ static inline int tw_bus_read(tw_bus *bus, tw_event *out, size_t max, tw_batch *
     }
     /* Orders the slot loads before the claim load (argument 2 in ring.rs's module doc). */
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    uint64_t claim = tw__word(bus, TW_OFF_CLAIM, __ATOMIC_RELAXED);
+    uint64_t claim = tw__word(bus, TW_OFF_CLAIM + TW_PARTITION_STRIDE * k, __ATOMIC_RELAXED);
     /* The oldest position whose slot the writer has not started to reuse. */
     uint64_t oldest_intact = claim > capacity ? claim - capacity : 0;
     uint64_t end = start + copied;
     if (oldest_intact >= end) {
         /* Everything copied may be torn: skip to what is intact and report the loss. */
-        batch->missed = oldest_intact - bus->next;
-        bus->next = oldest_intact;
+        batch->missed = oldest_intact - next;
+        bus->next[k] = oldest_intact;
         return TW_OK;
     }
     uint64_t first = oldest_intact > start ? oldest_intact : start;
@@ -759,13 +803,37 @@ static inline int tw_bus_read(tw_bus *bus, tw_event *out, size_t max, tw_batch *
     for (size_t i = 0; i < kept; i++) {
         if (tw_kind_name(out[i].header.kind) == NULL)
             return tw__fail(bus, TW_ERR_BAD_KIND,
-                            "bus %s is damaged: the event at position %llu has kind byte %u, "
-                            "which no writer writes",
-                            bus->path, (unsigned long long)(first + i), out[i].header.kind);
+                            "bus %s is damaged: the event at position %llu of partition %u has "
+                            "kind byte %u, which no writer writes",
+                            bus->path, (unsigned long long)(first + i), k, out[i].header.kind);
     }
-    batch->missed = first - bus->next;
+    batch->missed = first - next;
     batch->count = kept;
-    bus->next = end;
+    bus->next[k] = end;
+    return TW_OK;
+}
+
+/*
+ * Copies up to `max` events of one partition into `out`, oldest first, after reporting in
+ * batch->missed any that partition's writer lapped this reader by (batch->partition says which
+ * partition); never blocks, makes no system call. Takes the partitions in turn, from the one
+ * after the last read's, and returns the first that has something: the merge of BusReader::read.
+ * Set bus->next[k] before a read to start partition k elsewhere (a position that is gone is
+ * then reported as missed).
+ */
+static inline int tw_bus_read(tw_bus *bus, tw_event *out, size_t max, tw_batch *batch) {
+    batch->missed = 0;
+    batch->count = 0;
+    batch->partition = 0;
+    for (uint32_t step = 0; step < bus->partitions; step++) {
+        uint32_t k = (bus->turn + step) % bus->partitions;
+        int status = tw__read_partition(bus, k, out, max, batch);
+        if (status != TW_OK || batch->count > 0 || batch->missed > 0) {
+            bus->turn = (k + 1) % bus->partitions;
+            return status;
+        }
+    }
+    batch->partition = 0;
     return TW_OK;
 }
 
@@ -824,7 +892,7 @@ static inline int tw_bus_directory_entry(const tw_bus *bus, uint64_t index,
     if (index >= tw_bus_directory_len(bus)) return -1;
     const uint64_t *words =
         (const uint64_t *)(const void *)(bus->base + TW_HEADER_BYTES +
-                                         bus->capacity * TW_EVENT_SIZE +
+                                         bus->partitions * bus->capacity * TW_EVENT_SIZE +
                                          index * TW_DIRECTORY_ENTRY_BYTES);
     uint8_t bytes[TW_DIRECTORY_ENTRY_BYTES];
     for (int w = 0; w < (int)(TW_DIRECTORY_ENTRY_BYTES / 8); w++) {

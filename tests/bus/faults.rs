@@ -154,8 +154,8 @@ fn a_reader_started_before_the_writer_waits_for_it_or_says_there_is_no_bus() {
 
 #[test]
 fn a_bus_of_another_layout_version_is_refused_naming_both_versions() {
-    // A bus an appliance of layout version 1 wrote (before the liquidation kind): this reader
-    // reads version 2.
+    // A bus an appliance of layout version 2 wrote (one ring, before partitions): this reader
+    // reads version 3.
     let dir = bus_dir();
     let path = dir.path().join("bus");
     let options = BusOptions {
@@ -167,27 +167,27 @@ fn a_bus_of_another_layout_version_is_refused_naming_both_versions() {
     let mut bytes = std::fs::read(&path).unwrap();
     assert_eq!(
         bytes[8..12],
-        2u32.to_le_bytes(),
-        "the writer writes version 2"
+        3u32.to_le_bytes(),
+        "the writer writes version 3"
     );
-    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let other = dir.path().join("bus-v1");
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let other = dir.path().join("bus-v2");
     std::fs::write(&other, &bytes).unwrap();
     let error = Client::attach(&other).err().unwrap();
     assert!(
         matches!(
             error,
             ClientError::Bus(BusError::LayoutVersion {
-                found: 1,
-                supported: 2,
+                found: 2,
+                supported: 3,
                 ..
             })
         ),
         "{error:?}"
     );
     let message = error.to_string();
-    assert!(message.contains("layout version 1"), "{message}");
-    assert!(message.contains("reads version 2"), "{message}");
+    assert!(message.contains("layout version 2"), "{message}");
+    assert!(message.contains("reads version 3"), "{message}");
     // attach_wait does not wait out an error other than a missing bus.
     assert!(matches!(
         Client::attach_wait(&other, super::PATIENCE),

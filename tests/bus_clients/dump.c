@@ -24,8 +24,11 @@ static void unsigned_field(const char *key, uint64_t value) {
     printf(" %s=%" PRIu64, key, value);
 }
 
-static void print_event(const tw_bus *bus, uint64_t position, const tw_event *e) {
+static void print_event(const tw_bus *bus, uint32_t partition, uint64_t position,
+                        const tw_event *e) {
     const tw_event_header *h = &e->header;
+    /* A bus of several partitions: each event's position is its partition's. */
+    if (bus->partitions > 1) printf("%u:", (unsigned)partition);
     tw_directory_entry entry;
     const char *symbol =
         tw_bus_find_instrument(bus, h->venue_id, h->instrument_id, &entry) == 0 ? entry.symbol
@@ -157,7 +160,7 @@ int main(int argc, char **argv) {
         tw_bus_close(&bus);
         return status == TW_OK ? 0 : 1;
     }
-    if (from >= 0) bus.next = (uint64_t)from;
+    if (from >= 0) bus.next[0] = (uint64_t)from;
     printf("open capacity=%" PRIu64 " epoch=%" PRIu64 " cursor=%" PRIu64 " closed=%d\n",
            bus.capacity, bus.epoch, tw_bus_cursor(&bus), tw_bus_is_closed(&bus));
     uint64_t entries = tw_bus_directory_len(&bus);
@@ -175,18 +178,23 @@ int main(int argc, char **argv) {
             fprintf(stderr, "dump: %s\n", tw_bus_error(&bus));
             return 1;
         }
-        uint64_t before = bus.next;
         tw_batch batch;
         if (tw_bus_read(&bus, events, batch_size, &batch) != TW_OK) {
             fprintf(stderr, "dump: %s\n", tw_bus_error(&bus));
             return 1;
         }
-        if (batch.missed > 0) printf("missed %" PRIu64 "\n", batch.missed);
+        if (batch.missed > 0 && bus.partitions > 1)
+            printf("missed %" PRIu64 " partition=%u\n", batch.missed, (unsigned)batch.partition);
+        else if (batch.missed > 0)
+            printf("missed %" PRIu64 "\n", batch.missed);
         if (batch.count == 0 && batch.missed == 0) break;
+        uint64_t first = bus.next[batch.partition] - batch.count;
         for (size_t i = 0; i < batch.count; i++)
-            print_event(&bus, before + batch.missed + i, &events[i]);
+            print_event(&bus, batch.partition, first + i, &events[i]);
     }
-    printf("end position=%" PRIu64 "\n", bus.next);
+    printf("end position=%" PRIu64, bus.next[0]);
+    for (uint32_t k = 1; k < bus.partitions; k++) printf(",%" PRIu64, bus.next[k]);
+    printf("\n");
     free(events);
     tw_bus_close(&bus);
     return 0;

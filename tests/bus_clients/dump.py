@@ -132,12 +132,13 @@ def main():
         owner = args.owner
         if owner is not None and owner.isdigit():
             owner = int(owner)
-        bus = tw.Bus(
-            args.bus, start=args.start if args.start is not None else "oldest", owner=owner
-        )
+        bus = tw.Bus(args.bus, start="oldest", owner=owner)
     except tw.BusError as error:
         print(f"dump.py: {error}", file=sys.stderr)
         return 1
+    if args.start is not None:
+        # Partition 0 from this position (as dump.c's --from), the others from their oldest.
+        bus.position = args.start
     if args.request:
         try:
             bus.request_snapshot(*args.request)
@@ -170,20 +171,26 @@ def main():
             f"symbol={entry.symbol} venue_symbol={entry.venue_symbol}\n"
         )
     names = bus.directory_map()
+    several = bus.partitions > 1
     while True:
-        before = bus.position
         try:
-            events, missed = bus.read(args.batch)
+            result = bus.read(args.batch)
         except tw.BusError as error:
             print(f"dump.py: {error}", file=sys.stderr)
             return 1
-        if missed:
+        events, missed = result
+        if missed and several:
+            out.write(f"missed {missed} partition={result.partition}\n")
+        elif missed:
             out.write(f"missed {missed}\n")
         if len(events) == 0 and missed == 0:
             break
+        # A bus of several partitions: each event's position is its partition's.
+        prefix = f"{result.partition}:" if several else ""
+        first = bus.positions[result.partition] - len(events)
         for index, event in enumerate(events):
-            out.write(line(before + missed + index, event, names) + "\n")
-    out.write(f"end position={bus.position}\n")
+            out.write(prefix + line(first + index, event, names) + "\n")
+    out.write(f"end position={','.join(str(p) for p in bus.positions)}\n")
     bus.close()
     return 0
 

@@ -498,22 +498,32 @@ fn rust_dump(reader: &mut BusReader) -> String {
         names.insert((entry.venue_id, entry.instrument_id), entry.clone());
     }
     let mut events = vec![Event::new(blank_header(), Body::Quote(Quote::default())); 256];
+    // A bus of several partitions: each event's position is its partition's, named first.
+    let several = reader.partitions() > 1;
     loop {
-        let before = reader.position();
         let batch = reader.read(&mut events).expect("the Rust reader reads");
-        if batch.missed > 0 {
+        if batch.missed > 0 && several {
+            out.push_str(&format!(
+                "missed {} partition={}\n",
+                batch.missed, batch.partition
+            ));
+        } else if batch.missed > 0 {
             out.push_str(&format!("missed {}\n", batch.missed));
         }
         if batch.count == 0 && batch.missed == 0 {
             break;
         }
+        let first = reader.positions()[batch.partition as usize] - batch.count as u64;
         for (index, event) in events[..batch.count].iter().enumerate() {
-            let position = before + batch.missed + index as u64;
-            out.push_str(&canonical(position, event, &names));
+            if several {
+                out.push_str(&format!("{}:", batch.partition));
+            }
+            out.push_str(&canonical(first + index as u64, event, &names));
             out.push('\n');
         }
     }
-    out.push_str(&format!("end position={}\n", reader.position()));
+    let positions: Vec<String> = reader.positions().iter().map(u64::to_string).collect();
+    out.push_str(&format!("end position={}\n", positions.join(",")));
     out
 }
 
@@ -723,15 +733,107 @@ fn a_lapped_reader_misses_exactly_what_the_claim_says_in_every_language() {
 }
 
 #[test]
+fn c_and_python_merge_partitions_and_count_one_partitions_overrun_as_rust_does() {
+    // Two partitions (two decoders): venues 0 and 2 on partition 0, venue 1 on partition 1, as
+    // an appliance assigns whole venues to decoders. Partition 0 gets about 1600 of the 2400
+    // events in a ring of 1024 (lapped); partition 1 about 800 (kept whole: below the ring less
+    // the 64 positions the writer claims ahead).
+    let dir = tempfile::tempdir().unwrap();
+    let bus = dir.path().join("bus");
+    let options = BusOptions {
+        path: bus.clone(),
+        geometry: Geometry::new(1024, 64).unwrap().with_partitions(2).unwrap(),
+        group: None,
+    };
+    let mut writers = BusWriter::create_partitioned(&options, 0x5eed_0000_0002, 1).unwrap();
+    for entry in directory() {
+        writers[0].add_instrument(&entry).unwrap();
+    }
+    let mut random = Random(0x9E37_79B9_7F4A_7C15);
+    let mut written = [Vec::new(), Vec::new()];
+    for position in 0..2400 {
+        let event = event_at(&mut random, position);
+        let k = usize::from(event.header.venue_id == 1);
+        writers[k].write(&event);
+        written[k].push(position);
+        if position % 7 == 6 {
+            writers[k].publish();
+        }
+    }
+    drop(writers);
+    assert!(
+        written[0].len() > 1024 + 100 && written[1].len() < 1024 - 64,
+        "{} and {}",
+        written[0].len(),
+        written[1].len()
+    );
+    let mut reader = BusReader::open(&bus, Start::Oldest, 256).unwrap();
+    reader.seek(&[0]);
+    let expected = rust_dump(&mut reader);
+    // Every event of partition 1 once, in order; partition 0's loss exact and reported once.
+    let mut seen = [Vec::new(), Vec::new()];
+    let mut missed = [0u64; 2];
+    for line in expected.lines() {
+        if let Some(rest) = line.strip_prefix("missed ") {
+            let (count, partition) = rest.split_once(" partition=").unwrap();
+            missed[partition.parse::<usize>().unwrap()] += count.parse::<u64>().unwrap();
+        } else if let Some((k, rest)) = line.split_once(':').filter(|_| line.contains(" seq=")) {
+            let seq = rest
+                .split(" seq=")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap();
+            seen[k.parse::<usize>().unwrap()].push(seq.parse::<u64>().unwrap());
+        }
+    }
+    assert_eq!(missed[1], 0);
+    assert_eq!(
+        seen[1], written[1],
+        "partition 1: every event once, in order"
+    );
+    assert!(missed[0] > 0, "partition 0 was lapped");
+    assert_eq!(
+        seen[0],
+        written[0][missed[0] as usize..],
+        "partition 0: the loss is exact, the rest whole and in order"
+    );
+    assert_eq!(expected.matches("missed ").count(), 1, "one overrun");
+    assert!(expected.ends_with(&format!(
+        "end position={},{}\n",
+        written[0].len(),
+        written[1].len()
+    )));
+    if cc_available() {
+        let dump = build_c(&root().join("tests/bus_clients/dump.c"), dir.path());
+        let output = run(Command::new(&dump).args(["--from", "0"]).arg(&bus));
+        assert_same(
+            &expected,
+            &stdout_of(&output, "dump.c"),
+            "C, two partitions",
+        );
+    }
+    if numpy_available() {
+        let output = python(&["--from", "0", bus.to_str().unwrap()]);
+        assert_same(
+            &expected,
+            &stdout_of(&output, "dump.py"),
+            "Python, two partitions",
+        );
+    }
+}
+
+#[test]
 fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("bus");
     write_bus(&good, 1024, 10);
     let mut bytes = std::fs::read(&good).unwrap();
-    // A bus of layout version 1 (before the liquidation kind); the readers read version 2.
-    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let version_1 = dir.path().join("bus-v1");
-    std::fs::write(&version_1, &bytes).unwrap();
+    // A bus of layout version 2 (one ring, before partitions); the readers read version 3.
+    bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let version_2 = dir.path().join("bus-v2");
+    std::fs::write(&version_2, &bytes).unwrap();
     let not_a_bus = dir.path().join("notes.txt");
     std::fs::write(&not_a_bus, "these are not the bytes of a bus\n".repeat(200)).unwrap();
     let short = dir.path().join("bus-short");
@@ -748,8 +850,8 @@ fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
             "is not a tickwire bus: it is a FIFO, not a regular file",
         ),
         (
-            &version_1,
-            "has layout version 1; this reader reads version 2",
+            &version_2,
+            "has layout version 2; this reader reads version 3",
         ),
         (&not_a_bus, "is not a tickwire bus (no TICKWBUS magic)"),
         (&short, "is damaged: 8192 bytes, shorter than the"),
@@ -761,12 +863,12 @@ fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
             .err()
             .expect("refused");
         assert!(error.to_string().contains(message), "Rust: {error}");
-        if path == version_1 {
+        if path == version_2 {
             assert!(matches!(
                 error,
                 BusError::LayoutVersion {
-                    found: 1,
-                    supported: 2,
+                    found: 2,
+                    supported: 3,
                     ..
                 }
             ));
@@ -811,21 +913,22 @@ fn another_layout_version_and_files_that_are_no_bus_are_refused_clearly() {
                  try:\n    tw.Bus(sys.argv[1])\n\
                  except tw.LayoutVersionMismatch as e:\n    print(e.found, e.supported)",
             ])
-            .arg(&version_1)
+            .arg(&version_2)
             .env("PYTHONPATH", root().join("clients/python")));
-        assert_eq!(stdout_of(&output, "python3"), "1 2\n");
+        assert_eq!(stdout_of(&output, "python3"), "2 3\n");
     }
 }
 
 #[test]
-fn c_and_python_readers_built_for_layout_1_refuse_a_bus_of_layout_2_naming_both() {
-    // Readers as they were before the liquidation kind: the C header and the Python package
-    // with their layout version 1, the one thing a reader checks a bus's layout by.
+fn c_and_python_readers_built_for_layout_2_refuse_a_bus_of_layout_3_naming_both() {
+    // Readers as they were before partitions: the C header and the Python package with their
+    // layout version 2, the one thing a reader checks a bus's layout by (a version-2 reader
+    // would otherwise read partition 0 alone and miss every other decoder's events).
     let dir = tempfile::tempdir().unwrap();
     let bus = dir.path().join("bus");
     write_bus(&bus, 1024, 10);
     let expected = format!(
-        "bus {} has layout version 2; this reader reads version 1",
+        "bus {} has layout version 3; this reader reads version 2",
         bus.display()
     );
     let refused = |output: Output, who: &str| {
@@ -844,15 +947,15 @@ fn c_and_python_readers_built_for_layout_1_refuse_a_bus_of_layout_2_naming_both(
         text.replace(from, to)
     };
     if cc_available() {
-        let include = dir.path().join("v1");
+        let include = dir.path().join("v2");
         std::fs::create_dir(&include).unwrap();
         let header = std::fs::read_to_string(root().join("clients/c/tickwire_bus.h")).unwrap();
         std::fs::write(
             include.join("tickwire_bus.h"),
             old(
                 header,
+                "#define TW_LAYOUT_VERSION 3u\n",
                 "#define TW_LAYOUT_VERSION 2u\n",
-                "#define TW_LAYOUT_VERSION 1u\n",
             ),
         )
         .unwrap();
@@ -863,18 +966,18 @@ fn c_and_python_readers_built_for_layout_1_refuse_a_bus_of_layout_2_naming_both(
         );
         refused(
             run(Command::new(&dump).arg(&bus)),
-            "dump.c built for layout 1",
+            "dump.c built for layout 2",
         );
     }
     if numpy_available() {
-        let package = dir.path().join("py1/tickwire_bus");
+        let package = dir.path().join("py2/tickwire_bus");
         std::fs::create_dir_all(&package).unwrap();
         for file in std::fs::read_dir(root().join("clients/python/tickwire_bus")).unwrap() {
             let file = file.unwrap().path();
             if file.extension().is_some_and(|ext| ext == "py") {
                 let mut text = std::fs::read_to_string(&file).unwrap();
                 if file.file_name().unwrap() == "layout.py" {
-                    text = old(text, "\nLAYOUT_VERSION = 2\n", "\nLAYOUT_VERSION = 1\n");
+                    text = old(text, "\nLAYOUT_VERSION = 3\n", "\nLAYOUT_VERSION = 2\n");
                 }
                 std::fs::write(package.join(file.file_name().unwrap()), text).unwrap();
             }
@@ -882,8 +985,8 @@ fn c_and_python_readers_built_for_layout_1_refuse_a_bus_of_layout_2_naming_both(
         let output = run(Command::new("python3")
             .arg(root().join("tests/bus_clients/dump.py"))
             .arg(&bus)
-            .env("PYTHONPATH", dir.path().join("py1")));
-        refused(output, "dump.py with the layout 1 package");
+            .env("PYTHONPATH", dir.path().join("py2")));
+        refused(output, "dump.py with the layout 2 package");
     }
 }
 

@@ -522,6 +522,11 @@ fn an_appliance_killed_with_sigkill_leaves_recordings_that_read_to_the_last_flus
     );
     let config = appliance::write_configs(dir.path(), &sim, &appliance::bus_setup(&bus, &extra));
     let run = |what: &str| {
+        // Only this run's file counts: a restarted appliance's wait must not be satisfied by
+        // the bytes of the first one's (which left the second run half a second, too little on
+        // a loaded machine to record anything, and could start it in the first run's second,
+        // whose file name it would then share).
+        let earlier = recordings(&out);
         let mut child = tickwire()
             .args(["run", "--config"])
             .arg(&config)
@@ -535,6 +540,7 @@ fn an_appliance_killed_with_sigkill_leaves_recordings_that_read_to_the_last_flus
         loop {
             let bytes: u64 = recordings(&out)
                 .iter()
+                .filter(|path| !earlier.contains(path))
                 .filter_map(|path| std::fs::metadata(path).ok())
                 .map(|meta| meta.len())
                 .sum();
@@ -561,7 +567,9 @@ fn an_appliance_killed_with_sigkill_leaves_recordings_that_read_to_the_last_flus
         events.iter().any(|event| event.kind() == EventKind::Quote),
         "the recording holds market data"
     );
-    // A restarted appliance records into a new file and leaves the cut one as it was.
+    // A restarted appliance records into a new file and leaves the cut one as it was. Files are
+    // named to the second: the restart comes in a later second than the first file's.
+    std::thread::sleep(Duration::from_millis(1_100));
     run("restarted appliance");
     let files = recordings(&out);
     assert_eq!(files.len(), 2, "{files:?}");

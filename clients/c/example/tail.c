@@ -314,8 +314,8 @@ int main(int argc, char **argv) {
             return 1;
         }
         if (batch.missed > 0)
-            fprintf(stderr, "tail: overrun: %llu events missed\n",
-                    (unsigned long long)batch.missed);
+            fprintf(stderr, "tail: overrun: %llu events missed (partition %u)\n",
+                    (unsigned long long)batch.missed, (unsigned)batch.partition);
         if (batch.count > 0) {
             refresh(&dir, &bus);
             for (size_t i = 0; i < batch.count; i++) print_event(&dir, &events[i]);

@@ -7,6 +7,13 @@ load the writer's **claim**; a copied position ``p`` whose slot the writer may h
 reuse (``p + capacity < claim``) is thrown away and counted as missed. The count of missed
 events is therefore exact, and no event returned is torn or stale.
 
+Partitions (layout version 3). An appliance with several decoder threads writes one ring per
+decoder, each with its own claim and cursor. ``Bus.read`` merges them as the Rust and C readers
+do: each read takes one partition's next events (``ReadResult.partition`` says which), the
+partitions in turn from the one after the last read's. Every instrument is in one partition, so
+its events come in order; a reader lapped on one partition is told how many it lost there and
+reads the others on. ``Bus.positions`` holds each partition's position.
+
 Why this is sound in Python. The Rust and C readers order their loads with atomics: the cursor
 with acquire, the slots with relaxed loads, an acquire fence, then the claim. Python has no
 atomics or fences; it relies instead on the x86-64 memory model, in which loads are not
@@ -53,8 +60,7 @@ from .layout import EVENT_DTYPE
 _WORD = {
     name: offset // 8
     for name, offset in [
-        ("claim", layout.OFF_CLAIM),
-        ("cursor", layout.OFF_CURSOR),
+        ("partitions", layout.OFF_PARTITIONS),
         ("directory_count", layout.OFF_DIRECTORY_COUNT),
         ("state", layout.OFF_STATE),
     ]
@@ -143,9 +149,15 @@ class DirectoryEntry:
     venue_symbol: str
 
 
-ReadResult = namedtuple("ReadResult", ["events", "missed"])
-ReadResult.__doc__ = """What one read returned: ``missed`` events lost to the writer (the reader
-was lapped), then ``events``, a numpy array of ``EVENT_DTYPE`` that follows them without a hole."""
+class ReadResult(namedtuple("ReadResult", ["events", "missed"])):
+    """What one read returned: ``missed`` events of partition ``partition`` lost to its writer
+    (the reader was lapped there), then ``events`` of that partition, a numpy array of
+    ``EVENT_DTYPE`` that follows them without a hole. Unpacks as ``(events, missed)``."""
+
+    def __new__(cls, events, missed, partition=0):
+        result = super().__new__(cls, events, missed)
+        result.partition = partition
+        return result
 
 
 def _text(raw: bytes) -> str:
@@ -232,6 +244,7 @@ class Bus:
         self._mmap = None
         self._header = None
         self._ring = None
+        self._rings = None
         try:
             # O_NONBLOCK: a FIFO planted at the path must not hang the reader.
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
@@ -298,6 +311,12 @@ class Bus:
         word = lambda offset: int(self._header[offset // 8])  # noqa: E731
         capacity = word(layout.OFF_CAPACITY)
         directory_capacity = word(layout.OFF_DIRECTORY_CAPACITY)
+        partitions = word(layout.OFF_PARTITIONS)
+        if not 1 <= partitions <= layout.MAX_PARTITIONS:
+            raise Malformed(
+                f"bus {self.path} is damaged: {partitions} partitions: a bus has from 1 to "
+                f"{layout.MAX_PARTITIONS} (one per decoder)"
+            )
         if (
             capacity & (capacity - 1) != 0
             or not layout.MIN_CAPACITY <= capacity <= layout.MAX_CAPACITY
@@ -311,7 +330,7 @@ class Bus:
                 f"bus {self.path} is damaged: directory capacity {directory_capacity}: from 1 "
                 f"to {layout.MAX_DIRECTORY} entries"
             )
-        directory_offset = layout.HEADER_BYTES + capacity * layout.EVENT_SIZE
+        directory_offset = layout.HEADER_BYTES + partitions * capacity * layout.EVENT_SIZE
         if (
             word(layout.OFF_RING_OFFSET) != layout.HEADER_BYTES
             or word(layout.OFF_DIRECTORY_OFFSET) != directory_offset
@@ -332,34 +351,66 @@ class Bus:
         self.epoch = word(layout.OFF_EPOCH)
         self.created_ns = word(layout.OFF_CREATED_NS)
         self.writer_pid = word(layout.OFF_WRITER_PID)
-        self._ring = np.frombuffer(
-            self._mmap, dtype="<u8", count=capacity * 8, offset=layout.HEADER_BYTES
-        ).reshape(capacity, 8)
-        cursor = self.cursor
-        if start == "latest":
-            self.position = cursor
-        elif start == "oldest":
-            # The oldest slot the writer has not claimed for reuse (the claim runs a little
-            # ahead of the cursor), as the Rust reader starts.
-            claim = int(self._header[_WORD["claim"]])
-            self.position = max(claim - capacity, cursor - capacity, 0)
-        elif isinstance(start, int) and start >= 0:
-            self.position = start
-        else:
-            raise ValueError(f"start: 'latest', 'oldest' or a position, not {start!r}")
+        self.partitions = partitions
+        self._rings = [
+            np.frombuffer(
+                self._mmap,
+                dtype="<u8",
+                count=capacity * 8,
+                offset=layout.HEADER_BYTES + k * capacity * layout.EVENT_SIZE,
+            ).reshape(capacity, 8)
+            for k in range(partitions)
+        ]
+        self._ring = self._rings[0]
+        self._turn = 0
+        self.positions = [0] * partitions
+        for k in range(partitions):
+            cursor = self.partition_cursor(k)
+            if start == "latest":
+                self.positions[k] = cursor
+            elif start == "oldest":
+                # The oldest slot the writer has not claimed for reuse (the claim runs a little
+                # ahead of the cursor), as the Rust reader starts.
+                claim = self._claim(k)
+                self.positions[k] = max(claim - capacity, cursor - capacity, 0)
+            elif isinstance(start, int) and start >= 0:
+                # A position of partition 0; the others start at their cursor.
+                self.positions[k] = start if k == 0 else cursor
+            else:
+                raise ValueError(f"start: 'latest', 'oldest' or a position, not {start!r}")
         self.missed_total = 0
 
     # -- the header's live words --------------------------------------------------------------
 
+    def partition_cursor(self, k: int) -> int:
+        """Partition ``k``'s write cursor: events published there since the bus was made."""
+        return int(self._header[(layout.OFF_CURSOR + layout.PARTITION_STRIDE * k) // 8])
+
+    def _claim(self, k: int) -> int:
+        return int(self._header[(layout.OFF_CLAIM + layout.PARTITION_STRIDE * k) // 8])
+
     @property
     def cursor(self) -> int:
-        """The write cursor: events published since the bus was made."""
-        return int(self._header[_WORD["cursor"]])
+        """The write cursors together: events published since the bus was made."""
+        return sum(self.partition_cursor(k) for k in range(self.partitions))
+
+    @property
+    def position(self) -> int:
+        """The position of the next event this reader reads in partition 0 (the only one of a
+        bus of one partition); ``positions`` holds every partition's. Set it to seek."""
+        return self.positions[0]
+
+    @position.setter
+    def position(self, value: int):
+        self.positions[0] = value
 
     @property
     def lag(self) -> int:
-        """Events published that this reader has not read (above the capacity: lapped)."""
-        return max(self.cursor - self.position, 0)
+        """Events published that this reader has not read, every partition together (above
+        the capacity: lapped)."""
+        return sum(
+            max(self.partition_cursor(k) - self.positions[k], 0) for k in range(self.partitions)
+        )
 
     def is_closed(self) -> bool:
         """Whether the appliance stopped cleanly: nothing more will be written to this file."""
@@ -393,40 +444,53 @@ class Bus:
     # -- events -------------------------------------------------------------------------------
 
     def read(self, max_events: int = 4096) -> ReadResult:
-        """Copies up to ``max_events`` events, oldest first, after counting in ``missed`` any the
-        writer lapped this reader by. Never blocks."""
+        """Copies up to ``max_events`` events of one partition, oldest first, after counting in
+        ``missed`` any that partition's writer lapped this reader by (``partition`` says which).
+        Takes the partitions in turn, from the one after the last read's, and returns the first
+        that has something. Never blocks."""
         self.check_size()
+        for step in range(self.partitions):
+            k = (self._turn + step) % self.partitions
+            result = self._read_partition(k, max_events)
+            if len(result.events) or result.missed:
+                self._turn = (k + 1) % self.partitions
+                return result
+        return ReadResult(np.empty(0, dtype=EVENT_DTYPE), 0)
+
+    def _read_partition(self, k: int, max_events: int) -> ReadResult:
+        """One partition's read: ring.rs's ``RingReader::read``, step for step."""
         empty = np.empty(0, dtype=EVENT_DTYPE)
-        cursor = self.cursor
-        position = self.position
+        cursor = self.partition_cursor(k)
+        position = self.positions[k]
         if cursor == position or max_events <= 0:
-            return ReadResult(empty, 0)
+            return ReadResult(empty, 0, k)
         if cursor < position:
             raise Damaged(
-                f"bus {self.path} is damaged: the cursor {cursor} is below this reader's position "
-                f"{position} (the file was replaced or rewritten)"
+                f"bus {self.path} is damaged: the cursor {cursor} of partition {k} is below this "
+                f"reader's position {position} (the file was replaced or rewritten)"
             )
         capacity = self.capacity
+        ring = self._rings[k]
         # Positions more than a ring behind the cursor are gone already.
         start = max(position, cursor - min(capacity, cursor))
         copied = min(cursor - start, max_events)
         words = np.empty((copied, 8), dtype="<u8")
         first_slot = start & (capacity - 1)
         head = min(copied, capacity - first_slot)
-        words[:head] = self._ring[first_slot : first_slot + head]
+        words[:head] = ring[first_slot : first_slot + head]
         if head < copied:
-            words[head:] = self._ring[: copied - head]
+            words[head:] = ring[: copied - head]
         # The claim, loaded after the copy (x86-64 keeps loads in order: the module doc).
-        claim = int(self._header[_WORD["claim"]])
+        claim = self._claim(k)
         # The oldest position whose slot the writer has not started to reuse.
         oldest_intact = max(claim - capacity, 0)
         end = start + copied
         if oldest_intact >= end:
             # Everything copied may be torn: skip to what is intact and report the loss.
             missed = oldest_intact - position
-            self.position = oldest_intact
+            self.positions[k] = oldest_intact
             self.missed_total += missed
-            return ReadResult(empty, missed)
+            return ReadResult(empty, missed, k)
         first = max(oldest_intact, start)
         events = words[first - start :].view(EVENT_DTYPE).reshape(-1)
         kinds = events["kind"]
@@ -434,13 +498,13 @@ class Bus:
         if bad.size:
             index = int(bad[0])
             raise Damaged(
-                f"bus {self.path} is damaged: the event at position {first + index} has kind "
-                f"byte {int(kinds[index])}, which no writer writes"
+                f"bus {self.path} is damaged: the event at position {first + index} of partition "
+                f"{k} has kind byte {int(kinds[index])}, which no writer writes"
             )
         missed = first - position
-        self.position = end
+        self.positions[k] = end
         self.missed_total += missed
-        return ReadResult(events, missed)
+        return ReadResult(events, missed, k)
 
     def __iter__(self):
         """Every event available now, one numpy record at a time; stops when caught up. Events
@@ -495,6 +559,7 @@ class Bus:
         """Unmaps the bus. Arrays returned by ``read`` are copies and stay valid."""
         self._header = None
         self._ring = None
+        self._rings = None
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None

@@ -10,7 +10,9 @@ import numpy as np
 
 MAGIC = b"TICKWBUS"
 # Version 2 added KIND_LIQUIDATION; a reader of another version refuses the bus by name.
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
+# The most partitions (rings, one per decoder of the appliance) a bus may have.
+MAX_PARTITIONS = 31
 EVENT_SIZE = 64
 HEADER_BYTES = 4096
 DIRECTORY_ENTRY_BYTES = 256
@@ -30,8 +32,11 @@ OFF_DIRECTORY_CAPACITY = 48
 OFF_DIRECTORY_ENTRY_SIZE = 56
 OFF_CREATED_NS = 64
 OFF_WRITER_PID = 72
+OFF_PARTITIONS = 80
+# Partition k's claim and cursor are PARTITION_STRIDE * k bytes after partition 0's.
 OFF_CLAIM = 128
 OFF_CURSOR = 136
+PARTITION_STRIDE = 128
 OFF_DIRECTORY_COUNT = 192
 OFF_STATE = 200
 

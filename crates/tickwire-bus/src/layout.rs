@@ -5,9 +5,23 @@
 //!
 //! ```text
 //! 0      header          4096 bytes (one page)
-//! 4096   ring            capacity x 64-byte event slots (capacity a power of two)
+//! 4096   ring 0          capacity x 64-byte event slots (capacity a power of two)
+//! ...    ring 1..P-1     the same, one ring per partition (P = partitions, 1 to 31)
 //! ...    directory       directory_capacity x 256-byte instrument entries
 //! ```
+//!
+//! # Partitions (layout version 3)
+//!
+//! A bus has `P` partitions, one per decoder thread of the appliance: each is a ring of its own
+//! with its own claim and cursor and exactly one writer (the decoder that owns it), so no ring
+//! ever has two writers. Every instrument belongs to one decoder, so all of an instrument's
+//! events are in one partition, in order; a reader reads every partition and merges them (in
+//! batches, taking the partitions in turn), which keeps each instrument's order and promises no
+//! order between instruments of different partitions. A reader lapped on one partition is told
+//! how many events it lost there and reads the others on. With one decoder there is one
+//! partition, and the file is version 2's but for the version and the partition count. The
+//! directory stays one, written by the appliance's control thread when it makes the bus, before
+//! any decoder runs (one writer).
 //!
 //! # Header
 //!
@@ -24,18 +38,22 @@
 //! | 56 | u64 | directory entry size (256) | once |
 //! | 64 | u64 | created, ns since the Unix epoch | once |
 //! | 72 | u64 | the writer's process id | once |
-//! | 128 | atomic u64 | **claim**: every position below it may be being overwritten | by the writer, per batch |
-//! | 136 | atomic u64 | **cursor**: every position below it is written and complete | by the writer, per batch |
-//! | 192 | atomic u64 | directory count: entries below it are complete and never change | by the writer |
+//! | 80 | u64 | partitions `P`, 1 to 31 | once |
+//! | 128 + 128k | atomic u64 | partition k's **claim**: every position below it may be being overwritten | by partition k's writer, per batch |
+//! | 136 + 128k | atomic u64 | partition k's **cursor**: every position below it is written and complete | by partition k's writer, per batch |
+//! | 192 | atomic u64 | directory count: entries below it are complete and never change | by the directory's writer |
 //! | 200 | atomic u64 | state: 1 live, 2 closed (the appliance stopped cleanly) | by the writer |
 //!
-//! Everything else in the header is zero and reserved. The claim and the cursor share a cache
-//! line (the writer's, written once per batch); the directory count and the state another.
+//! Everything else in the header is zero and reserved. A partition's claim and cursor share a
+//! cache line (its writer's, written once per batch), and each partition's line is 128 bytes
+//! from the next (no two writers' words on a line or an adjacent-line prefetch pair); the
+//! directory count and the state are on the line after partition 0's.
 //!
 //! # Ring
 //!
-//! The event at position `p` (0, 1, 2... since the bus was created) is in slot `p & (capacity -
-//! 1)`, at `ring offset + 64 * slot`: the 64 bytes of an [`Event`](crate::event::Event), whose
+//! Each partition counts its own positions. The event at position `p` (0, 1, 2... since the bus
+//! was created) of partition `k` is in slot `p & (capacity - 1)` of ring `k`, at `ring offset +
+//! 64 * capacity * k + 64 * slot`: the 64 bytes of an [`Event`](crate::event::Event), whose
 //! layout `event.rs` pins (header 32 bytes: `exchange_ts_ns` u64, `recv_ts_ns` u64, `venue_seq`
 //! u64, `instrument_id` u32, `venue_id` u16, `kind` u8, `flags` u8; then the 32-byte payload the
 //! kind names). Readers copy a slot out and check afterwards that it was not overwritten while
@@ -70,7 +88,12 @@
 pub const MAGIC: [u8; 8] = *b"TICKWBUS";
 /// The version of this layout. A reader refuses a file of another version by name. Version 2
 /// added the `Liquidation` event kind (13): a version-1 reader would refuse its events.
-pub const LAYOUT_VERSION: u32 = 2;
+/// Version 3 added partitions (one ring per decoder thread): a version-2 reader would read
+/// partition 0 only.
+pub const LAYOUT_VERSION: u32 = 3;
+/// The most partitions a bus may have: as many claim-and-cursor pairs as fit, 128 bytes apart,
+/// in the header page from byte 128.
+pub const MAX_PARTITIONS: u32 = 31;
 /// Bytes per event slot.
 pub const EVENT_SIZE: u32 = 64;
 /// Bytes of the header (the ring starts here).
@@ -97,8 +120,23 @@ pub mod offsets {
     pub const DIRECTORY_ENTRY_SIZE: usize = 56;
     pub const CREATED_NS: usize = 64;
     pub const WRITER_PID: usize = 72;
+    pub const PARTITIONS: usize = 80;
+    /// Partition 0's claim; partition k's is `CLAIM + PARTITION_STRIDE * k` ([`claim`]).
     pub const CLAIM: usize = 128;
+    /// Partition 0's cursor; partition k's is `CURSOR + PARTITION_STRIDE * k` ([`cursor`]).
     pub const CURSOR: usize = 136;
+    /// Bytes from one partition's claim and cursor to the next's.
+    pub const PARTITION_STRIDE: usize = 128;
+
+    /// Partition `k`'s claim.
+    pub const fn claim(k: usize) -> usize {
+        CLAIM + PARTITION_STRIDE * k
+    }
+
+    /// Partition `k`'s cursor.
+    pub const fn cursor(k: usize) -> usize {
+        CURSOR + PARTITION_STRIDE * k
+    }
     pub const DIRECTORY_COUNT: usize = 192;
     pub const STATE: usize = 200;
 }
@@ -130,6 +168,8 @@ pub struct Geometry {
     pub capacity: u64,
     /// Directory entries, `1..=MAX_DIRECTORY`.
     pub directory_capacity: u64,
+    /// Partitions, `1..=MAX_PARTITIONS`, each a ring of `capacity` slots.
+    pub partitions: u32,
 }
 
 impl Geometry {
@@ -149,15 +189,35 @@ impl Geometry {
         Ok(Geometry {
             capacity,
             directory_capacity,
+            partitions: 1,
         })
     }
 
+    /// The same sizes with `partitions` rings (one per decoder), checked.
+    pub fn with_partitions(self, partitions: u32) -> Result<Geometry, String> {
+        if !(1..=MAX_PARTITIONS).contains(&partitions) {
+            return Err(format!(
+                "{partitions} partitions: a bus has from 1 to {MAX_PARTITIONS} (one per decoder)"
+            ));
+        }
+        let geometry = Geometry { partitions, ..self };
+        // 31 rings of the largest capacity and the largest directory still fit a u64.
+        debug_assert!(geometry.file_bytes() > geometry.directory_offset());
+        Ok(geometry)
+    }
+
+    /// Partition 0's ring.
     pub const fn ring_offset(&self) -> u64 {
         HEADER_BYTES
     }
 
+    /// Partition `k`'s ring.
+    pub const fn partition_offset(&self, k: u32) -> u64 {
+        HEADER_BYTES + k as u64 * self.capacity * EVENT_SIZE as u64
+    }
+
     pub const fn directory_offset(&self) -> u64 {
-        HEADER_BYTES + self.capacity * EVENT_SIZE as u64
+        self.partition_offset(self.partitions)
     }
 
     /// The file's size in bytes.
@@ -244,6 +304,24 @@ mod tests {
         assert!(Geometry::new(1024, 0).is_err());
         assert_eq!(offsets::STATE + 8, 208);
         assert_eq!(entry::VENUE_SYMBOL + entry::VENUE_SYMBOL_LEN, 256);
+        let three = geometry.with_partitions(3).unwrap();
+        assert_eq!(three.partition_offset(2), 4096 + 2 * 65536);
+        assert_eq!(three.directory_offset(), 4096 + 3 * 65536);
+        assert!(geometry.with_partitions(0).is_err());
+        assert!(geometry.with_partitions(MAX_PARTITIONS + 1).is_err());
+        // The last partition's words are inside the header page, clear of the directory count
+        // and the state.
+        assert!(offsets::cursor(MAX_PARTITIONS as usize - 1) + 8 <= HEADER_BYTES as usize);
+        for k in 0..MAX_PARTITIONS as usize {
+            for word in [offsets::claim(k), offsets::cursor(k)] {
+                assert!(![
+                    offsets::DIRECTORY_COUNT,
+                    offsets::STATE,
+                    offsets::PARTITIONS
+                ]
+                .contains(&word));
+            }
+        }
     }
 
     #[test]

@@ -52,8 +52,15 @@ impl std::error::Error for ReadError {}
 
 /// One reader of a bus, in this process. Any number may read one bus, each at its own pace;
 /// none can disturb the writer or another reader (the file is mapped read-only).
+///
+/// A bus of several partitions (one per decoder) is read as one stream: each read takes one
+/// partition's next events, the partitions in turn, so that none starves the others and each
+/// instrument's events (all in one partition) come in order. A position is a partition's:
+/// [`BusReader::positions`] gives every partition's.
 pub struct BusReader {
-    ring: RingReader,
+    rings: Vec<RingReader>,
+    /// The partition the next read looks at first.
+    turn: usize,
     directory: DirectoryWords,
     mapping: Mapping,
     geometry: Geometry,
@@ -82,20 +89,31 @@ impl BusReader {
         // SAFETY: `shm::open` checked that the file holds the header and both regions where
         // `geometry` places them; the words are used only by this reader, which holds the
         // mapping, and only atomically.
-        let (ring, directory) = unsafe { mapping.regions(geometry) };
-        let cursor = ring.load_cursor();
-        let position = match start {
-            Start::Latest => cursor,
-            // The oldest slot the writer has not claimed for reuse (the claim runs a little
-            // ahead of the cursor): a reader starting lower would be told at once that it
-            // missed what it never had.
-            Start::Oldest => ring
-                .oldest_intact()
-                .max(cursor.saturating_sub(geometry.capacity)),
-            Start::At(position) => position.min(cursor),
-        };
+        let (rings, directory) = unsafe { mapping.regions(geometry) };
+        let rings = rings
+            .into_iter()
+            .enumerate()
+            .map(|(k, ring)| {
+                let cursor = ring.load_cursor();
+                let position = match start {
+                    Start::Latest => cursor,
+                    // The oldest slot the writer has not claimed for reuse (the claim runs a
+                    // little ahead of the cursor): a reader starting lower would be told at
+                    // once that it missed what it never had.
+                    Start::Oldest => ring
+                        .oldest_intact()
+                        .max(cursor.saturating_sub(geometry.capacity)),
+                    Start::At(position) if k == 0 => position.min(cursor),
+                    // `At` names a position of partition 0; the others start at their cursor
+                    // unless `BusReader::seek` says otherwise.
+                    Start::At(_) => cursor,
+                };
+                RingReader::new(ring, position, batch)
+            })
+            .collect();
         Ok(BusReader {
-            ring: RingReader::new(ring, position, batch),
+            rings,
+            turn: 0,
             directory,
             mapping,
             geometry,
@@ -105,35 +123,93 @@ impl BusReader {
         })
     }
 
-    /// Copies the next events into `out` (at most its length and the batch size), after
-    /// reporting in `missed` any the writer lapped this reader by. Never blocks.
+    /// Copies the next events of one partition into `out` (at most its length and the batch
+    /// size), after reporting in `missed` any the writer of that partition lapped this reader
+    /// by; [`Batch::partition`] says which. Takes the partitions in turn, from the one after
+    /// the last read's, and returns the first that has something. Never blocks.
     #[inline]
     pub fn read(&mut self, out: &mut [Event]) -> Result<Batch, ReadError> {
-        let result = self.ring.read(out);
+        let partitions = self.rings.len();
+        let mut result = Ok(Batch::default());
+        for step in 0..partitions {
+            let k = (self.turn + step) % partitions;
+            result = self.rings[k].read(out).map(|batch| Batch {
+                partition: k as u32,
+                ..batch
+            });
+            match &result {
+                Ok(batch) if batch.count == 0 && batch.missed == 0 => continue,
+                _ => {
+                    self.turn = (k + 1) % partitions;
+                    break;
+                }
+            }
+        }
         if self.mapping.truncated() {
             return Err(ReadError::Truncated {
                 path: self.path.clone(),
             });
         }
-        result.map_err(|error| ReadError::Damaged {
-            path: self.path.clone(),
-            error,
-        })
+        result
+            .map(|batch| {
+                if batch.count == 0 && batch.missed == 0 {
+                    Batch::default()
+                } else {
+                    batch
+                }
+            })
+            .map_err(|error| ReadError::Damaged {
+                path: self.path.clone(),
+                error,
+            })
     }
 
-    /// The position of the next event this reader will read.
+    /// The position of the next event this reader will read in partition 0 (the only one of a
+    /// bus of one partition): [`BusReader::positions`] gives every partition's.
     pub fn position(&self) -> u64 {
-        self.ring.position()
+        self.rings[0].position()
     }
 
-    /// Events published that this reader has not read (above the capacity: it is lapped).
+    /// The position of the next event this reader will read in each partition.
+    pub fn positions(&self) -> Vec<u64> {
+        self.rings.iter().map(RingReader::position).collect()
+    }
+
+    /// Moves partition `k`'s position to `positions[k]` (at most its cursor), for every
+    /// partition `positions` names: a consumer resuming where it stopped. A position the writer
+    /// has reused since is reported by a read as an overrun of that partition.
+    pub fn seek(&mut self, positions: &[u64]) {
+        for (ring, &position) in self.rings.iter_mut().zip(positions) {
+            ring.seek(position);
+        }
+    }
+
+    /// Events published that this reader has not read, every partition together (above the
+    /// capacity: it is lapped).
     pub fn lag(&self) -> u64 {
-        self.ring.lag()
+        self.rings.iter().map(RingReader::lag).sum()
     }
 
-    /// The write cursor: events published since the bus was made.
+    /// The write cursors together: events published since the bus was made.
     pub fn cursor(&self) -> u64 {
-        self.mapping.word(offsets::CURSOR).load(Ordering::Acquire)
+        (0..self.rings.len())
+            .map(|k| self.partition_cursor(k as u32))
+            .sum()
+    }
+
+    /// Partition `k`'s write cursor (0 past the last partition).
+    pub fn partition_cursor(&self, k: u32) -> u64 {
+        if k as usize >= self.rings.len() {
+            return 0;
+        }
+        self.mapping
+            .word(offsets::cursor(k as usize))
+            .load(Ordering::Acquire)
+    }
+
+    /// The bus's partitions: one per decoder of the appliance that writes it.
+    pub fn partitions(&self) -> u32 {
+        self.rings.len() as u32
     }
 
     /// The bus's epoch: a new value each time an appliance makes the bus.
@@ -141,6 +217,7 @@ impl BusReader {
         self.epoch
     }
 
+    /// Slots in each partition's ring.
     pub fn capacity(&self) -> u64 {
         self.geometry.capacity
     }

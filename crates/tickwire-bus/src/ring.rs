@@ -196,6 +196,8 @@ pub struct Batch {
     pub missed: u64,
     /// Events copied into the caller's buffer.
     pub count: usize,
+    /// The partition both counts are of (0 on a bus of one partition).
+    pub partition: u32,
 }
 
 /// Why a read failed: the memory does not behave as one writer's ring.
@@ -234,6 +236,11 @@ impl RingReader {
 
     pub(crate) fn position(&self) -> u64 {
         self.next
+    }
+
+    /// Moves to `position`, at most the cursor.
+    pub(crate) fn seek(&mut self, position: u64) {
+        self.next = position.min(self.words.load_cursor());
     }
 
     /// Events published and not read yet (more than the capacity when lapped).
@@ -277,7 +284,11 @@ impl RingReader {
             // Everything copied may be torn: skip to what is intact and report the loss.
             let missed = oldest_intact - self.next;
             self.next = oldest_intact;
-            return Ok(Batch { missed, count: 0 });
+            return Ok(Batch {
+                missed,
+                count: 0,
+                partition: 0,
+            });
         }
         let first = oldest_intact.max(start);
         let missed = first - self.next;
@@ -292,6 +303,7 @@ impl RingReader {
         Ok(Batch {
             missed,
             count: kept.len(),
+            partition: 0,
         })
     }
 }
@@ -394,7 +406,8 @@ mod tests {
                 got,
                 Batch {
                     missed: 0,
-                    count: 1
+                    count: 1,
+                    partition: 0
                 }
             );
             check(&out[0], position);

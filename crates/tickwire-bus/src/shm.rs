@@ -257,7 +257,8 @@ impl Mapping {
         unsafe { &*(self.base.add(offset) as *const AtomicU64) }
     }
 
-    /// The ring's and the directory's words in this mapping, where `geometry` places them.
+    /// Each partition's ring's words and the directory's words in this mapping, where
+    /// `geometry` places them.
     ///
     /// # Safety
     ///
@@ -267,29 +268,40 @@ impl Mapping {
     pub(crate) unsafe fn regions(
         &self,
         geometry: Geometry,
-    ) -> (crate::ring::RingWords, crate::directory::DirectoryWords) {
+    ) -> (
+        Vec<crate::ring::RingWords>,
+        crate::directory::DirectoryWords,
+    ) {
         use crate::layout::offsets;
         let base = self.base;
         let word = |offset: usize| base.wrapping_add(offset) as *const AtomicU64;
-        // SAFETY: the header words and both regions are inside the mapping (the caller's first
-        // precondition), page- or word-aligned (the mapping is page-aligned, the offsets are
-        // multiples of 8 and the regions start on pages), and valid while `self` lives (the
-        // second); `capacity` is a power of two (`Geometry::new` checked it).
-        unsafe {
-            (
-                crate::ring::RingWords::new(
-                    word(offsets::CLAIM),
-                    word(offsets::CURSOR),
-                    word(geometry.ring_offset() as usize),
-                    geometry.capacity,
-                ),
-                crate::directory::DirectoryWords::new(
-                    word(offsets::DIRECTORY_COUNT),
-                    word(geometry.directory_offset() as usize),
-                    geometry.directory_capacity,
-                ),
+        let rings = (0..geometry.partitions)
+            .map(|k| {
+                // SAFETY: partition k's header words are inside the header page
+                // (`Geometry::with_partitions` keeps k below `MAX_PARTITIONS`) and its ring is
+                // inside the mapping (the caller's first precondition); all are page- or
+                // word-aligned (the mapping is page-aligned, the offsets are multiples of 8 and
+                // rings start on 64-byte boundaries), valid while `self` lives (the second);
+                // `capacity` is a power of two (`Geometry::new` checked it).
+                unsafe {
+                    crate::ring::RingWords::new(
+                        word(offsets::claim(k as usize)),
+                        word(offsets::cursor(k as usize)),
+                        word(geometry.partition_offset(k) as usize),
+                        geometry.capacity,
+                    )
+                }
+            })
+            .collect();
+        // SAFETY: as above, for the directory count and the directory region.
+        let directory = unsafe {
+            crate::directory::DirectoryWords::new(
+                word(offsets::DIRECTORY_COUNT),
+                word(geometry.directory_offset() as usize),
+                geometry.directory_capacity,
             )
-        }
+        };
+        (rings, directory)
     }
 
     /// Reads the header's identity fields (written before the file became visible, never after).
@@ -864,6 +876,7 @@ fn write_header(mapping: &Mapping, geometry: Geometry, epoch: u64, created_ns: u
         (offsets::DIRECTORY_ENTRY_SIZE, layout::DIRECTORY_ENTRY_BYTES),
         (offsets::CREATED_NS, created_ns),
         (offsets::WRITER_PID, u64::from(std::process::id())),
+        (offsets::PARTITIONS, u64::from(geometry.partitions)),
         (offsets::STATE, layout::STATE_LIVE),
     ];
     for (offset, value) in fields {
@@ -1008,10 +1021,12 @@ pub(crate) fn open(path: &Path, owner: Owner) -> Result<Opened, BusError> {
     if event_size != layout::EVENT_SIZE {
         return Err(malformed(format!("event size {event_size}, not 64")));
     }
+    let partitions = u32::try_from(mapping.read_u64(offsets::PARTITIONS)).unwrap_or(u32::MAX);
     let geometry = Geometry::new(
         mapping.read_u64(offsets::CAPACITY),
         mapping.read_u64(offsets::DIRECTORY_CAPACITY),
     )
+    .and_then(|geometry| geometry.with_partitions(partitions))
     .map_err(malformed)?;
     if mapping.read_u64(offsets::RING_OFFSET) != geometry.ring_offset()
         || mapping.read_u64(offsets::DIRECTORY_OFFSET) != geometry.directory_offset()

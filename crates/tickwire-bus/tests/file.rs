@@ -145,18 +145,18 @@ fn files_that_are_not_a_bus_of_this_version_are_refused_by_name() {
     std::fs::write(&short, &bytes[..8192]).unwrap();
     let error = BusReader::open(&short, Start::Latest, 8).err().unwrap();
     assert!(matches!(error, BusError::Malformed { .. }), "{error}");
-    // A bus of layout version 1 (before the liquidation kind).
-    assert_eq!(bytes[8], 2, "the writer writes layout version 2");
-    bytes[8] = 1;
-    let other = dir.path().join("v1.bus");
+    // A bus of layout version 2 (one ring, before partitions), as an appliance of then made it.
+    assert_eq!(bytes[8], 3, "the writer writes layout version 3");
+    bytes[8] = 2;
+    let other = dir.path().join("v2.bus");
     std::fs::write(&other, &bytes).unwrap();
     let error = BusReader::open(&other, Start::Latest, 8).err().unwrap();
     assert!(
         matches!(
             error,
             BusError::LayoutVersion {
-                found: 1,
-                supported: 2,
+                found: 2,
+                supported: 3,
                 ..
             }
         ),
@@ -164,7 +164,137 @@ fn files_that_are_not_a_bus_of_this_version_are_refused_by_name() {
     );
     assert!(error
         .to_string()
-        .contains("version 1; this reader reads version 2"));
+        .contains("version 2; this reader reads version 3"));
+    // A partition count the header page cannot hold, or none.
+    for partitions in [0u8, 32] {
+        let mut bad = std::fs::read(dir.path().join("test.bus")).unwrap();
+        assert_eq!(bad[80], 1, "one partition");
+        bad[80] = partitions;
+        let path = dir.path().join("partitions.bus");
+        std::fs::write(&path, &bad).unwrap();
+        let error = BusReader::open(&path, Start::Latest, 8).err().unwrap();
+        assert!(matches!(error, BusError::Malformed { .. }), "{error}");
+        assert!(error.to_string().contains("partitions"), "{error}");
+    }
+}
+
+fn partitioned(dir: &std::path::Path, capacity: u64, partitions: u32) -> Vec<BusWriter> {
+    let options = BusOptions {
+        path: dir.join("test.bus"),
+        geometry: Geometry::new(capacity, 8)
+            .unwrap()
+            .with_partitions(partitions)
+            .unwrap(),
+        group: None,
+    };
+    assert!(
+        matches!(
+            BusWriter::create(&options, 1, 0),
+            Err(BusError::Geometry(_))
+        ),
+        "one writer for several partitions is refused"
+    );
+    BusWriter::create_partitioned(&options, 42, 1_000).expect("the bus is made")
+}
+
+/// Partition `k`'s `n`th event: instrument `k`, sequence `n`.
+fn event_of(k: u32, n: u64) -> Event {
+    let mut event = event(n);
+    event.header.instrument_id = k;
+    event
+}
+
+#[test]
+fn partitions_written_by_their_own_threads_are_read_as_one_ordered_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let writers = partitioned(dir.path(), 1 << 16, 3);
+    let path = dir.path().join("test.bus");
+    let mut reader = BusReader::open(&path, Start::Oldest, 64).unwrap();
+    assert_eq!(reader.partitions(), 3);
+    let per_partition = [20_000u64, 5_000, 12_345];
+    let threads: Vec<_> = writers
+        .into_iter()
+        .map(|mut writer| {
+            let k = writer.partition();
+            let total = per_partition[k as usize];
+            std::thread::spawn(move || {
+                for n in 0..total {
+                    writer.write(&event_of(k, n));
+                    if n % 7 == 0 {
+                        writer.publish();
+                    }
+                }
+                writer.publish();
+                // Dropped here: the last writer's drop closes the bus.
+            })
+        })
+        .collect();
+    let mut next = [0u64; 3];
+    let mut out = vec![event(0); 64];
+    let total: u64 = per_partition.iter().sum();
+    let mut seen = 0u64;
+    let mut partitions_seen = [false; 3];
+    while seen < total {
+        let batch = reader.read(&mut out).unwrap();
+        assert_eq!(batch.missed, 0, "a ring of 65536 holds every event");
+        for event in &out[..batch.count] {
+            let k = event.header.instrument_id as usize;
+            assert_eq!(k, batch.partition as usize, "a batch is one partition's");
+            assert_eq!(event.header.venue_seq, next[k], "partition {k} in order");
+            next[k] += 1;
+            partitions_seen[k] = true;
+        }
+        seen += batch.count as u64;
+        if batch.count == 0 {
+            std::thread::yield_now();
+        }
+    }
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_eq!(next, per_partition, "every event exactly once");
+    assert_eq!(reader.read(&mut out).unwrap(), Default::default());
+    assert_eq!(reader.positions(), per_partition.to_vec());
+    assert_eq!(reader.cursor(), total);
+    assert!(reader.is_closed(), "the last writer's drop closed the bus");
+}
+
+#[test]
+fn an_overrun_on_one_partition_is_counted_exactly_and_the_others_read_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writers = partitioned(dir.path(), 1024, 2);
+    let stats = writers[0].stats();
+    assert_eq!(stats.partitions(), 2);
+    let path = dir.path().join("test.bus");
+    let mut reader = BusReader::open(&path, Start::Oldest, 256).unwrap();
+    // Partition 1 laps the reader (5000 events in a ring of 1024); partition 0 writes 100.
+    for n in 0..5000 {
+        writers[1].write(&event_of(1, n));
+    }
+    writers[1].publish();
+    for n in 0..100 {
+        writers[0].write(&event_of(0, n));
+    }
+    writers[0].publish();
+    assert_eq!(stats.cursor(), 5100);
+    assert_eq!(stats.partition_cursor(1), 5000);
+    let mut out = vec![event(0); 256];
+    let (mut missed, mut read) = ([0u64; 2], [Vec::new(), Vec::new()]);
+    loop {
+        let batch = reader.read(&mut out).unwrap();
+        if batch == Default::default() {
+            break;
+        }
+        missed[batch.partition as usize] += batch.missed;
+        read[batch.partition as usize]
+            .extend(out[..batch.count].iter().map(|e| e.header.venue_seq));
+    }
+    assert_eq!(missed[0], 0, "partition 0 was not lapped");
+    assert_eq!(read[0], (0..100).collect::<Vec<_>>(), "partition 0 whole");
+    // Exact: what partition 1 lost and what it kept are all of its 5000, without a hole.
+    assert_eq!(missed[1] + read[1].len() as u64, 5000);
+    assert!(missed[1] >= 5000 - 1024, "{}", missed[1]);
+    assert_eq!(read[1], (missed[1]..5000).collect::<Vec<_>>());
 }
 
 #[test]

@@ -401,6 +401,14 @@ impl Client {
         &self.reader
     }
 
+    /// Moves partition `k`'s read position to `positions[k]` (at most its cursor) for every
+    /// partition `positions` names: a consumer resuming where it stopped in each partition (as
+    /// the NATS bridge does). Events read and not handed out yet are dropped.
+    pub fn seek(&mut self, positions: &[u64]) {
+        self.pending = 0;
+        self.reader.seek(positions);
+    }
+
     /// What happened next, without waiting. See the module doc.
     pub fn poll(&mut self) -> Result<Next<'_>, ClientError> {
         let step = self.step()?;

@@ -17,7 +17,7 @@
 //! to.
 //!
 //! **Resuming (issue 33).** With [`BridgeOptions::state`], the bridge keeps where it is in a
-//! state file ([`BridgeState`]): the bus epoch, its stream id, the bus position of the next event
+//! state file ([`BridgeState`]): the bus epoch, its stream id, the bus position (per partition) of the next event
 //! to publish and every subject's next sequence. The reader puts a checkpoint into the queue
 //! after a batch at most every [`CHECKPOINT_INTERVAL`] (and one when it stops); the network
 //! thread writes it (a new file renamed over the old) once every message queued before it has
@@ -104,8 +104,10 @@ pub struct BridgeState {
     pub appliance_epoch: u64,
     /// The stream id the bridge's messages carry.
     pub stream: u64,
-    /// The bus position of the next event to publish.
-    pub position: u64,
+    /// The bus position of the next event to publish, per partition (one per decoder of the
+    /// appliance): `position 123456` in the file for one partition, `position 10,20,30` for
+    /// three.
+    pub positions: Vec<u64>,
     /// The bridge's count of bus events (its `BusOverrun` gaps' numbering).
     pub counted: u64,
     /// Every subject's next sequence: `(venue_id, instrument_id, kind byte, next sequence)`.
@@ -117,9 +119,13 @@ const STATE_MAGIC: &str = "tickwire-nats-bridge-state 1";
 impl BridgeState {
     /// The file's text.
     pub fn to_text(&self) -> String {
+        let positions: Vec<String> = self.positions.iter().map(u64::to_string).collect();
         let mut text = format!(
             "{STATE_MAGIC}\nepoch {}\nstream {}\nposition {}\ncounted {}\n",
-            self.appliance_epoch, self.stream, self.position, self.counted
+            self.appliance_epoch,
+            self.stream,
+            positions.join(","),
+            self.counted
         );
         for (venue_id, instrument_id, kind, next) in &self.sequences {
             text.push_str(&format!(
@@ -135,16 +141,26 @@ impl BridgeState {
         if lines.next()? != STATE_MAGIC {
             return None;
         }
-        let mut field = |name: &str| -> Option<u64> {
+        let mut field = |name: &str| -> Option<&str> {
             let line = lines.next()?;
-            let value = line.strip_prefix(name)?.strip_prefix(' ')?;
-            value.parse().ok()
+            line.strip_prefix(name)?.strip_prefix(' ')
         };
+        let number = |text: &str| -> Option<u64> { text.parse().ok() };
+        let appliance_epoch = number(field("epoch")?)?;
+        let stream = number(field("stream")?)?;
+        let positions = field("position")?
+            .split(',')
+            .map(number)
+            .collect::<Option<Vec<u64>>>()?;
+        if positions.len() > tickwire_bus::layout::MAX_PARTITIONS as usize {
+            return None;
+        }
+        let counted = number(field("counted")?)?;
         let mut state = BridgeState {
-            appliance_epoch: field("epoch")?,
-            stream: field("stream")?,
-            position: field("position")?,
-            counted: field("counted")?,
+            appliance_epoch,
+            stream,
+            positions,
+            counted,
             sequences: Vec::new(),
         };
         for line in lines {
@@ -527,7 +543,7 @@ impl Reader {
     }
 
     /// The state a restarted bridge would resume from, after everything offered so far.
-    fn state(&self, position: u64) -> BridgeState {
+    fn state(&self, positions: Vec<u64>) -> BridgeState {
         let mut sequences: HashMap<Key, u64> = self.restored.clone();
         for (key, subject) in &self.subjects {
             sequences.insert(*key, subject.next_sequence);
@@ -542,16 +558,16 @@ impl Reader {
         BridgeState {
             appliance_epoch: self.appliance_epoch,
             stream: self.stream,
-            position,
+            positions,
             counted: self.bus_position,
             sequences,
         }
     }
 
-    /// Queues a checkpoint at bus position `position` (the next event to publish) when one is
-    /// due (or `force`), unless gaps are still owed (their sequences are not spent yet). A full
-    /// queue skips it; the next batch tries again.
-    fn checkpoint(&mut self, position: u64, force: bool) {
+    /// Queues a checkpoint at the bus reader's positions (the next event to publish in each
+    /// partition) when one is due (or `force`), unless gaps are still owed (their sequences are
+    /// not spent yet). A full queue skips it; the next batch tries again.
+    fn checkpoint(&mut self, bus: &tickwire_bus::BusReader, force: bool) {
         if !self.checkpoints || !self.owed.is_empty() {
             return;
         }
@@ -563,7 +579,7 @@ impl Reader {
         {
             return;
         }
-        let state = self.state(position);
+        let state = self.state(bus.positions());
         let sent = if force {
             self.queue
                 .blocking_send(Outgoing::Checkpoint(state))
@@ -843,13 +859,15 @@ pub fn run(
     };
     let resume = match saved {
         Some(saved) if saved.appliance_epoch == client.epoch() => {
-            let resumed = Client::options()
-                .start(Start::At(saved.position))
+            let mut resumed = Client::options()
+                .start(Start::At(saved.positions.first().copied().unwrap_or(0)))
                 .batch(1024)
                 .attach(&options.bus)?;
+            // Every partition from where the last bridge stopped in it.
+            resumed.seek(&saved.positions);
             if resumed.epoch() == saved.appliance_epoch {
                 tracing::info!(
-                    position = saved.position,
+                    positions = ?saved.positions,
                     behind = resumed.lag(),
                     "nats: resuming the last bridge's stream"
                 );
@@ -926,7 +944,7 @@ fn read_loop(
         match client.wait(Duration::from_millis(50)) {
             Ok(Next::Events(events)) => {
                 reader.events(events.directory(), events.as_slice())?;
-                reader.checkpoint(client.reader().position(), false);
+                reader.checkpoint(client.reader(), false);
             }
             Ok(Next::Overrun { missed }) => {
                 reader.overrun(client.directory(), missed)?;
@@ -943,7 +961,7 @@ fn read_loop(
     }
     // Everything read was offered: the next bridge starts after it.
     if client.lag() == client.reader().lag() {
-        reader.checkpoint(client.reader().position(), true);
+        reader.checkpoint(client.reader(), true);
     }
     Ok(())
 }
@@ -957,7 +975,7 @@ mod tests {
         let state = BridgeState {
             appliance_epoch: 77,
             stream: 1_700_000_000_000_000_001,
-            position: 123_456,
+            positions: vec![123_456],
             counted: 123_000,
             sequences: vec![
                 (0, 1, EventKind::Trade as u8, 42),
@@ -968,6 +986,13 @@ mod tests {
             BridgeState::from_text(&state.to_text()),
             Some(state.clone())
         );
+        // A bus of three partitions keeps each one's position.
+        let three = BridgeState {
+            positions: vec![10, 0, 7],
+            ..state.clone()
+        };
+        assert!(three.to_text().contains("\nposition 10,0,7\n"));
+        assert_eq!(BridgeState::from_text(&three.to_text()), Some(three));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state");
         assert_eq!(BridgeState::load(&path), Ok(None), "no file: no state");
@@ -981,6 +1006,11 @@ mod tests {
             text.replace(&format!(" {} 42", EventKind::Trade as u8), " 250 42"),
             text.replace(" 42\n", " 42 9\n"),
             text.replace("position 123456", "position -1"),
+            text.replace("position 123456", "position 1,"),
+            text.replace(
+                "position 123456",
+                &format!("position {}", ["1"; 32].join(",")),
+            ),
             "\u{0}\u{ff}garbage".to_owned(),
         ] {
             assert_eq!(BridgeState::from_text(&bad), None, "{bad:?}");

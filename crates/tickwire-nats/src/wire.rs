@@ -17,8 +17,9 @@
 //! - `kind`: [`EventKind::name`] (`quote`, `trade`, `level`, `snapshot_begin`, `snapshot_end`,
 //!   `gap`, `status`, `reference`, `bar`, `trading_status`, `imbalance`, `statistic`,
 //!   `liquidation`). The events are the bus's 64 bytes, so they follow its layout version
-//!   (`tickwire_bus::layout::LAYOUT_VERSION`, 2 since the `liquidation` kind, 13): a consumer
-//!   built before it refuses a message holding a liquidation as one with an unknown kind byte,
+//!   (`tickwire_bus::layout::LAYOUT_VERSION`; the event bytes are as in version 2, which added
+//!   the `liquidation` kind, 13; version 3 added partitions, which the wire does not carry): a
+//!   consumer built before version 2 refuses a message holding a liquidation as one with an unknown kind byte,
 //!   and a subscription that names its kinds never gets one.
 //!
 //! **Escaping.** A NATS subject token cannot hold `.` (the separator), `*` or `>` (wildcards) or

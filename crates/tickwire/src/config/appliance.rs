@@ -1078,9 +1078,7 @@ pub(crate) fn validate(
     check_fusion_chain(&mut problems, &written);
     check_shared_spinning_cores(&mut problems, &written, cpu_count);
     check_shared_decoder_cores(&mut problems, &written, cpu_count);
-    if written.len() > 3 {
-        check_single_writer_bus(&mut problems, &raw);
-    }
+    check_bus_partitions(&mut problems, &raw, written.len().saturating_sub(2));
     check_venue_paths(&mut problems, &raw.venues);
     check_strategy(&mut problems, &raw.strategy);
     if let Some(bus) = &raw.bus {
@@ -1829,11 +1827,14 @@ fn check_shared_decoder_cores(
     }
 }
 
-/// The event bus has one writer. Several decoders would each need their own (bus partitions
-/// are not built yet), so a file with several decoders cannot have a bus, nor what reads one:
-/// the serving plane (`[http]`, whose private bus the decoders would write), the recorder and
-/// the in-appliance bridge.
-fn check_single_writer_bus(problems: &mut Vec<Problem>, raw: &RawAppliance) {
+/// The event bus has one partition per decoder (each decoder its partition's one writer), and
+/// a bus holds at most `MAX_PARTITIONS`: a file with more decoders cannot have a bus, nor what
+/// reads one (the serving plane, whose private bus the decoders would write, and the recorder).
+fn check_bus_partitions(problems: &mut Vec<Problem>, raw: &RawAppliance, decoders: usize) {
+    let most = tickwire_bus::layout::MAX_PARTITIONS as usize;
+    if decoders <= most {
+        return;
+    }
     let tables = [
         ("bus", raw.bus.is_some()),
         ("http", raw.http.listen.is_some()),
@@ -1844,9 +1845,9 @@ fn check_single_writer_bus(problems: &mut Vec<Problem>, raw: &RawAppliance) {
             problems.push(Problem::new(
                 KeyPath::dotted(table),
                 format!(
-                    "cannot be used with several decoders ([[threads.decoders]] has more than \
-                     one table) yet: the event bus has one writer, and several decoders would \
-                     need one bus partition each; remove [{table}] or use one decoder"
+                    "cannot be used with {decoders} decoders: the event bus has one partition \
+                     per decoder and holds at most {most}; remove [{table}] or use at most \
+                     {most} decoders"
                 ),
             ));
         }

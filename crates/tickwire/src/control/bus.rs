@@ -73,14 +73,17 @@ pub struct RequestCounts {
 }
 
 impl BusControl {
-    /// Makes the bus with every instrument in its directory; returns the writer for the
-    /// runtime. `venues[id]` holds venue `id`'s instrument ids.
+    /// Makes the bus of `partitions` partitions (one per decoder) with every instrument in its
+    /// one directory (written here, before any decoder runs: the directory's one writer);
+    /// returns a writer per partition for the runtime, partition 0's first. `venues[id]` holds
+    /// venue `id`'s instrument ids.
     pub fn create(
         config: &BusConfig,
         instruments: &[BusInstrument<'_>],
         venues: Vec<Range<InstrumentId>>,
+        partitions: u32,
         now_ns: u64,
-    ) -> Result<(BusControl, BusWriter), ControlError> {
+    ) -> Result<(BusControl, Vec<BusWriter>), ControlError> {
         let path = config.resolved_path();
         let group = config
             .group
@@ -88,6 +91,7 @@ impl BusControl {
             .map(tickwire_bus::group_id)
             .transpose()?;
         let geometry = Geometry::new(config.capacity, config.directory_capacity)
+            .and_then(|geometry| geometry.with_partitions(partitions))
             .map_err(|what| ControlError::Bus(tickwire_bus::BusError::Geometry(what)))?;
         let options = BusOptions {
             path: path.clone(),
@@ -95,7 +99,8 @@ impl BusControl {
             group,
         };
         // The start time is the epoch: a restarted appliance's is later, so never the same.
-        let mut writer = BusWriter::create(&options, now_ns, now_ns)?;
+        let mut writers = BusWriter::create_partitioned(&options, now_ns, now_ns)?;
+        let writer = &mut writers[0];
         for instrument in instruments {
             let entry = DirectoryEntry {
                 instrument_id: instrument.id,
@@ -134,7 +139,7 @@ impl BusControl {
             books_refused_logged: 0,
             truncated_logged: false,
         };
-        Ok((control, writer))
+        Ok((control, writers))
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -255,10 +260,10 @@ impl BusControl {
         let requests = self.requests;
         let _ = writeln!(
             out,
-            "# HELP tickwire_bus_events_published_total Events published on the shared-memory bus: its write cursor.\n\
+            "# HELP tickwire_bus_events_published_total Events published on the shared-memory bus: its partitions' write cursors together.\n\
              # TYPE tickwire_bus_events_published_total counter\n\
              tickwire_bus_events_published_total {}\n\
-             # HELP tickwire_bus_capacity Event slots in the bus's ring.\n\
+             # HELP tickwire_bus_capacity Event slots in each of the bus's rings (one per partition).\n\
              # TYPE tickwire_bus_capacity gauge\n\
              tickwire_bus_capacity {}\n\
              # HELP tickwire_bus_epoch The bus's epoch (its creation time in ns).\n\
@@ -308,6 +313,22 @@ impl BusControl {
             books.levels.get(),
             u8::from(self.stats.truncated()),
         );
+        let _ = writeln!(
+            out,
+            "# HELP tickwire_bus_partitions The bus's partitions: one ring per decoder, each written by its decoder.\n\
+             # TYPE tickwire_bus_partitions gauge\n\
+             tickwire_bus_partitions {}\n\
+             # HELP tickwire_bus_partition_events_published_total Events published on one partition of the bus (decoder k writes partition k): its write cursor.\n\
+             # TYPE tickwire_bus_partition_events_published_total counter",
+            self.stats.partitions()
+        );
+        for k in 0..self.stats.partitions() {
+            let _ = writeln!(
+                out,
+                "tickwire_bus_partition_events_published_total{{partition=\"{k}\"}} {}",
+                self.stats.partition_cursor(k)
+            );
+        }
     }
 }
 

@@ -266,8 +266,15 @@ impl Session {
                         symbol: &instrument.symbol,
                     })
                     .collect();
-                let (control, writer) =
-                    bus::BusControl::create(config, &listed, venue_ranges.clone(), clock.now_ns())?;
+                // One partition per decoder, each written by its decoder alone.
+                let partitions = loaded.appliance.threads.decoder_count() as u32;
+                let (control, writers) = bus::BusControl::create(
+                    config,
+                    &listed,
+                    venue_ranges.clone(),
+                    partitions,
+                    clock.now_ns(),
+                )?;
                 if private_bus.is_some() {
                     tracing::info!(
                         path = %control.path().display(),
@@ -279,13 +286,14 @@ impl Session {
                     tracing::info!(
                         path = %control.path().display(),
                         capacity = config.capacity,
+                        partitions,
                         "event bus: read it with `tickwire tail --bus {}`",
                         control.path().display()
                     );
                 }
-                (Some(control), Some(writer))
+                (Some(control), writers)
             }
-            None => (None, None),
+            None => (None, Vec::new()),
         };
         let seed = clock.now_ns() ^ u64::from(std::process::id());
         let (mut venues, conn_venues) =

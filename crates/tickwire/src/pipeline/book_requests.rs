@@ -26,7 +26,7 @@
 //! per-instrument marks are sized then.
 
 use crate::event::{InstrumentId, VenueId};
-use crate::metrics::{self, CounterReader, CounterWriter};
+use crate::metrics::{self, CounterSum, CounterWriter};
 use crate::venue::feed::{EventSink, Feed, ALL_INSTRUMENTS};
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -135,25 +135,41 @@ struct Writers {
     levels: CounterWriter,
 }
 
-/// What the control thread reads about the readers' books (the bus's metrics).
+/// What the control thread reads about the readers' books (the bus's metrics): every decoder's
+/// counts together.
 pub struct BookRequestReaders {
     /// Books that joined the queue.
-    pub queued: CounterReader,
+    pub queued: CounterSum,
     /// Books that left it (served, or skipped as out of sync by their turn); `queued -
     /// dequeued` wait now.
-    pub dequeued: CounterReader,
+    pub dequeued: CounterSum,
     /// Books written in a later round than the one that asked for them: the budget made them
     /// wait.
-    pub deferred: CounterReader,
+    pub deferred: CounterSum,
     /// Books refused because the queue was full.
-    pub refused: CounterReader,
+    pub refused: CounterSum,
     /// Books written to the bus because a reader asked.
-    pub served: CounterReader,
+    pub served: CounterSum,
     /// Events those books made (levels, begins and ends): what the budget paid for.
-    pub levels: CounterReader,
+    pub levels: CounterSum,
 }
 
 impl BookRequestReaders {
+    /// Adds another decoder's counts to these.
+    pub fn join(self, other: BookRequestReaders) -> BookRequestReaders {
+        let both = |a: CounterSum, b: CounterSum| {
+            CounterSum::new(a.parts().iter().chain(b.parts()).cloned().collect())
+        };
+        BookRequestReaders {
+            queued: both(self.queued, other.queued),
+            dequeued: both(self.dequeued, other.dequeued),
+            deferred: both(self.deferred, other.deferred),
+            refused: both(self.refused, other.refused),
+            served: both(self.served, other.served),
+            levels: both(self.levels, other.levels),
+        }
+    }
+
     /// Books waiting for the budget now.
     pub fn waiting(&self) -> u64 {
         self.queued.get().saturating_sub(self.dequeued.get())
@@ -190,13 +206,14 @@ impl BookRequests {
                 levels,
             },
         };
+        let one = |reader| CounterSum::new(vec![reader]);
         let readers = BookRequestReaders {
-            queued: queued_r,
-            dequeued: dequeued_r,
-            deferred: deferred_r,
-            refused: refused_r,
-            served: served_r,
-            levels: levels_r,
+            queued: one(queued_r),
+            dequeued: one(dequeued_r),
+            deferred: one(deferred_r),
+            refused: one(refused_r),
+            served: one(served_r),
+            levels: one(levels_r),
         };
         (requests, readers)
     }

@@ -100,9 +100,10 @@ pub struct RuntimeOptions {
     pub stamps: Option<ring::Consumer<Stamp>>,
     /// User code called for every event on the strategy thread.
     pub strategy: Option<Box<dyn Strategy>>,
-    /// The shared-memory event bus the decoder stage writes every event to, if any (only with
-    /// one decoder: the bus has one writer).
-    pub bus: Option<tickwire_bus::BusWriter>,
+    /// The shared-memory event bus's writers, if there is a bus: one per decoder, writer `k`
+    /// for decoder `k`'s partition (each decoder stage writes every event it decodes to its
+    /// own partition, so every ring of the bus has one writer).
+    pub bus: Vec<tickwire_bus::BusWriter>,
     /// The budget and queue for the books the bus's readers ask for, and each venue's
     /// instruments (`[bus] snapshot_levels_per_s`, `snapshot_queue_books`).
     pub book_requests: book_requests::BookRequestConfig,
@@ -232,8 +233,11 @@ impl Runtime {
         let venue_decoders: Vec<usize> = (0..venues)
             .map(|venue| assigned.get(venue).copied().unwrap_or(0).min(count - 1))
             .collect();
-        if count > 1 && options.bus.is_some() {
-            return Err(RuntimeError::BusWithSeveralDecoders);
+        if !options.bus.is_empty() && options.bus.len() != count {
+            return Err(RuntimeError::BusPartitions {
+                partitions: options.bus.len(),
+                decoders: count,
+            });
         }
         // Each connection slot's frames go to its venue's decoder (slots of no venue: decoder 0,
         // which counts them as undecoded).
@@ -268,7 +272,13 @@ impl Runtime {
             feeds[owner].push(feed);
             // Keep every list in venue order: the owner's feed went last, where it belongs.
         }
-        let mut bus = options.bus;
+        let mut bus = options.bus.into_iter();
+        // The readers' budget for books is for all of them together: each decoder, which
+        // writes the books of its own venues, gets an equal share.
+        let book_request_share = book_requests::BookRequestConfig {
+            levels_per_s: (options.book_requests.levels_per_s / count as u64).max(1),
+            ..options.book_requests.clone()
+        };
         let mut stages = Vec::with_capacity(count);
         let mut decoder_readers = Vec::with_capacity(count);
         for (decoder_feeds, ends) in feeds.into_iter().zip(rings.decoders.drain(..)) {
@@ -277,8 +287,8 @@ impl Runtime {
                 decoder_feeds,
                 options.conn_venues.clone(),
                 decoder_stage::DecoderBus {
-                    writer: bus.take(),
-                    book_requests: &options.book_requests,
+                    writer: bus.next(),
+                    book_requests: &book_request_share,
                 },
                 ends,
                 options.control_wakeup.clone(),
@@ -328,10 +338,13 @@ impl Runtime {
                 Some(collector) => collector.join(readers.receive_to_decoded),
                 None => receive_to_decoded = Some(readers.receive_to_decoded),
             }
-            // Only decoder 0 can have the bus (one decoder), and so readers' book requests.
-            if book_requests.is_none() {
-                book_requests = Some(readers.book_requests);
-            }
+            // Each decoder serves the books of its own venues: their counts are summed.
+            book_requests = Some(match book_requests.take() {
+                None => readers.book_requests,
+                Some(earlier) => {
+                    book_requests::BookRequestReaders::join(earlier, readers.book_requests)
+                }
+            });
             views.push(DecoderView {
                 thread: hot.decoder_threads.get(index).cloned().unwrap_or_default(),
                 venues: (0..venues)
@@ -890,8 +903,8 @@ pub enum RuntimeError {
     Stage { thread: String, error: String },
     #[error("a ring from the control thread to a hot thread is full")]
     CommandRingFull,
-    #[error("the event bus has one writer and cannot be given to several decoders; use one decoder or no bus")]
-    BusWithSeveralDecoders,
+    #[error("the event bus has {partitions} partitions for {decoders} decoders; it needs one per decoder")]
+    BusPartitions { partitions: usize, decoders: usize },
     #[error("there is no decoder {0}")]
     NoSuchDecoder(usize),
 }
