@@ -291,11 +291,20 @@ fn check_host_probes_the_interface_and_reports_copy_mode_on_veth() {
 fn the_af_xdp_capabilities_come_only_with_the_drop_in() {
     let repo = env!("CARGO_MANIFEST_DIR");
     let unit = std::fs::read_to_string(format!("{repo}/systemd/tickwire.service")).unwrap();
-    for capability in ["CAP_BPF", "CAP_NET_ADMIN", "CAP_NET_RAW"] {
-        assert!(
-            !unit.contains(capability),
-            "the unit itself grants {capability}"
-        );
+    let granted: Vec<&str> = unit
+        .lines()
+        .filter(|line| {
+            line.starts_with("AmbientCapabilities=") || line.starts_with("CapabilityBoundingSet=")
+        })
+        .collect();
+    assert_eq!(granted.len(), 2, "the unit's capability lines");
+    for line in granted {
+        for capability in ["CAP_BPF", "CAP_NET_ADMIN", "CAP_NET_RAW"] {
+            assert!(
+                !line.contains(capability),
+                "the unit itself grants {capability}: {line}"
+            );
+        }
     }
     let root = std::env::temp_dir().join(format!("tw-xdp-install-{}", std::process::id()));
     let bin = root.join("tickwire");
