@@ -686,6 +686,17 @@ fn two_decoders_serve_quotes_and_books_and_record_every_venue() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    // The recorder has been reading the bus since before the books were valid: let each venue
+    // send 150 more market events so that its recording holds more than a start-up's worth,
+    // however late the recorder's first flush came on a loaded machine.
+    let before: Vec<usize> = (0..3u16)
+        .map(|venue| three.venue_events(venue).len())
+        .collect();
+    three.run_until(
+        Duration::from_secs(30),
+        "150 more events from every venue",
+        |three| (0..3).all(|venue| three.venue_events(venue as u16).len() > before[venue] + 150),
+    );
     let recordings = three.dir().join("recordings");
     let failed = three.session.shutdown();
     assert!(failed.is_empty(), "threads panicked: {failed:?}");
