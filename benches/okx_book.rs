@@ -10,7 +10,11 @@
 //!   checksum as OKX's documentation shows it: the string of the first 25 levels a side built
 //!   afresh (`bid:bidSz:ask:askSz:...`, joined by colons) and hashed with the same `crc32fast`,
 //!   compared with the message's. It shares no code with tickwire's checksum.
-//! - `checksum`: `BookSync::checksum` alone on a book of 30 levels a side (its first 25 count).
+//! - `checksum_25_levels`, on a book of 30 levels a side (its first 25 count):
+//!   `tickwire_rewrite_all` is `BookSync::checksum_afresh`, the kept string of 50 levels written
+//!   again whole and hashed, which is the most any message costs (one that changes both best
+//!   levels); `tickwire_hash` is `BookSync::checksum`, the hash of the kept string alone, which
+//!   is what a message that changes nothing in the top 25 costs.
 //!
 //! The messages are the OKX simulator's (`tickwire_sim::okx::messages`, `books:BTC-USDT`): a
 //! snapshot, then 4095 updates of one to four level changes, every one carrying the true
@@ -21,8 +25,9 @@
 //!
 //! For instruction counts, `OKX_PASS=<side>:<iterations>` skips Criterion, checks the messages
 //! as above and runs one side (`tickwire`, `peer`: the whole sequence that many times, a
-//! snapshot and 4095 updates each; `checksum`: `BookSync::checksum` on the 30-level book that
-//! many times) inside `measured_pass`, after a warm-up pass:
+//! snapshot and 4095 updates each; `checksum`: `BookSync::checksum_afresh`, `hash`:
+//! `BookSync::checksum`, on the 30-level book that many times) inside `measured_pass`, after a
+//! warm-up pass:
 //!
 //! ```text
 //! cargo bench --bench okx_book --no-run   # prints the binary's path
@@ -294,13 +299,16 @@ fn okx_book(c: &mut Criterion) {
     });
     group.finish();
 
-    let sync = deep_book(&mut scratch);
+    let mut sync = deep_book(&mut scratch);
     let mut group = c.benchmark_group("okx_book/checksum_25_levels");
     group.throughput(Throughput::Elements(1));
     group.sample_size(30);
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(3));
-    group.bench_function("tickwire", |b| {
+    group.bench_function("tickwire_rewrite_all", |b| {
+        b.iter(|| black_box(black_box(&mut sync).checksum_afresh()))
+    });
+    group.bench_function("tickwire_hash", |b| {
         b.iter(|| black_box(black_box(&sync).checksum()))
     });
     group.finish();
@@ -328,6 +336,12 @@ fn measured_pass(side: &str, messages: &[Vec<u8>], iterations: u64) {
             }
         }
         "checksum" => {
+            let mut sync = deep_book(&mut scratch);
+            for _ in 0..iterations {
+                black_box(black_box(&mut sync).checksum_afresh());
+            }
+        }
+        "hash" => {
             let sync = deep_book(&mut scratch);
             for _ in 0..iterations {
                 black_box(black_box(&sync).checksum());
