@@ -267,17 +267,14 @@ impl BookSync {
         self.input.checksum()
     }
 
-    /// The levels a side [`Self::checksum`] covers, as `(price, size)` strings, best first.
-    pub fn checksum_levels(
-        &self,
-    ) -> (
-        impl Iterator<Item = (&[u8], &[u8])> + '_,
-        impl Iterator<Item = (&[u8], &[u8])> + '_,
-    ) {
-        (
-            self.bids.best_first().take(checksum::LEVELS),
-            self.asks.best_first().take(checksum::LEVELS),
-        )
+    /// The bids [`Self::checksum`] covers, as `(price, size)` strings, best first.
+    pub fn checksum_bids(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.bids.best_first().take(checksum::LEVELS)
+    }
+
+    /// The asks [`Self::checksum`] covers, as `(price, size)` strings, best first.
+    pub fn checksum_asks(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.asks.best_first().take(checksum::LEVELS)
     }
 
     #[inline]
