@@ -7,9 +7,14 @@
 //! - `serde_json+btreemap`: `serde_json::from_slice` into `#[derive(Deserialize)]` structs with
 //!   borrowed `&str` levels, then each level into a `BTreeMap<Fixed, (String, String)>` a side
 //!   (the price through `Fixed::parse` as the key, the strings kept for the checksum), then the
-//!   same `venue::okx::checksum::checksum` over the first 25 levels a side, compared with the
-//!   message's.
-//! - `checksum`: `BookSync::checksum` alone on a book of 30 levels a side (its first 25 count).
+//!   checksum as OKX's documentation shows it: the string of the first 25 levels a side built
+//!   afresh (`bid:bidSz:ask:askSz:...`, joined by colons) and hashed with the same `crc32fast`,
+//!   compared with the message's. It shares no code with tickwire's checksum.
+//! - `checksum_25_levels`, on a book of 30 levels a side (its first 25 count):
+//!   `tickwire_rewrite_all` is `BookSync::checksum_afresh`, the kept string of 50 levels written
+//!   again whole and hashed, which is the most any message costs (one that changes both best
+//!   levels); `tickwire_hash` is `BookSync::checksum`, the hash of the kept string alone, which
+//!   is what a message that changes nothing in the top 25 costs.
 //!
 //! The messages are the OKX simulator's (`tickwire_sim::okx::messages`, `books:BTC-USDT`): a
 //! snapshot, then 4095 updates of one to four level changes, every one carrying the true
@@ -17,6 +22,18 @@
 //! timing, both decoders run the whole sequence and must verify every checksum and end with the
 //! same book. The goals (issue 35): tickwire at most a quarter of the peer's time; the checksum
 //! under 150 ns. Run with `cargo bench --bench okx_book`.
+//!
+//! For instruction counts, `OKX_PASS=<side>:<iterations>` skips Criterion, checks the messages
+//! as above and runs one side (`tickwire`, `peer`: the whole sequence that many times, a
+//! snapshot and 4095 updates each; `checksum`: `BookSync::checksum_afresh`, `hash`:
+//! `BookSync::checksum`, on the 30-level book that many times) inside `measured_pass`, after a
+//! warm-up pass:
+//!
+//! ```text
+//! cargo bench --bench okx_book --no-run   # prints the binary's path
+//! OKX_PASS=tickwire:20 valgrind --tool=callgrind \
+//!     --toggle-collect='*measured_pass*' target/release/deps/okx_book-<hash>
+//! ```
 
 use criterion::{criterion_group, Criterion, Throughput};
 use serde::Deserialize;
@@ -26,7 +43,6 @@ use std::time::Duration;
 use tickwire::event::{EventHeader, EventKind};
 use tickwire::fixed::Fixed;
 use tickwire::venue::okx::book::{BookSync, Update, Verified};
-use tickwire::venue::okx::checksum::checksum;
 use tickwire::venue::okx::decode::{decode, BookChannel, Message, Scratch};
 
 const MESSAGES: usize = 4096;
@@ -126,17 +142,37 @@ impl PeerBook {
                 }
             }
         }
-        let computed = checksum(
-            self.bids
-                .values()
-                .rev()
-                .map(|(price, size)| (price.as_bytes(), size.as_bytes())),
-            self.asks
-                .values()
-                .map(|(price, size)| (price.as_bytes(), size.as_bytes())),
+        let computed = plain_checksum(
+            self.bids.values().rev().take(25),
+            self.asks.values().take(25),
         );
         computed == data.checksum
     }
+}
+
+/// OKX's checksum as its documentation shows it: the first 25 bids and asks alternating, each
+/// `price:size` with the venue's strings, all joined by colons, then the CRC32 of that string
+/// as a signed 32-bit integer.
+fn plain_checksum<'s>(
+    mut bids: impl Iterator<Item = &'s (String, String)>,
+    mut asks: impl Iterator<Item = &'s (String, String)>,
+) -> i32 {
+    let mut text = String::with_capacity(1024);
+    loop {
+        let (bid, ask) = (bids.next(), asks.next());
+        if bid.is_none() && ask.is_none() {
+            break;
+        }
+        for (price, size) in bid.into_iter().chain(ask) {
+            if !text.is_empty() {
+                text.push(':');
+            }
+            text.push_str(price);
+            text.push(':');
+            text.push_str(size);
+        }
+    }
+    crc32fast::hash(text.as_bytes()) as i32
 }
 
 /// A snapshot of 30 levels a side in the venue's forms, for the checksum alone.
@@ -164,7 +200,9 @@ fn deep_snapshot() -> String {
     )
 }
 
-fn okx_book(c: &mut Criterion) {
+/// The simulator's messages, checked: both sides verify every checksum and end with the same
+/// book.
+fn checked_messages() -> Vec<Vec<u8>> {
     let instruments = ["BTC-USDT".to_owned()];
     let messages: Vec<Vec<u8>> = tickwire_sim::okx::messages(
         &instruments,
@@ -194,8 +232,50 @@ fn okx_book(c: &mut Criterion) {
         .rev()
         .map(|(price, (_, size))| (*price, Fixed::parse(size.as_bytes()).expect("size")))
         .collect();
-    assert_eq!(book_bids, peer_bids, "the two books agree");
+    assert_eq!(book_bids, peer_bids, "the two bid sides agree");
+    let book_asks: Vec<(Fixed, Fixed)> =
+        sync.book().levels(tickwire::book::BookSide::Ask).collect();
+    let peer_asks: Vec<(Fixed, Fixed)> = peer
+        .asks
+        .iter()
+        .map(|(price, (_, size))| (*price, Fixed::parse(size.as_bytes()).expect("size")))
+        .collect();
+    assert_eq!(book_asks, peer_asks, "the two ask sides agree");
+    assert_eq!(
+        sync.checksum(),
+        plain_checksum(
+            peer.bids.values().rev().take(25),
+            peer.asks.values().take(25)
+        ),
+        "the two checksums agree"
+    );
+    messages
+}
 
+/// The book of [`deep_snapshot`], checked.
+fn deep_book(scratch: &mut Scratch) -> BookSync {
+    let deep = deep_snapshot();
+    let mut sync = BookSync::new(BookChannel::Books);
+    tickwire_apply(deep.as_bytes(), scratch, &mut sync);
+    assert_eq!(sync.book().len(tickwire::book::BookSide::Bid), 30);
+    let mut peer = PeerBook::default();
+    peer.apply(deep.as_bytes());
+    assert_eq!(
+        sync.checksum(),
+        plain_checksum(
+            peer.bids.values().rev().take(25),
+            peer.asks.values().take(25)
+        ),
+        "the deep book's checksums agree"
+    );
+    sync
+}
+
+fn okx_book(c: &mut Criterion) {
+    let messages = checked_messages();
+    let mut scratch = Scratch::default();
+    let mut sync = BookSync::new(BookChannel::Books);
+    let mut peer = PeerBook::default();
     let mut group = c.benchmark_group("okx_book/books_update");
     group.throughput(Throughput::Elements(1));
     group.sample_size(30);
@@ -219,24 +299,75 @@ fn okx_book(c: &mut Criterion) {
     });
     group.finish();
 
-    let deep = deep_snapshot();
-    let mut sync = BookSync::new(BookChannel::Books);
-    tickwire_apply(deep.as_bytes(), &mut scratch, &mut sync);
-    assert_eq!(sync.book().len(tickwire::book::BookSide::Bid), 30);
+    let mut sync = deep_book(&mut scratch);
     let mut group = c.benchmark_group("okx_book/checksum_25_levels");
     group.throughput(Throughput::Elements(1));
     group.sample_size(30);
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(3));
-    group.bench_function("tickwire", |b| {
+    group.bench_function("tickwire_rewrite_all", |b| {
+        b.iter(|| black_box(black_box(&mut sync).checksum_afresh()))
+    });
+    group.bench_function("tickwire_hash", |b| {
         b.iter(|| black_box(black_box(&sync).checksum()))
     });
     group.finish();
 }
 
+/// `iterations` passes of one side, for callgrind's `--toggle-collect`.
+#[inline(never)]
+fn measured_pass(side: &str, messages: &[Vec<u8>], iterations: u64) {
+    let mut scratch = Scratch::default();
+    match side {
+        "tickwire" => {
+            let mut sync = BookSync::new(BookChannel::Books);
+            for _ in 0..iterations {
+                for message in messages {
+                    black_box(tickwire_apply(black_box(message), &mut scratch, &mut sync));
+                }
+            }
+        }
+        "peer" => {
+            let mut peer = PeerBook::default();
+            for _ in 0..iterations {
+                for message in messages {
+                    black_box(peer.apply(black_box(message)));
+                }
+            }
+        }
+        "checksum" => {
+            let mut sync = deep_book(&mut scratch);
+            for _ in 0..iterations {
+                black_box(black_box(&mut sync).checksum_afresh());
+            }
+        }
+        "hash" => {
+            let sync = deep_book(&mut scratch);
+            for _ in 0..iterations {
+                black_box(black_box(&sync).checksum());
+            }
+        }
+        other => panic!("unknown side {other}"),
+    }
+}
+
+/// `OKX_PASS=<side>:<iterations>`: see the module documentation.
+fn single_pass(spec: &str) {
+    let (side, iterations) = spec.split_once(':').expect("<side>:<iterations>");
+    let iterations: u64 = iterations.parse().expect("iterations");
+    let messages = checked_messages();
+    measured_pass(side, &messages, 1);
+    measured_pass(side, &messages, iterations);
+    eprintln!("okx_book: {iterations} iterations of {side}");
+}
+
 criterion_group!(benches, okx_book);
 
 fn main() {
+    if let Ok(spec) = std::env::var("OKX_PASS") {
+        single_pass(&spec);
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

@@ -34,8 +34,8 @@
 //! capacity ([`LADDER_LEVELS`]); a message that would grow a side beyond it drops the book
 //! (`Gap`, `Limit`) and asks for a snapshot.
 
-use super::checksum;
-use super::decode::{BookChannel, Level, MAX_TEXT};
+use super::checksum::{self, Input, Text};
+use super::decode::{BookChannel, Level};
 use crate::book::{BookSide, LevelChange, OrderBook};
 use crate::event::{
     flags, Body, BookLevel, Event, EventHeader, Gap, GapReason, Quote, Side, Snapshot,
@@ -47,24 +47,12 @@ use crate::venue::emit::Emitter;
 /// the venue may leave beyond it.
 pub const LADDER_LEVELS: usize = 1024;
 
-/// One level of a ladder: its sort key, and its price and size strings.
+/// One level of a ladder: its sort key, and its price and size strings as the checksum
+/// writes them.
 #[derive(Clone, Copy, Debug)]
 struct TextLevel {
     key: i64,
-    price_len: u8,
-    size_len: u8,
-    text: [u8; 2 * MAX_TEXT],
-}
-
-impl TextLevel {
-    fn price(&self) -> &[u8] {
-        &self.text[..usize::from(self.price_len)]
-    }
-
-    fn size(&self) -> &[u8] {
-        let start = usize::from(self.price_len);
-        &self.text[start..start + usize::from(self.size_len)]
-    }
+    text: Text,
 }
 
 /// One side of a book as the venue's strings, sorted from the worst price to the best (the
@@ -107,48 +95,53 @@ impl Ladder {
         self.levels.is_empty()
     }
 
-    /// Sets `price` to `size` with their strings (a size of zero deletes the level); `Ok(true)`
-    /// when the level changed, `Ok(false)` for a delete of an absent price.
+    /// Sets `price` to `size` with their strings (a size of zero deletes the level):
+    /// `Ok(Some(rank))` when the level changed, was inserted or was removed at that rank (0 is
+    /// the best), `Ok(None)` for a delete of an absent price.
+    #[inline]
     pub fn set(
         &mut self,
         price: Fixed,
         size: Fixed,
         price_text: &[u8],
         size_text: &[u8],
-    ) -> Result<bool, Full> {
+    ) -> Result<Option<usize>, Full> {
         let key = key(self.side, price);
         let at = self.levels.binary_search_by(|level| level.key.cmp(&key));
+        let len = self.levels.len();
         if size.raw() <= 0 {
             return Ok(match at {
                 Ok(index) => {
                     self.levels.remove(index);
-                    true
+                    Some(len - 1 - index)
                 }
-                Err(_) => false,
+                Err(_) => None,
             });
         }
-        let mut level = TextLevel {
+        let level = TextLevel {
             key,
-            price_len: 0,
-            size_len: 0,
-            text: [0; 2 * MAX_TEXT],
+            text: Text::new(price_text, size_text),
         };
-        let price_text = &price_text[..price_text.len().min(MAX_TEXT)];
-        let size_text = &size_text[..size_text.len().min(MAX_TEXT)];
-        level.text[..price_text.len()].copy_from_slice(price_text);
-        level.text[price_text.len()..price_text.len() + size_text.len()].copy_from_slice(size_text);
-        level.price_len = price_text.len() as u8;
-        level.size_len = size_text.len() as u8;
         match at {
-            Ok(index) => self.levels[index] = level,
+            Ok(index) => {
+                self.levels[index] = level;
+                Ok(Some(len - 1 - index))
+            }
             Err(index) => {
-                if self.levels.len() >= LADDER_LEVELS {
+                if len >= LADDER_LEVELS {
                     return Err(Full);
                 }
                 self.levels.insert(index, level);
+                Ok(Some(len - index))
             }
         }
-        Ok(true)
+    }
+
+    /// The level of `rank` (0 is the best).
+    #[inline]
+    fn at_rank(&self, rank: usize) -> Option<&Text> {
+        let index = self.levels.len().checked_sub(rank + 1)?;
+        self.levels.get(index).map(|level| &level.text)
     }
 
     /// The levels, best first, as `(price, size)` strings.
@@ -156,7 +149,7 @@ impl Ladder {
         self.levels
             .iter()
             .rev()
-            .map(|level| (level.price(), level.size()))
+            .map(|level| (level.text.price(), level.text.size()))
     }
 }
 
@@ -222,6 +215,8 @@ pub struct BookSync {
     book: OrderBook,
     bids: Ladder,
     asks: Ladder,
+    /// The checksum's string of the ladders' first levels.
+    input: Input,
     /// The last `seqId` applied (`Some(-1)`-free: `i64::MIN` stands for a snapshot without
     /// one); `None` while the book waits for a snapshot.
     last_seq: Option<i64>,
@@ -237,6 +232,7 @@ impl BookSync {
             book: OrderBook::with_capacity(LADDER_LEVELS),
             bids: Ladder::new(BookSide::Bid),
             asks: Ladder::new(BookSide::Ask),
+            input: Input::default(),
             last_seq: None,
             top: Quote::default(),
         }
@@ -258,9 +254,34 @@ impl BookSync {
             .map_or(0, |seq| u64::try_from(seq).unwrap_or(0))
     }
 
-    /// The checksum of the book as it stands.
+    /// The checksum of the book as it stands (its string is kept up to date by [`Self::apply`]).
     pub fn checksum(&self) -> i32 {
-        checksum::checksum(self.bids.best_first(), self.asks.best_first())
+        self.input.checksum()
+    }
+
+    /// The checksum with its whole string written again from the levels first: what a message
+    /// that changes the best level of a side costs at most. For the tests and the benchmark.
+    pub fn checksum_afresh(&mut self) -> i32 {
+        self.input.changed(0);
+        self.refresh_input();
+        self.input.checksum()
+    }
+
+    /// The bids [`Self::checksum`] covers, as `(price, size)` strings, best first.
+    pub fn checksum_bids(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.bids.best_first().take(checksum::LEVELS)
+    }
+
+    /// The asks [`Self::checksum`] covers, as `(price, size)` strings, best first.
+    pub fn checksum_asks(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.asks.best_first().take(checksum::LEVELS)
+    }
+
+    #[inline]
+    fn refresh_input(&mut self) {
+        let (bids, asks) = (&self.bids, &self.asks);
+        self.input
+            .refresh(|rank| bids.at_rank(rank), |rank| asks.at_rank(rank));
     }
 
     /// The book is no longer known (its connection dropped, it broke): it waits for a snapshot.
@@ -269,6 +290,7 @@ impl BookSync {
         self.book.clear();
         self.bids.clear();
         self.asks.clear();
+        self.input.clear();
         self.top = Quote::default();
     }
 
@@ -317,6 +339,7 @@ impl BookSync {
         } else {
             self.bids.clear();
             self.asks.clear();
+            self.input.changed(0);
         }
         // The strings first: the checksum decides whether the message is published.
         let mut full = false;
@@ -328,8 +351,8 @@ impl BookSync {
                     level.price_str(payload),
                     level.size_str(payload),
                 ) {
-                    Ok(true) => {}
-                    Ok(false) => outcome.absent_deletes += 1,
+                    Ok(Some(rank)) => self.input.changed(rank),
+                    Ok(None) => outcome.absent_deletes += 1,
                     Err(Full) => {
                         full = true;
                         break 'sides;
@@ -347,6 +370,7 @@ impl BookSync {
             emitter.finish(true);
             return outcome;
         }
+        self.refresh_input();
         if let Some(venue) = update.checksum.filter(|&value| value != 0) {
             if self.channel.incremental() {
                 let computed = self.checksum();

@@ -17,11 +17,18 @@
 //! 16 and 11): they are checked as plain decimals (digits, one point, a sign; no exponent) and
 //! not converted (see the module docs of `okx` for why they are not published).
 //!
+//! A book push written as the documentation's examples are (its keys in their order, no
+//! whitespace, the venue's decimal forms) is read straight through first, each key matched as
+//! a fixed literal and each decimal eight bytes at a time (`venue::binance::scan`); anything
+//! else in it, however small, sends the whole message to the general reader above, so both give
+//! the same answer for every input (a test checks it on mutated messages).
+//!
 //! **Invariant:** no input makes it panic, read out of bounds or allocate beyond the
 //! [`Scratch`] buffers' working size (a message with more than [`MAX_ROWS`] levels a side, rows
 //! or liquidation details is refused, so the buffers stop growing there).
 
 use crate::fixed::{Fixed, ParseError};
+use crate::venue::binance::scan;
 use crate::venue::json::{Cursor, JsonError, JsonErrorKind, Members};
 use std::fmt;
 
@@ -868,6 +875,16 @@ fn arg<'a>(cursor: &mut Cursor<'a>) -> Result<Arg<'a>> {
 
 /// Decodes one message (a whole WebSocket text message, its UTF-8 already checked).
 pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a>> {
+    scratch.rows.clear();
+    scratch.details.clear();
+    if let Some(message) = book_push(payload, scratch) {
+        return Ok(message);
+    }
+    decode_general(payload, scratch)
+}
+
+/// [`decode`] without the fast path for book pushes: the reader of any key order and spacing.
+pub(super) fn decode_general<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a>> {
     if payload == b"pong" {
         return Ok(Message::Pong);
     }
@@ -1007,6 +1024,135 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
         checksum,
         prev_seq_id: row.prev_seq_id,
         seq_id: row.seq_id,
+    })
+}
+
+/// Passes `literal` at `*at`, or `None`.
+#[inline(always)]
+fn literal<const N: usize>(payload: &[u8], at: &mut usize, literal: &[u8; N]) -> Option<()> {
+    let window: &[u8; N] = payload.get(*at..)?.first_chunk::<N>()?;
+    if window != literal {
+        return None;
+    }
+    *at += N;
+    Some(())
+}
+
+/// A JSON integer at `*at` for `seqId`, `prevSeqId` and `checksum`: an optional minus and
+/// 1 to 19 digits without a leading zero (`None` for anything else).
+#[inline(always)]
+fn fast_signed(payload: &[u8], at: &mut usize) -> Option<i64> {
+    let negative = payload.get(*at) == Some(&b'-');
+    let (magnitude, end) = scan::integer(payload, *at + usize::from(negative))?;
+    *at = end;
+    if negative {
+        0i64.checked_sub_unsigned(magnitude)
+    } else {
+        i64::try_from(magnitude).ok()
+    }
+}
+
+/// A book side in the venue's form, `[["price","size","0","orders"],...]`, into `out`; `None`
+/// for any other form.
+#[inline(always)]
+fn fast_levels(payload: &[u8], at: &mut usize, out: &mut Vec<Level>) -> Option<()> {
+    out.clear();
+    literal(payload, at, b"[")?;
+    if payload.get(*at) == Some(&b']') {
+        *at += 1;
+        return Some(());
+    }
+    loop {
+        if out.len() >= MAX_ROWS {
+            return None;
+        }
+        literal(payload, at, b"[\"")?;
+        let price_at = *at;
+        let (price, end) = scan::quoted_decimal(payload, price_at)?;
+        literal(payload, &mut { end }, b",\"")?;
+        let size_at = end + 2;
+        let (size, end) = scan::quoted_decimal(payload, size_at)?;
+        *at = end;
+        // The deprecated field and the order count: two plain strings.
+        for _ in 0..2 {
+            literal(payload, at, b",\"")?;
+            *at = scan::plain_string(payload, *at)?.1;
+        }
+        literal(payload, at, b"]")?;
+        // The quoted decimals are at most 17 bytes, well within `MAX_TEXT`.
+        out.push(Level {
+            price,
+            size,
+            price_text: (
+                u32::try_from(price_at).ok()?,
+                (size_at - 3 - price_at) as u8,
+            ),
+            size_text: (u32::try_from(size_at).ok()?, (end - 1 - size_at) as u8),
+        });
+        match payload.get(*at) {
+            Some(b',') => *at += 1,
+            Some(b']') => {
+                *at += 1;
+                return Some(());
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// A book push exactly in the documentation's form, `{"arg":{"channel":..,"instId":..},
+/// "action":..,"data":[{"asks":[..],"bids":[..],"ts":"..","checksum":..,"prevSeqId":..,
+/// "seqId":..}]}` without whitespace, read straight through; `None` for anything else, which
+/// [`decode_general`] then reads (and answers the same for what this accepts).
+#[inline]
+pub(super) fn book_push<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Option<Message<'a>> {
+    let at = &mut 0;
+    literal(payload, at, br#"{"arg":{"channel":""#)?;
+    let (name, end) = scan::plain_string(payload, *at)?;
+    *at = end;
+    let channel = match name {
+        b"books" => BookChannel::Books,
+        b"books5" => BookChannel::Books5,
+        b"bbo-tbt" => BookChannel::BboTbt,
+        b"books-l2-tbt" => BookChannel::BooksL2Tbt,
+        b"books50-l2-tbt" => BookChannel::Books50L2Tbt,
+        _ => return None,
+    };
+    literal(payload, at, br#","instId":""#)?;
+    let (inst_id, end) = scan::plain_string(payload, *at)?;
+    *at = end;
+    literal(payload, at, br#"},"action":""#)?;
+    let snapshot = if literal(payload, at, b"update\"").is_some() {
+        false
+    } else {
+        literal(payload, at, b"snapshot\"")?;
+        true
+    };
+    literal(payload, at, br#","data":[{"asks":"#)?;
+    fast_levels(payload, at, &mut scratch.asks)?;
+    literal(payload, at, br#","bids":"#)?;
+    fast_levels(payload, at, &mut scratch.bids)?;
+    literal(payload, at, br#","ts":""#)?;
+    let (ts_ms, end) = scan::integer(payload, *at)?;
+    *at = end;
+    literal(payload, at, br#"","checksum":"#)?;
+    let checksum = i32::try_from(fast_signed(payload, at)?).ok()?;
+    literal(payload, at, br#","prevSeqId":"#)?;
+    let prev_seq_id = fast_signed(payload, at)?;
+    literal(payload, at, br#","seqId":"#)?;
+    let seq_id = fast_signed(payload, at)?;
+    literal(payload, at, b"}]}")?;
+    if *at != payload.len() {
+        return None;
+    }
+    Some(Message::Book {
+        channel,
+        inst_id,
+        snapshot: snapshot || !channel.incremental(),
+        ts_ms,
+        checksum: Some(checksum),
+        prev_seq_id: Some(prev_seq_id),
+        seq_id: Some(seq_id),
     })
 }
 

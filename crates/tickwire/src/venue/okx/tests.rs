@@ -938,6 +938,218 @@ fn a_long_random_session_against_a_reference_book() {
     assert!(caught > 100, "{caught}");
 }
 
+/// The checksum's kept string over long random sessions of deep books (up to 60 levels a
+/// side): levels inserted, resized and deleted above, at and below the 25th, sides that run
+/// empty and fill again, snapshots (empty and one-sided ones too), and prices and sizes in
+/// the venue's several forms (trailing zeros kept as sent, the same price written otherwise
+/// by a later message). After every message the book's checksum, the one written afresh and
+/// the plain definition's must all equal the reference's, computed independently.
+#[test]
+fn the_kept_checksum_string_over_deep_random_sessions() {
+    for seed in [1u64, 0x5eed, 0xdead_beef, 77] {
+        let mut rng = Rng(seed);
+        let mut sync = BookSync::new(BookChannel::Books);
+        let mut reference = Reference::default();
+        let mut seq: i64 = 1;
+        let mut synced = false;
+        // Inserts outnumber deletes in a filling phase, the other way in a draining one.
+        let mut filling = true;
+        let mut empty_sides = 0;
+        for step in 0..5_000 {
+            if rng.below(300) == 0 {
+                filling = !filling;
+            }
+            let snapshot = !synced || rng.below(400) == 0;
+            if snapshot {
+                reference = Reference::default();
+            }
+            let mut changes: Vec<(bool, String, String)> = Vec::new();
+            let count = if snapshot {
+                // Empty, one-sided and full snapshots.
+                [0, 5, 30, 80][rng.below(4) as usize]
+            } else {
+                rng.below(6)
+            };
+            let one_side = snapshot && rng.below(4) == 0;
+            for _ in 0..count {
+                let bid = if one_side { true } else { rng.below(2) == 0 };
+                // 60 prices a side, one cent apart: bids below 10000.00, asks from 10000.01.
+                let tick = if bid {
+                    1_000_000 - 1 - rng.below(60)
+                } else {
+                    1_000_000 + 1 + rng.below(60)
+                };
+                let mut price = price_text(&mut rng, tick);
+                let delete = !snapshot && rng.below(10) < if filling { 3 } else { 7 };
+                let held = if bid {
+                    &reference.bids
+                } else {
+                    &reference.asks
+                };
+                if delete && !filling && !held.is_empty() {
+                    // Draining: a level the book holds, so that sides run empty.
+                    let index = rng.below(held.len() as u64) as usize;
+                    if let Some((held_price, _)) = held.values().nth(index) {
+                        price = held_price.clone();
+                    }
+                }
+                let size = if delete {
+                    "0".to_owned()
+                } else {
+                    size_text(&mut rng)
+                };
+                let key = fixed(&price);
+                let side = if bid {
+                    &mut reference.bids
+                } else {
+                    &mut reference.asks
+                };
+                if delete {
+                    side.remove(&key);
+                } else {
+                    side.insert(key, (price.clone(), size.clone()));
+                }
+                changes.push((bid, price, size));
+            }
+            let (prev, next) = if snapshot {
+                (-1, seq + 1)
+            } else {
+                (seq, seq + 1)
+            };
+            seq = next;
+            let expected = reference.checksum();
+            let bids: Vec<(&str, &str)> = changes
+                .iter()
+                .filter(|change| change.0)
+                .map(|change| (change.1.as_str(), change.2.as_str()))
+                .collect();
+            let asks: Vec<(&str, &str)> = changes
+                .iter()
+                .filter(|change| !change.0)
+                .map(|change| (change.1.as_str(), change.2.as_str()))
+                .collect();
+            let action = if snapshot { "snapshot" } else { "update" };
+            let text = book_message(action, prev, next, &bids, &asks, Some(expected));
+            let (outcome, _) = apply(&mut sync, &text);
+            // A checksum of 0 is not compared: the session starts again from a snapshot.
+            if expected == 0 {
+                synced = false;
+                continue;
+            }
+            assert_eq!(
+                outcome.verified,
+                Verified::Yes,
+                "seed {seed} step {step}: {outcome:?}"
+            );
+            synced = true;
+            assert_eq!(sync.checksum(), expected, "seed {seed} step {step}");
+            assert_eq!(
+                super::checksum::checksum(sync.checksum_bids(), sync.checksum_asks()),
+                expected,
+                "seed {seed} step {step}: the plain definition"
+            );
+            assert_eq!(sync.checksum_afresh(), expected, "seed {seed} step {step}");
+            if reference.bids.is_empty() || reference.asks.is_empty() {
+                empty_sides += 1;
+            }
+        }
+        assert!(
+            empty_sides > 50,
+            "seed {seed}: {empty_sides} books with an empty side"
+        );
+    }
+}
+
+fn pairs(levels: &[(String, String)]) -> Vec<(&str, &str)> {
+    levels
+        .iter()
+        .map(|(price, size)| (price.as_str(), size.as_str()))
+        .collect()
+}
+
+/// The fast path for book pushes answers exactly as the general reader: book messages in the
+/// documented form (venue decimal forms, every book channel, empty sides) and the same
+/// messages with one to three bytes replaced, inserted or removed, through `book_push` and
+/// `decode_general`. Whatever the fast path accepts, the general reader must give the same
+/// message and levels; the rest `decode` hands to the general reader.
+#[test]
+fn the_fast_book_path_answers_as_the_general_reader() {
+    use super::decode::{book_push, decode_general};
+    let mut rng = Rng(0x000b_00c5);
+    let (mut fast, mut general, mut both) =
+        (Scratch::default(), Scratch::default(), Scratch::default());
+    let alphabet = b"0123456789.-\",:[]{}e \\xs";
+    let channels = [
+        "books",
+        "books5",
+        "bbo-tbt",
+        "books-l2-tbt",
+        "books50-l2-tbt",
+    ];
+    let (mut taken, mut refused_by_both) = (0, 0);
+    for step in 0..30_000 {
+        let side = |rng: &mut Rng| -> Vec<(String, String)> {
+            (0..rng.below(5))
+                .map(|_| {
+                    let tick = 1 + rng.below(1 << 30);
+                    (price_text(rng, tick), size_text(rng))
+                })
+                .collect()
+        };
+        let (bids, asks) = (side(&mut rng), side(&mut rng));
+
+        let action = if rng.below(2) == 0 {
+            "update"
+        } else {
+            "snapshot"
+        };
+        let checksum = (rng.next() as i32) >> rng.below(31);
+        let prev = rng.below(1 << 40) as i64 - 1;
+        let text = book_message(
+            action,
+            prev,
+            prev + 1 + rng.below(3) as i64,
+            &pairs(&bids),
+            &pairs(&asks),
+            Some(checksum),
+        )
+        .replacen(
+            r#""channel":"books""#,
+            &format!(r#""channel":"{}""#, channels[rng.below(5) as usize]),
+            1,
+        );
+        let mut bytes = text.into_bytes();
+        for _ in 0..rng.below(4) {
+            let at = rng.below(bytes.len() as u64) as usize;
+            let byte = alphabet[rng.below(alphabet.len() as u64) as usize];
+            match rng.below(3) {
+                0 => bytes[at] = byte,
+                1 => bytes.insert(at, byte),
+                _ => {
+                    bytes.remove(at);
+                }
+            }
+        }
+        let reference = decode_general(&bytes, &mut general);
+        if let Some(message) = book_push(&bytes, &mut fast) {
+            taken += 1;
+            assert_eq!(
+                Ok(message),
+                reference,
+                "step {step}: {:?}",
+                String::from_utf8_lossy(&bytes)
+            );
+            assert_eq!(fast.bids, general.bids, "step {step}");
+            assert_eq!(fast.asks, general.asks, "step {step}");
+        } else if reference.is_err() {
+            refused_by_both += 1;
+        }
+        assert_eq!(decode(&bytes, &mut both), reference, "step {step}");
+    }
+    assert!(taken > 5_000, "{taken} taken by the fast path");
+    assert!(refused_by_both > 5_000, "{refused_by_both} refused");
+}
+
 /// The oracle: generated trade and book messages, keys in random order and with random
 /// whitespace, decoded here and by `serde_json`; the fields read must agree.
 #[test]
