@@ -223,6 +223,16 @@ fn no_program_stays_attached_after_sigterm_or_kill_9() {
             "a program is still attached after signal {signal} ({status})"
         );
     }
+    // A restart right after `kill -9` (as systemd's Restart= would) finds the queue still held
+    // by the dead process's socket for a moment: it waits for the kernel to let go.
+    let (mut first, _) = start(&pair, &[], &["--feed", "239.38.2.1:6000"]);
+    first.kill().expect("kill -9");
+    first.wait().expect("wait");
+    let (mut second, line) = start(&pair, &[], &["--feed", "239.38.2.1:6000"]);
+    assert!(line.contains("af-xdp on"), "the restart said: {line}");
+    second.kill().expect("kill -9");
+    second.wait().expect("wait");
+    assert!(detached_within(&pair, Duration::from_secs(5)));
 }
 
 #[test]

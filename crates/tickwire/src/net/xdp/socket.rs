@@ -11,7 +11,9 @@
 //! UMEM, which is what veth and generic mode give). `XDP_USE_NEED_WAKEUP` is asked for, so that
 //! in copy mode the kernel is entered only when it says it needs to be. Busy polling
 //! (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`, Linux 5.11) is set where the
-//! kernel has it; what was refused is reported, not fatal.
+//! kernel has it; what was refused is reported, not fatal. A queue still held by the socket of a
+//! process that has just ended (the kernel releases it after a moment) answers the bind with
+//! EBUSY: that is tried again for up to three seconds before it is an error.
 
 use super::ring::{Consumer, Desc, Producer, RingMemory};
 use std::io;
@@ -35,6 +37,8 @@ const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 const SO_BUSY_POLL: libc::c_int = 46;
 const SO_PREFER_BUSY_POLL: libc::c_int = 69;
 const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+/// How long a bind that finds the queue busy is tried again (see [`XdpSocket::open`]).
+const BIND_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The UMEM's shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -365,17 +369,32 @@ impl XdpSocket {
                 Ok(())
             }
         };
-        match bind(XDP_ZEROCOPY) {
-            Ok(()) => facts.zero_copy = true,
-            Err(zero_copy) => {
-                if let Err(copy) = bind(XDP_COPY) {
-                    return Err(SocketError::Bind {
-                        ifindex,
-                        queue,
-                        zero_copy,
-                        copy,
-                    });
+        // A queue whose previous socket was just closed (a process that ended a moment ago)
+        // stays busy until the kernel's deferred release has run: EBUSY is retried for a while.
+        let busy_until = std::time::Instant::now() + BIND_BUSY_WAIT;
+        loop {
+            match bind(XDP_ZEROCOPY) {
+                Ok(()) => {
+                    facts.zero_copy = true;
+                    break;
                 }
+                Err(zero_copy) => match bind(XDP_COPY) {
+                    Ok(()) => break,
+                    Err(copy)
+                        if copy.raw_os_error() == Some(libc::EBUSY)
+                            && std::time::Instant::now() < busy_until =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Err(copy) => {
+                        return Err(SocketError::Bind {
+                            ifindex,
+                            queue,
+                            zero_copy,
+                            copy,
+                        })
+                    }
+                },
             }
         }
         // What the kernel says it runs (Linux 5.10), in case a copy-mode bind was upgraded.
