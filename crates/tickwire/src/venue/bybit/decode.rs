@@ -15,7 +15,12 @@
 //! trade page's key order, no whitespace, every value in the form the word readers take) is read
 //! with no key loop at all (`row_in_order`), by the same readers; any other row by the key loop
 //! (`row_general`). A quoted UUID (`i`) is folded eight hex digits at a time, without the string
-//! reader.
+//! reader. Likewise a whole ticker exactly in linear's layout (the ticker page's top-level
+//! order, `data` from `symbol` on, no whitespace, strings without escapes) is read with no key
+//! loop (`ticker_in_order`): its prefix `{"topic":"tickers.` compared as a literal (so the
+//! topic's kind is known from it), each kept field's key found by its first letter and one
+//! literal compare, each value by the reader the key loop uses; anything else, the key loop
+//! reads (and refuses where it must). The key loop reads the topic's kind once, with the topic.
 //!
 //! Numbers: prices and sizes are decimal strings read exactly into [`Fixed`] (an exponent, more
 //! than nine decimals that are not zeros, or a magnitude beyond `Fixed`'s range is an error);
@@ -967,6 +972,182 @@ fn row_in_order(bytes: &[u8], pos: usize) -> Option<(Row, usize)> {
     ))
 }
 
+/// How a linear ticker starts: `{"topic":"tickers.`, for [`ticker_in_order`].
+const TICKER_START: &[u8] = br#"{"topic":"tickers."#;
+
+/// The ticker fields [`ticker_in_order`] reads, as `,"key":` after the member before (keyed
+/// by the key's first letter; the key loop reads the same keys, [`DATA_ORDER`]).
+const MARK_PRICE: KeyLiteral = KeyLiteral::new(br#""markPrice":"#);
+const INDEX_PRICE: KeyLiteral = KeyLiteral::new(br#""indexPrice":"#);
+const OPEN_INTEREST: KeyLiteral = KeyLiteral::new(br#""openInterest":"#);
+const FUNDING_RATE: KeyLiteral = KeyLiteral::new(br#""fundingRate":"#);
+const BID1_PRICE: KeyLiteral = KeyLiteral::new(br#""bid1Price":"#);
+const BID1_SIZE: KeyLiteral = KeyLiteral::new(br#""bid1Size":"#);
+const ASK1_PRICE: KeyLiteral = KeyLiteral::new(br#""ask1Price":"#);
+const ASK1_SIZE: KeyLiteral = KeyLiteral::new(br#""ask1Size":"#);
+
+/// `literal` at `*at`: moves past it and `true`; otherwise nothing moves.
+#[inline(always)]
+fn literal_at<const N: usize>(bytes: &[u8], at: &mut usize, literal: &[u8; N]) -> bool {
+    let same = bytes.get(*at..*at + N) == Some(&literal[..]);
+    if same {
+        *at += N;
+    }
+    same
+}
+
+/// A whole ticker message exactly as linear sends it: the ticker page's top-level order
+/// (`topic`, `type`, `data`, `cs`, `ts`) with no whitespace, a `tickers.` topic, `type`
+/// `snapshot` or `delta`, `data` starting with `symbol` and then any of the ticker's fields
+/// in any order, each string without escapes; the fields tickwire keeps (`TickerFields`) as
+/// decimals (or `""`), the others skipped as strings; `cs` and `ts` integers; nothing after the
+/// closing `}`. Each value is read by the reader the key loop uses for it and the topic's kind
+/// is known from its first bytes, so a message read here is the `Message` [`decode`]'s key loop
+/// reads from it (the key loop's other checks cannot fail on such a message); `None` for
+/// anything else (a repeated field, a book's key in `data`, a value the readers here do not
+/// take), which the key loop then reads, and refuses where it must.
+#[inline(never)]
+pub(super) fn ticker_in_order<'a>(bytes: &'a [u8], scratch: &mut Scratch) -> Option<Message<'a>> {
+    if !bytes.starts_with(TICKER_START) {
+        return None;
+    }
+    let mut at = TICKER_START.len();
+    let (rest, end) = scan::plain_string(bytes, at)?;
+    if rest.is_empty() {
+        return None;
+    }
+    // `"topic":"` is ten bytes from the `{`.
+    let topic = bytes.get(10..end - 1)?;
+    at = end;
+    if !literal_at(bytes, &mut at, br#","type":""#) {
+        return None;
+    }
+    let snapshot = if literal_at(bytes, &mut at, br#"delta""#) {
+        false
+    } else if literal_at(bytes, &mut at, br#"snapshot""#) {
+        true
+    } else {
+        return None;
+    };
+    if !literal_at(bytes, &mut at, br#","data":{"symbol":""#) {
+        return None;
+    }
+    let (symbol, end) = scan::plain_string(bytes, at)?;
+    let mut cursor = Cursor::at(bytes, end);
+    let mut fields = TickerFields::default();
+    let mut seen = 0u8;
+    loop {
+        let mut members = Members::after_first();
+        let key = |cursor: &mut Cursor<'_>, members: &mut Members, literal: &KeyLiteral| {
+            cursor.key_word(members, literal)
+        };
+        // The letter after `,"`: which of the kept fields it can be.
+        let (bit, target) = match bytes.get(cursor.pos + 2) {
+            Some(b'm') if key(&mut cursor, &mut members, &MARK_PRICE) => {
+                (0, &mut fields.mark_price)
+            }
+            Some(b'i') if key(&mut cursor, &mut members, &INDEX_PRICE) => {
+                (1, &mut fields.index_price)
+            }
+            Some(b'o') if key(&mut cursor, &mut members, &OPEN_INTEREST) => {
+                (2, &mut fields.open_interest)
+            }
+            Some(b'f') if key(&mut cursor, &mut members, &FUNDING_RATE) => {
+                (3, &mut fields.funding_rate)
+            }
+            Some(b'b') if key(&mut cursor, &mut members, &BID1_PRICE) => {
+                (4, &mut fields.bid1_price)
+            }
+            Some(b'b') if key(&mut cursor, &mut members, &BID1_SIZE) => (5, &mut fields.bid1_size),
+            Some(b'a') if key(&mut cursor, &mut members, &ASK1_PRICE) => {
+                (6, &mut fields.ask1_price)
+            }
+            Some(b'a') if key(&mut cursor, &mut members, &ASK1_SIZE) => (7, &mut fields.ask1_size),
+            _ => {
+                match bytes.get(cursor.pos)? {
+                    b'}' => break,
+                    b',' => {}
+                    _ => return None,
+                }
+                cursor.pos = ticker_other_member(bytes, cursor.pos + 1)?;
+                continue;
+            }
+        };
+        if seen & (1 << bit) != 0 {
+            return None;
+        }
+        seen |= 1 << bit;
+        let (value, end) = ticker_value(bytes, cursor.pos)?;
+        *target = value;
+        cursor.pos = end;
+    }
+    let mut at = cursor.pos + 1;
+    if !literal_at(bytes, &mut at, br#","cs":"#) {
+        return None;
+    }
+    let (_, end) = scan::integer(bytes, at)?;
+    at = end;
+    if !literal_at(bytes, &mut at, br#","ts":"#) {
+        return None;
+    }
+    let (ts_ms, end) = scan::integer(bytes, at)?;
+    if bytes.get(end..) != Some(&b"}"[..]) {
+        return None;
+    }
+    scratch.bids.clear();
+    scratch.asks.clear();
+    Some(Message::Ticker {
+        topic,
+        snapshot,
+        ts_ms,
+        symbol,
+        fields,
+    })
+}
+
+/// A kept ticker field's value from its opening quote: [`field`]'s word reader inline, the rest
+/// through [`ticker_value_general`].
+#[inline(always)]
+fn ticker_value(bytes: &[u8], at: usize) -> Option<(Field, usize)> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    if let Some((value, end)) = scan::quoted_decimal(bytes, at + 1) {
+        return Some((Field::Value(value), end));
+    }
+    ticker_value_general(bytes, at + 1)
+}
+
+/// What [`field_general`] reads from a string without escapes: `""` is [`Field::Empty`], else
+/// `Fixed::parse` (its error: `None`, for the key loop to report).
+#[inline(never)]
+fn ticker_value_general(bytes: &[u8], at: usize) -> Option<(Field, usize)> {
+    let (text, end) = scan::plain_string(bytes, at)?;
+    if text.is_empty() {
+        return Some((Field::Empty, end));
+    }
+    Some((Field::Value(Fixed::parse(text).ok()?), end))
+}
+
+/// A ticker member tickwire does not keep, from its key's opening quote: a key the key loop
+/// skips (none of [`DATA_ORDER`]'s, which it reads and checks) and a string value, neither with
+/// escapes; the position after the value.
+#[inline(never)]
+fn ticker_other_member(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let (key, end) = scan::plain_string(bytes, at + 1)?;
+    if DATA_ORDER.iter().any(|&(_, known)| known == key) {
+        return None;
+    }
+    if bytes.get(end..end + 2) != Some(&br#":""#[..]) {
+        return None;
+    }
+    let (_, end) = scan::plain_string(bytes, end + 2)?;
+    Some(end)
+}
+
 fn data_rows(
     cursor: &mut Cursor<'_>,
     scratch: &mut Scratch,
@@ -1008,11 +1189,20 @@ fn data_rows(
 
 /// Decodes one message (a whole WebSocket text message, its UTF-8 already checked).
 pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a>> {
+    // A linear ticker as it comes, without the key loop; any other message by the key loop
+    // (its topic's first letter, at 10, turns books and trades away in one compare).
+    if payload.get(10) == Some(&b't') {
+        if let Some(message) = ticker_in_order(payload, scratch) {
+            return Ok(message);
+        }
+    }
     let mut cursor = Cursor::at(payload, 0);
     cursor.expect(b'{')?;
     let mut members = Members::new();
     let mut seen = Seen::default();
     let mut topic = None;
+    // The topic's kind, read once with the topic.
+    let mut kind = None;
     let mut snapshot = None;
     let (mut ts, mut cts) = (None, 0);
     let mut data = Data::default();
@@ -1024,7 +1214,8 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
             b"topic" => {
                 seen.first(0, &cursor)?;
                 let text = string(&mut cursor, "topic")?;
-                if text.starts_with(b"tickers.") {
+                kind = TopicKind::of(text).map(|(kind, _)| kind);
+                if kind == Some(TopicKind::Tickers) {
                     // Both orders start `topic`, `type`: `next` holds.
                     order = TICKER_TOP_ORDER;
                 }
@@ -1051,7 +1242,7 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
                 seen.first(4, &cursor)?;
                 match cursor.peek_value()? {
                     b'{' => {
-                        let start = if std::ptr::eq(order, TICKER_TOP_ORDER) {
+                        let start = if kind == Some(TopicKind::Tickers) {
                             TICKER_DATA_START
                         } else {
                             0
@@ -1106,7 +1297,7 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
             None => Err(DecodeError::NeitherTopicNorOp),
         };
     };
-    let Some((kind, _)) = TopicKind::of(topic) else {
+    let Some(kind) = kind else {
         return Ok(Message::OtherTopic { topic });
     };
     let wrong_data = DecodeError::WrongType {

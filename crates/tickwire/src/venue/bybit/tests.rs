@@ -722,6 +722,179 @@ fn trade_rows_in_linear_order_read_as_the_key_loop_reads_them() {
 }
 
 #[test]
+fn tickers_in_linear_order_read_as_the_key_loop_reads_them() {
+    // Generated tickers in linear's layout, some parts in another form (one in eight) and one
+    // message in three with a byte damaged: read as they are (the fast path where it takes
+    // them) and with a space after the `{` (the key loop for all of it), they must agree.
+    let mut rng = Rng(0x71c4_e75e_ed00_0034);
+    let mut scratch = Scratch::default();
+    let (mut fast_read, mut fell_back, mut refused) = (0, 0, 0);
+    let kept = [
+        "markPrice",
+        "indexPrice",
+        "openInterest",
+        "fundingRate",
+        "bid1Price",
+        "bid1Size",
+        "ask1Price",
+        "ask1Size",
+    ];
+    let skipped = [
+        ("tickDirection", r#""MinusTick""#),
+        ("lastPrice", r#""66666.60""#),
+        ("openInterestValue", r#""32824881841.75""#),
+        ("turnover24h", r#""4936790807.6521""#),
+        ("nextFundingTime", r#""1760342400000""#),
+        ("preOpenPrice", r#""""#),
+        ("fundingIntervalHour", r#""8""#),
+    ];
+    for round in 0..6000 {
+        let pick = |rng: &mut Rng, usual: String, others: &[&str]| {
+            if rng.below(8) == 0 {
+                others[rng.below(others.len() as u64) as usize].to_owned()
+            } else {
+                usual
+            }
+        };
+        let topic = pick(
+            &mut rng,
+            "tickers.BTCUSDT".to_owned(),
+            &[
+                "tickers.",
+                r"tickers.BTC\u0055SDT",
+                "orderbook.1.BTCUSDT",
+                "ticker.X",
+            ],
+        );
+        let kind = if rng.below(2) == 0 {
+            "delta"
+        } else {
+            "snapshot"
+        }
+        .to_owned();
+        let kind = pick(&mut rng, kind, &["full", "delta ", "Delta"]);
+        let symbol = pick(
+            &mut rng,
+            r#""BTCUSDT""#.to_owned(),
+            &[r#""BTC\u0055SDT""#, "1", r#""""#],
+        );
+        let mut members: Vec<String> = Vec::new();
+        for name in kept {
+            if rng.below(3) != 0 {
+                continue;
+            }
+            let value = match rng.below(3) {
+                0 => format!(r#""{}""#, rng.decimal()),
+                1 => format!(r#""-0.{:05}""#, rng.below(100_000)),
+                _ => format!(r#""{}.{:03}""#, rng.below(100_000_000), rng.below(1000)),
+            };
+            let value = pick(
+                &mut rng,
+                value,
+                &[
+                    r#""""#,
+                    r#""1e3""#,
+                    r#"" 1.5""#,
+                    r#""0.0000000001""#,
+                    r#""99999999999""#,
+                    r#""1.\u0035""#,
+                    "1.5",
+                    "null",
+                ],
+            );
+            members.push(format!(r#""{name}":{value}"#));
+        }
+        for (name, value) in skipped {
+            if rng.below(4) == 0 {
+                let value = pick(
+                    &mut rng,
+                    value.to_owned(),
+                    &["12", r#""a\"b""#, "null", "{}"],
+                );
+                members.push(format!(r#""{name}":{value}"#));
+            }
+        }
+        if rng.below(8) == 0 {
+            // A book's key, which the key loop reads and checks in a ticker's data too.
+            members.push(
+                [
+                    r#""s":"X""#,
+                    r#""u":"abc""#,
+                    r#""u":7"#,
+                    r#""b":[["1","2"]]"#,
+                    r#""seq":1.5"#,
+                    r#""symbol":"X""#,
+                ][rng.below(6) as usize]
+                    .to_owned(),
+            );
+        }
+        if rng.below(3) == 0 {
+            rng.shuffle(&mut members);
+        }
+        if !members.is_empty() && rng.below(10) == 0 {
+            // A repeated member.
+            let again = members[rng.below(members.len() as u64) as usize].clone();
+            members.push(again);
+        }
+        let data = std::iter::once(format!(r#""symbol":{symbol}"#))
+            .chain(members)
+            .collect::<Vec<_>>()
+            .join(",");
+        let cs = format!(r#","cs":{}"#, rng.below(1 << 40));
+        let cs = pick(&mut rng, cs, &["", r#","cs":"9532239430""#, r#","cs":-1"#]);
+        let ts = format!(r#","ts":{}"#, 1_760_000_000_000 + rng.below(1 << 30));
+        let ts = pick(
+            &mut rng,
+            ts,
+            &[
+                "",
+                r#","ts":"1760325052730""#,
+                r#","ts":1.5"#,
+                r#","ts":01"#,
+            ],
+        );
+        let tail = pick(&mut rng, String::new(), &[" ", r#","x":1"#, "}"]);
+        let mut message =
+            format!(r#"{{"topic":"{topic}","type":"{kind}","data":{{{data}}}{cs}{ts}{tail}}}"#)
+                .into_bytes();
+        if round % 3 == 2 {
+            let at = rng.below(message.len() as u64) as usize;
+            message[at] = b"{}[],:\"0a- \\"[rng.below(12) as usize];
+        }
+        let Ok(text) = String::from_utf8(message) else {
+            continue;
+        };
+        let spaced = text.replacen('{', "{ ", 1);
+        let general = decode(spaced.as_bytes(), &mut scratch);
+        let fast = super::decode::ticker_in_order(text.as_bytes(), &mut scratch);
+        if let Some(fast) = fast {
+            assert_eq!(Ok(fast), general, "{text}");
+            fast_read += 1;
+        } else if general.is_ok() {
+            fell_back += 1;
+        }
+        let decoded = decode(text.as_bytes(), &mut scratch);
+        match (decoded, general) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{text}"),
+            (Err(a), Err(b)) => {
+                refused += 1;
+                assert_eq!(
+                    std::mem::discriminant(&a),
+                    std::mem::discriminant(&b),
+                    "{text}: {a} against {b}"
+                );
+            }
+            (a, b) => panic!("{text}: {a:?} against {b:?}"),
+        }
+    }
+    // Each way taken often: the fast path (about one message in five has every part in the
+    // usual form and no byte damaged), the key loop reading what it left, and refusals.
+    assert!(fast_read > 500, "{fast_read}");
+    assert!(fell_back > 300, "{fell_back}");
+    assert!(refused > 1000, "{refused}");
+}
+
+#[test]
 fn bad_numbers_and_shapes_are_clear_errors() {
     let mut scratch = Scratch::default();
     let book = |b: &str, u: &str| {
