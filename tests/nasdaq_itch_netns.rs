@@ -20,88 +20,10 @@ const SESSION: Session = Session(*b"NETNS00037");
 const SENDER: Ipv4Addr = Ipv4Addr::new(10, 37, 0, 1);
 const RECEIVER: Ipv4Addr = Ipv4Addr::new(10, 37, 0, 2);
 
-/// Two namespaces joined by a veth pair, removed on drop.
-struct Namespaces {
-    sender: String,
-    receiver: String,
-    /// The receiver's end of the veth pair.
-    receiver_veth: String,
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let output = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
-}
-
-impl Namespaces {
-    fn create(tag: &str) -> Result<Namespaces, String> {
-        let id = format!("{}{tag}", std::process::id() % 100_000);
-        let (veth_s, veth_r) = (format!("v37s{id}"), format!("v37r{id}"));
-        let ns = Namespaces {
-            sender: format!("tw37s{id}"),
-            receiver: format!("tw37r{id}"),
-            receiver_veth: veth_r.clone(),
-        };
-        ip(&["netns", "add", &ns.sender])?;
-        ip(&["netns", "add", &ns.receiver])?;
-        ip(&[
-            "link",
-            "add",
-            &veth_s,
-            "netns",
-            &ns.sender,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &veth_r,
-            "netns",
-            &ns.receiver,
-        ])?;
-        for (name, veth, addr) in [
-            (&ns.sender, &veth_s, "10.37.0.1/24"),
-            (&ns.receiver, &veth_r, "10.37.0.2/24"),
-        ] {
-            ip(&["-n", name, "addr", "add", addr, "dev", veth])?;
-            ip(&["-n", name, "link", "set", veth, "up"])?;
-            ip(&["-n", name, "link", "set", "lo", "up"])?;
-            ip(&["-n", name, "route", "add", "224.0.0.0/4", "dev", veth])?;
-        }
-        Ok(ns)
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.sender]);
-        let _ = ip(&["netns", "del", &self.receiver]);
-    }
-}
-
-/// The namespaces, or `None` with a printed reason (a failure under `TICKWIRE_REQUIRE_NETNS=1`).
-fn namespaces(tag: &str) -> Option<Namespaces> {
-    match Namespaces::create(tag) {
-        Ok(ns) => Some(ns),
-        Err(reason) => {
-            let required = std::env::var("TICKWIRE_REQUIRE_NETNS").is_ok_and(|v| v == "1");
-            assert!(!required, "TICKWIRE_REQUIRE_NETNS=1 but: {reason}");
-            crate::support::skip::skipped(format_args!(
-                "network namespaces cannot be made here (root and `ip netns` needed): {reason}"
-            ));
-            None
-        }
-    }
+/// Two namespaces joined by a veth pair (10.37.0.1 the sender, .2 the receiver), removed on
+/// drop; `None` with a printed skip reason (a failure under `TICKWIRE_REQUIRE_NETNS=1`).
+fn namespaces(tag: &str) -> Option<crate::support::netns::Pair> {
+    crate::support::netns_pair(tag, 37)
 }
 
 /// Moves the calling thread into namespace `name`.

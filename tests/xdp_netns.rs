@@ -47,20 +47,8 @@ fn start(pair: &Pair, wrapper: &[&str], extra: &[&str]) -> (Child, String) {
     (child, first)
 }
 
-/// The pair, or `None` with a printed skip reason (a failure under `TICKWIRE_REQUIRE_NETNS=1`,
-/// which `.ci/run` sets).
 fn pair(tag: &str, subnet: u8) -> Option<Pair> {
-    match Pair::create(tag, subnet) {
-        Ok(pair) => Some(pair),
-        Err(reason) => {
-            let required = std::env::var("TICKWIRE_REQUIRE_NETNS").is_ok_and(|v| v == "1");
-            assert!(!required, "TICKWIRE_REQUIRE_NETNS=1 but: {reason}");
-            crate::support::skip::skipped(format_args!(
-                "network namespaces cannot be made here (root and `ip netns` needed): {reason}"
-            ));
-            None
-        }
-    }
+    crate::support::netns_pair(tag, subnet)
 }
 
 fn group(last: u8) -> Ipv4Addr {
@@ -131,9 +119,13 @@ fn the_feeds_reach_the_socket_and_everything_else_still_reaches_the_kernel() {
         });
         let mut buf = [0u8; 2048];
         let mut passed = 0u64;
-        while let Ok(len) = socket.recv(&mut buf) {
-            assert_eq!(len, 64);
-            passed += 1;
+        // Until every one came, or long after the sender could have sent them all.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while passed < N && Instant::now() < deadline {
+            if let Ok(len) = socket.recv(&mut buf) {
+                assert_eq!(len, 64);
+                passed += 1;
+            }
         }
         echo.join().expect("echo thread");
         passed

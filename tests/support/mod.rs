@@ -12,3 +12,19 @@ pub mod mbo_stream;
 pub mod netns;
 pub mod skip;
 pub mod ws_client;
+
+/// Two namespaces joined by a veth (`netns::Pair`), or `None` with a printed skip reason: a
+/// failure under `TICKWIRE_REQUIRE_NETNS=1`, which `.ci/run` sets.
+pub fn netns_pair(tag: &str, subnet: u8) -> Option<netns::Pair> {
+    match netns::Pair::create(tag, subnet) {
+        Ok(pair) => Some(pair),
+        Err(reason) => {
+            let required = std::env::var("TICKWIRE_REQUIRE_NETNS").is_ok_and(|v| v == "1");
+            assert!(!required, "TICKWIRE_REQUIRE_NETNS=1 but: {reason}");
+            skip::skipped(format_args!(
+                "network namespaces cannot be made here (root and `ip netns` needed): {reason}"
+            ));
+            None
+        }
+    }
+}
