@@ -128,9 +128,9 @@ pub fn open_spec(spec: &DatagramSpec) -> io::Result<DatagramSockets> {
     Ok(sockets)
 }
 
-/// A non-blocking UDP socket connected to `server` (a re-request server): what is sent on it
-/// goes there, and only its answers arrive, with their kernel receive time and drop count.
-pub fn reply_socket(server: SocketAddrV4, rcvbuf: usize) -> io::Result<OwnedFd> {
+/// A new non-blocking, close-on-exec IPv4 UDP socket, and its raw descriptor for the options
+/// set next.
+fn udp_socket() -> io::Result<(OwnedFd, RawFd)> {
     // SAFETY: a plain socket(2) call; the descriptor is owned below.
     let raw = check(unsafe {
         libc::socket(
@@ -140,7 +140,13 @@ pub fn reply_socket(server: SocketAddrV4, rcvbuf: usize) -> io::Result<OwnedFd> 
         )
     })?;
     // SAFETY: a descriptor this function just opened and nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    Ok((unsafe { OwnedFd::from_raw_fd(raw) }, raw))
+}
+
+/// A non-blocking UDP socket connected to `server` (a re-request server): what is sent on it
+/// goes there, and only its answers arrive, with their kernel receive time and drop count.
+pub fn reply_socket(server: SocketAddrV4, rcvbuf: usize) -> io::Result<OwnedFd> {
+    let (fd, raw) = udp_socket()?;
     let one: libc::c_int = 1;
     let size = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
     if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size).is_err() {
@@ -303,16 +309,7 @@ impl MulticastSocket {
                 format!("{} is not a multicast group", config.group),
             ));
         }
-        // SAFETY: a plain socket(2) call; the descriptor is owned below.
-        let raw = check(unsafe {
-            libc::socket(
-                libc::AF_INET,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        })?;
-        // SAFETY: a descriptor this function just opened and nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let (fd, raw) = udp_socket()?;
         let one: libc::c_int = 1;
         setsockopt(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, &one)?;
         let size = libc::c_int::try_from(config.rcvbuf).unwrap_or(libc::c_int::MAX);

@@ -813,8 +813,11 @@ pub trait Feed: Send {
         let _ = (now_ns, sink);
     }
 
-    /// A snapshot the feed asked for arrived (or failed).
-    fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>);
+    /// A snapshot the feed asked for arrived (or failed). The default, for a venue whose books
+    /// start from its own stream and which never asks for one, ignores it.
+    fn on_snapshot(&mut self, reply: SnapshotReply, now_ns: u64, sink: &mut EventSink<'_>) {
+        let _ = (reply, now_ns, sink);
+    }
 
     /// At most how many events [`Feed::on_snapshot`] would write for `reply` now: the decoder
     /// stage holds a reply back until the event ring has room for them all. This default counts
@@ -828,8 +831,11 @@ pub trait Feed: Send {
         }
     }
 
-    /// Snapshots the feed needs now; called once per decoder round.
-    fn snapshot_requests(&mut self, now_ns: u64, request: &mut dyn FnMut(SnapshotRequest));
+    /// Snapshots the feed needs now; called once per decoder round. The default asks for none
+    /// (a venue whose books start from its own stream).
+    fn snapshot_requests(&mut self, now_ns: u64, request: &mut dyn FnMut(SnapshotRequest)) {
+        let _ = (now_ns, request);
+    }
 
     /// Connection `conn`, which carried `instruments`, dropped: their books are invalid and each
     /// owes the strategy a gap (unless, for a venue that tracks which connection delivers what,

@@ -38,7 +38,7 @@ use crate::hash::IdMap;
 use crate::net::ConnId;
 use crate::venue::feed::{
     own_header, EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler,
-    MessageKind, ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    MessageKind, ReplyQueue, StreamActivity, VenueReply,
 };
 use dbn::{ErrorMsg, SymbolMappingMsg, SystemMsg};
 use std::collections::HashMap;
@@ -619,12 +619,6 @@ impl Feed for DatabentoFeed {
         self.normalizer
             .emit_books(instrument, now_ns, &mut |event| sink.push(event))
     }
-
-    fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
-        // Databento books start from the stream (an MBO snapshot or the replay); no REST.
-    }
-
-    fn snapshot_requests(&mut self, _now_ns: u64, _request: &mut dyn FnMut(SnapshotRequest)) {}
 
     fn on_disconnect(
         &mut self,

@@ -23,7 +23,7 @@ use crate::net::udp::DatagramLine;
 use crate::net::ConnId;
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, MessageKind,
-    ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    ReplyQueue, StreamActivity, VenueReply,
 };
 use std::sync::Arc;
 
@@ -246,12 +246,6 @@ impl Feed for ItchFeed {
         self.run_timers(now_ns, sink);
         self.count();
     }
-
-    fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
-        // Books are built from the feed's own orders; no REST snapshots.
-    }
-
-    fn snapshot_requests(&mut self, _now_ns: u64, _request: &mut dyn FnMut(SnapshotRequest)) {}
 
     /// The slot's sockets closed: nothing is owed yet. The arbiter finds what was missed by
     /// its sequence numbers when datagrams flow again, and recovers it or reports a gap.

@@ -31,7 +31,7 @@ use crate::net::ConnId;
 use crate::venue::emit::Emitter;
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, MessageKind,
-    ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    ReplyQueue, StreamActivity, VenueReply,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -667,10 +667,6 @@ impl Feed for OkxFeed {
     }
 
     /// OKX books start from the stream's own snapshots: no REST snapshot is ever asked for.
-    fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {}
-
-    fn snapshot_requests(&mut self, _now_ns: u64, _request: &mut dyn FnMut(SnapshotRequest)) {}
-
     fn on_disconnect(
         &mut self,
         conn: ConnId,

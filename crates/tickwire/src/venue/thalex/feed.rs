@@ -53,7 +53,7 @@ use crate::hash::BuildFastHasher;
 use crate::net::ConnId;
 use crate::venue::feed::{
     EventSink, Feed, FeedCounters, FeedWriters, MalformedSample, MalformedSampler, MessageKind,
-    ReplyQueue, SnapshotReply, SnapshotRequest, StreamActivity, VenueReply,
+    ReplyQueue, StreamActivity, VenueReply,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -904,12 +904,6 @@ impl Feed for ThalexFeed {
             Err(error) => self.malformed(error, payload, recv_ts_ns),
         }
     }
-
-    fn on_snapshot(&mut self, _reply: SnapshotReply, _now_ns: u64, _sink: &mut EventSink<'_>) {
-        // Thalex books start from the stream's own snapshot; no REST snapshot is ever asked for.
-    }
-
-    fn snapshot_requests(&mut self, _now_ns: u64, _request: &mut dyn FnMut(SnapshotRequest)) {}
 
     fn on_disconnect(
         &mut self,
