@@ -381,11 +381,19 @@ fn throughput_run(count: usize, records: u64) -> anyhow::Result<(u64, f64, Vec<u
     // Each gateway's own count (its seed's market ends on a whole batch).
     let per_gateway: Vec<u64> = gateways.iter().map(|g| g.benchmark_records()).collect();
     let appliance = dir.path().join("tickwire.toml");
+    // Each decoder's frame ring holds its gateway's whole run (DBN records are 56 bytes, framed
+    // in chunks): a decoder that falls behind its gateway then slows the count down instead of
+    // overflowing, which would close the raw stream (see `net::engine`).
+    let ring_bytes = (records * 96).next_power_of_two().clamp(64 << 20, 1 << 30);
     std::fs::write(
         &appliance,
         format!(
-            "venues = [{}]\n{COMMON}{}{STRATEGY}",
+            "venues = [{}]\n{}{}{STRATEGY}",
             venues.join(", "),
+            COMMON.replace(
+                "frame_ring_bytes = 67108864",
+                &format!("frame_ring_bytes = {ring_bytes}")
+            ),
             DECODER.repeat(count)
         ),
     )?;
@@ -416,6 +424,14 @@ fn throughput_run(count: usize, records: u64) -> anyhow::Result<(u64, f64, Vec<u
         if total >= expected {
             break last_change;
         }
+        // A refused chunk closes its raw stream (reconnected only after the venue's long
+        // delay): say so now rather than wait out the deadline.
+        ensure!(
+            session.runtime.frame_ring.overflows() == 0,
+            "frame rings refused {} chunks with {total} of {expected} records decoded: the \
+             decoders fell a whole ring behind their gateways",
+            session.runtime.frame_ring.overflows()
+        );
         if now > deadline {
             bail!("{total} of {expected} records after 300 s");
         }

@@ -164,7 +164,7 @@ fn run_nats_consumer(url: String, stop: Arc<AtomicBool>, ready: Arc<AtomicBool>)
                     seen.take(event, &mut last);
                 }
             }
-            Next::Overrun { missed } => seen.missed += missed,
+            Next::Overrun { missed, .. } => seen.missed += missed,
             Next::NewEpoch { .. } | Next::Closed | Next::Removed | Next::Idle => {
                 if stop.load(Ordering::Relaxed) {
                     let since = *quiet_since.get_or_insert_with(Instant::now);
@@ -192,7 +192,7 @@ fn run_bus_consumer(path: PathBuf, stop: Arc<AtomicBool>) -> Seen {
                     seen.take(event, &mut last);
                 }
             }
-            Next::Overrun { missed } => seen.missed += missed,
+            Next::Overrun { missed, .. } => seen.missed += missed,
             Next::NewEpoch { .. } | Next::Closed | Next::Removed | Next::Idle => {
                 if stop.load(Ordering::Relaxed) && client.lag() == 0 {
                     return seen;

@@ -331,7 +331,7 @@ fn a_late_joiner_and_a_lapped_reader_end_with_the_books_of_a_reader_that_saw_eve
                 .wait(Duration::from_millis(5))
                 .expect("the client reads")
             {
-                Next::Overrun { missed } => panic!("the full reader was lapped by {missed}"),
+                Next::Overrun { missed, .. } => panic!("the full reader was lapped by {missed}"),
                 Next::Closed => return everything,
                 Next::Events(_) | Next::NewEpoch { .. } | Next::Idle | Next::Removed => {}
             }

@@ -304,7 +304,9 @@ fn rust_bus_example(bus: &str) -> Result<(), Box<dyn std::error::Error>> {
                     println!("{venue} {symbol} {:?}", event.body());
                 }
             }
-            Next::Overrun { missed } => eprintln!("lapped: {missed} events lost"),
+            Next::Overrun { missed, partition } => {
+                eprintln!("lapped: {missed} events of partition {partition:?} lost")
+            }
             Next::NewEpoch { epoch } => eprintln!("appliance restarted (epoch {epoch})"),
             Next::Closed | Next::Removed | Next::Idle => {}
         }
@@ -983,7 +985,7 @@ fn rust_nats_example(urls: &str) -> Result<(), Box<dyn std::error::Error>> {
                     println!("{venue} {symbol} {:?}", event.body());
                 }
             }
-            Next::Overrun { missed } => eprintln!("lost {missed}"),
+            Next::Overrun { missed, .. } => eprintln!("lost {missed}"),
             _ => {}
         }
     }

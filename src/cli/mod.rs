@@ -121,7 +121,8 @@ enum Command {
     /// Print the events of a running appliance's bus as JSON lines (the `decode` format), or
     /// with --stats one line per second of rates, lag and overruns.
     ///
-    /// Overruns (`{"type":"overrun","missed":N}`), new epochs (`{"type":"epoch",...}`: the
+    /// Overruns (`{"type":"overrun","missed":N,"partition":K}`: K the bus partition, one per
+    /// decoder, that lapped the reader), new epochs (`{"type":"epoch",...}`: the
     /// appliance restarted), a closed or removed bus are lines of their own. Exit status: 0 on
     /// SIGINT/SIGTERM or when stdout closes, 1 when there is no bus (see --wait).
     Tail(tail::TailArgs),

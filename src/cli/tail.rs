@@ -338,9 +338,17 @@ fn events<S: Source>(
                     }
                 }
             }
-            Ok(Next::Overrun { missed }) => {
-                writeln!(out, "{{\"type\":\"overrun\",\"missed\":{missed}}}")?
-            }
+            Ok(Next::Overrun {
+                missed,
+                partition: Some(partition),
+            }) => writeln!(
+                out,
+                "{{\"type\":\"overrun\",\"missed\":{missed},\"partition\":{partition}}}"
+            )?,
+            Ok(Next::Overrun {
+                missed,
+                partition: None,
+            }) => writeln!(out, "{{\"type\":\"overrun\",\"missed\":{missed}}}")?,
             Ok(Next::NewEpoch { epoch }) => {
                 writeln!(out, "{{\"type\":\"epoch\",\"epoch\":{epoch}}}")?
             }

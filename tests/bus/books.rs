@@ -58,7 +58,7 @@ fn follow(mut client: Client) -> Books {
         assert!(std::time::Instant::now() < deadline, "no close within 20 s");
         match client.wait(Duration::from_millis(20)).unwrap() {
             Next::Closed => return client.books().unwrap().clone(),
-            Next::Overrun { missed } => panic!("the ring is large enough: {missed} missed"),
+            Next::Overrun { missed, .. } => panic!("the ring is large enough: {missed} missed"),
             Next::Events(_) | Next::Idle => {}
             other => panic!("{other:?}"),
         }

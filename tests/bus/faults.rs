@@ -61,7 +61,7 @@ fn a_reader_that_never_reads_is_lapped_and_told_exactly_what_it_missed() {
     std::fs::write(&go, b"").unwrap();
     writer.expect("written");
     assert!(writer.finish().success());
-    let Next::Overrun { missed } = client.poll().unwrap() else {
+    let Next::Overrun { missed, .. } = client.poll().unwrap() else {
         panic!("a lapped reader's first poll reports the overrun");
     };
     // At least the events beyond a ring, at most a claim (capacity / 16) more: the writer

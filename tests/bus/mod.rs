@@ -251,7 +251,7 @@ pub fn read_until(client: &mut Client, done: impl Fn(&[Seen]) -> bool) -> Vec<Se
                     seen.push(Seen::Event(marker, position));
                 }
             }
-            Next::Overrun { missed } => seen.push(Seen::Overrun(missed)),
+            Next::Overrun { missed, .. } => seen.push(Seen::Overrun(missed)),
             Next::NewEpoch { epoch } => seen.push(Seen::Epoch(epoch)),
             Next::Closed => seen.push(Seen::Closed),
             Next::Removed => seen.push(Seen::Removed),
@@ -428,7 +428,7 @@ fn reader_role(params: &Params) {
                             }
                             progress.call_once(|| println!("@progress"));
                         }
-                        Next::Overrun { missed: lost } => missed += lost,
+                        Next::Overrun { missed: lost, .. } => missed += lost,
                         Next::NewEpoch { .. } | Next::Removed => panic!("the bus changed"),
                         Next::Closed | Next::Idle => {}
                     }

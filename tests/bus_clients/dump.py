@@ -149,8 +149,9 @@ def main():
     if args.books:
         books = tw.Books()
         while True:
-            events, missed = bus.read(args.batch)
-            books.apply(events, missed)
+            result = bus.read(args.batch)
+            events, missed = result
+            books.apply(events, missed, result.partition)
             if len(events) == 0 and missed == 0:
                 break
         for key in sorted(books.books):

@@ -1149,6 +1149,8 @@ struct OracleBook {
     state: &'static str,
     bids: BTreeMap<i64, i64>,
     asks: BTreeMap<i64, i64>,
+    /// The partition its last snapshot began in.
+    partition: u32,
 }
 
 fn oracle_books(path: &Path) -> String {
@@ -1158,11 +1160,15 @@ fn oracle_books(path: &Path) -> String {
     loop {
         let batch = reader.read(&mut events).unwrap();
         if batch.missed > 0 {
+            // An overrun of one partition: its books are unknown, the others' untouched.
             for book in books.values_mut() {
-                *book = OracleBook {
-                    state: "unknown",
-                    ..OracleBook::default()
-                };
+                if book.partition == batch.partition {
+                    *book = OracleBook {
+                        state: "unknown",
+                        partition: batch.partition,
+                        ..OracleBook::default()
+                    };
+                }
             }
         }
         if batch.count == 0 && batch.missed == 0 {
@@ -1176,6 +1182,7 @@ fn oracle_books(path: &Path) -> String {
                         key,
                         OracleBook {
                             state: "building",
+                            partition: batch.partition,
                             ..OracleBook::default()
                         },
                     );
@@ -1306,6 +1313,103 @@ fn python_books_follow_the_rules() {
             "Python books",
         );
     }
+}
+
+/// Issue 36: on a bus of two partitions (two decoders), an overrun of one partition makes only
+/// that partition's books unknown; the other decoder's books stay valid. The Python reader
+/// reads both books, then partition 1's writer laps it, then it reads on.
+#[test]
+fn python_books_invalidate_only_the_lapped_partitions_books() {
+    if !numpy_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bus = dir.path().join("bus");
+    let options = BusOptions {
+        path: bus.clone(),
+        geometry: Geometry::new(1024, 64).unwrap().with_partitions(2).unwrap(),
+        group: None,
+    };
+    let mut writers = BusWriter::create_partitioned(&options, 0x5eed_0000_0036, 1).unwrap();
+    let mut random = Random(36);
+    let mut position = 0;
+    let mut write = |writer: &mut BusWriter, venue_id: u16, body: Body| {
+        let header = EventHeader {
+            venue_id,
+            instrument_id: 1,
+            venue_seq: position,
+            ..blank_header()
+        };
+        writer.write(&Event::new(header, body));
+        writer.publish();
+        position += 1;
+    };
+    // Partition 0: venue 0's book; partition 1: venue 1's.
+    for (k, venue_id) in [(0, 0u16), (1, 1)] {
+        write(
+            &mut writers[k],
+            venue_id,
+            Body::SnapshotBegin(Snapshot::default()),
+        );
+        for index in 0..6 {
+            let side = if index % 2 == 0 { Side::Bid } else { Side::Ask };
+            let level = BookLevel::new(side, random.level_price(), Fixed(1 + index));
+            write(&mut writers[k], venue_id, Body::BookLevel(level));
+        }
+        write(
+            &mut writers[k],
+            venue_id,
+            Body::SnapshotEnd(Snapshot::default()),
+        );
+    }
+    let script = r#"
+import sys
+import tickwire_bus as tw
+bus = tw.Bus(sys.argv[1], start="oldest")
+books = tw.Books()
+def drain():
+    overruns = []
+    while True:
+        result = bus.read(256)
+        events, missed = result
+        if missed:
+            overruns.append((result.partition, missed))
+        books.apply(events, missed, result.partition)
+        if len(events) == 0 and missed == 0:
+            return overruns
+def show(overruns):
+    states = " ".join(f"v={v}:{books.books[(v, 1)].state}" for v in (0, 1))
+    print(f"{states} overruns={overruns}", flush=True)
+show(drain())
+sys.stdin.readline()
+show(drain())
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .arg(&bus)
+        .env("PYTHONPATH", root().join("clients/python"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::{BufRead, Write};
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "v=0:valid v=1:valid overruns=[]\n");
+    // Partition 1 laps the reader; partition 0 writes one trade.
+    for _ in 0..2000 {
+        write(&mut writers[1], 1, Body::Trade(Trade::default()));
+    }
+    write(&mut writers[0], 0, Body::Trade(Trade::default()));
+    child.stdin.take().unwrap().write_all(b"\n").unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("v=0:valid v=1:unknown overruns=[(1, "),
+        "only partition 1 lapped, only its book unknown: {line}"
+    );
+    assert!(child.wait().unwrap().success());
 }
 
 /// Issue 33: the Python `Books` backs off after an overrun instead of asking for every book again

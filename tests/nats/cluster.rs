@@ -70,7 +70,7 @@ fn consume(servers: String, view: Arc<ConsumerView>) -> Tally {
                     view.next[instrument].store(trade.trade_id + 1, Ordering::Relaxed);
                 }
             }
-            Next::Overrun { missed } => tally.missed += missed,
+            Next::Overrun { missed, .. } => tally.missed += missed,
             Next::NewEpoch { .. } | Next::Closed | Next::Removed | Next::Idle => {}
         }
     }

@@ -54,7 +54,7 @@ impl Seen {
                             .push(trade.trade_id);
                     }
                 }
-                Next::Overrun { missed } => self.missed += missed,
+                Next::Overrun { missed, .. } => self.missed += missed,
                 Next::NewEpoch { epoch } => panic!("no new stream was started (epoch {epoch})"),
                 Next::Closed | Next::Removed => {}
                 Next::Idle => return,

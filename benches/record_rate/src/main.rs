@@ -302,7 +302,7 @@ fn run_rate(rate: f64, seconds: f64, out: &Path, keep: bool) -> RateResult {
                 handed += events.len() as u64;
                 recorder.record(&events);
             }
-            Ok(Next::Overrun { missed }) => recorder.overrun(missed),
+            Ok(Next::Overrun { missed, .. }) => recorder.overrun(missed),
             Ok(Next::Idle | Next::Closed) => {
                 std::thread::sleep(tickwire_record::run::IDLE_SLEEP);
                 if done.load(Ordering::Acquire) {

@@ -8,7 +8,10 @@ A book is keyed by ``(venue_id, instrument_id)``; prices and sizes stay raw fixe
 - ``SnapshotEnd``: the book is *valid*.
 - ``Gap`` for the instrument, or for instrument ``ALL_INSTRUMENTS`` (every instrument of the
   venue): the book(s) are cleared and *unknown* until their next ``SnapshotBegin``.
-- After an overrun (``missed > 0``) every book is unknown.
+- After an overrun (``missed > 0``) of bus partition ``partition`` (one decoder's ring) the
+  books of that partition are unknown: a book belongs to the partition its last snapshot began
+  in, and one whose partition is not known is invalidated too. Without a partition (a source
+  with none, or a caller that does not say) every book is unknown.
 
 Given the ``Bus``, ``Books`` asks for snapshots itself: every book after an overrun, and a book
 it sees levels for but does not know (once, until its ``SnapshotBegin``). The appliance answers
@@ -39,12 +42,14 @@ VALID = "valid"
 class Book:
     """One instrument's book: ``bids`` and ``asks`` map raw price to raw size."""
 
-    __slots__ = ("venue_id", "instrument_id", "state", "bids", "asks")
+    __slots__ = ("venue_id", "instrument_id", "state", "bids", "asks", "partition")
 
     def __init__(self, venue_id, instrument_id):
         self.venue_id = venue_id
         self.instrument_id = instrument_id
         self.state = UNKNOWN
+        # The bus partition its last snapshot began in, where the reader said.
+        self.partition = None
         self.bids = {}
         self.asks = {}
 
@@ -81,7 +86,8 @@ class Book:
 
 
 class Books:
-    """Every book the stream names. ``apply(events, missed)`` after each ``Bus.read``."""
+    """Every book the stream names. ``apply(result.events, result.missed, result.partition)``
+    after each ``Bus.read``."""
 
     def __init__(self, bus=None):
         self.bus = bus
@@ -146,13 +152,27 @@ class Books:
         for book in self.books.values():
             book.clear(UNKNOWN)
 
-    def apply(self, events, missed=0):
-        """Applies a batch (a numpy array of ``EVENT_DTYPE``) that follows ``missed`` lost
-        events; returns the set of keys whose book changed."""
+    def invalidate_partition(self, partition):
+        """The books of bus partition ``partition``, and those whose partition is not known,
+        unknown: what an overrun of that partition means. Returns their keys."""
+        keys = set()
+        for key, book in self.books.items():
+            if book.partition is None or book.partition == partition:
+                book.clear(UNKNOWN)
+                keys.add(key)
+        return keys
+
+    def apply(self, events, missed=0, partition=None):
+        """Applies a batch (a numpy array of ``EVENT_DTYPE``) of bus partition ``partition``
+        (``ReadResult.partition``; None where not known) that follows ``missed`` lost events;
+        returns the set of keys whose book changed."""
         changed = set()
         if missed > 0:
-            self.invalidate_all()
-            changed.update(self.books)
+            if partition is None:
+                self.invalidate_all()
+                changed.update(self.books)
+            else:
+                changed.update(self.invalidate_partition(partition))
             self._after_overrun()
         else:
             self._pay_owed()
@@ -176,7 +196,9 @@ class Books:
         for index, kind in enumerate(kinds):
             key = (venues[index], instruments[index])
             if kind == layout.KIND_SNAPSHOT_BEGIN:
-                self._book(key).clear(BUILDING)
+                book = self._book(key)
+                book.clear(BUILDING)
+                book.partition = partition
                 self._requested.discard(key)
                 self._requested.discard((key[0], layout.ALL_INSTRUMENTS))
                 changed.add(key)

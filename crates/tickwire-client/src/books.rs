@@ -11,7 +11,10 @@
 //!
 //! A `Gap` for the instrument, or for instrument 0xFFFF_FFFF (every instrument of the venue),
 //! clears the book(s) and makes them [`BookState::Unknown`] until their next `SnapshotBegin`.
-//! After an overrun every book is unknown ([`Books::invalidate_all`]); after a new epoch the ids
+//! After an overrun of one partition of the bus (one decoder's ring) the books of that
+//! partition are unknown ([`Books::invalidate_partition`]: a book belongs to the partition its
+//! last `SnapshotBegin` came from, and one whose partition is not known is invalidated too);
+//! after an overrun with no partition named, every book ([`Books::invalidate_all`]); after a new epoch the ids
 //! may name other instruments, so the books are dropped ([`Books::clear`]). Other kinds do not
 //! change books. Late joiners and lapped readers get a snapshot by asking the appliance for one
 //! (`Client::request_snapshots`); it comes back in the stream for every reader.
@@ -40,6 +43,8 @@ pub struct Book {
     state: BookState,
     bids: BTreeMap<Fixed, Fixed>,
     asks: BTreeMap<Fixed, Fixed>,
+    /// The bus partition the last `SnapshotBegin` came from, where the reader said.
+    partition: Option<u32>,
 }
 
 impl Book {
@@ -48,7 +53,13 @@ impl Book {
             state: BookState::Unknown,
             bids: BTreeMap::new(),
             asks: BTreeMap::new(),
+            partition: None,
         }
+    }
+
+    /// The bus partition (decoder) this book's last snapshot came from, where known.
+    pub fn partition(&self) -> Option<u32> {
+        self.partition
     }
 
     fn reset(&mut self, state: BookState) {
@@ -114,13 +125,19 @@ impl Books {
 
     /// Applies one event by the rules in the module doc.
     pub fn apply(&mut self, event: &Event) {
+        self.apply_in(event, None);
+    }
+
+    /// Applies an event read from bus partition `partition` (where known): a book begun by it
+    /// belongs to that partition, for [`Books::invalidate_partition`].
+    pub fn apply_in(&mut self, event: &Event, partition: Option<u32>) {
         let key = (event.header.venue_id, event.header.instrument_id);
         match event.body() {
-            Body::SnapshotBegin(_) => self
-                .books
-                .entry(key)
-                .or_insert_with(Book::unknown)
-                .reset(BookState::Building),
+            Body::SnapshotBegin(_) => {
+                let book = self.books.entry(key).or_insert_with(Book::unknown);
+                book.reset(BookState::Building);
+                book.partition = partition;
+            }
             Body::BookLevel(level) => {
                 let applied = match self.books.get_mut(&key) {
                     Some(book) if book.state != BookState::Unknown => {
@@ -169,6 +186,13 @@ impl Books {
         }
     }
 
+    /// Applies every event of one read of bus partition `partition`, in order.
+    pub fn apply_partition(&mut self, events: &[Event], partition: u32) {
+        for event in events {
+            self.apply_in(event, Some(partition));
+        }
+    }
+
     /// The book of `(venue_id, instrument_id)`, if a snapshot of it ever began.
     pub fn book(&self, venue_id: VenueId, instrument_id: InstrumentId) -> Option<&Book> {
         self.books.get(&(venue_id, instrument_id))
@@ -191,6 +215,20 @@ impl Books {
         for book in self.books.values_mut() {
             book.reset(BookState::Unknown);
         }
+    }
+
+    /// The books of bus partition `partition`, and those whose partition is not known,
+    /// cleared and unknown: what an overrun of that partition means (its writer lapped the
+    /// reader; the other partitions lost nothing). Returns how many books it invalidated.
+    pub fn invalidate_partition(&mut self, partition: u32) -> usize {
+        let mut count = 0;
+        for book in self.books.values_mut() {
+            if book.partition.is_none_or(|k| k == partition) {
+                book.reset(BookState::Unknown);
+                count += 1;
+            }
+        }
+        count
     }
 
     /// Forgets every book: what a new epoch means (a restarted appliance may number its
@@ -315,6 +353,35 @@ mod tests {
         books.apply(&gap(SnapshotRequest::ALL_INSTRUMENTS));
         assert!(!books.is_valid(1, 8));
         assert_eq!(books.book(1, 8).unwrap().best_bid(), None);
+    }
+
+    #[test]
+    fn an_overrun_of_one_partition_invalidates_its_books_and_those_of_no_known_partition() {
+        let mut books = Books::new();
+        books.apply_partition(&[begin(7), level(7, Side::Bid, 100, 1), end(7)], 0);
+        books.apply_partition(&[begin(8), level(8, Side::Bid, 50, 1), end(8)], 1);
+        books.apply_all(&[begin(9), level(9, Side::Ask, 60, 2), end(9)]);
+        assert_eq!(books.book(1, 7).unwrap().partition(), Some(0));
+        assert_eq!(books.book(1, 8).unwrap().partition(), Some(1));
+        assert_eq!(books.book(1, 9).unwrap().partition(), None);
+        assert_eq!(books.invalidate_partition(1), 2);
+        assert!(books.is_valid(1, 7), "partition 0 lost nothing");
+        assert!(!books.is_valid(1, 8));
+        assert_eq!(books.book(1, 8).unwrap().best_bid(), None);
+        assert!(
+            !books.is_valid(1, 9),
+            "a book of no known partition cannot be trusted"
+        );
+        // A book's partition is the one its last snapshot began in.
+        books.apply_partition(&[begin(8), level(8, Side::Bid, 51, 1), end(8)], 0);
+        assert_eq!(
+            books.invalidate_partition(1),
+            1,
+            "book 9 alone, unknown already"
+        );
+        assert!(books.is_valid(1, 8));
+        assert_eq!(books.invalidate_partition(0), 3);
+        assert!(!books.is_valid(1, 7) && !books.is_valid(1, 8));
     }
 
     #[test]

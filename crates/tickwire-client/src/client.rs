@@ -5,8 +5,10 @@
 //!
 //! - [`Next::Events`]: the next events, in order, without a hole since the last batch (or since
 //!   the overrun or new epoch just reported).
-//! - [`Next::Overrun`]: the writer lapped this client; `missed` events are lost for good (the
-//!   exact count). The events after the loss follow on the next poll. Books are invalid.
+//! - [`Next::Overrun`]: the writer of one partition (one decoder's ring) lapped this client;
+//!   `missed` events of that partition are lost for good (the exact count), the other
+//!   partitions lost nothing. The events after the loss follow on the next poll. The books of
+//!   that partition are invalid (and asked for again); the others stay valid.
 //! - [`Next::NewEpoch`]: an appliance made a new bus at the path (it restarted). The client
 //!   has already switched to it and reads it from its oldest event; nothing of the old bus is
 //!   handed out after this. Books are dropped and the directory reloaded.
@@ -53,8 +55,15 @@ pub const OVERRUN_BACKOFF_MAX: Duration = Duration::from_secs(8);
 #[derive(Debug)]
 pub enum Next<'a> {
     Events(Events<'a>),
-    Overrun { missed: u64 },
-    NewEpoch { epoch: u64 },
+    /// `partition`: the bus partition lapped; `None` where the source has no partitions (the
+    /// NATS client of `tickwire-nats`).
+    Overrun {
+        missed: u64,
+        partition: Option<u32>,
+    },
+    NewEpoch {
+        epoch: u64,
+    },
     Closed,
     Removed,
     Idle,
@@ -243,7 +252,7 @@ enum PathState {
 /// it again without holding a borrow of the client).
 enum Step {
     Events(usize),
-    Overrun(u64),
+    Overrun { missed: u64, partition: u32 },
     NewEpoch(u64),
     Closed,
     Removed,
@@ -259,6 +268,8 @@ pub struct Client {
     buffer: Vec<Event>,
     /// Events in `buffer` read with an overrun and not handed out yet.
     pending: usize,
+    /// The partition the pending events were read from.
+    pending_partition: u32,
     /// The reader failed (truncated, damaged): read nothing more from it.
     broken: bool,
     /// `Closed` or `Removed` was reported for the current bus.
@@ -310,6 +321,7 @@ impl Client {
             owner: options.owner,
             buffer: vec![zero_event(); options.batch],
             pending: 0,
+            pending_partition: 0,
             broken: false,
             closed_reported: false,
             removed_reported: false,
@@ -482,7 +494,10 @@ impl Client {
                 directory: &self.directory,
                 books: self.books.as_ref(),
             }),
-            Step::Overrun(missed) => Next::Overrun { missed },
+            Step::Overrun { missed, partition } => Next::Overrun {
+                missed,
+                partition: Some(partition),
+            },
             Step::NewEpoch(epoch) => Next::NewEpoch { epoch },
             Step::Closed => Next::Closed,
             Step::Removed => Next::Removed,
@@ -493,7 +508,7 @@ impl Client {
     fn step(&mut self) -> Result<Step, ClientError> {
         if self.pending > 0 {
             let count = std::mem::take(&mut self.pending);
-            self.deliver(count);
+            self.deliver(count, self.pending_partition);
             return Ok(Step::Events(count));
         }
         if !self.broken {
@@ -502,14 +517,18 @@ impl Client {
                     self.counters.overruns += 1;
                     self.counters.missed += batch.missed;
                     self.pending = batch.count;
+                    self.pending_partition = batch.partition;
                     if let Some(books) = &mut self.books {
-                        books.invalidate_all();
+                        books.invalidate_partition(batch.partition);
                         self.ask_after_overrun();
                     }
-                    return Ok(Step::Overrun(batch.missed));
+                    return Ok(Step::Overrun {
+                        missed: batch.missed,
+                        partition: batch.partition,
+                    });
                 }
                 Ok(batch) if batch.count > 0 => {
-                    self.deliver(batch.count);
+                    self.deliver(batch.count, batch.partition);
                     return Ok(Step::Events(batch.count));
                 }
                 Ok(_) => {}
@@ -523,13 +542,13 @@ impl Client {
         self.idle()
     }
 
-    fn deliver(&mut self, count: usize) {
+    fn deliver(&mut self, count: usize, partition: u32) {
         self.counters.events_read += count as u64;
         // The appliance names an instrument before it writes events about it, so the
         // directory is refreshed (one atomic load when nothing is new) before they go out.
         self.directory.refresh(&self.reader);
         if let Some(books) = &mut self.books {
-            books.apply_all(&self.buffer[..count]);
+            books.apply_partition(&self.buffer[..count], partition);
         }
     }
 
@@ -729,7 +748,8 @@ mod tests {
     //! The client's states against a real `BusWriter` in this process; the cross-process faults
     //! are the root package's `tests/bus/`.
     use super::*;
-    use tickwire_bus::event::{Body, EventHeader, EventKind, Side, Trade};
+    use tickwire_bus::event::{Body, BookLevel, EventHeader, EventKind, Side, Snapshot, Trade};
+    use tickwire_bus::fixed::Fixed;
     use tickwire_bus::{BusOptions, BusWriter, DirectoryEntry, Geometry};
 
     fn trade(position: u64) -> Event {
@@ -815,7 +835,7 @@ mod tests {
             bus.write(&trade(position));
         }
         bus.publish();
-        let Next::Overrun { missed } = client.poll().unwrap() else {
+        let Next::Overrun { missed, .. } = client.poll().unwrap() else {
             panic!("no overrun")
         };
         let mut read = 10;
@@ -901,6 +921,103 @@ mod tests {
         assert_eq!(client.counters().snapshot_request_errors, 1);
     }
 
+    /// A bus of two partitions (two decoders): a lapped partition is named in the overrun, its
+    /// missed count is that partition's alone, and only its books become unknown; the other
+    /// partition's events and books are untouched.
+    #[test]
+    fn an_overrun_names_its_partition_and_invalidates_only_its_books() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus");
+        let options = BusOptions {
+            path: path.clone(),
+            geometry: Geometry::new(1024, 16).unwrap().with_partitions(2).unwrap(),
+            group: None,
+        };
+        let mut writers = BusWriter::create_partitioned(&options, 1, 0).unwrap();
+        let mut second = writers.pop().unwrap();
+        let mut first = writers.pop().unwrap();
+        let book_of = |bus: &mut BusWriter, venue_id, instrument_id| {
+            let mut header = trade(0).header;
+            header.venue_id = venue_id;
+            header.instrument_id = instrument_id;
+            let mut level = Event::new(
+                EventHeader {
+                    kind: EventKind::BookLevel,
+                    ..header
+                },
+                Body::BookLevel(BookLevel::new(Side::Bid, Fixed(100), Fixed(1))),
+            );
+            level.header.flags = tickwire_bus::event::flags::SNAPSHOT;
+            let begin = Event::new(
+                EventHeader {
+                    kind: EventKind::SnapshotBegin,
+                    ..header
+                },
+                Body::SnapshotBegin(Snapshot::default()),
+            );
+            let end = Event::new(
+                EventHeader {
+                    kind: EventKind::SnapshotEnd,
+                    ..header
+                },
+                Body::SnapshotEnd(Snapshot::default()),
+            );
+            for event in [begin, level, end] {
+                bus.write(&event);
+            }
+            bus.publish();
+        };
+        book_of(&mut first, 1, 7);
+        book_of(&mut second, 2, 8);
+        let mut client = Client::options()
+            .follow_books(true)
+            .batch(64)
+            .start(Start::Oldest)
+            .attach(&path)
+            .unwrap();
+        for _ in 0..2 {
+            let _ = next_step(&mut client);
+        }
+        let books = client.books().unwrap();
+        assert!(books.is_valid(1, 7) && books.is_valid(2, 8));
+        // Partition 1 laps the client; partition 0 writes a little.
+        for position in 0..3000 {
+            let mut event = trade(position);
+            event.header.venue_id = 2;
+            event.header.instrument_id = 8;
+            second.write(&event);
+        }
+        second.publish();
+        first.write(&trade(1));
+        first.publish();
+        let mut overruns = Vec::new();
+        let mut events_of = [0u64; 2];
+        loop {
+            match client.step().unwrap() {
+                Step::Overrun { missed, partition } => overruns.push((partition, missed)),
+                Step::Events(count) => {
+                    for event in &client.buffer[..count] {
+                        events_of[usize::from(event.header.venue_id - 1)] += 1;
+                    }
+                }
+                Step::Idle => break,
+                other => panic!("{:?}", std::mem::discriminant(&other)),
+            }
+        }
+        assert_eq!(overruns.len(), 1, "{overruns:?}");
+        let (partition, missed) = overruns[0];
+        assert_eq!(partition, 1);
+        assert_eq!(
+            events_of[1] + missed,
+            3000,
+            "partition 1: read + missed = written"
+        );
+        assert_eq!(events_of[0], 1, "partition 0 lost nothing");
+        let books = client.books().unwrap();
+        assert!(books.is_valid(1, 7), "partition 0's book stays valid");
+        assert!(!books.is_valid(2, 8), "partition 1's book is unknown");
+    }
+
     /// Issue 33: a book-following client lapped again and again (a ring smaller than the
     /// snapshots readers ask for) backs off instead of asking for every book at each overrun;
     /// the owed request still goes once the back-off has passed.
@@ -932,7 +1049,7 @@ mod tests {
                 position += 1;
             }
             bus.publish();
-            assert!(matches!(client.step().unwrap(), Step::Overrun(_)));
+            assert!(matches!(client.step().unwrap(), Step::Overrun { .. }));
             assert!(matches!(client.step().unwrap(), Step::Events(_)));
         }
         assert_eq!(client.counters().overruns, 10);

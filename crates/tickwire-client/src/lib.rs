@@ -25,7 +25,7 @@
 //!                 }
 //!             }
 //!         }
-//!         Next::Overrun { missed } => eprintln!("lapped: {missed} events lost"),
+//!         Next::Overrun { missed, .. } => eprintln!("lapped: {missed} events lost"),
 //!         Next::NewEpoch { epoch } => eprintln!("the appliance restarted (epoch {epoch})"),
 //!         Next::Closed => eprintln!("the appliance stopped; waiting for it to come back"),
 //!         Next::Removed => eprintln!("the bus file was removed; waiting for a new one"),

@@ -946,7 +946,7 @@ fn read_loop(
                 reader.events(events.directory(), events.as_slice())?;
                 reader.checkpoint(client.reader(), false);
             }
-            Ok(Next::Overrun { missed }) => {
+            Ok(Next::Overrun { missed, .. }) => {
                 reader.overrun(client.directory(), missed)?;
             }
             Ok(Next::NewEpoch { epoch }) => {

@@ -295,7 +295,10 @@ impl NatsClient {
             Step::Events(count) => {
                 Next::Events(Events::new(&self.buffer[..count], &self.directory, None))
             }
-            Step::Overrun(missed) => Next::Overrun { missed },
+            Step::Overrun(missed) => Next::Overrun {
+                missed,
+                partition: None,
+            },
             Step::NewEpoch(epoch) => Next::NewEpoch { epoch },
             Step::Closed => Next::Closed,
             Step::Idle => Next::Idle,
@@ -872,7 +875,7 @@ mod tests {
                             .collect();
                         said.push(ids.join(","));
                     }
-                    Next::Overrun { missed } => said.push(format!("missed {missed}")),
+                    Next::Overrun { missed, .. } => said.push(format!("missed {missed}")),
                     Next::NewEpoch { epoch } => said.push(format!("epoch {epoch}")),
                     Next::Closed | Next::Removed => said.push("closed".into()),
                     Next::Idle => return said,

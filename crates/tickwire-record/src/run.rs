@@ -74,7 +74,7 @@ pub fn record_bus<C: Clock>(
                 }
                 recorder.record(&events);
             }
-            Ok(Next::Overrun { missed }) => {
+            Ok(Next::Overrun { missed, .. }) => {
                 tracing::warn!(missed, "the bus lapped the recorder; a gap is written");
                 recorder.overrun(missed);
             }
@@ -114,7 +114,7 @@ pub fn record_bus<C: Clock>(
     while Instant::now() < drain_until {
         match client.poll() {
             Ok(Next::Events(events)) => recorder.record(&events),
-            Ok(Next::Overrun { missed }) => recorder.overrun(missed),
+            Ok(Next::Overrun { missed, .. }) => recorder.overrun(missed),
             Ok(Next::NewEpoch { .. } | Next::Closed | Next::Removed | Next::Idle) | Err(_) => break,
         }
     }

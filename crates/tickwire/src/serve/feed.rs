@@ -172,15 +172,21 @@ impl Feed {
                         return;
                     }
                 }
-                Next::Overrun { missed } => {
+                Next::Overrun { missed, partition } => {
                     // The client has invalidated its books and asked for snapshots. Stream
                     // clients are told what they missed, in the stream, as a line of its own.
                     counters.bus_missed.fetch_add(missed, Ordering::Relaxed);
                     self.mid_message = false;
                     self.quotes.clear();
                     self.trades.clear();
-                    let notice =
-                        Utf8Bytes::from(format!("{{\"type\":\"overrun\",\"missed\":{missed}}}"));
+                    let notice = Utf8Bytes::from(match partition {
+                        Some(k) => {
+                            format!(
+                                "{{\"type\":\"overrun\",\"missed\":{missed},\"partition\":{k}}}"
+                            )
+                        }
+                        None => format!("{{\"type\":\"overrun\",\"missed\":{missed}}}"),
+                    });
                     self.subscribers
                         .retain(|subscriber| offer(subscriber, notice.clone(), counters));
                 }
