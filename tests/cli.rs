@@ -225,6 +225,75 @@ fn run_starts_its_threads_reports_and_stops_on_sigterm() {
     );
 }
 
+/// Issue 39: with `[process] housekeeping_cores`, every thread but the pinned hot one runs on
+/// the housekeeping cores (read from each thread's `Cpus_allowed_list` while it runs), and the
+/// hot thread alone on its own core.
+#[test]
+fn run_keeps_every_thread_but_the_hot_one_on_the_housekeeping_cores() {
+    if tickwire::config::host_cpu_count() < 2
+        || std::thread::available_parallelism().map_or(1, usize::from) < 2
+    {
+        eprintln!("skipped: needs two cores this process may run on");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &config,
+        "[metrics]\nreport_interval_ms = 200\n[process]\nhousekeeping_cores = [0]\n\
+         [threads.net]\ncore = 1\nwait = \"park\"\n[threads.decoder]\nfuse_into = \"net\"\n\
+         [threads.strategy]\nfuse_into = \"decoder\"\n",
+    )
+    .unwrap();
+    let mut child = tickwire()
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line_rx = stderr_lines(&mut child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while Instant::now() < deadline && !seen.iter().any(|line: &String| line.contains("report")) {
+        if let Ok(line) = line_rx.recv_timeout(Duration::from_millis(100)) {
+            seen.push(line);
+        }
+    }
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap() {
+        let task = task.unwrap().path();
+        let Ok(name) = std::fs::read_to_string(task.join("comm")) else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(task.join("status")) else {
+            continue;
+        };
+        let allowed = status
+            .lines()
+            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        threads.push((name.trim().to_owned(), allowed));
+    }
+    // SAFETY: kill with a valid pid of our own child and a valid signal.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let log = seen.join("\n");
+    assert!(status.success(), "exit {status:?}:\n{log}");
+    assert!(log.contains("housekeeping cores"), "{log}");
+    assert!(threads.len() >= 2, "{threads:?}");
+    for (name, allowed) in &threads {
+        let expected = if name == "tw-net" { "1" } else { "0" };
+        assert_eq!(allowed, expected, "thread {name}: {threads:?}");
+    }
+    assert!(
+        threads.iter().any(|(name, _)| name == "tw-net"),
+        "{threads:?}"
+    );
+}
+
 /// `tickwire run` as `systemd/tickwire.service` starts it (Type=notify, WatchdogSec): READY=1,
 /// then WATCHDOG=1 pings while the hot threads make progress, then STOPPING=1 on SIGTERM, all
 /// on a notify socket this test provides.

@@ -273,6 +273,8 @@ pub fn main() -> ExitCode {
             sim_core,
             client_core,
             no_search,
+            housekeeping_core,
+            repeat,
         }) => {
             let (rates, duration) = if quick {
                 (
@@ -289,8 +291,10 @@ pub fn main() -> ExitCode {
                 eprintln!("--duration must be a non-negative number of seconds");
                 return ExitCode::from(2);
             };
-            if !valid_rates || symbols == 0 || duration.is_zero() {
-                eprintln!("--rate must be positive, --symbols at least 1, --duration above 0");
+            if !valid_rates || symbols == 0 || duration.is_zero() || repeat == 0 {
+                eprintln!(
+                    "--rate must be positive, --symbols and --repeat at least 1, --duration above 0"
+                );
                 return ExitCode::from(2);
             }
             bench::e2e(bench::E2eArgs {
@@ -304,6 +308,8 @@ pub fn main() -> ExitCode {
                 sim_core,
                 client_core,
                 search: !no_search,
+                housekeeping_core,
+                repeat,
             })
         }
         #[cfg(feature = "dev-tools")]
@@ -534,5 +540,13 @@ enum BenchCommand {
         /// Skip the search for each client's highest lossless rate.
         #[arg(long)]
         no_search: bool,
+        /// A core for a tickwire client's threads other than its hot one (the tuned layout:
+        /// `[process] housekeeping_cores`, the hot thread pinned to --client-core).
+        #[arg(long, value_name = "CORE")]
+        housekeeping_core: Option<usize>,
+        /// Run every client at every rate this many times, alternating their order, and print
+        /// each run's p50/p99/p99.9, ratios to tcp-floor and hot-thread context switches.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        repeat: usize,
     },
 }

@@ -55,6 +55,14 @@ fn serve(loaded: &LoadedConfig, print_events: bool) -> anyhow::Result<()> {
     // signals are taken here, synchronously, by `sigtimedwait`.
     let signals = StopSignals::block()?;
     let appliance = &loaded.appliance;
+    // Before any thread starts, so that every one but the pinned hot threads inherits them.
+    if !appliance.process.housekeeping_cores.is_empty() {
+        thread::pin_housekeeping(&appliance.process.housekeeping_cores)?;
+        tracing::info!(
+            cores = ?appliance.process.housekeeping_cores,
+            "the control thread and the threads it starts run on the housekeeping cores"
+        );
+    }
     if appliance.process.mlockall {
         let locked = thread::lock_memory(appliance.process.on_privilege_error)?;
         tracing::info!(locked, "mlockall");

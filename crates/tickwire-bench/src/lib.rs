@@ -10,6 +10,7 @@
 //! simulator's stamps use the same clock. Latency is record minus stamp, joined on the update id;
 //! a stamped message without a record is lost. Peak RSS and CPU times come from `wait4`.
 
+pub mod hot;
 pub mod perf;
 
 use crate::perf::ProcessCounters;
@@ -40,6 +41,11 @@ pub struct E2eArgs {
     pub sim_core: usize,
     pub client_core: usize,
     pub search: bool,
+    /// A core for a tickwire client's threads other than its hot one (issue 39: the tuned
+    /// layout); `None`: every thread of the client on `client_core`, as before.
+    pub housekeeping_core: Option<usize>,
+    /// Runs of every client at every rate, the clients' order reversed on every other run.
+    pub repeat: usize,
 }
 
 /// Every client, in the order they run; the first is the reference for the ratios.
@@ -86,6 +92,8 @@ enum Client {
 struct Outcome {
     client: String,
     rate: f64,
+    /// Which of `--repeat`'s runs (0-based).
+    run: usize,
     /// Messages per second the simulator achieved.
     achieved: f64,
     sent: u64,
@@ -97,6 +105,8 @@ struct Outcome {
     cpu_sys_s: f64,
     /// The client's performance counters over the run (hardware ones where the host has them).
     counters: Vec<crate::perf::Reading>,
+    /// What reached the client's hot thread and its core during the window.
+    hot: Option<crate::hot::HotWindow>,
     /// The client exited cleanly (a client that failed still gets its row and its note).
     clean: bool,
     note: Option<String>,
@@ -154,6 +164,15 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
             cpus - 1
         );
     }
+    if let Some(core) = args.housekeeping_core {
+        if core >= cpus || core == args.client_core {
+            bail!(
+                "--housekeeping-core {core}: a core other than the client's ({}), 0 to {}",
+                args.client_core,
+                cpus - 1
+            );
+        }
+    }
     let machine = machine_header();
     // This process (the simulator and its threads, which inherit it) on one core.
     pin(args.sim_core).context("pinning the simulator")?;
@@ -175,12 +194,25 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
     let work = std::path::absolute(args.out.join("work"))?;
     std::fs::create_dir_all(&work)?;
     let mut outcomes: Vec<Outcome> = Vec::new();
-    for &rate in &args.rates {
-        for (name, client) in &clients {
-            eprintln!("bench e2e: {name} at {rate} msg/s for {:?}", args.duration);
-            let outcome = measure(name, client, rate, args.duration, &args, &work)?;
-            eprintln!("  {}", summary_line(&outcome));
-            outcomes.push(outcome);
+    for run in 0..args.repeat.max(1) {
+        for &rate in &args.rates {
+            // Every other run takes the clients in reverse, so that none always runs first.
+            let order: Vec<&(String, Client)> = if run % 2 == 0 {
+                clients.iter().collect()
+            } else {
+                clients.iter().rev().collect()
+            };
+            for (name, client) in order {
+                eprintln!(
+                    "bench e2e: {name} at {rate} msg/s for {:?} (run {})",
+                    args.duration,
+                    run + 1
+                );
+                let mut outcome = measure(name, client, rate, args.duration, &args, &work)?;
+                outcome.run = run;
+                eprintln!("  {}", summary_line(&outcome));
+                outcomes.push(outcome);
+            }
         }
     }
     // The highest rate each sustains without loss: doubling from the highest lossless rate
@@ -218,6 +250,9 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
     }
     let table = render_table(&outcomes, &lossless);
     println!("{table}");
+    if args.repeat > 1 {
+        println!("{}", render_spread(&outcomes));
+    }
     let json = render_json(&outcomes, &lossless, &machine);
     let json_path = args
         .json
@@ -226,8 +261,13 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
     std::fs::write(&json_path, json).with_context(|| format!("writing {}", json_path.display()))?;
     let report = format!(
         "# tickwire bench e2e\n\n```text\n{machine}\n```\n\nOne-way latency from the simulator's \
-         send to the mid price computed, per bookTicker; ratios to tickwire-uring-spin.\n\n{}",
-        render_markdown(&outcomes, &lossless)
+         send to the mid price computed, per bookTicker; ratios to tickwire-uring-spin.\n\n{}{}",
+        render_markdown(&outcomes, &lossless),
+        if args.repeat > 1 {
+            format!("\n{}", render_spread(&outcomes))
+        } else {
+            String::new()
+        }
     );
     std::fs::write(args.out.join("e2e.md"), report)?;
     let mut plots = Vec::new();
@@ -379,13 +419,23 @@ fn pin(core: usize) -> std::io::Result<()> {
     Ok(())
 }
 
-fn spawn_pinned(mut command: Command, core: usize) -> anyhow::Result<Child> {
+fn spawn_pinned(mut command: Command, cores: &[usize]) -> anyhow::Result<Child> {
+    if cores.iter().any(|&core| core >= libc::CPU_SETSIZE as usize) {
+        bail!("core out of range: {cores:?}");
+    }
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it for cores below
+    // CPU_SETSIZE (checked above).
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &core in cores {
+            libc::CPU_SET(core, &mut set);
+        }
+        set
+    };
     // SAFETY: the closure only calls sched_setaffinity (async-signal-safe) between fork and
     // exec, and allocates nothing.
     unsafe {
         command.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(core, &mut set);
             if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -467,6 +517,11 @@ fn measure(
     let counters;
     let sent;
     let achieved;
+    let hot_thread: Option<crate::hot::HotThread>;
+    let trace: Result<crate::hot::SwitchTrace, String>;
+    let ran_instead: Result<Vec<(String, u64)>, String>;
+    let hot_before;
+    let hot_after;
     match client {
         Client::TcpFloor { exe } => {
             let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -481,10 +536,22 @@ fn measure(
                 .arg("--duration-secs")
                 .arg((duration.as_secs_f64() + 10.0).ceil().to_string())
                 .stdout(Stdio::null());
-            child = spawn_pinned(command, args.client_core)?;
+            child = spawn_pinned(command, &[args.client_core])?;
             counters = ProcessCounters::open(child.id() as libc::pid_t);
             let mut source = source(args.symbols, rate, messages)?;
+            // Its one thread is the hot one; the window opens as the stream starts.
+            hot_thread = crate::hot::HotThread::find(child.id(), None, args.client_core);
+            trace = crate::hot::SwitchTrace::start(args.client_core);
+            hot_before = hot_thread.as_ref().and_then(crate::hot::HotThread::read);
             let (count, elapsed) = plain_stream(&listener, source.as_mut(), stamp_tx, clock)?;
+            hot_after = hot_thread.as_ref().and_then(crate::hot::HotThread::read);
+            ran_instead = trace.map(|trace| {
+                trace.stop(
+                    hot_thread
+                        .as_ref()
+                        .map_or("", |thread| thread.name.as_str()),
+                )
+            });
             sent = count;
             achieved = count as f64 / elapsed.as_secs_f64().max(1e-9);
         }
@@ -515,7 +582,12 @@ fn measure(
                         &sim,
                         &symbols,
                         backend,
-                        (*spin, *bus, args.sim_core),
+                        (
+                            *spin,
+                            *bus,
+                            args.sim_core,
+                            args.housekeeping_core.map(|core| (args.client_core, core)),
+                        ),
                         &records_path,
                         messages,
                     )?;
@@ -543,12 +615,38 @@ fn measure(
             };
             let mut command = command;
             command.stdout(Stdio::null()).stderr(Stdio::piped());
-            child = spawn_pinned(command, args.client_core)?;
+            // A tickwire client with a housekeeping core may run there and on its hot core:
+            // its hot thread pins itself to the client core, everything else stays off it.
+            let (cores, hot_name) = match (client, args.housekeeping_core) {
+                (Client::Tickwire { .. }, Some(housekeeping)) => {
+                    (vec![args.client_core, housekeeping], Some("tw-net"))
+                }
+                (Client::Tickwire { .. }, None) => (vec![args.client_core], Some("tw-net")),
+                _ => (vec![args.client_core], None),
+            };
+            child = spawn_pinned(command, &cores)?;
             counters = ProcessCounters::open(child.id() as libc::pid_t);
             let started = Instant::now();
+            // The window opens with the first message sent (the client has subscribed), when
+            // the hot thread runs.
+            let opened = Instant::now() + wait_budget;
+            while sim.stats().messages_sent == 0 && Instant::now() < opened {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            hot_thread = crate::hot::HotThread::find(child.id(), hot_name, args.client_core);
+            trace = crate::hot::SwitchTrace::start(args.client_core);
+            hot_before = hot_thread.as_ref().and_then(crate::hot::HotThread::read);
             if !sim.wait_source_done(wait_budget) {
                 eprintln!("  the simulator did not finish its messages in time");
             }
+            hot_after = hot_thread.as_ref().and_then(crate::hot::HotThread::read);
+            ran_instead = trace.map(|trace| {
+                trace.stop(
+                    hot_thread
+                        .as_ref()
+                        .map_or("", |thread| thread.name.as_str()),
+                )
+            });
             // The tail of the stream, on its way.
             std::thread::sleep(Duration::from_millis(500));
             let stats = sim.stats();
@@ -613,9 +711,17 @@ fn measure(
     if unmatched > 0 {
         notes.push(format!("{unmatched} records matched no send stamp"));
     }
+    let hot = match (&hot_thread, hot_before, hot_after) {
+        (Some(thread), Some(before), Some(after)) => {
+            Some(thread.window(before, after, ran_instead))
+        }
+        _ => None,
+    };
     Ok(Outcome {
         client: name.to_owned(),
         rate,
+        run: 0,
+        hot,
         achieved,
         sent,
         received,
@@ -677,10 +783,19 @@ fn tickwire_config(
     sim: &tickwire_sim::SimHandle,
     symbols: &[String],
     backend: &str,
-    (spin, bus, recorder_core): (bool, BusMode, usize),
+    (spin, bus, recorder_core, housekeeping): (bool, BusMode, usize, Option<(usize, usize)>),
     records: &Path,
     messages: u64,
 ) -> anyhow::Result<PathBuf> {
+    // The tuned layout: the hot thread pinned to the client core, everything else on the
+    // housekeeping core.
+    let (hot_core, process) = match housekeeping {
+        Some((client_core, core)) => (
+            format!("core = {client_core}\n"),
+            format!("[process]\nhousekeeping_cores = [{core}]\n"),
+        ),
+        None => (String::new(), String::new()),
+    };
     let port = sim.addr().port();
     let quoted: Vec<String> = symbols.iter().map(|s| format!("{s:?}")).collect();
     std::fs::write(
@@ -702,11 +817,11 @@ fn tickwire_config(
     std::fs::write(
         &path,
         format!(
-            "venues = [\"venue.toml\"]\n[log]\nlevel = \"warn\"\n[metrics]\nreport_interval_ms = 60000\n\
+            "venues = [\"venue.toml\"]\n[log]\nlevel = \"warn\"\n{process}[metrics]\nreport_interval_ms = 60000\n\
              [rings]\nframe_ring_bytes = 2097152\nevent_ring_slots = 16384\n\
              [net]\nbackend = \"{backend}\"\nwait = \"{net_wait}\"\nmax_message_bytes = 65536\n\
              recv_buffer_bytes = 16384\nrecv_buffers = 64\n\
-             [threads.net]\nwait = \"{thread_wait}\"\n\
+             [threads.net]\n{hot_core}wait = \"{thread_wait}\"\n\
              [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nfuse_into = \"decoder\"\n\
              [strategy]\nname = \"mid\"\nrecord_file = {:?}\nrecord_capacity = {}\n\
              summary_interval_ms = 0\n{}",
@@ -811,7 +926,104 @@ fn summary_line(o: &Outcome) -> String {
         .into_iter()
         .map(|(_, _, text)| text)
         .collect();
-    format!("{}\n  counters: {}", summary(o), counters.join("; "))
+    format!(
+        "{}\n  counters: {}\n  hot thread: {}",
+        summary(o),
+        counters.join("; "),
+        hot_text(o)
+    )
+}
+
+fn hot_text(o: &Outcome) -> String {
+    o.hot.as_ref().map_or_else(
+        || "not read (the thread was not found or ended early)".to_owned(),
+        ToString::to_string,
+    )
+}
+
+/// With `--repeat`: each client's p50, p99 and p99.9 in every run, their spread, each run's
+/// ratio to the tcp-floor of the same run and rate, and the hot thread's context switches.
+fn render_spread(outcomes: &[Outcome]) -> String {
+    let mut out = String::new();
+    let mut rates: Vec<f64> = outcomes.iter().map(|o| o.rate).collect();
+    rates.dedup();
+    let _ = writeln!(
+        out,
+        "Repeated runs: per run, in run order; ratios to tcp-floor of the same run; switches \
+         are the hot thread's (voluntary + involuntary) in the timed window.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| client | rate | p50 us per run | p99 us per run | p99.9 us per run | p50 / floor | \
+         p99 / floor | p99 min / median / max us | hot-thread switches per run |"
+    );
+    let _ = writeln!(out, "|{}", " --- |".repeat(9));
+    for rate in rates {
+        let mut names: Vec<&str> = Vec::new();
+        for o in outcomes.iter().filter(|o| o.rate == rate) {
+            if !names.contains(&o.client.as_str()) {
+                names.push(&o.client);
+            }
+        }
+        for name in names {
+            let mut runs: Vec<&Outcome> = outcomes
+                .iter()
+                .filter(|o| o.rate == rate && o.client == name)
+                .collect();
+            runs.sort_by_key(|o| o.run);
+            let list = |q: f64| -> String {
+                runs.iter()
+                    .map(|o| us(o.quantile(q)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let floor_ratio = |q: f64| -> String {
+                runs.iter()
+                    .map(|o| {
+                        let floor = outcomes
+                            .iter()
+                            .find(|f| f.client == "tcp-floor" && f.rate == rate && f.run == o.run);
+                        ratio(o.quantile(q), floor.map(|f| f.quantile(q)))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut p99: Vec<u64> = runs.iter().map(|o| o.quantile(0.99)).collect();
+            p99.sort_unstable();
+            let spread = match (p99.first(), p99.get(p99.len() / 2), p99.last()) {
+                (Some(min), Some(median), Some(max)) => {
+                    format!("{} / {} / {}", us(*min), us(*median), us(*max))
+                }
+                _ => "-".to_owned(),
+            };
+            let switches = runs
+                .iter()
+                .map(|o| {
+                    o.hot.as_ref().map_or_else(
+                        || "-".to_owned(),
+                        |hot| {
+                            format!(
+                                "{}+{}",
+                                hot.delta.voluntary_switches, hot.delta.involuntary_switches
+                            )
+                        },
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(
+                out,
+                "| {name} | {} | {} | {} | {} | {} | {} | {spread} | {switches} |",
+                rate as u64,
+                list(0.5),
+                list(0.99),
+                list(0.999),
+                floor_ratio(0.5),
+                floor_ratio(0.99),
+            );
+        }
+    }
+    out
 }
 
 fn summary(o: &Outcome) -> String {
@@ -844,7 +1056,7 @@ fn rows(outcomes: &[Outcome]) -> Vec<Vec<String>> {
     for o in outcomes {
         let reference = outcomes
             .iter()
-            .find(|r| r.client == CLIENTS[0] && r.rate == o.rate);
+            .find(|r| r.client == CLIENTS[0] && r.rate == o.rate && r.run == o.run);
         let q = |o: &Outcome, q: f64| o.quantile(q);
         rows.push(vec![
             o.client.clone(),
@@ -958,6 +1170,22 @@ fn render_markdown(outcomes: &[Outcome], lossless: &[(String, f64, String)]) -> 
             counters.join("; ")
         );
     }
+    let _ = writeln!(
+        out,
+        "\nWhat reached each client's hot thread and its core in the timed window \
+         (/proc: the thread's status and stat, the core's column of /proc/interrupts and \
+         /proc/softirqs):\n"
+    );
+    for o in outcomes {
+        let _ = writeln!(
+            out,
+            "- {} at {} (run {}): {}",
+            o.client,
+            o.rate as u64,
+            o.run + 1,
+            hot_text(o)
+        );
+    }
     for o in outcomes.iter().filter(|o| o.note.is_some()) {
         let _ = writeln!(
             out,
@@ -971,14 +1199,15 @@ fn render_markdown(outcomes: &[Outcome], lossless: &[(String, f64, String)]) -> 
 }
 
 fn render_json(outcomes: &[Outcome], lossless: &[(String, f64, String)], machine: &str) -> String {
-    let mut rates: Vec<f64> = outcomes.iter().map(|o| o.rate).collect();
-    rates.dedup();
-    let runs: Vec<serde_json::Value> = rates
+    // One entry per run and rate, in the order measured.
+    let mut keys: Vec<(usize, f64)> = outcomes.iter().map(|o| (o.run, o.rate)).collect();
+    keys.dedup();
+    let runs: Vec<serde_json::Value> = keys
         .iter()
-        .map(|&rate| {
+        .map(|&(run, rate)| {
             let clients: serde_json::Map<String, serde_json::Value> = outcomes
                 .iter()
-                .filter(|o| o.rate == rate)
+                .filter(|o| o.rate == rate && o.run == run)
                 .map(|o| {
                     (
                         o.client.clone(),
@@ -1002,12 +1231,23 @@ fn render_json(outcomes: &[Outcome], lossless: &[(String, f64, String)], machine
                                     (name, value.map_or(serde_json::Value::String(text), serde_json::Value::from))
                                 })
                                 .collect::<serde_json::Map<String, serde_json::Value>>(),
+                            "hot_thread": o.hot.as_ref().map(|hot| serde_json::json!({
+                                "thread": hot.thread,
+                                "core": hot.core,
+                                "voluntary_switches": hot.delta.voluntary_switches,
+                                "involuntary_switches": hot.delta.involuntary_switches,
+                                "minor_faults": hot.delta.minor_faults,
+                                "major_faults": hot.delta.major_faults,
+                                "core_interrupts": hot.delta.core_interrupts,
+                                "core_timer_interrupts": hot.delta.core_timer_interrupts,
+                                "core_softirqs": hot.delta.core_softirqs,
+                            })),
                             "note": o.note,
                         }),
                     )
                 })
                 .collect();
-            serde_json::json!({ "rate": rate, "clients": clients })
+            serde_json::json!({ "rate": rate, "run": run + 1, "clients": clients })
         })
         .collect();
     let lossless: serde_json::Map<String, serde_json::Value> = lossless

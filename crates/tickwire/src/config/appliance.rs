@@ -587,12 +587,17 @@ const RECV_BUFFERS_MAX: u16 = 32_768;
 const FRAME_OVERHEAD_BYTES: usize = 16;
 
 /// `[process]`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProcessConfig {
     /// Lock all current and future pages in RAM so that no page fault lands on the hot path.
     pub mlockall: bool,
     pub on_privilege_error: PrivilegeErrorPolicy,
+    /// The cores every thread other than the pinned hot ones runs on: the control thread and
+    /// every thread started after it (resolver, snapshots, serving, recorder, bridge) unless its
+    /// own table pins it. Empty (the default): they run on the process's whole affinity mask,
+    /// hot cores included, where they can preempt a hot thread. None may be a hot thread's core.
+    pub housekeeping_cores: Vec<usize>,
 }
 
 /// What to do when the kernel refuses `SCHED_FIFO`, `mlockall` or pinning a thread.
@@ -1100,6 +1105,16 @@ pub(crate) fn validate(
     if let Some(core) = raw.http.core {
         check_side_core(&mut problems, "http", "serving", core, &written, cpu_count);
     }
+    for &core in &raw.process.housekeeping_cores {
+        check_side_core(
+            &mut problems,
+            "process.housekeeping_cores",
+            "housekeeping",
+            core,
+            &written,
+            cpu_count,
+        );
+    }
     if let Some(bridge) = &raw.bridge {
         check_bridge(&mut problems, bridge, raw.bus.is_some());
     }
@@ -1332,8 +1347,9 @@ fn check_bridge(problems: &mut Vec<Problem>, bridge: &BridgeConfig, has_bus: boo
     }
 }
 
-/// A side thread's core (`[record] core`, `[http] core`): one that exists and that no hot
-/// thread is pinned to.
+/// A side thread's core (`[record] core`, `[http] core`, each of `[process]
+/// housekeeping_cores`): one that exists and that no hot thread is pinned to. `table` is the
+/// table, or a key's whole dotted path.
 fn check_side_core(
     problems: &mut Vec<Problem>,
     table: &str,
@@ -1342,7 +1358,11 @@ fn check_side_core(
     written: &[WrittenThread],
     cpu_count: usize,
 ) {
-    let key = format!("{table}.core");
+    let key = if table.contains('.') {
+        table.to_owned()
+    } else {
+        format!("{table}.core")
+    };
     if core >= cpu_count {
         problems.push(Problem::new(
             KeyPath::dotted(&key),
@@ -2012,6 +2032,26 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    #[test]
+    fn housekeeping_cores_must_exist_and_stay_off_the_hot_cores() {
+        let text = "[process]\nhousekeeping_cores = [0, 3]\n[threads.net]\ncore = 1\n\
+                    [threads.decoder]\ncore = 2\n[threads.strategy]\ncore = 3\n";
+        let problems = validate(raw(text), 4).expect_err("core 3 is the strategy's");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key.to_string(), "process.housekeeping_cores");
+        assert!(problems[0].message.contains("strategy"), "{problems:?}");
+        assert_eq!(
+            problem_keys("[process]\nhousekeeping_cores = [4]\n", 4),
+            ["process.housekeeping_cores"]
+        );
+        let config = validate(
+            raw("[process]\nhousekeeping_cores = [0]\n[threads.net]\ncore = 1\n"),
+            4,
+        )
+        .expect("valid");
+        assert_eq!(config.process.housekeeping_cores, [0]);
     }
 
     #[test]

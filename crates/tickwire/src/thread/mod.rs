@@ -45,6 +45,11 @@ pub enum ThreadError {
     Spawn { thread: String, source: io::Error },
     #[error("thread `{thread}` ended during its set-up")]
     SetupLost { thread: String },
+    #[error("the housekeeping cores {cores:?} could not be set as the control thread's affinity: {source}. Each must be a core this process may run on (see `taskset -p`, the cgroup's cpuset); or change process.housekeeping_cores")]
+    Housekeeping {
+        cores: Vec<usize>,
+        source: io::Error,
+    },
 }
 
 /// What a hot thread is started with.
@@ -317,6 +322,54 @@ pub fn pin_side_thread(core: Option<usize>, thread: &str) {
     }
 }
 
+/// The cores the process could run on before [`pin_housekeeping`] narrowed the control
+/// thread's mask.
+static PROCESS_CORES: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+
+/// Moves the calling thread (the control thread, before it starts any other) onto `cores`, so
+/// that every thread it starts afterwards inherits them: the hot threads then pin themselves
+/// to their own cores, and nothing else runs there. Nothing to do when `cores` is empty.
+pub fn pin_housekeeping(cores: &[usize]) -> Result<(), ThreadError> {
+    if cores.is_empty() {
+        return Ok(());
+    }
+    let allowed = allowed_cores();
+    if let Some(&core) = cores.iter().find(|core| !allowed.contains(core)) {
+        return Err(ThreadError::Housekeeping {
+            cores: cores.to_vec(),
+            source: io::Error::other(format!(
+                "core {core} is not one this process may run on ({})",
+                format_cores(&allowed)
+            )),
+        });
+    }
+    // The hot threads are checked against, and pin themselves within, the process's cores.
+    let _ = PROCESS_CORES.set(allowed);
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it for a core
+    // below CPU_SETSIZE (checked); sched_setaffinity reads `set` for its size.
+    let result = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &core in cores {
+            if core >= libc::CPU_SETSIZE as usize {
+                return Err(ThreadError::Housekeeping {
+                    cores: cores.to_vec(),
+                    source: io::Error::from(io::ErrorKind::InvalidInput),
+                });
+            }
+            libc::CPU_SET(core, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(ThreadError::Housekeeping {
+            cores: cores.to_vec(),
+            source: io::Error::last_os_error(),
+        })
+    }
+}
+
 /// Locks all current and future pages of the process in memory, so that no page fault on a hot
 /// thread ever waits for swap.
 pub fn lock_memory(policy: PrivilegeErrorPolicy) -> Result<bool, ThreadError> {
@@ -333,6 +386,11 @@ pub fn lock_memory(policy: PrivilegeErrorPolicy) -> Result<bool, ThreadError> {
 
 /// The cores this process may run on (its affinity mask), sorted.
 pub fn allowed_cores() -> Vec<usize> {
+    // After [`pin_housekeeping`] the control thread's own mask is the housekeeping cores; the
+    // process may still run on what it could before.
+    if let Some(cores) = PROCESS_CORES.get() {
+        return cores.clone();
+    }
     let mut cores: Vec<usize> = core_affinity::get_core_ids()
         .unwrap_or_default()
         .into_iter()

@@ -1,0 +1,326 @@
+//! What reached a client's hot thread and its core during the timed window (issue 39): the
+//! thread's context switches and page faults, from `/proc/<pid>/task/<tid>/status` and `stat`,
+//! and the interrupts the core took, from `/proc/interrupts` and `/proc/softirqs` (its column).
+//! Read before the window and after it; the difference is the window's. Nothing here needs
+//! perf or tracepoints, so it works on a VM without them.
+
+use std::path::PathBuf;
+
+/// One reading of a thread and its core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HotReading {
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    /// Hardware and IPI interrupts on the core (every row of `/proc/interrupts`).
+    pub core_interrupts: u64,
+    /// The core's local timer interrupts (`LOC`), part of `core_interrupts`.
+    pub core_timer_interrupts: u64,
+    /// Softirqs run on the core (every row of `/proc/softirqs`).
+    pub core_softirqs: u64,
+}
+
+/// What the window added: the second reading less the first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HotWindow {
+    /// The thread's name (`tw-net` for a tickwire client).
+    pub thread: String,
+    pub core: usize,
+    pub delta: HotReading,
+    /// What the core ran instead of the thread ([`SwitchTrace`]), or why that is not known.
+    pub ran_instead: Result<Vec<(String, u64)>, String>,
+}
+
+/// A thread of a process, found by name (or the main thread), and its core.
+pub struct HotThread {
+    pub name: String,
+    task: PathBuf,
+    core: usize,
+}
+
+impl HotThread {
+    /// The thread of `pid` whose name is `name`, or the main thread when `name` is `None`;
+    /// `None` when no such thread runs (yet).
+    pub fn find(pid: u32, name: Option<&str>, core: usize) -> Option<HotThread> {
+        let Some(name) = name else {
+            let task = PathBuf::from(format!("/proc/{pid}/task/{pid}"));
+            let comm = std::fs::read_to_string(task.join("comm")).ok()?;
+            return Some(HotThread {
+                name: comm.trim().to_owned(),
+                task,
+                core,
+            });
+        };
+        for entry in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+            let task = entry.ok()?.path();
+            let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+            if comm.trim() == name {
+                return Some(HotThread {
+                    name: name.to_owned(),
+                    task,
+                    core,
+                });
+            }
+        }
+        None
+    }
+
+    /// The thread's counters and its core's now; `None` once the thread has ended.
+    pub fn read(&self) -> Option<HotReading> {
+        let status = std::fs::read_to_string(self.task.join("status")).ok()?;
+        let stat = std::fs::read_to_string(self.task.join("stat")).ok()?;
+        let field = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(key))
+                .and_then(|rest| rest.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        // `stat`: the fields after the parenthesised name; minflt and majflt are fields 10
+        // and 12 of the whole line, so 8th and 10th after it.
+        let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let number = |index: usize| -> u64 {
+            fields
+                .get(index)
+                .and_then(|value| value.parse().ok())
+                .unwrap_or(0)
+        };
+        let (core_interrupts, core_timer_interrupts) = core_column("/proc/interrupts", self.core);
+        let (core_softirqs, _) = core_column("/proc/softirqs", self.core);
+        Some(HotReading {
+            voluntary_switches: field("voluntary_ctxt_switches:"),
+            involuntary_switches: field("nonvoluntary_ctxt_switches:"),
+            minor_faults: number(7),
+            major_faults: number(9),
+            core_interrupts,
+            core_timer_interrupts,
+            core_softirqs,
+        })
+    }
+
+    /// The window between two readings, with what a [`SwitchTrace`] of the same window saw.
+    pub fn window(
+        &self,
+        before: HotReading,
+        after: HotReading,
+        ran_instead: Result<Vec<(String, u64)>, String>,
+    ) -> HotWindow {
+        HotWindow {
+            thread: self.name.clone(),
+            core: self.core,
+            ran_instead,
+            delta: HotReading {
+                voluntary_switches: after
+                    .voluntary_switches
+                    .saturating_sub(before.voluntary_switches),
+                involuntary_switches: after
+                    .involuntary_switches
+                    .saturating_sub(before.involuntary_switches),
+                minor_faults: after.minor_faults.saturating_sub(before.minor_faults),
+                major_faults: after.major_faults.saturating_sub(before.major_faults),
+                core_interrupts: after.core_interrupts.saturating_sub(before.core_interrupts),
+                core_timer_interrupts: after
+                    .core_timer_interrupts
+                    .saturating_sub(before.core_timer_interrupts),
+                core_softirqs: after.core_softirqs.saturating_sub(before.core_softirqs),
+            },
+        }
+    }
+}
+
+/// A `sched_switch` trace of one core (a tracefs instance of its own, so that nothing else
+/// using tracefs is disturbed): which tasks ran there instead of the hot thread. Only where
+/// tracefs is mounted at `/sys/kernel/tracing` and writable (root); otherwise `start` says why.
+pub struct SwitchTrace {
+    instance: PathBuf,
+}
+
+impl SwitchTrace {
+    pub fn start(core: usize) -> Result<SwitchTrace, String> {
+        let root = PathBuf::from("/sys/kernel/tracing");
+        if !root.join("events/sched/sched_switch").exists() {
+            return Err("no tracefs at /sys/kernel/tracing (mount -t tracefs nodev \
+                 /sys/kernel/tracing, as root)"
+                .to_owned());
+        }
+        let instance = root.join(format!("instances/tickwire-e2e-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&instance);
+        std::fs::create_dir(&instance).map_err(|error| format!("tracefs instance: {error}"))?;
+        let trace = SwitchTrace { instance };
+        // A hex CPU mask, in 32-bit groups separated by commas, lowest group last.
+        let groups = core / 32 + 1;
+        let mask: Vec<String> = (0..groups)
+            .rev()
+            .map(|group| {
+                if group == core / 32 {
+                    format!("{:08x}", 1u32 << (core % 32))
+                } else {
+                    "00000000".to_owned()
+                }
+            })
+            .collect();
+        for (file, value) in [
+            ("tracing_cpumask", mask.join(",")),
+            ("buffer_size_kb", "4096".to_owned()),
+            ("events/sched/sched_switch/enable", "1".to_owned()),
+            ("tracing_on", "1".to_owned()),
+        ] {
+            std::fs::write(trace.instance.join(file), value)
+                .map_err(|error| format!("tracefs {file}: {error}"))?;
+        }
+        Ok(trace)
+    }
+
+    /// Stops the trace: every task other than `hot` that the core switched to, with how many
+    /// times, most first.
+    pub fn stop(self, hot: &str) -> Vec<(String, u64)> {
+        let _ = std::fs::write(self.instance.join("tracing_on"), "0");
+        let text = std::fs::read_to_string(self.instance.join("trace")).unwrap_or_default();
+        let mut counts: std::collections::HashMap<String, u64> = Default::default();
+        for line in text.lines().filter(|line| !line.starts_with('#')) {
+            let Some(next) = line.split(" next_comm=").nth(1) else {
+                continue;
+            };
+            let name = next.split(" next_pid=").next().unwrap_or(next).to_owned();
+            if name != hot {
+                *counts.entry(name).or_default() += 1;
+            }
+        }
+        let mut counts: Vec<(String, u64)> = counts.into_iter().collect();
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        counts
+    }
+}
+
+impl Drop for SwitchTrace {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.instance.join("tracing_on"), "0");
+        let _ = std::fs::write(self.instance.join("events/sched/sched_switch/enable"), "0");
+        let _ = std::fs::remove_dir(&self.instance);
+    }
+}
+
+/// The sum of `core`'s column over every row of a per-CPU table (`/proc/interrupts`,
+/// `/proc/softirqs`), and the `LOC` row's value alone.
+fn core_column(path: &str, core: usize) -> (u64, u64) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return (0, 0);
+    };
+    let mut lines = text.lines();
+    // The header names the CPUs: the column of `CPU<core>`.
+    let Some(column) = lines.next().and_then(|header| {
+        header
+            .split_whitespace()
+            .position(|cpu| cpu == format!("CPU{core}"))
+    }) else {
+        return (0, 0);
+    };
+    let (mut total, mut timer) = (0u64, 0u64);
+    for line in lines {
+        let mut cells = line.split_whitespace();
+        let Some(label) = cells.next() else {
+            continue;
+        };
+        if let Some(value) = cells.nth(column).and_then(|cell| cell.parse::<u64>().ok()) {
+            total += value;
+            if label == "LOC:" {
+                timer += value;
+            }
+        }
+    }
+    (total, timer)
+}
+
+impl std::fmt::Display for HotWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = &self.delta;
+        write!(
+            f,
+            "{} on core {}: {} voluntary + {} involuntary context switches, {} minor + {} major \
+             page faults; core {}: {} interrupts ({} local timer), {} softirqs",
+            self.thread,
+            self.core,
+            d.voluntary_switches,
+            d.involuntary_switches,
+            d.minor_faults,
+            d.major_faults,
+            self.core,
+            d.core_interrupts,
+            d.core_timer_interrupts,
+            d.core_softirqs
+        )?;
+        match &self.ran_instead {
+            Ok(tasks) if tasks.is_empty() => write!(f, "; nothing else ran on the core"),
+            Ok(tasks) => {
+                let list: Vec<String> = tasks
+                    .iter()
+                    .take(8)
+                    .map(|(name, count)| format!("{name} x{count}"))
+                    .collect();
+                write!(f, "; the core also ran: {}", list.join(", "))
+            }
+            Err(why) => write!(f, "; what else ran is not known: {why}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_thread_of_this_process_is_read_and_its_window_counts_what_it_did() {
+        let core = 0;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::Builder::new()
+            .name("tw-hot-test".to_owned())
+            .spawn(move || {
+                ready_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                // Ten voluntary switches: each sleep gives the core up.
+                for _ in 0..10 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                // A page fault or more: fresh memory touched.
+                let mut pages = vec![0u8; 1 << 20];
+                for index in (0..pages.len()).step_by(4096) {
+                    pages[index] = 1;
+                }
+                std::hint::black_box(&pages);
+                done_tx.send(()).unwrap();
+                stop_rx.recv().unwrap();
+            })
+            .unwrap();
+        ready_rx.recv().unwrap();
+        let hot = HotThread::find(std::process::id(), Some("tw-hot-test"), core)
+            .expect("the thread is found by its name");
+        let before = hot.read().unwrap();
+        go_tx.send(()).unwrap();
+        done_rx.recv().unwrap();
+        let after = hot.read().unwrap();
+        stop_tx.send(()).unwrap();
+        worker.join().unwrap();
+        let window = hot.window(before, after, Err("not traced".to_owned()));
+        assert!(
+            window.delta.voluntary_switches >= 10,
+            "{window}: the sleeps were switches"
+        );
+        assert!(window.delta.minor_faults >= 1, "{window}");
+        assert!(window.to_string().starts_with("tw-hot-test on core 0: "));
+        assert!(HotThread::find(std::process::id(), Some("no-such-thread"), core).is_none());
+        let main = HotThread::find(std::process::id(), None, core).unwrap();
+        assert!(main.read().is_some());
+    }
+
+    #[test]
+    fn the_cores_column_is_summed_over_every_row() {
+        assert_eq!(core_column("/nonexistent", 0), (0, 0));
+        let (total, timer) = core_column("/proc/interrupts", 0);
+        assert!(total >= timer);
+    }
+}
