@@ -1,15 +1,21 @@
 //! Receive backends for a multicast feed on the same wire (issue 38): AF_XDP (`net::xdp`, the
 //! program attached to the receiver's end of a veth pair) against kernel UDP sockets read with
-//! epoll, in one run, over the same veth between two network namespaces this bench creates
-//! (`tests/support/netns.rs`). Root and iproute2; without them it says so and exits.
+//! the appliance's io_uring transport (`net::uring`: multishot `recvmsg` into provided buffers,
+//! as a datagram slot reads a line) and with epoll, in one run, over the same veth between two
+//! network namespaces this bench creates (`tests/support/netns.rs`). Root and iproute2; without
+//! them it says so and exits.
 //!
-//! `cargo bench --bench xdp` (about 30 s). Per backend and rate (`--rates`, default 100k and
-//! 1M datagrams/s, each for `--seconds`, default 2):
+//! `cargo bench --bench xdp` (under a minute). Per backend and rate (`--rates`, default 100k
+//! and 1M datagrams/s, each for `--seconds`, default 2):
 //! - one-way latency from the sender's clock read just before `sendmmsg` to the receiver's read
 //!   when it holds the datagram (both `CLOCK_MONOTONIC`, one host), p50 / p99 / p99.9;
-//! - datagrams sent, received and lost (by sequence number), so the highest rate with no loss;
+//! - datagrams sent, received and lost (by sequence number);
 //! - the receiver's CPU time per datagram in the rounds that received something (the loop
 //!   busy-polls, so its idle rounds are not counted).
+//!
+//! Then each backend's highest lossless rate: doubling from twice the highest lossless rate of
+//! the table, in 1 s runs, until a loss, the sender falling short of the rate asked (below
+//! 90 %: the sender's limit, not the receiver's), or 8 M/s (`--no-search` skips it).
 //!
 //! Two busy threads, pinned: the sender on core 0 and the receiver on core 1. On veth, XDP runs
 //! in the sender's softirq (the veth transmit), in copy mode: the frame is copied into the UMEM
@@ -25,8 +31,11 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tickwire::clock::Clock;
+use tickwire::net::udp::{MulticastConfig, MulticastSocket};
 use tickwire::net::xdp::socket::UmemConfig;
 use tickwire::net::xdp::{XdpConfig, XdpReceiver};
+use tickwire::net::{BackendChoice, IoEvent, Transport, TransportConfig, WaitMode};
 
 const GROUP: Ipv4Addr = Ipv4Addr::new(239, 38, 9, 1);
 const PORT: u16 = 26400;
@@ -62,13 +71,17 @@ fn pin(core: usize) {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Backend {
     AfXdp,
+    IoUring,
     Epoll,
 }
 
 impl Backend {
+    const ALL: [Backend; 3] = [Backend::AfXdp, Backend::IoUring, Backend::Epoll];
+
     fn name(self) -> &'static str {
         match self {
             Backend::AfXdp => "af-xdp",
+            Backend::IoUring => "io_uring",
             Backend::Epoll => "epoll",
         }
     }
@@ -79,6 +92,8 @@ struct Outcome {
     received: u64,
     histogram: Histogram<u64>,
     busy_cpu_ns: u64,
+    /// How long the sender took to send them all.
+    sender_ns: u64,
     note: String,
 }
 
@@ -164,6 +179,55 @@ fn run(pair: &netns::Pair, backend: Backend, rate: u64, seconds: f64) -> Result<
                             kernel.rx_ring_full, kernel.rx_fill_ring_empty, kernel.rx_dropped
                         );
                         Ok((tally, busy_cpu, note))
+                    }
+                    Backend::IoUring => {
+                        // The appliance's own transport, as a datagram slot reads a line: the
+                        // line's socket (`net::udp`, 8 MiB buffer) read by multishot recvmsg.
+                        let socket = MulticastSocket::open(&MulticastConfig {
+                            group: SocketAddrV4::new(GROUP, PORT),
+                            interface: receiver_address,
+                            source: None,
+                            rcvbuf: 8 << 20,
+                        })
+                        .map_err(|e| e.to_string())?;
+                        let (mut transport, why) = Transport::open(
+                            BackendChoice::IoUring,
+                            TransportConfig {
+                                max_connections: 4,
+                                recv_buffer_bytes: 2048,
+                                recv_buffers: 4096,
+                                ..TransportConfig::default()
+                            },
+                            Clock::monotonic(),
+                        )
+                        .map_err(|e| e.to_string())?;
+                        transport
+                            .open_datagrams(0, [Some(socket.into_fd()), None, None])
+                            .map_err(|e| e.to_string())?;
+                        ready.store(true, Ordering::Release);
+                        let mut errors = 0u64;
+                        while !done.load(Ordering::Acquire) {
+                            let cpu = thread_cpu_ns();
+                            let got = transport
+                                .poll(WaitMode::BusyPoll, &mut |_, event| match event {
+                                    IoEvent::Datagram { bytes, .. } => {
+                                        tally.take(bytes, monotonic_ns())
+                                    }
+                                    IoEvent::DatagramError { .. } => errors += 1,
+                                    _ => {}
+                                })
+                                .map_err(|e| e.to_string())?;
+                            if got > 0 {
+                                busy_cpu += thread_cpu_ns() - cpu;
+                            }
+                        }
+                        Ok((
+                            tally,
+                            busy_cpu,
+                            format!(
+                                "{why}; multishot recvmsg, busy-polled; {errors} socket errors"
+                            ),
+                        ))
                     }
                     Backend::Epoll => {
                         let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, PORT))
@@ -279,9 +343,10 @@ fn run(pair: &netns::Pair, backend: Backend, rate: u64, seconds: f64) -> Result<
                 }
             }
             sent.store(next, Ordering::Release);
+            monotonic_ns() - start
         })
     };
-    sender.join().map_err(|_| "the sender panicked")?;
+    let sender_ns = sender.join().map_err(|_| "the sender panicked")?;
     std::thread::sleep(Duration::from_millis(300));
     done.store(true, Ordering::Release);
     let (tally, busy_cpu_ns, note) = receiver
@@ -298,6 +363,7 @@ fn run(pair: &netns::Pair, backend: Backend, rate: u64, seconds: f64) -> Result<
         received: tally.received,
         histogram: tally.histogram,
         busy_cpu_ns,
+        sender_ns,
         note,
     })
 }
@@ -305,6 +371,7 @@ fn run(pair: &netns::Pair, backend: Backend, rate: u64, seconds: f64) -> Result<
 fn main() {
     let mut rates = vec![100_000u64, 1_000_000];
     let mut seconds = 2.0f64;
+    let mut search = true;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -317,6 +384,7 @@ fn main() {
                     .collect()
             }
             "--seconds" => seconds = args.next().expect("--seconds S").parse().expect("seconds"),
+            "--no-search" => search = false,
             _ => {} // cargo bench passes --bench
         }
     }
@@ -343,10 +411,15 @@ fn main() {
     );
     println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
     let mut notes = Vec::new();
+    // By backend: the highest rate of the table it took without loss.
+    let mut lossless = [0u64; 3];
     for &rate in &rates {
-        for backend in [Backend::AfXdp, Backend::Epoll] {
+        for (index, backend) in Backend::ALL.into_iter().enumerate() {
             match run(&pair, backend, rate, seconds) {
                 Ok(outcome) => {
+                    if outcome.sent == outcome.received && outcome.received > 0 {
+                        lossless[index] = lossless[index].max(rate);
+                    }
                     let h = &outcome.histogram;
                     let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
                     println!(
@@ -369,5 +442,41 @@ fn main() {
     }
     for note in notes {
         println!("- {note}");
+    }
+    if !search {
+        return;
+    }
+    println!();
+    println!("| backend | highest lossless rate/s | why the search stopped |");
+    println!("|---|--:|---|");
+    for (index, backend) in Backend::ALL.into_iter().enumerate() {
+        let mut best = lossless[index];
+        let mut rate = (best * 2).max(50_000);
+        let mut why = "8 M/s reached".to_owned();
+        while rate <= 8_000_000 {
+            match run(&pair, backend, rate, 1.0) {
+                Ok(outcome) => {
+                    let lost = outcome.sent - outcome.received;
+                    if lost > 0 || outcome.received == 0 {
+                        why = format!("{lost} of {} lost at {rate}/s", outcome.sent);
+                        break;
+                    }
+                    let achieved = outcome.sent as f64 * 1e9 / outcome.sender_ns.max(1) as f64;
+                    best = best.max((achieved as u64).min(rate));
+                    if achieved < rate as f64 * 0.9 {
+                        why = format!(
+                            "sender-limited: it sent {achieved:.0}/s when asked for {rate}/s"
+                        );
+                        break;
+                    }
+                }
+                Err(error) => {
+                    why = format!("failed at {rate}/s: {error}");
+                    break;
+                }
+            }
+            rate *= 2;
+        }
+        println!("| {} | {best} | {why} |", backend.name());
     }
 }

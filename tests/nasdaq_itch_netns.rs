@@ -488,7 +488,30 @@ struct LiveRun {
     events: Vec<serde_json::Value>,
     stderr: String,
     venues: serde_json::Value,
+    /// `ip -d link show` of the receiver's veth while the appliance ran, and after it ended.
+    link_while_running: String,
+    link_after: String,
 }
+
+/// How the appliance's venue reads its lines.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lines {
+    /// Kernel sockets (the venue file's default).
+    Kernel,
+    /// `backend = "af-xdp"`.
+    AfXdp,
+    /// `backend = "af-xdp"`, the appliance run with no capability at all (still uid 0): it
+    /// falls back to the kernel sockets.
+    AfXdpWithoutPrivileges,
+}
+
+/// `setpriv` arguments that drop every capability of the command they run.
+const NO_CAPABILITIES: [&str; 4] = [
+    "setpriv",
+    "--inh-caps=-all",
+    "--ambient-caps=-all",
+    "--bounding-set=-all",
+];
 
 /// The last `wanted` of a stdout line count, or the time running out.
 fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -530,14 +553,17 @@ fn http_get(ns: &str, port: u16, path: &str) -> String {
 /// venue joined on the veth named by name with the network `backend`; then `tickwire sim
 /// --venue itch` in the sender namespace with `faults`. Returns once `enough` holds of what the
 /// strategy printed (or 60 s pass), with the appliance's `/v1/venues`.
+#[allow(clippy::too_many_arguments)]
 fn live_session(
     tag: &str,
     backend: &str,
+    lines_backend: Lines,
     groups: [u8; 2],
     messages: usize,
     faults: &str,
     give_up_ms: u64,
     enough: impl Fn(&[serde_json::Value]) -> bool,
+    while_running: impl FnOnce(&crate::support::netns::Pair),
 ) -> Option<LiveRun> {
     use std::io::BufRead;
     use std::sync::{Arc, Mutex};
@@ -554,7 +580,11 @@ fn live_session(
         )
     };
     // The receiver joins on its veth, named by name (looked up in its namespace).
-    std::fs::write(dir.path().join("venue.toml"), venue(&ns.receiver_veth)).unwrap();
+    let mut receiver_venue = venue(&ns.receiver_veth);
+    if lines_backend != Lines::Kernel {
+        receiver_venue.push_str("backend = \"af-xdp\"\n");
+    }
+    std::fs::write(dir.path().join("venue.toml"), receiver_venue).unwrap();
     std::fs::write(dir.path().join("sim.toml"), venue("10.37.0.1")).unwrap();
     let appliance = dir.path().join("tickwire.toml");
     std::fs::write(
@@ -566,13 +596,15 @@ fn live_session(
         ),
     )
     .unwrap();
+    let wrapper: &[&str] = if lines_backend == Lines::AfXdpWithoutPrivileges {
+        &NO_CAPABILITIES
+    } else {
+        &[]
+    };
     let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns.receiver,
-            env!("CARGO_BIN_EXE_tickwire"),
-        ])
+        .args(["netns", "exec", &ns.receiver])
+        .args(wrapper)
+        .arg(env!("CARGO_BIN_EXE_tickwire"))
         .args(["run", "--print-events", "--config"])
         .arg(&appliance)
         .stdout(std::process::Stdio::piped())
@@ -623,11 +655,16 @@ fn live_session(
     });
     wait_for(Duration::from_secs(60), || enough(&lines.lock().unwrap()));
     let venues = http_get(&ns.receiver, 18037, "/v1/venues");
+    let link_while_running = ns.receiver_link();
+    if joined {
+        while_running(&ns);
+    }
     // SAFETY: kill(2) with the child's pid and a valid signal number has no memory effects.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     out_reader.join().unwrap();
     err_reader.join().unwrap();
+    let link_after = ns.receiver_link();
     drop(ns);
     let stderr = log.lock().unwrap().clone();
     assert!(joined, "the appliance never opened its sockets: {stderr}");
@@ -647,6 +684,8 @@ fn live_session(
         events,
         stderr,
         venues,
+        link_while_running,
+        link_after,
     })
 }
 
@@ -694,25 +733,31 @@ fn market_events(events: &[serde_json::Value]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Issue 37's live path, with each network backend: losses on line A, on line B and on both
-/// (re-requested by the appliance from the simulator's server), duplicates and a late line B;
-/// the strategy gets exactly the generator's events, complete and in order, and `/v1/venues`
-/// shows the per-line counts.
-fn run_recovers_losses_on_both_lines(tag: &str, backend: &str, groups: [u8; 2]) {
+/// Issue 37's live path, with each network backend and each way of reading the lines: losses
+/// on line A, on line B and on both (re-requested by the appliance from the simulator's
+/// server), duplicates and a late line B; the strategy gets exactly the generator's events,
+/// complete and in order, and `/v1/venues` shows the per-line counts.
+fn run_recovers_losses_on_both_lines(
+    tag: &str,
+    backend: &str,
+    lines: Lines,
+    groups: [u8; 2],
+    while_running: impl FnOnce(&crate::support::netns::Pair),
+) -> Option<LiveRun> {
     let messages = 6_000;
     let reference = reference_json(50, 20_000, messages);
     let wanted = reference.len();
-    let Some(run) = live_session(
+    let run = live_session(
         tag,
         backend,
+        lines,
         groups,
         messages,
         "drop_a=30000,drop_b=30000,drop_both=20000,duplicate=5000,late_b=2",
         2_000,
         |events| market_events(events).len() >= wanted,
-    ) else {
-        return;
-    };
+        while_running,
+    )?;
     let got = market_events(&run.events);
     assert_eq!(got.len(), wanted, "{}", run.stderr);
     for (index, (got, want)) in got.iter().zip(&reference).enumerate() {
@@ -740,27 +785,283 @@ fn run_recovers_losses_on_both_lines(tag: &str, backend: &str, groups: [u8; 2]) 
         "{}",
         run.venues
     );
+    Some(run)
 }
 
 #[test]
 fn tickwire_run_recovers_losses_on_both_lines_over_io_uring() {
-    run_recovers_losses_on_both_lines("e", "io-uring", [31, 32]);
+    run_recovers_losses_on_both_lines("e", "io-uring", Lines::Kernel, [31, 32], |_| {});
 }
 
 #[test]
 fn tickwire_run_recovers_losses_on_both_lines_over_epoll() {
-    run_recovers_losses_on_both_lines("f", "epoll", [41, 42]);
+    run_recovers_losses_on_both_lines("f", "epoll", Lines::Kernel, [41, 42], |_| {});
+}
+
+/// One ICMP echo request to `to` on a raw socket (root; no `ping` binary needed): whether its
+/// reply came within 2 s.
+fn icmp_echo(to: Ipv4Addr) -> bool {
+    // SAFETY: plain socket(2); the descriptor is owned by `fd` below.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP) };
+    assert!(raw >= 0, "raw socket: {}", std::io::Error::last_os_error());
+    // SAFETY: a descriptor just opened and owned by nothing else.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    let id = (std::process::id() & 0xffff) as u16;
+    // Type 8 (echo request), code 0, checksum, identifier, sequence 1, 8 bytes of payload.
+    let mut request = [8u8, 0, 0, 0, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8];
+    request[4..6].copy_from_slice(&id.to_be_bytes());
+    let mut sum: u32 = request
+        .chunks(2)
+        .map(|word| u32::from(u16::from_be_bytes([word[0], word[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    request[2..4].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(to.octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    // SAFETY: a buffer and a sockaddr_in of the sizes given.
+    let sent = unsafe {
+        libc::sendto(
+            raw,
+            request.as_ptr().cast(),
+            request.len(),
+            0,
+            std::ptr::from_ref(&addr).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(
+        sent,
+        request.len() as isize,
+        "{}",
+        std::io::Error::last_os_error()
+    );
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut buffer = [0u8; 1500];
+    while Instant::now() < deadline {
+        // SAFETY: a writable buffer of the size given; MSG_DONTWAIT never blocks.
+        let got = unsafe {
+            libc::recv(
+                raw,
+                buffer.as_mut_ptr().cast(),
+                buffer.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if got <= 0 {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
+        // An IPv4 packet: skip its header to the ICMP message; type 0 is an echo reply.
+        let got = got as usize;
+        let header = usize::from(buffer[0] & 0x0f) * 4;
+        if got >= header + 8
+            && buffer[header] == 0
+            && buffer[header + 4..header + 6] == id.to_be_bytes()
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Ping and a TCP exchange from the sender's namespace to the receiver's: what the XDP program
+/// does not steer still reaches the receiver's kernel.
+fn ping_and_tcp(ns: &crate::support::netns::Pair) {
+    use std::io::{Read, Write};
+    let address = ns.receiver_address;
+    let replied = crate::support::netns::in_namespace(&ns.sender, move || icmp_echo(address))
+        .join()
+        .unwrap();
+    assert!(replied, "no ICMP echo reply from {address}");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = crate::support::netns::in_namespace(&ns.receiver, move || {
+        let listener = std::net::TcpListener::bind((address, 7037)).expect("listen");
+        ready_tx.send(()).unwrap();
+        let (mut stream, _) = listener.accept().expect("accept");
+        let mut buf = [0u8; 5];
+        stream.read_exact(&mut buf).expect("read");
+        stream.write_all(&buf).expect("echo");
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let back = crate::support::netns::in_namespace(&ns.sender, move || {
+        let mut stream = std::net::TcpStream::connect((address, 7037)).expect("TCP connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(b"hello").unwrap();
+        let mut back = [0u8; 5];
+        stream.read_exact(&mut back).expect("echo back");
+        back
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+    assert_eq!(&back, b"hello");
+}
+
+/// The AF_XDP lines of an appliance that had them: the program was attached while it ran (the
+/// lines' kernel sockets are not read, so the session arrived through it), its log says how,
+/// and nothing is left attached after SIGTERM.
+fn assert_read_through_af_xdp(run: &LiveRun) {
+    assert!(
+        run.stderr.contains("line A and B: af-xdp on "),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("af-xdp unavailable"), "{}", run.stderr);
+    assert!(
+        run.link_while_running.contains("prog/xdp"),
+        "{}",
+        run.link_while_running
+    );
+    assert!(
+        !run.link_after.contains("prog/xdp"),
+        "a program outlived the appliance: {}",
+        run.link_after
+    );
+}
+
+/// Issue 38: the same session read through AF_XDP (`backend = "af-xdp"`, io_uring for the
+/// re-request socket) is complete and in order; ping and TCP to the receiver work meanwhile.
+#[test]
+fn tickwire_run_recovers_losses_on_both_lines_over_af_xdp() {
+    let Some(run) =
+        run_recovers_losses_on_both_lines("x", "io-uring", Lines::AfXdp, [61, 62], ping_and_tcp)
+    else {
+        return;
+    };
+    assert_read_through_af_xdp(&run);
+}
+
+/// Without CAP_BPF, CAP_NET_ADMIN and CAP_NET_RAW the AF_XDP lines fall back to their kernel
+/// sockets with one warning line naming the cause, and the session still arrives whole.
+#[test]
+fn without_privileges_af_xdp_falls_back_to_the_kernel_sockets_with_one_warning() {
+    let Some(run) = run_recovers_losses_on_both_lines(
+        "n",
+        "epoll",
+        Lines::AfXdpWithoutPrivileges,
+        [71, 72],
+        |_| {},
+    ) else {
+        return;
+    };
+    let warnings: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|line| line.contains("af-xdp unavailable"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", run.stderr);
+    assert!(
+        warnings[0].contains("needs CAP_BPF, CAP_NET_ADMIN and CAP_NET_RAW")
+            && warnings[0].contains("falling back to the kernel socket"),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        !run.link_while_running.contains("prog/xdp"),
+        "{}",
+        run.link_while_running
+    );
+}
+
+/// `kill -9` of an appliance reading through AF_XDP leaves no program attached (the BPF link
+/// closes with the process).
+#[test]
+fn no_program_stays_attached_after_the_appliance_is_killed() {
+    use std::io::BufRead;
+    let Some(ns) = namespaces("k") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("venue.toml"),
+        format!(
+            "name = \"itch\"\nkind = \"nasdaq-itch\"\nurl = \"udp://239.192.37.81:26477\"\n\
+             symbols = [\"*\"]\nchannels = [\"itch\"]\n[nasdaq_itch]\n\
+             line_b = \"239.192.37.82:26477\"\ninterface = \"{}\"\n\
+             rerequest = \"10.37.0.1:26478\"\nmax_orders = 1024\nmax_levels = 1024\n\
+             backend = \"af-xdp\"\n",
+            ns.receiver_veth
+        ),
+    )
+    .unwrap();
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"venue.toml\"]\n[http]\nlisten = \"127.0.0.1:18038\"\n\
+         [threads.net]\nwait = \"park\"\n[threads.decoder]\nfuse_into = \"net\"\n\
+         [threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &ns.receiver])
+        .arg(env!("CARGO_BIN_EXE_tickwire"))
+        .args(["run", "--config"])
+        .arg(&appliance)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (line_tx, line_rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = line_tx.send(line);
+        }
+    });
+    let mut log = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !log.contains("af-xdp on ") && Instant::now() < deadline {
+        if let Ok(line) = line_rx.recv_timeout(Duration::from_millis(100)) {
+            log.push_str(&line);
+            log.push('\n');
+        }
+    }
+    let attached = ns.receiver_link().contains("prog/xdp");
+    child.kill().expect("kill -9");
+    child.wait().unwrap();
+    reader.join().unwrap();
+    assert!(log.contains("af-xdp on "), "{log}");
+    assert!(attached, "no program attached while it ran: {log}");
+    let detached = wait_for(Duration::from_secs(5), || {
+        !ns.receiver_link().contains("prog/xdp")
+    });
+    assert!(detached, "a program is still attached after kill -9");
 }
 
 /// Packets lost on both lines and unknown to the re-request server: the strategy gets a `gap`
 /// for each lost run, and every other message once and in order.
 #[test]
 fn tickwire_run_reports_an_unrecoverable_loss_as_a_gap() {
+    unrecoverable_loss_is_a_gap("g", Lines::Kernel, [51, 52]);
+}
+
+/// The same over AF_XDP.
+#[test]
+fn tickwire_run_reports_an_unrecoverable_loss_as_a_gap_over_af_xdp() {
+    if let Some(run) = unrecoverable_loss_is_a_gap("y", Lines::AfXdp, [91, 92]) {
+        assert_read_through_af_xdp(&run);
+    }
+}
+
+fn unrecoverable_loss_is_a_gap(tag: &str, lines: Lines, groups: [u8; 2]) -> Option<LiveRun> {
     let messages = 4_000;
-    let Some(run) = live_session(
-        "g",
+    let run = live_session(
+        tag,
         "auto",
-        [51, 52],
+        lines,
+        groups,
         messages,
         "lose=8000,drop_both=10000",
         200,
@@ -772,9 +1073,8 @@ fn tickwire_run_reports_an_unrecoverable_loss_as_a_gap() {
                 .max()
                 .is_some_and(|seq| seq >= messages as u64 - 20)
         },
-    ) else {
-        return;
-    };
+        |_| {},
+    )?;
     let gaps = run.events.iter().filter(|e| e["type"] == "gap").count();
     assert!(gaps > 0, "{}", run.stderr);
     let counts = &run.venues["venues"][0]["feed_counts"];
@@ -787,4 +1087,5 @@ fn tickwire_run_reports_an_unrecoverable_loss_as_a_gap() {
             last = seq;
         }
     }
+    Some(run)
 }

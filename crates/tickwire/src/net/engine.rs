@@ -30,13 +30,28 @@
 //! flow. A full ring drops the datagram (counted, the slot flagged): the venue's own sequence
 //! numbers find the hole, and its recovery fills it.
 //!
+//! A datagram slot's lines may instead be read through AF_XDP ([`udp::XdpLines`], `net::xdp`):
+//! the slot then owns an [`XdpReceiver`] (the XDP program on the interface and a socket per
+//! queue) that every `poll` drains after the transport's events, writing the same frames
+//! (same kinds, same head: the drop count is the kernel's `XDP_STATISTICS` for the receiver's
+//! sockets, read at most every 100 ms; the timestamp is the clock read once per batch, at
+//! reap). The line's kernel socket stays joined and unread; re-requests and their answers keep
+//! the unicast kernel socket. While any slot has an AF_XDP receiver the transport is polled
+//! without sleeping in the kernel (an AF_XDP ring has no completion to wake the transport's
+//! wait): the thread's own wait strategy (`[threads.net] wait`) says how the loop idles. Where
+//! the program cannot be attached or a socket bound (no `CAP_BPF`/`CAP_NET_ADMIN`/
+//! `CAP_NET_RAW`, an interface without XDP, a program already there), the lines fall back to
+//! their kernel sockets and [`DatagramNotes::warning`] says why, once.
+//!
 //! **Invariant:** a full frame ring never blocks the network thread: the message is dropped,
 //! counted against its stream, and the stream is flagged ([`StreamStats::overflowed`]) so that the
 //! venue layer resynchronises. A raw byte stream cannot lose a chunk and stay readable (the
 //! records after the hole would be misread), so a raw stream that loses one is closed with
 //! [`StreamError::Overrun`] instead: the venue layer reconnects and recovers.
 
-use super::udp::{self, DatagramLine, DatagramSpec};
+use super::udp::{self, DatagramLine, DatagramSpec, XdpLines};
+use super::xdp::socket::UmemConfig;
+use super::xdp::{XdpConfig, XdpReceiver};
 use super::{ConnId, IoEvent, NetError, Transport, WaitMode};
 use crate::ring::FrameProducer;
 use crate::tls::{ReadOutcome, TlsClient, TlsError};
@@ -44,7 +59,8 @@ use crate::ws::{self, HandshakeStatus};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -284,6 +300,159 @@ struct DatagramStream {
     kernel_drops: [u32; 3],
     /// Socket errors (each counted; the slot stays open).
     errors: u64,
+    /// The lines read through AF_XDP, when the spec asked for it and it could be set up.
+    xdp: Option<XdpSource>,
+}
+
+/// A datagram slot's AF_XDP lines.
+struct XdpSource {
+    receiver: XdpReceiver,
+    /// The receiver's feeds (group and port), each with the line it is.
+    lines: [Option<(SocketAddrV4, DatagramLine)>; 2],
+    /// The lines' kernel sockets: joined, so that the group is delivered, and never read.
+    _joined: Vec<OwnedFd>,
+    /// The kernel's drop count of the receiver's sockets (`XDP_STATISTICS`), as last read.
+    kernel_drops: u32,
+    /// When it is read next (the transport's clock).
+    next_stats_ns: u64,
+}
+
+/// Frames read from each AF_XDP queue per `poll`.
+const XDP_BATCH: u32 = 64;
+/// How often the AF_XDP sockets' kernel drop counts are read (one `getsockopt` per socket).
+const XDP_STATS_NS: u64 = 100_000_000;
+
+/// What [`NetEngine::open_datagrams`] has to say, for the caller to log: how the AF_XDP lines
+/// run, or why they fell back to their kernel sockets (one line).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DatagramNotes {
+    pub info: Option<String>,
+    pub warning: Option<String>,
+}
+
+/// Sets up `xdp`'s lines of `spec`; on success takes their kernel sockets out of `sockets`
+/// (kept joined, unread). The error is the one warning line of the fallback.
+fn open_xdp(
+    spec: &DatagramSpec,
+    xdp: &XdpLines,
+    sockets: &mut udp::DatagramSockets,
+) -> Result<(XdpSource, String), String> {
+    let mut lines = [None, None];
+    let mut feeds = Vec::with_capacity(2);
+    for (index, line) in [DatagramLine::A, DatagramLine::B].into_iter().enumerate() {
+        if let (true, Some(config)) = (xdp.lines[index], spec.lines[index]) {
+            lines[index] = Some((config.group, line));
+            feeds.push(config.group);
+        }
+    }
+    let names: Vec<&str> = lines
+        .iter()
+        .flatten()
+        .map(|(_, line)| match line {
+            DatagramLine::A => "A",
+            DatagramLine::B => "B",
+            DatagramLine::Reply => "reply",
+        })
+        .collect();
+    let names = names.join(" and ");
+    let config = XdpConfig {
+        interface: xdp.interface().to_owned(),
+        feeds,
+        queues: xdp.queue_list(),
+        umem: UmemConfig::default(),
+        force_generic: false,
+        verify_udp_checksum: false,
+    };
+    match XdpReceiver::open(&config) {
+        Ok(receiver) => {
+            let mut joined = Vec::with_capacity(2);
+            for (index, line) in lines.iter().enumerate() {
+                if line.is_some() {
+                    joined.extend(sockets[index].take());
+                }
+            }
+            let info = format!("line {names}: {}", receiver.describe());
+            Ok((
+                XdpSource {
+                    receiver,
+                    lines,
+                    _joined: joined,
+                    kernel_drops: 0,
+                    next_stats_ns: 0,
+                },
+                info,
+            ))
+        }
+        Err(error) => {
+            let hint = if error.is_permission() {
+                " (needs CAP_BPF, CAP_NET_ADMIN and CAP_NET_RAW)"
+            } else {
+                ""
+            };
+            Err(format!(
+                "af-xdp unavailable for line {names} on {}: {error}{hint}; falling back to the \
+                 kernel socket",
+                xdp.interface()
+            ))
+        }
+    }
+}
+
+/// Drains a datagram slot's AF_XDP queues into its ring; returns the frames read.
+fn poll_xdp(
+    conn: ConnId,
+    slot: &mut DatagramStream,
+    transport: &Transport,
+    frames: &mut FrameRoutes,
+    last_read: &[AtomicU64],
+    events: &mut Vec<(ConnId, StreamEvent)>,
+) -> u32 {
+    let Some(source) = slot.xdp.as_mut() else {
+        return 0;
+    };
+    let lines = source.lines;
+    let drops = source.kernel_drops;
+    let stats = &mut slot.stats;
+    let mut now = 0u64;
+    let read = source.receiver.poll(XDP_BATCH, |datagram| {
+        let Some(line) = lines
+            .iter()
+            .flatten()
+            .find(|(group, _)| *group == datagram.destination)
+            .map(|&(_, line)| line)
+        else {
+            return;
+        };
+        if now == 0 {
+            // One clock read per batch: the time the frames were reaped.
+            now = transport.now_ns();
+        }
+        write_datagram(
+            stats,
+            conn,
+            line,
+            drops,
+            datagram.payload,
+            now,
+            frames.for_conn(conn),
+        );
+    });
+    if now != 0 {
+        if let Some(read) = last_read.get(conn as usize) {
+            read.store(now, Ordering::Relaxed);
+        }
+        if !slot.open {
+            slot.open = true;
+            events.push((conn, StreamEvent::Open));
+        }
+        if now >= source.next_stats_ns {
+            let kernel = source.receiver.kernel_counters();
+            let total = kernel.rx_dropped + kernel.rx_ring_full + kernel.rx_fill_ring_empty;
+            source.kernel_drops = u32::try_from(total).unwrap_or(u32::MAX);
+            source.next_stats_ns = now + XDP_STATS_NS;
+        }
+    }
+    read
 }
 
 /// The plaintext buffer at most: large enough for a TLS record and for the unfragmented frames
@@ -398,6 +567,8 @@ pub struct NetEngine {
     last_read: Arc<[AtomicU64]>,
     /// Per slot: its datagram sockets' state, when it is a datagram slot.
     datagrams: Vec<Option<DatagramStream>>,
+    /// The datagram slots that have AF_XDP lines.
+    xdp_slots: Vec<ConnId>,
 }
 
 impl NetEngine {
@@ -442,17 +613,21 @@ impl NetEngine {
             touched: Vec::with_capacity(slots),
             last_read,
             datagrams: (0..slots).map(|_| None).collect(),
+            xdp_slots: Vec::with_capacity(slots),
         }
     }
 
     /// Opens a datagram venue's sockets in slot `conn` (joins its lines, connects its request
     /// socket) and reads them: `StreamEvent::Connected` follows at once, `Open` with the first
-    /// datagram. A refused join or socket is an error now, nothing half open.
+    /// datagram. A refused join or socket is an error now, nothing half open. Lines the spec
+    /// reads through AF_XDP get their receiver here (which may wait up to 3 s for a queue a
+    /// process that just ended still holds); where it cannot be set up they are read through
+    /// their kernel sockets, and the notes' warning says why.
     pub fn open_datagrams(
         &mut self,
         conn: ConnId,
         spec: &DatagramSpec,
-    ) -> Result<(), StreamOpenError> {
+    ) -> Result<DatagramNotes, StreamOpenError> {
         let free = self.streams.get(conn as usize).is_some_and(Option::is_none)
             && self
                 .datagrams
@@ -461,8 +636,25 @@ impl NetEngine {
         if !free {
             return Err(StreamOpenError::SlotBusy(conn));
         }
-        let sockets = udp::open_spec(spec).map_err(NetError::Io)?;
+        let mut sockets = udp::open_spec(spec).map_err(NetError::Io)?;
+        let mut notes = DatagramNotes::default();
+        let xdp = match &spec.xdp {
+            Some(lines) => match open_xdp(spec, lines, &mut sockets) {
+                Ok((source, info)) => {
+                    notes.info = Some(info);
+                    Some(source)
+                }
+                Err(warning) => {
+                    notes.warning = Some(warning);
+                    None
+                }
+            },
+            None => None,
+        };
         self.transport.open_datagrams(conn, sockets)?;
+        if xdp.is_some() {
+            self.xdp_slots.push(conn);
+        }
         if let Some(slot) = self.last_read.get(conn as usize) {
             slot.store(self.transport.now_ns(), Ordering::Relaxed);
         }
@@ -471,9 +663,10 @@ impl NetEngine {
             open: false,
             kernel_drops: [0; 3],
             errors: 0,
+            xdp,
         });
         self.pending.push((conn, StreamEvent::Connected));
-        Ok(())
+        Ok(notes)
     }
 
     /// Sends one datagram (a request) on socket `line` of datagram slot `conn`, without
@@ -513,6 +706,7 @@ impl NetEngine {
         {
             return false;
         }
+        self.xdp_slots.retain(|&slot| slot != conn);
         self.transport.close(conn);
         true
     }
@@ -739,7 +933,13 @@ impl NetEngine {
         let datagrams = &mut self.datagrams;
         touched.clear();
         let mut failures: Vec<(ConnId, StreamError)> = Vec::new();
-        let io_events = transport.poll(self.wait, &mut |conn, event| {
+        // An AF_XDP line has nothing that would wake the transport's wait: busy-poll it.
+        let wait = if self.xdp_slots.is_empty() {
+            self.wait
+        } else {
+            WaitMode::BusyPoll
+        };
+        let io_events = transport.poll(wait, &mut |conn, event| {
             match event {
                 IoEvent::Datagram {
                     line,
@@ -889,6 +1089,20 @@ impl NetEngine {
                 }
             }
         })?;
+        let mut xdp_frames = 0usize;
+        for &conn in &self.xdp_slots {
+            if let Some(Some(slot)) = self.datagrams.get_mut(conn as usize) {
+                xdp_frames += poll_xdp(
+                    conn,
+                    slot,
+                    &self.transport,
+                    &mut self.frames,
+                    &self.last_read,
+                    &mut events,
+                ) as usize;
+            }
+        }
+        let io_events = io_events + xdp_frames;
         // Sends happen outside the transport's callback (which borrows the transport).
         for index in 0..self.touched.len() {
             let conn = self.touched[index];

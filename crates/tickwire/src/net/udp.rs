@@ -49,6 +49,50 @@ pub struct DatagramSpec {
     pub lines: [Option<MulticastConfig>; 2],
     /// The server that answers requests (MoldUDP64's re-request server), if any.
     pub reply: Option<SocketAddrV4>,
+    /// Lines read through AF_XDP (`net::xdp`) instead of their kernel socket, if any.
+    pub xdp: Option<XdpLines>,
+}
+
+/// The lines of a datagram slot that the network thread reads through AF_XDP: an XDP program on
+/// `interface` steers their groups' datagrams into AF_XDP sockets on its queues, which the
+/// engine busy-polls (`net::engine`). Each such line's kernel socket is still opened and joined
+/// (the membership makes the interface and the routers deliver the group) but not read. Where
+/// the program cannot be attached or a socket bound, the line falls back to its kernel socket.
+/// `Copy`, like the spec it is part of: the interface name is a fixed array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpLines {
+    /// The interface's name, NUL-padded (`IFNAMSIZ`: at most 15 bytes).
+    pub interface: [u8; 16],
+    /// Bit `q`: bind queue `q`; 0: every receive queue of the interface.
+    pub queues: u64,
+    /// By line (A, B): read through AF_XDP.
+    pub lines: [bool; 2],
+}
+
+impl XdpLines {
+    /// `None` for a name that is empty or longer than 15 bytes.
+    pub fn new(interface: &str, queues: u64, lines: [bool; 2]) -> Option<XdpLines> {
+        if interface.is_empty() || interface.len() > 15 || interface.contains('\0') {
+            return None;
+        }
+        let mut name = [0u8; 16];
+        name[..interface.len()].copy_from_slice(interface.as_bytes());
+        Some(XdpLines {
+            interface: name,
+            queues,
+            lines,
+        })
+    }
+
+    pub fn interface(&self) -> &str {
+        let len = self.interface.iter().position(|&b| b == 0).unwrap_or(16);
+        std::str::from_utf8(&self.interface[..len]).unwrap_or("")
+    }
+
+    /// The queues to bind, `None` for every one.
+    pub fn queue_list(&self) -> Option<Vec<u32>> {
+        (self.queues != 0).then(|| (0..64).filter(|q| self.queues & (1 << q) != 0).collect())
+    }
 }
 
 /// A datagram slot's socket, by what it carries (the order of a slot's sockets).
@@ -386,6 +430,45 @@ impl MulticastSocket {
     pub fn into_fd(self) -> OwnedFd {
         self.fd
     }
+}
+
+/// The name of the interface that has IPv4 address `address` (for an interface named by its
+/// address where the name is needed: AF_XDP binds to an interface).
+pub fn interface_name(address: Ipv4Addr) -> io::Result<String> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list it owns into `list`; freed below.
+    check(unsafe { libc::getifaddrs(&mut list) })?;
+    let mut found = None;
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: an entry of the list getifaddrs made, alive until freeifaddrs.
+        let entry = unsafe { &*at };
+        at = entry.ifa_next;
+        if entry.ifa_addr.is_null() || entry.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: a non-null socket address, whose family field every family has.
+        let family = unsafe { (*entry.ifa_addr).sa_family };
+        if i32::from(family) != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: an AF_INET address is a sockaddr_in.
+        let sin = unsafe { &*entry.ifa_addr.cast::<libc::sockaddr_in>() };
+        if Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)) == address {
+            // SAFETY: getifaddrs gives a NUL-terminated name.
+            let name = unsafe { std::ffi::CStr::from_ptr(entry.ifa_name) };
+            found = Some(name.to_string_lossy().into_owned());
+            break;
+        }
+    }
+    // SAFETY: the list getifaddrs made, freed once.
+    unsafe { libc::freeifaddrs(list) };
+    found.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface here has the address {address}"),
+        )
+    })
 }
 
 /// The IPv4 address of an interface named by name (`eth1`) or by its address.

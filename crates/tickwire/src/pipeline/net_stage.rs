@@ -258,14 +258,24 @@ impl StagePoll for NetStage {
                     if let Some(slot) = generations.get_mut(conn as usize) {
                         *slot = generation;
                     }
-                    if let Err(error) = engine.open_datagrams(conn, &spec) {
-                        report(NetStatus {
+                    // Logged here, once per open (not a steady-state path): how AF_XDP lines
+                    // run, or the one line that says why they fell back to kernel sockets.
+                    match engine.open_datagrams(conn, &spec) {
+                        Ok(notes) => {
+                            if let Some(info) = notes.info {
+                                tracing::info!(conn, "{info}");
+                            }
+                            if let Some(warning) = notes.warning {
+                                tracing::warn!(conn, "{warning}");
+                            }
+                        }
+                        Err(error) => report(NetStatus {
                             conn,
                             generation,
                             kind: NetStatusKind::OpenFailed {
                                 error: error.to_string(),
                             },
-                        });
+                        }),
                     }
                 }
                 NetCommand::SendDatagram {

@@ -16,6 +16,9 @@
 //! rerequest = "206.200.43.64:27000"
 //! session = "000012345A"         # optional
 //! max_orders = 4194304           # the book's cap on live orders
+//! backend = "af-xdp"             # optional: read the lines through AF_XDP (default "kernel")
+//! xdp_lines = ["a", "b"]         # optional: which lines (default: both)
+//! xdp_queues = [0]               # optional: the interface's queues to bind (default: all)
 //! ```
 
 use super::book::BookConfig;
@@ -68,6 +71,27 @@ pub struct ItchConfig {
     /// `SO_RCVBUF` of each line's socket, bytes (default 16 MiB; the kernel caps it at
     /// `net.core.rmem_max`).
     pub rcvbuf_bytes: Option<u32>,
+    /// How the lines are read: `"kernel"` (unset: their UDP sockets, over the network thread's
+    /// io_uring or epoll) or `"af-xdp"` (an XDP program on `interface` steers their datagrams
+    /// into AF_XDP sockets, `net::xdp`; without the privileges it falls back to `"kernel"`
+    /// with one warning).
+    pub backend: Option<String>,
+    /// With `backend = "af-xdp"`: the lines read through it, `"a"` and/or `"b"` (unset: both).
+    pub xdp_lines: Option<Vec<String>>,
+    /// With `backend = "af-xdp"`: the interface's receive queues to bind (below 64; unset:
+    /// every queue). A subset needs the NIC to steer the feed to those queues: what arrives
+    /// on another queue goes to the line's kernel socket, which is not read.
+    pub xdp_queues: Option<Vec<u32>>,
+}
+
+/// `nasdaq_itch.backend`'s values.
+pub const BACKENDS: [&str; 2] = ["kernel", "af-xdp"];
+
+/// What `backend = "af-xdp"` reads: by line (A, B), and the queues as a bit mask (0: all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpChoice {
+    pub lines: [bool; 2],
+    pub queues: u64,
 }
 
 impl ItchConfig {
@@ -75,6 +99,88 @@ impl ItchConfig {
     /// nasdaq-itch venue).
     pub fn of(venue: &VenueConfig) -> Option<ItchConfig> {
         read_venue_table(TABLE, venue.table.as_ref()?).ok()
+    }
+
+    /// The AF_XDP lines and queues (`None`: the kernel backend), or the problem, with its key.
+    pub fn xdp(&self) -> Result<Option<XdpChoice>, (&'static str, String)> {
+        let af_xdp = match self.backend.as_deref() {
+            None | Some("kernel") => false,
+            Some("af-xdp") => true,
+            Some(other) => {
+                return Err((
+                    "nasdaq_itch.backend",
+                    format!("\"{other}\" is not a backend: \"kernel\" or \"af-xdp\""),
+                ))
+            }
+        };
+        if !af_xdp {
+            for (key, set) in [
+                ("nasdaq_itch.xdp_lines", self.xdp_lines.is_some()),
+                ("nasdaq_itch.xdp_queues", self.xdp_queues.is_some()),
+            ] {
+                if set {
+                    return Err((key, "is only read with backend = \"af-xdp\"".to_owned()));
+                }
+            }
+            return Ok(None);
+        }
+        let lines = match &self.xdp_lines {
+            None => [true, self.line_b.is_some()],
+            Some(names) => {
+                let mut lines = [false; 2];
+                for name in names {
+                    let index = match name.as_str() {
+                        "a" | "A" => 0,
+                        "b" | "B" => 1,
+                        _ => {
+                            return Err((
+                                "nasdaq_itch.xdp_lines",
+                                format!("\"{name}\" is not a line: \"a\" or \"b\""),
+                            ))
+                        }
+                    };
+                    if lines[index] {
+                        return Err(("nasdaq_itch.xdp_lines", format!("\"{name}\" twice")));
+                    }
+                    lines[index] = true;
+                }
+                if lines == [false; 2] {
+                    return Err((
+                        "nasdaq_itch.xdp_lines",
+                        "is empty: name \"a\" and/or \"b\", or leave it out for both".to_owned(),
+                    ));
+                }
+                if lines[1] && self.line_b.is_none() {
+                    return Err((
+                        "nasdaq_itch.xdp_lines",
+                        "names line \"b\" but nasdaq_itch.line_b is not set".to_owned(),
+                    ));
+                }
+                lines
+            }
+        };
+        let mut queues = 0u64;
+        if let Some(list) = &self.xdp_queues {
+            if list.is_empty() {
+                return Err((
+                    "nasdaq_itch.xdp_queues",
+                    "is empty: list queue numbers, or leave it out for every queue".to_owned(),
+                ));
+            }
+            for &queue in list {
+                if queue >= 64 {
+                    return Err((
+                        "nasdaq_itch.xdp_queues",
+                        format!("queue {queue}: queues are numbered 0 to 63"),
+                    ));
+                }
+                if queues & (1 << queue) != 0 {
+                    return Err(("nasdaq_itch.xdp_queues", format!("queue {queue} twice")));
+                }
+                queues |= 1 << queue;
+            }
+        }
+        Ok(Some(XdpChoice { lines, queues }))
     }
 
     pub fn book(&self) -> BookConfig {
@@ -213,6 +319,9 @@ pub(super) fn check_table(table: Option<&toml::Value>, check: &mut TableCheck<'_
             );
         }
     }
+    if let Err((key, message)) = itch.xdp() {
+        check.problem(key, message);
+    }
     if itch.give_up_ms.is_some_and(|ms| ms == 0 || ms > 10_000) {
         check.problem("nasdaq_itch.give_up_ms", "must be 1 to 10000");
     }
@@ -251,5 +360,94 @@ mod tests {
             config.arbiter().expected_session,
             Some(Session(*b"S1        "))
         );
+    }
+
+    fn table(text: &str) -> ItchConfig {
+        toml::from_str(&format!(
+            "interface = \"eth1\"\nline_b = \"233.1.1.2:1\"\n{text}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_af_xdp_backend_reads_its_lines_and_queues_and_refuses_what_it_cannot_use() {
+        assert_eq!(table("").xdp(), Ok(None));
+        assert_eq!(table("backend = \"kernel\"").xdp(), Ok(None));
+        assert_eq!(
+            table("backend = \"af-xdp\"").xdp(),
+            Ok(Some(XdpChoice {
+                lines: [true, true],
+                queues: 0
+            }))
+        );
+        assert_eq!(
+            table("backend = \"af-xdp\"\nxdp_lines = [\"b\"]\nxdp_queues = [0, 3]").xdp(),
+            Ok(Some(XdpChoice {
+                lines: [false, true],
+                queues: 0b1001
+            }))
+        );
+        let without_b: ItchConfig =
+            toml::from_str("interface = \"eth1\"\nbackend = \"af-xdp\"").unwrap();
+        assert_eq!(
+            without_b.xdp().unwrap().unwrap().lines,
+            [true, false],
+            "line A alone when there is no line B"
+        );
+        for (text, key, says) in [
+            (
+                "backend = \"dpdk\"",
+                "nasdaq_itch.backend",
+                "\"kernel\" or \"af-xdp\"",
+            ),
+            (
+                "xdp_lines = [\"a\"]",
+                "nasdaq_itch.xdp_lines",
+                "only read with",
+            ),
+            (
+                "xdp_queues = [0]",
+                "nasdaq_itch.xdp_queues",
+                "only read with",
+            ),
+            (
+                "backend = \"af-xdp\"\nxdp_lines = [\"c\"]",
+                "nasdaq_itch.xdp_lines",
+                "not a line",
+            ),
+            (
+                "backend = \"af-xdp\"\nxdp_lines = [\"a\", \"a\"]",
+                "nasdaq_itch.xdp_lines",
+                "twice",
+            ),
+            (
+                "backend = \"af-xdp\"\nxdp_lines = []",
+                "nasdaq_itch.xdp_lines",
+                "empty",
+            ),
+            (
+                "backend = \"af-xdp\"\nxdp_queues = [64]",
+                "nasdaq_itch.xdp_queues",
+                "0 to 63",
+            ),
+            (
+                "backend = \"af-xdp\"\nxdp_queues = []",
+                "nasdaq_itch.xdp_queues",
+                "empty",
+            ),
+            (
+                "backend = \"af-xdp\"\nxdp_queues = [1, 1]",
+                "nasdaq_itch.xdp_queues",
+                "twice",
+            ),
+        ] {
+            let (got_key, message) = table(text).xdp().unwrap_err();
+            assert_eq!(got_key, key, "{text}");
+            assert!(message.contains(says), "{text}: {message}");
+        }
+        let only_a: ItchConfig =
+            toml::from_str("interface = \"eth1\"\nbackend = \"af-xdp\"\nxdp_lines = [\"b\"]")
+                .unwrap();
+        assert!(only_a.xdp().unwrap_err().1.contains("line_b is not set"));
     }
 }

@@ -7,12 +7,14 @@
 //! Its transport is [`Transport::Datagram`]: the network thread joins line A and line B on the
 //! configured interface (source-specific where `source` is set) and connects a socket to the
 //! re-request server, in the slot of the venue's one connection; the slot is `Open` with its
-//! first datagram. The feed (`feed.rs`) runs the decoder the capture path runs (`decoder.rs`).
+//! first datagram. With `backend = "af-xdp"` the lines' datagrams are read through AF_XDP on
+//! that interface instead (`net::udp::XdpLines`; the re-request socket stays a kernel socket),
+//! and the frames the feed reads are the same. The feed (`feed.rs`) runs the decoder the capture path runs (`decoder.rs`).
 use super::config::{self, ItchConfig, CHANNEL, TABLE};
 use super::feed::{decoder_config, FeedConfig, ItchFeed};
 use crate::config::{Endpoint, Scheme, VenueConfig};
 use crate::event::{InstrumentId, VenueId};
-use crate::net::udp::{interface_address, DatagramSpec, MulticastConfig};
+use crate::net::udp::{interface_address, interface_name, DatagramSpec, MulticastConfig, XdpLines};
 use crate::venue::feed::VenueReply;
 use crate::venue::login::Login;
 use crate::venue::protocol::{
@@ -59,9 +61,29 @@ pub fn datagram_spec(venue: &VenueConfig) -> Result<DatagramSpec, String> {
         })?),
         None => None,
     };
+    let xdp = match itch
+        .xdp()
+        .map_err(|(key, message)| format!("{key}: {message}"))?
+    {
+        Some(choice) => {
+            // AF_XDP binds to an interface by name: one named by its address is looked up.
+            let name = match itch.interface.parse::<Ipv4Addr>() {
+                Ok(address) => interface_name(address)
+                    .map_err(|error| format!("nasdaq_itch.interface: {error}"))?,
+                Err(_) => itch.interface.clone(),
+            };
+            Some(
+                XdpLines::new(&name, choice.queues, choice.lines).ok_or_else(|| {
+                    format!("nasdaq_itch.interface: \"{name}\" is not an interface name")
+                })?,
+            )
+        }
+        None => None,
+    };
     Ok(DatagramSpec {
         lines: [Some(line(line_a)), line_b.map(line)],
         reply,
+        xdp,
     })
 }
 
