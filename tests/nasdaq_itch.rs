@@ -434,6 +434,87 @@ fn a_bad_table_names_each_key() {
     );
 }
 
+/// `backend = "af-xdp"` (issue 38): `check-config` refuses a bad backend and the AF_XDP keys
+/// without it, each by its key; a good file's datagram spec reads its lines through AF_XDP on
+/// the interface, named by name or found by its address.
+#[test]
+fn the_af_xdp_backend_is_checked_and_reaches_the_datagram_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    let venue = |table: &str| {
+        format!(
+            "name = \"x\"\nkind = \"nasdaq-itch\"\nurl = \"udp://239.1.1.1:26477\"\n\
+             symbols = [\"*\"]\nchannels = [\"itch\"]\n[nasdaq_itch]\n\
+             line_b = \"239.1.1.2:26477\"\nrerequest = \"127.0.0.1:26478\"\n{table}"
+        )
+    };
+    std::fs::write(
+        dir.path().join("tickwire.toml"),
+        "venues = [\"venue.toml\"]\n",
+    )
+    .unwrap();
+    for (table, key, says) in [
+        (
+            "interface = \"lo\"\nbackend = \"dpdk\"\n",
+            "nasdaq_itch.backend",
+            "\"kernel\" or \"af-xdp\"",
+        ),
+        (
+            "interface = \"lo\"\nxdp_queues = [0]\n",
+            "nasdaq_itch.xdp_queues",
+            "only read with backend = \"af-xdp\"",
+        ),
+        (
+            "interface = \"lo\"\nbackend = \"af-xdp\"\nxdp_lines = [\"c\"]\n",
+            "nasdaq_itch.xdp_lines",
+            "not a line",
+        ),
+    ] {
+        std::fs::write(dir.path().join("venue.toml"), venue(table)).unwrap();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_tickwire"))
+            .arg("check-config")
+            .arg(dir.path().join("tickwire.toml"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{table}: accepted");
+        assert!(
+            stderr.contains(key) && stderr.contains(says),
+            "{table}: {stderr}"
+        );
+    }
+    let net = tickwire::config::NetConfig::default();
+    for (interface, lines, want) in [
+        ("lo", "", [true, true]),
+        (
+            "127.0.0.1",
+            "xdp_lines = [\"b\"]\nxdp_queues = [0]\n",
+            [false, true],
+        ),
+    ] {
+        let path = dir.path().join("venue.toml");
+        std::fs::write(
+            &path,
+            venue(&format!(
+                "interface = \"{interface}\"\nbackend = \"af-xdp\"\n{lines}"
+            )),
+        )
+        .unwrap();
+        let venue = tickwire::config::load_venue(&path).unwrap_or_else(|errors| panic!("{errors}"));
+        let prepared = tickwire::venue::subscribe_spec(&venue, &net).expect("a live transport");
+        let spec = prepared.datagram().expect("datagram sockets");
+        let xdp = spec.xdp.expect("AF_XDP lines");
+        assert_eq!(xdp.interface(), "lo", "{interface}");
+        assert_eq!(xdp.lines, want);
+        assert_eq!(xdp.queue_list(), (!lines.is_empty()).then(|| vec![0]));
+    }
+    // The default reads the kernel sockets.
+    let path = dir.path().join("venue.toml");
+    std::fs::write(&path, venue("interface = \"lo\"\n")).unwrap();
+    let venue = tickwire::config::load_venue(&path).unwrap();
+    let prepared = tickwire::venue::subscribe_spec(&venue, &net).unwrap();
+    assert_eq!(prepared.datagram().unwrap().xdp, None);
+}
+
 /// A gzip raw file (Nasdaq ships its daily files gzipped) streams through as the plain one.
 #[test]
 fn a_gzip_raw_file_decodes_as_the_plain_one() {
