@@ -516,6 +516,33 @@ mod tests {
     use crate::net::{BackendChoice, IoEvent, Transport, TransportConfig, WaitMode};
     use std::time::{Duration, Instant};
 
+    #[test]
+    fn xdp_lines_keep_the_interface_name_and_the_queues_as_given() {
+        let lines = XdpLines::new("eth1", 0b101, [true, false]).unwrap();
+        assert_eq!(lines.interface(), "eth1");
+        assert_eq!(lines.queue_list(), Some(vec![0, 2]));
+        assert_eq!(lines.lines, [true, false]);
+        let all = XdpLines::new("enp129s0f1np1xx", 0, [true, true]).unwrap();
+        assert_eq!(all.interface(), "enp129s0f1np1xx", "15 bytes fit");
+        assert_eq!(all.queue_list(), None, "0: every queue");
+        assert_eq!(
+            XdpLines::new("a", 1 << 63, [true, true])
+                .unwrap()
+                .queue_list(),
+            Some(vec![63])
+        );
+        assert!(XdpLines::new("", 0, [true, true]).is_none());
+        assert!(XdpLines::new("sixteen-bytes-xx", 0, [true, true]).is_none());
+        assert!(XdpLines::new("a\0b", 0, [true, true]).is_none());
+    }
+
+    #[test]
+    fn an_interface_is_found_by_its_address() {
+        assert_eq!(interface_name(Ipv4Addr::LOCALHOST).unwrap(), "lo");
+        let error = interface_name(Ipv4Addr::new(192, 0, 2, 77)).unwrap_err();
+        assert!(error.to_string().contains("192.0.2.77"), "{error}");
+    }
+
     /// A control message as the kernel lays it out: header, data, padding to the next.
     fn cmsg(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
         let align = std::mem::size_of::<usize>();
