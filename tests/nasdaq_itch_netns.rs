@@ -641,6 +641,19 @@ fn live_session(
     let joined = wait_for(Duration::from_secs(30), || {
         log.lock().unwrap().contains("upgrading")
     });
+    if joined && lines_backend == Lines::AfXdp {
+        // One datagram to line A too large for the veth's MTU: the sender's kernel fragments
+        // it, the program steers the fragments (it cannot see their port) and the receiver
+        // refuses and counts them, as the line's drops.
+        let group = SocketAddrV4::new(Ipv4Addr::new(239, 192, 37, groups[0]), 26477);
+        crate::support::netns::in_namespace(&ns.sender, move || {
+            let socket = UdpSocket::bind((SENDER, 0)).expect("bind");
+            socket.set_multicast_ttl_v4(1).unwrap();
+            socket.send_to(&[0u8; 3000], group).expect("send");
+        })
+        .join()
+        .unwrap();
+    }
     let sim = joined.then(|| {
         Command::new("ip")
             .args(["netns", "exec", &ns.sender, env!("CARGO_BIN_EXE_tickwire")])
@@ -928,6 +941,12 @@ fn assert_read_through_af_xdp(run: &LiveRun) {
         "a program outlived the appliance: {}",
         run.link_after
     );
+    // The fragments of the oversized datagram `live_session` sent to line A were refused and
+    // counted as the line's drops (the sim's own datagrams carry the count).
+    let drops = run.venues["venues"][0]["feed_counts"]["line_a_kernel_drops"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(drops >= 2, "line A's drops: {drops}: {}", run.venues);
 }
 
 /// Issue 38: the same session read through AF_XDP (`backend = "af-xdp"`, io_uring for the

@@ -34,8 +34,9 @@
 //! the slot then owns an [`XdpReceiver`] (the XDP program on the interface and a socket per
 //! queue) that every `poll` drains after the transport's events, writing the same frames
 //! (same kinds, same head: the drop count is the kernel's `XDP_STATISTICS` for the receiver's
-//! sockets, read at most every 100 ms; the timestamp is the clock read once per batch, at
-//! reap). The line's kernel socket stays joined and unread; re-requests and their answers keep
+//! sockets plus the frames it refused as malformed (fragments, truncated, bad headers or
+//! checksums), read at most every 100 ms and shared by the lines on the receiver; the timestamp
+//! is the clock read once per batch, at reap). The line's kernel socket stays joined and unread; re-requests and their answers keep
 //! the unicast kernel socket. While any slot has an AF_XDP receiver the transport is polled
 //! without sleeping in the kernel (an AF_XDP ring has no completion to wake the transport's
 //! wait): the thread's own wait strategy (`[threads.net] wait`) says how the loop idles. Where
@@ -446,8 +447,17 @@ fn poll_xdp(
             events.push((conn, StreamEvent::Open));
         }
         if now >= source.next_stats_ns {
+            // What the lines lost before user space could hand it on: the kernel's counts, and
+            // the frames for the lines' groups refused as not a whole, well-formed datagram.
             let kernel = source.receiver.kernel_counters();
-            let total = kernel.rx_dropped + kernel.rx_ring_full + kernel.rx_fill_ring_empty;
+            let refused = source.receiver.counters();
+            let total = kernel.rx_dropped
+                + kernel.rx_ring_full
+                + kernel.rx_fill_ring_empty
+                + refused.truncated
+                + refused.bad_headers
+                + refused.bad_checksums
+                + refused.fragments;
             source.kernel_drops = u32::try_from(total).unwrap_or(u32::MAX);
             source.next_stats_ns = now + XDP_STATS_NS;
         }
