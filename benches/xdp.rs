@@ -223,11 +223,16 @@ fn run(pair: &netns::Pair, backend: Backend, rate: u64, seconds: f64) -> Result<
                                 busy_cpu += thread_cpu_ns() - cpu;
                             }
                         }
+                        let exhaustions = match &transport {
+                            Transport::Uring(uring) => uring.buffer_exhaustions,
+                            Transport::Epoll(_) => 0,
+                        };
                         Ok((
                             tally,
                             busy_cpu,
                             format!(
-                                "{why}; multishot recvmsg, busy-polled; {errors} socket errors"
+                                "{why}; multishot recvmsg, busy-polled; {errors} socket errors; \
+                                 {exhaustions} times out of provided buffers (receive re-armed)"
                             ),
                         ))
                     }

@@ -356,11 +356,29 @@ fn open_xdp(
         })
         .collect();
     let names = names.join(" and ");
+    // As much slack as the lines' kernel sockets would have had: a UMEM of as many 2 KiB frames
+    // as their receive buffer holds bytes (16 MiB: 8,192 frames per queue), at least the
+    // default's 4,096 and at most 32,768. A receiver that stalls longer than that loses frames
+    // (the kernel's `rx_fill_ring_empty`, counted as the lines' drops).
+    let umem = {
+        let defaults = UmemConfig::default();
+        let rcvbuf = spec
+            .lines
+            .iter()
+            .flatten()
+            .map(|line| line.rcvbuf)
+            .max()
+            .unwrap_or(0);
+        let frames = (rcvbuf / defaults.frame_bytes as usize)
+            .clamp(defaults.frames as usize, 1 << 15)
+            .next_power_of_two() as u32;
+        UmemConfig { frames, ..defaults }
+    };
     let config = XdpConfig {
         interface: xdp.interface().to_owned(),
         feeds,
         queues: xdp.queue_list(),
-        umem: UmemConfig::default(),
+        umem,
         force_generic: false,
         verify_udp_checksum: false,
     };
