@@ -478,6 +478,10 @@ fn poll_xdp(
                 + refused.fragments;
             source.kernel_drops = u32::try_from(total).unwrap_or(u32::MAX);
             source.next_stats_ns = now + XDP_STATS_NS;
+            // As `NetEngine::datagram_counts` reports them, beside the kernel sockets' counts.
+            for (_, line) in lines.iter().flatten() {
+                slot.kernel_drops[*line as usize] = source.kernel_drops;
+            }
         }
     }
     read
