@@ -500,6 +500,8 @@ enum Lines {
     Kernel,
     /// `backend = "af-xdp"`.
     AfXdp,
+    /// `backend = "af-xdp"` with busy polling (`xdp_busy_poll_us`).
+    AfXdpBusyPoll,
     /// `backend = "af-xdp"`, the appliance run with no capability at all (still uid 0): it
     /// falls back to the kernel sockets.
     AfXdpWithoutPrivileges,
@@ -584,6 +586,9 @@ fn live_session(
     if lines_backend != Lines::Kernel {
         receiver_venue.push_str("backend = \"af-xdp\"\n");
     }
+    if lines_backend == Lines::AfXdpBusyPoll {
+        receiver_venue.push_str("xdp_busy_poll_us = 50\n");
+    }
     std::fs::write(dir.path().join("venue.toml"), receiver_venue).unwrap();
     std::fs::write(dir.path().join("sim.toml"), venue("10.37.0.1")).unwrap();
     let appliance = dir.path().join("tickwire.toml");
@@ -641,7 +646,7 @@ fn live_session(
     let joined = wait_for(Duration::from_secs(30), || {
         log.lock().unwrap().contains("upgrading")
     });
-    if joined && lines_backend == Lines::AfXdp {
+    if joined && matches!(lines_backend, Lines::AfXdp | Lines::AfXdpBusyPoll) {
         // One datagram to line A too large for the veth's MTU: the sender's kernel fragments
         // it, the program steers the fragments (it cannot see their port) and the receiver
         // refuses and counts them, as the line's drops.
@@ -1066,11 +1071,20 @@ fn tickwire_run_reports_an_unrecoverable_loss_as_a_gap() {
     unrecoverable_loss_is_a_gap("g", Lines::Kernel, [51, 52]);
 }
 
-/// The same over AF_XDP.
+/// The same over AF_XDP, busy-polled (`xdp_busy_poll_us`: the kernel took the options).
 #[test]
 fn tickwire_run_reports_an_unrecoverable_loss_as_a_gap_over_af_xdp() {
-    if let Some(run) = unrecoverable_loss_is_a_gap("y", Lines::AfXdp, [91, 92]) {
+    if let Some(run) = unrecoverable_loss_is_a_gap("y", Lines::AfXdpBusyPoll, [91, 92]) {
         assert_read_through_af_xdp(&run);
+        let line = run
+            .stderr
+            .lines()
+            .find(|line| line.contains("af-xdp on "))
+            .unwrap_or_default();
+        assert!(
+            line.contains("busy polling 50 us") && !line.contains("refused"),
+            "{line}"
+        );
     }
 }
 

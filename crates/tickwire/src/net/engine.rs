@@ -372,7 +372,11 @@ fn open_xdp(
         let frames = (rcvbuf / defaults.frame_bytes as usize)
             .clamp(defaults.frames as usize, 1 << 15)
             .next_power_of_two() as u32;
-        UmemConfig { frames, ..defaults }
+        UmemConfig {
+            frames,
+            busy_poll_us: xdp.busy_poll_us,
+            ..defaults
+        }
     };
     let config = XdpConfig {
         interface: xdp.interface().to_owned(),

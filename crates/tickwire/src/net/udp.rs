@@ -67,6 +67,8 @@ pub struct XdpLines {
     pub queues: u64,
     /// By line (A, B): read through AF_XDP.
     pub lines: [bool; 2],
+    /// Busy polling (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` for this many µs); 0: none.
+    pub busy_poll_us: u32,
 }
 
 impl XdpLines {
@@ -81,6 +83,7 @@ impl XdpLines {
             interface: name,
             queues,
             lines,
+            busy_poll_us: 0,
         })
     }
 

@@ -158,6 +158,9 @@ pub struct XdpReceiver {
     interface: String,
     ifindex: u32,
     verify_udp_checksum: bool,
+    /// Busy polling was asked for (`UmemConfig::busy_poll_us`): an empty round enters the
+    /// kernel, whose `recvfrom` then runs the queue's NAPI poll in this thread.
+    busy_poll_us: u32,
     counters: XdpCounters,
     /// One per socket, for [`XdpReceiver::wait`].
     pollfds: Vec<libc::pollfd>,
@@ -210,6 +213,7 @@ impl XdpReceiver {
             interface: config.interface.clone(),
             ifindex,
             verify_udp_checksum: config.verify_udp_checksum,
+            busy_poll_us: config.umem.busy_poll_us,
             counters: XdpCounters::default(),
         })
     }
@@ -236,7 +240,7 @@ impl XdpReceiver {
             .collect();
         format!(
             "af-xdp on {} (ifindex {}): {} mode, zero-copy {}, queues {:?}, program of {} \
-             instructions for {} feeds{}",
+             instructions for {} feeds{}{}",
             self.interface,
             self.ifindex,
             self.attached.mode.as_str(),
@@ -251,6 +255,11 @@ impl XdpReceiver {
                 .collect::<Vec<_>>(),
             self.attached.instructions,
             self.feeds.len(),
+            if self.busy_poll_us > 0 {
+                format!(", busy polling {} us", self.busy_poll_us)
+            } else {
+                String::new()
+            },
             if refused.is_empty() {
                 String::new()
             } else {
@@ -287,12 +296,15 @@ impl XdpReceiver {
 
     /// Reads up to `max` frames from each queue and hands each feed datagram to `on_datagram`
     /// (borrowed from the UMEM); what is not one is counted. Returns the frames read. Never
-    /// blocks or allocates.
+    /// blocks or allocates. Enters the kernel (a non-blocking `recvfrom`) only when the kernel
+    /// asks for it (`XDP_USE_NEED_WAKEUP`), or, with busy polling, when a queue had nothing:
+    /// that call is the busy-poll round.
     pub fn poll(&mut self, max: u32, mut on_datagram: impl FnMut(&Datagram<'_>)) -> u32 {
         let mut total = 0;
         let counters = &mut self.counters;
         let feeds = &self.feeds;
         let verify = self.verify_udp_checksum;
+        let busy_poll = self.busy_poll_us > 0;
         for socket in &mut self.sockets {
             let read = socket.receive(max, |frame| {
                 counters.frames += 1;
@@ -308,7 +320,7 @@ impl XdpReceiver {
                     Err(error) => counters.refuse(error),
                 }
             });
-            if socket.needs_wakeup() {
+            if socket.needs_wakeup() || (busy_poll && read == 0) {
                 socket.wake();
             }
             total += read;

@@ -19,6 +19,7 @@
 //! backend = "af-xdp"             # optional: read the lines through AF_XDP (default "kernel")
 //! xdp_lines = ["a", "b"]         # optional: which lines (default: both)
 //! xdp_queues = [0]               # optional: the interface's queues to bind (default: all)
+//! xdp_busy_poll_us = 50          # optional: busy polling, µs per round (default: none)
 //! ```
 
 use super::book::BookConfig;
@@ -82,6 +83,10 @@ pub struct ItchConfig {
     /// every queue). A subset needs the NIC to steer the feed to those queues: what arrives
     /// on another queue goes to the line's kernel socket, which is not read.
     pub xdp_queues: Option<Vec<u32>>,
+    /// With `backend = "af-xdp"`: busy polling, µs per round (`SO_PREFER_BUSY_POLL`,
+    /// `SO_BUSY_POLL`, Linux 5.11; 1 to 1,000; unset: none). The network thread then drives
+    /// the queue's NAPI poll itself, with a `recvfrom` on each empty round.
+    pub xdp_busy_poll_us: Option<u32>,
 }
 
 /// `nasdaq_itch.backend`'s values.
@@ -92,6 +97,8 @@ pub const BACKENDS: [&str; 2] = ["kernel", "af-xdp"];
 pub struct XdpChoice {
     pub lines: [bool; 2],
     pub queues: u64,
+    /// 0: no busy polling.
+    pub busy_poll_us: u32,
 }
 
 impl ItchConfig {
@@ -117,6 +124,10 @@ impl ItchConfig {
             for (key, set) in [
                 ("nasdaq_itch.xdp_lines", self.xdp_lines.is_some()),
                 ("nasdaq_itch.xdp_queues", self.xdp_queues.is_some()),
+                (
+                    "nasdaq_itch.xdp_busy_poll_us",
+                    self.xdp_busy_poll_us.is_some(),
+                ),
             ] {
                 if set {
                     return Err((key, "is only read with backend = \"af-xdp\"".to_owned()));
@@ -180,7 +191,18 @@ impl ItchConfig {
                 queues |= 1 << queue;
             }
         }
-        Ok(Some(XdpChoice { lines, queues }))
+        let busy_poll_us = self.xdp_busy_poll_us.unwrap_or(0);
+        if self.xdp_busy_poll_us.is_some() && !(1..=1_000).contains(&busy_poll_us) {
+            return Err((
+                "nasdaq_itch.xdp_busy_poll_us",
+                format!("{busy_poll_us} is outside 1..=1000 (µs per busy-poll round)"),
+            ));
+        }
+        Ok(Some(XdpChoice {
+            lines,
+            queues,
+            busy_poll_us,
+        }))
     }
 
     pub fn book(&self) -> BookConfig {
@@ -377,14 +399,20 @@ mod tests {
             table("backend = \"af-xdp\"").xdp(),
             Ok(Some(XdpChoice {
                 lines: [true, true],
-                queues: 0
+                queues: 0,
+                busy_poll_us: 0
             }))
         );
         assert_eq!(
-            table("backend = \"af-xdp\"\nxdp_lines = [\"b\"]\nxdp_queues = [0, 3]").xdp(),
+            table(
+                "backend = \"af-xdp\"\nxdp_lines = [\"b\"]\nxdp_queues = [0, 3]\n\
+                 xdp_busy_poll_us = 50"
+            )
+            .xdp(),
             Ok(Some(XdpChoice {
                 lines: [false, true],
-                queues: 0b1001
+                queues: 0b1001,
+                busy_poll_us: 50
             }))
         );
         let without_b: ItchConfig =
@@ -439,6 +467,21 @@ mod tests {
                 "backend = \"af-xdp\"\nxdp_queues = [1, 1]",
                 "nasdaq_itch.xdp_queues",
                 "twice",
+            ),
+            (
+                "xdp_busy_poll_us = 50",
+                "nasdaq_itch.xdp_busy_poll_us",
+                "only read with",
+            ),
+            (
+                "backend = \"af-xdp\"\nxdp_busy_poll_us = 0",
+                "nasdaq_itch.xdp_busy_poll_us",
+                "outside 1..=1000",
+            ),
+            (
+                "backend = \"af-xdp\"\nxdp_busy_poll_us = 5000",
+                "nasdaq_itch.xdp_busy_poll_us",
+                "outside 1..=1000",
             ),
         ] {
             let (got_key, message) = table(text).xdp().unwrap_err();

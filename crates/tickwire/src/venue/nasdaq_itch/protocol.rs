@@ -72,11 +72,11 @@ pub fn datagram_spec(venue: &VenueConfig) -> Result<DatagramSpec, String> {
                     .map_err(|error| format!("nasdaq_itch.interface: {error}"))?,
                 Err(_) => itch.interface.clone(),
             };
-            Some(
-                XdpLines::new(&name, choice.queues, choice.lines).ok_or_else(|| {
-                    format!("nasdaq_itch.interface: \"{name}\" is not an interface name")
-                })?,
-            )
+            let mut lines = XdpLines::new(&name, choice.queues, choice.lines).ok_or_else(|| {
+                format!("nasdaq_itch.interface: \"{name}\" is not an interface name")
+            })?;
+            lines.busy_poll_us = choice.busy_poll_us;
+            Some(lines)
         }
         None => None,
     };
