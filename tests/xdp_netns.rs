@@ -1,7 +1,7 @@
 //! The AF_XDP receive path (`net/xdp/`) on a real interface: a veth pair between two network
 //! namespaces the test creates, `tickwire xdp-recv` attached to the receiver's end (native mode,
-//! copy: veth has no zero-copy), datagrams sent by the kernel's UDP stack in the sender's
-//! namespace. Root only; without `ip netns` the tests skip with a printed reason, which
+//! copy: veth has no zero-copy), or the network engine's AF_XDP lines polled in this process,
+//! datagrams sent by the kernel's UDP stack in the sender's namespace. Root only; without `ip netns` the tests skip with a printed reason, which
 //! `TICKWIRE_REQUIRE_NETNS=1` (set by `.ci/run`) turns into a failure.
 
 use crate::support::netns::{in_namespace, Pair};
@@ -345,4 +345,131 @@ fn the_af_xdp_capabilities_come_only_with_the_drop_in() {
     }
     assert!(line("RestrictAddressFamilies").contains("AF_XDP"));
     assert!(line("SystemCallFilter").contains("bpf"));
+}
+
+/// The network engine's AF_XDP lines (`DatagramSpec::xdp`): datagrams to line A's and line B's
+/// groups arrive as `LineA` and `LineB` frames with their payloads whole and the drop-count
+/// head, the slot goes `Open` with the first, and after a warm-up polling and draining
+/// allocates nothing (the binary's counting allocator, this thread's only).
+#[test]
+fn the_engine_reads_af_xdp_lines_into_line_frames_without_allocating() {
+    use crate::support::counting_alloc::allocations;
+    use tickwire::clock::Clock;
+    use tickwire::net::engine::{split_datagram, split_frame, split_tag, FrameKind, NetEngine};
+    use tickwire::net::udp::{DatagramSpec, MulticastConfig, XdpLines};
+    use tickwire::net::{BackendChoice, Transport, TransportConfig, WaitMode};
+    use tickwire::ring::frame_ring;
+    let Some(pair) = pair("e", 43) else {
+        return;
+    };
+    const PER_LINE: u64 = 3_000;
+    const WARM_UP: u64 = 300;
+    let lines = [
+        SocketAddrV4::new(group(41), 6100),
+        SocketAddrV4::new(group(42), 6100),
+    ];
+    let interface = pair.receiver_veth.clone();
+    let address = pair.receiver_address;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let receiver = in_namespace(&pair.receiver, move || {
+        let config = TransportConfig::default();
+        let (transport, _) =
+            Transport::open(BackendChoice::Auto, config, Clock::monotonic()).expect("transport");
+        let (producer, mut frames) = frame_ring(16 << 20);
+        let wait = WaitMode::Block {
+            timeout: Duration::from_millis(2),
+        };
+        let mut engine = NetEngine::new(transport, producer, wait, config.max_connections);
+        let line = |group| {
+            Some(MulticastConfig {
+                group,
+                interface: address,
+                source: None,
+                rcvbuf: 1 << 20,
+            })
+        };
+        let notes = engine
+            .open_datagrams(
+                0,
+                &DatagramSpec {
+                    lines: [line(lines[0]), line(lines[1])],
+                    reply: None,
+                    xdp: XdpLines::new(&interface, 0, [true, true]),
+                },
+            )
+            .expect("open");
+        ready_tx.send(()).unwrap();
+        let mut events = Vec::with_capacity(16);
+        let mut opened = false;
+        let mut by_line = [0u64; 2];
+        let mut next = [0u64; 2];
+        let mut counted_from = None;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while by_line[0] + by_line[1] < 2 * PER_LINE && Instant::now() < deadline {
+            if counted_from.is_none() && by_line[0] + by_line[1] >= WARM_UP {
+                counted_from = Some(allocations());
+            }
+            engine
+                .poll(&mut |_, event| events.push(event))
+                .expect("poll");
+            for event in events.drain(..) {
+                opened |= matches!(event, tickwire::net::engine::StreamEvent::Open);
+            }
+            frames.drain(usize::MAX, |tag, frame| {
+                let (conn, kind) = split_tag(tag);
+                assert_eq!(conn, 0);
+                let index = match kind {
+                    FrameKind::LineA => 0,
+                    FrameKind::LineB => 1,
+                    other => panic!("a {other:?} frame"),
+                };
+                let (_, payload) = split_frame(frame).expect("timestamped");
+                let (drops, datagram) = split_datagram(payload).expect("a datagram head");
+                assert_eq!(drops, 0);
+                assert_eq!(datagram.len(), 100);
+                // Each line's datagrams in order, each carrying its line and its number.
+                assert_eq!(datagram[0], index as u8);
+                let seq = u64::from_le_bytes(datagram[1..9].try_into().unwrap());
+                assert_eq!(seq, next[index], "line {index}");
+                next[index] += 1;
+                by_line[index] += 1;
+            });
+        }
+        let allocated = counted_from.map(|from| allocations() - from);
+        (notes, opened, by_line, allocated)
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the engine opened its lines");
+    let sender_address = pair.sender_address;
+    in_namespace(&pair.sender, move || {
+        let socket = UdpSocket::bind((sender_address, 0)).expect("bind");
+        socket.set_multicast_ttl_v4(1).unwrap();
+        let mut payload = [0u8; 100];
+        for seq in 0..PER_LINE {
+            for (index, target) in lines.iter().enumerate() {
+                payload[0] = index as u8;
+                payload[1..9].copy_from_slice(&seq.to_le_bytes());
+                socket.send_to(&payload, target).expect("send");
+            }
+            if seq % 100 == 99 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    })
+    .join()
+    .expect("sender");
+    let (notes, opened, by_line, allocated) = receiver.join().expect("receiver");
+    assert!(
+        notes.warning.is_none()
+            && notes.info.as_deref().is_some_and(|info| {
+                info.starts_with("line A and B: af-xdp on ") && info.contains("2 feeds")
+            }),
+        "{notes:?}"
+    );
+    assert!(opened, "no Open event");
+    assert_eq!(by_line, [PER_LINE, PER_LINE]);
+    assert_eq!(allocated, Some(0), "the engine allocated while polling");
+    // The program went with the engine.
+    assert!(!pair.receiver_link().contains("prog/xdp"));
 }
