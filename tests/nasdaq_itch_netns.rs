@@ -3,8 +3,8 @@
 //! second namespace, joined by a veth pair the test creates (multicast routed over it), joins
 //! both groups and feeds every datagram to the venue's `ItchDecoder`, sending the re-requests
 //! it asks for. Some tests run the receiver as their own loop over the decoder; the others run
-//! the real `tickwire run` (its network thread joining the groups over io_uring or epoll)
-//! against `tickwire sim --venue itch`. Root only; without `ip netns` the tests skip with a
+//! the real `tickwire run` (its network thread joining the groups over io_uring or epoll, or
+//! reading them through AF_XDP with `backend = "af-xdp"`) against `tickwire sim --venue itch`. Root only; without `ip netns` the tests skip with a
 //! printed reason, which `TICKWIRE_REQUIRE_NETNS=1` (set by `.ci/run`) turns into a failure.
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
