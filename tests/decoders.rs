@@ -745,3 +745,76 @@ fn two_decoders_serve_quotes_and_books_and_record_every_venue() {
     }
     drop(three.sims);
 }
+
+/// A venue that sends its whole stream and closes the connection while its decoder is behind
+/// (held here, as a busy core would): every record before the close is decoded, and the
+/// disconnect's gap comes after them. The disconnect reaches the decoder through the network
+/// thread, behind the connection's last frame; handed to the decoder directly, it was taken
+/// while frames of the connection still waited in the ring, and the Databento feed, which
+/// starts a connection's stream afresh on a disconnect, misread the rest ("not a DBN stream")
+/// and lost it.
+#[test]
+fn a_stream_closed_while_its_decoder_is_behind_is_decoded_to_its_end_before_the_disconnect() {
+    use tickwire_sim::databento::{self, DatabentoOptions, DatabentoSource, TEST_API_KEY};
+    const KEY_VARIABLE: &str = "TICKWIRE_TEST_DECODERS_DATABENTO_KEY";
+    std::env::set_var(KEY_VARIABLE, TEST_API_KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let mut gateway = databento::start(DatabentoOptions {
+        symbols: vec!["ESM5".to_owned(), "NQM5".to_owned()],
+        source: DatabentoSource::Benchmark { records: 200_000 },
+        seed: 36,
+        ..DatabentoOptions::default()
+    })
+    .unwrap();
+    let sent = gateway.benchmark_records();
+    std::fs::write(
+        dir.path().join("databento.toml"),
+        format!(
+            "name = \"databento\"\nkind = \"databento\"\nurl = \"tcp://127.0.0.1:{}\"\n\
+             symbols = [\"ESM5\", \"NQM5\"]\nchannels = [\"mbo\"]\n\
+             [databento]\ndataset = \"GLBX.MDP3\"\nrecovery = \"gap\"\n\
+             [credentials]\napi_key_env = \"{KEY_VARIABLE}\"\n\
+             [reconnect]\ninitial_delay_ms = 600000\nmax_delay_ms = 600000\n",
+            gateway.addr().port()
+        ),
+    )
+    .unwrap();
+    let appliance = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &appliance,
+        "venues = [\"databento.toml\"]\n[log]\nlevel = \"warn\"\n\
+         [rings]\nframe_ring_bytes = 33554432\nevent_ring_slots = 4096\n\
+         [net]\nbackend = \"epoll\"\nwait = \"block\"\nblock_timeout_us = 1000\n\
+         [threads.net]\nwait = \"park\"\n[threads.decoder]\nwait = \"park\"\n\
+         [threads.strategy]\nwait = \"park\"\n",
+    )
+    .unwrap();
+    let loaded = config::load(&appliance).unwrap();
+    let mut session =
+        Session::start(&loaded, Clock::calibrate(), SessionExtras::default()).unwrap();
+    // The decoder stalls while the gateway sends all and closes (tens of milliseconds).
+    session
+        .runtime
+        .hold_decoder(0, Duration::from_millis(1_500))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (decoded, malformed) = loop {
+        session.tick().unwrap();
+        let counters = &session.feeds[0].1;
+        let decoded = counters.message("mbo");
+        let malformed = counters.malformed.get();
+        if decoded >= sent || malformed > 0 || Instant::now() > deadline {
+            break (decoded, malformed);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(session.runtime.frame_ring.overflows(), 0);
+    let failed = session.shutdown();
+    gateway.stop();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(
+        (decoded, malformed),
+        (sent, 0),
+        "every record before the close decoded, none misread"
+    );
+}

@@ -282,7 +282,11 @@ impl Client {
             match kind {
                 FrameKind::Binary => binary.push(payload.to_vec()),
                 FrameKind::Text => text.push(String::from_utf8(payload.to_vec()).unwrap()),
-                FrameKind::Bytes | FrameKind::LineA | FrameKind::LineB | FrameKind::Reply => {
+                FrameKind::Bytes
+                | FrameKind::LineA
+                | FrameKind::LineB
+                | FrameKind::Reply
+                | FrameKind::Disconnect => {
                     panic!("a non-WebSocket frame")
                 }
             }

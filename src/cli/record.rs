@@ -321,8 +321,9 @@ fn run(venue_file: &Path, out: &Path, duration: Option<Duration>) -> anyhow::Res
                         tally.bytes += unit.len() as u64;
                     });
                 }
-                // `record` opens no datagram venue (`venue::record_connections` refuses one).
-                FrameKind::LineA | FrameKind::LineB | FrameKind::Reply => {}
+                // `record` opens no datagram venue (`venue::record_connections` refuses one),
+                // and no control thread sends it disconnect notices.
+                FrameKind::LineA | FrameKind::LineB | FrameKind::Reply | FrameKind::Disconnect => {}
             }
         });
         if let Some(error) = write_error {

@@ -86,6 +86,42 @@ pub enum FrameKind {
     LineB = 4,
     /// A datagram on the slot's unicast socket: an answer to a request.
     Reply = 5,
+    /// The control thread's notice that the connection went down ([`DisconnectNotice`]),
+    /// written by the network thread after every frame it wrote for the connection, so that
+    /// the decoder handles the disconnect in order with them.
+    Disconnect = 6,
+}
+
+/// What a [`FrameKind::Disconnect`] frame carries: the venue and the instruments the
+/// connection carried (little-endian `u16`, `u32`, `u32`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DisconnectNotice {
+    pub venue: u16,
+    pub instruments: std::ops::Range<u32>,
+}
+
+impl DisconnectNotice {
+    pub const BYTES: usize = 10;
+
+    pub fn to_bytes(&self) -> [u8; Self::BYTES] {
+        let mut bytes = [0u8; Self::BYTES];
+        bytes[..2].copy_from_slice(&self.venue.to_le_bytes());
+        bytes[2..6].copy_from_slice(&self.instruments.start.to_le_bytes());
+        bytes[6..].copy_from_slice(&self.instruments.end.to_le_bytes());
+        bytes
+    }
+
+    /// `None` for a payload of another length.
+    pub fn from_bytes(bytes: &[u8]) -> Option<DisconnectNotice> {
+        let bytes: &[u8; Self::BYTES] = bytes.try_into().ok()?;
+        let (venue, rest) = bytes.split_first_chunk::<2>()?;
+        let (start, end) = rest.split_first_chunk::<4>()?;
+        let end: &[u8; 4] = end.try_into().ok()?;
+        Some(DisconnectNotice {
+            venue: u16::from_le_bytes(*venue),
+            instruments: u32::from_le_bytes(*start)..u32::from_le_bytes(*end),
+        })
+    }
 }
 
 impl FrameKind {
@@ -96,6 +132,7 @@ impl FrameKind {
             3 => FrameKind::LineA,
             4 => FrameKind::LineB,
             5 => FrameKind::Reply,
+            6 => FrameKind::Disconnect,
             _ => FrameKind::Bytes,
         }
     }
@@ -106,7 +143,7 @@ impl FrameKind {
             FrameKind::LineA => Some(DatagramLine::A),
             FrameKind::LineB => Some(DatagramLine::B),
             FrameKind::Reply => Some(DatagramLine::Reply),
-            FrameKind::Bytes | FrameKind::Text | FrameKind::Binary => None,
+            FrameKind::Bytes | FrameKind::Text | FrameKind::Binary | FrameKind::Disconnect => None,
         }
     }
 
@@ -596,6 +633,9 @@ pub struct NetEngine {
     wait: WaitMode,
     /// Events produced while handling I/O, handed out at the end of `poll`.
     pending: Vec<(ConnId, StreamEvent)>,
+    /// Disconnect notices not yet in their frame ring (it was full), oldest first: written
+    /// before anything else at the next poll.
+    notices: Vec<(ConnId, DisconnectNotice)>,
     /// Streams that received bytes in this poll: the only ones that may owe the server bytes
     /// or have finished their closing handshake.
     touched: Vec<ConnId>,
@@ -646,6 +686,7 @@ impl NetEngine {
             streams: (0..slots).map(|_| None).collect(),
             wait,
             pending: Vec::with_capacity(slots),
+            notices: Vec::with_capacity(slots),
             touched: Vec::with_capacity(slots),
             last_read,
             datagrams: (0..slots).map(|_| None).collect(),
@@ -956,10 +997,42 @@ impl NetEngine {
     }
 
     /// Frames written but not yet published are published at the end of each poll.
+    /// Writes `notice` into `conn`'s frame ring, after every frame written for it so far; a
+    /// full ring keeps it, and every later one, for the next poll, which writes them before it
+    /// reads anything. Never blocks, never drops a notice.
+    pub fn notify_disconnect(&mut self, conn: ConnId, notice: DisconnectNotice) {
+        self.notices.push((conn, notice));
+        self.write_notices();
+    }
+
+    /// Writes the waiting notices in order, up to the first that does not fit.
+    fn write_notices(&mut self) {
+        let mut written = 0;
+        for (conn, notice) in &self.notices {
+            let frames = self.frames.for_conn(*conn);
+            let len = FRAME_TS_BYTES + DisconnectNotice::BYTES;
+            let Ok(mut grant) = frames.reserve(len) else {
+                break;
+            };
+            let buf = grant.buf();
+            buf[..FRAME_TS_BYTES].fill(0);
+            buf[FRAME_TS_BYTES..].copy_from_slice(&notice.to_bytes());
+            grant.commit_deferred(
+                len,
+                (conn & TAG_CONN_MASK) | ((FrameKind::Disconnect as u32) << 24),
+            );
+            written += 1;
+        }
+        self.notices.drain(..written);
+    }
+
     pub fn poll(
         &mut self,
         on_event: &mut impl FnMut(ConnId, StreamEvent),
     ) -> Result<usize, NetError> {
+        if !self.notices.is_empty() {
+            self.write_notices();
+        }
         let mut events = std::mem::take(&mut self.pending);
         let transport = &mut self.transport;
         let streams = &mut self.streams;
@@ -1571,6 +1644,68 @@ fn flush(transport: &mut Transport, conn: ConnId, stream: &mut Stream) -> Result
 #[cfg(test)]
 mod tests {
     use super::WebSocketTarget;
+
+    #[test]
+    fn a_disconnect_notice_reads_back_as_written() {
+        use super::DisconnectNotice;
+        let notice = DisconnectNotice {
+            venue: 0x1234,
+            instruments: 7..0x0102_0304,
+        };
+        assert_eq!(
+            DisconnectNotice::from_bytes(&notice.to_bytes()),
+            Some(notice)
+        );
+        assert_eq!(DisconnectNotice::from_bytes(&[0; 9]), None);
+        assert_eq!(DisconnectNotice::from_bytes(&[0; 11]), None);
+    }
+
+    /// A frame ring too small for every notice: none is lost, and they come out in the order
+    /// given once the ring has room again (the engine writes the waiting ones at each poll).
+    #[test]
+    fn disconnect_notices_wait_for_room_and_keep_their_order() {
+        use super::{split_frame, split_tag, DisconnectNotice, FrameKind, NetEngine};
+        use crate::clock::Clock;
+        use crate::net::{BackendChoice, Transport, TransportConfig, WaitMode};
+        let config = TransportConfig::default();
+        let (transport, _) =
+            Transport::open(BackendChoice::Epoll, config, Clock::monotonic()).unwrap();
+        let (producer, mut frames) = crate::ring::frame_ring(1024);
+        let mut engine = NetEngine::new(
+            transport,
+            producer,
+            WaitMode::BusyPoll,
+            config.max_connections,
+        );
+        let notices: Vec<(u32, DisconnectNotice)> = (0..500u32)
+            .map(|i| {
+                (
+                    i % 4,
+                    DisconnectNotice {
+                        venue: i as u16,
+                        instruments: i..i + 1,
+                    },
+                )
+            })
+            .collect();
+        for (conn, notice) in &notices {
+            engine.notify_disconnect(*conn, notice.clone());
+        }
+        let mut seen = Vec::new();
+        for _ in 0..10_000 {
+            engine.poll(&mut |_, _| {}).unwrap();
+            frames.drain(usize::MAX, |tag, frame| {
+                let (conn, kind) = split_tag(tag);
+                assert_eq!(kind, FrameKind::Disconnect);
+                let (_, payload) = split_frame(frame).unwrap();
+                seen.push((conn, DisconnectNotice::from_bytes(payload).unwrap()));
+            });
+            if seen.len() == notices.len() {
+                break;
+            }
+        }
+        assert_eq!(seen, notices);
+    }
 
     #[test]
     fn a_targets_debug_names_its_headers_but_never_their_values() {

@@ -54,13 +54,6 @@ const SNAPSHOT_HOLD_MAX_NS: u64 = 10_000_000;
 /// Work the control thread hands the decoder thread.
 #[derive(Debug)]
 pub enum DecoderCommand {
-    /// The connection carrying these instruments of a venue dropped: gaps are due.
-    Disconnected {
-        venue: VenueId,
-        /// The connection slot that dropped.
-        conn: ConnId,
-        instruments: Range<InstrumentId>,
-    },
     /// A status event for the strategy (a connection or a stream changed state), written in
     /// order with the market events.
     Status(Event),
@@ -351,6 +344,7 @@ impl StagePoll for DecoderStage {
         let undecoded = &mut self.undecoded;
         let feeds = &mut self.feeds;
         let conn_venues = &self.conn_venues;
+        let clock = self.clock;
         let traffic = &mut self.traffic;
         let batch_recv_ns = &mut self.batch_recv_ns;
         let events_per_frame = &mut self.events_per_frame;
@@ -394,6 +388,24 @@ impl StagePoll for DecoderStage {
             let events_before = sink.total_written();
             let batch = self.frames.drain(frames, |tag, frame| {
                 let (conn, kind) = crate::net::engine::split_tag(tag);
+                if kind == crate::net::engine::FrameKind::Disconnect {
+                    // The connection went down, and this notice follows its last frame (the
+                    // network thread wrote it behind them): its instruments' gaps are due now.
+                    let notice = crate::net::engine::split_frame(frame).and_then(|(_, payload)| {
+                        crate::net::engine::DisconnectNotice::from_bytes(payload)
+                    });
+                    match notice.and_then(|notice| {
+                        feeds
+                            .get_mut(usize::from(notice.venue))
+                            .map(|feed| (feed, notice))
+                    }) {
+                        Some((feed, notice)) => {
+                            feed.on_disconnect(conn, notice.instruments, clock.now_ns(), &mut sink)
+                        }
+                        None => undecoded.increment(),
+                    }
+                    return;
+                }
                 let venue = conn_venues
                     .get(conn as usize)
                     .copied()
@@ -500,15 +512,6 @@ impl StagePoll for DecoderStage {
             while let Some(command) = self.commands.try_pop() {
                 control += 1;
                 match command {
-                    DecoderCommand::Disconnected {
-                        venue,
-                        conn,
-                        instruments,
-                    } => {
-                        if let Some(feed) = feeds.get_mut(venue as usize) {
-                            feed.on_disconnect(conn, instruments, now_ns, &mut sink);
-                        }
-                    }
                     DecoderCommand::Status(event) => sink.push(event),
                     DecoderCommand::EmitBooks { venue, instrument } => {
                         self.book_requests.request(venue, instrument, now_ns);

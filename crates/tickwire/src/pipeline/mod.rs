@@ -463,21 +463,20 @@ impl Runtime {
     }
 
     /// Tells the decoder thread of `venue` that the connection carrying `instruments` dropped,
-    /// so its feed emits gaps.
+    /// so its feed emits gaps: through the network thread, which writes the notice into the
+    /// connection's frame ring after every frame it wrote for it, so that the decoder takes the
+    /// disconnect after the connection's last data, never before (a feed that resets its
+    /// connection state would otherwise misread the frames still queued, or lose them).
     pub fn notify_disconnect(
         &mut self,
         venue: VenueId,
         conn: ConnId,
         instruments: Range<InstrumentId>,
     ) -> Result<(), RuntimeError> {
-        self.decoder_command(
-            venue,
-            DecoderCommand::Disconnected {
-                venue,
-                conn,
-                instruments,
-            },
-        )
+        self.net_command(NetCommand::Disconnected {
+            conn,
+            notice: crate::net::engine::DisconnectNotice { venue, instruments },
+        })
     }
 
     /// Hands a status event to the decoder thread of its venue, which writes it in order with

@@ -42,6 +42,12 @@ pub enum NetCommand {
     /// Send a WebSocket ping on an open stream (a venue whose heartbeat is the client's ping);
     /// nothing when the slot has no open WebSocket stream.
     Ping { conn: ConnId },
+    /// The connection in slot `conn` went down: write `notice` into its frame ring, behind its
+    /// last frame, for its decoder (`NetEngine::notify_disconnect`).
+    Disconnected {
+        conn: ConnId,
+        notice: crate::net::engine::DisconnectNotice,
+    },
     /// Open a datagram venue's sockets in slot `conn` (`NetEngine::open_datagrams`); its
     /// statuses carry `generation` as an `Open`'s do.
     OpenDatagrams {
@@ -249,6 +255,9 @@ impl StagePoll for NetStage {
                 // is dropped; there is nothing to keep alive.
                 NetCommand::Ping { conn } => {
                     let _ = engine.ping(conn);
+                }
+                NetCommand::Disconnected { conn, notice } => {
+                    engine.notify_disconnect(conn, notice);
                 }
                 NetCommand::OpenDatagrams {
                     conn,
