@@ -167,6 +167,19 @@ fn notify_socket(dir: &Path) -> (PathBuf, std::os::unix::net::UnixDatagram) {
     (path, socket)
 }
 
+/// `tickwire run --config FILE` logging at info, and its stderr's lines.
+fn run_logging(config: &Path) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = tickwire()
+        .args(["run", "--config"])
+        .arg(config)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line_rx = stderr_lines(&mut child);
+    (child, line_rx)
+}
+
 /// Writes an appliance file with no venues, yielding waits and a short report interval.
 pub fn quiet_appliance(dir: &Path) -> PathBuf {
     let path = dir.join("tickwire.toml");
@@ -183,15 +196,7 @@ pub fn quiet_appliance(dir: &Path) -> PathBuf {
 fn run_starts_its_threads_reports_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let config = quiet_appliance(dir.path());
-    let mut child = tickwire()
-        .arg("run")
-        .arg("--config")
-        .arg(&config)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let line_rx = stderr_lines(&mut child);
+    let (mut child, line_rx) = run_logging(&config);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = Vec::new();
     let mut reports = 0;
@@ -245,14 +250,7 @@ fn run_keeps_every_thread_but_the_hot_one_on_the_housekeeping_cores() {
          [threads.strategy]\nfuse_into = \"decoder\"\n",
     )
     .unwrap();
-    let mut child = tickwire()
-        .args(["run", "--config"])
-        .arg(&config)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let line_rx = stderr_lines(&mut child);
+    let (mut child, line_rx) = run_logging(&config);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = Vec::new();
     while Instant::now() < deadline && !seen.iter().any(|line: &String| line.contains("report")) {

@@ -740,12 +740,7 @@ fn c_and_python_merge_partitions_and_count_one_partitions_overrun_as_rust_does()
     // the 64 positions the writer claims ahead).
     let dir = tempfile::tempdir().unwrap();
     let bus = dir.path().join("bus");
-    let options = BusOptions {
-        path: bus.clone(),
-        geometry: Geometry::new(1024, 64).unwrap().with_partitions(2).unwrap(),
-        group: None,
-    };
-    let mut writers = BusWriter::create_partitioned(&options, 0x5eed_0000_0002, 1).unwrap();
+    let mut writers = two_partitions(&bus, 0x5eed_0000_0002);
     for entry in directory() {
         writers[0].add_instrument(&entry).unwrap();
     }
@@ -1315,6 +1310,28 @@ fn python_books_follow_the_rules() {
     }
 }
 
+/// A bus of two partitions of 1,024 slots each at `bus`: its two writers, partition 0's first.
+fn two_partitions(bus: &Path, epoch: u64) -> Vec<BusWriter> {
+    let options = BusOptions {
+        path: bus.to_owned(),
+        geometry: Geometry::new(1024, 64).unwrap().with_partitions(2).unwrap(),
+        group: None,
+    };
+    BusWriter::create_partitioned(&options, epoch, 1).unwrap()
+}
+
+/// `python3 -c script bus` with the package on its path and its stdin and stdout piped.
+fn python_piped(script: &str, bus: &Path) -> std::process::Child {
+    Command::new("python3")
+        .args(["-c", script])
+        .arg(bus)
+        .env("PYTHONPATH", root().join("clients/python"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Issue 36: on a bus of two partitions (two decoders), an overrun of one partition makes only
 /// that partition's books unknown; the other decoder's books stay valid. The Python reader
 /// reads both books, then partition 1's writer laps it, then it reads on.
@@ -1325,12 +1342,7 @@ fn python_books_invalidate_only_the_lapped_partitions_books() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bus = dir.path().join("bus");
-    let options = BusOptions {
-        path: bus.clone(),
-        geometry: Geometry::new(1024, 64).unwrap().with_partitions(2).unwrap(),
-        group: None,
-    };
-    let mut writers = BusWriter::create_partitioned(&options, 0x5eed_0000_0036, 1).unwrap();
+    let mut writers = two_partitions(&bus, 0x5eed_0000_0036);
     let mut random = Random(36);
     let mut position = 0;
     let mut write = |writer: &mut BusWriter, venue_id: u16, body: Body| {
@@ -1384,14 +1396,7 @@ show(drain())
 sys.stdin.readline()
 show(drain())
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .arg(&bus)
-        .env("PYTHONPATH", root().join("clients/python"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = python_piped(script, &bus);
     use std::io::{BufRead, Write};
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
@@ -1441,14 +1446,7 @@ time.sleep(2 * books_module.FOLLOW_UP_S + 0.1)
 books.apply(empty)
 print("owed paid", flush=True)
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .arg(&bus)
-        .env("PYTHONPATH", root().join("clients/python"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = python_piped(script, &bus);
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     use std::io::{BufRead, Write};

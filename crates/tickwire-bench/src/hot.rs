@@ -130,6 +130,36 @@ impl HotThread {
     }
 }
 
+/// A timed window on a client's hot thread: [`HotProbe::open`] as the window starts (finds the
+/// thread, starts the core's trace, reads the counters), [`HotProbe::close`] as it ends.
+pub struct HotProbe {
+    thread: Option<HotThread>,
+    trace: Result<SwitchTrace, String>,
+    before: Option<HotReading>,
+}
+
+impl HotProbe {
+    /// `name`: the hot thread's name, `None` for the process's main thread.
+    pub fn open(pid: u32, name: Option<&str>, core: usize) -> HotProbe {
+        let thread = HotThread::find(pid, name, core);
+        let trace = SwitchTrace::start(core);
+        let before = thread.as_ref().and_then(HotThread::read);
+        HotProbe {
+            thread,
+            trace,
+            before,
+        }
+    }
+
+    /// The window; `None` when the thread was not found or ended within it.
+    pub fn close(self) -> Option<HotWindow> {
+        let thread = self.thread?;
+        let after = thread.read();
+        let ran_instead = self.trace.map(|trace| trace.stop(&thread.name));
+        Some(thread.window(self.before?, after?, ran_instead))
+    }
+}
+
 /// A `sched_switch` trace of one core (a tracefs instance of its own, so that nothing else
 /// using tracefs is disturbed): which tasks ran there instead of the hot thread. Only where
 /// tracefs is mounted at `/sys/kernel/tracing` and writable (root); otherwise `start` says why.

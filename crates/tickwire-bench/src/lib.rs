@@ -517,11 +517,7 @@ fn measure(
     let counters;
     let sent;
     let achieved;
-    let hot_thread: Option<crate::hot::HotThread>;
-    let trace: Result<crate::hot::SwitchTrace, String>;
-    let ran_instead: Result<Vec<(String, u64)>, String>;
-    let hot_before;
-    let hot_after;
+    let hot;
     match client {
         Client::TcpFloor { exe } => {
             let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -540,18 +536,9 @@ fn measure(
             counters = ProcessCounters::open(child.id() as libc::pid_t);
             let mut source = source(args.symbols, rate, messages)?;
             // Its one thread is the hot one; the window opens as the stream starts.
-            hot_thread = crate::hot::HotThread::find(child.id(), None, args.client_core);
-            trace = crate::hot::SwitchTrace::start(args.client_core);
-            hot_before = hot_thread.as_ref().and_then(crate::hot::HotThread::read);
+            let probe = crate::hot::HotProbe::open(child.id(), None, args.client_core);
             let (count, elapsed) = plain_stream(&listener, source.as_mut(), stamp_tx, clock)?;
-            hot_after = hot_thread.as_ref().and_then(crate::hot::HotThread::read);
-            ran_instead = trace.map(|trace| {
-                trace.stop(
-                    hot_thread
-                        .as_ref()
-                        .map_or("", |thread| thread.name.as_str()),
-                )
-            });
+            hot = probe.close();
             sent = count;
             achieved = count as f64 / elapsed.as_secs_f64().max(1e-9);
         }
@@ -633,20 +620,11 @@ fn measure(
             while sim.stats().messages_sent == 0 && Instant::now() < opened {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            hot_thread = crate::hot::HotThread::find(child.id(), hot_name, args.client_core);
-            trace = crate::hot::SwitchTrace::start(args.client_core);
-            hot_before = hot_thread.as_ref().and_then(crate::hot::HotThread::read);
+            let probe = crate::hot::HotProbe::open(child.id(), hot_name, args.client_core);
             if !sim.wait_source_done(wait_budget) {
                 eprintln!("  the simulator did not finish its messages in time");
             }
-            hot_after = hot_thread.as_ref().and_then(crate::hot::HotThread::read);
-            ran_instead = trace.map(|trace| {
-                trace.stop(
-                    hot_thread
-                        .as_ref()
-                        .map_or("", |thread| thread.name.as_str()),
-                )
-            });
+            hot = probe.close();
             // The tail of the stream, on its way.
             std::thread::sleep(Duration::from_millis(500));
             let stats = sim.stats();
@@ -711,12 +689,6 @@ fn measure(
     if unmatched > 0 {
         notes.push(format!("{unmatched} records matched no send stamp"));
     }
-    let hot = match (&hot_thread, hot_before, hot_after) {
-        (Some(thread), Some(before), Some(after)) => {
-            Some(thread.window(before, after, ran_instead))
-        }
-        _ => None,
-    };
     Ok(Outcome {
         client: name.to_owned(),
         rate,

@@ -535,45 +535,9 @@ fn serve(
     }
 }
 
-/// The IPv4 address of an interface named by name (`eth1`, `lo`) or by its address.
-pub fn interface_address(interface: &str) -> io::Result<Ipv4Addr> {
-    if let Ok(addr) = interface.parse::<Ipv4Addr>() {
-        return Ok(addr);
-    }
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs writes a list it owns into `list`; freed below.
-    if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut found = None;
-    let mut at = list;
-    while !at.is_null() {
-        // SAFETY: `at` is an entry of the list getifaddrs made, alive until freeifaddrs.
-        let entry = unsafe { &*at };
-        at = entry.ifa_next;
-        if entry.ifa_addr.is_null() || entry.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: getifaddrs gives a NUL-terminated name.
-        let name = unsafe { std::ffi::CStr::from_ptr(entry.ifa_name) };
-        // SAFETY: a non-null socket address, whose family field every family has.
-        let family = unsafe { (*entry.ifa_addr).sa_family };
-        if name.to_bytes() == interface.as_bytes() && i32::from(family) == libc::AF_INET {
-            // SAFETY: an AF_INET address is a sockaddr_in.
-            let sin = unsafe { &*entry.ifa_addr.cast::<libc::sockaddr_in>() };
-            found = Some(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
-            break;
-        }
-    }
-    // SAFETY: the list getifaddrs made, freed once.
-    unsafe { libc::freeifaddrs(list) };
-    found.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("interface {interface:?} has no IPv4 address here"),
-        )
-    })
-}
+/// The IPv4 address of an interface named by name (`eth1`, `lo`) or by its address (the
+/// appliance's own lookup, so that the simulator and the appliance read a name alike).
+pub use tickwire::net::udp::interface_address;
 
 /// Reads `--itch-faults`: `name=ppm` pairs separated by commas (`drop_a`, `drop_b`,
 /// `drop_both`, `lose`, `reorder`, `duplicate`, in parts per million of the packets; `late_b`,

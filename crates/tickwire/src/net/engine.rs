@@ -399,13 +399,7 @@ fn open_xdp(
     // (the kernel's `rx_fill_ring_empty`, counted as the lines' drops).
     let umem = {
         let defaults = UmemConfig::default();
-        let rcvbuf = spec
-            .lines
-            .iter()
-            .flatten()
-            .map(|line| line.rcvbuf)
-            .max()
-            .unwrap_or(0);
+        let rcvbuf = spec.largest_rcvbuf().unwrap_or(0);
         let frames = (rcvbuf / defaults.frame_bytes as usize)
             .clamp(defaults.frames as usize, 1 << 15)
             .next_power_of_two() as u32;

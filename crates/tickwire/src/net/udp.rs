@@ -53,6 +53,13 @@ pub struct DatagramSpec {
     pub xdp: Option<XdpLines>,
 }
 
+impl DatagramSpec {
+    /// The largest receive buffer any line asks for (`None` without a line).
+    pub fn largest_rcvbuf(&self) -> Option<usize> {
+        self.lines.iter().flatten().map(|line| line.rcvbuf).max()
+    }
+}
+
 /// The lines of a datagram slot that the network thread reads through AF_XDP: an XDP program on
 /// `interface` steers their groups' datagrams into AF_XDP sockets on its queues, which the
 /// engine busy-polls (`net::engine`). Each such line's kernel socket is still opened and joined
@@ -163,13 +170,7 @@ pub fn open_spec(spec: &DatagramSpec) -> io::Result<DatagramSockets> {
         }
     }
     if let Some(server) = spec.reply {
-        let rcvbuf = spec
-            .lines
-            .iter()
-            .flatten()
-            .map(|line| line.rcvbuf)
-            .max()
-            .unwrap_or(1 << 20);
+        let rcvbuf = spec.largest_rcvbuf().unwrap_or(1 << 20);
         sockets[2] = Some(reply_socket(server, rcvbuf)?);
     }
     Ok(sockets)
@@ -435,13 +436,12 @@ impl MulticastSocket {
     }
 }
 
-/// The name of the interface that has IPv4 address `address` (for an interface named by its
-/// address where the name is needed: AF_XDP binds to an interface).
-pub fn interface_name(address: Ipv4Addr) -> io::Result<String> {
+/// Every interface's IPv4 addresses, as `(name, address)`, in `getifaddrs` order.
+fn ipv4_interfaces() -> io::Result<Vec<(String, Ipv4Addr)>> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs writes a list it owns into `list`; freed below.
     check(unsafe { libc::getifaddrs(&mut list) })?;
-    let mut found = None;
+    let mut found = Vec::new();
     let mut at = list;
     while !at.is_null() {
         // SAFETY: an entry of the list getifaddrs made, alive until freeifaddrs.
@@ -457,21 +457,31 @@ pub fn interface_name(address: Ipv4Addr) -> io::Result<String> {
         }
         // SAFETY: an AF_INET address is a sockaddr_in.
         let sin = unsafe { &*entry.ifa_addr.cast::<libc::sockaddr_in>() };
-        if Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)) == address {
-            // SAFETY: getifaddrs gives a NUL-terminated name.
-            let name = unsafe { std::ffi::CStr::from_ptr(entry.ifa_name) };
-            found = Some(name.to_string_lossy().into_owned());
-            break;
-        }
+        // SAFETY: getifaddrs gives a NUL-terminated name.
+        let name = unsafe { std::ffi::CStr::from_ptr(entry.ifa_name) };
+        found.push((
+            name.to_string_lossy().into_owned(),
+            Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)),
+        ));
     }
     // SAFETY: the list getifaddrs made, freed once.
     unsafe { libc::freeifaddrs(list) };
-    found.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no interface here has the address {address}"),
-        )
-    })
+    Ok(found)
+}
+
+/// The name of the interface that has IPv4 address `address` (for an interface named by its
+/// address where the name is needed: AF_XDP binds to an interface).
+pub fn interface_name(address: Ipv4Addr) -> io::Result<String> {
+    ipv4_interfaces()?
+        .into_iter()
+        .find(|(_, found)| *found == address)
+        .map(|(name, _)| name)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no interface here has the address {address}"),
+            )
+        })
 }
 
 /// The IPv4 address of an interface named by name (`eth1`) or by its address.
@@ -479,37 +489,16 @@ pub fn interface_address(interface: &str) -> io::Result<Ipv4Addr> {
     if let Ok(addr) = interface.parse::<Ipv4Addr>() {
         return Ok(addr);
     }
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs writes a list it owns into `list`; freed below.
-    check(unsafe { libc::getifaddrs(&mut list) })?;
-    let mut found = None;
-    let mut at = list;
-    while !at.is_null() {
-        // SAFETY: an entry of the list getifaddrs made, alive until freeifaddrs.
-        let entry = unsafe { &*at };
-        at = entry.ifa_next;
-        if entry.ifa_addr.is_null() || entry.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: getifaddrs gives a NUL-terminated name.
-        let name = unsafe { std::ffi::CStr::from_ptr(entry.ifa_name) };
-        // SAFETY: a non-null socket address, whose family field every family has.
-        let family = unsafe { (*entry.ifa_addr).sa_family };
-        if name.to_bytes() == interface.as_bytes() && i32::from(family) == libc::AF_INET {
-            // SAFETY: an AF_INET address is a sockaddr_in.
-            let sin = unsafe { &*entry.ifa_addr.cast::<libc::sockaddr_in>() };
-            found = Some(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
-            break;
-        }
-    }
-    // SAFETY: the list getifaddrs made, freed once.
-    unsafe { libc::freeifaddrs(list) };
-    found.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("interface {interface:?} has no IPv4 address here"),
-        )
-    })
+    ipv4_interfaces()?
+        .into_iter()
+        .find(|(name, _)| name == interface)
+        .map(|(_, address)| address)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("interface {interface:?} has no IPv4 address here"),
+            )
+        })
 }
 
 #[cfg(test)]
