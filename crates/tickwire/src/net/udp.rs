@@ -195,19 +195,8 @@ fn udp_socket() -> io::Result<(OwnedFd, RawFd)> {
 /// goes there, and only its answers arrive, with their kernel receive time and drop count.
 pub fn reply_socket(server: SocketAddrV4, rcvbuf: usize) -> io::Result<OwnedFd> {
     let (fd, raw) = udp_socket()?;
-    let one: libc::c_int = 1;
-    let size = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
-    if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size).is_err() {
-        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &size)?;
-    }
-    setsockopt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &one)?;
-    setsockopt(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &one)?;
-    let addr = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: server.port().to_be(),
-        sin_addr: in_addr(*server.ip()),
-        sin_zero: [0; 8],
-    };
+    receive_options(raw, rcvbuf)?;
+    let addr = sockaddr_in(server);
     // SAFETY: a sockaddr_in of the size given.
     check(unsafe {
         libc::connect(
@@ -341,6 +330,28 @@ fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) ->
     .map(|_| ())
 }
 
+/// `addr` as the kernel takes it.
+fn sockaddr_in(addr: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: addr.port().to_be(),
+        sin_addr: in_addr(*addr.ip()),
+        sin_zero: [0; 8],
+    }
+}
+
+/// What every receiving socket of a datagram slot sets: a receive buffer of `rcvbuf` bytes
+/// (past `rmem_max` where the process may), kernel receive timestamps and the drop counter.
+fn receive_options(raw: libc::c_int, rcvbuf: usize) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    let size = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
+    if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size).is_err() {
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &size)?;
+    }
+    setsockopt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &one)?;
+    setsockopt(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &one)
+}
+
 fn in_addr(ip: Ipv4Addr) -> libc::in_addr {
     libc::in_addr {
         s_addr: u32::from_ne_bytes(ip.octets()),
@@ -360,18 +371,8 @@ impl MulticastSocket {
         let (fd, raw) = udp_socket()?;
         let one: libc::c_int = 1;
         setsockopt(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, &one)?;
-        let size = libc::c_int::try_from(config.rcvbuf).unwrap_or(libc::c_int::MAX);
-        if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size).is_err() {
-            setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &size)?;
-        }
-        setsockopt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &one)?;
-        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &one)?;
-        let addr = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: config.group.port().to_be(),
-            sin_addr: in_addr(*config.group.ip()),
-            sin_zero: [0; 8],
-        };
+        receive_options(raw, config.rcvbuf)?;
+        let addr = sockaddr_in(config.group);
         // SAFETY: a sockaddr_in of the size given.
         check(unsafe {
             libc::bind(
