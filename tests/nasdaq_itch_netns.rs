@@ -180,6 +180,7 @@ fn session(
             heartbeat_ms: 50,
             linger_ms: 2 * give_up_ms + 1_000,
             ttl: 1,
+            record_send_times: false,
         })
         .expect("the simulator starts");
         sim.wait().expect("the session ran")
@@ -462,6 +463,7 @@ fn multicast_sockets_join_by_source_and_count_kernel_drops() {
             heartbeat_ms: 50,
             linger_ms: 100,
             ttl: 1,
+            record_send_times: false,
         })
         .unwrap()
         .wait()
