@@ -39,19 +39,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tickwire_sim::itch::{ItchFaults, ItchSim, ItchSimOptions, ItchSimStats, ItchSource};
 
-const GROUP_A: std::net::Ipv4Addr = std::net::Ipv4Addr::new(239, 192, 77, 1);
-const GROUP_B: std::net::Ipv4Addr = std::net::Ipv4Addr::new(239, 192, 77, 2);
+const GROUP_A: std::net::Ipv4Addr = std::net::Ipv4Addr::new(239, 192, 57, 1);
+const GROUP_B: std::net::Ipv4Addr = std::net::Ipv4Addr::new(239, 192, 57, 2);
 const PORT: u16 = 26577;
 const REREQUEST_PORT: u16 = 26578;
-
-fn pin(core: usize) {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it; sched_setaffinity reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
 
 struct Outcome {
     stats: ItchSimStats,
@@ -167,7 +158,7 @@ fn run(
         record_send_times: true,
     };
     let sender = netns::in_namespace(&pair.sender, move || {
-        pin(0);
+        netns::pin(0);
         let sim = ItchSim::start(options).map_err(|e| format!("the simulator: {e}"))?;
         sim.wait_with_send_times()
             .map_err(|e| format!("the simulator: {e}"))
@@ -262,20 +253,8 @@ fn main() {
         println!("itch_wire: skipped: needs root and iproute2 (network namespaces)");
         return;
     }
-    let pair = netns::Pair::create("w", 77).expect("namespaces");
-    println!(
-        "machine: {} CPUs, kernel {}, load {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim(),
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split(' ')
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let pair = netns::Pair::create("w", 57).expect("namespaces");
+    println!("{}", netns::host_line());
     println!("{per_packet} messages a packet; latency from the sender's send to the strategy");
     println!();
     println!("| rate msg/s | sent msg/s | messages | missing | re-requests | p50 us | p99 us | p99.9 us | max us |");

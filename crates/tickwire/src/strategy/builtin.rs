@@ -98,11 +98,7 @@ impl Mid {
             mid_sum: 0.0,
             microprice_sum: 0.0,
             spread_sum: 0.0,
-            records: if record_file.is_some() {
-                prefaulted(capacity)
-            } else {
-                Vec::new()
-            },
+            records: record_buffer(record_file.is_some(), capacity),
             record_file,
             unrecorded: 0,
             summary_ns,
@@ -117,8 +113,11 @@ impl Mid {
 }
 
 /// A record buffer of `capacity` whose pages are already touched, so that recording costs the
-/// hot thread no page fault (one every 256 records otherwise).
-fn prefaulted(capacity: usize) -> Vec<(u64, u64)> {
+/// hot thread no page fault (one every 256 records otherwise); none when nothing is recorded.
+fn record_buffer(recording: bool, capacity: usize) -> Vec<(u64, u64)> {
+    if !recording {
+        return Vec::new();
+    }
     let mut records = Vec::with_capacity(capacity);
     records.resize(capacity, (0, 0));
     std::hint::black_box(&records);
@@ -179,11 +178,15 @@ impl Strategy for Mid {
 /// `arrivals`: one record per venue message, its sequence number (`venue_seq`) and the
 /// CLOCK_REALTIME ns at which its last event (flag `LAST`) reached the strategy, for the
 /// latency benchmarks of feeds that carry no quotes (`cargo bench --bench itch_wire` joins them
-/// with the simulator's send times by MoldUDP64 sequence number). Derived events, statuses and
-/// events without a sequence number are not recorded. Written to `record_file` at exit (16
+/// with the simulator's send times by MoldUDP64 sequence number). Derived events, statuses,
+/// gaps and events without a sequence number are not recorded, and a message that publishes
+/// for several instruments (a status for every stock) is recorded once. Written to `record_file` at exit (16
 /// bytes a record, little-endian, as `mid` writes them); without one it records nothing.
 pub struct Arrivals {
     records: Vec<(u64, u64)>,
+    /// The venue and sequence number last recorded: a message that publishes for several
+    /// instruments (an ITCH system event, a status per stock) is one arrival.
+    last: (u16, u64),
     record_file: Option<PathBuf>,
     /// Messages not recorded because the record buffer was full.
     pub unrecorded: u64,
@@ -193,11 +196,8 @@ pub struct Arrivals {
 impl Arrivals {
     pub fn new(record_file: Option<PathBuf>, capacity: usize, log: StrategyOutput) -> Arrivals {
         Arrivals {
-            records: if record_file.is_some() {
-                prefaulted(capacity)
-            } else {
-                Vec::new()
-            },
+            records: record_buffer(record_file.is_some(), capacity),
+            last: (0, 0),
             record_file,
             unrecorded: 0,
             log,
@@ -219,10 +219,12 @@ impl Strategy for Arrivals {
             if header.flags & flags::LAST == 0
                 || header.flags & flags::DERIVED != 0
                 || header.venue_seq == 0
-                || header.kind == EventKind::VenueStatus
+                || matches!(header.kind, EventKind::VenueStatus | EventKind::Gap)
+                || (header.venue_id, header.venue_seq) == self.last
             {
                 continue;
             }
+            self.last = (header.venue_id, header.venue_seq);
             let at = system_realtime_ns();
             if self.records.len() < self.records.capacity() {
                 self.records.push((header.venue_seq, at));
@@ -532,8 +534,8 @@ mod tests {
     }
 
     /// `arrivals` keeps one record per venue message (its last event), none for a message's
-    /// earlier events, derived events or statuses, counts what its buffer cannot hold, and
-    /// writes the records at the end.
+    /// earlier events, its events for other instruments, derived events, gaps or statuses,
+    /// counts what its buffer cannot hold, and writes the records at the end.
     #[test]
     fn arrivals_records_each_venue_message_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -545,6 +547,17 @@ mod tests {
         first_of_two.header.flags = 0;
         let mut derived = event(EventKind::Quote, quote("1", "2"), 8);
         derived.header.flags |= flags::DERIVED;
+        let mut second_stock = event(EventKind::BookLevel, quote("1", "2"), 5);
+        second_stock.header.instrument_id = 1;
+        let gap = event(
+            EventKind::Gap,
+            Body::Gap(crate::event::Gap::new(
+                crate::event::GapReason::SequenceBreak,
+                6,
+                9,
+            )),
+            6,
+        );
         let status = event(
             EventKind::VenueStatus,
             Body::VenueStatus(crate::event::VenueStatus::new(
@@ -556,6 +569,8 @@ mod tests {
         );
         let events = [
             event(EventKind::Trade, quote("1", "2"), 5),
+            second_stock,
+            gap,
             first_of_two,
             event(EventKind::BookLevel, quote("1", "2"), 7),
             derived,
