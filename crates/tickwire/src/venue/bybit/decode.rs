@@ -1118,8 +1118,9 @@ const BOOK_START: &[u8] = br#"{"topic":"orderbook."#;
 /// or `delta`, `ts` and `cts` integers, `data` as `s`, `b`, `a`, `u`, `seq`, each level
 /// `["price","size"]` with both decimals in the venue's form; nothing after the closing `}`.
 /// Each value is read by the reader the key loop uses for it (`scan::integer`,
-/// `scan::plain_string`, the levels by `scan::level_pair_unchained`, which reads what the key
-/// loop's `scan::level_pair` reads, or by `scan::level_pair` itself), and the topic's kind is
+/// `scan::plain_string`), the levels by `scan::level_pair_unchained` (the values `Fixed::parse`
+/// gives, as the key loop's `scan::level_pair` and `Fixed::parse` do) or by `scan::level_pair`
+/// itself where that one declines, and the topic's kind is
 /// checked as `TopicKind::of` checks it, so a message read here is the `Message` [`decode`]'s
 /// key loop reads from it (the key loop's other checks cannot fail on such a message); `None`
 /// for anything else (another order, whitespace, an integer as a string, a level in another
