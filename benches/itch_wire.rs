@@ -25,7 +25,8 @@
 //!
 //! Threads: the simulator's sender pinned to core 0, the appliance's network thread (with the
 //! decoder and the strategy fused into it) busy-polling on core 1: two busy threads. The
-//! appliance's control thread and the re-request server sleep.
+//! appliance's other threads are kept on core 0 (`[process] housekeeping_cores`, the tuned
+//! layout), the simulator's re-request server too; they sleep.
 
 #[path = "../tests/support/netns.rs"]
 mod netns;
@@ -71,6 +72,7 @@ fn start_appliance(pair: &netns::Pair, dir: &Path, records: u64) -> Result<Child
         &appliance,
         format!(
             "venues = [\"venue.toml\"]\n[net]\nbackend = \"io-uring\"\n\
+             [process]\nhousekeeping_cores = [0]\n\
              [threads.net]\ncore = 1\nwait = \"spin\"\n\
              [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nfuse_into = \"net\"\n\
              [strategy]\nname = \"arrivals\"\nrecord_file = \"{}\"\nrecord_capacity = {}\n",
