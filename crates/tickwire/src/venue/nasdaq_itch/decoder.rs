@@ -208,6 +208,18 @@ impl ItchDecoder {
         now_ns: u64,
         out: &mut dyn FnMut(Event),
     ) -> Result<(), MoldError> {
+        // Every order (and added level) the packet's messages name is asked of the cache before
+        // the first is applied, so that their misses overlap (`ItchBook::prefetch_raw`; a hint:
+        // a packet the arbiter refuses or holds back has cost a few prefetches).
+        let mut rest = bytes.get(super::mold::HEADER_LEN..).unwrap_or_default();
+        while let Some(&[high, low]) = rest.get(..2) {
+            let end = 2 + usize::from(u16::from_be_bytes([high, low]));
+            let Some(message) = rest.get(2..end) else {
+                break;
+            };
+            self.state.book.prefetch_raw(message);
+            rest = &rest[end..];
+        }
         let state = &mut self.state;
         let result = self.arbiter.on_packet(line, bytes, now_ns, &mut |output| {
             state.output(output, recv_ts_ns, out)
