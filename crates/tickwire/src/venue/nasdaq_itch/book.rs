@@ -535,17 +535,30 @@ fn side_of(indicator: u8) -> Side {
 }
 
 /// The lowest and highest price a stock side has had a level at since the book was cleared
-/// (`low > high`: none), to list its levels from the index without scanning all of it.
+/// (`low > high`: none), to list its levels from the index without scanning all of it. Kept in
+/// one word, `!low` above `high`, so that none is 0 and the array starts as zeroed memory
+/// (which the allocator hands out without writing it: a book made for a few orders costs no
+/// megabyte of stores).
 #[derive(Clone, Copy)]
 struct Span {
     low: u32,
     high: u32,
 }
 
-const NO_SPAN: Span = Span {
-    low: u32::MAX,
-    high: 0,
-};
+impl Span {
+    #[inline(always)]
+    fn from_word(word: u64) -> Span {
+        Span {
+            low: !((word >> 32) as u32),
+            high: word as u32,
+        }
+    }
+
+    #[inline(always)]
+    fn word(self) -> u64 {
+        (u64::from(!self.low) << 32) | u64::from(self.high)
+    }
+}
 
 /// A stock side's place in [`Levels::spans`].
 #[inline(always)]
@@ -563,7 +576,7 @@ struct Levels {
     free: Vec<u32>,
     /// Places never used yet: `fresh..store.len()`.
     fresh: u32,
-    spans: Box<[Span]>,
+    spans: Box<[u64]>,
 }
 
 impl Levels {
@@ -574,7 +587,7 @@ impl Levels {
             store: huge_page_array(places, FREE_LEVEL),
             free: Vec::with_capacity(places),
             fresh: 0,
-            spans: vec![NO_SPAN; 2 << 16].into_boxed_slice(),
+            spans: vec![0; 2 << 16].into_boxed_slice(),
         }
     }
 
@@ -586,7 +599,7 @@ impl Levels {
         self.free.clear();
         self.fresh = 0;
         for span in self.spans.iter_mut() {
-            *span = NO_SPAN;
+            *span = 0;
         }
     }
 
@@ -625,9 +638,11 @@ impl Levels {
                     locate,
                     side,
                 };
-                let span = &mut self.spans[span_of(locate, side)];
+                let word = &mut self.spans[span_of(locate, side)];
+                let mut span = Span::from_word(*word);
                 span.low = span.low.min(price);
                 span.high = span.high.max(price);
+                *word = span.word();
                 Some(place)
             }
         }
@@ -652,7 +667,7 @@ impl Levels {
     /// to the end of the run past its highest (never the whole index unless the side spans
     /// more prices, in cents, than the index has slots): (price, shares, orders), unordered.
     fn side(&self, locate: u16, side: Side) -> impl Iterator<Item = (u32, u64, u32)> + '_ {
-        let span = self.spans[span_of(locate, side)];
+        let span = Span::from_word(self.spans[span_of(locate, side)]);
         let slots = self.index.slots.len();
         let (start, count) = if span.low > span.high {
             (0, 0)
