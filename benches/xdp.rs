@@ -61,15 +61,6 @@ fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
-fn pin(core: usize) {
-    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Backend {
     AfXdp,
@@ -140,7 +131,7 @@ fn run(pair: &netns::Pair, backend: Backend, rate: u64, seconds: f64) -> Result<
         netns::in_namespace(
             &pair.receiver,
             move || -> Result<(Tally, u64, String), String> {
-                pin(1);
+                netns::pin(1);
                 let mut tally = Tally {
                     histogram: Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("histogram"),
                     received: 0,
@@ -304,7 +295,7 @@ fn run(pair: &netns::Pair, backend: Backend, rate: u64, seconds: f64) -> Result<
     let sender = {
         let sent = sent.clone();
         netns::in_namespace(&pair.sender, move || {
-            pin(0);
+            netns::pin(0);
             let socket = UdpSocket::bind((sender_address, 0)).expect("bind");
             socket.set_multicast_ttl_v4(4).expect("ttl");
             socket.connect((GROUP, PORT)).expect("connect");
@@ -393,19 +384,7 @@ fn main() {
         return;
     }
     let pair = netns::Pair::create("b", 41).expect("namespaces");
-    println!(
-        "machine: {} CPUs, kernel {}, load {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim(),
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split(' ')
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    println!("{}", netns::host_line());
     println!(
         "| backend | rate/s | sent/s | sent | received | lost | p50 us | p99 us | p99.9 us | CPU ns/datagram |"
     );

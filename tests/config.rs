@@ -481,6 +481,21 @@ fn out_of_range_keys_are_refused_naming_the_key_and_the_range() {
             "{error}"
         );
     }
+    // `arrivals` without a file would record nothing: refused, named; with one it loads.
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads]\n[strategy]\nname = \"arrivals\"\n",
+    );
+    let error = only_error(config::load(&path));
+    assert_eq!(error.key, "strategy.record_file", "{error}");
+    assert!(error.message.contains("arrivals"), "{error}");
+    let path = write(
+        dir.path(),
+        "a.toml",
+        "[threads]\n[strategy]\nname = \"arrivals\"\nrecord_file = \"/tmp/x\"\n",
+    );
+    config::load(&path).unwrap_or_else(|errors| panic!("{errors}"));
     // The defaults and the documented ends of each range load.
     let path = write(
         dir.path(),

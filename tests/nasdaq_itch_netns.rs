@@ -180,6 +180,7 @@ fn session(
             heartbeat_ms: 50,
             linger_ms: 2 * give_up_ms + 1_000,
             ttl: 1,
+            record_send_times: false,
         })
         .expect("the simulator starts");
         sim.wait().expect("the session ran")
@@ -462,6 +463,7 @@ fn multicast_sockets_join_by_source_and_count_kernel_drops() {
             heartbeat_ms: 50,
             linger_ms: 100,
             ttl: 1,
+            record_send_times: false,
         })
         .unwrap()
         .wait()
@@ -488,6 +490,8 @@ struct LiveRun {
     events: Vec<serde_json::Value>,
     stderr: String,
     venues: serde_json::Value,
+    /// `/v1/quotes` while the appliance ran: every instrument of the bus's directory.
+    quotes: serde_json::Value,
     /// `ip -d link show` of the receiver's veth while the appliance ran, and after it ended.
     link_while_running: String,
     link_after: String,
@@ -675,6 +679,7 @@ fn live_session(
     });
     wait_for(Duration::from_secs(60), || enough(&lines.lock().unwrap()));
     let venues = http_get(&ns.receiver, 18037, "/v1/venues");
+    let quotes = http_get(&ns.receiver, 18037, "/v1/quotes");
     let link_while_running = ns.receiver_link();
     if joined {
         while_running(&ns);
@@ -699,11 +704,16 @@ fn live_session(
     let venues = serde_json::from_str(body).unwrap_or_else(|error| {
         panic!("/v1/venues is not JSON ({error}): {venues}");
     });
+    let body = quotes.split("\r\n\r\n").nth(1).unwrap_or("");
+    let quotes = serde_json::from_str(body).unwrap_or_else(|error| {
+        panic!("/v1/quotes is not JSON ({error}): {quotes}");
+    });
     let events = std::mem::take(&mut *lines.lock().unwrap());
     Some(LiveRun {
         events,
         stderr,
         venues,
+        quotes,
         link_while_running,
         link_after,
     })
@@ -734,6 +744,31 @@ fn reference_json(stocks: u16, live: usize, messages: usize) -> Vec<serde_json::
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
+}
+
+/// The stocks the generator's session names, as the bus's directory should name them: venue
+/// `itch`, the trimmed ITCH symbol; sorted.
+fn reference_symbols(stocks: u16, live: usize, messages: usize) -> Vec<(String, String)> {
+    let mut generator = Generator::new(37, stocks, live);
+    let mut decoder = decoder(50);
+    let mut buffer = [0u8; MAX_GENERATED_LEN];
+    for sequence in 1..=messages as u64 {
+        let len = generator.next_message(&mut buffer);
+        decoder.on_message(sequence, &buffer[..len], 0, &mut |_| {});
+    }
+    let named = decoder.counters().stocks as u32;
+    assert!(named > 0);
+    let mut symbols: Vec<_> = (0..named)
+        .map(|id| {
+            let symbol = decoder.symbol_of(id).expect("named");
+            (
+                "itch".to_owned(),
+                String::from_utf8(symbol.to_vec()).unwrap(),
+            )
+        })
+        .collect();
+    symbols.sort();
+    symbols
 }
 
 /// What a comparison keeps of a printed event: no receive time, no symbol (the venue file's
@@ -795,8 +830,27 @@ fn run_recovers_losses_on_both_lines(
             .any(|event| event["type"] == "status" && event["state"] == "Live"),
         "the venue went live when datagrams flowed"
     );
+    // The bus's directory names every stock the feed named (the venue file says `*`), as
+    // its ITCH symbol, and nothing else: `/v1/quotes` lists the directory.
+    let mut named: Vec<(String, String)> = run.quotes["quotes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", run.quotes))
+        .iter()
+        .map(|quote| {
+            let text = |key: &str| quote[key].as_str().unwrap_or("").to_owned();
+            (text("venue"), text("symbol"))
+        })
+        .collect();
+    named.sort();
+    assert_eq!(
+        named,
+        reference_symbols(50, 20_000, messages),
+        "{}",
+        run.quotes
+    );
     let counts = &run.venues["venues"][0]["feed_counts"];
     let count = |name: &str| counts[name].as_u64().unwrap_or(0);
+    assert_eq!(count("stocks_unnamed_on_bus"), 0, "{}", run.venues);
     assert!(count("rerequests") > 0, "{}", run.venues);
     assert!(count("rerequest_delivered") > 0, "{}", run.venues);
     assert!(count("line_a_duplicates") > 0, "{}", run.venues);

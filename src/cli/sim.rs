@@ -1188,6 +1188,7 @@ fn run_itch(args: SimArgs) -> anyhow::Result<()> {
         heartbeat_ms: 100,
         linger_ms: 2_000,
         ttl: 1,
+        record_send_times: false,
     })
     .map_err(|error| anyhow::anyhow!("ITCH simulator: {error}"))?;
     eprintln!(

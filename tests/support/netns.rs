@@ -304,3 +304,30 @@ impl Drop for Pair {
         let _ = try_ip(&["netns", "del", &self.receiver]);
     }
 }
+
+/// The line the namespace benchmarks start with: CPUs, kernel, load average.
+pub fn host_line() -> String {
+    format!(
+        "machine: {} CPUs, kernel {}, load {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim(),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split(' ')
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
+/// Pins the calling thread (and the threads it starts after) to `core`.
+pub fn pin(core: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes within it; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}

@@ -44,7 +44,18 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-impl DirectoryEntry {
+/// A directory entry by reference, for a writer that names instruments as they come (an
+/// exchange feed's stock directory, on its decoder thread) and must not allocate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Naming<'a> {
+    pub instrument_id: u32,
+    pub venue_id: u16,
+    pub venue: &'a str,
+    pub symbol: &'a str,
+    pub venue_symbol: &'a str,
+}
+
+impl Naming<'_> {
     /// The entry's 256 bytes; also whether a name had to be cut to fit.
     pub fn to_bytes(&self) -> ([u8; 256], bool) {
         let mut bytes = [0u8; 256];
@@ -53,10 +64,10 @@ impl DirectoryEntry {
         bytes[entry::VENUE_ID..entry::VENUE_ID + 2].copy_from_slice(&self.venue_id.to_le_bytes());
         let mut cut = false;
         for (value, at, len) in [
-            (&self.venue, entry::VENUE, entry::VENUE_LEN),
-            (&self.symbol, entry::SYMBOL, entry::SYMBOL_LEN),
+            (self.venue, entry::VENUE, entry::VENUE_LEN),
+            (self.symbol, entry::SYMBOL, entry::SYMBOL_LEN),
             (
-                &self.venue_symbol,
+                self.venue_symbol,
                 entry::VENUE_SYMBOL,
                 entry::VENUE_SYMBOL_LEN,
             ),
@@ -66,6 +77,24 @@ impl DirectoryEntry {
             cut |= was_cut;
         }
         (bytes, cut)
+    }
+}
+
+impl DirectoryEntry {
+    /// The entry by reference.
+    pub fn naming(&self) -> Naming<'_> {
+        Naming {
+            instrument_id: self.instrument_id,
+            venue_id: self.venue_id,
+            venue: &self.venue,
+            symbol: &self.symbol,
+            venue_symbol: &self.venue_symbol,
+        }
+    }
+
+    /// The entry's 256 bytes; also whether a name had to be cut to fit.
+    pub fn to_bytes(&self) -> ([u8; 256], bool) {
+        self.naming().to_bytes()
     }
 
     pub fn from_bytes(bytes: &[u8; 256]) -> DirectoryEntry {

@@ -22,7 +22,7 @@ mod shm;
 mod sigbus;
 mod writer;
 
-pub use directory::DirectoryEntry;
+pub use directory::{DirectoryEntry, Naming};
 pub use layout::{Geometry, SnapshotRequest};
 pub use reader::{BusReader, ReadError, Start};
 pub use ring::{Batch, RingError};

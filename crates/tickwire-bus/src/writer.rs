@@ -1,6 +1,6 @@
 //! The appliance's end of the bus: [`BusWriter`].
 
-use crate::directory::{DirectoryEntry, DirectoryWords};
+use crate::directory::{DirectoryEntry, DirectoryWords, Naming};
 use crate::event::Event;
 use crate::layout::{self, offsets, Geometry};
 use crate::ring::RingWriter;
@@ -188,6 +188,13 @@ impl BusWriter {
     /// Appends an instrument to the bus's one directory (visible at once). A full directory
     /// refuses it. Not for the hot path: appends from several writers take turns (a lock).
     pub fn add_instrument(&mut self, entry: &DirectoryEntry) -> Result<(), DirectoryFull> {
+        self.add_naming(&entry.naming())
+    }
+
+    /// [`BusWriter::add_instrument`] with borrowed names: no allocation, so a decoder thread
+    /// may name the instruments of a feed that names them as it goes (an uncontended lock,
+    /// taken once per instrument named, never per event).
+    pub fn add_naming(&mut self, entry: &Naming<'_>) -> Result<(), DirectoryFull> {
         let mut directory = self.directory();
         if directory.len >= directory.words.capacity() {
             return Err(DirectoryFull {

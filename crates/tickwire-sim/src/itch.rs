@@ -123,6 +123,22 @@ pub struct ItchSimOptions {
     pub linger_ms: u64,
     /// Multicast TTL (1: the local link).
     pub ttl: u32,
+    /// Keep each packet's send time ([`ItchSim::wait_with_send_times`]), for latency
+    /// benchmarks.
+    pub record_send_times: bool,
+}
+
+/// When a packet left (or, dropped, would have left) on line A: for joining a receiver's
+/// arrival times by sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketSent {
+    /// The sequence number of its first message, and its message count.
+    pub sequence: u64,
+    pub count: u16,
+    /// CLOCK_REALTIME ns just before it was handed to the socket.
+    pub realtime_ns: u64,
+    /// Dropped on both lines: only the re-request server delivers it.
+    pub dropped_both: bool,
 }
 
 /// What a run sent.
@@ -238,10 +254,13 @@ fn multicast_sender(interface: Ipv4Addr, ttl: u32) -> io::Result<UdpSocket> {
     Ok(socket)
 }
 
+/// What the sender thread returns: its counts and, when asked for, each packet's send time.
+type Sent = (ItchSimStats, Vec<PacketSent>);
+
 /// A running sender; [`ItchSim::wait`] joins it.
 pub struct ItchSim {
     stop: Arc<AtomicBool>,
-    sender: Option<std::thread::JoinHandle<io::Result<ItchSimStats>>>,
+    sender: Option<std::thread::JoinHandle<io::Result<Sent>>>,
     server: Option<std::thread::JoinHandle<()>>,
     requests: Arc<AtomicU64>,
     answers: Arc<AtomicU64>,
@@ -318,11 +337,16 @@ impl ItchSim {
             std::thread::Builder::new()
                 .name("itch-sender".into())
                 .spawn(move || {
-                    let mut stats = send(&sender_socket, &options, &history, &plan, &stop)?;
+                    let mut times = Vec::new();
+                    if options.record_send_times {
+                        times.reserve_exact(plan.len());
+                    }
+                    let mut stats =
+                        send(&sender_socket, &options, &history, &plan, &stop, &mut times)?;
                     stop.store(true, Ordering::Relaxed);
                     stats.requests = requests.load(Ordering::Relaxed);
                     stats.answers = answers.load(Ordering::Relaxed);
-                    Ok(stats)
+                    Ok((stats, times))
                 })?
         };
         Ok(ItchSim {
@@ -353,18 +377,24 @@ impl ItchSim {
     }
 
     /// Waits for the session's end; what it sent.
-    pub fn wait(mut self) -> io::Result<ItchSimStats> {
-        let stats = match self.sender.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(stats)) => stats,
+    pub fn wait(self) -> io::Result<ItchSimStats> {
+        self.wait_with_send_times().map(|(stats, _)| stats)
+    }
+
+    /// [`ItchSim::wait`], with every packet's send time when
+    /// [`ItchSimOptions::record_send_times`] asked for them (in the order sent).
+    pub fn wait_with_send_times(mut self) -> io::Result<(ItchSimStats, Vec<PacketSent>)> {
+        let sent = match self.sender.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(sent)) => sent,
             _ => Err(io::Error::other("the sender thread panicked")),
         };
         self.stop.store(true, Ordering::Relaxed);
         if let Some(server) = self.server.take() {
             let _ = server.join();
         }
-        let mut stats = stats?;
+        let (mut stats, times) = sent?;
         stats.answers = self.answers.load(Ordering::Relaxed);
-        Ok(stats)
+        Ok((stats, times))
     }
 }
 
@@ -386,6 +416,13 @@ fn packet_of(history: &History, session: Session, k: usize, per: usize, out: &mu
     mold_packet(session, first as u64 + 1, messages, out);
 }
 
+/// CLOCK_REALTIME in ns (the clock of the appliance's `arrivals` records).
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
+}
+
 fn control(session: Session, sequence: u64, count: u16) -> [u8; HEADER_LEN] {
     let mut out = [0u8; HEADER_LEN];
     out[..10].copy_from_slice(&session);
@@ -400,6 +437,7 @@ fn send(
     history: &History,
     plan: &[Fault],
     stop: &AtomicBool,
+    times: &mut Vec<PacketSent>,
 ) -> io::Result<ItchSimStats> {
     let per = options.messages_per_packet;
     let (a, b) = (
@@ -437,6 +475,14 @@ fn send(
         }
         packet_of(history, options.session, k, per, &mut packet);
         let count = u64::from(u16::from_be_bytes([packet[18], packet[19]]));
+        if options.record_send_times {
+            times.push(PacketSent {
+                sequence: (k * per) as u64 + 1,
+                count: count as u16,
+                realtime_ns: realtime_ns(),
+                dropped_both: plan[k] == Fault::DropBoth,
+            });
+        }
         stats.packets += 1;
         stats.messages += count;
         match plan[k] {

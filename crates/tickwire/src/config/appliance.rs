@@ -505,9 +505,11 @@ pub enum NetBackend {
 pub struct StrategyConfig {
     pub name: StrategyName,
     /// `mid`: where to write one record per venue quote at exit (its update id and the time its
-    /// mid was computed, 16 bytes little-endian, as the benchmark peers write them).
+    /// mid was computed, 16 bytes little-endian, as the benchmark peers write them);
+    /// `arrivals`: one per venue message (its `venue_seq` and the time its last event reached
+    /// the strategy).
     pub record_file: Option<PathBuf>,
-    /// `mid`: records kept in memory (preallocated; quotes beyond are counted, not kept).
+    /// `mid`, `arrivals`: records kept in memory (preallocated; beyond, counted, not kept).
     pub record_capacity: usize,
     /// `mid`, `quoter`: how often a one-line summary is logged, in milliseconds (0: never).
     pub summary_interval_ms: u64,
@@ -539,6 +541,9 @@ pub enum StrategyName {
     Mid,
     /// A two-sided quote around the microprice with inventory skew: computed, never sent.
     Quoter,
+    /// One record per venue message (its sequence number and the time the strategy got its
+    /// last event), for latency benchmarks of feeds that carry no quotes.
+    Arrivals,
 }
 
 /// `[strategy.quoter]`.
@@ -1535,6 +1540,14 @@ fn check_strategy(problems: &mut Vec<Problem>, strategy: &StrategyConfig) {
                 "{} is out of range; valid values are 0 (never) to {INTERVAL_MS_MAX}",
                 strategy.summary_interval_ms
             ),
+        ));
+    }
+    if strategy.name == StrategyName::Arrivals && strategy.record_file.is_none() {
+        problems.push(Problem::new(
+            KeyPath::dotted("strategy.record_file"),
+            "the `arrivals` strategy keeps one record per venue message for this file; name \
+             one (it records nothing without it)"
+                .to_owned(),
         ));
     }
     if !(1..=1 << 28).contains(&strategy.record_capacity) {

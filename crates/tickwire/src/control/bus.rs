@@ -59,6 +59,9 @@ pub struct BusControl {
     books_refused_logged: u64,
     /// The file was found truncated under the appliance (logged once).
     truncated_logged: bool,
+    /// The directory's entries, and whether its filling up was logged (once).
+    directory_capacity: u64,
+    directory_full_logged: bool,
 }
 
 /// Readers' snapshot requests by outcome.
@@ -138,6 +141,9 @@ impl BusControl {
             names_cut: writer.names_cut(),
             books_refused_logged: 0,
             truncated_logged: false,
+            directory_capacity: config.directory_capacity,
+            // Watched only when a feed names instruments at run time (`watch_live_naming`).
+            directory_full_logged: true,
         };
         Ok((control, writers))
     }
@@ -154,6 +160,12 @@ impl BusControl {
         self.requests
     }
 
+    /// A venue's feed names its instruments in the directory as they come (`*`): log once if
+    /// the directory fills up.
+    pub fn watch_live_naming(&mut self) {
+        self.directory_full_logged = false;
+    }
+
     /// Reads the readers' requests and asks the decoder for the books they may have.
     pub fn poll(&mut self, now_ns: u64, runtime: &mut Runtime) {
         if !self.truncated_logged && self.stats.truncated() {
@@ -162,6 +174,16 @@ impl BusControl {
                 path = %self.path.display(),
                 "the bus file was truncated under the appliance (by its owner or root): its \
                  readers now get an error; the appliance goes on, and a restart makes a new bus"
+            );
+        }
+        // A feed that names its instruments as they come (`*`) fills the directory at run time.
+        if !self.directory_full_logged && self.stats.directory_len() >= self.directory_capacity {
+            self.directory_full_logged = true;
+            tracing::warn!(
+                path = %self.path.display(),
+                entries = self.directory_capacity,
+                "the bus directory is full: instruments named from now on reach the bus \
+                 without a name (counted by their feed); raise [bus] directory_capacity"
             );
         }
         let mut buffer = [0u8; 64];

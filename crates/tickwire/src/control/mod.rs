@@ -174,6 +174,9 @@ impl Session {
         let mut venue_names = Vec::new();
         let mut base: InstrumentId = 0;
         let mut venue_ranges = Vec::new();
+        // Instruments of venues that name theirs as the feed goes: the feed names them in the
+        // bus's directory itself, so the file's symbols (`*`) are not listed there.
+        let mut named_live = Vec::new();
         for (index, loaded_venue) in loaded.venues.iter().enumerate() {
             let config = &loaded_venue.venue;
             let venue_id = u16::try_from(index).map_err(|_| ControlError::TooManyVenues)?;
@@ -225,7 +228,9 @@ impl Session {
             specs.push(spec);
             venue_names.push(config.name.clone());
             let first = base;
+            let live = config.kind.protocol().names_instruments_live(config);
             for symbol in &config.symbols {
+                named_live.push(live);
                 instruments.push(Instrument {
                     id: base,
                     venue: config.name.clone(),
@@ -259,7 +264,9 @@ impl Session {
                 };
                 let listed: Vec<bus::BusInstrument<'_>> = instruments
                     .iter()
-                    .map(|instrument| bus::BusInstrument {
+                    .zip(&named_live)
+                    .filter(|(_, live)| !**live)
+                    .map(|(instrument, _)| bus::BusInstrument {
                         id: instrument.id,
                         venue_id: venue_of(instrument.id),
                         venue: &instrument.venue,
@@ -268,13 +275,16 @@ impl Session {
                     .collect();
                 // One partition per decoder, each written by its decoder alone.
                 let partitions = loaded.appliance.threads.decoder_count() as u32;
-                let (control, writers) = bus::BusControl::create(
+                let (mut control, writers) = bus::BusControl::create(
                     config,
                     &listed,
                     venue_ranges.clone(),
                     partitions,
                     clock.now_ns(),
                 )?;
+                if named_live.iter().any(|live| *live) {
+                    control.watch_live_naming();
+                }
                 if private_bus.is_some() {
                     tracing::info!(
                         path = %control.path().display(),

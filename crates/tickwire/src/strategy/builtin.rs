@@ -19,8 +19,8 @@ use super::print::EventTap;
 use super::Strategy;
 use crate::clock::system_realtime_ns;
 use crate::config::{QuoterConfig, StrategyConfig, StrategyName};
-use crate::event::{flags, Body, Event, Side};
-use std::path::PathBuf;
+use crate::event::{flags, Body, Event, EventKind, Side};
+use std::path::{Path, PathBuf};
 
 const NS_PER_MS: u64 = 1_000_000;
 
@@ -54,6 +54,11 @@ pub fn from_config(
                 log,
             );
             (Some(Box::new(mid)), Some(reader))
+        }
+        StrategyName::Arrivals => {
+            let (log, reader) = output::output(output::LOG_RING_BYTES, 1024);
+            let arrivals = Arrivals::new(config.record_file.clone(), config.record_capacity, log);
+            (Some(Box::new(arrivals)), Some(reader))
         }
         StrategyName::Quoter => {
             let (log, reader) = output::output(output::LOG_RING_BYTES, 1024);
@@ -93,11 +98,7 @@ impl Mid {
             mid_sum: 0.0,
             microprice_sum: 0.0,
             spread_sum: 0.0,
-            records: if record_file.is_some() {
-                prefaulted(capacity)
-            } else {
-                Vec::new()
-            },
+            records: record_buffer(record_file.is_some(), capacity),
             record_file,
             unrecorded: 0,
             summary_ns,
@@ -112,8 +113,11 @@ impl Mid {
 }
 
 /// A record buffer of `capacity` whose pages are already touched, so that recording costs the
-/// hot thread no page fault (one every 256 records otherwise).
-fn prefaulted(capacity: usize) -> Vec<(u64, u64)> {
+/// hot thread no page fault (one every 256 records otherwise); none when nothing is recorded.
+fn record_buffer(recording: bool, capacity: usize) -> Vec<(u64, u64)> {
+    if !recording {
+        return Vec::new();
+    }
     let mut records = Vec::with_capacity(capacity);
     records.resize(capacity, (0, 0));
     std::hint::black_box(&records);
@@ -167,17 +171,95 @@ impl Strategy for Mid {
         let Some(path) = &self.record_file else {
             return;
         };
-        let mut bytes = Vec::with_capacity(self.records.len() * 16);
-        for (id, ns) in &self.records {
-            bytes.extend_from_slice(&id.to_le_bytes());
-            bytes.extend_from_slice(&ns.to_le_bytes());
+        write_records(path, &self.records, &mut self.log, "mid");
+    }
+}
+
+/// `arrivals`: one record per venue message, its sequence number (`venue_seq`) and the
+/// CLOCK_REALTIME ns at which its last event (flag `LAST`) reached the strategy, for the
+/// latency benchmarks of feeds that carry no quotes (`cargo bench --bench itch_wire` joins them
+/// with the simulator's send times by MoldUDP64 sequence number). Derived events, statuses,
+/// gaps and events without a sequence number are not recorded, and a message that publishes
+/// for several instruments (a status for every stock) is recorded once. Written to `record_file` at exit (16
+/// bytes a record, little-endian, as `mid` writes them); without one it records nothing.
+pub struct Arrivals {
+    records: Vec<(u64, u64)>,
+    /// The venue and sequence number last recorded: a message that publishes for several
+    /// instruments (an ITCH system event, a status per stock) is one arrival.
+    last: (u16, u64),
+    record_file: Option<PathBuf>,
+    /// Messages not recorded because the record buffer was full.
+    pub unrecorded: u64,
+    log: StrategyOutput,
+}
+
+impl Arrivals {
+    pub fn new(record_file: Option<PathBuf>, capacity: usize, log: StrategyOutput) -> Arrivals {
+        Arrivals {
+            records: record_buffer(record_file.is_some(), capacity),
+            last: (0, 0),
+            record_file,
+            unrecorded: 0,
+            log,
         }
-        if let Err(error) = std::fs::write(path, bytes) {
+    }
+
+    pub fn records(&self) -> &[(u64, u64)] {
+        &self.records
+    }
+}
+
+impl Strategy for Arrivals {
+    fn on_events(&mut self, events: &[Event], _market: &Market, _now_ns: u64) {
+        if self.record_file.is_none() {
+            return;
+        }
+        for event in events {
+            let header = &event.header;
+            if header.flags & flags::LAST == 0
+                || header.flags & flags::DERIVED != 0
+                || header.venue_seq == 0
+                || matches!(header.kind, EventKind::VenueStatus | EventKind::Gap)
+                || (header.venue_id, header.venue_seq) == self.last
+            {
+                continue;
+            }
+            self.last = (header.venue_id, header.venue_seq);
+            let at = system_realtime_ns();
+            if self.records.len() < self.records.capacity() {
+                self.records.push((header.venue_seq, at));
+            } else {
+                self.unrecorded += 1;
+            }
+        }
+    }
+
+    fn finish(&mut self, _market: &Market) {
+        let Some(path) = &self.record_file else {
+            return;
+        };
+        write_records(path, &self.records, &mut self.log, "arrivals");
+        if self.unrecorded > 0 {
             self.log.log(format_args!(
-                "mid: cannot write the records to {}: {error}",
-                path.display()
+                "arrivals: {} messages not recorded (raise [strategy] record_capacity)",
+                self.unrecorded
             ));
         }
+    }
+}
+
+/// Writes `(id, ns)` records, 16 bytes each, little-endian; an error is logged.
+fn write_records(path: &Path, records: &[(u64, u64)], log: &mut StrategyOutput, who: &str) {
+    let mut bytes = Vec::with_capacity(records.len() * 16);
+    for (id, ns) in records {
+        bytes.extend_from_slice(&id.to_le_bytes());
+        bytes.extend_from_slice(&ns.to_le_bytes());
+    }
+    if let Err(error) = std::fs::write(path, bytes) {
+        log.log(format_args!(
+            "{who}: cannot write the records to {}: {error}",
+            path.display()
+        ));
     }
 }
 
@@ -449,6 +531,63 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), 32);
         assert_eq!(u64::from_le_bytes(bytes[16..24].try_into().unwrap()), 2);
+    }
+
+    /// `arrivals` keeps one record per venue message (its last event), none for a message's
+    /// earlier events, its events for other instruments, derived events, gaps or statuses,
+    /// counts what its buffer cannot hold, and writes the records at the end.
+    #[test]
+    fn arrivals_records_each_venue_message_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("records");
+        let (log, _reader) = output::output(output::LOG_RING_BYTES, 1024);
+        let mut arrivals = Arrivals::new(Some(path.clone()), 3, log);
+        let market = Market::new(1);
+        let mut first_of_two = event(EventKind::BookLevel, quote("1", "2"), 7);
+        first_of_two.header.flags = 0;
+        let mut derived = event(EventKind::Quote, quote("1", "2"), 8);
+        derived.header.flags |= flags::DERIVED;
+        let mut second_stock = event(EventKind::BookLevel, quote("1", "2"), 5);
+        second_stock.header.instrument_id = 1;
+        let gap = event(
+            EventKind::Gap,
+            Body::Gap(crate::event::Gap::new(
+                crate::event::GapReason::SequenceBreak,
+                6,
+                9,
+            )),
+            6,
+        );
+        let status = event(
+            EventKind::VenueStatus,
+            Body::VenueStatus(crate::event::VenueStatus::new(
+                crate::event::VenueState::Live,
+                0,
+                0,
+            )),
+            9,
+        );
+        let events = [
+            event(EventKind::Trade, quote("1", "2"), 5),
+            second_stock,
+            gap,
+            first_of_two,
+            event(EventKind::BookLevel, quote("1", "2"), 7),
+            derived,
+            status,
+            event(EventKind::BookLevel, quote("1", "2"), 10),
+            event(EventKind::BookLevel, quote("1", "2"), 11),
+        ];
+        let before = system_realtime_ns();
+        arrivals.on_events(&events, &market, 0);
+        let ids: Vec<u64> = arrivals.records().iter().map(|r| r.0).collect();
+        assert_eq!(ids, [5, 7, 10]);
+        assert!(arrivals.records().iter().all(|r| r.1 >= before));
+        assert_eq!(arrivals.unrecorded, 1);
+        arrivals.finish(&market);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 48);
+        assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 10);
     }
 
     #[test]

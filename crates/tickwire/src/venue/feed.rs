@@ -94,6 +94,20 @@ impl<'a> EventSink<'a> {
         self.bus.is_some()
     }
 
+    /// Names an instrument in the bus's directory at once, ahead of every event written after
+    /// this call: for a feed that names its instruments as they come (a `*` venue file whose
+    /// exchange feed sends its own stock directory). Without a bus there is nothing to name.
+    /// No allocation; a lock shared with the other decoders' namings, never with events.
+    pub fn name_instrument(
+        &mut self,
+        naming: &tickwire_bus::Naming<'_>,
+    ) -> Result<(), tickwire_bus::DirectoryFull> {
+        match self.bus.as_deref_mut() {
+            Some(bus) => bus.add_naming(naming),
+            None => Ok(()),
+        }
+    }
+
     /// The same sink, counting every event it writes by venue and kind in `counts`, published
     /// with the events.
     pub fn counting(self, counts: &'a mut EventCounts) -> EventSink<'a> {

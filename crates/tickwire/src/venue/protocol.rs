@@ -366,6 +366,14 @@ pub trait Protocol: Sync {
         venue.symbols.len() as InstrumentId
     }
 
+    /// Whether the venue's feed names its instruments in the bus's directory itself, as the
+    /// feed names them (a `*` that publishes every stock of an exchange feed, each under the
+    /// name its own stock directory gives), so that the file's symbols are not listed there.
+    /// The default: no, the file's symbols are the instruments.
+    fn names_instruments_live(&self, _venue: &VenueConfig) -> bool {
+        false
+    }
+
     /// `tickwire decode --venue <label>`: the venue's capture decoder
     /// ([`super::capture::CaptureDecoder`], in its own folder), `None` (the default) for a kind
     /// whose captures another kind's decoder reads or that has none.

@@ -283,6 +283,99 @@ pub(crate) fn level_pair(bytes: &[u8], pos: usize) -> Option<(Fixed, Fixed, usiz
     Some((price, qty, end + 1))
 }
 
+/// `0x7f` in every byte lane.
+const LANE_LOWS: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+
+/// Which of the eight lanes of `word` hold `"`, as the low eight bits (bit `i` for lane `i`).
+///
+/// A lane holds it exactly when `word ^ "` is zero there: adding 0x7f to its low seven bits
+/// sets the top bit of every other lane without a carry into the next (0x7f + 0x7f < 0x100),
+/// or-ing in the lane catches its own top bit. The multiply then gathers the eight top bits
+/// into the top byte: lane `i`'s bit (at `8 * i + 7`) meets the factor's `2^(49 - 7 * i)` at bit
+/// `56 + i`, and no two partial products share a bit, so nothing carries into it.
+#[inline(always)]
+fn quote_bits(word: u64) -> u32 {
+    let lanes = word ^ 0x2222_2222_2222_2222;
+    let quotes = !(((lanes & LANE_LOWS).wrapping_add(LANE_LOWS)) | lanes) & LANE_TOPS;
+    (quotes.wrapping_mul(0x0002_0408_1020_4081) >> 56) as u32
+}
+
+/// [`level_pair`] with the position after the level found from its quotes, not from the
+/// decimals' digit runs: price, quantity (each what [`Fixed::parse`] reads from its string)
+/// and the position after its `]`. `None` for anything but 1 to 8 digits with at most one
+/// point, not first, in each string, and for a level whose `]` is not among the 24 bytes after
+/// its `["`: the caller hands those to [`level_pair`] and the exact reader.
+///
+/// In [`level_pair`] the quantity's start waits on the price's length, and the next level's on
+/// the quantity's: each level is one long chain of dependent steps (load, digit run, joined
+/// word, digit run, add). Here the 24 bytes after `["` are loaded at once and their quotes
+/// found in parallel: the first ends the price (`","` must follow), the third the quantity
+/// (`"]`), so the next level's position is a few steps after this one's, and the decimals,
+/// whose lengths are then known, are off that chain: the processor reads several levels'
+/// decimals at the same time.
+#[inline(always)]
+pub(crate) fn level_pair_unchained(bytes: &[u8], pos: usize) -> Option<(Fixed, Fixed, usize)> {
+    let window = bytes.get(pos..)?.first_chunk::<26>()?;
+    let (head, body) = window.split_first_chunk::<2>()?;
+    let body: &[u8; 24] = body.first_chunk::<24>()?;
+    if head != b"[\"" {
+        return None;
+    }
+    let word = |at: usize| -> u64 {
+        let mut lanes = [0u8; 8];
+        lanes.copy_from_slice(&body[at..at + 8]);
+        u64::from_le_bytes(lanes)
+    };
+    let quotes = quote_bits(word(0)) | (quote_bits(word(8)) << 8) | (quote_bits(word(16)) << 16);
+    let price_len = quotes.trailing_zeros() as usize;
+    if price_len > 9 {
+        return None;
+    }
+    let qty_at = price_len + 3;
+    let qty_len = (quotes >> qty_at).trailing_zeros() as usize;
+    if qty_len > 9 {
+        return None;
+    }
+    let qty_end = qty_at + qty_len;
+    // `body[price_len]` and `body[qty_end]` are quotes; the bytes between and after them:
+    if body[price_len + 1] != b',' || body[price_len + 2] != b'"' || body[qty_end + 1] != b']' {
+        return None;
+    }
+    let price = short_string_decimal(body, 0, price_len)?;
+    let qty = short_string_decimal(body, qty_at, qty_len)?;
+    Some((price, qty, pos + qty_end + 4))
+}
+
+/// The `len` bytes at `at` in `body` (0 < `len` <= 9, `at + 9 <= 24`), followed by a quote,
+/// as a decimal: `None` unless they are 1 to 8 digits and at most one point, not first. Then
+/// it is what [`Fixed::parse`] reads: the digits without the point as one integer (at most
+/// eight: no overflow, never too precise), scaled by the fraction's length.
+#[inline(always)]
+fn short_string_decimal(body: &[u8; 24], at: usize, len: usize) -> Option<Fixed> {
+    let window = body.get(at..at + 9)?;
+    let (word, _) = window.split_first_chunk::<8>()?;
+    let (_, next) = window.split_last_chunk::<8>()?;
+    let (word, next) = (u64::from_le_bytes(*word), u64::from_le_bytes(*next));
+    // The first lane that is not a digit: the point, or (none) the closing quote at `len`.
+    let integer_len = digit_run(digit_values(word));
+    if integer_len == 0 {
+        return None;
+    }
+    let has_point = integer_len != len;
+    if has_point && window[integer_len] != b'.' {
+        return None;
+    }
+    let digits = len - usize::from(has_point);
+    // The lanes before the point from `word`, the rest from `next`: the point dropped.
+    let before_point = u64::MAX >> (64 - 8 * integer_len);
+    let joined = digit_values((word & before_point) | (next & !before_point));
+    if digits > 8 || digit_run(joined) < digits {
+        return None;
+    }
+    let value = run_value(joined, digits) * POW10[9 - (digits - integer_len)];
+    Some(Fixed(value as i64))
+}
+
 /// A JSON integer's digits from `pos`: the value and the position after the last digit.
 ///
 /// `None` unless it is 1 to 19 digits without a leading zero and not followed by `.`, `e` or
@@ -373,6 +466,21 @@ mod tests {
         }
         let text = std::str::from_utf8(&input[..len]).ok()?;
         text.parse::<u64>().ok().map(|value| (value, len))
+    }
+
+    /// A level `["price","size"]` at the start of `input`, each string through `Fixed::parse`:
+    /// both values and the position after the `]`.
+    fn exact_level(input: &[u8]) -> Option<(Fixed, Fixed, usize)> {
+        let rest = input.strip_prefix(b"[\"")?;
+        let price_len = rest.iter().position(|&byte| byte == b'"')?;
+        let rest_qty = rest[price_len..].strip_prefix(b"\",\"")?;
+        let qty_len = rest_qty.iter().position(|&byte| byte == b'"')?;
+        if rest_qty.get(qty_len + 1) != Some(&b']') {
+            return None;
+        }
+        let price = Fixed::parse(&rest[..price_len]).ok()?;
+        let qty = Fixed::parse(&rest_qty[..qty_len]).ok()?;
+        Some((price, qty, 2 + price_len + 3 + qty_len + 2))
     }
 
     fn check_decimal(input: &[u8]) -> Result<(), TestCaseError> {
@@ -511,6 +619,54 @@ mod tests {
                 prop_assert_eq!(checked.map(|(_, _, end)| end), Some(end));
                 prop_assert_eq!(trusted_level_pair(bytes, 0), checked, "{}", level);
             }
+        }
+
+        /// `level_pair_unchained` reads what `Fixed::parse` reads from the level's two strings,
+        /// ending after its `]`, and takes every level of short decimals.
+        #[test]
+        fn unchained_levels_read_what_level_pair_reads(
+            price in "[-+]?[0-9]{0,9}(\\.[0-9]{0,10})?[x.\"]?",
+            qty in "[-+]?[0-9]{0,9}(\\.[0-9]{0,10})?[x.\"]?",
+            tail in "[\\],\"\\[ ]{0,3}[0-9\"]{0,24}",
+        ) {
+            let level = format!(r#"["{price}","{qty}"]{tail}"#);
+            let bytes = level.as_bytes();
+            let unchained = level_pair_unchained(bytes, 0);
+            if unchained.is_some() {
+                prop_assert_eq!(unchained, exact_level(bytes), "{}", level);
+            }
+            let checked = level_pair(bytes, 0);
+            // What it takes: 1 to 8 digits and at most one point, not first, each; 26 bytes
+            // from the `[`.
+            let plain = |text: &str| {
+                let digits = text.bytes().filter(u8::is_ascii_digit).count();
+                let points = text.bytes().filter(|&byte| byte == b'.').count();
+                digits + points == text.len() && (1..=8).contains(&digits) && points <= 1
+                    && !text.starts_with('.')
+            };
+            if plain(&price) && plain(&qty) && bytes.len() >= 26 {
+                prop_assert!(unchained.is_some(), "{}", level);
+            }
+            // And where both take a level, they agree.
+            if unchained.is_some() && checked.is_some() {
+                prop_assert_eq!(unchained, checked, "{}", level);
+            }
+        }
+
+        #[test]
+        fn quote_bits_mark_the_quote_lanes(lanes in any::<[u8; 8]>(), quotes in any::<u8>()) {
+            let mut lanes = lanes;
+            for (lane, byte) in lanes.iter_mut().enumerate() {
+                if quotes & (1 << lane) != 0 {
+                    *byte = b'"';
+                }
+            }
+            let expected = lanes
+                .iter()
+                .enumerate()
+                .filter(|&(_, &byte)| byte == b'"')
+                .fold(0u32, |bits, (lane, _)| bits | 1 << lane);
+            prop_assert_eq!(quote_bits(u64::from_le_bytes(lanes)), expected);
         }
 
         #[test]

@@ -20,7 +20,11 @@
 //! loop (`ticker_in_order`): its prefix `{"topic":"tickers.` compared as a literal (so the
 //! topic's kind is known from it), each kept field's key found by its first letter and one
 //! literal compare, each value by the reader the key loop uses; anything else, the key loop
-//! reads (and refuses where it must). The key loop reads the topic's kind once, with the topic.
+//! reads (and refuses where it must). So is a whole orderbook message in the orderbook page's
+//! layout (`book_in_order`: either of its two top-level orders, `data` as `s`, `b`, `a`, `u`,
+//! `seq`, no whitespace), its levels by `scan::level_pair_unchained`, which finds each level's
+//! end from its quotes so that the next level need not wait for this one's decimals. The key
+//! loop reads the topic's kind once, with the topic.
 //!
 //! Numbers: prices and sizes are decimal strings read exactly into [`Fixed`] (an exponent, more
 //! than nine decimals that are not zeros, or a magnitude beyond `Fixed`'s range is an error);
@@ -1105,6 +1109,130 @@ pub(super) fn ticker_in_order<'a>(bytes: &'a [u8], scratch: &mut Scratch) -> Opt
     })
 }
 
+/// How an orderbook message starts: `{"topic":"orderbook.`, for [`book_in_order`].
+const BOOK_START: &[u8] = br#"{"topic":"orderbook."#;
+
+/// A whole orderbook message exactly as Bybit sends it: the orderbook page's top-level order
+/// (`topic`, `type`, `ts`, `data`, `cts`, or `ts` before `type` as its note says spot and
+/// level 1 send) with no whitespace, an `orderbook.{depth}.{symbol}` topic, `type` `snapshot`
+/// or `delta`, `ts` and `cts` integers, `data` as `s`, `b`, `a`, `u`, `seq`, each level
+/// `["price","size"]` with both decimals in the venue's form; nothing after the closing `}`.
+/// Each value is read by the reader the key loop uses for it (`scan::integer`,
+/// `scan::plain_string`), the levels by `scan::level_pair_unchained` (the values `Fixed::parse`
+/// gives, as the key loop's `scan::level_pair` and `Fixed::parse` do) or by `scan::level_pair`
+/// itself where that one declines, and the topic's kind is
+/// checked as `TopicKind::of` checks it, so a message read here is the `Message` [`decode`]'s
+/// key loop reads from it (the key loop's other checks cannot fail on such a message); `None`
+/// for anything else (another order, whitespace, an integer as a string, a level in another
+/// spelling, more than [`MAX_ROWS`] levels a side), which the key loop then reads, and refuses
+/// where it must.
+#[inline(never)]
+pub(super) fn book_in_order<'a>(bytes: &'a [u8], scratch: &mut Scratch) -> Option<Message<'a>> {
+    if !bytes.starts_with(BOOK_START) {
+        return None;
+    }
+    let (rest, end) = scan::plain_string(bytes, BOOK_START.len())?;
+    // `{depth}.{symbol}`: digits, a point, at least one byte (`TopicKind::of`'s rule).
+    let dot = rest.iter().position(|&byte| byte == b'.')?;
+    if dot == 0 || dot + 1 == rest.len() || !rest[..dot].iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    // `"topic":"` is ten bytes from the `{`.
+    let topic = bytes.get(10..end - 1)?;
+    let mut at = end;
+    let book_type = |at: &mut usize| -> Option<bool> {
+        if literal_at(bytes, at, br#"delta""#) {
+            Some(false)
+        } else if literal_at(bytes, at, br#"snapshot""#) {
+            Some(true)
+        } else {
+            None
+        }
+    };
+    let (snapshot, ts_ms);
+    if literal_at(bytes, &mut at, br#","type":""#) {
+        snapshot = book_type(&mut at)?;
+        if !literal_at(bytes, &mut at, br#","ts":"#) {
+            return None;
+        }
+        (ts_ms, at) = scan::integer(bytes, at)?;
+    } else if literal_at(bytes, &mut at, br#","ts":"#) {
+        (ts_ms, at) = scan::integer(bytes, at)?;
+        if !literal_at(bytes, &mut at, br#","type":""#) {
+            return None;
+        }
+        snapshot = book_type(&mut at)?;
+    } else {
+        return None;
+    }
+    if !literal_at(bytes, &mut at, br#","data":{"s":""#) {
+        return None;
+    }
+    let (symbol, end) = scan::plain_string(bytes, at)?;
+    at = end;
+    if !literal_at(bytes, &mut at, br#","b":["#) {
+        return None;
+    }
+    at = side_in_order(bytes, at, &mut scratch.bids)?;
+    if !literal_at(bytes, &mut at, br#","a":["#) {
+        return None;
+    }
+    at = side_in_order(bytes, at, &mut scratch.asks)?;
+    if !literal_at(bytes, &mut at, br#","u":"#) {
+        return None;
+    }
+    let (update_id, end) = scan::integer(bytes, at)?;
+    at = end;
+    if !literal_at(bytes, &mut at, br#","seq":"#) {
+        return None;
+    }
+    let (seq, end) = scan::integer(bytes, at)?;
+    at = end;
+    if !literal_at(bytes, &mut at, br#"},"cts":"#) {
+        return None;
+    }
+    let (cts_ms, end) = scan::integer(bytes, at)?;
+    if bytes.get(end..) != Some(&b"}"[..]) {
+        return None;
+    }
+    Some(Message::Book {
+        topic,
+        snapshot,
+        ts_ms,
+        cts_ms,
+        symbol,
+        update_id,
+        seq,
+    })
+}
+
+/// One side's levels for [`book_in_order`], from just after its `[` to past its `]`: each
+/// level `["price","size"]` with no whitespace, read by `scan::level_pair_unchained` (or
+/// `scan::level_pair` beyond its window), into `out`; `None` for anything else, and for more
+/// than [`MAX_ROWS`] levels (which the key loop refuses).
+#[inline(always)]
+fn side_in_order(bytes: &[u8], mut at: usize, out: &mut Vec<(Fixed, Fixed)>) -> Option<usize> {
+    out.clear();
+    if bytes.get(at) == Some(&b']') {
+        return Some(at + 1);
+    }
+    loop {
+        if out.len() >= MAX_ROWS {
+            return None;
+        }
+        let (price, size, end) = match scan::level_pair_unchained(bytes, at) {
+            Some(level) => level,
+            None => scan::level_pair(bytes, at)?,
+        };
+        out.push((price, size));
+        match bytes.get(end) {
+            Some(b',') => at = end + 1,
+            Some(b']') => return Some(end + 1),
+            _ => return None,
+        }
+    }
+}
+
 /// A kept ticker field's value from its opening quote: [`field`]'s word reader inline, the rest
 /// through [`ticker_value_general`].
 #[inline(always)]
@@ -1189,12 +1317,20 @@ fn data_rows(
 
 /// Decodes one message (a whole WebSocket text message, its UTF-8 already checked).
 pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a>> {
-    // A linear ticker as it comes, without the key loop; any other message by the key loop
-    // (its topic's first letter, at 10, turns books and trades away in one compare).
-    if payload.get(10) == Some(&b't') {
-        if let Some(message) = ticker_in_order(payload, scratch) {
-            return Ok(message);
+    // A book or a linear ticker as it comes, without the key loop; any other message by the
+    // key loop (its topic's first letter, at 10, picks the fast path in one compare).
+    match payload.get(10) {
+        Some(b'o') => {
+            if let Some(message) = book_in_order(payload, scratch) {
+                return Ok(message);
+            }
         }
+        Some(b't') => {
+            if let Some(message) = ticker_in_order(payload, scratch) {
+                return Ok(message);
+            }
+        }
+        _ => {}
     }
     let mut cursor = Cursor::at(payload, 0);
     cursor.expect(b'{')?;

@@ -894,6 +894,232 @@ fn tickers_in_linear_order_read_as_the_key_loop_reads_them() {
     assert!(refused > 1000, "{refused}");
 }
 
+/// Generated orderbook messages in Bybit's layout (both of the orderbook page's top-level
+/// orders), some parts in another form (one in eight: a topic `TopicKind::of` refuses, an
+/// integer as a string or a fraction, a decimal the word readers leave to `Fixed::parse` or
+/// that it refuses, a level with a space or a third member, keys out of order, a missing
+/// `seq` or `cts`, something after the end) and one message in three with a byte damaged:
+/// read as they are (the fast path where it takes them) and with a space after the `{` (the
+/// key loop for all of it), they must give the same message and levels, or both an error of
+/// the same kind.
+#[test]
+fn books_in_bybit_order_read_as_the_key_loop_reads_them() {
+    let mut rng = Rng(0xb00c_0de1_7a5e_0034);
+    let (mut fast, mut general) = (Scratch::default(), Scratch::default());
+    let (mut fast_read, mut fell_back, mut refused, mut levels_read) = (0, 0, 0, 0);
+    let pick_one_in = |odds: u64, rng: &mut Rng, usual: String, others: &[&str]| {
+        if rng.below(odds) == 0 {
+            others[rng.below(others.len() as u64) as usize].to_owned()
+        } else {
+            usual
+        }
+    };
+    // The message's parts one in eight times in another form, a level's one in a hundred.
+    let pick = |rng: &mut Rng, usual: String, others: &[&str]| pick_one_in(8, rng, usual, others);
+    let rare = |rng: &mut Rng, usual: String, others: &[&str]| pick_one_in(100, rng, usual, others);
+    for round in 0..8000 {
+        let usual = rng.below(3) as usize;
+        let topic = pick(
+            &mut rng,
+            [
+                "orderbook.50.BTCUSDT",
+                "orderbook.1.ETHUSDT",
+                "orderbook.1000.BTC-26DEC25",
+            ][usual]
+                .to_owned(),
+            &[
+                "orderbook..BTCUSDT",
+                "orderbook.50.",
+                "orderbook.5x.BTCUSDT",
+                "orderbook.50",
+                r"orderbook.50.BTC\u0055SDT",
+                "orderbook.50.A.B",
+                "orderbook.",
+                "tickers.BTCUSDT",
+            ],
+        );
+        let kind = if rng.below(2) == 0 {
+            "delta"
+        } else {
+            "snapshot"
+        }
+        .to_owned();
+        let kind = pick(&mut rng, kind, &["Delta", "full", "delta "]);
+        let ts = (1_600_000_000_000 + rng.below(1 << 40)).to_string();
+        let ts = pick(
+            &mut rng,
+            ts,
+            &[r#""1772694601512""#, "1.5", "01", "-1", "1e3"],
+        );
+        let symbol = pick(
+            &mut rng,
+            r#""BTCUSDT""#.to_owned(),
+            &[r#""BTC\u0055SDT""#, "1", r#""""#],
+        );
+        let side = |rng: &mut Rng| {
+            let count = match rng.below(6) {
+                0 => 0,
+                1 => 20 + rng.below(60),
+                _ => 1 + rng.below(8),
+            };
+            let levels: Vec<String> = (0..count)
+                .map(|_| {
+                    let decimal = |rng: &mut Rng| {
+                        let usual = match rng.below(5) {
+                            0 => format!("{}.{:02}", rng.below(10_000_000), rng.below(100)),
+                            1 => format!("0.{:03}", rng.below(1000)),
+                            2 => "0".to_owned(),
+                            3 => format!("{}.{:07}", rng.below(10), rng.below(10_000_000)),
+                            _ => rng.decimal(),
+                        };
+                        rare(
+                            rng,
+                            usual,
+                            &[
+                                "104523.50",
+                                "12345678.25",
+                                "123456789.5",
+                                "0.00000001",
+                                "0.0000000001",
+                                "1.123456789",
+                                "007.5",
+                                "-0.5",
+                                "1e3",
+                                " 1.5",
+                                "",
+                                ".5",
+                                "5.",
+                                r"1.\u0035",
+                            ],
+                        )
+                    };
+                    let (price, size) = (decimal(rng), decimal(rng));
+                    rare(
+                        rng,
+                        format!(r#"["{price}","{size}"]"#),
+                        &[
+                            r#"[ "1.5","2"]"#,
+                            r#"["1.5", "2"]"#,
+                            r#"["1.5","2","3"]"#,
+                            r#"["1.5"]"#,
+                            r#"[1.5,"2"]"#,
+                            r#"["1.5","2"] "#,
+                        ],
+                    )
+                })
+                .collect();
+            format!("[{}]", levels.join(","))
+        };
+        let (bids, asks) = (side(&mut rng), side(&mut rng));
+        let u = rng.below(1 << 40).to_string();
+        let u = pick(
+            &mut rng,
+            u,
+            &[r#""177400507""#, "-1", "1.0", "99999999999999999999"],
+        );
+        let seq = format!(r#","seq":{}"#, rng.below(1 << 40));
+        let seq = pick(&mut rng, seq, &["", r#","seq":1e2"#, r#","seq":"7""#]);
+        let mut data = vec![
+            format!(r#""s":{symbol}"#),
+            format!(r#""b":{bids}"#),
+            format!(r#""a":{asks}"#),
+            format!(r#""u":{u}{seq}"#),
+        ];
+        if rng.below(10) == 0 {
+            rng.shuffle(&mut data);
+        }
+        if rng.below(20) == 0 {
+            // A repeated member.
+            let again = data[rng.below(data.len() as u64) as usize].clone();
+            data.push(again);
+        }
+        let data = data.join(",");
+        let cts = format!(r#","cts":{}"#, 1_600_000_000_000 + rng.below(1 << 40));
+        let cts = pick(&mut rng, cts, &["", r#","cts":"1""#, r#","cts":0.5"#]);
+        let head = if rng.below(2) == 0 {
+            format!(r#""type":"{kind}","ts":{ts}"#)
+        } else {
+            format!(r#""ts":{ts},"type":"{kind}""#)
+        };
+        let tail = pick(&mut rng, String::new(), &[" ", r#","x":1"#, "}", "\n"]);
+        let mut message =
+            format!(r#"{{"topic":"{topic}",{head},"data":{{{data}}}{cts}{tail}}}"#).into_bytes();
+        if round % 3 == 2 {
+            let at = rng.below(message.len() as u64) as usize;
+            message[at] = b"{}[],:\"0a.- \\"[rng.below(13) as usize];
+        }
+        let Ok(text) = String::from_utf8(message) else {
+            continue;
+        };
+        let spaced = text.replacen('{', "{ ", 1);
+        let by_key_loop = decode(spaced.as_bytes(), &mut general);
+        let read = super::decode::book_in_order(text.as_bytes(), &mut fast);
+        if let Some(read) = read {
+            assert_eq!(Ok(read), by_key_loop, "{text}");
+            assert_eq!(fast.bids, general.bids, "{text}");
+            assert_eq!(fast.asks, general.asks, "{text}");
+            fast_read += 1;
+            levels_read += fast.bids.len() + fast.asks.len();
+        } else if by_key_loop.is_ok() {
+            fell_back += 1;
+        }
+        match (decode(text.as_bytes(), &mut fast), by_key_loop) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a, b, "{text}");
+                assert_eq!(fast.bids, general.bids, "{text}");
+                assert_eq!(fast.asks, general.asks, "{text}");
+            }
+            (Err(a), Err(b)) => {
+                refused += 1;
+                assert_eq!(
+                    std::mem::discriminant(&a),
+                    std::mem::discriminant(&b),
+                    "{text}: {a} against {b}"
+                );
+            }
+            (a, b) => panic!("{text}: {a:?} against {b:?}"),
+        }
+    }
+    // Each way taken often: the fast path, the key loop reading what it left, and refusals.
+    assert!(fast_read > 800, "{fast_read}");
+    assert!(levels_read > 10_000, "{levels_read}");
+    assert!(fell_back > 800, "{fell_back}");
+    assert!(refused > 3000, "{refused}");
+}
+
+/// Up to `MAX_ROWS` levels a side in Bybit's layout are read, one more is refused (the fast
+/// path leaves it to the key loop, which says why).
+#[test]
+fn a_book_side_beyond_max_rows_is_refused_in_bybit_order_too() {
+    use super::decode::MAX_ROWS;
+    let side = |count: usize| {
+        let levels: Vec<String> = (0..count)
+            .map(|index| format!(r#"["{}.5","0.{:03}"]"#, 10_000 + index, index % 1000))
+            .collect();
+        format!("[{}]", levels.join(","))
+    };
+    let message = |bids: usize| {
+        format!(
+            r#"{{"topic":"orderbook.1000.BTCUSDT","type":"snapshot","ts":1,"data":{{"s":"BTCUSDT","b":{},"a":[],"u":1,"seq":2}},"cts":3}}"#,
+            side(bids)
+        )
+    };
+    let mut scratch = Scratch::default();
+    let full = message(MAX_ROWS);
+    assert!(super::decode::book_in_order(full.as_bytes(), &mut scratch).is_some());
+    assert_eq!(scratch.bids.len(), MAX_ROWS);
+    assert_eq!(
+        scratch.bids[MAX_ROWS - 1],
+        (fixed("14095.5"), fixed("0.095"))
+    );
+    let over = message(MAX_ROWS + 1);
+    assert!(super::decode::book_in_order(over.as_bytes(), &mut scratch).is_none());
+    assert!(matches!(
+        decode(over.as_bytes(), &mut scratch),
+        Err(DecodeError::TooManyRows { .. })
+    ));
+}
+
 #[test]
 fn bad_numbers_and_shapes_are_clear_errors() {
     let mut scratch = Scratch::default();

@@ -35,6 +35,24 @@ use crate::event::{
 use crate::fixed::Fixed;
 use crate::venue::feed::{own_header, ALL_INSTRUMENTS};
 
+/// Where the decoder's output goes: its events, and, under `*` ([`Symbols::All`]), each stock
+/// as it is first named and starts to publish (so that the bus's instrument directory can name
+/// it before its first event). Any `FnMut(Event)` is an output that ignores the namings.
+pub trait DecoderOutput {
+    fn event(&mut self, event: Event);
+
+    /// Under `*`: the stock `symbol` (the ITCH symbol, trimmed) publishes from now on as
+    /// `instrument`; called once per instrument, before any event of it.
+    fn named(&mut self, _instrument: InstrumentId, _symbol: &[u8]) {}
+}
+
+impl<F: FnMut(Event)> DecoderOutput for F {
+    #[inline]
+    fn event(&mut self, event: Event) {
+        self(event)
+    }
+}
+
 /// Which stocks publish events.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Symbols {
@@ -213,7 +231,7 @@ impl ItchDecoder {
         bytes: &[u8],
         recv_ts_ns: u64,
         now_ns: u64,
-        out: &mut dyn FnMut(Event),
+        out: &mut dyn DecoderOutput,
     ) -> Result<(), MoldError> {
         // Every order (and added level) the packet's messages name is asked of the cache before
         // the first is applied, so that their misses overlap (`ItchBook::prefetch_raw`; a hint:
@@ -240,7 +258,7 @@ impl ItchDecoder {
 
     /// Runs the arbiter's gap timers at `now_ns`: a re-request to send when one is due; a gap
     /// given up (its `gap` events through `out`).
-    pub fn poll(&mut self, now_ns: u64, out: &mut dyn FnMut(Event)) -> Option<Request> {
+    pub fn poll(&mut self, now_ns: u64, out: &mut dyn DecoderOutput) -> Option<Request> {
         let state = &mut self.state;
         self.arbiter
             .poll(now_ns, &mut |output| state.output(output, now_ns, out))
@@ -302,14 +320,14 @@ impl ItchDecoder {
         sequence: u64,
         bytes: &[u8],
         recv_ts_ns: u64,
-        out: &mut dyn FnMut(Event),
+        out: &mut dyn DecoderOutput,
     ) {
         self.state.message(sequence, bytes, recv_ts_ns, out);
     }
 }
 
 impl State {
-    fn output(&mut self, output: Output<'_>, recv_ts_ns: u64, out: &mut dyn FnMut(Event)) {
+    fn output(&mut self, output: Output<'_>, recv_ts_ns: u64, out: &mut dyn DecoderOutput) {
         match output {
             Output::Message {
                 sequence, bytes, ..
@@ -350,7 +368,7 @@ impl State {
         expected: u64,
         received: u64,
         recv_ts_ns: u64,
-        out: &mut dyn FnMut(Event),
+        out: &mut dyn DecoderOutput,
     ) {
         for &locate in &self.published {
             let instrument = self.stocks[usize::from(locate)].instrument;
@@ -363,7 +381,7 @@ impl State {
                 kind: EventKind::Gap,
                 flags: flags::NO_EXCHANGE_TS | flags::LAST,
             };
-            out(Event::new(
+            out.event(Event::new(
                 header,
                 Body::Gap(Gap::new(GapReason::SequenceBreak, expected, received)),
             ));
@@ -371,11 +389,12 @@ impl State {
         }
     }
 
-    /// Names `locate` `symbol` (the first name sticks), deciding whether it publishes.
-    fn name(&mut self, locate: u16, symbol: &itch::Symbol) {
+    /// Names `locate` `symbol` (the first name sticks), deciding whether it publishes; under
+    /// `*`, the instrument of a stock that publishes from now on.
+    fn name(&mut self, locate: u16, symbol: &itch::Symbol) -> Option<InstrumentId> {
         let stock = &mut self.stocks[usize::from(locate)];
         if stock.named {
-            return;
+            return None;
         }
         let trimmed = symbol.trimmed();
         stock.named = true;
@@ -397,10 +416,14 @@ impl State {
             stock.instrument = instrument;
             self.published.push(locate);
             match self.symbols {
-                Symbols::All => self.by_instrument.push(u32::from(locate)),
+                Symbols::All => {
+                    self.by_instrument.push(u32::from(locate));
+                    return Some(self.instrument_base.wrapping_add(instrument));
+                }
                 Symbols::List(_) => self.by_instrument[instrument as usize] = u32::from(locate),
             }
         }
+        None
     }
 
     /// The locate of a published, named stock's instrument.
@@ -454,7 +477,7 @@ impl State {
         sequence: u64,
         bytes: &[u8],
         recv_ts_ns: u64,
-        out: &mut dyn FnMut(Event),
+        out: &mut dyn DecoderOutput,
     ) {
         let message = match itch::parse(bytes) {
             Ok(message) => message,
@@ -470,7 +493,10 @@ impl State {
         }
         let header_fields = message.header();
         if let Some(stock) = message.stock() {
-            self.name(header_fields.locate, &stock);
+            if let Some(instrument) = self.name(header_fields.locate, &stock) {
+                let named = &self.stocks[usize::from(header_fields.locate)];
+                out.named(instrument, &named.symbol[..usize::from(named.len)]);
+            }
         }
         let header = self.header(sequence, header_fields.timestamp_ns, recv_ts_ns);
         let mut events = 0u64;
@@ -565,7 +591,7 @@ impl State {
                     let mut header = header;
                     header.instrument_id = instrument;
                     header.flags |= flags::LAST;
-                    out(Event::new(
+                    out.event(Event::new(
                         header,
                         Body::Imbalance(Imbalance {
                             ref_price: price(current_reference_price),
@@ -599,7 +625,7 @@ impl State {
                         return;
                     }
                     if let Some(previous) = last.take() {
-                        out(previous);
+                        out.event(previous);
                         events += 1;
                     }
                     let mut event = change.event(header, base.wrapping_add(offset));
@@ -612,7 +638,7 @@ impl State {
                 });
                 if let Some(mut event) = last {
                     event.header.flags |= flags::LAST;
-                    out(event);
+                    out.event(event);
                     events += 1;
                 }
                 if let Err(error) = result {
@@ -627,7 +653,7 @@ impl State {
 
 #[allow(clippy::too_many_arguments)]
 fn emit_status(
-    out: &mut dyn FnMut(Event),
+    out: &mut dyn DecoderOutput,
     mut header: EventHeader,
     instrument: InstrumentId,
     action: u16,
@@ -638,7 +664,7 @@ fn emit_status(
 ) -> u64 {
     header.instrument_id = instrument;
     header.flags |= flags::LAST;
-    out(Event::new(
+    out.event(Event::new(
         header,
         Body::TradingStatus(TradingStatus {
             action,
@@ -819,7 +845,7 @@ mod tests {
                 &mut packet
             ));
             decoder
-                .on_packet(Line::A, &packet, 1, 1, &mut |event| {
+                .on_packet(Line::A, &packet, 1, 1, &mut |event: Event| {
                     if let Body::BookLevel(level) = event.body() {
                         let key = (event.header.instrument_id, level.side, level.price.0);
                         if level.size == Fixed::ZERO {
@@ -891,6 +917,66 @@ mod tests {
         for instrument in [99, 112, ALL_INSTRUMENTS - 1] {
             assert_eq!(decoder.book_events(instrument), 0);
             assert_eq!(decoder.emit_books(instrument, 9, &mut |_| panic!()), 0);
+        }
+    }
+
+    /// Under `*` each publishing stock is named once, before its first event; with a list,
+    /// nothing is named (the control thread names the listed symbols).
+    #[test]
+    fn under_a_star_each_stock_is_named_once_before_its_first_event() {
+        #[derive(Default)]
+        struct Recorded {
+            named: Vec<(InstrumentId, Vec<u8>)>,
+            events: u64,
+        }
+        impl DecoderOutput for Recorded {
+            fn event(&mut self, event: Event) {
+                let id = event.header.instrument_id;
+                assert!(
+                    self.named.iter().any(|(named, _)| *named == id),
+                    "an event of instrument {id} before it was named"
+                );
+                self.events += 1;
+            }
+            fn named(&mut self, instrument: InstrumentId, symbol: &[u8]) {
+                assert!(self.named.iter().all(|(named, _)| *named != instrument));
+                self.named.push((instrument, symbol.to_vec()));
+            }
+        }
+        struct Listed(u64);
+        impl DecoderOutput for Listed {
+            fn event(&mut self, _event: Event) {
+                self.0 += 1;
+            }
+            fn named(&mut self, instrument: InstrumentId, _symbol: &[u8]) {
+                panic!("listed instrument {instrument} named by the feed");
+            }
+        }
+        for symbols in [Symbols::All, Symbols::List(vec!["S00003".to_owned()])] {
+            let listed = symbols != Symbols::All;
+            let mut generator = Generator::new(9, 12, 300);
+            let mut decoder = ItchDecoder::new(config(symbols));
+            let mut out = Recorded::default();
+            let mut message = [0u8; MAX_GENERATED_LEN];
+            let mut listed_out = Listed(0);
+            for sequence in 1..=3_000u64 {
+                let len = generator.next_message(&mut message);
+                if listed {
+                    decoder.on_message(sequence, &message[..len], 0, &mut listed_out);
+                } else {
+                    decoder.on_message(sequence, &message[..len], 0, &mut out);
+                }
+            }
+            if listed {
+                assert!(listed_out.0 > 0);
+                continue;
+            }
+            assert!(out.events > 1_000);
+            assert_eq!(out.named.len(), 12);
+            for (offset, (instrument, symbol)) in out.named.iter().enumerate() {
+                assert_eq!(*instrument, 100 + offset as u32, "in the order first named");
+                assert_eq!(decoder.symbol_of(*instrument), Some(symbol.as_slice()));
+            }
         }
     }
 }

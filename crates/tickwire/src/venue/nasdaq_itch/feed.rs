@@ -14,11 +14,19 @@
 //!   type: `/v1/venues` shows them as `feed_counts`, the metrics as
 //!   `tickwire_venue_feed_counts_total`.
 //!
+//! - Under `*` (every stock publishes), each stock is named in the bus's instrument directory
+//!   as the feed first names it (its Stock Directory message, or the stock field of another
+//!   message), before its first event ([`EventSink::name_instrument`]): a bus reader sees
+//!   `venue`, `symbol` and `venue_symbol` (the ITCH symbol, trimmed) for every instrument id
+//!   the feed publishes. A full directory (`[bus] directory_capacity`) is counted as
+//!   `stocks_unnamed_on_bus`; the stock's events still reach the bus. With a list of symbols
+//!   the control thread names them all before the feed starts.
+//!
 //! Nothing here allocates after [`ItchFeed::new`].
 
-use super::decoder::{new_york_date, DecoderConfig, ItchDecoder, Symbols};
+use super::decoder::{new_york_date, DecoderConfig, DecoderOutput, ItchDecoder, Symbols};
 use super::mold::{Line, MoldError};
-use crate::event::{InstrumentId, VenueId};
+use crate::event::{Event, InstrumentId, VenueId};
 use crate::net::udp::DatagramLine;
 use crate::net::ConnId;
 use crate::venue::feed::{
@@ -69,16 +77,21 @@ pub static KINDS: [MessageKind; KIND_COUNT] = [
     MessageKind::tally("gap_messages"),
     MessageKind::tally("session_changes"),
     MessageKind::tally("malformed_packets"),
+    // Under `*`: stocks the bus's instrument directory had no room for (`[bus]
+    // directory_capacity`); their events still reach the bus, unnamed.
+    MessageKind::tally("stocks_unnamed_on_bus"),
 ];
 
 const TYPES: usize = super::itch::MESSAGE_TYPES.len();
 /// Entries of [`KINDS`].
-pub const KIND_COUNT: usize = TYPES + 9 + 5;
+pub const KIND_COUNT: usize = TYPES + 9 + 6;
 
 /// What [`ItchFeed::new`] needs.
 #[derive(Clone, Debug)]
 pub struct FeedConfig {
     pub decoder: DecoderConfig,
+    /// The venue file's `name`: the bus directory's venue for the stocks named as they come.
+    pub venue: String,
 }
 
 /// The nasdaq-itch feed.
@@ -100,6 +113,45 @@ pub struct ItchFeed {
     conn: Option<ConnId>,
     /// Re-requests that could not be queued for the control thread (its ring full).
     requests_dropped: u64,
+    /// The venue file's name, for the bus directory.
+    venue: String,
+    /// Stocks the bus's directory had no room for (`[bus] directory_capacity`).
+    unnamed: u64,
+}
+
+/// The decoder's output on the live path: events into the sink; under `*`, each stock into the
+/// bus's instrument directory as it is first named (before its first event).
+struct Output<'s, 'a> {
+    sink: &'s mut EventSink<'a>,
+    venue_id: VenueId,
+    venue: &'s str,
+    unnamed: &'s mut u64,
+}
+
+impl DecoderOutput for Output<'_, '_> {
+    #[inline]
+    fn event(&mut self, event: Event) {
+        self.sink.push(event);
+    }
+
+    fn named(&mut self, instrument: InstrumentId, symbol: &[u8]) {
+        // An ITCH symbol is eight printable ASCII characters; anything else is named by its
+        // valid start.
+        let symbol = match std::str::from_utf8(symbol) {
+            Ok(symbol) => symbol,
+            Err(error) => std::str::from_utf8(&symbol[..error.valid_up_to()]).unwrap_or(""),
+        };
+        let naming = tickwire_bus::Naming {
+            instrument_id: instrument,
+            venue_id: self.venue_id,
+            venue: self.venue,
+            symbol,
+            venue_symbol: symbol,
+        };
+        if self.sink.name_instrument(&naming).is_err() {
+            *self.unnamed += 1;
+        }
+    }
 }
 
 fn line_of(line: DatagramLine) -> Line {
@@ -128,6 +180,8 @@ impl ItchFeed {
                 malformed: MalformedSampler::default(),
                 conn: None,
                 requests_dropped: 0,
+                venue: config.venue,
+                unnamed: 0,
             },
             counters,
         )
@@ -158,6 +212,7 @@ impl ItchFeed {
         now[TYPES + 11] = arbiter.gap_messages;
         now[TYPES + 12] = decoder.session_changes;
         now[TYPES + 13] = decoder.malformed_packets;
+        now[TYPES + 14] = self.unnamed;
         for (kind, (value, counted)) in now.iter().zip(self.counted.iter_mut()).enumerate() {
             if *value > *counted {
                 self.writers.add_messages(kind, *value - *counted);
@@ -176,7 +231,15 @@ impl ItchFeed {
         if !due {
             return;
         }
-        let request = self.decoder.poll(now_ns, &mut |event| sink.push(event));
+        let request = self.decoder.poll(
+            now_ns,
+            &mut Output {
+                sink,
+                venue_id: self.venue_id,
+                venue: &self.venue,
+                unnamed: &mut self.unnamed,
+            },
+        );
         if let (Some(request), Some(conn)) = (request, self.conn) {
             let bytes = request.encode();
             let queued = VenueReply::datagram(self.venue_id, conn, DatagramLine::Reply, &bytes)
@@ -222,7 +285,12 @@ impl Feed for ItchFeed {
             datagram,
             recv_ts_ns,
             recv_ts_ns,
-            &mut |event| sink.push(event),
+            &mut Output {
+                sink,
+                venue_id: self.venue_id,
+                venue: &self.venue,
+                unnamed: &mut self.unnamed,
+            },
         );
         if let Err(error) = result {
             self.writers.malformed.increment();
@@ -319,5 +387,97 @@ pub fn decoder_config(
         arbiter: itch.arbiter(),
         book: itch.book(),
         date: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::book::BookConfig;
+    use super::super::decoder::Symbols;
+    use super::super::generate::{mold_packet, Generator, MAX_GENERATED_LEN};
+    use super::super::mold::{ArbiterConfig, Session};
+    use super::*;
+    use crate::event::Event;
+    use tickwire_bus::{BusOptions, BusReader, BusWriter, Geometry, Start};
+
+    /// Under `*`, every stock the feed names reaches the bus's directory, under the venue's
+    /// name and its ITCH symbol, before its first event; a directory too small for them all
+    /// names what fits and counts the rest, and their events still reach the bus.
+    #[test]
+    fn under_a_star_the_feed_names_each_stock_in_the_bus_directory_as_it_comes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus");
+        let options = BusOptions {
+            path: path.clone(),
+            geometry: Geometry::new(1 << 16, 8).unwrap(),
+            group: None,
+        };
+        let mut bus = BusWriter::create(&options, 1, 1).unwrap();
+        let base = 40;
+        let config = FeedConfig {
+            decoder: DecoderConfig {
+                venue_id: 2,
+                instrument_base: base,
+                symbols: Symbols::All,
+                arbiter: ArbiterConfig::default(),
+                book: BookConfig {
+                    max_orders: 1 << 14,
+                    max_levels: 1 << 12,
+                },
+                date: None,
+            },
+            venue: "nasdaq".to_owned(),
+        };
+        let activity = Arc::new(StreamActivity::new(1, 1));
+        let (mut feed, counters) = ItchFeed::new(config, activity);
+        let (mut producer, mut consumer) = crate::ring::ring::<Event>(1 << 16);
+        let mut lost = false;
+        let reader = BusReader::open(&path, Start::Oldest, 64).unwrap();
+        // 20 stocks, 8 directory entries: 12 stocks unnamed.
+        let mut generator = Generator::new(5, 20, 400);
+        let mut packet = Vec::new();
+        let mut message = [0u8; MAX_GENERATED_LEN];
+        let mut events = 0;
+        for sequence in 1..=2_000u64 {
+            let len = generator.next_message(&mut message);
+            assert!(mold_packet(
+                Session(*b"NAMING0001"),
+                sequence,
+                [&message[..len]],
+                &mut packet
+            ));
+            let mut sink = EventSink::new(&mut producer, &mut lost).with_bus(Some(&mut bus));
+            feed.on_datagram(0, DatagramLine::A, 1_000, 0, &packet, &mut sink);
+            sink.publish();
+            // Every event published so far is of an instrument named by then, or of one the
+            // directory had no room for.
+            let named = reader.directory_len();
+            while let Some(event) = consumer.try_pop() {
+                events += 1;
+                let offset = u64::from(event.header.instrument_id - base);
+                assert!(
+                    offset < named || named == 8,
+                    "instrument {offset} published before it was named ({named} named)"
+                );
+            }
+        }
+        assert!(events > 1_000, "{events} events");
+        let directory = reader.directory();
+        assert_eq!(directory.len(), 8, "the directory is full");
+        for (offset, entry) in directory.iter().enumerate() {
+            assert_eq!(entry.instrument_id, base + offset as u32);
+            assert_eq!(entry.venue_id, 2);
+            assert_eq!(entry.venue, "nasdaq");
+            let symbol = feed.decoder().symbol_of(entry.instrument_id).unwrap();
+            assert_eq!(entry.symbol.as_bytes(), symbol);
+            assert_eq!(entry.venue_symbol, entry.symbol);
+            assert!(entry.symbol.starts_with('S') && entry.symbol.len() == 6);
+        }
+        let unnamed = counters
+            .tallies()
+            .find(|(name, _)| *name == "stocks_unnamed_on_bus")
+            .map(|(_, count)| count);
+        assert_eq!(unnamed, Some(12));
+        assert_eq!(feed.decoder().counters().stocks, 20);
     }
 }

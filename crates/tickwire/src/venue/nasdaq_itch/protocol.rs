@@ -210,6 +210,12 @@ impl Protocol for NasdaqItch {
         }
     }
 
+    /// Under `*` the feed names each stock in the bus's directory as its Stock Directory
+    /// message names it (`feed.rs`).
+    fn names_instruments_live(&self, venue: &VenueConfig) -> bool {
+        venue.symbols.iter().any(|symbol| symbol == "*")
+    }
+
     fn login(&self, _venue: &VenueConfig) -> Result<Option<Login>, VenueError> {
         Ok(None)
     }
@@ -249,6 +255,7 @@ impl Protocol for NasdaqItch {
         let (feed, counters) = ItchFeed::new(
             FeedConfig {
                 decoder: decoder_config(venue_id, instrument_base, &venue.symbols, &itch),
+                venue: venue.name.clone(),
             },
             activity,
         );
