@@ -13,9 +13,12 @@
 //! messages the issue asks for (`ITCH_BENCH_MESSAGES`, default 52,000,000) never sit in memory
 //! at once; a chunk is made before it is timed, and generating is never timed.
 //!
-//! - `tickwire`: every message of the chunk read by `RawItch`, parsed by `itch::parse` and
-//!   applied to one `ItchBook` (every order of the day in it, as on the live path: the book
-//!   carries over from chunk to chunk), every level change and trade folded into a checksum.
+//! - `tickwire`: every message of the chunk read by `RawItch`, parsed by `itch::parse`, 256 at
+//!   a time, and applied to one `ItchBook` with `ItchBook::apply_batch` (which asks the cache
+//!   for the orders and levels of the messages ahead while it applies each; every order of the
+//!   day in the book, as on the live path: the book carries over from chunk to chunk), every
+//!   level change and trade folded into a checksum. `ITCH_PREFETCH` picks other prefetch
+//!   distances (see `tickwire_pass`) to compare them.
 //! - `tickwire parse only`: the same reading and parsing with no book, each message's
 //!   timestamp and locate folded into a checksum (the like-for-like comparison with `itchy`).
 //! - `itchy`: `itchy::MessageStream::from_reader` over the same chunk, every message's
@@ -61,17 +64,49 @@ fn fold(checksum: u64, value: u64) -> u64 {
     (checksum.rotate_left(5) ^ value).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-/// tickwire: parse and book every message; (messages, checksum).
+/// Messages parsed ahead and applied together (`ItchBook::apply_batch`, which prefetches
+/// within the batch).
+const BATCH: usize = 256;
+
+/// tickwire: parse and book every message, `BATCH` at a time; (messages, checksum).
 fn tickwire_pass(book: &mut ItchBook, chunk: &[u8]) -> (u64, u64) {
+    // Which prefetch distances (order, level, level index; BENCHMARKING.md compares them):
+    // 0 (the default) `apply_batch`'s 16, 8, 4; 1 none; 2 16, 8 and no third stage; 3 32,
+    // 16, 8; 4 8, 4, 2.
+    let prefetch: u32 = std::env::var("ITCH_PREFETCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut checksum = 0u64;
     let mut messages = 0u64;
-    for bytes in RawItch::new(chunk) {
-        let Ok(bytes) = bytes else { break };
-        let Ok(message) = itch::parse(bytes) else {
-            continue;
-        };
-        messages += 1;
-        let _ = book.apply(&message, &mut |output| {
+    let filler = itch::Message::SystemEvent {
+        header: itch::Header {
+            locate: 0,
+            tracking: 0,
+            timestamp_ns: 0,
+        },
+        event_code: 0,
+    };
+    let mut batch = [filler; BATCH];
+    let mut raw = RawItch::new(chunk);
+    loop {
+        let mut len = 0;
+        for bytes in raw.by_ref() {
+            let Ok(bytes) = bytes else { break };
+            let Ok(message) = itch::parse(bytes) else {
+                continue;
+            };
+            batch[len] = message;
+            len += 1;
+            if len == BATCH {
+                break;
+            }
+        }
+        if len == 0 {
+            break;
+        }
+        messages += len as u64;
+        let mut fold_output = |_, output| {
             checksum = fold(
                 checksum,
                 match output {
@@ -83,7 +118,16 @@ fn tickwire_pass(book: &mut ItchBook, chunk: &[u8]) -> (u64, u64) {
                     } => shares ^ match_number,
                 },
             )
-        });
+        };
+        let batch = &batch[..len];
+        let refused = &mut |_, _| {};
+        match prefetch {
+            0 => book.apply_batch(batch, &mut fold_output, refused),
+            1 => book.apply_batch_ahead::<0, 0, 0>(batch, &mut fold_output, refused),
+            2 => book.apply_batch_ahead::<16, 8, 0>(batch, &mut fold_output, refused),
+            3 => book.apply_batch_ahead::<32, 16, 8>(batch, &mut fold_output, refused),
+            _ => book.apply_batch_ahead::<8, 4, 2>(batch, &mut fold_output, refused),
+        }
     }
     (messages, checksum)
 }

@@ -570,6 +570,7 @@ fn live_session(
     give_up_ms: u64,
     enough: impl Fn(&[serde_json::Value]) -> bool,
     while_running: impl FnOnce(&crate::support::netns::Pair),
+    appliance_extra: &str,
 ) -> Option<LiveRun> {
     use std::io::BufRead;
     use std::sync::{Arc, Mutex};
@@ -601,7 +602,8 @@ fn live_session(
         format!(
             "venues = [\"venue.toml\"]\n[net]\nbackend = \"{backend}\"\n\
              [http]\nlisten = \"127.0.0.1:18037\"\n[threads.net]\nwait = \"park\"\n\
-             [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n"
+             [threads.decoder]\nfuse_into = \"net\"\n[threads.strategy]\nwait = \"park\"\n\
+             {appliance_extra}"
         ),
     )
     .unwrap();
@@ -796,6 +798,7 @@ fn run_recovers_losses_on_both_lines(
     lines: Lines,
     groups: [u8; 2],
     while_running: impl FnOnce(&crate::support::netns::Pair),
+    appliance_extra: &str,
 ) -> Option<LiveRun> {
     let messages = 6_000;
     let reference = reference_json(50, 20_000, messages);
@@ -810,6 +813,7 @@ fn run_recovers_losses_on_both_lines(
         2_000,
         |events| market_events(events).len() >= wanted,
         while_running,
+        appliance_extra,
     )?;
     let got = market_events(&run.events);
     assert_eq!(got.len(), wanted, "{}", run.stderr);
@@ -862,12 +866,12 @@ fn run_recovers_losses_on_both_lines(
 
 #[test]
 fn tickwire_run_recovers_losses_on_both_lines_over_io_uring() {
-    run_recovers_losses_on_both_lines("e", "io-uring", Lines::Kernel, [31, 32], |_| {});
+    run_recovers_losses_on_both_lines("e", "io-uring", Lines::Kernel, [31, 32], |_| {}, "");
 }
 
 #[test]
 fn tickwire_run_recovers_losses_on_both_lines_over_epoll() {
-    run_recovers_losses_on_both_lines("f", "epoll", Lines::Kernel, [41, 42], |_| {});
+    run_recovers_losses_on_both_lines("f", "epoll", Lines::Kernel, [41, 42], |_| {}, "");
 }
 
 /// One ICMP echo request to `to` on a raw socket (root; no `ping` binary needed): whether its
@@ -1008,13 +1012,107 @@ fn assert_read_through_af_xdp(run: &LiveRun) {
     assert!(drops >= 2, "line A's drops: {drops}: {}", run.venues);
 }
 
+/// A reader of the event bus that attaches once the whole session (with losses on both lines,
+/// recovered) has reached the appliance asks for the books and gets every stock's L3 book as
+/// a snapshot (nasdaq-itch's `Feed::emit_books`): the levels that the generator's messages,
+/// decoded in order with nothing lost, leave (folded from the reference decoder's `level`
+/// events), bids and asks best first.
+#[test]
+fn a_late_bus_reader_gets_every_stock_book() {
+    use tickwire::event::Body;
+    use tickwire::fixed::Fixed;
+    use tickwire_client::{Client, Next, Start};
+    type Levels = Vec<(Fixed, Fixed)>;
+    let dir = tempfile::tempdir().unwrap();
+    let bus = dir.path().join("tickwire.bus");
+    // What a reader that saw every level event holds: instrument -> (bids, asks).
+    let mut levels = std::collections::BTreeMap::new();
+    for event in reference(50, 20_000, 6_000) {
+        if let Body::BookLevel(level) = event.body() {
+            let key = (event.header.instrument_id, level.side, level.price);
+            if level.size == Fixed::ZERO {
+                levels.remove(&key);
+            } else {
+                levels.insert(key, level.size);
+            }
+        }
+    }
+    let mut want: std::collections::BTreeMap<u32, (Levels, Levels)> = Default::default();
+    for ((instrument, side, price), size) in levels {
+        let book = want.entry(instrument).or_default();
+        if side == tickwire::event::Side::Bid as u8 {
+            book.0.insert(0, (price, size));
+        } else {
+            book.1.push((price, size));
+        }
+    }
+    assert!(want.len() > 40, "most stocks have a book");
+    let late_books = std::sync::Mutex::new(None);
+    let run = run_recovers_losses_on_both_lines(
+        "l",
+        "epoll",
+        Lines::Kernel,
+        [81, 82],
+        |_| {
+            let mut late = Client::options()
+                .start(Start::Latest)
+                .follow_books(true)
+                .attach(&bus)
+                .expect("the appliance's bus");
+            let books = |client: &Client| -> std::collections::BTreeMap<u32, (Levels, Levels)> {
+                client
+                    .books()
+                    .expect("the client follows books")
+                    .iter()
+                    .filter(|(_, book)| book.is_valid())
+                    .filter(|(_, book)| {
+                        book.bids().next().is_some() || book.asks().next().is_some()
+                    })
+                    .map(|((_, instrument), book)| {
+                        (instrument, (book.bids().collect(), book.asks().collect()))
+                    })
+                    .collect()
+            };
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(20) && books(&late).len() < want.len() {
+                match late
+                    .wait(Duration::from_millis(20))
+                    .expect("the client reads")
+                {
+                    Next::Overrun { missed, .. } => {
+                        panic!("the late reader was lapped by {missed}")
+                    }
+                    Next::Events(_) | Next::NewEpoch { .. } | Next::Idle | Next::Removed => {}
+                    Next::Closed => break,
+                }
+            }
+            *late_books.lock().unwrap() = Some(books(&late));
+        },
+        &format!(
+            "[bus]\npath = {:?}\ncapacity = 65536\n",
+            bus.display().to_string()
+        ),
+    );
+    if run.is_none() {
+        return;
+    }
+    let got = late_books.into_inner().unwrap().expect("the reader ran");
+    assert_eq!(got.len(), want.len(), "a book for every stock with levels");
+    assert_eq!(got, want, "the late reader's books");
+}
+
 /// Issue 38: the same session read through AF_XDP (`backend = "af-xdp"`, io_uring for the
 /// re-request socket) is complete and in order; ping and TCP to the receiver work meanwhile.
 #[test]
 fn tickwire_run_recovers_losses_on_both_lines_over_af_xdp() {
-    let Some(run) =
-        run_recovers_losses_on_both_lines("x", "io-uring", Lines::AfXdp, [61, 62], ping_and_tcp)
-    else {
+    let Some(run) = run_recovers_losses_on_both_lines(
+        "x",
+        "io-uring",
+        Lines::AfXdp,
+        [61, 62],
+        ping_and_tcp,
+        "",
+    ) else {
         return;
     };
     assert_read_through_af_xdp(&run);
@@ -1030,6 +1128,7 @@ fn without_privileges_af_xdp_falls_back_to_the_kernel_sockets_with_one_warning()
         Lines::AfXdpWithoutPrivileges,
         [71, 72],
         |_| {},
+        "",
     ) else {
         return;
     };
@@ -1161,6 +1260,7 @@ fn unrecoverable_loss_is_a_gap(tag: &str, lines: Lines, groups: [u8; 2]) -> Opti
                 .is_some_and(|seq| seq >= messages as u64 - 20)
         },
         |_| {},
+        "",
     )?;
     let gaps = run.events.iter().filter(|e| e["type"] == "gap").count();
     assert!(gaps > 0, "{}", run.stderr);

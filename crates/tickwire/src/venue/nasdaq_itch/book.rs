@@ -39,22 +39,50 @@
 //!
 //! # Memory
 //!
-//! Two open-addressing tables with linear probing and backward-shift deletion, both allocated
-//! once at their full size when the book is made, each slot its key beside its value (one cache
-//! line a lookup): orders (24-byte slots, keyed by order reference, placed by the reference's
-//! low bits: Nasdaq numbers orders in increasing order, so adds fill neighbouring slots and the
-//! young orders most messages touch stay together in cache) and levels (24-byte slots, keyed
-//! by stock locate, side and price, placed by a Fibonacci hash of stock and side,
-//! `crate::hash::hash_word`, plus the price in cents, so that a book side's levels sit
-//! together). Hashing the order reference too (spreading neighbouring orders over the whole
-//! table) cost 208 ns a message on the skewed bench day and 421 on the uniform one, against 171
-//! and 238 placed by low bits (BENCHMARKING.md, "Nasdaq ITCH 5.0"). The tables' memory is
-//! advised for transparent huge pages before it is first written (`huge_page_slots`). Each table's slot count is the
-//! next power of two at or above twice its cap, so that it is never more than half full.
-//! [`BookConfig::default`] holds [`DEFAULT_MAX_ORDERS`] live orders (16,777,216 order slots,
-//! 384 MiB) and [`DEFAULT_MAX_LEVELS`] levels (96 MiB); a full day on Nasdaq has a few million
-//! live orders at its peak. Past a cap a message is refused with a clear error, never a
-//! reallocation: nothing allocates per message.
+//! Everything is allocated once at its full size when the book is made; past a cap a message
+//! is refused with a clear error, never a reallocation: nothing allocates per message.
+//!
+//! - **Orders**: a direct array of 16-byte slots (the order reference, the order's shares and
+//!   the place of its level in the level store; the stock, side and price are the level's),
+//!   indexed by the reference's low bits: Nasdaq numbers orders in increasing order, so the
+//!   array is a window over the day's references, adds fill neighbouring slots and the young
+//!   orders most messages touch sit together, each found with one access; a removal empties
+//!   its slot and moves nothing. When an add's slot still holds an older live order (one a
+//!   window length older), the older one moves to an overflow table (Robin Hood linear probing
+//!   placed by a Fibonacci hash of the reference, backward-shift deletion) and the new one
+//!   takes the slot; a lookup that misses its slot looks there. The overflow is sized for the
+//!   whole cap, so the cap holds whatever the references. (One open-addressing table placed by
+//!   the low bits, with the probing and backward shifts of linear probing, cost 2.5 times as
+//!   much on the bench's skewed day once its references had gone round the table: the young
+//!   orders after an old survivor were all pushed one slot on, and each removal shifted them
+//!   all back.)
+//! - **Levels**: a store of 32-byte levels at fixed places (stock, side, price, shares,
+//!   orders; a freed place is reused first), and an index from (stock, side, price) to a place,
+//!   the same kind of table placed by a Fibonacci hash of stock and side
+//!   (`crate::hash::hash_word`) plus the price in cents, so that a stock side's levels sit
+//!   together in price order. An execution, cancel or delete goes from the order straight to
+//!   its level's place; an add looks its level up in the index; the index changes only when a
+//!   level is made or emptied (the index is Robin Hood ordered, so that a search or a
+//!   deletion's backward shift stops at the first level at its home, where plain linear probing
+//!   walked to the end of the stock side's run). Each stock side keeps the lowest and highest price it has had a
+//!   level at (since the book was cleared), so that [`ItchBook::side_levels`] lists a side by
+//!   walking that part of the index, not the whole book (bus readers' snapshots).
+//! - **Prefetch**: the messages sit in a buffer, so [`ItchBook::apply_batch`] asks the cache
+//!   for what the messages ahead will touch while it applies each one, in three stages: the
+//!   order (and an add's level index slot) [`PREFETCH_AHEAD`] messages ahead; its level's place,
+//!   read from the order now in cache, half as far ahead; the level index slot a message will
+//!   change (a level its order may empty, a replace's new price) a quarter as far ahead. The
+//!   live decoder calls [`ItchBook::prefetch_raw`] on every message of a datagram before the
+//!   first is applied. What each stage gives on the bench's day is in BENCHMARKING.md
+//!   ("Nasdaq ITCH 5.0"; the bench's `ITCH_PREFETCH` picks the distances).
+//!
+//! The tables' memory is advised for transparent huge pages before it is first written
+//! (`huge_page_array`). Each table's slot count is the next power of two at or above twice its
+//! cap, so that it is never more than half full; the direct array has as many slots as the
+//! overflow. An order costs 64 bytes of the cap (two direct and two overflow slots), a level
+//! 64 (two index slots and its place): [`BookConfig::default`] holds [`DEFAULT_MAX_ORDERS`]
+//! live orders (512 MiB) and [`DEFAULT_MAX_LEVELS`] levels (128 MiB); a full day on Nasdaq has
+//! a few million live orders at its peak.
 
 use super::itch::{price4, Message};
 use crate::event::{Body, BookLevel, Event, EventHeader, InstrumentId, Side, Trade};
@@ -157,20 +185,36 @@ impl BookOutput {
 }
 
 const EMPTY: u64 = u64::MAX;
+/// No level: a level index slot not yet given its store entry.
+const NO_LEVEL: u32 = u32::MAX;
 
+/// A resting order: its shares and its level's place in the level store (16 bytes with its key;
+/// the stock, side and price are the level's).
 #[derive(Clone, Copy)]
 struct Order {
-    price: u32,
     shares: u32,
+    level: u32,
+}
+
+/// A price level in the level store: where it is (stock, side, price) and what rests there.
+/// 32 bytes, aligned so that one never straddles two cache lines. `orders == 0`: free.
+#[derive(Clone, Copy)]
+#[repr(align(32))]
+struct Level {
+    shares: u64,
+    price: u32,
+    orders: u32,
     locate: u16,
     side: Side,
 }
 
-#[derive(Clone, Copy, Default)]
-struct Level {
-    shares: u64,
-    orders: u32,
-}
+const FREE_LEVEL: Level = Level {
+    shares: 0,
+    price: 0,
+    orders: 0,
+    locate: 0,
+    side: Side::None,
+};
 
 /// A key and its value side by side, so that a lookup touches one cache line.
 #[derive(Clone, Copy)]
@@ -182,13 +226,11 @@ struct Slot<V: Copy> {
 /// Where a key's probe starts.
 #[derive(Clone, Copy)]
 enum Placement {
-    /// The key's low bits: Nasdaq numbers orders in increasing order through the day, so that
-    /// an add lands next to the previous one and the young orders (most of a day's executions,
-    /// cancels and replaces) sit together in cache; keys that collide probe on.
-    Sequential,
     /// The stock and side hashed (Fibonacci), plus the price in cents: one side of a stock's
-    /// levels sit together.
+    /// levels sit together, in price order but for collisions.
     Clustered,
+    /// The key hashed (Fibonacci): the orders moved out of their direct slot.
+    Hashed,
 }
 
 /// An open-addressing table of `u64` keys (never [`EMPTY`]) to `V`, allocated once.
@@ -206,7 +248,7 @@ impl<V: Copy> Table<V> {
         let slots = max.max(1).saturating_mul(2).next_power_of_two().max(2);
         Table {
             placement,
-            slots: huge_page_slots(
+            slots: huge_page_array(
                 slots,
                 Slot {
                     key: EMPTY,
@@ -223,76 +265,89 @@ impl<V: Copy> Table<V> {
     #[inline(always)]
     fn home(&self, key: u64) -> usize {
         match self.placement {
-            Placement::Sequential => key as usize & self.mask,
             Placement::Clustered => {
                 ((crate::hash::hash_word(key >> 32) >> self.shift) as usize)
                     .wrapping_add((key as u32 / 100) as usize)
                     & self.mask
             }
+            Placement::Hashed => (crate::hash::hash_word(key) >> self.shift) as usize,
         }
     }
 
-    /// The slot holding `key`, if any.
-    #[inline]
+    /// Asks the cache for the line where `key`'s probe starts.
+    #[inline(always)]
+    fn prefetch(&self, key: u64) {
+        prefetch(self.slots.as_ptr().wrapping_add(self.home(key)));
+    }
+
+    /// How far the key in slot `at` sits past its home.
+    #[inline(always)]
+    fn distance(&self, at: usize, key: u64) -> usize {
+        at.wrapping_sub(self.home(key)) & self.mask
+    }
+
+    /// The slot holding `key`, if any. Robin Hood order (every run of slots is in the order of
+    /// its keys' homes) ends the search at the first key that sits nearer its home than `key`
+    /// would.
+    #[inline(always)]
     fn find(&self, key: u64) -> Option<usize> {
         if key == EMPTY {
             // The empty slots' marker is no key (an order reference of 2^64 - 1 is unknown).
             return None;
         }
         let mut at = self.home(key);
+        let mut distance = 0;
         loop {
             let k = self.slots[at].key;
             if k == key {
                 return Some(at);
             }
-            if k == EMPTY {
+            if k == EMPTY || self.distance(at, k) < distance {
                 return None;
             }
             at = (at + 1) & self.mask;
+            distance += 1;
         }
     }
 
-    /// The slot of `key`, made (with `zero`) if absent; `None` when absent and full.
-    #[inline]
-    fn entry(&mut self, key: u64, zero: V) -> Option<usize> {
-        if key == EMPTY {
-            return None;
-        }
+    /// Puts `key` (absent: the caller has looked) with `value` in, Robin Hood style: a key
+    /// further from its home takes the slot of one nearer to its own, which moves on. The
+    /// caller has checked that `len < max`.
+    #[inline(always)]
+    fn insert(&mut self, key: u64, value: V) {
+        let mut slot = Slot { key, value };
         let mut at = self.home(key);
+        let mut distance = 0;
         loop {
             let k = self.slots[at].key;
-            if k == key {
-                return Some(at);
-            }
             if k == EMPTY {
-                if self.len >= self.max {
-                    return None;
-                }
-                self.slots[at] = Slot { key, value: zero };
+                self.slots[at] = slot;
                 self.len += 1;
-                return Some(at);
+                return;
+            }
+            let theirs = self.distance(at, k);
+            if theirs < distance {
+                std::mem::swap(&mut self.slots[at], &mut slot);
+                distance = theirs;
             }
             at = (at + 1) & self.mask;
+            distance += 1;
         }
     }
 
-    /// Empties slot `at` (backward-shift deletion: no tombstones).
+    /// Empties slot `at` (backward-shift deletion: no tombstones; the keys after it move back
+    /// one until an empty slot or one at its home, which in Robin Hood order ends the run).
     #[inline]
     fn remove_at(&mut self, mut at: usize) {
         self.len -= 1;
-        let mut next = (at + 1) & self.mask;
         loop {
+            let next = (at + 1) & self.mask;
             let k = self.slots[next].key;
-            if k == EMPTY {
+            if k == EMPTY || self.distance(next, k) == 0 {
                 break;
             }
-            let home = self.home(k);
-            // Move `next` back into `at` when its home is not cyclically in (at, next].
-            if (next.wrapping_sub(home) & self.mask) >= (next.wrapping_sub(at) & self.mask) {
-                self.slots[at] = self.slots[next];
-                at = next;
-            }
-            next = (next + 1) & self.mask;
+            self.slots[at] = self.slots[next];
+            at = next;
         }
         self.slots[at].key = EMPTY;
     }
@@ -312,19 +367,135 @@ impl<V: Copy> Table<V> {
     }
 }
 
-/// `len` copies of `slot`, in memory the kernel is asked to back with transparent huge pages
+/// Marks a place in [`Orders`] as the overflow table's.
+const OVERFLOW: usize = 1 << 63;
+
+/// The live orders: a direct array indexed by the order reference's low bits (Nasdaq numbers
+/// orders in increasing order, so that the array is a window over the day's references, each
+/// add next to the previous one), and an overflow table for the orders a newer one has pushed
+/// out of their slot: when an add's slot holds an older live order (one a window length older,
+/// left resting), the older moves to the overflow and the new one takes the slot. The young
+/// orders most messages touch stay in the array, found with one access; a removal empties its
+/// slot, moving nothing.
+struct Orders {
+    direct: Box<[Slot<Order>]>,
+    mask: usize,
+    overflow: Table<Order>,
+    len: usize,
+    max: usize,
+}
+
+impl Orders {
+    fn new(max: usize) -> Orders {
+        let slots = max.max(1).saturating_mul(2).next_power_of_two().max(2);
+        Orders {
+            direct: huge_page_array(
+                slots,
+                Slot {
+                    key: EMPTY,
+                    value: NO_ORDER,
+                },
+            ),
+            mask: slots - 1,
+            overflow: Table::new(max, NO_ORDER, Placement::Hashed),
+            len: 0,
+            max,
+        }
+    }
+
+    fn clear(&mut self) {
+        for slot in self.direct.iter_mut() {
+            slot.key = EMPTY;
+        }
+        self.overflow.clear();
+        self.len = 0;
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, key: u64) {
+        prefetch(self.direct.as_ptr().wrapping_add(key as usize & self.mask));
+    }
+
+    /// Where `key` rests (a direct slot, or [`OVERFLOW`] plus an overflow slot), if it does.
+    #[inline(always)]
+    fn find(&self, key: u64) -> Option<usize> {
+        let at = key as usize & self.mask;
+        let k = self.direct[at].key;
+        if k == key && key != EMPTY {
+            return Some(at);
+        }
+        if self.overflow.len == 0 {
+            return None;
+        }
+        self.overflow.find(key).map(|at| at | OVERFLOW)
+    }
+
+    #[inline(always)]
+    fn value(&self, at: usize) -> Order {
+        if at & OVERFLOW == 0 {
+            self.direct[at].value
+        } else {
+            self.overflow.slots[at & !OVERFLOW].value
+        }
+    }
+
+    #[inline(always)]
+    fn value_mut(&mut self, at: usize) -> &mut Order {
+        if at & OVERFLOW == 0 {
+            &mut self.direct[at].value
+        } else {
+            &mut self.overflow.slots[at & !OVERFLOW].value
+        }
+    }
+
+    #[inline(always)]
+    fn remove_at(&mut self, at: usize) {
+        self.len -= 1;
+        if at & OVERFLOW == 0 {
+            self.direct[at].key = EMPTY;
+        } else {
+            self.overflow.remove_at(at & !OVERFLOW);
+        }
+    }
+
+    /// Rests `key` (absent: the caller has looked; `len < max`: the caller has checked), in its
+    /// direct slot, moving an older order there to the overflow (which has room: it holds
+    /// fewer than `len` orders).
+    #[inline(always)]
+    fn insert(&mut self, key: u64, value: Order) {
+        let at = key as usize & self.mask;
+        let slot = self.direct[at];
+        if slot.key != EMPTY {
+            self.overflow.insert(slot.key, slot.value);
+        }
+        self.direct[at] = Slot { key, value };
+        self.len += 1;
+    }
+}
+
+/// Asks the cache for the line holding `at` (a hint: no effect on what the program computes;
+/// nothing where the target has no prefetch instruction wired here).
+#[inline(always)]
+fn prefetch<T>(at: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint that never faults, whatever the address; `at` is not read.
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(at.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
+/// `len` copies of `value`, in memory the kernel is asked to back with transparent huge pages
 /// before it is first written (where `transparent_hugepage` is `madvise`, as on most hosts, it
 /// otherwise uses 4 KiB pages): a lookup anywhere in hundreds of MB then misses the TLB far less.
-/// A hint: where it fails (huge pages off) the table is the same, on small pages.
-fn huge_page_slots<V: Copy>(len: usize, slot: Slot<V>) -> Box<[Slot<V>]> {
+/// A hint: where it fails (huge pages off) the array is the same, on small pages.
+fn huge_page_array<T: Copy>(len: usize, value: T) -> Box<[T]> {
     const HUGE: usize = 2 << 20;
-    let mut slots: Vec<Slot<V>> = Vec::with_capacity(len);
-    let start = slots.as_mut_ptr() as usize;
-    let end = start.saturating_add(
-        slots
-            .capacity()
-            .saturating_mul(std::mem::size_of::<Slot<V>>()),
-    );
+    let mut items: Vec<T> = Vec::with_capacity(len);
+    let start = items.as_mut_ptr() as usize;
+    let end = start.saturating_add(items.capacity().saturating_mul(std::mem::size_of::<T>()));
     let aligned = start.saturating_add(HUGE - 1) & !(HUGE - 1);
     if end > aligned.saturating_add(HUGE) {
         let span = (end - aligned) & !(HUGE - 1);
@@ -336,8 +507,8 @@ fn huge_page_slots<V: Copy>(len: usize, slot: Slot<V>) -> Box<[Slot<V>]> {
             libc::madvise(aligned as *mut libc::c_void, span, libc::MADV_HUGEPAGE);
         }
     }
-    slots.resize(len, slot);
-    slots.into_boxed_slice()
+    items.resize(len, value);
+    items.into_boxed_slice()
 }
 
 #[inline(always)]
@@ -363,26 +534,210 @@ fn side_of(indicator: u8) -> Side {
     }
 }
 
+/// The lowest and highest price a stock side has had a level at since the book was cleared
+/// (`low > high`: none), to list its levels from the index without scanning all of it. Kept in
+/// one word, `!low` above `high`, so that none is 0 and the array starts as zeroed memory
+/// (which the allocator hands out without writing it: a book made for a few orders costs no
+/// megabyte of stores).
+#[derive(Clone, Copy)]
+struct Span {
+    low: u32,
+    high: u32,
+}
+
+impl Span {
+    #[inline(always)]
+    fn from_word(word: u64) -> Span {
+        Span {
+            low: !((word >> 32) as u32),
+            high: word as u32,
+        }
+    }
+
+    #[inline(always)]
+    fn word(self) -> u64 {
+        (u64::from(!self.low) << 32) | u64::from(self.high)
+    }
+}
+
+/// A stock side's place in [`Levels::spans`].
+#[inline(always)]
+fn span_of(locate: u16, side: Side) -> usize {
+    (usize::from(locate) << 1) | usize::from(side == Side::Ask)
+}
+
+/// The price levels: a store of fixed places (an order keeps its level's place, so that an
+/// execution, cancel or delete goes from the order straight to its level), and an index from
+/// (stock, side, price) to a place, used by adds and to remove an emptied level.
+struct Levels {
+    index: Table<u32>,
+    store: Box<[Level]>,
+    /// Places freed, to reuse first (capacity: every place; never grows).
+    free: Vec<u32>,
+    /// Places never used yet: `fresh..store.len()`.
+    fresh: u32,
+    spans: Box<[u64]>,
+}
+
+impl Levels {
+    fn new(max: usize) -> Levels {
+        let places = max.clamp(1, NO_LEVEL as usize);
+        Levels {
+            index: Table::new(places, NO_LEVEL, Placement::Clustered),
+            store: huge_page_array(places, FREE_LEVEL),
+            free: Vec::with_capacity(places),
+            fresh: 0,
+            spans: vec![0; 2 << 16].into_boxed_slice(),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.index.clear();
+        for level in self.store.iter_mut() {
+            *level = FREE_LEVEL;
+        }
+        self.free.clear();
+        self.fresh = 0;
+        for span in self.spans.iter_mut() {
+            *span = 0;
+        }
+    }
+
+    /// The place of the level at `locate`, `side`, `price`, made (empty) if absent; `None` when
+    /// absent and the cap is reached.
+    #[inline(always)]
+    fn get_or_make(&mut self, locate: u16, side: Side, price: u32) -> Option<u32> {
+        let key = level_key(locate, side, price);
+        match self.index.find(key) {
+            Some(at) => Some(self.index.slots[at].value),
+            None => {
+                if self.index.len >= self.index.max {
+                    return None;
+                }
+                let place = match self.free.pop() {
+                    Some(place) => {
+                        // The next new level's place, asked for now (a place freed long ago
+                        // is cold).
+                        if let Some(&next) = self.free.last() {
+                            prefetch(self.store.as_ptr().wrapping_add(next as usize));
+                        }
+                        place
+                    }
+                    None => {
+                        // The index holds fewer than `max` levels, each at its own place.
+                        let place = self.fresh;
+                        self.fresh += 1;
+                        place
+                    }
+                };
+                self.index.insert(key, place);
+                self.store[place as usize] = Level {
+                    shares: 0,
+                    price,
+                    orders: 0,
+                    locate,
+                    side,
+                };
+                let word = &mut self.spans[span_of(locate, side)];
+                let mut span = Span::from_word(*word);
+                span.low = span.low.min(price);
+                span.high = span.high.max(price);
+                *word = span.word();
+                Some(place)
+            }
+        }
+    }
+
+    /// Removes the (emptied) level at `place` from the index and frees its place.
+    #[inline]
+    fn release(&mut self, place: u32) {
+        let level = self.store[place as usize];
+        if let Some(at) = self
+            .index
+            .find(level_key(level.locate, level.side, level.price))
+        {
+            self.index.remove_at(at);
+        }
+        self.store[place as usize].orders = 0;
+        // Capacity for every place: never reallocates.
+        self.free.push(place);
+    }
+
+    /// A stock side's levels, by walking the index from where its lowest price's probe starts
+    /// to the end of the run past its highest (never the whole index unless the side spans
+    /// more prices, in cents, than the index has slots): (price, shares, orders), unordered.
+    fn side(&self, locate: u16, side: Side) -> impl Iterator<Item = (u32, u64, u32)> + '_ {
+        let span = Span::from_word(self.spans[span_of(locate, side)]);
+        let slots = self.index.slots.len();
+        let (start, count) = if span.low > span.high {
+            (0, 0)
+        } else {
+            let width = (span.high / 100 - span.low / 100) as usize + 1;
+            let start = self.index.home(level_key(locate, side, span.low));
+            if width >= slots {
+                (0, slots)
+            } else {
+                // Past the highest price's home, the run goes on until an empty slot.
+                let mut count = width;
+                while count < slots
+                    && self.index.slots[(start + count) & self.index.mask].key != EMPTY
+                {
+                    count += 1;
+                }
+                (start, count)
+            }
+        };
+        let wanted = level_key(locate, side, 0) >> 32;
+        (0..count).filter_map(move |i| {
+            let slot = self.index.slots[(start + i) & self.index.mask];
+            if slot.key == EMPTY || slot.key >> 32 != wanted {
+                return None;
+            }
+            let level = self.store[slot.value as usize];
+            Some((level.price, level.shares, level.orders))
+        })
+    }
+}
+
 /// The L3 book of every stock of one feed.
 pub struct ItchBook {
-    orders: Table<Order>,
-    levels: Table<Level>,
+    orders: Orders,
+    levels: Levels,
     counters: BookCounters,
 }
 
 const NO_ORDER: Order = Order {
-    price: 0,
     shares: 0,
-    locate: 0,
-    side: Side::None,
+    level: NO_LEVEL,
 };
+
+/// How many messages ahead [`ItchBook::apply_batch`] asks for an order's (or an add's level's)
+/// cache line, and half of it ahead for the level the order rests at (measured on the bench's
+/// day, BENCHMARKING.md).
+pub const PREFETCH_AHEAD: usize = 16;
+
+/// The order reference an order message names (`U`: the original), for prefetching.
+#[inline(always)]
+fn order_ref_of(message: &Message) -> Option<u64> {
+    match *message {
+        Message::OrderExecuted { order_ref, .. }
+        | Message::OrderExecutedWithPrice { order_ref, .. }
+        | Message::OrderCancel { order_ref, .. }
+        | Message::OrderDelete { order_ref, .. }
+        | Message::OrderReplace {
+            original_ref: order_ref,
+            ..
+        } => Some(order_ref),
+        _ => None,
+    }
+}
 
 impl ItchBook {
     /// A book with its tables allocated at their full size.
     pub fn new(config: BookConfig) -> ItchBook {
         ItchBook {
-            orders: Table::new(config.max_orders, NO_ORDER, Placement::Sequential),
-            levels: Table::new(config.max_levels, Level::default(), Placement::Clustered),
+            orders: Orders::new(config.max_orders),
+            levels: Levels::new(config.max_levels),
             counters: BookCounters::default(),
         }
     }
@@ -405,113 +760,272 @@ impl ItchBook {
 
     /// Price levels in use, over all stocks.
     pub fn levels(&self) -> usize {
-        self.levels.len
+        self.levels.index.len
     }
 
     /// A resting order: (locate, side, price, shares).
     pub fn order(&self, order_ref: u64) -> Option<(u16, Side, u32, u32)> {
         let at = self.orders.find(order_ref)?;
-        let o = self.orders.slots[at].value;
-        Some((o.locate, o.side, o.price, o.shares))
+        let o = self.orders.value(at);
+        let level = self.levels.store[o.level as usize];
+        Some((level.locate, level.side, level.price, o.shares))
     }
 
     /// A level's aggregated shares and order count.
     pub fn level(&self, locate: u16, side: Side, price: u32) -> Option<(u64, u32)> {
-        let at = self.levels.find(level_key(locate, side, price))?;
-        let l = self.levels.slots[at].value;
+        let at = self.levels.index.find(level_key(locate, side, price))?;
+        let l = self.levels.store[self.levels.index.slots[at].value as usize];
         Some((l.shares, l.orders))
     }
 
-    /// Every level, unordered: (locate, side, price, shares, orders). For tests and snapshots.
+    /// Every level, unordered: (locate, side, price, shares, orders). For tests.
     pub fn all_levels(&self) -> impl Iterator<Item = (u16, Side, u32, u64, u32)> + '_ {
-        self.levels.iter().map(|(key, level)| {
-            (
-                (key >> 40) as u16,
-                Side::from_u8((key >> 32) as u8),
-                key as u32,
-                level.shares,
-                level.orders,
-            )
+        self.levels.index.iter().map(|(_, place)| {
+            let l = self.levels.store[place as usize];
+            (l.locate, l.side, l.price, l.shares, l.orders)
         })
     }
 
-    /// Adds `delta` shares and `orders` orders to a level (made if absent), reporting it.
-    #[inline]
-    fn level_add(
-        &mut self,
-        order: Order,
-        order_ref: u64,
-        out: &mut impl FnMut(BookOutput),
-    ) -> Result<(), BookError> {
-        let key = level_key(order.locate, order.side, order.price);
-        let at = self
-            .levels
-            .entry(key, Level::default())
-            .ok_or(BookError::LevelsFull {
-                max: self.levels.max,
-                order_ref,
-            })?;
-        let level = &mut self.levels.slots[at].value;
-        level.shares += u64::from(order.shares);
-        level.orders += 1;
-        out(BookOutput::Level {
-            locate: order.locate,
-            side: order.side,
-            price: order.price,
-            shares: level.shares,
-        });
-        Ok(())
+    /// One stock side's levels, unordered: (price, shares, orders). It walks the part of the
+    /// level index where that side's levels sit (from its lowest price to its highest since
+    /// the book was cleared), not the whole book.
+    pub fn side_levels(
+        &self,
+        locate: u16,
+        side: Side,
+    ) -> impl Iterator<Item = (u32, u64, u32)> + '_ {
+        self.levels.side(locate, side)
     }
 
-    /// Takes `shares` (and an order when `gone`) off a level, reporting it (removed at 0).
+    /// Asks the cache for what `message` will touch first: the order it names (for an add,
+    /// where it goes, and the index slot of its level). A hint: call it some messages before
+    /// [`ItchBook::apply`]s the message ([`ItchBook::apply_batch`] does), so that the memory
+    /// is on its way while earlier messages are applied.
+    #[inline(always)]
+    pub fn prefetch(&self, message: &Message) {
+        match *message {
+            Message::AddOrder {
+                header,
+                order_ref,
+                side,
+                price,
+                ..
+            }
+            | Message::AddOrderMpid {
+                header,
+                order_ref,
+                side,
+                price,
+                ..
+            } => {
+                self.orders.prefetch(order_ref);
+                self.levels
+                    .index
+                    .prefetch(level_key(header.locate, side_of(side), price));
+            }
+            Message::OrderReplace {
+                original_ref,
+                new_ref,
+                ..
+            } => {
+                self.orders.prefetch(original_ref);
+                self.orders.prefetch(new_ref);
+            }
+            _ => {
+                if let Some(order_ref) = order_ref_of(message) {
+                    self.orders.prefetch(order_ref);
+                }
+            }
+        }
+    }
+
+    /// The same from a message's raw bytes (its type byte, stock locate and order reference at
+    /// the specification's offsets), for a caller that has not parsed it yet: the live decoder
+    /// calls it for every message of a datagram before applying the first. Anything short or
+    /// of another type is ignored.
     #[inline]
-    fn level_sub(
-        &mut self,
-        order: Order,
-        shares: u32,
-        gone: bool,
-        out: &mut impl FnMut(BookOutput),
-    ) {
-        let key = level_key(order.locate, order.side, order.price);
-        let Some(at) = self.levels.find(key) else {
-            // Every resting order's level exists; unreachable unless the tables disagree.
+    pub fn prefetch_raw(&self, bytes: &[u8]) {
+        let word = |at: usize| {
+            bytes
+                .get(at..at + 8)
+                .map(|b| u64::from_be_bytes(b.try_into().unwrap_or([0; 8])))
+        };
+        match bytes.first() {
+            Some(b'A' | b'F') if bytes.len() >= 36 => {
+                if let Some(order_ref) = word(11) {
+                    self.orders.prefetch(order_ref);
+                }
+                let locate = u16::from_be_bytes([bytes[1], bytes[2]]);
+                let price = u32::from_be_bytes([bytes[32], bytes[33], bytes[34], bytes[35]]);
+                self.levels
+                    .index
+                    .prefetch(level_key(locate, side_of(bytes[19]), price));
+            }
+            Some(b'E' | b'C' | b'X' | b'D' | b'U') => {
+                if let Some(order_ref) = word(11) {
+                    self.orders.prefetch(order_ref);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The second stage: with the order's line in cache (from [`ItchBook::prefetch`]), asks
+    /// for its level's; for an add, the level's (when it exists) from the index.
+    #[inline(always)]
+    fn prefetch_level(&self, message: &Message) {
+        let place = match *message {
+            Message::AddOrder {
+                header,
+                side,
+                price,
+                ..
+            }
+            | Message::AddOrderMpid {
+                header,
+                side,
+                price,
+                ..
+            } => match self
+                .levels
+                .index
+                .find(level_key(header.locate, side_of(side), price))
+            {
+                Some(at) => self.levels.index.slots[at].value,
+                None => return,
+            },
+            _ => match order_ref_of(message).and_then(|r| self.orders.find(r)) {
+                Some(at) => self.orders.value(at).level,
+                None => return,
+            },
+        };
+        prefetch(self.levels.store.as_ptr().wrapping_add(place as usize));
+    }
+
+    /// The third stage: with the order's and its level's lines in cache, asks for the level
+    /// index slot a message will change: the level's own when this order may be its last (an
+    /// emptied level leaves the index), a replace's new price's.
+    #[inline(always)]
+    fn prefetch_index(&self, message: &Message) {
+        let Some(at) = order_ref_of(message).and_then(|r| self.orders.find(r)) else {
             return;
         };
-        let level = &mut self.levels.slots[at].value;
+        let level = self.levels.store[self.orders.value(at).level as usize];
+        match *message {
+            Message::OrderReplace { price, .. } => {
+                self.levels
+                    .index
+                    .prefetch(level_key(level.locate, level.side, price));
+            }
+            _ if level.orders <= 1 => {
+                self.levels
+                    .index
+                    .prefetch(level_key(level.locate, level.side, level.price));
+            }
+            _ => {}
+        }
+    }
+
+    /// Applies `messages` in order as [`ItchBook::apply`] does, each change reported with its
+    /// message's index in `messages`, each refusal through `refused`; meanwhile it asks the
+    /// cache for the order of the message [`PREFETCH_AHEAD`] ahead, for the level of the one
+    /// half as far ahead, and for the level index slot of the one a quarter as far ahead, so
+    /// that up to that many misses overlap instead of one after another (the book is hundreds
+    /// of MB: most of a message's time is waiting for memory).
+    pub fn apply_batch(
+        &mut self,
+        messages: &[Message],
+        out: &mut impl FnMut(usize, BookOutput),
+        refused: &mut impl FnMut(usize, BookError),
+    ) {
+        self.apply_batch_ahead::<PREFETCH_AHEAD, { PREFETCH_AHEAD / 2 }, { PREFETCH_AHEAD / 4 }>(
+            messages, out, refused,
+        )
+    }
+
+    /// [`ItchBook::apply_batch`] with its three prefetch distances chosen (0: that stage off),
+    /// for the bench to compare them.
+    #[doc(hidden)]
+    #[inline]
+    pub fn apply_batch_ahead<const ORDER: usize, const LEVEL: usize, const INDEX: usize>(
+        &mut self,
+        messages: &[Message],
+        out: &mut impl FnMut(usize, BookOutput),
+        refused: &mut impl FnMut(usize, BookError),
+    ) {
+        if ORDER > 0 {
+            for message in messages.iter().take(ORDER) {
+                self.prefetch(message);
+            }
+        }
+        if LEVEL > 0 {
+            for message in messages.iter().take(LEVEL) {
+                self.prefetch_level(message);
+            }
+        }
+        for (index, message) in messages.iter().enumerate() {
+            if ORDER > 0 {
+                if let Some(ahead) = messages.get(index + ORDER) {
+                    self.prefetch(ahead);
+                }
+            }
+            if LEVEL > 0 {
+                if let Some(ahead) = messages.get(index + LEVEL) {
+                    self.prefetch_level(ahead);
+                }
+            }
+            if INDEX > 0 {
+                if let Some(ahead) = messages.get(index + INDEX) {
+                    self.prefetch_index(ahead);
+                }
+            }
+            if let Err(error) = self.apply(message, &mut |change| out(index, change)) {
+                refused(index, error);
+            }
+        }
+    }
+
+    /// Takes `shares` (and an order when `gone`) off the level at `place`, reporting it
+    /// (removed at 0).
+    #[inline(always)]
+    fn level_sub(&mut self, place: u32, shares: u32, gone: bool, out: &mut impl FnMut(BookOutput)) {
+        let level = &mut self.levels.store[place as usize];
         level.shares = level.shares.saturating_sub(u64::from(shares));
         if gone {
             level.orders = level.orders.saturating_sub(1);
         }
+        let (locate, side, price) = (level.locate, level.side, level.price);
         let shares = if level.orders == 0 {
-            self.levels.remove_at(at);
+            self.levels.release(place);
             0
         } else {
             level.shares
         };
         out(BookOutput::Level {
-            locate: order.locate,
-            side: order.side,
-            price: order.price,
+            locate,
+            side,
+            price,
             shares,
         });
     }
 
     /// Takes shares off a resting order (an execution or a cancel; `None`: all of them, a
-    /// delete); `None` when the order is unknown.
-    #[inline]
+    /// delete); `None` when the order is unknown, else its side and price.
+    #[inline(always)]
     fn reduce(
         &mut self,
         order_ref: u64,
         locate: u16,
         shares: Option<u32>,
         out: &mut impl FnMut(BookOutput),
-    ) -> Option<Order> {
+    ) -> Option<(u16, Side, u32)> {
         let Some(at) = self.orders.find(order_ref) else {
             self.counters.unknown_ref += 1;
             return None;
         };
-        let order = self.orders.slots[at].value;
-        if order.locate != locate {
+        let order = self.orders.value(at);
+        let level = self.levels.store[order.level as usize];
+        if level.locate != locate {
             self.counters.locate_mismatch += 1;
         }
         let taken = match shares {
@@ -526,21 +1040,24 @@ impl ItchBook {
         if gone {
             self.orders.remove_at(at);
         } else {
-            self.orders.slots[at].value.shares -= taken;
+            self.orders.value_mut(at).shares -= taken;
         }
-        self.level_sub(order, taken, gone, out);
-        Some(order)
+        self.level_sub(order.level, taken, gone, out);
+        Some((level.locate, level.side, level.price))
     }
 
     /// Rests a new order.
-    #[inline]
+    #[inline(always)]
     fn add(
         &mut self,
         order_ref: u64,
-        order: Order,
+        locate: u16,
+        side: Side,
+        shares: u32,
+        price: u32,
         out: &mut impl FnMut(BookOutput),
     ) -> Result<(), BookError> {
-        if order.side == Side::None || order.shares == 0 || order_ref == EMPTY {
+        if side == Side::None || shares == 0 || order_ref == EMPTY {
             self.counters.bad_add += 1;
             return Ok(());
         }
@@ -548,27 +1065,36 @@ impl ItchBook {
             self.counters.reused_ref += 1;
             return Ok(());
         }
-        // The level first: a full level table leaves the order table untouched.
-        let level_full = self.levels.len >= self.levels.max
-            && self
-                .levels
-                .find(level_key(order.locate, order.side, order.price))
-                .is_none();
-        if level_full {
-            return Err(BookError::LevelsFull {
-                max: self.levels.max,
+        if self.orders.len >= self.orders.max {
+            return Err(BookError::OrdersFull {
+                max: self.orders.max,
                 order_ref,
             });
         }
-        let at = self
-            .orders
-            .entry(order_ref, order)
-            .ok_or(BookError::OrdersFull {
-                max: self.orders.max,
+        let place = self
+            .levels
+            .get_or_make(locate, side, price)
+            .ok_or(BookError::LevelsFull {
+                max: self.levels.index.max,
                 order_ref,
             })?;
-        self.orders.slots[at].value = order;
-        self.level_add(order, order_ref, out)
+        self.orders.insert(
+            order_ref,
+            Order {
+                shares,
+                level: place,
+            },
+        );
+        let level = &mut self.levels.store[place as usize];
+        level.shares += u64::from(shares);
+        level.orders += 1;
+        out(BookOutput::Level {
+            locate,
+            side,
+            price,
+            shares: level.shares,
+        });
+        Ok(())
     }
 
     /// Applies one message, reporting each level it changes and each trade it prints.
@@ -594,31 +1120,22 @@ impl ItchBook {
                 shares,
                 price,
                 ..
-            } => self.add(
-                order_ref,
-                Order {
-                    price,
-                    shares,
-                    locate: header.locate,
-                    side: side_of(side),
-                },
-                out,
-            )?,
+            } => self.add(order_ref, header.locate, side_of(side), shares, price, out)?,
             Message::OrderExecuted {
                 header,
                 order_ref,
                 executed_shares,
                 match_number,
             } => {
-                if let Some(order) =
+                if let Some((locate, side, price)) =
                     self.reduce(order_ref, header.locate, Some(executed_shares), out)
                 {
                     out(BookOutput::Trade {
-                        locate: order.locate,
-                        price: order.price,
+                        locate,
+                        price,
                         shares: u64::from(executed_shares),
                         match_number,
-                        aggressor: opposite(order.side),
+                        aggressor: opposite(side),
                     });
                 }
             }
@@ -630,16 +1147,16 @@ impl ItchBook {
                 printable,
                 execution_price,
             } => {
-                if let Some(order) =
+                if let Some((locate, side, _)) =
                     self.reduce(order_ref, header.locate, Some(executed_shares), out)
                 {
                     if printable == b'Y' {
                         out(BookOutput::Trade {
-                            locate: order.locate,
+                            locate,
                             price: execution_price,
                             shares: u64::from(executed_shares),
                             match_number,
-                            aggressor: opposite(order.side),
+                            aggressor: opposite(side),
                         });
                     }
                 }
@@ -671,45 +1188,40 @@ impl ItchBook {
                     self.counters.reused_ref += 1;
                     return Ok(());
                 }
-                let old = self.orders.slots[at].value;
-                if old.locate != header.locate {
+                let old = self.orders.value(at);
+                let level = self.levels.store[old.level as usize];
+                if level.locate != header.locate {
                     self.counters.locate_mismatch += 1;
                 }
                 self.orders.remove_at(at);
-                let new = Order {
-                    price,
-                    shares,
-                    locate: old.locate,
-                    side: old.side,
-                };
                 if shares == 0 {
                     self.counters.bad_add += 1;
-                    self.level_sub(old, old.shares, true, out);
+                    self.level_sub(old.level, old.shares, true, out);
                     return Ok(());
                 }
-                if old.price == price {
-                    // Same level: one report, with the new total.
-                    let key = level_key(old.locate, old.side, price);
-                    if let Some(level_at) = self.levels.find(key) {
-                        let level = &mut self.levels.slots[level_at].value;
-                        level.shares =
-                            level.shares.saturating_sub(u64::from(old.shares)) + u64::from(shares);
-                        let total = level.shares;
-                        // The order table had room for `old`, so it has room for `new`.
-                        if let Some(slot) = self.orders.entry(new_ref, new) {
-                            self.orders.slots[slot].value = new;
-                        }
-                        out(BookOutput::Level {
-                            locate: old.locate,
-                            side: old.side,
-                            price,
-                            shares: total,
-                        });
-                    }
+                if level.price == price {
+                    // Same level: one report, with the new total. The order table had room
+                    // for the original, so it has room for the new order.
+                    self.orders.insert(
+                        new_ref,
+                        Order {
+                            shares,
+                            level: old.level,
+                        },
+                    );
+                    let stored = &mut self.levels.store[old.level as usize];
+                    stored.shares =
+                        stored.shares.saturating_sub(u64::from(old.shares)) + u64::from(shares);
+                    out(BookOutput::Level {
+                        locate: level.locate,
+                        side: level.side,
+                        price,
+                        shares: stored.shares,
+                    });
                     return Ok(());
                 }
-                self.level_sub(old, old.shares, true, out);
-                self.add(new_ref, new, out)?;
+                self.level_sub(old.level, old.shares, true, out);
+                self.add(new_ref, level.locate, level.side, shares, price, out)?;
             }
             Message::Trade {
                 header,
@@ -937,6 +1449,7 @@ mod tests {
         let mut live: Vec<u64> = Vec::new();
         let mut next_ref = 1u64;
         let mut outputs = Vec::new();
+        let mut pending: Vec<(Message, Vec<BookOutput>)> = Vec::new();
         for step in 0..steps {
             let pick = |rng: &mut Rng, live: &Vec<u64>| -> u64 {
                 if live.is_empty() || rng.below(50) == 0 {
@@ -944,6 +1457,14 @@ mod tests {
                 } else {
                     live[rng.below(live.len() as u64) as usize]
                 }
+            };
+            // Most prices on 40 cent levels; now and then a sub-penny one, a far one, and one
+            // so far that the side spans more cents than the level index has slots.
+            let price = |rng: &mut Rng| match rng.below(400) {
+                0 => rng.below(u64::from(u32::MAX)) as u32,
+                1..=4 => 1 + rng.below(300_000) as u32,
+                5..=9 => 100_000 + rng.below(4_000) as u32,
+                _ => 100_000 + rng.below(40) as u32 * 100,
             };
             let locate = 1 + rng.below(50) as u16;
             let roll = rng.below(100);
@@ -961,7 +1482,7 @@ mod tests {
                     side: if rng.below(2) == 0 { b'B' } else { b'S' },
                     shares: 1 + rng.below(500) as u32,
                     stock: Symbol(*b"STOCK   "),
-                    price: 100_000 + rng.below(40) as u32 * 100,
+                    price: price(&mut rng),
                 }
             } else if roll < 55 {
                 Message::OrderExecuted {
@@ -1003,14 +1524,33 @@ mod tests {
                     original_ref: pick(&mut rng, &live),
                     new_ref,
                     shares: 1 + rng.below(500) as u32,
-                    price: 100_000 + rng.below(40) as u32 * 100,
+                    price: price(&mut rng),
                 }
             };
             let expected = reference.apply(&message);
-            outputs.clear();
-            book.apply(&message, &mut |o| outputs.push(o))
-                .expect("room");
-            assert_eq!(outputs, expected, "step {step}: {message:?}");
+            if step < steps / 2 {
+                outputs.clear();
+                book.apply(&message, &mut |o| outputs.push(o))
+                    .expect("room");
+                assert_eq!(outputs, expected, "step {step}: {message:?}");
+            } else {
+                // The second half through `apply_batch`, in batches of 1 to 40 messages.
+                pending.push((message, expected));
+            }
+            let check = step % 5_000 == 0 || step == steps - 1;
+            if !pending.is_empty() && (pending.len() > (step % 40) as usize || check) {
+                let messages: Vec<Message> = pending.iter().map(|(m, _)| *m).collect();
+                let mut got = vec![Vec::new(); messages.len()];
+                book.apply_batch(
+                    &messages,
+                    &mut |index, o| got[index].push(o),
+                    &mut |index, error| panic!("message {index}: {error}"),
+                );
+                for ((message, expected), got) in pending.iter().zip(&got) {
+                    assert_eq!(got, expected, "step {step} (batch): {message:?}");
+                }
+                pending.clear();
+            }
             // Refreshed now and then: a reference picked in between may have gone (an unknown
             // reference, which both books must skip alike).
             if let Message::AddOrder { order_ref, .. }
@@ -1024,7 +1564,22 @@ mod tests {
                 live.clear();
                 live.extend(reference.orders.keys().copied());
             }
-            if step % 5_000 == 0 || step == steps - 1 {
+            if check {
+                for locate in 0..=51 {
+                    for side in [Side::Bid, Side::Ask] {
+                        let mut levels: Vec<_> = book
+                            .side_levels(locate, side)
+                            .map(|(price, shares, _)| (price, shares))
+                            .collect();
+                        levels.sort_unstable();
+                        let want: Vec<_> = reference
+                            .levels
+                            .range((locate, side as u8, 0)..=(locate, side as u8, u32::MAX))
+                            .map(|(k, v)| (k.2, *v))
+                            .collect();
+                        assert_eq!(levels, want, "step {step}: stock {locate} {side:?}");
+                    }
+                }
                 let mut levels: Vec<_> = book
                     .all_levels()
                     .map(|(l, s, p, shares, _)| ((l, s as u8, p), shares))

@@ -35,11 +35,12 @@ pub const TABLE: &str = "nasdaq_itch";
 pub const CHANNEL: &str = "itch";
 
 /// `nasdaq_itch.max_orders` unset: a busy day's peak of live orders (a few million) with room;
-/// 2^23 order slots of 24 bytes (192 MiB).
+/// 2^23 direct slots and 2^23 overflow slots of 16 bytes (256 MiB; `book.rs`, "Memory").
 pub const MAX_ORDERS_DEFAULT: u32 = 4 << 20;
-/// `nasdaq_itch.max_orders`' valid values (at the top 2^25 slots, 768 MiB).
+/// `nasdaq_itch.max_orders`' valid values (at the top 2^25 slots of each, 1 GiB).
 pub const MAX_ORDERS_RANGE: std::ops::RangeInclusive<u32> = 1..=16 << 20;
-/// `nasdaq_itch.max_levels` unset: price levels over every stock and side (2^21 slots, 48 MiB).
+/// `nasdaq_itch.max_levels` unset: price levels over every stock and side (2^21 index slots of
+/// 16 bytes and 2^20 places of 32, 64 MiB).
 pub const MAX_LEVELS_DEFAULT: u32 = 1 << 20;
 /// `nasdaq_itch.max_levels`' valid values.
 pub const MAX_LEVELS_RANGE: std::ops::RangeInclusive<u32> = 1..=8 << 20;
@@ -322,7 +323,7 @@ pub(super) fn check_table(table: Option<&toml::Value>, check: &mut TableCheck<'_
             check.problem(
                 "nasdaq_itch.max_orders",
                 format!(
-                    "{max} is outside {}..={} (each live order takes two 24-byte slots)",
+                    "{max} is outside {}..={} (each live order takes 64 bytes: two direct and two overflow slots)",
                     MAX_ORDERS_RANGE.start(),
                     MAX_ORDERS_RANGE.end()
                 ),

@@ -33,6 +33,7 @@ use crate::event::{
     TradingStatus, VenueId, NO_PRICE,
 };
 use crate::fixed::Fixed;
+use crate::venue::feed::{own_header, ALL_INSTRUMENTS};
 
 /// Where the decoder's output goes: its events, and, under `*` ([`Symbols::All`]), each stock
 /// as it is first named and starts to publish (so that the bus's instrument directory can name
@@ -116,6 +117,8 @@ impl std::fmt::Display for Problem {
 
 const NO_INSTRUMENT: u32 = u32::MAX;
 const NO_LOCATE: u32 = u32::MAX;
+/// Levels a side's snapshot holds before its scratch grows.
+const SNAPSHOT_LEVELS: usize = 4096;
 const LOCATES: usize = 1 << 16;
 
 #[derive(Clone, Copy)]
@@ -142,6 +145,9 @@ struct State {
     next_instrument: u32,
     counters: DecoderCounters,
     problem: Option<Problem>,
+    /// One side's levels being put in order for a snapshot (kept: it grows only for a side
+    /// with more levels than any before).
+    snapshot: Vec<(u32, u64)>,
 }
 
 /// The decoder of one ITCH feed (both lines and the re-request answers).
@@ -177,6 +183,7 @@ impl ItchDecoder {
                 next_instrument: 0,
                 counters: DecoderCounters::default(),
                 problem: None,
+                snapshot: Vec::with_capacity(SNAPSHOT_LEVELS),
             },
         }
     }
@@ -226,6 +233,18 @@ impl ItchDecoder {
         now_ns: u64,
         out: &mut dyn DecoderOutput,
     ) -> Result<(), MoldError> {
+        // Every order (and added level) the packet's messages name is asked of the cache before
+        // the first is applied, so that their misses overlap (`ItchBook::prefetch_raw`; a hint:
+        // a packet the arbiter refuses or holds back has cost a few prefetches).
+        let mut rest = bytes.get(super::mold::HEADER_LEN..).unwrap_or_default();
+        while let Some(&[high, low]) = rest.get(..2) {
+            let end = 2 + usize::from(u16::from_be_bytes([high, low]));
+            let Some(message) = rest.get(2..end) else {
+                break;
+            };
+            self.state.book.prefetch_raw(message);
+            rest = &rest[end..];
+        }
         let state = &mut self.state;
         let result = self.arbiter.on_packet(line, bytes, now_ns, &mut |output| {
             state.output(output, recv_ts_ns, out)
@@ -248,6 +267,50 @@ impl ItchDecoder {
     /// When [`ItchDecoder::poll`] next has something to do.
     pub fn next_deadline_ns(&self) -> Option<u64> {
         self.arbiter.next_deadline_ns()
+    }
+
+    /// How many events [`ItchDecoder::emit_books`] would write now for `instrument`'s book (one
+    /// instrument, not [`ALL_INSTRUMENTS`]): its levels on both sides, its `SnapshotBegin` and
+    /// `SnapshotEnd`; 0 for an instrument that is not a published, named stock.
+    pub fn book_events(&self, instrument: InstrumentId) -> usize {
+        self.state.locate_of(instrument).map_or(0, |locate| {
+            let book = &self.state.book;
+            book.side_levels(locate, Side::Bid).count()
+                + book.side_levels(locate, Side::Ask).count()
+                + 2
+        })
+    }
+
+    /// Writes the book of `instrument` ([`ALL_INSTRUMENTS`]: of every published stock) as it
+    /// stands now, as a snapshot (`SnapshotBegin`, the bids best first, then the asks best
+    /// first, `SnapshotEnd`: [`crate::venue::emit::book_snapshot`]), with the last sequence
+    /// number applied as the snapshot's `venue_seq`; returns the books written. Each side's
+    /// levels come from [`ItchBook::side_levels`], which walks only that side's part of the
+    /// level index. After a gap the book is as the messages since have left it (the feed
+    /// cannot rebuild it; the reader has had the `gap`).
+    pub fn emit_books(
+        &mut self,
+        instrument: InstrumentId,
+        now_ns: u64,
+        out: &mut dyn FnMut(Event),
+    ) -> usize {
+        let sequence = self.arbiter.next_sequence().saturating_sub(1);
+        let state = &mut self.state;
+        if instrument == ALL_INSTRUMENTS {
+            for at in 0..state.published.len() {
+                let locate = state.published[at];
+                state.snapshot(locate, sequence, now_ns, out);
+            }
+            state.published.len()
+        } else {
+            match state.locate_of(instrument) {
+                Some(locate) => {
+                    state.snapshot(locate, sequence, now_ns, out);
+                    1
+                }
+                None => 0,
+            }
+        }
     }
 
     /// One message outside MoldUDP64 (a raw ITCH file's, numbered by the caller, or a packet
@@ -361,6 +424,45 @@ impl State {
             }
         }
         None
+    }
+
+    /// The locate of a published, named stock's instrument.
+    fn locate_of(&self, instrument: InstrumentId) -> Option<u16> {
+        let offset = instrument.wrapping_sub(self.instrument_base);
+        let locate = *self.by_instrument.get(offset as usize)?;
+        u16::try_from(locate).ok()
+    }
+
+    /// `locate`'s book as a snapshot (it publishes: the caller has looked).
+    fn snapshot(&mut self, locate: u16, sequence: u64, now_ns: u64, out: &mut dyn FnMut(Event)) {
+        let Some(instrument) = self.instrument(locate) else {
+            return;
+        };
+        let scratch = &mut self.snapshot;
+        scratch.clear();
+        scratch.extend(
+            self.book
+                .side_levels(locate, Side::Bid)
+                .map(|(price, shares, _)| (price, shares)),
+        );
+        let bids = scratch.len();
+        scratch[..bids].sort_unstable_by_key(|level| std::cmp::Reverse(level.0));
+        scratch.extend(
+            self.book
+                .side_levels(locate, Side::Ask)
+                .map(|(price, shares, _)| (price, shares)),
+        );
+        scratch[bids..].sort_unstable_by_key(|level| level.0);
+        let asks = scratch.len() - bids;
+        let mut header = own_header(self.venue_id, instrument, now_ns);
+        header.venue_seq = sequence;
+        let levels = scratch.iter().enumerate().map(|(at, &(price, shares))| {
+            let side = if at < bids { Side::Bid } else { Side::Ask };
+            let size = i64::try_from(shares).ok().and_then(Fixed::from_units);
+            let extra = if size.is_none() { flags::SATURATED } else { 0 };
+            (side, price4(price), size.unwrap_or(Fixed::MAX), extra)
+        });
+        crate::venue::emit::book_snapshot(header, bids, asks, levels, &mut |event| out(event));
     }
 
     /// The instrument of `locate`, when it publishes.
@@ -718,6 +820,104 @@ mod tests {
         assert_eq!(counters.messages, 10_000);
         assert_eq!(counters.events, expected);
         assert_eq!(decoder.arbiter().counters().lines[1].duplicates, 10_000);
+    }
+
+    /// A bus reader's snapshot of a stock's book holds the levels that the decoder's own
+    /// `level` events have built so far (a plain `BTreeMap` per instrument, side and price, as
+    /// a reader keeps it), bids best first then asks best first, between a `SnapshotBegin` with
+    /// the counts and a `SnapshotEnd` flagged last; `ALL_INSTRUMENTS` gives every published
+    /// stock's; an instrument that is not a published stock gives none.
+    #[test]
+    fn snapshots_are_the_books_the_level_events_built() {
+        use std::collections::BTreeMap;
+        let mut generator = Generator::new(11, 12, 1_500);
+        let mut decoder = ItchDecoder::new(config(Symbols::All));
+        let session = Session(*b"TESTSESS01");
+        let mut packet = Vec::new();
+        let mut built: BTreeMap<(InstrumentId, u8, i64), i64> = BTreeMap::new();
+        for n in 0..6_000u64 {
+            let mut message = [0u8; MAX_GENERATED_LEN];
+            let len = generator.next_message(&mut message);
+            assert!(mold_packet(
+                session,
+                1 + n,
+                std::iter::once(&message[..len]),
+                &mut packet
+            ));
+            decoder
+                .on_packet(Line::A, &packet, 1, 1, &mut |event: Event| {
+                    if let Body::BookLevel(level) = event.body() {
+                        let key = (event.header.instrument_id, level.side, level.price.0);
+                        if level.size == Fixed::ZERO {
+                            built.remove(&key);
+                        } else {
+                            built.insert(key, level.size.0);
+                        }
+                    }
+                })
+                .unwrap();
+        }
+        assert_eq!(decoder.counters().stocks, 12);
+        let mut all = Vec::new();
+        assert_eq!(
+            decoder.emit_books(ALL_INSTRUMENTS, 9, &mut |event| all.push(event)),
+            12
+        );
+        let mut total = 0;
+        for instrument in 100..112 {
+            let mut events = Vec::new();
+            assert_eq!(
+                decoder.emit_books(instrument, 9, &mut |event| events.push(event)),
+                1
+            );
+            assert_eq!(events.len(), decoder.book_events(instrument));
+            total += events.len();
+            let mut bids: Vec<_> = built
+                .range(
+                    (instrument, Side::Bid as u8, i64::MIN)
+                        ..=(instrument, Side::Bid as u8, i64::MAX),
+                )
+                .map(|(key, size)| (Side::Bid, key.2, *size))
+                .collect();
+            bids.reverse();
+            let asks = built
+                .range(
+                    (instrument, Side::Ask as u8, i64::MIN)
+                        ..=(instrument, Side::Ask as u8, i64::MAX),
+                )
+                .map(|(key, size)| (Side::Ask, key.2, *size));
+            let want: Vec<_> = bids.iter().copied().chain(asks).collect();
+            assert!(want.len() > 10, "a stock with a book");
+            let (first, rest) = events.split_first().unwrap();
+            let (last, levels) = rest.split_last().unwrap();
+            match (first.body(), last.body()) {
+                (Body::SnapshotBegin(begin), Body::SnapshotEnd(end)) => {
+                    assert_eq!(begin.bid_levels as usize, bids.len());
+                    assert_eq!(begin.bid_levels + begin.ask_levels, want.len() as u32);
+                    assert_eq!(begin.snapshot_id, 6_000, "the last sequence applied");
+                    assert_eq!(end.bid_levels, begin.bid_levels);
+                }
+                other => panic!("{other:?}"),
+            }
+            assert!(last.header.flags & flags::LAST != 0);
+            let got: Vec<_> = levels
+                .iter()
+                .map(|event| match event.body() {
+                    Body::BookLevel(level) => {
+                        assert!(event.header.flags & flags::SNAPSHOT != 0);
+                        assert_eq!(event.header.instrument_id, instrument);
+                        (level.side(), level.price.0, level.size.0)
+                    }
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert_eq!(got, want, "instrument {instrument}");
+        }
+        assert_eq!(all.len(), total);
+        for instrument in [99, 112, ALL_INSTRUMENTS - 1] {
+            assert_eq!(decoder.book_events(instrument), 0);
+            assert_eq!(decoder.emit_books(instrument, 9, &mut |_| panic!()), 0);
+        }
     }
 
     /// Under `*` each publishing stock is named once, before its first event; with a list,

@@ -342,18 +342,21 @@ impl Feed for ItchFeed {
         self.replies.pop()
     }
 
-    /// Bus readers' book snapshots are not served for ITCH books yet.
-    fn book_events(&self, _instrument: InstrumentId) -> usize {
-        0
+    /// A published stock's book: its levels, begin and end (`ItchDecoder::book_events`).
+    fn book_events(&self, instrument: InstrumentId) -> usize {
+        self.decoder.book_events(instrument)
     }
 
+    /// Bus readers' snapshots of the L3 books, each stock's levels both sides
+    /// (`ItchDecoder::emit_books`).
     fn emit_books(
         &mut self,
-        _instrument: InstrumentId,
-        _now_ns: u64,
-        _sink: &mut EventSink<'_>,
+        instrument: InstrumentId,
+        now_ns: u64,
+        sink: &mut EventSink<'_>,
     ) -> usize {
-        0
+        self.decoder
+            .emit_books(instrument, now_ns, &mut |event| sink.push(event))
     }
 }
 
