@@ -32,11 +32,9 @@
 mod netns;
 
 use hdrhistogram::Histogram;
-use std::io::BufRead;
 use std::net::SocketAddrV4;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tickwire_sim::itch::{ItchFaults, ItchSim, ItchSimOptions, ItchSimStats, ItchSource};
 
@@ -94,19 +92,7 @@ fn start_appliance(pair: &netns::Pair, dir: &Path, records: u64) -> Result<Child
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("tickwire run: {e}"))?;
-    let log = Arc::new(Mutex::new(String::new()));
-    let stderr = child.stderr.take().expect("piped");
-    {
-        let log = log.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-    }
+    let (log, _reader) = netns::collect_lines(child.stderr.take().expect("piped"));
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(30) {
         // The connection moves on from connecting once both lines are joined.

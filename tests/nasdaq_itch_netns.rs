@@ -623,7 +623,6 @@ fn live_session(
         .spawn()
         .unwrap();
     let lines = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
-    let log = Arc::new(Mutex::new(String::new()));
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
     let out_reader = {
@@ -637,17 +636,7 @@ fn live_session(
             }
         })
     };
-    let err_reader = {
-        let log = log.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                let mut log = log.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        })
-    };
+    let (log, err_reader) = crate::support::netns::collect_lines(stderr);
     // The sockets are open (joined) once the connection moved on from connecting.
     let joined = wait_for(Duration::from_secs(30), || {
         log.lock().unwrap().contains("upgrading")
