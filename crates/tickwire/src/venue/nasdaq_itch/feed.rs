@@ -480,4 +480,38 @@ mod tests {
         assert_eq!(unnamed, Some(12));
         assert_eq!(feed.decoder().counters().stocks, 20);
     }
+
+    /// A symbol that is not UTF-8 (the wire's bytes are the venue's to send) is named by its
+    /// valid start, never a panic; an empty one leaves an entry with an empty symbol.
+    #[test]
+    fn a_symbol_that_is_not_utf8_is_named_by_its_valid_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bus");
+        let options = BusOptions {
+            path: path.clone(),
+            geometry: Geometry::new(1 << 10, 4).unwrap(),
+            group: None,
+        };
+        let mut bus = BusWriter::create(&options, 1, 1).unwrap();
+        let (mut producer, _consumer) = crate::ring::ring::<Event>(16);
+        let mut lost = false;
+        let mut sink = EventSink::new(&mut producer, &mut lost).with_bus(Some(&mut bus));
+        let mut unnamed = 0;
+        let mut output = Output {
+            sink: &mut sink,
+            venue_id: 1,
+            venue: "nasdaq",
+            unnamed: &mut unnamed,
+        };
+        output.named(7, b"AB\xffCD");
+        output.named(8, b"\xfe\xff");
+        assert_eq!(unnamed, 0);
+        let reader = BusReader::open(&path, Start::Oldest, 16).unwrap();
+        let symbols: Vec<(u32, String)> = reader
+            .directory()
+            .into_iter()
+            .map(|entry| (entry.instrument_id, entry.symbol))
+            .collect();
+        assert_eq!(symbols, [(7, "AB".to_owned()), (8, String::new())]);
+    }
 }
