@@ -1227,3 +1227,115 @@ fn record_databento_then_sim_source_replays_the_same_records() {
     assert!(replayed[0].starts_with(b"DBN"));
     assert_eq!(mbo(&replayed), original_mbo);
 }
+
+/// One field of `/proc/PID/status`, in KiB.
+fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap_or_else(|| panic!("no {field} for {pid}"))
+}
+
+/// The bookTickers the last `venue report` line counts (`messages=bookTicker:N ...`).
+fn reported_book_tickers(line: &str) -> Option<u64> {
+    let field = line.split("messages=").nth(1)?;
+    field
+        .split_whitespace()
+        .find_map(|pair| pair.strip_prefix("bookTicker:"))
+        .and_then(|count| count.parse().ok())
+}
+
+/// Issue 39: the shipped lean profile (`config/tickwire-lean.toml`, `[process]
+/// release_startup_pages = true`) gives start-up's pages back once its venue is live: the
+/// process's file-backed resident memory falls, and the feed goes on decoding after it.
+#[test]
+fn the_lean_profile_gives_startup_pages_back_and_keeps_decoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert_dir = dir.path().join("ca");
+    let (_sim, addr) = start_sim(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--symbols",
+        "1",
+        "--rate",
+        "2000",
+    ]);
+    write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
+    let lean = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tickwire-lean.toml"),
+    )
+    .unwrap();
+    assert!(lean.contains("release_startup_pages = true"), "{lean}");
+    let config = dir.path().join("tickwire.toml");
+    std::fs::write(
+        &config,
+        lean.replace(
+            "venues = [\"venues/binance-futures.toml\"]",
+            "venues = [\"venue.toml\"]",
+        )
+        .replace("report_interval_ms = 10000", "report_interval_ms = 300"),
+    )
+    .unwrap();
+    let mut child = tickwire()
+        .args(["run", "--config"])
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let running = Running(child);
+    let (line_tx, line_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let mut file_live = None;
+    let mut file_released = None;
+    let mut decoded_at_release = None;
+    let mut decoded = 0;
+    while Instant::now() < deadline {
+        let Ok(line) = line_rx.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        if file_live.is_none() && line.contains("to=\"live\"") {
+            file_live = Some(status_kib(pid, "RssFile:"));
+        }
+        if line.contains("gave back start-up's code and heap pages") {
+            file_released = Some(status_kib(pid, "RssFile:"));
+            decoded_at_release = Some(decoded);
+        }
+        if let Some(count) = reported_book_tickers(&line) {
+            decoded = count;
+        }
+        seen.push(line);
+        if decoded_at_release.is_some_and(|at| decoded > at + 1000) {
+            break;
+        }
+    }
+    drop(running);
+    let log = seen.join("\n");
+    let (Some(live), Some(released)) = (file_live, file_released) else {
+        panic!("no live connection or no release:\n{log}");
+    };
+    assert!(
+        released < live,
+        "RssFile {live} KiB once live, {released} KiB after the release:\n{log}"
+    );
+    let at = decoded_at_release.unwrap();
+    assert!(
+        decoded > at + 1000,
+        "{decoded} bookTickers decoded, {at} at the release:\n{log}"
+    );
+}

@@ -603,6 +603,12 @@ pub struct ProcessConfig {
     /// own table pins it. Empty (the default): they run on the process's whole affinity mask,
     /// hot cores included, where they can preempt a hot thread. None may be a hot thread's core.
     pub housekeeping_cores: Vec<usize>,
+    /// Once every venue has been live for 2 s (and again after each recovery), give back the
+    /// resident pages of code and read-only data that only start-up ran, and the heap's free
+    /// pages (`pages::release_startup_pages`): resident memory for a small host, at the cost
+    /// of a few hundred minor page faults as the feed's own code maps back in. Not with
+    /// `mlockall`, which keeps every page.
+    pub release_startup_pages: bool,
 }
 
 /// What to do when the kernel refuses `SCHED_FIFO`, `mlockall` or pinning a thread.
@@ -1119,6 +1125,15 @@ pub(crate) fn validate(
             &written,
             cpu_count,
         );
+    }
+    if raw.process.release_startup_pages && raw.process.mlockall {
+        problems.push(Problem::new(
+            KeyPath::dotted("process.release_startup_pages"),
+            "cannot be set with process.mlockall = true: locked pages cannot be given back; \
+             choose one (mlockall for no page fault on the hot path, release_startup_pages for \
+             the smallest resident memory)"
+                .to_owned(),
+        ));
     }
     if let Some(bridge) = &raw.bridge {
         check_bridge(&mut problems, bridge, raw.bus.is_some());
@@ -2044,6 +2059,25 @@ mod tests {
                 .filter(|key| key.as_str() == "http.core")
                 .count(),
             0
+        );
+    }
+
+    #[test]
+    fn releasing_startup_pages_refuses_mlockall() {
+        assert_eq!(
+            problem_keys(
+                "[process]\nmlockall = true\nrelease_startup_pages = true\n",
+                2
+            ),
+            ["process.release_startup_pages"]
+        );
+        let config = validate(raw("[process]\nrelease_startup_pages = true\n"), 2).expect("valid");
+        assert!(config.process.release_startup_pages);
+        assert!(
+            !validate(raw(""), 2)
+                .expect("valid")
+                .process
+                .release_startup_pages
         );
     }
 

@@ -137,6 +137,9 @@ pub struct Session {
     recorder: Option<record::RecorderThread>,
     /// Where the control thread sleeps until a stage or a worker hands it work.
     wait: ControlWait,
+    /// Gives start-up's pages back once every venue is live (`[process]
+    /// release_startup_pages`).
+    release: Option<crate::pages::StartupRelease>,
     /// The serving plane's own bus (`[http]` without `[bus]`): `bus` is it. Last, so that it is
     /// removed after the serving thread that reads it (`http`) has stopped.
     private_bus: Option<bus::PrivateBus>,
@@ -414,6 +417,11 @@ impl Session {
             bus,
             recorder,
             wait,
+            release: loaded
+                .appliance
+                .process
+                .release_startup_pages
+                .then(crate::pages::StartupRelease::default),
             private_bus,
         };
         if let Some(listener) = http_listener {
@@ -455,7 +463,17 @@ impl Session {
         extra: Option<std::os::fd::BorrowedFd<'_>>,
     ) -> std::io::Result<Woken> {
         let now_ns = self.clock.now_ns();
-        let timeout = match self.venues.next_deadline_ns() {
+        let release = self
+            .release
+            .as_ref()
+            .and_then(|release| release.deadline_ns());
+        let timeout = match self
+            .venues
+            .next_deadline_ns()
+            .into_iter()
+            .chain(release)
+            .min()
+        {
             Some(deadline) => at_most.min(Duration::from_nanos(deadline.saturating_sub(now_ns))),
             None => at_most,
         };
@@ -539,6 +557,18 @@ impl Session {
             self.runtime.receive_to_decoded.collect();
             self.runtime.decoded_to_strategy.collect();
             self.runtime.wire_to_strategy.collect();
+        }
+        if let Some(released) = self
+            .release
+            .as_mut()
+            .and_then(|release| release.tick(now_ns, self.venues.all_live()))
+        {
+            tracing::info!(
+                code_kib = released.code_bytes / 1024,
+                heap_trimmed = released.heap_trimmed,
+                "every venue live: gave back start-up's code and heap pages \
+                 ([process] release_startup_pages)"
+            );
         }
         let changed = self.venues.take_changed();
         if changed || now_ns.saturating_sub(self.window.published_ns) >= publish::PUBLISH_EVERY_NS {
