@@ -541,7 +541,10 @@ enum BenchCommand {
         #[arg(long)]
         no_search: bool,
         /// A core for a tickwire client's threads other than its hot one (the tuned layout:
-        /// `[process] housekeeping_cores`, the hot thread pinned to --client-core).
+        /// `[process] housekeeping_cores`, the hot thread pinned to --client-core). For every
+        /// client alike, the kernel threads and device interrupts that may move are kept off
+        /// --client-core for the runs (as isolcpus and tuning/irq-affinity keep them on a tuned
+        /// host; root) and put back after.
         #[arg(long, value_name = "CORE")]
         housekeeping_core: Option<usize>,
         /// Run every client at every rate this many times, alternating their order, and print

@@ -296,9 +296,282 @@ impl std::fmt::Display for HotWindow {
     }
 }
 
+/// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags: the task is a kernel thread.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// The kernel threads that may run on a core and may be moved off it, moved to the other cores
+/// they may run on for as long as this lives, as `isolcpus=domain` keeps them off an isolated
+/// core on a tuned host (issue 39: the bench's tuned layout). Per-core kernel threads
+/// (`kworker/N`, `migration/N`, `ksoftirqd/N`) refuse to move and stay: a tuned host has them
+/// too, fewer with `nohz_full`. Dropping it puts every moved thread's mask back.
+pub struct KernelThreadsAway {
+    moved: Vec<(i32, libc::cpu_set_t)>,
+    /// The moved threads' names, for the report.
+    pub names: Vec<String>,
+    /// How many kernel threads allowed on the core could not be moved (bound to it).
+    pub bound: usize,
+}
+
+impl KernelThreadsAway {
+    /// Moves every movable kernel thread allowed on `core` off it. Needs CAP_SYS_NICE (root);
+    /// without it nothing moves and `bound` counts every thread.
+    pub fn off_core(core: usize) -> KernelThreadsAway {
+        let mut away = KernelThreadsAway {
+            moved: Vec::new(),
+            names: Vec::new(),
+            bound: 0,
+        };
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return away;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // The fields after the name in parentheses: state is field 3, flags field 9.
+            let Some((name_part, rest)) = stat.rsplit_once(") ") else {
+                continue;
+            };
+            let name = name_part.split_once(" (").map_or("", |(_, name)| name);
+            let flags = rest
+                .split_whitespace()
+                .nth(6)
+                .and_then(|flags| flags.parse::<u64>().ok())
+                .unwrap_or(0);
+            if flags & PF_KTHREAD == 0 {
+                continue;
+            }
+            // SAFETY: a zeroed cpu_set_t is valid, sched_getaffinity writes within its size.
+            let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            // SAFETY: as above, for a pid that may have exited (then an error).
+            if unsafe { libc::sched_getaffinity(pid, size, &mut mask) } != 0 {
+                continue;
+            }
+            // SAFETY: core < CPU_SETSIZE is checked by the caller's core validation; CPU_ISSET
+            // reads within the set.
+            if core >= libc::CPU_SETSIZE as usize || !unsafe { libc::CPU_ISSET(core, &mask) } {
+                continue;
+            }
+            let mut without = mask;
+            // SAFETY: within the set, as above.
+            unsafe { libc::CPU_CLR(core, &mut without) };
+            // SAFETY: CPU_COUNT reads the set.
+            let others = unsafe { libc::CPU_COUNT(&without) };
+            // SAFETY: sched_setaffinity reads the set; the kernel refuses (EINVAL) for a
+            // thread bound to its core.
+            if others == 0 || unsafe { libc::sched_setaffinity(pid, size, &without) } != 0 {
+                away.bound += 1;
+                continue;
+            }
+            away.moved.push((pid, mask));
+            away.names.push(name.to_owned());
+        }
+        away
+    }
+}
+
+impl Drop for KernelThreadsAway {
+    fn drop(&mut self) {
+        for (pid, mask) in &self.moved {
+            // SAFETY: sched_setaffinity reads the saved set; a thread that exited meanwhile
+            // makes it fail, which changes nothing.
+            unsafe { libc::sched_setaffinity(*pid, std::mem::size_of::<libc::cpu_set_t>(), mask) };
+        }
+    }
+}
+
+/// The device interrupts that may land on a core, steered to the other cores for as long as this
+/// lives, as `tuning/irq-affinity` steers them on a tuned host (issue 39: on this VM the block
+/// device's completions landed on the clients' core, and its `kworker/N:1H` preempted the hot
+/// thread 127 times in one run). An interrupt the kernel will not move (a managed one) stays.
+/// Dropping it writes every moved interrupt's list back.
+pub struct IrqsAway {
+    moved: Vec<(PathBuf, String)>,
+    /// The moved interrupts' numbers.
+    pub irqs: Vec<u32>,
+    /// How many could not be moved.
+    pub refused: usize,
+}
+
+/// Parses a CPU list (`0-3,5`) into the cores it names.
+fn cpu_list(text: &str) -> Vec<usize> {
+    let mut cores = Vec::new();
+    for part in text.trim().split(',').filter(|part| !part.is_empty()) {
+        let (first, last) = part.split_once('-').unwrap_or((part, part));
+        if let (Ok(first), Ok(last)) = (first.parse::<usize>(), last.parse::<usize>()) {
+            cores.extend(first..=last.min(first + 4096));
+        }
+    }
+    cores
+}
+
+impl IrqsAway {
+    /// Steers every interrupt allowed on `core` to the others it is allowed on. Needs root;
+    /// without it nothing moves and `refused` counts them.
+    pub fn off_core(core: usize) -> IrqsAway {
+        let mut away = IrqsAway {
+            moved: Vec::new(),
+            irqs: Vec::new(),
+            refused: 0,
+        };
+        let Ok(entries) = std::fs::read_dir("/proc/irq") else {
+            return away;
+        };
+        for entry in entries.flatten() {
+            let Some(irq) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let path = entry.path().join("smp_affinity_list");
+            let Ok(list) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let cores = cpu_list(&list);
+            if !cores.contains(&core) {
+                continue;
+            }
+            let others: Vec<String> = cores
+                .iter()
+                .filter(|&&other| other != core)
+                .map(|other| other.to_string())
+                .collect();
+            if others.is_empty() || std::fs::write(&path, others.join(",")).is_err() {
+                away.refused += 1;
+                continue;
+            }
+            away.moved.push((path, list.trim().to_owned()));
+            away.irqs.push(irq);
+        }
+        away.irqs.sort_unstable();
+        away
+    }
+}
+
+impl Drop for IrqsAway {
+    fn drop(&mut self) {
+        for (path, list) in &self.moved {
+            let _ = std::fs::write(path, list);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn allowed(pid: i32) -> Option<libc::cpu_set_t> {
+        // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity writes within it.
+        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let status = unsafe {
+            libc::sched_getaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &mut mask)
+        };
+        (status == 0).then_some(mask)
+    }
+
+    #[test]
+    fn cpu_lists_read_as_the_kernel_writes_them() {
+        assert_eq!(cpu_list("0-1\n"), [0, 1]);
+        assert_eq!(cpu_list("0,2-4,7"), [0, 2, 3, 4, 7]);
+        assert_eq!(cpu_list(""), Vec::<usize>::new());
+    }
+
+    /// One test for both movers, so that they never run at once.
+    #[test]
+    fn kernel_threads_and_interrupts_leave_the_core_and_come_back() {
+        kernel_threads_leave_the_core_and_come_back();
+        interrupts_leave_the_core_and_come_back();
+    }
+
+    fn interrupts_leave_the_core_and_come_back() {
+        let lists = || -> Vec<(u32, String)> {
+            let mut lists: Vec<(u32, String)> = std::fs::read_dir("/proc/irq")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|entry| {
+                    let irq = entry.file_name().to_str()?.parse().ok()?;
+                    let list =
+                        std::fs::read_to_string(entry.path().join("smp_affinity_list")).ok()?;
+                    Some((irq, list.trim().to_owned()))
+                })
+                .collect();
+            lists.sort();
+            lists
+        };
+        let before = lists();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0
+            || !before
+                .iter()
+                .any(|(_, list)| cpu_list(list).len() > 1 && cpu_list(list).contains(&1))
+        {
+            eprintln!("skipped: needs root and an interrupt allowed on core 1 and another core");
+            return;
+        }
+        let away = IrqsAway::off_core(1);
+        assert!(
+            !away.irqs.is_empty(),
+            "nothing moved ({} refused)",
+            away.refused
+        );
+        let during = lists();
+        for irq in &away.irqs {
+            let (_, list) = during.iter().find(|(n, _)| n == irq).expect("the irq");
+            assert!(
+                !cpu_list(list).contains(&1),
+                "irq {irq} still allowed on core 1: {list}"
+            );
+        }
+        drop(away);
+        assert_eq!(lists(), before, "every list put back");
+    }
+
+    fn kernel_threads_leave_the_core_and_come_back() {
+        // kthreadd (pid 2), every kernel thread's parent, may run anywhere and may be moved.
+        let Some(before) = allowed(2) else {
+            eprintln!("skipped: no kthreadd to read");
+            return;
+        };
+        // SAFETY: geteuid has no preconditions; CPU_COUNT and CPU_ISSET read the set.
+        let (root, count, on_one) = unsafe {
+            (
+                libc::geteuid() == 0,
+                libc::CPU_COUNT(&before),
+                libc::CPU_ISSET(1, &before),
+            )
+        };
+        if !root || count < 2 || !on_one {
+            eprintln!("skipped: needs root and kthreadd allowed on two cores, core 1 among them");
+            return;
+        }
+        let away = KernelThreadsAway::off_core(1);
+        assert!(
+            away.names.iter().any(|name| name == "kthreadd"),
+            "{:?}",
+            away.names
+        );
+        let during = allowed(2).expect("kthreadd");
+        // SAFETY: CPU_ISSET reads the set.
+        let still_on_one = unsafe { libc::CPU_ISSET(1, &during) };
+        assert!(!still_on_one, "kthreadd still allowed on core 1");
+        drop(away);
+        let after = allowed(2).expect("kthreadd");
+        // SAFETY: CPU_EQUAL reads both sets.
+        let same = unsafe { libc::CPU_EQUAL(&before, &after) };
+        assert!(same, "kthreadd's mask put back");
+    }
 
     #[test]
     fn a_busy_thread_of_this_process_is_read_and_its_window_counts_what_it_did() {

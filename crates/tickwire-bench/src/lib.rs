@@ -193,6 +193,37 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
     // path against its own directory, not the working directory.
     let work = std::path::absolute(args.out.join("work"))?;
     std::fs::create_dir_all(&work)?;
+    // The tuned layout: kernel threads that may move kept off the clients' core as well, for
+    // every client alike, as a tuned host's `isolcpus=domain` keeps them.
+    let kernel_away = args.housekeeping_core.map(|_| {
+        let away = hot::KernelThreadsAway::off_core(args.client_core);
+        let mut names = away.names.clone();
+        names.sort();
+        names.dedup();
+        eprintln!(
+            "bench e2e: {} kernel threads moved off core {} for the runs ({}); {} bound to it stay \
+             (per-core: kworker/{}, migration/{}, ksoftirqd/{} ...)",
+            away.names.len(),
+            args.client_core,
+            names.join(", "),
+            away.bound,
+            args.client_core,
+            args.client_core,
+            args.client_core
+        );
+        away
+    });
+    let irqs_away = args.housekeeping_core.map(|_| {
+        let away = hot::IrqsAway::off_core(args.client_core);
+        eprintln!(
+            "bench e2e: {} interrupts steered off core {} for the runs ({:?}); {} could not move",
+            away.irqs.len(),
+            args.client_core,
+            away.irqs,
+            away.refused
+        );
+        away
+    });
     let mut outcomes: Vec<Outcome> = Vec::new();
     for run in 0..args.repeat.max(1) {
         for &rate in &args.rates {
@@ -248,6 +279,8 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
             lossless.push((name.clone(), best, why));
         }
     }
+    drop(kernel_away);
+    drop(irqs_away);
     let table = render_table(&outcomes, &lossless);
     println!("{table}");
     if args.repeat > 1 {
