@@ -13,7 +13,7 @@
 //! messages the issue asks for (`ITCH_BENCH_MESSAGES`, default 52,000,000) never sit in memory
 //! at once; a chunk is made before it is timed, and generating is never timed.
 //!
-//! - `tickwire`: every message of the chunk read by `RawItch`, parsed by `itch::parse`, 256 at
+//! - `tickwire`: every message of the chunk read by `RawItch`, parsed by `itch::parse_into`, 256 at
 //!   a time, and applied to one `ItchBook` with `ItchBook::apply_batch` (which asks the cache
 //!   for the orders and levels of the messages ahead while it applies each; every order of the
 //!   day in the book, as on the live path: the book carries over from chunk to chunk), every
@@ -93,10 +93,9 @@ fn tickwire_pass(book: &mut ItchBook, chunk: &[u8]) -> (u64, u64) {
         let mut len = 0;
         for bytes in raw.by_ref() {
             let Ok(bytes) = bytes else { break };
-            let Ok(message) = itch::parse(bytes) else {
+            if itch::parse_into(bytes, &mut batch[len]).is_err() {
                 continue;
-            };
-            batch[len] = message;
+            }
             len += 1;
             if len == BATCH {
                 break;

@@ -289,17 +289,17 @@ pub const fn price8(raw: u64) -> Option<Fixed> {
 }
 
 #[inline(always)]
-fn u16_at(b: &[u8], at: usize) -> u16 {
+fn u16_at<const N: usize>(b: &[u8; N], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 #[inline(always)]
-fn u32_at(b: &[u8], at: usize) -> u32 {
+fn u32_at<const N: usize>(b: &[u8; N], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
 #[inline(always)]
-fn u48_at(b: &[u8], at: usize) -> u64 {
+fn u48_at<const N: usize>(b: &[u8; N], at: usize) -> u64 {
     u64::from_be_bytes([
         0,
         0,
@@ -313,7 +313,7 @@ fn u48_at(b: &[u8], at: usize) -> u64 {
 }
 
 #[inline(always)]
-fn u64_at(b: &[u8], at: usize) -> u64 {
+fn u64_at<const N: usize>(b: &[u8; N], at: usize) -> u64 {
     u64::from_be_bytes([
         b[at],
         b[at + 1],
@@ -327,7 +327,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 #[inline(always)]
-fn symbol_at(b: &[u8], at: usize) -> Symbol {
+fn symbol_at<const N: usize>(b: &[u8; N], at: usize) -> Symbol {
     Symbol([
         b[at],
         b[at + 1],
@@ -341,13 +341,30 @@ fn symbol_at(b: &[u8], at: usize) -> Symbol {
 }
 
 #[inline(always)]
-fn four_at(b: &[u8], at: usize) -> [u8; 4] {
+fn four_at<const N: usize>(b: &[u8; N], at: usize) -> [u8; 4] {
     [b[at], b[at + 1], b[at + 2], b[at + 3]]
 }
 
 /// Reads one message (its bytes without the MoldUDP64 length prefix).
 #[inline]
 pub fn parse(b: &[u8]) -> Result<Message, ItchError> {
+    let mut message = Message::SystemEvent {
+        header: Header {
+            locate: 0,
+            tracking: 0,
+            timestamp_ns: 0,
+        },
+        event_code: 0,
+    };
+    parse_into(b, &mut message)?;
+    Ok(message)
+}
+
+/// [`parse`] into `out`, which is left as it was on an error. Each type writes its fields
+/// straight into `out`: a returned `Message` is assembled from its variants' bytes where they
+/// meet, which cost the book's path more than the reading itself.
+#[inline]
+pub fn parse_into(b: &[u8], out: &mut Message) -> Result<(), ItchError> {
     let Some(&kind) = b.first() else {
         return Err(ItchError::Empty);
     };
@@ -360,170 +377,245 @@ pub fn parse(b: &[u8]) -> Result<Message, ItchError> {
         });
     }
     // Every offset below is inside `expected` bytes, the specification's layout of `kind`.
+    // Each type's fields are read from an array of its length (`fixed!`), so that the reads
+    // need no bounds checks and neighbouring bytes load together; every message is at least 12
+    // bytes long (`message_length`).
+    let too_short = ItchError::Length {
+        kind,
+        expected,
+        got: b.len(),
+    };
+    macro_rules! fixed {
+        ($len:literal) => {
+            b.first_chunk::<$len>().ok_or(too_short)?
+        };
+    }
+    let head = fixed!(12);
     let header = Header {
-        locate: u16_at(b, 1),
-        tracking: u16_at(b, 3),
-        timestamp_ns: u48_at(b, 5),
+        locate: u16_at(head, 1),
+        tracking: u16_at(head, 3),
+        timestamp_ns: u48_at(head, 5),
     };
-    let price8_at = |at: usize| {
-        let raw = u64_at(b, at);
-        price8(raw).ok_or(ItchError::PriceRange { kind, raw })
-    };
-    Ok(match kind {
-        b'S' => Message::SystemEvent {
-            header,
-            event_code: b[11],
-        },
-        b'R' => Message::StockDirectory {
-            header,
-            stock: symbol_at(b, 11),
-            market_category: b[19],
-            financial_status: b[20],
-            round_lot_size: u32_at(b, 21),
-            round_lots_only: b[25],
-            issue_classification: b[26],
-            issue_sub_type: [b[27], b[28]],
-            authenticity: b[29],
-            short_sale_threshold: b[30],
-            ipo_flag: b[31],
-            luld_reference_price_tier: b[32],
-            etp_flag: b[33],
-            etp_leverage_factor: u32_at(b, 34),
-            inverse_indicator: b[38],
-        },
-        b'H' => Message::StockTradingAction {
-            header,
-            stock: symbol_at(b, 11),
-            trading_state: b[19],
-            reserved: b[20],
-            reason: four_at(b, 21),
-        },
-        b'Y' => Message::RegShoRestriction {
-            header,
-            stock: symbol_at(b, 11),
-            action: b[19],
-        },
-        b'L' => Message::MarketParticipantPosition {
-            header,
-            mpid: four_at(b, 11),
-            stock: symbol_at(b, 15),
-            primary_market_maker: b[23],
-            market_maker_mode: b[24],
-            participant_state: b[25],
-        },
-        b'V' => Message::MwcbDeclineLevel {
-            header,
-            level1: price8_at(11)?,
-            level2: price8_at(19)?,
-            level3: price8_at(27)?,
-        },
-        b'W' => Message::MwcbStatus {
-            header,
-            breached_level: b[11],
-        },
-        b'K' => Message::IpoQuotingPeriodUpdate {
-            header,
-            stock: symbol_at(b, 11),
-            release_time_s: u32_at(b, 19),
-            release_qualifier: b[23],
-            ipo_price: price4(u32_at(b, 24)),
-        },
-        b'J' => Message::LuldAuctionCollar {
-            header,
-            stock: symbol_at(b, 11),
-            reference_price: price4(u32_at(b, 19)),
-            upper_price: price4(u32_at(b, 23)),
-            lower_price: price4(u32_at(b, 27)),
-            extension: u32_at(b, 31),
-        },
-        b'A' => Message::AddOrder {
-            header,
-            order_ref: u64_at(b, 11),
-            side: b[19],
-            shares: u32_at(b, 20),
-            stock: symbol_at(b, 24),
-            price: u32_at(b, 32),
-        },
-        b'F' => Message::AddOrderMpid {
-            header,
-            order_ref: u64_at(b, 11),
-            side: b[19],
-            shares: u32_at(b, 20),
-            stock: symbol_at(b, 24),
-            price: u32_at(b, 32),
-            attribution: four_at(b, 36),
-        },
-        b'E' => Message::OrderExecuted {
-            header,
-            order_ref: u64_at(b, 11),
-            executed_shares: u32_at(b, 19),
-            match_number: u64_at(b, 23),
-        },
-        b'C' => Message::OrderExecutedWithPrice {
-            header,
-            order_ref: u64_at(b, 11),
-            executed_shares: u32_at(b, 19),
-            match_number: u64_at(b, 23),
-            printable: b[31],
-            execution_price: u32_at(b, 32),
-        },
-        b'X' => Message::OrderCancel {
-            header,
-            order_ref: u64_at(b, 11),
-            canceled_shares: u32_at(b, 19),
-        },
-        b'D' => Message::OrderDelete {
-            header,
-            order_ref: u64_at(b, 11),
-        },
-        b'U' => Message::OrderReplace {
-            header,
-            original_ref: u64_at(b, 11),
-            new_ref: u64_at(b, 19),
-            shares: u32_at(b, 27),
-            price: u32_at(b, 31),
-        },
-        b'P' => Message::Trade {
-            header,
-            order_ref: u64_at(b, 11),
-            side: b[19],
-            shares: u32_at(b, 20),
-            stock: symbol_at(b, 24),
-            price: u32_at(b, 32),
-            match_number: u64_at(b, 36),
-        },
-        b'Q' => Message::CrossTrade {
-            header,
-            shares: u64_at(b, 11),
-            stock: symbol_at(b, 19),
-            cross_price: u32_at(b, 27),
-            match_number: u64_at(b, 31),
-            cross_type: b[39],
-        },
-        b'B' => Message::BrokenTrade {
-            header,
-            match_number: u64_at(b, 11),
-        },
-        b'I' => Message::Noii {
-            header,
-            paired_shares: u64_at(b, 11),
-            imbalance_shares: u64_at(b, 19),
-            imbalance_direction: b[27],
-            stock: symbol_at(b, 28),
-            far_price: u32_at(b, 36),
-            near_price: u32_at(b, 40),
-            current_reference_price: u32_at(b, 44),
-            cross_type: b[48],
-            price_variation_indicator: b[49],
-        },
-        b'N' => Message::RetailInterest {
-            header,
-            stock: symbol_at(b, 11),
-            interest_flag: b[19],
-        },
+    let price8_of = |raw: u64| price8(raw).ok_or(ItchError::PriceRange { kind, raw });
+    match kind {
+        b'S' => {
+            let b = fixed!(12);
+            *out = Message::SystemEvent {
+                header,
+                event_code: b[11],
+            };
+        }
+        b'R' => {
+            let b = fixed!(39);
+            *out = Message::StockDirectory {
+                header,
+                stock: symbol_at(b, 11),
+                market_category: b[19],
+                financial_status: b[20],
+                round_lot_size: u32_at(b, 21),
+                round_lots_only: b[25],
+                issue_classification: b[26],
+                issue_sub_type: [b[27], b[28]],
+                authenticity: b[29],
+                short_sale_threshold: b[30],
+                ipo_flag: b[31],
+                luld_reference_price_tier: b[32],
+                etp_flag: b[33],
+                etp_leverage_factor: u32_at(b, 34),
+                inverse_indicator: b[38],
+            };
+        }
+        b'H' => {
+            let b = fixed!(25);
+            *out = Message::StockTradingAction {
+                header,
+                stock: symbol_at(b, 11),
+                trading_state: b[19],
+                reserved: b[20],
+                reason: four_at(b, 21),
+            };
+        }
+        b'Y' => {
+            let b = fixed!(20);
+            *out = Message::RegShoRestriction {
+                header,
+                stock: symbol_at(b, 11),
+                action: b[19],
+            };
+        }
+        b'L' => {
+            let b = fixed!(26);
+            *out = Message::MarketParticipantPosition {
+                header,
+                mpid: four_at(b, 11),
+                stock: symbol_at(b, 15),
+                primary_market_maker: b[23],
+                market_maker_mode: b[24],
+                participant_state: b[25],
+            };
+        }
+        b'V' => {
+            let b = fixed!(35);
+            *out = Message::MwcbDeclineLevel {
+                header,
+                level1: price8_of(u64_at(b, 11))?,
+                level2: price8_of(u64_at(b, 19))?,
+                level3: price8_of(u64_at(b, 27))?,
+            };
+        }
+        b'W' => {
+            let b = fixed!(12);
+            *out = Message::MwcbStatus {
+                header,
+                breached_level: b[11],
+            };
+        }
+        b'K' => {
+            let b = fixed!(28);
+            *out = Message::IpoQuotingPeriodUpdate {
+                header,
+                stock: symbol_at(b, 11),
+                release_time_s: u32_at(b, 19),
+                release_qualifier: b[23],
+                ipo_price: price4(u32_at(b, 24)),
+            };
+        }
+        b'J' => {
+            let b = fixed!(35);
+            *out = Message::LuldAuctionCollar {
+                header,
+                stock: symbol_at(b, 11),
+                reference_price: price4(u32_at(b, 19)),
+                upper_price: price4(u32_at(b, 23)),
+                lower_price: price4(u32_at(b, 27)),
+                extension: u32_at(b, 31),
+            };
+        }
+        b'A' => {
+            let b = fixed!(36);
+            *out = Message::AddOrder {
+                header,
+                order_ref: u64_at(b, 11),
+                side: b[19],
+                shares: u32_at(b, 20),
+                stock: symbol_at(b, 24),
+                price: u32_at(b, 32),
+            };
+        }
+        b'F' => {
+            let b = fixed!(40);
+            *out = Message::AddOrderMpid {
+                header,
+                order_ref: u64_at(b, 11),
+                side: b[19],
+                shares: u32_at(b, 20),
+                stock: symbol_at(b, 24),
+                price: u32_at(b, 32),
+                attribution: four_at(b, 36),
+            };
+        }
+        b'E' => {
+            let b = fixed!(31);
+            *out = Message::OrderExecuted {
+                header,
+                order_ref: u64_at(b, 11),
+                executed_shares: u32_at(b, 19),
+                match_number: u64_at(b, 23),
+            };
+        }
+        b'C' => {
+            let b = fixed!(36);
+            *out = Message::OrderExecutedWithPrice {
+                header,
+                order_ref: u64_at(b, 11),
+                executed_shares: u32_at(b, 19),
+                match_number: u64_at(b, 23),
+                printable: b[31],
+                execution_price: u32_at(b, 32),
+            };
+        }
+        b'X' => {
+            let b = fixed!(23);
+            *out = Message::OrderCancel {
+                header,
+                order_ref: u64_at(b, 11),
+                canceled_shares: u32_at(b, 19),
+            };
+        }
+        b'D' => {
+            let b = fixed!(19);
+            *out = Message::OrderDelete {
+                header,
+                order_ref: u64_at(b, 11),
+            };
+        }
+        b'U' => {
+            let b = fixed!(35);
+            *out = Message::OrderReplace {
+                header,
+                original_ref: u64_at(b, 11),
+                new_ref: u64_at(b, 19),
+                shares: u32_at(b, 27),
+                price: u32_at(b, 31),
+            };
+        }
+        b'P' => {
+            let b = fixed!(44);
+            *out = Message::Trade {
+                header,
+                order_ref: u64_at(b, 11),
+                side: b[19],
+                shares: u32_at(b, 20),
+                stock: symbol_at(b, 24),
+                price: u32_at(b, 32),
+                match_number: u64_at(b, 36),
+            };
+        }
+        b'Q' => {
+            let b = fixed!(40);
+            *out = Message::CrossTrade {
+                header,
+                shares: u64_at(b, 11),
+                stock: symbol_at(b, 19),
+                cross_price: u32_at(b, 27),
+                match_number: u64_at(b, 31),
+                cross_type: b[39],
+            };
+        }
+        b'B' => {
+            let b = fixed!(19);
+            *out = Message::BrokenTrade {
+                header,
+                match_number: u64_at(b, 11),
+            };
+        }
+        b'I' => {
+            let b = fixed!(50);
+            *out = Message::Noii {
+                header,
+                paired_shares: u64_at(b, 11),
+                imbalance_shares: u64_at(b, 19),
+                imbalance_direction: b[27],
+                stock: symbol_at(b, 28),
+                far_price: u32_at(b, 36),
+                near_price: u32_at(b, 40),
+                current_reference_price: u32_at(b, 44),
+                cross_type: b[48],
+                price_variation_indicator: b[49],
+            };
+        }
+        b'N' => {
+            let b = fixed!(20);
+            *out = Message::RetailInterest {
+                header,
+                stock: symbol_at(b, 11),
+                interest_flag: b[19],
+            };
+        }
         // `message_length` knows exactly the types matched above.
         _ => return Err(ItchError::UnknownType(kind)),
-    })
+    }
+    Ok(())
 }
 
 impl Message {
@@ -692,6 +784,60 @@ mod tests {
         }
         .to_string();
         assert!(message.contains("'A'") && message.contains("36") && message.contains("35"));
+    }
+
+    /// `parse_into` reads every field at the specification's offset: each byte of a message of
+    /// every type set to its own value, and the fields read back against the offsets; on an
+    /// error the output keeps what it held.
+    #[test]
+    fn parse_into_reads_what_parse_reads_and_keeps_its_output_on_errors() {
+        for &kind in &MESSAGE_TYPES {
+            let len = message_length(kind).expect("listed type");
+            let mut bytes: Vec<u8> = (0..len as u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+            bytes[0] = kind;
+            // The 8-byte prices of `V` in range.
+            if kind == b'V' {
+                for at in [11, 19, 27] {
+                    bytes[at] = 0;
+                }
+            }
+            let mut out = parse(b"S\0\0\0\0\0\0\0\0\0\0Q").expect("a system event");
+            parse_into(&bytes, &mut out).unwrap_or_else(|e| panic!("{}: {e}", kind as char));
+            assert_eq!(Ok(out), parse(&bytes), "{}", kind as char);
+            let header = out.header();
+            assert_eq!(header.locate, u16::from_be_bytes([bytes[1], bytes[2]]));
+            assert_eq!(header.tracking, u16::from_be_bytes([bytes[3], bytes[4]]));
+            let mut ts = [0u8; 8];
+            ts[2..].copy_from_slice(&bytes[5..11]);
+            assert_eq!(header.timestamp_ns, u64::from_be_bytes(ts));
+            let kept = out;
+            assert!(parse_into(&bytes[..len - 1], &mut out).is_err());
+            assert_eq!(out, kept, "{}: kept on a short message", kind as char);
+        }
+        let mut add = [0u8; 36];
+        add[0] = b'A';
+        add[11..19].copy_from_slice(&0x0102_0304_0506_0708u64.to_be_bytes());
+        add[19] = b'B';
+        add[20..24].copy_from_slice(&300u32.to_be_bytes());
+        add[24..32].copy_from_slice(b"AAPL    ");
+        add[32..36].copy_from_slice(&1_234_500u32.to_be_bytes());
+        let mut out = parse(b"S\0\0\0\0\0\0\0\0\0\0Q").expect("a system event");
+        parse_into(&add, &mut out).expect("an add");
+        match out {
+            Message::AddOrder {
+                order_ref,
+                side,
+                shares,
+                stock,
+                price,
+                ..
+            } => {
+                assert_eq!(order_ref, 0x0102_0304_0506_0708);
+                assert_eq!((side, shares, price), (b'B', 300, 1_234_500));
+                assert_eq!(stock.as_str(), Some("AAPL"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
