@@ -81,6 +81,24 @@ fn write_sim_venue(dir: &Path, addr: &str, cert_dir: &Path, channels: &str) -> s
     venue
 }
 
+/// `tickwire sim` with one symbol at `rate` bookTickers a second, its CA under `dir/ca`, and
+/// `dir/venue.toml` pointed at it with the bookTicker channel: the simulator and the venue file.
+fn start_one_symbol_sim(dir: &Path, rate: &str) -> (Running, std::path::PathBuf) {
+    let cert_dir = dir.join("ca");
+    let (sim, addr) = start_sim(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--cert-dir",
+        cert_dir.to_str().unwrap(),
+        "--rate",
+        rate,
+        "--symbols",
+        "1",
+    ]);
+    let venue = write_sim_venue(dir, &addr, &cert_dir, r#""bookTicker""#);
+    (sim, venue)
+}
+
 #[test]
 fn record_against_the_simulator_replays_byte_identically() {
     let dir = tempfile::tempdir().unwrap();
@@ -381,18 +399,7 @@ fn run_print_events(appliance: &Path) -> std::process::Child {
 #[test]
 fn run_refuses_a_symbol_the_venue_does_not_list() {
     let dir = tempfile::tempdir().unwrap();
-    let cert_dir = dir.path().join("ca");
-    let (_sim, addr) = start_sim(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--cert-dir",
-        cert_dir.to_str().unwrap(),
-        "--rate",
-        "200",
-        "--symbols",
-        "1",
-    ]);
-    let venue = write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
+    let (_sim, venue) = start_one_symbol_sim(dir.path(), "200");
     let listed = std::fs::read_to_string(&venue).unwrap();
     std::fs::write(
         &venue,
@@ -613,18 +620,7 @@ fn run_print_events_pipes_a_venue_as_json_lines() {
 #[test]
 fn run_with_the_print_strategy_writes_every_line_through_the_control_thread() {
     let dir = tempfile::tempdir().unwrap();
-    let cert_dir = dir.path().join("ca");
-    let (_sim, addr) = start_sim(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--cert-dir",
-        cert_dir.to_str().unwrap(),
-        "--rate",
-        "2000",
-        "--symbols",
-        "1",
-    ]);
-    write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
+    let (_sim, _venue) = start_one_symbol_sim(dir.path(), "2000");
     let appliance = dir.path().join("tickwire.toml");
     std::fs::write(
         &appliance,
@@ -1253,18 +1249,7 @@ fn reported_book_tickers(line: &str) -> Option<u64> {
 #[test]
 fn the_lean_profile_gives_startup_pages_back_and_keeps_decoding() {
     let dir = tempfile::tempdir().unwrap();
-    let cert_dir = dir.path().join("ca");
-    let (_sim, addr) = start_sim(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--cert-dir",
-        cert_dir.to_str().unwrap(),
-        "--symbols",
-        "1",
-        "--rate",
-        "2000",
-    ]);
-    write_sim_venue(dir.path(), &addr, &cert_dir, r#""bookTicker""#);
+    let (_sim, _venue) = start_one_symbol_sim(dir.path(), "2000");
     let lean = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tickwire-lean.toml"),
     )
