@@ -488,7 +488,7 @@ impl State {
             }
         };
         self.counters.messages += 1;
-        if let Some(at) = itch::MESSAGE_TYPES.iter().position(|&t| t == bytes[0]) {
+        if let Some(at) = itch::type_place(bytes[0]) {
             self.counters.by_type[at] += 1;
         }
         let header_fields = message.header();

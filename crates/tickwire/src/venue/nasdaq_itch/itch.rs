@@ -272,6 +272,27 @@ pub const fn message_length(kind: u8) -> Option<usize> {
 /// Every message type byte [`parse`] reads.
 pub const MESSAGE_TYPES: [u8; 21] = *b"SRHYLVWKJAFECXDUPQBIN";
 
+/// Each type byte's place in [`MESSAGE_TYPES`], `u8::MAX` for a byte that is no type: one load
+/// per message where a search would compare up to 21 bytes.
+const TYPE_PLACES: [u8; 256] = {
+    let mut places = [u8::MAX; 256];
+    let mut at = 0;
+    while at < MESSAGE_TYPES.len() {
+        places[MESSAGE_TYPES[at] as usize] = at as u8;
+        at += 1;
+    }
+    places
+};
+
+/// `kind`'s place in [`MESSAGE_TYPES`], if it is a type [`parse`] reads.
+#[inline]
+pub fn type_place(kind: u8) -> Option<usize> {
+    match TYPE_PLACES[usize::from(kind)] {
+        u8::MAX => None,
+        place => Some(usize::from(place)),
+    }
+}
+
 /// A `Price (4)` as [`Fixed`]: exact, as 4 decimals are 100,000 units of 1e-9.
 #[inline]
 pub const fn price4(raw: u32) -> Fixed {
@@ -837,6 +858,17 @@ mod tests {
                 assert_eq!(stock.as_str(), Some("AAPL"));
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_type_has_its_place_and_no_other_byte_has_one() {
+        for byte in 0..=255u8 {
+            assert_eq!(
+                type_place(byte),
+                MESSAGE_TYPES.iter().position(|&kind| kind == byte),
+                "{byte}"
+            );
         }
     }
 
