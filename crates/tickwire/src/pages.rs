@@ -165,11 +165,15 @@ unsafe extern "C" fn release_object(
             entry = unsafe { entry.add(1) };
         }
     }
-    let relro: Vec<(usize, usize)> = headers
-        .iter()
-        .filter(|header| header.p_type == libc::PT_GNU_RELRO)
-        .map(range)
-        .collect();
+    // Whether [start, end) overlaps the object's RELRO (read directly: no allocation while
+    // the loader's lock is held).
+    let overlaps_relro = |start: usize, end: usize| {
+        headers
+            .iter()
+            .filter(|header| header.p_type == libc::PT_GNU_RELRO)
+            .map(range)
+            .any(|(relro_start, relro_end)| relro_start < end && start < relro_end)
+    };
     for header in headers {
         if header.p_type != libc::PT_LOAD || header.p_flags & libc::PF_W != 0 {
             continue;
@@ -177,11 +181,7 @@ unsafe extern "C" fn release_object(
         let (start, end) = range(header);
         let start = start.next_multiple_of(page);
         let end = end / page * page;
-        if end <= start
-            || relro
-                .iter()
-                .any(|&(relro_start, relro_end)| relro_start < end && start < relro_end)
-        {
+        if end <= start || overlaps_relro(start, end) {
             continue;
         }
         // SAFETY: [start, end) is whole pages of a read-only segment of a loaded object, never
