@@ -56,17 +56,28 @@
 //!   much on the bench's skewed day once its references had gone round the table: the young
 //!   orders after an old survivor were all pushed one slot on, and each removal shifted them
 //!   all back.)
-//! - **Levels**: a store of 32-byte levels at fixed places (stock, side, price, shares,
-//!   orders; a freed place is reused first), and an index from (stock, side, price) to a place,
-//!   the same kind of table placed by a Fibonacci hash of stock and side
-//!   (`crate::hash::hash_word`) plus the price in cents, so that a stock side's levels sit
-//!   together in price order. An execution, cancel or delete goes from the order straight to
-//!   its level's place; an add looks its level up in the index; the index changes only when a
-//!   level is made or emptied (the index is Robin Hood ordered, so that a search or a
-//!   deletion's backward shift stops at the first level at its home, where plain linear probing
-//!   walked to the end of the stock side's run). Each stock side keeps the lowest and highest price it has had a
-//!   level at (since the book was cleared), so that [`ItchBook::side_levels`] lists a side by
-//!   walking that part of the index, not the whole book (bus readers' snapshots).
+//! - **Levels**: each stock side's levels near where it trades sit in a **ladder**, a direct
+//!   array of 128 cells of 16 bytes (shares, order count, price) at one price step apart: a
+//!   cent from $1 up (Regulation NMS's minimum increment for quotes there), the
+//!   specification's 0.0001 below. A side's ladder is given out from a pool the first time it
+//!   rests an order, centred on that order's price; an add finds its cell by arithmetic, with
+//!   no search, and a level that empties frees its cell with one store. A price off the ladder
+//!   (past its ends, or between its cents: a sub-penny price above $1, or Rule 612's half
+//!   penny) is a **far level**: a store of 32-byte levels at fixed places (a freed place is
+//!   reused first) and an index from (stock, side, price) to a place, the same kind of table
+//!   placed by a Fibonacci hash of stock and side (`crate::hash::hash_word`) plus the price in
+//!   cents, so that a stock side's far levels sit together in price order (Robin Hood ordered,
+//!   so that a search or a deletion's backward shift stops at the first level at its home). A
+//!   ladder moves (recentred on the next add) only when its side has no level at all, ladder
+//!   or far, so that a price is always in one or the other, never both. An order keeps its
+//!   level's place (a cell, or a far place), so that an execution, cancel or delete goes from
+//!   the order straight to its level. Each stock side keeps the lowest and highest price it
+//!   has had a far level at (since the book was cleared), so that [`ItchBook::side_levels`]
+//!   lists a side from its ladder and that part of the index, not the whole book (bus
+//!   readers' snapshots). When the pool of ladders is used up (one for every 32 levels of
+//!   the cap: 16,384 stocks' two sides at the default), further sides keep all their levels
+//!   far: slower, never wrong. (The far store alone, before ladders, took 1.4 to 1.9 times as
+//!   long over the bench's day, BENCHMARKING.md.)
 //! - **Prefetch**: the messages sit in a buffer, so [`ItchBook::apply_batch`] asks the cache
 //!   for what the messages ahead will touch while it applies each one, in three stages: the
 //!   order (and an add's level index slot) [`PREFETCH_AHEAD`] messages ahead; its level's place,
@@ -80,9 +91,12 @@
 //! (`huge_page_array`). Each table's slot count is the next power of two at or above twice its
 //! cap, so that it is never more than half full; the direct array has as many slots as the
 //! overflow. An order costs 64 bytes of the cap (two direct and two overflow slots), a level
-//! 64 (two index slots and its place): [`BookConfig::default`] holds [`DEFAULT_MAX_ORDERS`]
-//! live orders (512 MiB) and [`DEFAULT_MAX_LEVELS`] levels (128 MiB); a full day on Nasdaq has
-//! a few million live orders at its peak.
+//! 128 (two index slots, its far place, and 64 bytes of ladders):
+//! [`BookConfig::default`] holds [`DEFAULT_MAX_ORDERS`] live orders (512 MiB) and
+//! [`DEFAULT_MAX_LEVELS`] levels (256 MiB); a full day on Nasdaq has a few million live orders
+//! at its peak. A lookup of a reference that is not resting (every add's check that its new
+//! reference is not in use) probes the overflow only when the reference is no higher than
+//! the highest one ever moved there: with Nasdaq's increasing references, never.
 
 use super::itch::{price4, Message};
 use crate::event::{Body, BookLevel, Event, EventHeader, InstrumentId, Side, Trade};
@@ -196,22 +210,34 @@ struct Order {
     level: u32,
 }
 
-/// A price level in the level store: where it is (stock, side, price) and what rests there.
-/// 32 bytes, aligned so that one never straddles two cache lines. `orders == 0`: free.
+/// What rests at a price level: its aggregated shares, its order count (`orders == 0`: free)
+/// and its price. 16 bytes: a ladder cell, and the first half of a far level.
 #[derive(Clone, Copy)]
-#[repr(align(32))]
-struct Level {
+#[repr(C, align(16))]
+struct Cell {
     shares: u64,
-    price: u32,
     orders: u32,
+    price: u32,
+}
+
+const FREE_CELL: Cell = Cell {
+    shares: 0,
+    orders: 0,
+    price: 0,
+};
+
+/// A level in the far store (one no ladder holds): its cell and where it is (stock, side).
+/// 32 bytes, aligned so that one never straddles two cache lines.
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct Level {
+    cell: Cell,
     locate: u16,
     side: Side,
 }
 
 const FREE_LEVEL: Level = Level {
-    shares: 0,
-    price: 0,
-    orders: 0,
+    cell: FREE_CELL,
     locate: 0,
     side: Side::None,
 };
@@ -240,7 +266,6 @@ struct Table<V: Copy> {
     shift: u32,
     mask: usize,
     len: usize,
-    max: usize,
 }
 
 impl<V: Copy> Table<V> {
@@ -258,7 +283,6 @@ impl<V: Copy> Table<V> {
             shift: 64 - slots.trailing_zeros(),
             mask: slots - 1,
             len: 0,
-            max,
         }
     }
 
@@ -381,6 +405,11 @@ struct Orders {
     direct: Box<[Slot<Order>]>,
     mask: usize,
     overflow: Table<Order>,
+    /// The highest reference ever moved to the overflow (since the book was cleared): a higher
+    /// one is not there, so that looking up a new reference (every add checks that it is not
+    /// resting already) costs no probe of the overflow when references increase, as Nasdaq's
+    /// do.
+    overflow_high: u64,
     len: usize,
     max: usize,
 }
@@ -398,6 +427,7 @@ impl Orders {
             ),
             mask: slots - 1,
             overflow: Table::new(max, NO_ORDER, Placement::Hashed),
+            overflow_high: 0,
             len: 0,
             max,
         }
@@ -408,12 +438,38 @@ impl Orders {
             slot.key = EMPTY;
         }
         self.overflow.clear();
+        self.overflow_high = 0;
         self.len = 0;
     }
 
     #[inline(always)]
     fn prefetch(&self, key: u64) {
         prefetch(self.direct.as_ptr().wrapping_add(key as usize & self.mask));
+    }
+
+    /// The direct slot where `key` rests, if it is there (its line in cache: a prefetch's second
+    /// stage); when not, and the overflow may hold it, asks for the overflow slot where its
+    /// probe starts.
+    #[inline(always)]
+    fn find_direct_or_prefetch(&self, key: u64) -> Option<usize> {
+        let at = key as usize & self.mask;
+        if self.direct[at].key == key && key != EMPTY {
+            return Some(at);
+        }
+        if self.overflow.len > 0 && key <= self.overflow_high {
+            self.overflow.prefetch(key);
+        }
+        None
+    }
+
+    /// Asks for the overflow slot where the order now in `key`'s direct slot (its line in
+    /// cache) would move to, when there is one: an add of `key` moves it there.
+    #[inline(always)]
+    fn prefetch_displaced(&self, key: u64) {
+        let resting = self.direct[key as usize & self.mask].key;
+        if resting != EMPTY && resting != key {
+            self.overflow.prefetch(resting);
+        }
     }
 
     /// Where `key` rests (a direct slot, or [`OVERFLOW`] plus an overflow slot), if it does.
@@ -424,7 +480,7 @@ impl Orders {
         if k == key && key != EMPTY {
             return Some(at);
         }
-        if self.overflow.len == 0 {
+        if self.overflow.len == 0 || key > self.overflow_high {
             return None;
         }
         self.overflow.find(key).map(|at| at | OVERFLOW)
@@ -467,6 +523,7 @@ impl Orders {
         let slot = self.direct[at];
         if slot.key != EMPTY {
             self.overflow.insert(slot.key, slot.value);
+            self.overflow_high = self.overflow_high.max(slot.key);
         }
         self.direct[at] = Slot { key, value };
         self.len += 1;
@@ -566,32 +623,104 @@ fn span_of(locate: u16, side: Side) -> usize {
     (usize::from(locate) << 1) | usize::from(side == Side::Ask)
 }
 
-/// The price levels: a store of fixed places (an order keeps its level's place, so that an
-/// execution, cancel or delete goes from the order straight to its level), and an index from
-/// (stock, side, price) to a place, used by adds and to remove an emptied level.
+/// The price levels one stock side's ladder holds: prices `base`, `base + tick`, ... (`tick` a
+/// cent from $1 up, the specification's smallest step below), 2 KiB of cells.
+const LADDER: usize = 128;
+const LADDER_SHIFT: u32 = LADDER.trailing_zeros();
+/// Marks a level's place as the far store's (the store's index below it); places below it are
+/// ladder cells (`ladder << LADDER_SHIFT | step`).
+const FAR: u32 = 1 << 31;
+/// The far store's largest size (its places below [`FAR`]).
+const MAX_FAR: usize = (FAR - 2) as usize;
+/// Stock sides that may have a ladder: every locate, both sides.
+const SIDES: usize = 2 << 16;
+/// Levels of cap a ladder comes with (a ladder's 2 KiB for every 32: 64 bytes a level).
+const LEVELS_PER_LADDER: usize = 32;
+/// A price's step in a ladder anchored at `price`: a cent from $1 up (Regulation NMS's minimum
+/// increment for quotes there), else the specification's 0.0001.
+#[inline(always)]
+fn tick_at(price: u32) -> u32 {
+    if price >= 10_000 {
+        100
+    } else {
+        1
+    }
+}
+
+/// A stock side's ladder and far levels.
+#[derive(Clone, Copy, Default)]
+struct Head {
+    /// The ladder's lowest price.
+    base: u32,
+    /// The ladder's place in the pool, plus 1 (0: none yet).
+    ladder: u32,
+    /// The price step from one cell to the next.
+    tick: u32,
+    /// This side's levels in the far store: while there are any, the ladder never moves (a
+    /// price is a ladder's or the far store's, never both).
+    far: u32,
+}
+
+/// A ladder in the pool: whose it is (its stock side, as [`span_of`]) and how many of its
+/// cells are levels.
+#[derive(Clone, Copy, Default)]
+struct Ladder {
+    side: u32,
+    live: u32,
+}
+
+/// The price levels: ladders (each stock side's levels near where it trades, in a direct array
+/// by price: found with no search, emptied by a store) and a far store for the rest (fixed
+/// places, and an index from (stock, side, price) to a place). An order keeps its level's
+/// place, so that an execution, cancel or delete goes from the order straight to its level.
 struct Levels {
+    /// By stock side ([`span_of`]).
+    heads: Box<[Head]>,
+    /// The pool of ladders, given out in order as stock sides first rest an order.
+    ladders: Box<[Ladder]>,
+    cells: Box<[Cell]>,
+    used_ladders: usize,
+    /// Levels in ladders.
+    in_ladders: usize,
+    /// The cap on levels, ladders and far store together.
+    max: usize,
     index: Table<u32>,
     store: Box<[Level]>,
-    /// Places freed, to reuse first (capacity: every place; never grows).
+    /// Far places freed, to reuse first (capacity: every place; never grows).
     free: Vec<u32>,
-    /// Places never used yet: `fresh..store.len()`.
+    /// Far places never used yet: `fresh..store.len()`.
     fresh: u32,
+    /// Each stock side's far levels' lowest and highest prices.
     spans: Box<[u64]>,
 }
 
 impl Levels {
-    fn new(max: usize) -> Levels {
-        let places = max.clamp(1, NO_LEVEL as usize);
+    /// Room for `max` levels, with `ladders` ladders (at most one a stock side).
+    fn new(max: usize, ladders: usize) -> Levels {
+        let max = max.clamp(1, MAX_FAR);
+        let ladders = ladders.min(SIDES);
         Levels {
-            index: Table::new(places, NO_LEVEL, Placement::Clustered),
-            store: huge_page_array(places, FREE_LEVEL),
-            free: Vec::with_capacity(places),
+            heads: huge_page_array(SIDES, Head::default()),
+            ladders: huge_page_array(ladders, Ladder::default()),
+            cells: huge_page_array(ladders * LADDER, FREE_CELL),
+            used_ladders: 0,
+            in_ladders: 0,
+            max,
+            index: Table::new(max, NO_LEVEL, Placement::Clustered),
+            store: huge_page_array(max, FREE_LEVEL),
+            free: Vec::with_capacity(max),
             fresh: 0,
-            spans: vec![0; 2 << 16].into_boxed_slice(),
+            spans: vec![0; SIDES].into_boxed_slice(),
         }
     }
 
     fn clear(&mut self) {
+        for head in self.heads.iter_mut() {
+            *head = Head::default();
+        }
+        // A ladder's cells are cleared when it is given out again.
+        self.used_ladders = 0;
+        self.in_ladders = 0;
         self.index.clear();
         for level in self.store.iter_mut() {
             *level = FREE_LEVEL;
@@ -603,73 +732,262 @@ impl Levels {
         }
     }
 
+    /// Levels in use.
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.in_ladders + self.index.len
+    }
+
+    /// The ladder cell `price` has on a side whose head is `head`, if its ladder covers it.
+    #[inline(always)]
+    fn ladder_place(head: Head, price: u32) -> Option<u32> {
+        if head.ladder == 0 {
+            return None;
+        }
+        // Below the base: wraps to a step far past the ladder.
+        let from = price.wrapping_sub(head.base);
+        let step = if head.tick == 100 {
+            if from % 100 != 0 {
+                return None;
+            }
+            from / 100
+        } else {
+            from
+        };
+        if step as usize >= LADDER {
+            return None;
+        }
+        Some(((head.ladder - 1) << LADDER_SHIFT) | step)
+    }
+
+    /// The place of an existing level.
+    #[inline(always)]
+    fn find(&self, locate: u16, side: Side, price: u32) -> Option<u32> {
+        match Self::ladder_place(self.heads[span_of(locate, side)], price) {
+            Some(place) => (self.cells[place as usize].orders > 0).then_some(place),
+            None => self
+                .index
+                .find(level_key(locate, side, price))
+                .map(|at| self.index.slots[at].value | FAR),
+        }
+    }
+
+    /// Asks the cache for where the level at `locate`, `side`, `price` is or will be: its
+    /// ladder cell, else (when the side has far levels) its far index slot.
+    #[inline(always)]
+    fn prefetch(&self, locate: u16, side: Side, price: u32) {
+        let head = self.heads[span_of(locate, side)];
+        match Self::ladder_place(head, price) {
+            Some(place) => prefetch(self.cells.as_ptr().wrapping_add(place as usize)),
+            None if head.far > 0 => self.index.prefetch(level_key(locate, side, price)),
+            None => {}
+        }
+    }
+
+    /// The place of an existing far level (none when a ladder covers the price).
+    #[inline(always)]
+    fn find_far(&self, locate: u16, side: Side, price: u32) -> Option<u32> {
+        let head = self.heads[span_of(locate, side)];
+        if head.far == 0 || Self::ladder_place(head, price).is_some() {
+            return None;
+        }
+        self.index
+            .find(level_key(locate, side, price))
+            .map(|at| self.index.slots[at].value | FAR)
+    }
+
+    /// Where a level's cell is, for a prefetch.
+    #[inline(always)]
+    fn cell_ptr(&self, place: u32) -> *const Cell {
+        if place & FAR == 0 {
+            self.cells.as_ptr().wrapping_add(place as usize)
+        } else {
+            self.store
+                .as_ptr()
+                .wrapping_add((place & !FAR) as usize)
+                .cast::<Cell>()
+        }
+    }
+
+    #[inline(always)]
+    fn cell(&self, place: u32) -> &Cell {
+        if place & FAR == 0 {
+            &self.cells[place as usize]
+        } else {
+            &self.store[(place & !FAR) as usize].cell
+        }
+    }
+
+    #[inline(always)]
+    fn cell_mut(&mut self, place: u32) -> &mut Cell {
+        if place & FAR == 0 {
+            &mut self.cells[place as usize]
+        } else {
+            &mut self.store[(place & !FAR) as usize].cell
+        }
+    }
+
+    /// A level's stock, side and price.
+    #[inline(always)]
+    fn whose(&self, place: u32) -> (u16, Side, u32) {
+        if place & FAR == 0 {
+            let side = self.ladders[(place >> LADDER_SHIFT) as usize].side;
+            let price = self.cells[place as usize].price;
+            let side_of_span = if side & 1 == 0 { Side::Bid } else { Side::Ask };
+            ((side >> 1) as u16, side_of_span, price)
+        } else {
+            let level = &self.store[(place & !FAR) as usize];
+            (level.locate, level.side, level.cell.price)
+        }
+    }
+
+    /// Gives stock side `span` a ladder anchored around `price` (its ladder, if it has one,
+    /// holds no level); `false` when the pool is used up.
+    #[inline(never)]
+    fn anchor(&mut self, span: usize, price: u32) -> bool {
+        let head = &mut self.heads[span];
+        if head.ladder == 0 {
+            if self.used_ladders == self.ladders.len() {
+                return false;
+            }
+            let ladder = self.used_ladders;
+            self.used_ladders += 1;
+            self.ladders[ladder] = Ladder {
+                side: span as u32,
+                live: 0,
+            };
+            for cell in &mut self.cells[ladder * LADDER..(ladder + 1) * LADDER] {
+                *cell = FREE_CELL;
+            }
+            head.ladder = ladder as u32 + 1;
+        }
+        let tick = tick_at(price);
+        head.tick = tick;
+        // `price` mid-ladder (or as far up as it can be).
+        head.base = price - (price / tick).min(LADDER as u32 / 2) * tick;
+        true
+    }
+
     /// The place of the level at `locate`, `side`, `price`, made (empty) if absent; `None` when
     /// absent and the cap is reached.
     #[inline(always)]
     fn get_or_make(&mut self, locate: u16, side: Side, price: u32) -> Option<u32> {
-        let key = level_key(locate, side, price);
-        match self.index.find(key) {
-            Some(at) => Some(self.index.slots[at].value),
+        let span = span_of(locate, side);
+        let head = self.heads[span];
+        let place = match Self::ladder_place(head, price) {
+            Some(place) => place,
             None => {
-                if self.index.len >= self.index.max {
-                    return None;
+                let movable = head.far == 0
+                    && (head.ladder == 0 || self.ladders[head.ladder as usize - 1].live == 0);
+                match (movable && self.anchor(span, price))
+                    .then(|| Self::ladder_place(self.heads[span], price))
+                    .flatten()
+                {
+                    Some(place) => place,
+                    None => return self.far_get_or_make(locate, side, price),
                 }
-                let place = match self.free.pop() {
-                    Some(place) => {
-                        // The next new level's place, asked for now (a place freed long ago
-                        // is cold).
-                        if let Some(&next) = self.free.last() {
-                            prefetch(self.store.as_ptr().wrapping_add(next as usize));
-                        }
-                        place
-                    }
-                    None => {
-                        // The index holds fewer than `max` levels, each at its own place.
-                        let place = self.fresh;
-                        self.fresh += 1;
-                        place
-                    }
-                };
-                self.index.insert(key, place);
-                self.store[place as usize] = Level {
-                    shares: 0,
-                    price,
-                    orders: 0,
-                    locate,
-                    side,
-                };
-                let word = &mut self.spans[span_of(locate, side)];
-                let mut span = Span::from_word(*word);
-                span.low = span.low.min(price);
-                span.high = span.high.max(price);
-                *word = span.word();
-                Some(place)
             }
+        };
+        if self.cells[place as usize].orders == 0 {
+            if self.len() >= self.max {
+                return None;
+            }
+            self.cells[place as usize] = Cell {
+                shares: 0,
+                orders: 0,
+                price,
+            };
+            self.ladders[(place >> LADDER_SHIFT) as usize].live += 1;
+            self.in_ladders += 1;
         }
+        Some(place)
     }
 
-    /// Removes the (emptied) level at `place` from the index and frees its place.
+    /// [`Levels::get_or_make`] in the far store.
+    #[inline(never)]
+    fn far_get_or_make(&mut self, locate: u16, side: Side, price: u32) -> Option<u32> {
+        let key = level_key(locate, side, price);
+        if let Some(at) = self.index.find(key) {
+            return Some(self.index.slots[at].value | FAR);
+        }
+        if self.len() >= self.max {
+            return None;
+        }
+        let place = match self.free.pop() {
+            Some(place) => {
+                // The next new level's place, asked for now (a place freed long ago is cold).
+                if let Some(&next) = self.free.last() {
+                    prefetch(self.store.as_ptr().wrapping_add(next as usize));
+                }
+                place
+            }
+            None => {
+                // The far store holds fewer than `max` levels, each at its own place.
+                let place = self.fresh;
+                self.fresh += 1;
+                place
+            }
+        };
+        self.index.insert(key, place);
+        self.store[place as usize] = Level {
+            cell: Cell {
+                shares: 0,
+                orders: 0,
+                price,
+            },
+            locate,
+            side,
+        };
+        let span = span_of(locate, side);
+        self.heads[span].far += 1;
+        let word = &mut self.spans[span];
+        let mut range = Span::from_word(*word);
+        range.low = range.low.min(price);
+        range.high = range.high.max(price);
+        *word = range.word();
+        Some(place | FAR)
+    }
+
+    /// Frees the (emptied) level at `place`: a ladder cell is free once its order count is 0;
+    /// a far level leaves the index and its place is reused.
     #[inline]
     fn release(&mut self, place: u32) {
+        if place & FAR == 0 {
+            self.cells[place as usize].orders = 0;
+            self.ladders[(place >> LADDER_SHIFT) as usize].live -= 1;
+            self.in_ladders -= 1;
+            return;
+        }
+        let place = place & !FAR;
         let level = self.store[place as usize];
         if let Some(at) = self
             .index
-            .find(level_key(level.locate, level.side, level.price))
+            .find(level_key(level.locate, level.side, level.cell.price))
         {
             self.index.remove_at(at);
         }
-        self.store[place as usize].orders = 0;
+        let head = &mut self.heads[span_of(level.locate, level.side)];
+        head.far = head.far.saturating_sub(1);
+        self.store[place as usize].cell.orders = 0;
         // Capacity for every place: never reallocates.
         self.free.push(place);
     }
 
-    /// A stock side's levels, by walking the index from where its lowest price's probe starts
-    /// to the end of the run past its highest (never the whole index unless the side spans
-    /// more prices, in cents, than the index has slots): (price, shares, orders), unordered.
+    /// A stock side's levels, unordered: (price, shares, orders). Its ladder's cells, then its
+    /// far levels, by walking the index from where its lowest price's probe starts to the end
+    /// of the run past its highest (never the whole index unless the side spans more prices, in
+    /// cents, than the index has slots).
     fn side(&self, locate: u16, side: Side) -> impl Iterator<Item = (u32, u64, u32)> + '_ {
+        let head = self.heads[span_of(locate, side)];
+        let cells: &[Cell] = if head.ladder == 0 {
+            &[]
+        } else {
+            let ladder = head.ladder as usize - 1;
+            &self.cells[ladder * LADDER..(ladder + 1) * LADDER]
+        };
         let span = Span::from_word(self.spans[span_of(locate, side)]);
         let slots = self.index.slots.len();
-        let (start, count) = if span.low > span.high {
+        let (start, count) = if head.far == 0 || span.low > span.high {
             (0, 0)
         } else {
             let width = (span.high / 100 - span.low / 100) as usize + 1;
@@ -688,14 +1006,38 @@ impl Levels {
             }
         };
         let wanted = level_key(locate, side, 0) >> 32;
-        (0..count).filter_map(move |i| {
+        let ladder = cells
+            .iter()
+            .filter(|cell| cell.orders > 0)
+            .map(|cell| (cell.price, cell.shares, cell.orders));
+        let far = (0..count).filter_map(move |i| {
             let slot = self.index.slots[(start + i) & self.index.mask];
             if slot.key == EMPTY || slot.key >> 32 != wanted {
                 return None;
             }
             let level = self.store[slot.value as usize];
-            Some((level.price, level.shares, level.orders))
-        })
+            Some((level.cell.price, level.cell.shares, level.cell.orders))
+        });
+        ladder.chain(far)
+    }
+
+    /// Every level, unordered: (locate, side, price, shares, orders).
+    fn all(&self) -> impl Iterator<Item = (u16, Side, u32, u64, u32)> + '_ {
+        let ladders = (0..self.used_ladders).flat_map(move |ladder| {
+            (0..LADDER as u32)
+                .map(move |step| ((ladder as u32) << LADDER_SHIFT) | step)
+                .filter(|&place| self.cells[place as usize].orders > 0)
+                .map(|place| {
+                    let (locate, side, price) = self.whose(place);
+                    let cell = self.cells[place as usize];
+                    (locate, side, price, cell.shares, cell.orders)
+                })
+        });
+        let far = self.index.iter().map(|(_, place)| {
+            let l = self.store[place as usize];
+            (l.locate, l.side, l.cell.price, l.cell.shares, l.cell.orders)
+        });
+        ladders.chain(far)
     }
 }
 
@@ -737,7 +1079,18 @@ impl ItchBook {
     pub fn new(config: BookConfig) -> ItchBook {
         ItchBook {
             orders: Orders::new(config.max_orders),
-            levels: Levels::new(config.max_levels),
+            levels: Levels::new(config.max_levels, config.max_levels / LEVELS_PER_LADDER),
+            counters: BookCounters::default(),
+        }
+    }
+
+    /// A book with `ladders` ladders instead of its config's share (tests: none, or a pool
+    /// that runs out).
+    #[cfg(test)]
+    fn with_ladders(config: BookConfig, ladders: usize) -> ItchBook {
+        ItchBook {
+            orders: Orders::new(config.max_orders),
+            levels: Levels::new(config.max_levels, ladders),
             counters: BookCounters::default(),
         }
     }
@@ -760,30 +1113,26 @@ impl ItchBook {
 
     /// Price levels in use, over all stocks.
     pub fn levels(&self) -> usize {
-        self.levels.index.len
+        self.levels.len()
     }
 
     /// A resting order: (locate, side, price, shares).
     pub fn order(&self, order_ref: u64) -> Option<(u16, Side, u32, u32)> {
         let at = self.orders.find(order_ref)?;
         let o = self.orders.value(at);
-        let level = self.levels.store[o.level as usize];
-        Some((level.locate, level.side, level.price, o.shares))
+        let (locate, side, price) = self.levels.whose(o.level);
+        Some((locate, side, price, o.shares))
     }
 
     /// A level's aggregated shares and order count.
     pub fn level(&self, locate: u16, side: Side, price: u32) -> Option<(u64, u32)> {
-        let at = self.levels.index.find(level_key(locate, side, price))?;
-        let l = self.levels.store[self.levels.index.slots[at].value as usize];
-        Some((l.shares, l.orders))
+        let cell = self.levels.cell(self.levels.find(locate, side, price)?);
+        Some((cell.shares, cell.orders))
     }
 
     /// Every level, unordered: (locate, side, price, shares, orders). For tests.
     pub fn all_levels(&self) -> impl Iterator<Item = (u16, Side, u32, u64, u32)> + '_ {
-        self.levels.index.iter().map(|(_, place)| {
-            let l = self.levels.store[place as usize];
-            (l.locate, l.side, l.price, l.shares, l.orders)
-        })
+        self.levels.all()
     }
 
     /// One stock side's levels, unordered: (price, shares, orders). It walks the part of the
@@ -819,9 +1168,7 @@ impl ItchBook {
                 ..
             } => {
                 self.orders.prefetch(order_ref);
-                self.levels
-                    .index
-                    .prefetch(level_key(header.locate, side_of(side), price));
+                self.levels.prefetch(header.locate, side_of(side), price);
             }
             Message::OrderReplace {
                 original_ref,
@@ -857,9 +1204,7 @@ impl ItchBook {
                 }
                 let locate = u16::from_be_bytes([bytes[1], bytes[2]]);
                 let price = u32::from_be_bytes([bytes[32], bytes[33], bytes[34], bytes[35]]);
-                self.levels
-                    .index
-                    .prefetch(level_key(locate, side_of(bytes[19]), price));
+                self.levels.prefetch(locate, side_of(bytes[19]), price);
             }
             Some(b'E' | b'C' | b'X' | b'D' | b'U') => {
                 if let Some(order_ref) = word(11) {
@@ -871,56 +1216,64 @@ impl ItchBook {
     }
 
     /// The second stage: with the order's line in cache (from [`ItchBook::prefetch`]), asks
-    /// for its level's; for an add, the level's (when it exists) from the index.
+    /// for its level's; for an add whose level is in the far store, the level's (when it
+    /// exists) from the index (a ladder's cell was asked for by the first stage).
     #[inline(always)]
     fn prefetch_level(&self, message: &Message) {
         let place = match *message {
             Message::AddOrder {
                 header,
+                order_ref,
                 side,
                 price,
                 ..
             }
             | Message::AddOrderMpid {
                 header,
+                order_ref,
                 side,
                 price,
                 ..
-            } => match self
-                .levels
-                .index
-                .find(level_key(header.locate, side_of(side), price))
-            {
-                Some(at) => self.levels.index.slots[at].value,
-                None => return,
-            },
-            _ => match order_ref_of(message).and_then(|r| self.orders.find(r)) {
-                Some(at) => self.orders.value(at).level,
+            } => {
+                // An older live order in the add's direct slot will move to the overflow.
+                self.orders.prefetch_displaced(order_ref);
+                match self.levels.find_far(header.locate, side_of(side), price) {
+                    Some(place) => place,
+                    None => return,
+                }
+            }
+            // An order out of its direct slot (an old one, in the overflow) has its overflow
+            // slot asked for now, and its level by the third stage.
+            _ => match order_ref_of(message).and_then(|r| self.orders.find_direct_or_prefetch(r)) {
+                Some(at) => self.orders.direct[at].value.level,
                 None => return,
             },
         };
-        prefetch(self.levels.store.as_ptr().wrapping_add(place as usize));
+        prefetch(self.levels.cell_ptr(place));
     }
 
-    /// The third stage: with the order's and its level's lines in cache, asks for the level
-    /// index slot a message will change: the level's own when this order may be its last (an
-    /// emptied level leaves the index), a replace's new price's.
+    /// The third stage: with the order's and its level's lines in cache, asks for what else a
+    /// message will change: a replace's new level (its ladder cell, or its far index slot),
+    /// and a far level's index slot when this order may be its last (an emptied far level
+    /// leaves the index; an emptied ladder cell changes nothing else). An order in the
+    /// overflow has its level asked for here.
     #[inline(always)]
     fn prefetch_index(&self, message: &Message) {
         let Some(at) = order_ref_of(message).and_then(|r| self.orders.find(r)) else {
             return;
         };
-        let level = self.levels.store[self.orders.value(at).level as usize];
+        let place = self.orders.value(at).level;
+        if at & OVERFLOW != 0 {
+            prefetch(self.levels.cell_ptr(place));
+        }
         match *message {
             Message::OrderReplace { price, .. } => {
-                self.levels
-                    .index
-                    .prefetch(level_key(level.locate, level.side, price));
+                let (locate, side, _) = self.levels.whose(place);
+                self.levels.prefetch(locate, side, price);
             }
-            _ if level.orders <= 1 => {
-                self.levels
-                    .index
-                    .prefetch(level_key(level.locate, level.side, level.price));
+            _ if place & FAR != 0 && self.levels.cell(place).orders <= 1 => {
+                let (locate, side, price) = self.levels.whose(place);
+                self.levels.index.prefetch(level_key(locate, side, price));
             }
             _ => {}
         }
@@ -985,16 +1338,22 @@ impl ItchBook {
         }
     }
 
-    /// Takes `shares` (and an order when `gone`) off the level at `place`, reporting it
-    /// (removed at 0).
+    /// Takes `shares` (and an order when `gone`) off the level at `place` (`whose`: its stock,
+    /// side and price), reporting it (removed at 0).
     #[inline(always)]
-    fn level_sub(&mut self, place: u32, shares: u32, gone: bool, out: &mut impl FnMut(BookOutput)) {
-        let level = &mut self.levels.store[place as usize];
+    fn level_sub(
+        &mut self,
+        place: u32,
+        (locate, side, price): (u16, Side, u32),
+        shares: u32,
+        gone: bool,
+        out: &mut impl FnMut(BookOutput),
+    ) {
+        let level = self.levels.cell_mut(place);
         level.shares = level.shares.saturating_sub(u64::from(shares));
         if gone {
             level.orders = level.orders.saturating_sub(1);
         }
-        let (locate, side, price) = (level.locate, level.side, level.price);
         let shares = if level.orders == 0 {
             self.levels.release(place);
             0
@@ -1024,8 +1383,8 @@ impl ItchBook {
             return None;
         };
         let order = self.orders.value(at);
-        let level = self.levels.store[order.level as usize];
-        if level.locate != locate {
+        let whose = self.levels.whose(order.level);
+        if whose.0 != locate {
             self.counters.locate_mismatch += 1;
         }
         let taken = match shares {
@@ -1042,8 +1401,8 @@ impl ItchBook {
         } else {
             self.orders.value_mut(at).shares -= taken;
         }
-        self.level_sub(order.level, taken, gone, out);
-        Some((level.locate, level.side, level.price))
+        self.level_sub(order.level, whose, taken, gone, out);
+        Some(whose)
     }
 
     /// Rests a new order.
@@ -1075,7 +1434,7 @@ impl ItchBook {
             .levels
             .get_or_make(locate, side, price)
             .ok_or(BookError::LevelsFull {
-                max: self.levels.index.max,
+                max: self.levels.max,
                 order_ref,
             })?;
         self.orders.insert(
@@ -1085,7 +1444,7 @@ impl ItchBook {
                 level: place,
             },
         );
-        let level = &mut self.levels.store[place as usize];
+        let level = self.levels.cell_mut(place);
         level.shares += u64::from(shares);
         level.orders += 1;
         out(BookOutput::Level {
@@ -1189,17 +1548,18 @@ impl ItchBook {
                     return Ok(());
                 }
                 let old = self.orders.value(at);
-                let level = self.levels.store[old.level as usize];
-                if level.locate != header.locate {
+                let whose = self.levels.whose(old.level);
+                let (locate, side, old_price) = whose;
+                if locate != header.locate {
                     self.counters.locate_mismatch += 1;
                 }
                 self.orders.remove_at(at);
                 if shares == 0 {
                     self.counters.bad_add += 1;
-                    self.level_sub(old.level, old.shares, true, out);
+                    self.level_sub(old.level, whose, old.shares, true, out);
                     return Ok(());
                 }
-                if level.price == price {
+                if old_price == price {
                     // Same level: one report, with the new total. The order table had room
                     // for the original, so it has room for the new order.
                     self.orders.insert(
@@ -1209,19 +1569,19 @@ impl ItchBook {
                             level: old.level,
                         },
                     );
-                    let stored = &mut self.levels.store[old.level as usize];
+                    let stored = self.levels.cell_mut(old.level);
                     stored.shares =
                         stored.shares.saturating_sub(u64::from(old.shares)) + u64::from(shares);
                     out(BookOutput::Level {
-                        locate: level.locate,
-                        side: level.side,
+                        locate,
+                        side,
                         price,
                         shares: stored.shares,
                     });
                     return Ok(());
                 }
-                self.level_sub(old.level, old.shares, true, out);
-                self.add(new_ref, level.locate, level.side, shares, price, out)?;
+                self.level_sub(old.level, whose, old.shares, true, out);
+                self.add(new_ref, locate, side, shares, price, out)?;
             }
             Message::Trade {
                 header,
@@ -1435,15 +1795,19 @@ mod tests {
     fn book_matches_a_plain_reference_over_a_long_session() {
         // Nasdaq's increasing references, then references that all collide in the order
         // table (multiples of its 131,072 slots, a few apart): long probes and backward shifts.
-        long_session(200_000, |n| n);
-        long_session(20_000, |n| (n << 17) + n % 5);
-    }
-
-    fn long_session(steps: u64, reference_of: fn(u64) -> u64) {
-        let mut book = ItchBook::new(BookConfig {
+        let config = BookConfig {
             max_orders: 1 << 16,
             max_levels: 1 << 16,
-        });
+        };
+        long_session(ItchBook::new(config), 200_000, |n| n);
+        long_session(ItchBook::new(config), 20_000, |n| (n << 17) + n % 5);
+        // Every level in the far store; and a pool of ladders that runs out (50 stocks, 100
+        // sides, 60 ladders).
+        long_session(ItchBook::with_ladders(config, 0), 50_000, |n| n);
+        long_session(ItchBook::with_ladders(config, 60), 100_000, |n| n);
+    }
+
+    fn long_session(mut book: ItchBook, steps: u64, reference_of: fn(u64) -> u64) {
         let mut reference = Reference::default();
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         let mut live: Vec<u64> = Vec::new();
@@ -1460,10 +1824,15 @@ mod tests {
             };
             // Most prices on 40 cent levels; now and then a sub-penny one, a far one, and one
             // so far that the side spans more cents than the level index has slots.
+            // And a fifth around a price that drifts $1.50 every 2,000 steps, past any ladder's
+            // reach (ladders move only when their side has no level left, so this makes far
+            // levels beside ladder ones, and moves sides' ladders).
+            let drift = 100_000 + (step / 2_000) as u32 * 15_000;
             let price = |rng: &mut Rng| match rng.below(400) {
                 0 => rng.below(u64::from(u32::MAX)) as u32,
                 1..=4 => 1 + rng.below(300_000) as u32,
                 5..=9 => 100_000 + rng.below(4_000) as u32,
+                10..=89 => drift + rng.below(40) as u32 * 100,
                 _ => 100_000 + rng.below(40) as u32 * 100,
             };
             let locate = 1 + rng.below(50) as u16;
@@ -1792,5 +2161,146 @@ mod tests {
         }
         .to_string();
         assert!(text.contains("max_orders") && text.contains('2'));
+    }
+}
+
+#[cfg(test)]
+mod ladder_tests {
+    use super::super::itch::{Header, Symbol};
+    use super::*;
+
+    fn add_at(locate: u16, order_ref: u64, side: u8, shares: u32, price: u32) -> Message {
+        Message::AddOrder {
+            header: Header {
+                locate,
+                tracking: 0,
+                timestamp_ns: 0,
+            },
+            order_ref,
+            side,
+            shares,
+            stock: Symbol(*b"STOCK   "),
+            price,
+        }
+    }
+
+    fn delete(locate: u16, order_ref: u64) -> Message {
+        Message::OrderDelete {
+            header: Header {
+                locate,
+                tracking: 0,
+                timestamp_ns: 0,
+            },
+            order_ref,
+        }
+    }
+
+    fn run(book: &mut ItchBook, message: Message) -> Vec<BookOutput> {
+        let mut out = Vec::new();
+        book.apply(&message, &mut |o| out.push(o)).expect("room");
+        out
+    }
+
+    fn level(locate: u16, side: Side, price: u32, shares: u64) -> Vec<BookOutput> {
+        vec![BookOutput::Level {
+            locate,
+            side,
+            price,
+            shares,
+        }]
+    }
+
+    /// (ladder levels, far levels).
+    fn split(book: &ItchBook) -> (usize, usize) {
+        (book.levels.in_ladders, book.levels.index.len)
+    }
+
+    fn sorted_side(book: &ItchBook, locate: u16, side: Side) -> Vec<(u32, u64, u32)> {
+        let mut levels: Vec<_> = book.side_levels(locate, side).collect();
+        levels.sort_unstable();
+        levels
+    }
+
+    /// A side's ladder covers 128 cents around its first price; a price off the ladder (or off
+    /// its cent grid) is a far level; the ladder moves to a new price only when the side has no
+    /// level left, ladder or far; a price is never in both.
+    #[test]
+    fn ladders_hold_a_side_near_its_first_price_and_move_only_when_it_has_no_level() {
+        let mut book = ItchBook::new(BookConfig {
+            max_orders: 64,
+            max_levels: 64,
+        });
+        let bid = Side::Bid;
+        // $100.00 anchors the ladder: $99.36 to $100.63 a cent apart.
+        assert_eq!(
+            run(&mut book, add_at(7, 1, b'B', 100, 1_000_000)),
+            level(7, bid, 1_000_000, 100)
+        );
+        assert_eq!(split(&book), (1, 0));
+        // $102.00 is past it, $100.005 between its cents: far levels.
+        run(&mut book, add_at(7, 2, b'B', 50, 1_020_000));
+        run(&mut book, add_at(7, 3, b'B', 10, 1_000_050));
+        assert_eq!(split(&book), (1, 2));
+        // The ladder empties, but the far levels keep it where it is.
+        assert_eq!(run(&mut book, delete(7, 1)), level(7, bid, 1_000_000, 0));
+        assert_eq!(
+            run(&mut book, add_at(7, 4, b'B', 20, 1_020_000)),
+            level(7, bid, 1_020_000, 70)
+        );
+        assert_eq!(book.level(7, bid, 1_020_000), Some((70, 2)));
+        assert_eq!(split(&book), (0, 2));
+        for order_ref in [2, 4, 3] {
+            run(&mut book, delete(7, order_ref));
+        }
+        assert_eq!(split(&book), (0, 0));
+        // Nothing left on the side: the ladder moves to $102.00 ($101.36 to $102.63).
+        run(&mut book, add_at(7, 5, b'B', 30, 1_020_000));
+        run(&mut book, add_at(7, 6, b'B', 40, 1_013_600));
+        run(&mut book, add_at(7, 7, b'B', 1, 1_026_300));
+        assert_eq!(split(&book), (3, 0));
+        run(&mut book, add_at(7, 8, b'B', 2, 1_026_400));
+        assert_eq!(split(&book), (3, 1));
+        assert_eq!(
+            sorted_side(&book, 7, bid),
+            vec![
+                (1_013_600, 40, 1),
+                (1_020_000, 30, 1),
+                (1_026_300, 1, 1),
+                (1_026_400, 2, 1)
+            ]
+        );
+        assert_eq!(book.order(8), Some((7, bid, 1_026_400, 2)));
+        assert_eq!(book.order(7), Some((7, bid, 1_026_300, 1)));
+        // Below $1 the ladder's step is the specification's 0.0001.
+        run(&mut book, add_at(7, 9, b'S', 5, 5_000));
+        run(&mut book, add_at(7, 10, b'S', 6, 5_001));
+        run(&mut book, add_at(7, 11, b'S', 7, 5_063));
+        assert_eq!(split(&book), (6, 1));
+        assert_eq!(
+            sorted_side(&book, 7, Side::Ask),
+            vec![(5_000, 5, 1), (5_001, 6, 1), (5_063, 7, 1)]
+        );
+        // Two ladders (64 levels of cap): the third side rests far.
+        run(&mut book, add_at(8, 12, b'B', 9, 1_000_000));
+        assert_eq!(split(&book), (6, 2));
+        assert_eq!(book.order(12), Some((8, bid, 1_000_000, 9)));
+        let mut all: Vec<_> = book.all_levels().collect();
+        all.sort_unstable_by_key(|l| (l.0, l.1 as u8, l.2));
+        assert_eq!(all.len(), 8);
+        assert_eq!(all[0], (7, bid, 1_013_600, 40, 1));
+        assert_eq!(all[7], (8, bid, 1_000_000, 9, 1));
+        // Clearing gives the ladders out again.
+        book.clear();
+        assert_eq!(split(&book), (0, 0));
+        run(&mut book, add_at(9, 13, b'S', 3, u32::MAX));
+        run(&mut book, add_at(9, 14, b'S', 4, u32::MAX - 100));
+        run(&mut book, add_at(9, 15, b'B', 5, 0));
+        assert_eq!(split(&book), (3, 0));
+        assert_eq!(
+            sorted_side(&book, 9, Side::Ask),
+            vec![(u32::MAX - 100, 4, 1), (u32::MAX, 3, 1)]
+        );
+        assert_eq!(sorted_side(&book, 9, bid), vec![(0, 5, 1)]);
+        assert_eq!(book.counters(), BookCounters::default());
     }
 }

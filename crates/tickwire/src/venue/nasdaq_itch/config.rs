@@ -40,7 +40,7 @@ pub const MAX_ORDERS_DEFAULT: u32 = 4 << 20;
 /// `nasdaq_itch.max_orders`' valid values (at the top 2^25 slots of each, 1 GiB).
 pub const MAX_ORDERS_RANGE: std::ops::RangeInclusive<u32> = 1..=16 << 20;
 /// `nasdaq_itch.max_levels` unset: price levels over every stock and side (2^21 index slots of
-/// 16 bytes and 2^20 places of 32, 64 MiB).
+/// 16 bytes, 2^20 far places of 32, and ladders of 2 KiB for 32,768 stock sides: 128 MiB).
 pub const MAX_LEVELS_DEFAULT: u32 = 1 << 20;
 /// `nasdaq_itch.max_levels`' valid values.
 pub const MAX_LEVELS_RANGE: std::ops::RangeInclusive<u32> = 1..=8 << 20;

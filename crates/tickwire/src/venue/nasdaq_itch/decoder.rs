@@ -285,8 +285,8 @@ impl ItchDecoder {
     /// stands now, as a snapshot (`SnapshotBegin`, the bids best first, then the asks best
     /// first, `SnapshotEnd`: [`crate::venue::emit::book_snapshot`]), with the last sequence
     /// number applied as the snapshot's `venue_seq`; returns the books written. Each side's
-    /// levels come from [`ItchBook::side_levels`], which walks only that side's part of the
-    /// level index. After a gap the book is as the messages since have left it (the feed
+    /// levels come from [`ItchBook::side_levels`], which reads that side's ladder and walks
+    /// only its part of the far level index. After a gap the book is as the messages since have left it (the feed
     /// cannot rebuild it; the reader has had the `gap`).
     pub fn emit_books(
         &mut self,
