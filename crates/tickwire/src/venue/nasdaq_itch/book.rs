@@ -376,7 +376,12 @@ impl<V: Copy> Table<V> {
         self.slots[at].key = EMPTY;
     }
 
+    /// Empties the table (nothing to write when it is empty already: a removal leaves its slot
+    /// empty).
     fn clear(&mut self) {
+        if self.len == 0 {
+            return;
+        }
         for slot in self.slots.iter_mut() {
             slot.key = EMPTY;
         }
@@ -434,8 +439,11 @@ impl Orders {
     }
 
     fn clear(&mut self) {
-        for slot in self.direct.iter_mut() {
-            slot.key = EMPTY;
+        // No order resting: every direct slot is empty already (a removal empties its slot).
+        if self.len > 0 {
+            for slot in self.direct.iter_mut() {
+                slot.key = EMPTY;
+            }
         }
         self.overflow.clear();
         self.overflow_high = 0;
@@ -721,10 +729,9 @@ impl Levels {
         // A ladder's cells are cleared when it is given out again.
         self.used_ladders = 0;
         self.in_ladders = 0;
+        // The far store's places are reached only through the index and the free list: a
+        // place is written in full when it is given out again.
         self.index.clear();
-        for level in self.store.iter_mut() {
-            *level = FREE_LEVEL;
-        }
         self.free.clear();
         self.fresh = 0;
         for span in self.spans.iter_mut() {
@@ -1186,6 +1193,35 @@ impl ItchBook {
         }
     }
 
+    /// [`ItchBook::apply_batch`]'s first stage: as [`ItchBook::prefetch`], but an add's stock
+    /// side head is asked for, not read (its level's cell is asked for by the second stage).
+    #[inline(always)]
+    fn prefetch_first(&self, message: &Message) {
+        match *message {
+            Message::AddOrder {
+                header,
+                order_ref,
+                side,
+                ..
+            }
+            | Message::AddOrderMpid {
+                header,
+                order_ref,
+                side,
+                ..
+            } => {
+                self.orders.prefetch(order_ref);
+                prefetch(
+                    self.levels
+                        .heads
+                        .as_ptr()
+                        .wrapping_add(span_of(header.locate, side_of(side))),
+                );
+            }
+            _ => self.prefetch(message),
+        }
+    }
+
     /// The same from a message's raw bytes (its type byte, stock locate and order reference at
     /// the specification's offsets), for a caller that has not parsed it yet: the live decoder
     /// calls it for every message of a datagram before applying the first. Anything short or
@@ -1237,10 +1273,9 @@ impl ItchBook {
             } => {
                 // An older live order in the add's direct slot will move to the overflow.
                 self.orders.prefetch_displaced(order_ref);
-                match self.levels.find_far(header.locate, side_of(side), price) {
-                    Some(place) => place,
-                    None => return,
-                }
+                // The ladder cell, or the far index slot (the far place: the third stage).
+                self.levels.prefetch(header.locate, side_of(side), price);
+                return;
             }
             // An order out of its direct slot (an old one, in the overflow) has its overflow
             // slot asked for now, and its level by the third stage.
@@ -1259,6 +1294,24 @@ impl ItchBook {
     /// overflow has its level asked for here.
     #[inline(always)]
     fn prefetch_index(&self, message: &Message) {
+        if let Message::AddOrder {
+            header,
+            side,
+            price,
+            ..
+        }
+        | Message::AddOrderMpid {
+            header,
+            side,
+            price,
+            ..
+        } = *message
+        {
+            if let Some(place) = self.levels.find_far(header.locate, side_of(side), price) {
+                prefetch(self.levels.cell_ptr(place));
+            }
+            return;
+        }
         let Some(at) = order_ref_of(message).and_then(|r| self.orders.find(r)) else {
             return;
         };
@@ -1308,7 +1361,7 @@ impl ItchBook {
     ) {
         if ORDER > 0 {
             for message in messages.iter().take(ORDER) {
-                self.prefetch(message);
+                self.prefetch_first(message);
             }
         }
         if LEVEL > 0 {
@@ -1319,7 +1372,7 @@ impl ItchBook {
         for (index, message) in messages.iter().enumerate() {
             if ORDER > 0 {
                 if let Some(ahead) = messages.get(index + ORDER) {
-                    self.prefetch(ahead);
+                    self.prefetch_first(ahead);
                 }
             }
             if LEVEL > 0 {
