@@ -11,7 +11,12 @@
 //! a strategy records, per Binance quote (as sent, not derived), the time from the network
 //! thread's receive stamp to the strategy taking it. Before a run's figures are printed: at least
 //! 500 quotes measured, no frame or event ring refusal on the Binance venue's decoder, and with a
-//! flood, MBO records delivered throughout the window. Goal: with the flood on the other decoder,
+//! flood, MBO records delivered throughout the window. Beside each run's figures, decoder 0's
+//! own receive-to-decoded percentiles over the whole run (the Binance venue's decoder: with the
+//! flood on the other decoder, its quotes alone), from the runtime's per-decoder histograms
+//! (`LatencyCollector::source_totals`): whether a quote's delay comes before its decoding (the
+//! network thread, the decoder) or after it (its event ring, the strategy).
+//! Goal: with the flood on the other decoder,
 //! Binance p99 within 10 % of no flood. The strategy is one thread for every decoder, so the
 //! flood's events still pass through it: the figure shows what separate decoders isolate and
 //! what they cannot.
@@ -170,11 +175,11 @@ fn isolation(quote_rate: f64, flood_rate: f64, window: Duration) -> anyhow::Resu
         WARMUP.as_secs_f64()
     );
     println!();
-    println!("| flood | quotes | p50 | p90 | p99 | p99.9 | max | flood records in window |");
-    println!("|---|--:|--:|--:|--:|--:|--:|--:|");
+    println!("| flood | quotes | p50 | p90 | p99 | p99.9 | max | flood records in window | decoder 0 receive->decoded p50 / p99 / p99.9 (whole run) |");
+    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
     let mut p99 = Vec::new();
     for flood in [Flood::None, Flood::SameDecoder, Flood::OtherDecoder] {
-        let (summary, records) = isolation_run(quote_rate, flood_rate, window, flood)?;
+        let (summary, records, decoded) = isolation_run(quote_rate, flood_rate, window, flood)?;
         let us = |ns: u64| format!("{:.1} us", ns as f64 / 1e3);
         let name = match flood {
             Flood::None => "none",
@@ -182,13 +187,17 @@ fn isolation(quote_rate: f64, flood_rate: f64, window: Duration) -> anyhow::Resu
             Flood::OtherDecoder => "on the other decoder",
         };
         println!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {records} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {records} | {} / {} / {} ({} values) |",
             summary.count,
             us(summary.p50_ns),
             us(summary.p90_ns),
             us(summary.p99_ns),
             us(summary.p999_ns),
-            us(summary.max_ns)
+            us(summary.max_ns),
+            us(decoded.p50_ns),
+            us(decoded.p99_ns),
+            us(decoded.p999_ns),
+            decoded.count
         );
         p99.push(summary.p99_ns as f64);
     }
@@ -208,7 +217,7 @@ fn isolation_run(
     flood_rate: f64,
     window: Duration,
     flood: Flood,
-) -> anyhow::Result<(LatencySummary, u64)> {
+) -> anyhow::Result<(LatencySummary, u64, LatencySummary)> {
     let dir = tempfile::tempdir()?;
     let clock = Clock::calibrate();
     let mut options = SimOptions::new(dir.path().join("sim"));
@@ -299,6 +308,24 @@ fn isolation_run(
             .map_err(|error| anyhow::anyhow!("{error}"))?;
     }
     let records = mbo(&session) - records_at_from.unwrap_or(0);
+    // Decoder 0's own receive-to-decoded over the whole run (warm-up included; with the flood
+    // on it, the flood's records too): whether a quote's time goes before its decoding (the
+    // network thread, the decoder) or after (the event ring, the strategy). The decoder hands
+    // its histogram over when asked, at its next pass.
+    session.runtime.receive_to_decoded.collect();
+    std::thread::sleep(Duration::from_millis(20));
+    session.runtime.receive_to_decoded.collect();
+    let decoded = session
+        .runtime
+        .receive_to_decoded
+        .source_totals()
+        .next()
+        .map(LatencySummary::of)
+        .ok_or_else(|| anyhow::anyhow!("no decoder's receive-to-decoded"))?;
+    ensure!(
+        decoded.count > 0,
+        "decoder 0 recorded no receive-to-decoded"
+    );
     let binance = &session.runtime.decoders[0];
     ensure!(
         binance.frame_ring.overflows() == 0 && binance.event_ring.overflows() == 0,
@@ -325,7 +352,7 @@ fn isolation_run(
     if let Some(mut gateway) = gateway {
         gateway.stop();
     }
-    Ok((summary, records))
+    Ok((summary, records, decoded))
 }
 
 fn throughput(counts: &[usize], records: u64) -> anyhow::Result<()> {

@@ -135,6 +135,7 @@ pub fn latency(
     });
     let interval = make()?;
     let total = make()?;
+    let own_total = make()?;
     Ok((
         LatencyRecorder {
             current,
@@ -150,6 +151,7 @@ pub fn latency(
                 full_rx,
                 empty_tx,
                 shared,
+                total: own_total,
             }],
             interval,
             total,
@@ -224,6 +226,9 @@ struct Source {
     full_rx: spsc::Consumer<Box<Histogram<u64>>>,
     empty_tx: spsc::Producer<Box<Histogram<u64>>>,
     shared: Arc<RecorderShared>,
+    /// This recorder's own values since start (a joined collector's parts apart: one
+    /// decoder's receive-to-decoded).
+    total: Histogram<u64>,
 }
 
 /// The control thread's side: one recorder's, or several merged ([`LatencyCollector::join`]:
@@ -268,6 +273,7 @@ impl LatencyCollector {
                 // the values are dropped from the report, never the hot path.
                 let _ = self.interval.add(&*histogram);
                 let _ = self.total.add(&*histogram);
+                let _ = source.total.add(&*histogram);
                 histogram.reset();
                 if source.empty_tx.try_push(histogram).is_err() {
                     unreachable!("the ring holds every histogram in circulation");
@@ -286,6 +292,12 @@ impl LatencyCollector {
     /// Everything collected since start.
     pub fn total(&self) -> &Histogram<u64> {
         &self.total
+    }
+
+    /// Everything collected since start from each recorder apart, in the order they were
+    /// joined (the decoders' receive-to-decoded: decoder 0 first).
+    pub fn source_totals(&self) -> impl Iterator<Item = &Histogram<u64>> + '_ {
+        self.sources.iter().map(|source| &source.total)
     }
 
     /// Returns a summary of the interval and starts a new one.
@@ -407,6 +419,29 @@ mod tests {
         assert_eq!(summary.min_ns, 100);
         assert!(summary.max_ns >= 100_000 && summary.max_ns < 100_200);
         assert_eq!(collector.take_interval().count, 0);
+    }
+
+    #[test]
+    fn a_joined_collector_keeps_each_recorders_values_apart_too() {
+        let (mut first, mut collector) = latency("test", 1_000_000, 3).unwrap();
+        let (mut second, other) = latency("test", 1_000_000, 3).unwrap();
+        collector.join(other);
+        collector.request();
+        first.record(100);
+        second.record(7_000);
+        second.record(9_000);
+        first.flush_if_requested();
+        second.flush_if_requested();
+        assert_eq!(collector.collect(), 3);
+        assert_eq!(collector.total().len(), 3);
+        let parts: Vec<(u64, u64)> = collector
+            .source_totals()
+            .map(|part| (part.len(), part.max()))
+            .collect();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0], (1, 100));
+        assert_eq!(parts[1].0, 2);
+        assert!(parts[1].1 >= 9_000 && parts[1].1 < 9_010);
     }
 
     #[test]
