@@ -80,11 +80,13 @@
 //!   long over the bench's day, BENCHMARKING.md.)
 //! - **Prefetch**: the messages sit in a buffer, so [`ItchBook::apply_batch`] asks the cache
 //!   for what the messages ahead will touch while it applies each one, in three stages: the
-//!   order (and an add's level index slot) [`PREFETCH_AHEAD`] messages ahead; its level's place,
-//!   read from the order now in cache, half as far ahead; the level index slot a message will
-//!   change (a level its order may empty, a replace's new price) a quarter as far ahead. The
-//!   live decoder calls [`ItchBook::prefetch_raw`] on every message of a datagram before the
-//!   first is applied. What each stage gives on the bench's day is in BENCHMARKING.md
+//!   order's direct slot (and an add's stock side head) [`PREFETCH_AHEAD`] messages ahead; half
+//!   as far ahead, its level's cell, read from the order now in cache (an add's ladder cell from
+//!   its head, or its far index slot; an old order's overflow slot; the overflow slot an add
+//!   will push an old order to); a quarter as far ahead, what else the message will change (a
+//!   replace's new level, a far level's index slot when its order may be its last, the level of
+//!   an order found in the overflow, an add's far place). The live decoder calls
+//!   [`ItchBook::prefetch_raw`] on every message of a datagram before the first is applied. What each stage gives on the bench's day is in BENCHMARKING.md
 //!   ("Nasdaq ITCH 5.0"; the bench's `ITCH_PREFETCH` picks the distances).
 //!
 //! The tables' memory is advised for transparent huge pages before it is first written
@@ -1060,9 +1062,9 @@ const NO_ORDER: Order = Order {
     level: NO_LEVEL,
 };
 
-/// How many messages ahead [`ItchBook::apply_batch`] asks for an order's (or an add's level's)
-/// cache line, and half of it ahead for the level the order rests at (measured on the bench's
-/// day, BENCHMARKING.md).
+/// How many messages ahead [`ItchBook::apply_batch`] asks for an order's cache line (and an
+/// add's stock side head), and half of it ahead for the level the order rests at (measured on
+/// the bench's day, BENCHMARKING.md).
 pub const PREFETCH_AHEAD: usize = 16;
 
 /// The order reference an order message names (`U`: the original), for prefetching.
@@ -1154,9 +1156,10 @@ impl ItchBook {
     }
 
     /// Asks the cache for what `message` will touch first: the order it names (for an add,
-    /// where it goes, and the index slot of its level). A hint: call it some messages before
-    /// [`ItchBook::apply`]s the message ([`ItchBook::apply_batch`] does), so that the memory
-    /// is on its way while earlier messages are applied.
+    /// where it goes, and its level's ladder cell, or its far index slot). A hint: call it some
+    /// messages before [`ItchBook::apply`]s the message (the live decoder does, for every
+    /// message of a datagram), so that the memory is on its way while earlier messages are
+    /// applied.
     #[inline(always)]
     pub fn prefetch(&self, message: &Message) {
         match *message {
@@ -1335,7 +1338,7 @@ impl ItchBook {
     /// Applies `messages` in order as [`ItchBook::apply`] does, each change reported with its
     /// message's index in `messages`, each refusal through `refused`; meanwhile it asks the
     /// cache for the order of the message [`PREFETCH_AHEAD`] ahead, for the level of the one
-    /// half as far ahead, and for the level index slot of the one a quarter as far ahead, so
+    /// half as far ahead, and for what else the one a quarter as far ahead changes, so
     /// that up to that many misses overlap instead of one after another (the book is hundreds
     /// of MB: most of a message's time is waiting for memory).
     pub fn apply_batch(
