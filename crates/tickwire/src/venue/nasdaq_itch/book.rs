@@ -657,7 +657,9 @@ fn tick_at(price: u32) -> u32 {
     }
 }
 
-/// A stock side's ladder and far levels.
+/// A stock side's ladder and far levels. Kept in one word (all zero: no ladder, no far level),
+/// so that the array of every side starts as zeroed memory, which the allocator hands out
+/// without writing it (as [`Span`]s are).
 #[derive(Clone, Copy, Default)]
 struct Head {
     /// The ladder's lowest price.
@@ -669,6 +671,26 @@ struct Head {
     /// This side's levels in the far store: while there are any, the ladder never moves (a
     /// price is a ladder's or the far store's, never both).
     far: u32,
+}
+
+impl Head {
+    #[inline(always)]
+    fn from_word(word: u128) -> Head {
+        Head {
+            base: word as u32,
+            ladder: (word >> 32) as u32,
+            tick: (word >> 64) as u32,
+            far: (word >> 96) as u32,
+        }
+    }
+
+    #[inline(always)]
+    fn word(self) -> u128 {
+        u128::from(self.base)
+            | (u128::from(self.ladder) << 32)
+            | (u128::from(self.tick) << 64)
+            | (u128::from(self.far) << 96)
+    }
 }
 
 /// A ladder in the pool: whose it is (its stock side, as [`span_of`]) and how many of its
@@ -684,8 +706,8 @@ struct Ladder {
 /// places, and an index from (stock, side, price) to a place). An order keeps its level's
 /// place, so that an execution, cancel or delete goes from the order straight to its level.
 struct Levels {
-    /// By stock side ([`span_of`]).
-    heads: Box<[Head]>,
+    /// By stock side ([`span_of`]): [`Head`]s as words.
+    heads: Box<[u128]>,
     /// The pool of ladders, given out in order as stock sides first rest an order.
     ladders: Box<[Ladder]>,
     cells: Box<[Cell]>,
@@ -710,7 +732,7 @@ impl Levels {
         let max = max.clamp(1, MAX_FAR);
         let ladders = ladders.min(SIDES);
         Levels {
-            heads: huge_page_array(SIDES, Head::default()),
+            heads: vec![0; SIDES].into_boxed_slice(),
             ladders: huge_page_array(ladders, Ladder::default()),
             cells: huge_page_array(ladders * LADDER, FREE_CELL),
             used_ladders: 0,
@@ -726,7 +748,7 @@ impl Levels {
 
     fn clear(&mut self) {
         for head in self.heads.iter_mut() {
-            *head = Head::default();
+            *head = 0;
         }
         // A ladder's cells are cleared when it is given out again.
         self.used_ladders = 0;
@@ -772,7 +794,7 @@ impl Levels {
     /// The place of an existing level.
     #[inline(always)]
     fn find(&self, locate: u16, side: Side, price: u32) -> Option<u32> {
-        match Self::ladder_place(self.heads[span_of(locate, side)], price) {
+        match Self::ladder_place(self.head(span_of(locate, side)), price) {
             Some(place) => (self.cells[place as usize].orders > 0).then_some(place),
             None => self
                 .index
@@ -785,7 +807,7 @@ impl Levels {
     /// ladder cell, else (when the side has far levels) its far index slot.
     #[inline(always)]
     fn prefetch(&self, locate: u16, side: Side, price: u32) {
-        let head = self.heads[span_of(locate, side)];
+        let head = self.head(span_of(locate, side));
         match Self::ladder_place(head, price) {
             Some(place) => prefetch(self.cells.as_ptr().wrapping_add(place as usize)),
             None if head.far > 0 => self.index.prefetch(level_key(locate, side, price)),
@@ -796,7 +818,7 @@ impl Levels {
     /// The place of an existing far level (none when a ladder covers the price).
     #[inline(always)]
     fn find_far(&self, locate: u16, side: Side, price: u32) -> Option<u32> {
-        let head = self.heads[span_of(locate, side)];
+        let head = self.head(span_of(locate, side));
         if head.far == 0 || Self::ladder_place(head, price).is_some() {
             return None;
         }
@@ -854,7 +876,7 @@ impl Levels {
     /// holds no level); `false` when the pool is used up.
     #[inline(never)]
     fn anchor(&mut self, span: usize, price: u32) -> bool {
-        let head = &mut self.heads[span];
+        let mut head = self.head(span);
         if head.ladder == 0 {
             if self.used_ladders == self.ladders.len() {
                 return false;
@@ -874,7 +896,13 @@ impl Levels {
         head.tick = tick;
         // `price` mid-ladder (or as far up as it can be).
         head.base = price - (price / tick).min(LADDER as u32 / 2) * tick;
+        self.heads[span] = head.word();
         true
+    }
+
+    #[inline(always)]
+    fn head(&self, span: usize) -> Head {
+        Head::from_word(self.heads[span])
     }
 
     /// The place of the level at `locate`, `side`, `price`, made (empty) if absent; `None` when
@@ -882,14 +910,14 @@ impl Levels {
     #[inline(always)]
     fn get_or_make(&mut self, locate: u16, side: Side, price: u32) -> Option<u32> {
         let span = span_of(locate, side);
-        let head = self.heads[span];
+        let head = self.head(span);
         let place = match Self::ladder_place(head, price) {
             Some(place) => place,
             None => {
                 let movable = head.far == 0
                     && (head.ladder == 0 || self.ladders[head.ladder as usize - 1].live == 0);
                 match (movable && self.anchor(span, price))
-                    .then(|| Self::ladder_place(self.heads[span], price))
+                    .then(|| Self::ladder_place(self.head(span), price))
                     .flatten()
                 {
                     Some(place) => place,
@@ -948,7 +976,9 @@ impl Levels {
             side,
         };
         let span = span_of(locate, side);
-        self.heads[span].far += 1;
+        let mut head = self.head(span);
+        head.far += 1;
+        self.heads[span] = head.word();
         let word = &mut self.spans[span];
         let mut range = Span::from_word(*word);
         range.low = range.low.min(price);
@@ -975,8 +1005,10 @@ impl Levels {
         {
             self.index.remove_at(at);
         }
-        let head = &mut self.heads[span_of(level.locate, level.side)];
+        let span = span_of(level.locate, level.side);
+        let mut head = self.head(span);
         head.far = head.far.saturating_sub(1);
+        self.heads[span] = head.word();
         self.store[place as usize].cell.orders = 0;
         // Capacity for every place: never reallocates.
         self.free.push(place);
@@ -987,7 +1019,7 @@ impl Levels {
     /// of the run past its highest (never the whole index unless the side spans more prices, in
     /// cents, than the index has slots).
     fn side(&self, locate: u16, side: Side) -> impl Iterator<Item = (u32, u64, u32)> + '_ {
-        let head = self.heads[span_of(locate, side)];
+        let head = self.head(span_of(locate, side));
         let cells: &[Cell] = if head.ladder == 0 {
             &[]
         } else {
