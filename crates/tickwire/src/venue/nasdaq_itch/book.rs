@@ -796,11 +796,16 @@ impl Levels {
     fn find(&self, locate: u16, side: Side, price: u32) -> Option<u32> {
         match Self::ladder_place(self.head(span_of(locate, side)), price) {
             Some(place) => (self.cells[place as usize].orders > 0).then_some(place),
-            None => self
-                .index
-                .find(level_key(locate, side, price))
-                .map(|at| self.index.slots[at].value | FAR),
+            None => self.far_place(level_key(locate, side, price)),
         }
+    }
+
+    /// The place of the far level `key`, if there is one.
+    #[inline(always)]
+    fn far_place(&self, key: u64) -> Option<u32> {
+        self.index
+            .find(key)
+            .map(|at| self.index.slots[at].value | FAR)
     }
 
     /// Asks the cache for where the level at `locate`, `side`, `price` is or will be: its
@@ -822,9 +827,7 @@ impl Levels {
         if head.far == 0 || Self::ladder_place(head, price).is_some() {
             return None;
         }
-        self.index
-            .find(level_key(locate, side, price))
-            .map(|at| self.index.slots[at].value | FAR)
+        self.far_place(level_key(locate, side, price))
     }
 
     /// Where a level's cell is, for a prefetch.
@@ -944,8 +947,8 @@ impl Levels {
     #[inline(never)]
     fn far_get_or_make(&mut self, locate: u16, side: Side, price: u32) -> Option<u32> {
         let key = level_key(locate, side, price);
-        if let Some(at) = self.index.find(key) {
-            return Some(self.index.slots[at].value | FAR);
+        if let Some(place) = self.far_place(key) {
+            return Some(place);
         }
         if self.len() >= self.max {
             return None;
@@ -1118,16 +1121,11 @@ fn order_ref_of(message: &Message) -> Option<u64> {
 impl ItchBook {
     /// A book with its tables allocated at their full size.
     pub fn new(config: BookConfig) -> ItchBook {
-        ItchBook {
-            orders: Orders::new(config.max_orders),
-            levels: Levels::new(config.max_levels, config.max_levels / LEVELS_PER_LADDER),
-            counters: BookCounters::default(),
-        }
+        ItchBook::with_ladders(config, config.max_levels / LEVELS_PER_LADDER)
     }
 
     /// A book with `ladders` ladders instead of its config's share (tests: none, or a pool
     /// that runs out).
-    #[cfg(test)]
     fn with_ladders(config: BookConfig, ladders: usize) -> ItchBook {
         ItchBook {
             orders: Orders::new(config.max_orders),
@@ -2250,20 +2248,10 @@ mod tests {
         .to_string();
         assert!(text.contains("max_orders") && text.contains('2'));
     }
-}
-
-#[cfg(test)]
-mod ladder_tests {
-    use super::super::itch::{Header, Symbol};
-    use super::*;
 
     fn add_at(locate: u16, order_ref: u64, side: u8, shares: u32, price: u32) -> Message {
         Message::AddOrder {
-            header: Header {
-                locate,
-                tracking: 0,
-                timestamp_ns: 0,
-            },
+            header: header(locate),
             order_ref,
             side,
             shares,
@@ -2274,11 +2262,7 @@ mod ladder_tests {
 
     fn delete(locate: u16, order_ref: u64) -> Message {
         Message::OrderDelete {
-            header: Header {
-                locate,
-                tracking: 0,
-                timestamp_ns: 0,
-            },
+            header: header(locate),
             order_ref,
         }
     }
