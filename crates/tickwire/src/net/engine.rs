@@ -55,6 +55,7 @@ use super::xdp::socket::UmemConfig;
 use super::xdp::{XdpConfig, XdpReceiver};
 use super::{ConnId, IoEvent, NetError, Transport, WaitMode};
 use crate::ring::FrameProducer;
+use crate::thread::Wakeup;
 use crate::tls::{ReadOutcome, TlsClient, TlsError};
 use crate::ws::{self, HandshakeStatus};
 use rustls::pki_types::ServerName;
@@ -552,12 +553,21 @@ const WS_HEADER_BYTES: usize = 14;
 /// slot's frames go to (its venue's decoder). A slot has one ring for its whole life, so a
 /// connection's frames stay in order; a full ring refuses the frame (counted, never waited for)
 /// without touching the other decoders' rings.
+///
+/// The engine publishes after every read it handles, not once a round: a frame never waits in
+/// its ring, unseen by its decoder, while the network thread reads other connections (another
+/// venue's burst read in the same round would otherwise hold it back, issue 36's isolation).
+/// Each publish wakes the ring's decoder ([`FrameRoutes::wake_with`]): one fence and one load
+/// while it spins.
 pub struct FrameRoutes {
     rings: Vec<FrameProducer>,
     /// By connection slot: the index of its ring (slots past the end use ring 0).
     route: Vec<u8>,
     /// Bit `i`: ring `i` was written since the last [`FrameRoutes::publish`].
     written: u64,
+    /// By ring: the decoder thread to wake when the ring is published (`None`: a decoder polled
+    /// on the network thread itself, or no wake-up given).
+    wakeups: Vec<Option<Wakeup>>,
 }
 
 impl FrameRoutes {
@@ -570,6 +580,7 @@ impl FrameRoutes {
             rings: vec![ring],
             route: Vec::new(),
             written: 0,
+            wakeups: Vec::new(),
         }
     }
 
@@ -588,7 +599,14 @@ impl FrameRoutes {
                 .map(|ring| if usize::from(ring) < count { ring } else { 0 })
                 .collect(),
             written: 0,
+            wakeups: Vec::new(),
         }
+    }
+
+    /// Has each publish of ring `i` wake `wakeups[i]` (by decoder index; `None` for a decoder
+    /// on the network thread).
+    pub fn wake_with(&mut self, wakeups: Vec<Option<Wakeup>>) {
+        self.wakeups = wakeups;
     }
 
     /// The ring that `conn`'s frames go to (its venue's decoder's), marked as written.
@@ -603,8 +621,9 @@ impl FrameRoutes {
         &mut self.rings[ring]
     }
 
-    /// Publishes every ring written since the last call; returns which were (bit `i`: ring
-    /// `i`), so that the caller wakes each of those decoders once.
+    /// Publishes every ring written since the last call and wakes each one's decoder (see
+    /// [`FrameRoutes::wake_with`]); returns which were (bit `i`: ring `i`).
+    #[inline]
     pub fn publish(&mut self) -> u64 {
         let written = std::mem::take(&mut self.written);
         let mut bits = written;
@@ -612,6 +631,9 @@ impl FrameRoutes {
             let ring = bits.trailing_zeros() as usize;
             bits &= bits - 1;
             self.rings[ring].publish();
+            if let Some(Some(wakeup)) = self.wakeups.get(ring) {
+                wakeup.wake();
+            }
         }
         written
     }
@@ -621,8 +643,6 @@ impl FrameRoutes {
 pub struct NetEngine {
     transport: Transport,
     frames: FrameRoutes,
-    /// The rings the last `poll` published (see [`FrameRoutes::publish`]).
-    published: u64,
     streams: Vec<Option<Stream>>,
     wait: WaitMode,
     /// Events produced while handling I/O, handed out at the end of `poll`.
@@ -676,7 +696,6 @@ impl NetEngine {
         NetEngine {
             transport,
             frames,
-            published: 0,
             streams: (0..slots).map(|_| None).collect(),
             wait,
             pending: Vec::with_capacity(slots),
@@ -797,11 +816,6 @@ impl NetEngine {
         self.last_read
             .get(conn as usize)
             .map_or(0, |slot| slot.load(Ordering::Relaxed))
-    }
-
-    /// The frame rings published since the last call (bit `i`: ring `i`): the decoders to wake.
-    pub fn take_published(&mut self) -> u64 {
-        std::mem::take(&mut self.published)
     }
 
     pub fn transport(&self) -> &Transport {
@@ -990,7 +1004,6 @@ impl NetEngine {
             .is_some_and(|stream| std::mem::take(&mut stream.stats.overflowed))
     }
 
-    /// Frames written but not yet published are published at the end of each poll.
     /// Writes `notice` into `conn`'s frame ring, after every frame written for it so far; a
     /// full ring keeps it, and every later one, for the next poll, which writes them before it
     /// reads anything. Never blocks, never drops a notice.
@@ -1072,6 +1085,7 @@ impl NetEngine {
                         recv_ts_ns,
                         frames.for_conn(conn),
                     );
+                    frames.publish();
                     return;
                 }
                 IoEvent::DatagramError { .. } => {
@@ -1152,6 +1166,9 @@ impl NetEngine {
                         failures.push((conn, error));
                         return;
                     }
+                    // Visible to its decoder now, before the transport hands over the next
+                    // read (another connection's, perhaps a burst).
+                    frames.publish();
                 }
                 IoEvent::Closed(error) => {
                     // After a completed closing handshake, how TCP ends (FIN or a reset by a
@@ -1203,6 +1220,7 @@ impl NetEngine {
                     &self.last_read,
                     &mut events,
                 ) as usize;
+                self.frames.publish();
             }
         }
         let io_events = io_events + xdp_frames;
@@ -1254,7 +1272,8 @@ impl NetEngine {
                 ));
             }
         }
-        self.published |= self.frames.publish();
+        // Notices written this round (every read's frames are published as it is handled).
+        self.frames.publish();
         let count = events.len();
         for (conn, event) in events.drain(..) {
             on_event(conn, event);

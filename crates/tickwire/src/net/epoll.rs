@@ -14,8 +14,9 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
 
-/// Reads per ready socket per poll before moving to the next, so one busy connection cannot
-/// starve the others.
+/// Reads per ready socket per poll at most. Stream sockets are read in turns, one read each
+/// per pass over those still holding a full buffer's worth, so a connection with a burst
+/// waiting delays another ready connection's read by one read at most, never by eight.
 const READS_PER_WAKE: usize = 8;
 const MAX_EVENTS: usize = 64;
 
@@ -53,6 +54,10 @@ pub struct EpollTransport {
     pub(super) warnings: Vec<String>,
     /// By slot: its datagram sockets and their generation, when it is a datagram slot.
     datagrams: Vec<Option<(DatagramSockets, u32)>>,
+    /// Stream slots whose last read in this poll filled the buffer (more may be waiting): read
+    /// again in the next pass; and the pass being read (both keep their capacity).
+    again: Vec<ConnId>,
+    pass: Vec<ConnId>,
 }
 
 fn token(conn: ConnId, generation: u32) -> u64 {
@@ -101,6 +106,8 @@ impl EpollTransport {
             failures: 0,
             warnings: Vec::new(),
             datagrams: (0..config.max_connections).map(|_| None).collect(),
+            again: Vec::with_capacity(MAX_EVENTS),
+            pass: Vec::with_capacity(MAX_EVENTS),
         })
     }
 
@@ -467,32 +474,56 @@ impl EpollTransport {
                 continue;
             }
             if flags & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) != 0 {
-                delivered += self.read_ready(conn, recv_ts_ns, on_event);
+                let (count, more) = self.read_once(conn, recv_ts_ns, on_event);
+                delivered += count;
+                if more {
+                    self.again.push(conn);
+                }
             }
             if flags & libc::EPOLLOUT != 0 && self.slots[conn as usize].state == State::Open {
                 self.flush(conn);
             }
         }
+        // Further passes, one read per socket that filled the buffer, in the same order.
+        for _ in 1..READS_PER_WAKE {
+            if self.again.is_empty() {
+                break;
+            }
+            std::mem::swap(&mut self.again, &mut self.pass);
+            for index in 0..self.pass.len() {
+                let conn = self.pass[index];
+                let (count, more) = self.read_once(conn, recv_ts_ns, on_event);
+                delivered += count;
+                if more {
+                    self.again.push(conn);
+                }
+            }
+            self.pass.clear();
+        }
+        self.again.clear();
         if self.connecting > 0 {
             delivered += self.expire_connects(on_event);
         }
         Ok(delivered)
     }
 
-    fn read_ready(
+    /// One read of stream slot `conn`: the events it delivered, and whether it filled the
+    /// buffer (so more may be waiting: the caller reads it again in its next pass).
+    fn read_once(
         &mut self,
         conn: ConnId,
         recv_ts_ns: u64,
         on_event: &mut impl FnMut(ConnId, IoEvent<'_>),
-    ) -> usize {
-        let mut delivered = 0;
-        for _ in 0..READS_PER_WAKE {
-            let Some(fd) = self.slots[conn as usize]
-                .fd
-                .as_ref()
-                .map(AsRawFd::as_raw_fd)
-            else {
-                break;
+    ) -> (usize, bool) {
+        loop {
+            let Some(slot) = self.slots.get(conn as usize) else {
+                return (0, false);
+            };
+            if slot.state != State::Open {
+                return (0, false);
+            }
+            let Some(fd) = slot.fd.as_ref().map(AsRawFd::as_raw_fd) else {
+                return (0, false);
             };
             // SAFETY: the buffer is valid for writing its whole length.
             let received = unsafe {
@@ -511,33 +542,26 @@ impl EpollTransport {
                         recv_ts_ns,
                     },
                 );
-                delivered += 1;
                 // The handler may have closed the connection.
-                if self.slots[conn as usize].state != State::Open {
-                    break;
-                }
-                if (received as usize) < self.recv_buffer.len() {
-                    break;
-                }
-                continue;
+                let open = self.slots[conn as usize].state == State::Open;
+                return (1, open && received as usize == self.recv_buffer.len());
             }
             if received == 0 {
                 self.close(conn);
                 on_event(conn, IoEvent::Closed(None));
-                return delivered + 1;
+                return (1, false);
             }
             let error = io::Error::last_os_error();
             match error.raw_os_error() {
-                Some(libc::EAGAIN) => break,
+                Some(libc::EAGAIN) => return (0, false),
                 Some(libc::EINTR) => continue,
                 _ => {
                     self.close(conn);
                     on_event(conn, IoEvent::Closed(Some(error)));
-                    return delivered + 1;
+                    return (1, false);
                 }
             }
         }
-        delivered
     }
 
     fn expire_connects(&mut self, on_event: &mut impl FnMut(ConnId, IoEvent<'_>)) -> usize {

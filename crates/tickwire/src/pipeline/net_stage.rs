@@ -2,8 +2,8 @@
 //! backend, built on the network thread itself by [`StagePoll::start`] (io_uring's
 //! SINGLE_ISSUER ties the ring to the thread that made it), writes each received message into
 //! the frame ring of its connection's decoder ([`FrameRoutes`]; a full ring refuses without
-//! blocking, and the other decoders' rings are untouched) and wakes each decoder whose ring got
-//! frames once per round, takes [`NetCommand`]s from the control thread (open a prepared stream, close,
+//! blocking, and the other decoders' rings are untouched), publishing each read's frames and
+//! waking their decoder as soon as that read is handled (not at the end of the round), takes [`NetCommand`]s from the control thread (open a prepared stream, close,
 //! abort, send, ping) and reports each stream's steps back as [`NetStatus`]es. It stores each
 //! slot's last-read time where the control thread loads it without a lock
 //! ([`super::Runtime::last_read_ns`]).
@@ -113,9 +113,6 @@ pub(super) struct NetStage {
     generations: Vec<u32>,
     /// Wakes the control thread after a round that reported a status.
     control_wakeup: Option<crate::thread::ControlWakeup>,
-    /// By decoder index: the thread to wake after a round that published frames into its ring
-    /// (`None` for a decoder polled on this thread).
-    decoder_wakeups: Vec<Option<Wakeup>>,
 }
 
 /// What the control thread keeps of the network stage.
@@ -173,15 +170,16 @@ impl NetStage {
             backend: backend.clone(),
             generations: vec![0; config.max_connections as usize],
             control_wakeup,
-            decoder_wakeups: Vec::new(),
         };
         (stage, NetReaders { backend, last_read })
     }
 
-    /// Has each round that published frames wake the decoders whose rings got them, once each
-    /// (by decoder index; `None` for a decoder on this thread).
+    /// Has each publish of a decoder's frame ring wake that decoder (by decoder index; `None`
+    /// for a decoder on this thread). Called before the stage starts.
     pub(super) fn wake_decoders_with(&mut self, wakeups: Vec<Option<Wakeup>>) {
-        self.decoder_wakeups = wakeups;
+        if let Some(setup) = self.setup.as_mut() {
+            setup.frames.wake_with(wakeups);
+        }
     }
 }
 
@@ -210,7 +208,6 @@ impl StagePoll for NetStage {
             statuses: status_ring,
             generations,
             control_wakeup,
-            decoder_wakeups,
             ..
         } = self;
         let Some(engine) = engine.as_mut() else {
@@ -301,15 +298,6 @@ impl StagePoll for NetStage {
             Ok(count) => count > 0,
             Err(_) => false,
         };
-        // One wake-up per decoder whose ring got frames this round (one load when it spins).
-        let mut published = engine.take_published();
-        while published != 0 {
-            let decoder = published.trailing_zeros() as usize;
-            published &= published - 1;
-            if let Some(Some(wakeup)) = decoder_wakeups.get(decoder) {
-                wakeup.wake();
-            }
-        }
         for (conn, event) in statuses {
             let kind = match event {
                 StreamEvent::Connected => NetStatusKind::Connected,
