@@ -193,6 +193,11 @@ pub struct DatabentoOptions {
     /// Records per second of the synthetic market or of a file's replay; 0: as fast as the
     /// clients read.
     pub rate: f64,
+    /// With a rate: the synthetic market makes records in pulses, `on` at the rate then `off`
+    /// with none, from when the gateway starts ([`DatabentoHandle::started_ns`]); `None`:
+    /// steadily. A benchmark measures another stream's latency with the flood on and off in
+    /// the same run (`benches/decoders.rs`).
+    pub pulse: Option<(Duration, Duration)>,
     /// How many of the synthetic market's last records are kept for replays.
     pub history: usize,
     /// The synthetic market's seed.
@@ -223,6 +228,7 @@ impl Default for DatabentoOptions {
             symbols: default_symbols(),
             source: DatabentoSource::Synthetic,
             rate: 1000.0,
+            pulse: None,
             history: 1_000_000,
             seed: 1,
             write_timeout: Duration::from_secs(5),
@@ -361,6 +367,9 @@ struct Shared {
     /// The benchmark batch, encoded, and its record count.
     batch: Option<(Vec<u8>, u64)>,
     next_session_id: AtomicU64,
+    /// When the gateway started: the origin of the market's rate and pulses.
+    started: Instant,
+    started_ns: u64,
 }
 
 impl Shared {
@@ -570,6 +579,13 @@ pub fn start(options: DatabentoOptions) -> io::Result<DatabentoHandle> {
             "the API key must be {API_KEY_LEN} ASCII characters"
         )));
     }
+    if let Some((on, off)) = options.pulse {
+        if on.is_zero() || off.is_zero() {
+            return Err(invalid_input(format!(
+                "a pulse needs an on and an off phase longer than zero, not {on:?} and {off:?}"
+            )));
+        }
+    }
     if !(options.rate.is_finite() && options.rate >= 0.0) {
         return Err(invalid_input(format!(
             "the rate must be a finite number of records per second, 0 or more, not {}",
@@ -640,6 +656,8 @@ pub fn start(options: DatabentoOptions) -> io::Result<DatabentoHandle> {
         file,
         batch,
         next_session_id: AtomicU64::new(1),
+        started: Instant::now(),
+        started_ns: now_ns(),
     });
     let generator = if shared.market.is_some() && shared.options.rate > 0.0 {
         let generator_shared = Arc::clone(&shared);
@@ -696,6 +714,11 @@ impl DatabentoHandle {
     /// The address bound (with the port chosen for port 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// When the gateway started (ns since the epoch): the origin of [`DatabentoOptions::pulse`].
+    pub fn started_ns(&self) -> u64 {
+        self.shared.started_ns
     }
 
     /// The key that authenticates.
@@ -787,10 +810,16 @@ fn run_generator(shared: &Shared) {
         return;
     };
     let rate = shared.options.rate;
-    let origin = Instant::now();
+    let origin = shared.started;
     let mut made = 0u64;
     while !shared.stopping() {
-        let due = (origin.elapsed().as_secs_f64() * rate) as u64;
+        let elapsed = origin.elapsed();
+        let (active, off_for) = pulse_time(elapsed, shared.options.pulse);
+        if !off_for.is_zero() {
+            std::thread::sleep(off_for.min(Duration::from_millis(50)));
+            continue;
+        }
+        let due = (active.as_secs_f64() * rate) as u64;
         if due > made {
             let wanted = (due - made).min(MAX_RECORDS_PER_LOCK);
             made += lock(&market.history).generate(wanted, now_ns());
@@ -801,10 +830,27 @@ fn run_generator(shared: &Shared) {
         }
         let next_due = Duration::from_secs_f64((made + 1) as f64 / rate);
         let wait = next_due
-            .saturating_sub(origin.elapsed())
+            .saturating_sub(pulse_time(origin.elapsed(), shared.options.pulse).0)
             .clamp(Duration::from_millis(1), Duration::from_millis(50));
         std::thread::sleep(wait);
     }
+}
+
+/// For `elapsed` since the start: the time spent in `on` phases so far (all of it without
+/// pulses), and, in an `off` phase, how long it has left (zero in an `on` phase).
+fn pulse_time(elapsed: Duration, pulse: Option<(Duration, Duration)>) -> (Duration, Duration) {
+    let Some((on, off)) = pulse else {
+        return (elapsed, Duration::ZERO);
+    };
+    let period = (on + off).as_nanos().max(1);
+    let at = elapsed.as_nanos();
+    let cycles = at / period;
+    let within = at % period;
+    let on_ns = on.as_nanos();
+    let active = cycles * on_ns + within.min(on_ns);
+    let left = if within < on_ns { 0 } else { period - within };
+    let nanos = |n: u128| Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX));
+    (nanos(active), nanos(left))
 }
 
 /// 32 random ASCII letters and digits.
@@ -1977,6 +2023,19 @@ mod tests {
     /// A v1 DBN file whose instrument definition is 76 bytes (v1's struct is 360): `dbn`'s
     /// upgrade to v3 panics on it, so `sim --source` refuses it with the record's offset. The
     /// bytes are what the `dbn_recording` fuzz target found for the recording reader.
+    #[test]
+    fn pulses_count_only_their_on_phases() {
+        let ms = Duration::from_millis;
+        let pulse = Some((ms(200), ms(300)));
+        assert_eq!(pulse_time(ms(150), None), (ms(150), ms(0)));
+        assert_eq!(pulse_time(ms(150), pulse), (ms(150), ms(0)));
+        assert_eq!(pulse_time(ms(200), pulse), (ms(200), ms(300)));
+        assert_eq!(pulse_time(ms(450), pulse), (ms(200), ms(50)));
+        assert_eq!(pulse_time(ms(500), pulse), (ms(200), ms(0)));
+        assert_eq!(pulse_time(ms(1_120), pulse), (ms(520), ms(0)));
+        assert_eq!(pulse_time(ms(1_300), pulse), (ms(600), ms(200)));
+    }
+
     #[test]
     fn a_dbn_file_with_a_record_shorter_than_its_version_struct_is_refused_not_a_panic() {
         const FOUND: &str = "44424e01940000000000000000000000000000000000000000000000000400000000\
