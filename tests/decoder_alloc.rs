@@ -109,11 +109,34 @@ impl Stage {
     }
 }
 
-/// The venue file the simulator ships for `name`, as the appliance loads it.
+/// The venue file the simulator ships for `name`, as the appliance loads it. The simulator
+/// venues name the CA file `tickwire sim` writes (`/tmp/tickwire-sim/ca.pem`), which exists only
+/// once a simulator has run on the machine with its default directory: loaded from a copy that
+/// names a placeholder CA file instead (these tests open no TLS connection), so that they pass
+/// on a fresh machine whatever ran before them.
 fn venue(name: &str) -> tickwire::config::VenueConfig {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+    const SIM_CA_LINE: &str = "extra_ca_file = \"/tmp/tickwire-sim/ca.pem\"";
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("config/venues")
         .join(format!("{name}.toml"));
+    let text = std::fs::read_to_string(&shipped)
+        .unwrap_or_else(|error| panic!("{}: {error}", shipped.display()));
+    let dir = tempfile::TempDir::new().expect("temp dir");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(
+        &ca_file,
+        "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+    )
+    .expect("write the placeholder CA file");
+    let path = dir.path().join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        text.replace(
+            SIM_CA_LINE,
+            &format!("extra_ca_file = {:?}", ca_file.display().to_string()),
+        ),
+    )
+    .expect("write the venue file's copy");
     tickwire::config::load_venue(&path).unwrap_or_else(|error| panic!("{name}: {error}"))
 }
 
