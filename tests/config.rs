@@ -2,6 +2,7 @@
 //! is reported against the right file, line, column and key with a message that says what is
 //! valid.
 
+use crate::support::sim_ca::{with_ca_file, PLACEHOLDER_CA_PEM, SIM_CA_LINE};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -54,8 +55,6 @@ struct ShippedCopy {
     ca_file: PathBuf,
 }
 
-const SIM_CA_LINE: &str = "extra_ca_file = \"/tmp/tickwire-sim/ca.pem\"";
-
 fn shipped_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
 }
@@ -80,20 +79,13 @@ fn shipped_toml_files(dir: &Path) -> Vec<PathBuf> {
 fn copy_shipped() -> ShippedCopy {
     let source = shipped_dir();
     let dir = TempDir::new().expect("temp dir");
-    let ca_file = write(
-        dir.path(),
-        "ca.pem",
-        "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
-    );
+    let ca_file = write(dir.path(), "ca.pem", PLACEHOLDER_CA_PEM);
     let mut rewrote_ca = false;
     for file in shipped_toml_files(&source) {
         let relative = file.strip_prefix(&source).expect("file under config/");
         let mut text = std::fs::read_to_string(&file).expect("read shipped file");
         if text.contains(SIM_CA_LINE) {
-            text = text.replace(
-                SIM_CA_LINE,
-                &format!("extra_ca_file = {:?}", ca_file.display().to_string()),
-            );
+            text = with_ca_file(&text, &ca_file);
             rewrote_ca = true;
         }
         write(dir.path(), &relative.to_string_lossy(), &text);

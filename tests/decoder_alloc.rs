@@ -15,6 +15,7 @@
 //! run are counted: zero, by the binary's counting allocator (the calling thread's only).
 
 use crate::support::counting_alloc::allocations;
+use crate::support::sim_ca::{with_ca_file, PLACEHOLDER_CA_PEM};
 use std::path::Path;
 use tickwire::event::Event;
 use tickwire::ring::spsc::{Consumer, Producer};
@@ -115,7 +116,6 @@ impl Stage {
 /// names a placeholder CA file instead (these tests open no TLS connection), so that they pass
 /// on a fresh machine whatever ran before them.
 fn venue(name: &str) -> tickwire::config::VenueConfig {
-    const SIM_CA_LINE: &str = "extra_ca_file = \"/tmp/tickwire-sim/ca.pem\"";
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("config/venues")
         .join(format!("{name}.toml"));
@@ -123,20 +123,9 @@ fn venue(name: &str) -> tickwire::config::VenueConfig {
         .unwrap_or_else(|error| panic!("{}: {error}", shipped.display()));
     let dir = tempfile::TempDir::new().expect("temp dir");
     let ca_file = dir.path().join("ca.pem");
-    std::fs::write(
-        &ca_file,
-        "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
-    )
-    .expect("write the placeholder CA file");
+    std::fs::write(&ca_file, PLACEHOLDER_CA_PEM).expect("write the placeholder CA file");
     let path = dir.path().join(format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        text.replace(
-            SIM_CA_LINE,
-            &format!("extra_ca_file = {:?}", ca_file.display().to_string()),
-        ),
-    )
-    .expect("write the venue file's copy");
+    std::fs::write(&path, with_ca_file(&text, &ca_file)).expect("write the venue file's copy");
     tickwire::config::load_venue(&path).unwrap_or_else(|error| panic!("{name}: {error}"))
 }
 

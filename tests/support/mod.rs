@@ -1,8 +1,9 @@
 //! What the integration tests share: finding shared data and the binary (`common`), an
 //! appliance in a thread with a simulator (`appliance`), a thread-local allocation counter
 //! installed as the binary's global allocator (`counting_alloc`), the MBO oracle and streams of
-//! the L3 book tests, a blocking WebSocket client for the simulator tests (`ws_client`), and
-//! network namespaces for the NATS cluster test and benchmark (`netns`).
+//! the L3 book tests, a blocking WebSocket client for the simulator tests (`ws_client`), network
+//! namespaces for the NATS cluster test and benchmark (`netns`), and the simulator venue files'
+//! CA line pointed at a placeholder (`sim_ca`).
 
 pub mod appliance;
 pub mod common;
@@ -10,6 +11,7 @@ pub mod counting_alloc;
 pub mod mbo_oracle;
 pub mod mbo_stream;
 pub mod netns;
+pub mod sim_ca;
 pub mod skip;
 pub mod ws_client;
 

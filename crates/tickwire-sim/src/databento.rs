@@ -580,9 +580,9 @@ pub fn start(options: DatabentoOptions) -> io::Result<DatabentoHandle> {
         )));
     }
     if let Some((on, off)) = options.pulse {
-        if on.is_zero() || off.is_zero() {
+        if on.is_zero() || off.is_zero() || on.checked_add(off).is_none() {
             return Err(invalid_input(format!(
-                "a pulse needs an on and an off phase longer than zero, not {on:?} and {off:?}"
+                "a pulse needs an on and an off phase longer than zero (and a period that fits a Duration), not {on:?} and {off:?}"
             )));
         }
     }
