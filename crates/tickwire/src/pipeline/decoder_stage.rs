@@ -1,14 +1,20 @@
 //! The decoder stage: frames from the network stage into venue events for the strategy stage.
 //!
 //! It hands each frame to its connection's venue [`Feed`] (frames of a connection without one
-//! are counted as undecoded) and publishes the events once per batch. Before each publication it
-//! pushes a [`PublishMark`] (events published so far, and when) into the ring beside the event
-//! ring, from which the strategy stage finds each event's publication for decoded-to-strategy
-//! latency. It relays the feeds' replies to subscription requests at once, and in every round
-//! that catches up with the frame ring (and at least every [`CONTROL_MAX_DEFER_NS`] during a
-//! backlog) the feeds' snapshot requests and the replies back, the control thread's
-//! [`DecoderCommand`]s, the books bus readers asked for as far as their budget goes
-//! ([`super::book_requests`]), and one malformed-message sample per feed per second.
+//! are counted as undecoded) and publishes the events once per batch, as soon as the batch is
+//! decoded. Before each publication it pushes a [`PublishMark`] (events published so far, and
+//! when) into the ring beside the event ring, from which the strategy stage finds each event's
+//! publication for decoded-to-strategy latency.
+//!
+//! Its control work runs apart from the decoding, in `housekeep`, which the thread calls after
+//! every stage of the thread has polled (on a fused thread, after the strategy took the round's
+//! events): it relays the feeds' replies to subscription requests after every round that decoded,
+//! and, in a round that caught up with the frame ring (and at least every
+//! [`CONTROL_MAX_DEFER_NS`] during a backlog), the feeds' snapshot requests and the replies back,
+//! the control thread's [`DecoderCommand`]s, the books bus readers asked for as far as their
+//! budget goes ([`super::book_requests`]), the feeds' timers, and one malformed-message sample
+//! per feed per second. An idle decoder runs it when a command or a reply waits, and otherwise
+//! every [`CONTROL_IDLE_NS`].
 //!
 //! The pipeline has one such stage per decoder (`[[threads.decoders]]`). Each holds the feeds
 //! of its own venues and a [`Vacant`] feed in the place of every other venue, so that venue ids
@@ -44,6 +50,12 @@ const EVENT_ROOM_PER_BATCH: usize = 4096;
 /// while frames keep filling whole batches. Far below a REST round trip, so a book's sync is never
 /// held back by it, and far above a batch's decoding time, so a backlog is not interrupted often.
 const CONTROL_MAX_DEFER_NS: u64 = 1_000_000;
+/// How often an idle decoder runs its control work when nothing asks for it sooner (no frame
+/// decoded, no command or snapshot reply waiting): the feeds' timers (a datagram venue's line
+/// waits, in milliseconds), snapshot retries and the readers' book budget. A spinning thread
+/// polls every few hundred nanoseconds, and running all of it each time made up half of its
+/// idle round, which a frame arriving meanwhile waits for.
+const CONTROL_IDLE_NS: u64 = 20_000;
 /// The longest a snapshot reply waits for room in the event ring (see `DecoderStage::poll`):
 /// far longer than a strategy that keeps up takes to drain a full ring, and short beside the
 /// REST round trip the book already waited. Past it the reply goes in anyway, and whatever does
@@ -99,8 +111,14 @@ pub(super) struct DecoderStage {
     malformed: ring::Producer<MalformedSample>,
     /// Disconnections (gaps due) and status events from the control thread.
     commands: ring::Consumer<DecoderCommand>,
-    /// When the control work last ran (see `DecoderStage::poll`).
+    /// When the control work last ran (see `DecoderStage::housekeep`).
     last_control_ns: u64,
+    /// Whether the last poll caught up with the frame ring: the next `housekeep` runs the
+    /// control work then.
+    caught_up: bool,
+    /// Whether a poll decoded frames since the last `housekeep`: their feeds may have replies,
+    /// snapshot requests or a malformed sample to hand on.
+    decoded: bool,
     /// Per venue: messages and bytes handed to its feed.
     traffic: Vec<(CounterWriter, CounterWriter)>,
     /// Per venue and event kind: the events written, counted by the sink.
@@ -212,6 +230,8 @@ impl DecoderStage {
             malformed: rings.malformed,
             commands: rings.commands,
             last_control_ns: 0,
+            caught_up: true,
+            decoded: false,
             traffic,
             event_counts,
             receive_to_decoded,
@@ -361,7 +381,6 @@ impl StagePoll for DecoderStage {
                 .counting(&mut self.event_counts)
                 .with_bus(self.bus.as_mut());
         let mut drained = 0;
-        let mut now_ns = 0;
         let mut caught_up = true;
         // Up to `BATCHES_PER_POLL` batches while the frame ring has full ones and the event ring
         // has room, each published at once: a network stage on the same thread can hand over
@@ -446,18 +465,77 @@ impl StagePoll for DecoderStage {
                 let batch_events = sink.total_written() - events_before;
                 *events_per_frame = batch_events.div_ceil(batch).max(1);
             }
-            now_ns = self.clock.now_ns();
+            let now_ns = self.clock.now_ns();
             // One clock read per batch: each frame's decode finished by now.
             for &recv_ts_ns in &batch_recv_ns[..decoded] {
                 self.receive_to_decoded
                     .record(now_ns.saturating_sub(recv_ts_ns));
             }
             caught_up = batch < frames;
+            // Each batch is published as soon as it is decoded, the last one too: the control
+            // work (replies, snapshots, commands, the feeds' timers: `housekeep`) comes after
+            // the strategy can see the batch, never between the decode and the strategy.
+            sink.publish();
             if caught_up || sink.free_slots() < event_room_per_batch {
                 break;
             }
-            sink.publish();
         }
+        // Whether the control work is due at the next `housekeep`: once the decoder has caught up
+        // with the frame ring (see there).
+        self.caught_up = caught_up;
+        if drained > 0 {
+            self.decoded = true;
+            self.load
+                .busy_ns
+                .add(self.clock.now_ns().saturating_sub(started_ns));
+        }
+        drained > 0
+    }
+
+    /// The decoder's control work, after every stage of its thread has polled: on a fused
+    /// thread the strategy has then taken this round's events already, so none of this stands
+    /// between a frame's decode and its strategy.
+    fn housekeep(&mut self) -> bool {
+        if self.held_until_ns != 0 {
+            return false;
+        }
+        let started_ns = self.clock.now_ns();
+        let caught_up = self.caught_up;
+        let now_ns = started_ns;
+        let decoded = std::mem::take(&mut self.decoded);
+        // Control work (snapshot replies, disconnects, requests) runs once the decoder has caught
+        // up with the frame ring, and during a backlog at least every `CONTROL_MAX_DEFER_NS`.
+        // Waiting for a round that finds the ring empty is not enough: a network stage that
+        // blocks until data arrives hands this stage a frame in nearly every round while the
+        // stream flows, and an empty ring then comes only with a pause in the stream, which an
+        // evenly paced stream may not make for seconds, while every book waiting for its
+        // snapshot buffers diffs (the demo's receive-to-strategy p99 reached seconds). Caught up
+        // and idle, it runs when something asks for it, and otherwise every `CONTROL_IDLE_NS`.
+        let since_control_ns = now_ns.saturating_sub(self.last_control_ns);
+        let control_due = if caught_up {
+            decoded
+                || since_control_ns >= CONTROL_IDLE_NS
+                || self.held_snapshot.is_some()
+                || !self.snapshot_replies.is_empty()
+                || !self.commands.is_empty()
+        } else {
+            since_control_ns >= CONTROL_MAX_DEFER_NS
+        };
+        if !decoded && !control_due {
+            return false;
+        }
+        let feeds = &mut self.feeds;
+        let mut publication = Publication {
+            marks: &mut self.publish_marks,
+            published: &mut self.published,
+            clock: self.clock,
+            wakeup: self.strategy_wakeup.get(),
+            load: &mut self.load,
+        };
+        let mut sink =
+            EventSink::with_publisher(&mut self.events, &mut self.events_lost, &mut publication)
+                .counting(&mut self.event_counts)
+                .with_bus(self.bus.as_mut());
         // Replies to the control thread's requests go out at once: a connection waits on them.
         let mut control = 0;
         // Whether this round handed the control thread something to act on.
@@ -471,15 +549,8 @@ impl StagePoll for DecoderStage {
                 let _ = self.replies.try_push(reply);
             }
         }
-        // Control work (snapshot replies, disconnects, requests) runs once the decoder has caught
-        // up with the frame ring, and during a backlog at least every `CONTROL_MAX_DEFER_NS`.
-        // Waiting for a round that finds the ring empty is not enough: a network stage that
-        // blocks until data arrives hands this stage a frame in nearly every round while the
-        // stream flows, and an empty ring then comes only with a pause in the stream, which an
-        // evenly paced stream may not make for seconds, while every book waiting for its
-        // snapshot buffers diffs (the demo's receive-to-strategy p99 reached seconds).
         self.receive_to_decoded.flush_if_requested();
-        if caught_up || now_ns.saturating_sub(self.last_control_ns) >= CONTROL_MAX_DEFER_NS {
+        if control_due {
             self.last_control_ns = now_ns;
             // A snapshot makes one event per level at once, and a venue's books all ask for
             // theirs together at start and after a reconnect: ten 1,000-level Binance books make
@@ -548,13 +619,12 @@ impl StagePoll for DecoderStage {
                 wakeup.wake();
             }
         }
-        let worked = drained > 0 || control > 0;
-        if worked {
+        if control > 0 {
             self.load
                 .busy_ns
                 .add(self.clock.now_ns().saturating_sub(started_ns));
         }
-        worked
+        control > 0
     }
 }
 
@@ -570,6 +640,15 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
+
+    impl DecoderStage {
+        /// One round of the stage's thread: the poll, then the control work.
+        fn round(&mut self) -> bool {
+            let decoded = self.poll();
+            let controlled = self.housekeep();
+            decoded || controlled
+        }
+    }
 
     /// A feed with one book that wants one snapshot; it counts the snapshots it is handed. With
     /// `levels_out`, it writes one `BookLevel` event per level of each snapshot, the snapshot's
@@ -805,7 +884,7 @@ mod tests {
         // Each round delivers what fits and the strategy then drains the ring, as its thread
         // would; twice the snapshots in rounds is more than enough.
         for _ in 0..2 * SNAPSHOTS {
-            stage.poll();
+            stage.round();
             held_at_least_once |= stage.held_snapshot.is_some();
             while let Some(event) = strategy.events.try_pop() {
                 received.push(event);
@@ -844,7 +923,7 @@ mod tests {
         ] {
             assert!(control.snapshot_replies.try_push(reply).is_ok());
         }
-        stage.poll();
+        stage.round();
         assert_eq!(
             snapshots.load(Ordering::Relaxed),
             1,
@@ -854,10 +933,10 @@ mod tests {
             stage.held_snapshot.is_some(),
             "the large one waits while the ring holds the small one's event"
         );
-        stage.poll();
+        stage.round();
         assert_eq!(snapshots.load(Ordering::Relaxed), 1, "and still waits");
         std::thread::sleep(Duration::from_nanos(2 * SNAPSHOT_HOLD_MAX_NS));
-        stage.poll();
+        stage.round();
         assert_eq!(
             snapshots.load(Ordering::Relaxed),
             2,
@@ -865,7 +944,7 @@ mod tests {
         );
         // The last one waits for room: the large one filled the ring.
         while strategy.events.try_pop().is_some() {}
-        stage.poll();
+        stage.round();
         assert_eq!(
             snapshots.load(Ordering::Relaxed),
             3,
@@ -888,14 +967,14 @@ mod tests {
     fn snapshot_requests_and_replies_pass_while_every_round_has_a_frame() {
         let mut bench = Bench::new();
         bench.receive(1);
-        assert!(bench.stage.poll());
+        assert!(bench.stage.round());
         assert!(
             bench.control.snapshot_requests.try_pop().is_some(),
             "the request went out in the first round"
         );
         bench.reply();
         bench.receive(1);
-        bench.stage.poll();
+        bench.stage.round();
         assert_eq!(
             bench.snapshots.load(Ordering::Relaxed),
             1,
@@ -909,7 +988,7 @@ mod tests {
     fn a_small_event_ring_still_takes_whole_batches() {
         let mut bench = Bench::with_event_slots(1024);
         bench.receive(EVENT_BATCH);
-        assert!(bench.stage.poll());
+        assert!(bench.stage.round());
         let left = bench.stage.frames.drain(EVENT_BATCH, |_, _| {});
         assert_eq!(left, 0, "one round took every frame");
     }
@@ -920,19 +999,19 @@ mod tests {
     fn a_backlog_defers_control_work_for_a_bounded_time() {
         let mut bench = Bench::new();
         bench.receive(1);
-        bench.stage.poll();
+        bench.stage.round();
         assert!(bench.control.snapshot_requests.try_pop().is_some());
         bench.reply();
         bench.receive((BATCHES_PER_POLL + 4) * EVENT_BATCH);
         bench.stage.last_control_ns = bench.stage.clock.now_ns();
-        bench.stage.poll();
+        bench.stage.round();
         assert_eq!(
             bench.snapshots.load(Ordering::Relaxed),
             0,
             "a full batch right after control work defers the next"
         );
         std::thread::sleep(Duration::from_nanos(2 * CONTROL_MAX_DEFER_NS));
-        bench.stage.poll();
+        bench.stage.round();
         assert_eq!(
             bench.snapshots.load(Ordering::Relaxed),
             1,

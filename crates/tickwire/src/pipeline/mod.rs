@@ -81,7 +81,14 @@ trait StagePoll: Send {
     fn start(&mut self) -> Result<(), String> {
         Ok(())
     }
+    /// The stage's hot work: what a frame or an event waits on.
     fn poll(&mut self) -> bool;
+    /// The stage's other work (control replies, timers, bookkeeping), called after every stage
+    /// of the thread has polled, so that on a fused thread none of it stands between a frame
+    /// and the strategy. Returns whether it did any.
+    fn housekeep(&mut self) -> bool {
+        false
+    }
     /// Called when the thread is about to stop.
     fn finish(&mut self) {}
 }
@@ -800,6 +807,9 @@ impl HotThreads {
                     let mut worked = false;
                     for stage in stages.iter_mut() {
                         worked |= stage.poll();
+                    }
+                    for stage in stages.iter_mut() {
+                        worked |= stage.housekeep();
                     }
                     heartbeat.increment();
                     thread_idle.store(!worked, Ordering::Relaxed);

@@ -223,14 +223,21 @@ impl StrategyStage {
             if run.is_empty() {
                 continue;
             }
+            // One clock read for the run, taken as the stage takes it off the ring: the time its
+            // bookkeeping records, and the strategy's `now_ns`.
+            let now_ns = self.clock.now_ns();
+            last_ns = now_ns;
+            self.tally.received.add(run.len() as u64);
             for event in run {
-                let now_ns = self.clock.now_ns();
-                last_ns = now_ns;
-                self.tally.take(event, now_ns, marks);
                 self.market.apply(event);
             }
             if let Some(user) = self.user.as_mut() {
-                user.on_events(run, &self.market, last_ns);
+                user.on_events(run, &self.market, now_ns);
+            }
+            // The stage's own bookkeeping (histograms, the quote board, the simulator's stamps)
+            // after the strategy has seen the run, so that it never delays the strategy.
+            for event in run {
+                self.tally.take(event, now_ns, marks);
             }
         }
         let drained = first.len() + second.len();
@@ -269,7 +276,6 @@ impl Tally {
     /// The stage's own bookkeeping for one event, taken off the ring at `now_ns`.
     #[inline]
     fn take(&mut self, event: &Event, now_ns: u64, marks: &mut Marks) {
-        self.received.increment();
         // The event's publication: the first mark of its decoder that covers its position.
         marks.taken += 1;
         while marks.mark.events < marks.taken {

@@ -200,6 +200,11 @@ impl<'a> EventSink<'a> {
             self.bus_pending = 0;
             bus.publish();
         }
+        // Nothing in the ring waits (a decoder's idle rounds): nothing to count, stamp or make
+        // visible.
+        if self.written == 0 && self.events.unpublished() == 0 {
+            return 0;
+        }
         let count = std::mem::take(&mut self.written);
         if let Some(counts) = self.counts.as_deref_mut() {
             counts.publish();
@@ -484,7 +489,11 @@ impl MalformedSampler {
         }
     }
 
+    /// The waiting sample, if any. Asked on every decoder round: an empty sampler answers
+    /// without moving the (half-kilobyte) sample slot.
+    #[inline]
     pub fn take(&mut self) -> Option<MalformedSample> {
+        self.sample.as_ref()?;
         self.sample.take()
     }
 }
