@@ -213,6 +213,22 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
         );
         away
     });
+    // And every other process's threads, as `isolcpus=domain` or a cpuset shield keeps them.
+    let users_away = args.housekeeping_core.map(|_| {
+        let away = hot::UserThreadsAway::off_core(args.client_core);
+        let mut names = away.names.clone();
+        names.sort();
+        names.dedup();
+        eprintln!(
+            "bench e2e: {} threads of other processes moved off core {} for the runs ({}); {} \
+             pinned to it stay",
+            away.names.len(),
+            args.client_core,
+            names.join(", "),
+            away.bound
+        );
+        away
+    });
     let irqs_away = args.housekeeping_core.map(|_| {
         let away = hot::IrqsAway::off_core(args.client_core);
         eprintln!(
@@ -280,6 +296,7 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
         }
     }
     drop(kernel_away);
+    drop(users_away);
     drop(irqs_away);
     let table = render_table(&outcomes, &lossless);
     println!("{table}");
@@ -955,14 +972,16 @@ fn render_spread(outcomes: &[Outcome]) -> String {
     let _ = writeln!(
         out,
         "Repeated runs: per run, in run order; ratios to tcp-floor of the same run; switches \
-         are the hot thread's (voluntary + involuntary) in the timed window.\n"
+         are the hot thread's (voluntary + involuntary) in the timed window, steal the time the \
+         host took the client core's virtual CPU for something else in it (`/proc/stat`).\n"
     );
     let _ = writeln!(
         out,
         "| client | rate | p50 us per run | p99 us per run | p99.9 us per run | p50 / floor | \
-         p99 / floor | p99 min / median / max us | hot-thread switches per run |"
+         p99 / floor | p99 min / median / max us | hot-thread switches per run | host steal ms \
+         per run |"
     );
-    let _ = writeln!(out, "|{}", " --- |".repeat(9));
+    let _ = writeln!(out, "|{}", " --- |".repeat(10));
     for rate in rates {
         let mut names: Vec<&str> = Vec::new();
         for o in outcomes.iter().filter(|o| o.rate == rate) {
@@ -1016,9 +1035,18 @@ fn render_spread(outcomes: &[Outcome]) -> String {
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
+            let steal = runs
+                .iter()
+                .map(|o| {
+                    o.hot
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), |hot| hot.delta.core_steal_ms.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
             let _ = writeln!(
                 out,
-                "| {name} | {} | {} | {} | {} | {} | {} | {spread} | {switches} |",
+                "| {name} | {} | {} | {} | {} | {} | {} | {spread} | {switches} | {steal} |",
                 rate as u64,
                 list(0.5),
                 list(0.99),
@@ -1246,6 +1274,7 @@ fn render_json(outcomes: &[Outcome], lossless: &[(String, f64, String)], machine
                                 "core_interrupts": hot.delta.core_interrupts,
                                 "core_timer_interrupts": hot.delta.core_timer_interrupts,
                                 "core_softirqs": hot.delta.core_softirqs,
+                                "core_steal_ms": hot.delta.core_steal_ms,
                             })),
                             "note": o.note,
                         }),
