@@ -1105,7 +1105,12 @@ fn stamps_are_pushed_in_send_order_for_the_first_connection() {
         .windows(2)
         .all(|pair| pair[0].send_ns <= pair[1].send_ns));
     assert!(stamps[0].send_ns > 0);
-    assert_eq!(running.sim.stats().stamps_pushed, 3);
+    let stats = running.sim.stats();
+    assert_eq!(stats.stamps_pushed, 3);
+    // Each stamped message's send path (stamp to the write's return) is recorded once.
+    let send_path = stats.send_path.expect("the stamped messages' send path");
+    assert_eq!(send_path.messages, 3);
+    assert!(0 < send_path.p50_ns && send_path.p50_ns <= send_path.max_ns);
 }
 
 /// A `/market` connection written to first (its aggTrade comes first) does not take the stamps:

@@ -94,6 +94,10 @@ struct Outcome {
     rate: f64,
     /// Which of `--repeat`'s runs (0-based).
     run: usize,
+    /// The sender's side of each stamped message: from its stamp to the `write`'s return (the
+    /// simulator's TLS encryption and the kernel's loopback delivery; the tcp-floor's sender
+    /// has no TLS). Part of `latency`, which starts at the same stamp.
+    send_path: Option<tickwire_sim::SendPath>,
     /// Messages per second the simulator achieved.
     achieved: f64,
     sent: u64,
@@ -568,6 +572,7 @@ fn measure(
     let sent;
     let achieved;
     let hot;
+    let send_path;
     match client {
         Client::TcpFloor { exe } => {
             let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -587,8 +592,9 @@ fn measure(
             let mut source = source(args.symbols, rate, messages)?;
             // Its one thread is the hot one; the window opens as the stream starts.
             let probe = crate::hot::HotProbe::open(child.id(), None, args.client_core);
-            let (count, elapsed) = plain_stream(&listener, source.as_mut(), stamp_tx, clock)?;
+            let (count, elapsed, path) = plain_stream(&listener, source.as_mut(), stamp_tx, clock)?;
             hot = probe.close();
+            send_path = path;
             sent = count;
             achieved = count as f64 / elapsed.as_secs_f64().max(1e-9);
         }
@@ -679,6 +685,7 @@ fn measure(
             std::thread::sleep(Duration::from_millis(500));
             let stats = sim.stats();
             sent = stats.stamps_pushed;
+            send_path = stats.send_path.clone();
             achieved = stats.messages_sent as f64 / started.elapsed().as_secs_f64().max(1e-9);
             if stats.stamp_overflows > 0 {
                 eprintln!(
@@ -744,6 +751,7 @@ fn measure(
         rate,
         run: 0,
         hot,
+        send_path,
         achieved,
         sent,
         received,
@@ -766,13 +774,14 @@ fn plain_stream(
     source: &mut dyn Source,
     mut stamps: tickwire::ring::Producer<Stamp>,
     clock: Clock,
-) -> anyhow::Result<(u64, Duration)> {
+) -> anyhow::Result<(u64, Duration, Option<tickwire_sim::SendPath>)> {
     listener.set_nonblocking(false)?;
     let (mut stream, _) = listener.accept()?;
     stream.set_nodelay(true)?;
     let start = Instant::now();
     let mut line = Vec::with_capacity(512);
     let mut sent = 0;
+    let mut send_path = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
     while let Some(message) = source.next_message() {
         let due = start + Duration::from_nanos(message.offset_ns);
         let now = Instant::now();
@@ -782,20 +791,34 @@ fn plain_stream(
         line.clear();
         line.extend_from_slice(&message.combined[message.data.clone()]);
         line.push(b'\n');
-        if let Some(key) = message.stamp_key {
-            let _ = stamps.try_push(Stamp {
-                key,
-                send_ns: clock.now_ns(),
-            });
-        }
+        let stamped = message.stamp_key.map(|key| {
+            let send_ns = clock.now_ns();
+            let _ = stamps.try_push(Stamp { key, send_ns });
+            send_ns
+        });
         if stream.write_all(&line).is_err() {
             break;
+        }
+        // The send path, as the simulator measures its own: the stamp to the write's return.
+        if let Some(send_ns) = stamped {
+            send_path.saturating_record(clock.now_ns().saturating_sub(send_ns).max(1));
         }
         sent += 1;
     }
     let elapsed = start.elapsed();
     drop(stream);
-    Ok((sent, elapsed))
+    Ok((sent, elapsed, send_path_of(&send_path)))
+}
+
+/// The quantiles of a sender's send path (`SimStats::send_path`'s shape); `None` when empty.
+fn send_path_of(histogram: &Histogram<u64>) -> Option<tickwire_sim::SendPath> {
+    (!histogram.is_empty()).then(|| tickwire_sim::SendPath {
+        messages: histogram.len(),
+        p50_ns: histogram.value_at_quantile(0.5),
+        p99_ns: histogram.value_at_quantile(0.99),
+        p999_ns: histogram.value_at_quantile(0.999),
+        max_ns: histogram.max(),
+    })
 }
 
 /// A tickwire client's config: everything on one thread on the client core, the `mid` strategy
@@ -949,10 +972,28 @@ fn summary_line(o: &Outcome) -> String {
         .map(|(_, _, text)| text)
         .collect();
     format!(
-        "{}\n  counters: {}\n  hot thread: {}",
+        "{}\n  counters: {}\n  hot thread: {}\n  sender: {}",
         summary(o),
         counters.join("; "),
-        hot_text(o)
+        hot_text(o),
+        send_path_text(o)
+    )
+}
+
+/// The sender's side of the run's latency: the stamp to the `write`'s return.
+fn send_path_text(o: &Outcome) -> String {
+    o.send_path.as_ref().map_or_else(
+        || "not measured".to_owned(),
+        |path| {
+            format!(
+                "stamp to write returned p50 {} us p99 {} us p99.9 {} us max {} us ({} messages)",
+                us(path.p50_ns),
+                us(path.p99_ns),
+                us(path.p999_ns),
+                us(path.max_ns),
+                path.messages
+            )
+        },
     )
 }
 
@@ -973,15 +1014,16 @@ fn render_spread(outcomes: &[Outcome]) -> String {
         out,
         "Repeated runs: per run, in run order; ratios to tcp-floor of the same run; switches \
          are the hot thread's (voluntary + involuntary) in the timed window, steal the time the \
-         host took the client core's virtual CPU for something else in it (`/proc/stat`).\n"
+         host took the client core's virtual CPU for something else in it (`/proc/stat`), sender \
+         p99 the 99th percentile of the sender's own part (the stamp to its `write`'s return).\n"
     );
     let _ = writeln!(
         out,
         "| client | rate | p50 us per run | p99 us per run | p99.9 us per run | p50 / floor | \
          p99 / floor | p99 min / median / max us | hot-thread switches per run | host steal ms \
-         per run |"
+         per run | sender p99 us per run |"
     );
-    let _ = writeln!(out, "|{}", " --- |".repeat(10));
+    let _ = writeln!(out, "|{}", " --- |".repeat(11));
     for rate in rates {
         let mut names: Vec<&str> = Vec::new();
         for o in outcomes.iter().filter(|o| o.rate == rate) {
@@ -1044,9 +1086,19 @@ fn render_spread(outcomes: &[Outcome]) -> String {
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
+            let sender = runs
+                .iter()
+                .map(|o| {
+                    o.send_path
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), |path| us(path.p99_ns))
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
             let _ = writeln!(
                 out,
-                "| {name} | {} | {} | {} | {} | {} | {} | {spread} | {switches} | {steal} |",
+                "| {name} | {} | {} | {} | {} | {} | {} | {spread} | {switches} | {steal} | \
+                 {sender} |",
                 rate as u64,
                 list(0.5),
                 list(0.99),
@@ -1275,6 +1327,13 @@ fn render_json(outcomes: &[Outcome], lossless: &[(String, f64, String)], machine
                                 "core_timer_interrupts": hot.delta.core_timer_interrupts,
                                 "core_softirqs": hot.delta.core_softirqs,
                                 "core_steal_ms": hot.delta.core_steal_ms,
+                            })),
+                            "send_path": o.send_path.as_ref().map(|path| serde_json::json!({
+                                "messages": path.messages,
+                                "p50_ns": path.p50_ns,
+                                "p99_ns": path.p99_ns,
+                                "p999_ns": path.p999_ns,
+                                "max_ns": path.max_ns,
                             })),
                             "note": o.note,
                         }),

@@ -33,4 +33,4 @@ pub mod thalex;
 mod wire;
 
 pub use options::{Faults, Pace, SimOptions, SimVenue, Stamp, Start};
-pub use server::{ConnectionStats, Sim, SimError, SimHandle, SimStats, CLOSE_GRACE};
+pub use server::{ConnectionStats, SendPath, Sim, SimError, SimHandle, SimStats, CLOSE_GRACE};

@@ -114,6 +114,16 @@ pub enum SimError {
     Spawn(io::Error),
 }
 
+/// The stamped messages' send path ([`SimStats::send_path`]), in ns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SendPath {
+    pub messages: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
 /// Counters of a run, from [`SimHandle::stats`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SimStats {
@@ -143,6 +153,9 @@ pub struct SimStats {
     /// Binance Spot SBE: WebSocket upgrades refused with 401 for a missing or wrong
     /// `X-MBX-APIKEY`.
     pub api_key_refused: u64,
+    /// With latency stamps: the stamped messages' send path, from the stamp to the `write`'s
+    /// return (the benchmarks' sender side); `None` before the first.
+    pub send_path: Option<SendPath>,
 }
 
 /// One WebSocket connection's counters.
@@ -225,6 +238,7 @@ impl Sim {
             producer: options.stamps,
             clock: options.clock,
             stamped_index: None,
+            writing_ns: None,
         };
         let (pace, start) = (options.pace, options.start);
         let pacer_shared = Arc::clone(&shared);
@@ -375,6 +389,15 @@ impl SimHandle {
             stamp_overflows: counters.stamp_overflows.load(Ordering::Relaxed),
             retired_refused: counters.retired_refused.load(Ordering::Relaxed),
             api_key_refused: counters.api_key_refused.load(Ordering::Relaxed),
+            send_path: lock(&counters.send_path)
+                .as_ref()
+                .map(|histogram| SendPath {
+                    messages: histogram.len(),
+                    p50_ns: histogram.value_at_quantile(0.5),
+                    p99_ns: histogram.value_at_quantile(0.99),
+                    p999_ns: histogram.value_at_quantile(0.999),
+                    max_ns: histogram.max(),
+                }),
             connections,
         }
     }
@@ -486,6 +509,9 @@ struct Counters {
     stamp_overflows: AtomicU64,
     retired_refused: AtomicU64,
     api_key_refused: AtomicU64,
+    /// Stamped messages' send path: from the stamp to the `write`'s return (the frame's TLS
+    /// encryption and the kernel's delivery of it), in ns. Recorded by the pacer thread only.
+    send_path: Mutex<Option<hdrhistogram::Histogram<u64>>>,
 }
 
 impl Shared {
@@ -1279,6 +1305,8 @@ struct Stamper {
     clock: Clock,
     /// The index of the stamped connection, once one received data.
     stamped_index: Option<u64>,
+    /// The stamp of the message being written, until its write returns.
+    writing_ns: Option<u64>,
 }
 
 impl Stamper {
@@ -1298,10 +1326,31 @@ impl Stamper {
             return;
         }
         let send_ns = self.clock.now_ns();
+        self.writing_ns = Some(send_ns);
         match producer.try_push(Stamp { key, send_ns }) {
             Ok(()) => counters.stamps_pushed.fetch_add(1, Ordering::Relaxed),
             Err(_) => counters.stamp_overflows.fetch_add(1, Ordering::Relaxed),
         };
+    }
+}
+
+impl Stamper {
+    /// The stamped message's write returned (`written`: it succeeded): its send path is
+    /// recorded.
+    fn after_write(&mut self, written: bool, counters: &Counters) {
+        let Some(send_ns) = self.writing_ns.take() else {
+            return;
+        };
+        if !written {
+            return;
+        }
+        let elapsed = self.clock.now_ns().saturating_sub(send_ns).max(1);
+        let mut send_path = lock(&counters.send_path);
+        let histogram = send_path.get_or_insert_with(|| {
+            hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3)
+                .expect("constant bounds are valid")
+        });
+        histogram.saturating_record(elapsed);
     }
 }
 
@@ -1420,7 +1469,9 @@ fn deliver(
     // The stamp goes out before the bytes: a client on another core can take the message off
     // the wire before this thread returns from the write, and must find its stamp then.
     stamper.before_write(conn.stats.index, message.stamp_key, &shared.counters);
-    if !conn.send_or_fail(&mut out, &wire) {
+    let written = conn.send_or_fail(&mut out, &wire);
+    stamper.after_write(written, &shared.counters);
+    if !written {
         return true;
     }
     out.data_sent = number;
