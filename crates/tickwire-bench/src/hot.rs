@@ -331,74 +331,6 @@ impl std::fmt::Display for HotWindow {
 /// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags: the task is a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// The kernel threads that may run on a core and may be moved off it, moved to the other cores
-/// they may run on for as long as this lives, as `isolcpus=domain` keeps them off an isolated
-/// core on a tuned host (issue 39: the bench's tuned layout). Per-core kernel threads
-/// (`kworker/N`, `migration/N`, `ksoftirqd/N`) refuse to move and stay: a tuned host has them
-/// too, fewer with `nohz_full`. Dropping it puts every moved thread's mask back.
-pub struct KernelThreadsAway {
-    moved: Vec<(i32, libc::cpu_set_t)>,
-    /// The moved threads' names, for the report.
-    pub names: Vec<String>,
-    /// How many kernel threads allowed on the core could not be moved (bound to it).
-    pub bound: usize,
-}
-
-impl KernelThreadsAway {
-    /// Moves every movable kernel thread allowed on `core` off it. Needs CAP_SYS_NICE (root);
-    /// without it nothing moves and `bound` counts every thread.
-    pub fn off_core(core: usize) -> KernelThreadsAway {
-        let mut away = KernelThreadsAway {
-            moved: Vec::new(),
-            names: Vec::new(),
-            bound: 0,
-        };
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return away;
-        };
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                continue;
-            };
-            // The fields after the name in parentheses: state is field 3, flags field 9.
-            let Some((name_part, rest)) = stat.rsplit_once(") ") else {
-                continue;
-            };
-            let name = name_part.split_once(" (").map_or("", |(_, name)| name);
-            let flags = rest
-                .split_whitespace()
-                .nth(6)
-                .and_then(|flags| flags.parse::<u64>().ok())
-                .unwrap_or(0);
-            if flags & PF_KTHREAD == 0 {
-                continue;
-            }
-            match move_off(pid, core) {
-                Moved::Yes(mask) => {
-                    away.moved.push((pid, mask));
-                    away.names.push(name.to_owned());
-                }
-                Moved::Bound => away.bound += 1,
-                Moved::NotThere => {}
-            }
-        }
-        away
-    }
-}
-
-impl Drop for KernelThreadsAway {
-    fn drop(&mut self) {
-        put_back(&self.moved);
-    }
-}
-
 /// What `move_off` did with one task.
 enum Moved {
     /// Moved; its mask before.
@@ -444,89 +376,111 @@ fn put_back(moved: &[(i32, libc::cpu_set_t)]) {
     }
 }
 
-/// Every thread of every other user process that may run on a core, moved to the other cores
-/// it may run on for as long as this lives, as `isolcpus=domain` (or a cpuset shield) keeps
-/// other processes off an isolated core on a tuned host (issue 39: on this VM the sandbox's
-/// own daemons, `process_api`'s `tokio-rt-worker`s among them, took the clients' core several
-/// times a run). This process is left alone (the simulator's threads are pinned already), and
-/// so are the clients, which start after it. Dropping it puts every moved thread's mask back.
-pub struct UserThreadsAway {
+/// Threads moved off a core for as long as this lives, to the other cores each may run on, as a
+/// tuned host keeps them off an isolated core (issue 39: the bench's tuned layout); dropping it
+/// puts every moved thread's mask back.
+/// - [`ThreadsAway::kernel_off_core`]: the kernel threads, as `isolcpus=domain` keeps them.
+///   Per-core kernel threads (`kworker/N`, `migration/N`, `ksoftirqd/N`) refuse to move and stay:
+///   a tuned host has them too, fewer with `nohz_full`.
+/// - [`ThreadsAway::others_off_core`]: every thread of every other user process, as
+///   `isolcpus=domain` or a cpuset shield keeps them (on this VM the sandbox's own daemons,
+///   `process_api`'s `tokio-rt-worker`s among them, took the clients' core several times a run).
+///   This process is left alone (the simulator's threads are pinned already), and so are the
+///   clients, which start after it.
+pub struct ThreadsAway {
     moved: Vec<(i32, libc::cpu_set_t)>,
     /// The moved threads' names, for the report.
     pub names: Vec<String>,
-    /// How many threads allowed on the core could not be moved (pinned to it alone).
+    /// How many threads allowed on the core could not be moved (bound to it).
     pub bound: usize,
 }
 
-impl UserThreadsAway {
-    /// Moves every thread of every other user process allowed on `core` off it. Needs
-    /// CAP_SYS_NICE for other users' processes (root); what cannot move is counted in `bound`.
-    pub fn off_core(core: usize) -> UserThreadsAway {
-        let mut away = UserThreadsAway {
+impl ThreadsAway {
+    fn none() -> ThreadsAway {
+        ThreadsAway {
             moved: Vec::new(),
             names: Vec::new(),
             bound: 0,
-        };
-        let own = std::process::id();
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return away;
-        };
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
+        }
+    }
+
+    /// Moves every movable kernel thread allowed on `core` off it. Needs CAP_SYS_NICE (root);
+    /// without it nothing moves and `bound` counts every thread.
+    pub fn kernel_off_core(core: usize) -> ThreadsAway {
+        let mut away = ThreadsAway::none();
+        // Each kernel thread is a process of its own.
+        for (pid, path) in numbered("/proc") {
+            away.consider(pid, &path, core, true);
+        }
+        away
+    }
+
+    /// Moves every thread of every other user process allowed on `core` off it. Needs
+    /// CAP_SYS_NICE for other users' processes (root); what cannot move is counted in `bound`.
+    pub fn others_off_core(core: usize) -> ThreadsAway {
+        let mut away = ThreadsAway::none();
+        let own = std::process::id() as i32;
+        for (pid, path) in numbered("/proc") {
             if pid == own {
                 continue;
             }
-            let Ok(tasks) = std::fs::read_dir(entry.path().join("task")) else {
-                continue;
-            };
-            for task in tasks.flatten() {
-                let Some(tid) = task
-                    .file_name()
-                    .to_str()
-                    .and_then(|s| s.parse::<i32>().ok())
-                else {
-                    continue;
-                };
-                let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-                    continue;
-                };
-                let Some((name_part, rest)) = stat.rsplit_once(") ") else {
-                    continue;
-                };
-                let flags = rest
-                    .split_whitespace()
-                    .nth(6)
-                    .and_then(|flags| flags.parse::<u64>().ok())
-                    .unwrap_or(0);
-                // Kernel threads are `KernelThreadsAway`'s.
-                if flags & PF_KTHREAD != 0 {
+            for (tid, task) in numbered(path.join("task")) {
+                // A kernel thread's one task: `kernel_off_core`'s.
+                if !away.consider(tid, &task, core, false) {
                     break;
-                }
-                match move_off(tid, core) {
-                    Moved::Yes(mask) => {
-                        away.moved.push((tid, mask));
-                        let name = name_part.split_once(" (").map_or("", |(_, name)| name);
-                        away.names.push(name.to_owned());
-                    }
-                    Moved::Bound => away.bound += 1,
-                    Moved::NotThere => {}
                 }
             }
         }
         away
     }
+
+    /// Moves task `tid` (its `/proc` directory `path`) off `core` if it is a kernel thread and
+    /// `kernel`, or a user thread and not; returns false for a task of the other kind.
+    fn consider(&mut self, tid: i32, path: &std::path::Path, core: usize, kernel: bool) -> bool {
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            return true;
+        };
+        // The fields after the name in parentheses: state is field 3, flags field 9.
+        let Some((name_part, rest)) = stat.rsplit_once(") ") else {
+            return true;
+        };
+        let flags = rest
+            .split_whitespace()
+            .nth(6)
+            .and_then(|flags| flags.parse::<u64>().ok())
+            .unwrap_or(0);
+        if (flags & PF_KTHREAD != 0) != kernel {
+            return false;
+        }
+        match move_off(tid, core) {
+            Moved::Yes(mask) => {
+                self.moved.push((tid, mask));
+                let name = name_part.split_once(" (").map_or("", |(_, name)| name);
+                self.names.push(name.to_owned());
+            }
+            Moved::Bound => self.bound += 1,
+            Moved::NotThere => {}
+        }
+        true
+    }
 }
 
-impl Drop for UserThreadsAway {
+impl Drop for ThreadsAway {
     fn drop(&mut self) {
         put_back(&self.moved);
     }
+}
+
+/// The entries of a directory whose names are numbers (`/proc`'s processes, a process's tasks).
+fn numbered(dir: impl AsRef<std::path::Path>) -> impl Iterator<Item = (i32, PathBuf)> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let id = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            Some((id, entry.path()))
+        })
 }
 
 /// The device interrupts that may land on a core, steered to the other cores for as long as this
@@ -710,7 +664,7 @@ mod tests {
             eprintln!("skipped: needs root and kthreadd allowed on two cores, core 1 among them");
             return;
         }
-        let away = KernelThreadsAway::off_core(1);
+        let away = ThreadsAway::kernel_off_core(1);
         assert!(
             away.names.iter().any(|name| name == "kthreadd"),
             "{:?}",
@@ -750,7 +704,7 @@ mod tests {
             .expect("sleep starts");
         let pid = child.id() as i32;
         let before = allowed(pid).expect("the child's mask");
-        let away = UserThreadsAway::off_core(1);
+        let away = ThreadsAway::others_off_core(1);
         let during = allowed(pid).expect("the child's mask");
         let own_during = allowed(0).expect("this thread's mask");
         drop(away);

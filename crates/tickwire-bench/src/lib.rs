@@ -198,40 +198,31 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
     let work = std::path::absolute(args.out.join("work"))?;
     std::fs::create_dir_all(&work)?;
     // The tuned layout: kernel threads that may move kept off the clients' core as well, for
-    // every client alike, as a tuned host's `isolcpus=domain` keeps them.
-    let kernel_away = args.housekeeping_core.map(|_| {
-        let away = hot::KernelThreadsAway::off_core(args.client_core);
-        let mut names = away.names.clone();
-        names.sort();
-        names.dedup();
-        eprintln!(
-            "bench e2e: {} kernel threads moved off core {} for the runs ({}); {} bound to it stay \
-             (per-core: kworker/{}, migration/{}, ksoftirqd/{} ...)",
-            away.names.len(),
-            args.client_core,
-            names.join(", "),
-            away.bound,
-            args.client_core,
-            args.client_core,
-            args.client_core
-        );
-        away
-    });
-    // And every other process's threads, as `isolcpus=domain` or a cpuset shield keeps them.
-    let users_away = args.housekeeping_core.map(|_| {
-        let away = hot::UserThreadsAway::off_core(args.client_core);
-        let mut names = away.names.clone();
-        names.sort();
-        names.dedup();
-        eprintln!(
-            "bench e2e: {} threads of other processes moved off core {} for the runs ({}); {} \
-             pinned to it stay",
-            away.names.len(),
-            args.client_core,
-            names.join(", "),
-            away.bound
-        );
-        away
+    // every client alike, as a tuned host's `isolcpus=domain` keeps them, and every other
+    // process's threads, as `isolcpus=domain` or a cpuset shield keeps them.
+    let core = args.client_core;
+    let threads_away = args.housekeeping_core.map(|_| {
+        let kernel = hot::ThreadsAway::kernel_off_core(core);
+        let others = hot::ThreadsAway::others_off_core(core);
+        for (away, what, stay) in [
+            (
+                &kernel,
+                "kernel threads",
+                format!("bound to it stay (per-core: kworker/{core}, migration/{core}, ksoftirqd/{core} ...)"),
+            ),
+            (&others, "threads of other processes", "pinned to it stay".to_owned()),
+        ] {
+            let mut names = away.names.clone();
+            names.sort();
+            names.dedup();
+            eprintln!(
+                "bench e2e: {} {what} moved off core {core} for the runs ({}); {} {stay}",
+                away.names.len(),
+                names.join(", "),
+                away.bound,
+            );
+        }
+        (kernel, others)
     });
     let irqs_away = args.housekeeping_core.map(|_| {
         let away = hot::IrqsAway::off_core(args.client_core);
@@ -299,8 +290,7 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
             lossless.push((name.clone(), best, why));
         }
     }
-    drop(kernel_away);
-    drop(users_away);
+    drop(threads_away);
     drop(irqs_away);
     let table = render_table(&outcomes, &lossless);
     println!("{table}");
@@ -1062,39 +1052,27 @@ fn render_spread(outcomes: &[Outcome]) -> String {
                 }
                 _ => "-".to_owned(),
             };
-            let switches = runs
-                .iter()
-                .map(|o| {
-                    o.hot.as_ref().map_or_else(
-                        || "-".to_owned(),
-                        |hot| {
-                            format!(
-                                "{}+{}",
-                                hot.delta.voluntary_switches, hot.delta.involuntary_switches
-                            )
-                        },
+            // One cell per run, "-" where the run has no such reading.
+            let per_run = |cell: &dyn Fn(&Outcome) -> Option<String>| -> String {
+                runs.iter()
+                    .map(|o| cell(o).unwrap_or_else(|| "-".to_owned()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let switches = per_run(&|o| {
+                o.hot.as_ref().map(|hot| {
+                    format!(
+                        "{}+{}",
+                        hot.delta.voluntary_switches, hot.delta.involuntary_switches
                     )
                 })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let steal = runs
-                .iter()
-                .map(|o| {
-                    o.hot
-                        .as_ref()
-                        .map_or_else(|| "-".to_owned(), |hot| hot.delta.core_steal_ms.to_string())
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sender = runs
-                .iter()
-                .map(|o| {
-                    o.send_path
-                        .as_ref()
-                        .map_or_else(|| "-".to_owned(), |path| us(path.p99_ns))
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
+            });
+            let steal = per_run(&|o| {
+                o.hot
+                    .as_ref()
+                    .map(|hot| hot.delta.core_steal_ms.to_string())
+            });
+            let sender = per_run(&|o| o.send_path.as_ref().map(|path| us(path.p99_ns)));
             let _ = writeln!(
                 out,
                 "| {name} | {} | {} | {} | {} | {} | {} | {spread} | {switches} | {steal} | \

@@ -330,6 +330,28 @@ struct Publication<'p> {
     load: &'p mut DecoderLoad,
 }
 
+/// Binds `$sink`, the stage's event sink (counting, with the bus, publishing through
+/// `$publication` with its marks and wake-up). A macro: it borrows the stage's fields one by one,
+/// and leaves the others to the caller.
+macro_rules! stage_sink {
+    ($stage:ident, $publication:ident, $sink:ident) => {
+        let mut $publication = Publication {
+            marks: &mut $stage.publish_marks,
+            published: &mut $stage.published,
+            clock: $stage.clock,
+            wakeup: $stage.strategy_wakeup.get(),
+            load: &mut $stage.load,
+        };
+        let mut $sink = EventSink::with_publisher(
+            &mut $stage.events,
+            &mut $stage.events_lost,
+            &mut $publication,
+        )
+        .counting(&mut $stage.event_counts)
+        .with_bus($stage.bus.as_mut());
+    };
+}
+
 impl Publisher for Publication<'_> {
     #[inline]
     fn before(&mut self, count: usize) {
@@ -369,17 +391,7 @@ impl StagePoll for DecoderStage {
         let batch_recv_ns = &mut self.batch_recv_ns;
         let events_per_frame = &mut self.events_per_frame;
         let event_room_per_batch = self.event_room_per_batch;
-        let mut publication = Publication {
-            marks: &mut self.publish_marks,
-            published: &mut self.published,
-            clock: self.clock,
-            wakeup: self.strategy_wakeup.get(),
-            load: &mut self.load,
-        };
-        let mut sink =
-            EventSink::with_publisher(&mut self.events, &mut self.events_lost, &mut publication)
-                .counting(&mut self.event_counts)
-                .with_bus(self.bus.as_mut());
+        stage_sink!(self, publication, sink);
         let mut drained = 0;
         let mut caught_up = true;
         // Up to `BATCHES_PER_POLL` batches while the frame ring has full ones and the event ring
@@ -525,17 +537,7 @@ impl StagePoll for DecoderStage {
             return false;
         }
         let feeds = &mut self.feeds;
-        let mut publication = Publication {
-            marks: &mut self.publish_marks,
-            published: &mut self.published,
-            clock: self.clock,
-            wakeup: self.strategy_wakeup.get(),
-            load: &mut self.load,
-        };
-        let mut sink =
-            EventSink::with_publisher(&mut self.events, &mut self.events_lost, &mut publication)
-                .counting(&mut self.event_counts)
-                .with_bus(self.bus.as_mut());
+        stage_sink!(self, publication, sink);
         // Replies to the control thread's requests go out at once: a connection waits on them.
         let mut control = 0;
         // Whether this round handed the control thread something to act on.
