@@ -511,9 +511,8 @@ impl StagePoll for DecoderStage {
         if self.held_until_ns != 0 {
             return false;
         }
-        let started_ns = self.clock.now_ns();
+        let now_ns = self.clock.now_ns();
         let caught_up = self.caught_up;
-        let now_ns = started_ns;
         let decoded = std::mem::take(&mut self.decoded);
         // Control work (snapshot replies, disconnects, requests) runs once the decoder has caught
         // up with the frame ring, and during a backlog at least every `CONTROL_MAX_DEFER_NS`.
@@ -624,7 +623,7 @@ impl StagePoll for DecoderStage {
         if control > 0 {
             self.load
                 .busy_ns
-                .add(self.clock.now_ns().saturating_sub(started_ns));
+                .add(self.clock.now_ns().saturating_sub(now_ns));
         }
         control > 0
     }
@@ -960,6 +959,44 @@ mod tests {
             }
         }
         assert_eq!(gaps, 1, "the loss is marked by one gap");
+    }
+
+    /// An idle decoder skips its control work until something asks for it: a decoded frame, a
+    /// snapshot reply or a command each runs it in the very next round, whatever the idle timer
+    /// (`CONTROL_IDLE_NS`) says; with nothing of the kind, the feed is not even asked.
+    #[test]
+    fn an_idle_decoder_runs_its_control_work_only_when_something_asks_for_it() {
+        // The idle timer put far off, so that only what asks can make the control work run.
+        let far = |bench: &mut Bench| bench.stage.last_control_ns = u64::MAX / 2;
+        let mut bench = Bench::new();
+        far(&mut bench);
+        assert!(!bench.stage.round(), "nothing to do");
+        assert!(
+            bench.control.snapshot_requests.try_pop().is_none(),
+            "the feed was not asked for its requests: the control work did not run"
+        );
+        bench.receive(1);
+        assert!(bench.stage.round());
+        assert!(
+            bench.control.snapshot_requests.try_pop().is_some(),
+            "a decoded frame ran the control work"
+        );
+        far(&mut bench);
+        bench.reply();
+        bench.stage.round();
+        assert_eq!(
+            bench.snapshots.load(Ordering::Relaxed),
+            1,
+            "a waiting snapshot reply ran it"
+        );
+        far(&mut bench);
+        assert!(bench
+            .control
+            .commands
+            .try_push(DecoderCommand::Hold { ns: 1_000_000_000 })
+            .is_ok());
+        bench.stage.round();
+        assert_ne!(bench.stage.held_until_ns, 0, "a waiting command ran it");
     }
 
     /// A network stage that blocks until data arrives hands the decoder a frame in every round
