@@ -1107,10 +1107,16 @@ fn stamps_are_pushed_in_send_order_for_the_first_connection() {
     assert!(stamps[0].send_ns > 0);
     let stats = running.sim.stats();
     assert_eq!(stats.stamps_pushed, 3);
-    // Each stamped message's send path (stamp to the write's return) is recorded once.
+    // Each stamped message's send path (stamp to the write's return) is recorded once, and so
+    // is its encryption, which comes before the stamp; unstamped messages add to neither.
     let send_path = stats.send_path.expect("the stamped messages' send path");
     assert_eq!(send_path.messages, 3);
     assert!(0 < send_path.p50_ns && send_path.p50_ns <= send_path.max_ns);
+    let encrypt_path = stats
+        .encrypt_path
+        .expect("the stamped messages' encryption");
+    assert_eq!(encrypt_path.messages, 3);
+    assert!(0 < encrypt_path.p50_ns && encrypt_path.p50_ns <= encrypt_path.max_ns);
 }
 
 /// A `/market` connection written to first (its aggTrade comes first) does not take the stamps:

@@ -528,7 +528,9 @@ enum BenchCommand {
         /// Symbols in the synthetic market.
         #[arg(long, default_value_t = 10)]
         symbols: usize,
-        /// Only these clients (comma-separated).
+        /// Only these clients (comma-separated). `tcp-floor-again`, run only when named, is the
+        /// tcp-floor once more as a control: its ratios to the tcp-floor of the same run show
+        /// how far two runs of the same client differ on this host.
         #[arg(long, value_delimiter = ',')]
         clients: Option<Vec<String>>,
         /// The simulator's core.

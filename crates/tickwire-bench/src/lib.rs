@@ -60,6 +60,11 @@ pub const CLIENTS: [&str; 8] = [
     "tcp-floor",
 ];
 
+/// The control client, run only when named: the tcp-floor again, as a second client beside the
+/// first. Its ratios to the tcp-floor of the same run (an A/A comparison) are how far two runs
+/// of the same client differ on this host, the noise every other client's ratio carries too.
+pub const FLOOR_AGAIN: &str = "tcp-floor-again";
+
 /// What a tickwire client publishes beside its strategy.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum BusMode {
@@ -95,9 +100,12 @@ struct Outcome {
     /// Which of `--repeat`'s runs (0-based).
     run: usize,
     /// The sender's side of each stamped message: from its stamp to the `write`'s return (the
-    /// simulator's TLS encryption and the kernel's loopback delivery; the tcp-floor's sender
-    /// has no TLS). Part of `latency`, which starts at the same stamp.
+    /// kernel's loopback delivery). Part of `latency`, which starts at the same stamp: both
+    /// senders stamp just before the `write` that puts the message's bytes on the wire.
     send_path: Option<tickwire_sim::SendPath>,
+    /// The simulator's TLS encryption of each stamped message, which comes before its stamp
+    /// (so it is in no latency figure); `None` for the tcp-floor, which has no TLS.
+    encrypt_path: Option<tickwire_sim::SendPath>,
     /// Messages per second the simulator achieved.
     achieved: f64,
     sent: u64,
@@ -146,9 +154,10 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
     let names: Vec<String> = match &args.clients {
         Some(list) => {
             for name in list {
-                if !CLIENTS.contains(&name.as_str()) {
+                if !CLIENTS.contains(&name.as_str()) && name != FLOOR_AGAIN {
                     bail!(
-                        "unknown client `{name}`; the clients are {}",
+                        "unknown client `{name}`; the clients are {} and the control \
+                         {FLOOR_AGAIN}",
                         CLIENTS.join(", ")
                     );
                 }
@@ -412,7 +421,7 @@ fn prepare(name: &str) -> anyhow::Result<Client> {
                 .display()
                 .to_string()],
         },
-        "tcp-floor" => Client::TcpFloor {
+        "tcp-floor" | FLOOR_AGAIN => Client::TcpFloor {
             exe: cargo_peer("tcp-floor", "tw-peer-tcp-floor")?,
         },
         "node-ws" => {
@@ -563,6 +572,7 @@ fn measure(
     let achieved;
     let hot;
     let send_path;
+    let mut encrypt_path = None;
     match client {
         Client::TcpFloor { exe } => {
             let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -676,6 +686,7 @@ fn measure(
             let stats = sim.stats();
             sent = stats.stamps_pushed;
             send_path = stats.send_path.clone();
+            encrypt_path = stats.encrypt_path.clone();
             achieved = stats.messages_sent as f64 / started.elapsed().as_secs_f64().max(1e-9);
             if stats.stamp_overflows > 0 {
                 eprintln!(
@@ -742,6 +753,7 @@ fn measure(
         run: 0,
         hot,
         send_path,
+        encrypt_path,
         achieved,
         sent,
         received,
@@ -798,6 +810,17 @@ fn plain_stream(
     let elapsed = start.elapsed();
     drop(stream);
     Ok((sent, elapsed, send_path_of(&send_path)))
+}
+
+/// A sender's path's quantiles in the JSON report.
+fn path_json(path: &tickwire_sim::SendPath) -> serde_json::Value {
+    serde_json::json!({
+        "messages": path.messages,
+        "p50_ns": path.p50_ns,
+        "p99_ns": path.p99_ns,
+        "p999_ns": path.p999_ns,
+        "max_ns": path.max_ns,
+    })
 }
 
 /// The quantiles of a sender's send path (`SimStats::send_path`'s shape); `None` when empty.
@@ -970,21 +993,30 @@ fn summary_line(o: &Outcome) -> String {
     )
 }
 
-/// The sender's side of the run's latency: the stamp to the `write`'s return.
+/// The sender's side of the run's latency (the stamp to the `write`'s return), and the
+/// simulator's encryption before the stamp.
 fn send_path_text(o: &Outcome) -> String {
-    o.send_path.as_ref().map_or_else(
+    let quantiles = |path: &tickwire_sim::SendPath| {
+        format!(
+            "p50 {} us p99 {} us p99.9 {} us max {} us ({} messages)",
+            us(path.p50_ns),
+            us(path.p99_ns),
+            us(path.p999_ns),
+            us(path.max_ns),
+            path.messages
+        )
+    };
+    let mut text = o.send_path.as_ref().map_or_else(
         || "not measured".to_owned(),
-        |path| {
-            format!(
-                "stamp to write returned p50 {} us p99 {} us p99.9 {} us max {} us ({} messages)",
-                us(path.p50_ns),
-                us(path.p99_ns),
-                us(path.p999_ns),
-                us(path.max_ns),
-                path.messages
-            )
-        },
-    )
+        |path| format!("stamp to write returned {}", quantiles(path)),
+    );
+    if let Some(path) = &o.encrypt_path {
+        text.push_str(&format!(
+            "; TLS encryption before the stamp {}",
+            quantiles(path)
+        ));
+    }
+    text
 }
 
 fn hot_text(o: &Outcome) -> String {
@@ -1005,7 +1037,9 @@ fn render_spread(outcomes: &[Outcome]) -> String {
         "Repeated runs: per run, in run order; ratios to tcp-floor of the same run; switches \
          are the hot thread's (voluntary + involuntary) in the timed window, steal the time the \
          host took the client core's virtual CPU for something else in it (`/proc/stat`), sender \
-         p99 the 99th percentile of the sender's own part (the stamp to its `write`'s return).\n"
+         p99 the 99th percentile of the sender's own part (the stamp to its `write`'s return); \
+         tcp-floor-again, where it ran, is the tcp-floor once more: its ratios are the host's \
+         noise between two runs of one client.\n"
     );
     let _ = writeln!(
         out,
@@ -1014,6 +1048,8 @@ fn render_spread(outcomes: &[Outcome]) -> String {
          per run | sender p99 us per run |"
     );
     let _ = writeln!(out, "|{}", " --- |".repeat(11));
+    // The median over runs of each client's ratio to the floor of the same run.
+    let mut medians: Vec<String> = Vec::new();
     for rate in rates {
         let mut names: Vec<&str> = Vec::new();
         for o in outcomes.iter().filter(|o| o.rate == rate) {
@@ -1033,17 +1069,35 @@ fn render_spread(outcomes: &[Outcome]) -> String {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
+            let floor_of = |o: &Outcome| {
+                outcomes
+                    .iter()
+                    .find(|f| f.client == "tcp-floor" && f.rate == rate && f.run == o.run)
+            };
             let floor_ratio = |q: f64| -> String {
                 runs.iter()
-                    .map(|o| {
-                        let floor = outcomes
-                            .iter()
-                            .find(|f| f.client == "tcp-floor" && f.rate == rate && f.run == o.run);
-                        ratio(o.quantile(q), floor.map(|f| f.quantile(q)))
-                    })
+                    .map(|o| ratio(o.quantile(q), floor_of(o).map(|f| f.quantile(q))))
                     .collect::<Vec<_>>()
                     .join(", ")
             };
+            if name != "tcp-floor" {
+                let median_ratio = |q: f64| {
+                    median(
+                        runs.iter()
+                            .filter_map(|o| {
+                                let floor = floor_of(o)?.quantile(q);
+                                (floor > 0).then(|| o.quantile(q) as f64 / floor as f64)
+                            })
+                            .collect(),
+                    )
+                };
+                if let (Some(p50), Some(p99)) = (median_ratio(0.5), median_ratio(0.99)) {
+                    medians.push(format!(
+                        "{name} at {}: p50 {p50:.2}x, p99 {p99:.2}x the floor's",
+                        rate as u64
+                    ));
+                }
+            }
             let mut p99: Vec<u64> = runs.iter().map(|o| o.quantile(0.99)).collect();
             p99.sort_unstable();
             let spread = match (p99.first(), p99.get(p99.len() / 2), p99.last()) {
@@ -1086,7 +1140,25 @@ fn render_spread(outcomes: &[Outcome]) -> String {
             );
         }
     }
+    if !medians.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nMedian over the runs of each run's ratio to the tcp-floor of the same run: {}.",
+            medians.join("; ")
+        );
+    }
     out
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `None` when empty.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        len if len % 2 == 1 => values.get(middle).copied(),
+        _ => Some((values.get(middle - 1)? + values.get(middle)?) / 2.0),
+    }
 }
 
 fn summary(o: &Outcome) -> String {
@@ -1306,13 +1378,8 @@ fn render_json(outcomes: &[Outcome], lossless: &[(String, f64, String)], machine
                                 "core_softirqs": hot.delta.core_softirqs,
                                 "core_steal_ms": hot.delta.core_steal_ms,
                             })),
-                            "send_path": o.send_path.as_ref().map(|path| serde_json::json!({
-                                "messages": path.messages,
-                                "p50_ns": path.p50_ns,
-                                "p99_ns": path.p99_ns,
-                                "p999_ns": path.p999_ns,
-                                "max_ns": path.max_ns,
-                            })),
+                            "send_path": o.send_path.as_ref().map(path_json),
+                            "encrypt_path": o.encrypt_path.as_ref().map(path_json),
                             "note": o.note,
                         }),
                     )
@@ -1448,4 +1515,17 @@ fn render_svg(runs: &[&Outcome], rate: f64) -> String {
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn the_median_of_runs_is_the_middle_value_or_the_mean_of_the_middle_two() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![1.3]), Some(1.3));
+        assert_eq!(median(vec![2.0, 0.5, 1.1, 0.9, 1.6]), Some(1.1));
+        assert_eq!(median(vec![1.0, 4.0, 2.0, 3.0]), Some(2.5));
+    }
 }

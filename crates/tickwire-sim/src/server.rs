@@ -18,8 +18,10 @@
 //!
 //! **Latency stamps:** with `SimOptions::stamps`, the first WebSocket connection to which a
 //! data message is written is the stamped one: for each message with a `stamp_key` written to
-//! it, a [`Stamp`] is taken and pushed just before the message is encrypted and written (so a
-//! fast client never holds a message whose stamp is not visible yet). Other
+//! it, a [`Stamp`] is taken and pushed once the message is encrypted, just before the `write`
+//! that hands its bytes to the kernel (so a fast client never holds a message whose stamp is not
+//! visible yet): the moment it goes on the wire, where a plain TCP sender stamps too. The
+//! encryption before it is timed on its own ([`SimStats::encrypt_path`]). Other
 //! connections are never stamped, and once the stamped connection closes no more stamps come.
 //!
 //! **Closing:** the server closes with a close frame and waits up to [`CLOSE_GRACE`] for the
@@ -35,12 +37,12 @@ use super::http::{self, EntryPoint, Request, Route};
 use super::options::{Faults, Pace, SimOptions, SimVenue, Stamp, Start};
 use super::source::{SimMessage, Source};
 use super::wire::{
-    self, feed_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest, READ_BYTES,
-    REQUEST_TIMEOUT,
+    self, feed_tls, flush_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest,
+    READ_BYTES, REQUEST_TIMEOUT, WRITE_CHUNK_BYTES,
 };
 use rustls::{ServerConfig, ServerConnection};
 use std::collections::VecDeque;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -124,6 +126,18 @@ pub struct SendPath {
     pub max_ns: u64,
 }
 
+impl SendPath {
+    fn of(histogram: &hdrhistogram::Histogram<u64>) -> SendPath {
+        SendPath {
+            messages: histogram.len(),
+            p50_ns: histogram.value_at_quantile(0.5),
+            p99_ns: histogram.value_at_quantile(0.99),
+            p999_ns: histogram.value_at_quantile(0.999),
+            max_ns: histogram.max(),
+        }
+    }
+}
+
 /// Counters of a run, from [`SimHandle::stats`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SimStats {
@@ -156,6 +170,10 @@ pub struct SimStats {
     /// With latency stamps: the stamped messages' send path, from the stamp to the `write`'s
     /// return (the benchmarks' sender side); `None` before the first.
     pub send_path: Option<SendPath>,
+    /// With latency stamps: the stamped messages' TLS encryption, which comes before the stamp
+    /// (from the framed message handed to the TLS session to its encrypted record); `None`
+    /// before the first.
+    pub encrypt_path: Option<SendPath>,
 }
 
 /// One WebSocket connection's counters.
@@ -389,15 +407,8 @@ impl SimHandle {
             stamp_overflows: counters.stamp_overflows.load(Ordering::Relaxed),
             retired_refused: counters.retired_refused.load(Ordering::Relaxed),
             api_key_refused: counters.api_key_refused.load(Ordering::Relaxed),
-            send_path: lock(&counters.send_path)
-                .as_ref()
-                .map(|histogram| SendPath {
-                    messages: histogram.len(),
-                    p50_ns: histogram.value_at_quantile(0.5),
-                    p99_ns: histogram.value_at_quantile(0.99),
-                    p999_ns: histogram.value_at_quantile(0.999),
-                    max_ns: histogram.max(),
-                }),
+            send_path: lock(&counters.send_path).as_ref().map(SendPath::of),
+            encrypt_path: lock(&counters.encrypt_path).as_ref().map(SendPath::of),
             connections,
         }
     }
@@ -509,9 +520,12 @@ struct Counters {
     stamp_overflows: AtomicU64,
     retired_refused: AtomicU64,
     api_key_refused: AtomicU64,
-    /// Stamped messages' send path: from the stamp to the `write`'s return (the frame's TLS
-    /// encryption and the kernel's delivery of it), in ns. Recorded by the pacer thread only.
+    /// Stamped messages' send path: from the stamp to the `write`'s return (the kernel's
+    /// delivery of the encrypted record), in ns. Recorded by the pacer thread only.
     send_path: Mutex<Option<hdrhistogram::Histogram<u64>>>,
+    /// Stamped messages' TLS encryption, before the stamp, in ns. Recorded by the pacer thread
+    /// only.
+    encrypt_path: Mutex<Option<hdrhistogram::Histogram<u64>>>,
 }
 
 impl Shared {
@@ -638,12 +652,50 @@ impl Outbound {
     fn send(&mut self, tcp: &TcpStream, plaintext: &[u8]) -> io::Result<()> {
         send_plain(&mut self.tls, tcp, plaintext)
     }
+
+    /// As [`Outbound::send`], and calls `on_wire` once, when the first encrypted bytes are
+    /// about to be written (after the first chunk's encryption, before its `write`).
+    fn send_then(
+        &mut self,
+        tcp: &TcpStream,
+        plaintext: &[u8],
+        on_wire: impl FnOnce(),
+    ) -> io::Result<()> {
+        let mut on_wire = Some(on_wire);
+        for chunk in plaintext.chunks(WRITE_CHUNK_BYTES) {
+            self.tls.writer().write_all(chunk)?;
+            if let Some(on_wire) = on_wire.take() {
+                on_wire();
+            }
+            flush_tls(&mut self.tls, tcp)?;
+        }
+        if let Some(on_wire) = on_wire.take() {
+            on_wire();
+        }
+        Ok(())
+    }
 }
 
 impl Conn {
     /// Sends `plaintext`; a failed write (a timeout included) kills the connection.
     fn send_or_fail(&self, out: &mut Outbound, plaintext: &[u8]) -> bool {
         match out.send(&self.tcp, plaintext) {
+            Ok(()) => true,
+            Err(error) => {
+                self.kill(out, format!("write failed: {error}"));
+                false
+            }
+        }
+    }
+
+    /// As [`Conn::send_or_fail`], with [`Outbound::send_then`]'s `on_wire`.
+    fn send_or_fail_then(
+        &self,
+        out: &mut Outbound,
+        plaintext: &[u8],
+        on_wire: impl FnOnce(),
+    ) -> bool {
+        match out.send_then(&self.tcp, plaintext, on_wire) {
             Ok(()) => true,
             Err(error) => {
                 self.kill(out, format!("write failed: {error}"));
@@ -1310,10 +1362,22 @@ struct Stamper {
 }
 
 impl Stamper {
-    /// Stamps a message about to be encrypted and written: the time is taken just before the
-    /// TLS encryption and the `write` that hands it to the kernel, so the measured latency
-    /// includes both (it errs against the client, never for it).
-    fn before_write(&mut self, index: u64, key: Option<u64>, counters: &Counters) {
+    /// The clock, when a message with `key` may be stamped (the encryption's start).
+    fn clock_if_stamping(&self, key: Option<u64>) -> Option<u64> {
+        (self.producer.is_some() && key.is_some()).then(|| self.clock.now_ns())
+    }
+
+    /// Stamps a message that is encrypted and about to be written: the time is taken after the
+    /// TLS encryption, just before the `write` that hands it to the kernel (where a plain TCP
+    /// sender stamps), so the measured latency is from the wire on, as the plain sender's is.
+    /// The encryption, from `encrypting_ns`, is recorded on its own.
+    fn before_write(
+        &mut self,
+        index: u64,
+        key: Option<u64>,
+        encrypting_ns: Option<u64>,
+        counters: &Counters,
+    ) {
         let Some(producer) = self.producer.as_mut() else {
             return;
         };
@@ -1331,7 +1395,20 @@ impl Stamper {
             Ok(()) => counters.stamps_pushed.fetch_add(1, Ordering::Relaxed),
             Err(_) => counters.stamp_overflows.fetch_add(1, Ordering::Relaxed),
         };
+        if let Some(start) = encrypting_ns {
+            record(&counters.encrypt_path, send_ns.saturating_sub(start));
+        }
     }
+}
+
+/// Records `elapsed` ns (at least 1) into a stamped path's histogram.
+fn record(path: &Mutex<Option<hdrhistogram::Histogram<u64>>>, elapsed: u64) {
+    let mut path = lock(path);
+    let histogram = path.get_or_insert_with(|| {
+        hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3)
+            .expect("constant bounds are valid")
+    });
+    histogram.saturating_record(elapsed.max(1));
 }
 
 impl Stamper {
@@ -1344,13 +1421,10 @@ impl Stamper {
         if !written {
             return;
         }
-        let elapsed = self.clock.now_ns().saturating_sub(send_ns).max(1);
-        let mut send_path = lock(&counters.send_path);
-        let histogram = send_path.get_or_insert_with(|| {
-            hdrhistogram::Histogram::new_with_bounds(1, 60_000_000_000, 3)
-                .expect("constant bounds are valid")
-        });
-        histogram.saturating_record(elapsed);
+        record(
+            &counters.send_path,
+            self.clock.now_ns().saturating_sub(send_ns),
+        );
     }
 }
 
@@ -1466,10 +1540,18 @@ fn deliver(
     let mut wire = Vec::with_capacity(payload.len() + 16);
     let opcode = if sbe { OpCode::Binary } else { OpCode::Text };
     frame::write_message(&mut wire, opcode, payload, fragments);
-    // The stamp goes out before the bytes: a client on another core can take the message off
-    // the wire before this thread returns from the write, and must find its stamp then.
-    stamper.before_write(conn.stats.index, message.stamp_key, &shared.counters);
-    let written = conn.send_or_fail(&mut out, &wire);
+    // The stamp is taken once the message is encrypted and goes out before its bytes: a client
+    // on another core can take the message off the wire before this thread returns from the
+    // write, and must find its stamp then.
+    let encrypting_ns = stamper.clock_if_stamping(message.stamp_key);
+    let written = conn.send_or_fail_then(&mut out, &wire, || {
+        stamper.before_write(
+            conn.stats.index,
+            message.stamp_key,
+            encrypting_ns,
+            &shared.counters,
+        );
+    });
     stamper.after_write(written, &shared.counters);
     if !written {
         return true;
