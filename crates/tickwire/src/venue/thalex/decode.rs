@@ -532,8 +532,9 @@ fn ticker(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticker, Decod
 /// The ticker as Thalex sends it, on a local position and slice: `{`, then exactly the keys of
 /// `order` in its order, each `"<key>":` compared with its bytes as last sent (eight at a time,
 /// [`same_bytes`]), no whitespace, every value read a number or `null` in the plain shape
-/// ([`reader::plain_number_at`]; a time not negative), every skipped value a number
-/// (grammar-checked, [`reader::number_end`]) or a literal, then `}`. The ticker and where it
+/// ([`reader::Closed::plain_number_at`]; a time not negative), every skipped value a number
+/// (grammar-checked, [`reader::Closed::number_end`]) or a literal, then `}`; the message itself
+/// ends with `}` ([`reader::Closed`]). The ticker and where it
 /// ends; `None` for anything else, before anything is decided: the key loop then reads the
 /// ticker from its `{`, so what this path accepts, the key loop reads the same way, and what it
 /// declines, the key loop reads or refuses.
@@ -543,6 +544,9 @@ fn ticker_in_order(bytes: &[u8], start: usize, order: &KeyOrder) -> Option<(Tick
     if len == 0 || bytes.get(start) != Some(&b'{') {
         return None;
     }
+    // A message that ends with `}` (every message Thalex sends: one object) is read without a
+    // bounds check per digit; another declines, and the key loop reads it.
+    let closed = reader::Closed::new(bytes)?;
     let mut pos = start + 1;
     let mut ticker = Ticker::default();
     for index in 0..len.min(KeyOrder::MAX) {
@@ -563,7 +567,7 @@ fn ticker_in_order(bytes: &[u8], start: usize, order: &KeyOrder) -> Option<(Tick
         let first = *bytes.get(pos)?;
         if id == TICKER_OTHER {
             pos = if first.wrapping_sub(b'0') <= 9 || first == b'-' {
-                reader::number_end(bytes, pos)?
+                closed.number_end(pos)?
             } else {
                 let literal: &[u8] = match first {
                     b'n' => b"null",
@@ -585,7 +589,7 @@ fn ticker_in_order(bytes: &[u8], start: usize, order: &KeyOrder) -> Option<(Tick
             pos += 4;
             None
         } else {
-            let (value, end) = reader::plain_number_at(bytes, pos)?;
+            let (value, end) = closed.plain_number_at(pos)?;
             pos = end;
             Some(value)
         };

@@ -512,14 +512,21 @@ impl<'a> Reader<'a> {
 /// run's length then feeds the next load's address: a chain of data dependencies through the
 /// whole message (BENCHMARKING.md, "Real-shaped tickers").
 #[inline(always)]
-pub(super) fn plain_number_at(bytes: &[u8], mut pos: usize) -> Option<(Fixed, usize)> {
+pub(super) fn plain_number_at(bytes: &[u8], pos: usize) -> Option<(Fixed, usize)> {
+    plain_number_by(|at| bytes.get(at).copied(), pos)
+}
+
+/// [`plain_number_at`] over any way of reading the message's bytes (`byte(at)`: the byte at
+/// `at`, `None` past the end). It reads `byte(pos)` first; after that, a position it has not
+/// read yet only right after one whose byte was a digit, `-` or `.`: what [`Closed`] relies on.
+#[inline(always)]
+fn plain_number_by(byte: impl Fn(usize) -> Option<u8>, mut pos: usize) -> Option<(Fixed, usize)> {
     let digit = |at: usize| {
-        bytes
-            .get(at)
+        byte(at)
             .map(|byte| byte.wrapping_sub(b'0'))
             .filter(|&digit| digit <= 9)
     };
-    let negative = bytes.get(pos) == Some(&b'-');
+    let negative = byte(pos) == Some(b'-');
     pos += usize::from(negative);
     let start = pos;
     let mut integer: u64 = 0;
@@ -531,7 +538,7 @@ pub(super) fn plain_number_at(bytes: &[u8], mut pos: usize) -> Option<(Fixed, us
     // No digits, more than ten, a leading zero (`01`, not JSON) or a magnitude the slow path
     // must check.
     let count = pos - start;
-    let leading_zero = count > 1 && bytes.get(start) == Some(&b'0');
+    let leading_zero = count > 1 && byte(start) == Some(b'0');
     if count == 0 || count > 10 || leading_zero || integer >= 9_000_000_000 {
         return None;
     }
@@ -540,7 +547,7 @@ pub(super) fn plain_number_at(bytes: &[u8], mut pos: usize) -> Option<(Fixed, us
     // The tenth decimal, and whether any later one is not zero: what rounding needs.
     let mut round_digit = 0u8;
     let mut sticky = false;
-    if bytes.get(pos) == Some(&b'.') {
+    if byte(pos) == Some(b'.') {
         pos += 1;
         let first = pos;
         while let Some(next) = digit(pos).filter(|_| pos - first < 9) {
@@ -562,7 +569,7 @@ pub(super) fn plain_number_at(bytes: &[u8], mut pos: usize) -> Option<(Fixed, us
     }
     // Every digit run ended at a byte that is no digit; an exponent or a second `.` is the
     // slow path's.
-    if matches!(bytes.get(pos), Some(b'e' | b'E' | b'.')) {
+    if matches!(byte(pos), Some(b'e' | b'E' | b'.')) {
         return None;
     }
     let mut raw = integer * SCALE as u64 + fraction * POW10[9 - fraction_digits];
@@ -573,55 +580,113 @@ pub(super) fn plain_number_at(bytes: &[u8], mut pos: usize) -> Option<(Fixed, us
     Some((Fixed(if negative { -raw } else { raw }), pos))
 }
 
-/// Whether `bytes[pos]` is an ASCII digit.
-#[inline(always)]
-fn is_digit_at(bytes: &[u8], pos: usize) -> bool {
-    bytes.get(pos).is_some_and(u8::is_ascii_digit)
-}
-
-/// Where the run of ASCII digits at `bytes[pos..]` ends.
-#[inline(always)]
-fn digits_end(bytes: &[u8], mut pos: usize) -> usize {
-    while is_digit_at(bytes, pos) {
-        pos += 1;
-    }
-    pos
-}
-
 /// Where the JSON number at `bytes[pos..]` ends (RFC 8259 section 6, as
-/// `json::Cursor::skip_number` checks it); `None` when there is no valid number there.
+/// `json::Cursor::skip_number` checks it); `None` when there is no valid number there. The
+/// checked reference the tests hold [`Closed::number_end`] to.
+#[cfg(test)]
+pub(super) fn number_end(bytes: &[u8], pos: usize) -> Option<usize> {
+    number_end_by(|at| bytes.get(at).copied(), pos)
+}
+
+/// [`number_end`] over any way of reading the message's bytes, as [`plain_number_by`]: it reads
+/// `byte(pos)` first; after that, a position it has not read yet only right after one whose
+/// byte was a digit, `-`, `.`, `e`, `E` or `+`.
 #[inline(always)]
-pub(super) fn number_end(bytes: &[u8], mut pos: usize) -> Option<usize> {
-    pos += usize::from(bytes.get(pos) == Some(&b'-'));
-    match bytes.get(pos) {
+fn number_end_by(byte: impl Fn(usize) -> Option<u8>, mut pos: usize) -> Option<usize> {
+    let is_digit_at = |at: usize| byte(at).is_some_and(|byte| byte.is_ascii_digit());
+    let digits_end = |mut at: usize| {
+        while is_digit_at(at) {
+            at += 1;
+        }
+        at
+    };
+    pos += usize::from(byte(pos) == Some(b'-'));
+    match byte(pos) {
         Some(b'0') => {
             pos += 1;
-            if is_digit_at(bytes, pos) {
+            if is_digit_at(pos) {
                 return None;
             }
         }
-        Some(b'1'..=b'9') => pos = digits_end(bytes, pos + 1),
+        Some(b'1'..=b'9') => pos = digits_end(pos + 1),
         _ => return None,
     }
-    if bytes.get(pos) == Some(&b'.') {
+    if byte(pos) == Some(b'.') {
         let first = pos + 1;
-        pos = digits_end(bytes, first);
+        pos = digits_end(first);
         if pos == first {
             return None;
         }
     }
-    if let Some(b'e' | b'E') = bytes.get(pos) {
+    if let Some(b'e' | b'E') = byte(pos) {
         pos += 1;
-        if let Some(b'+' | b'-') = bytes.get(pos) {
+        if let Some(b'+' | b'-') = byte(pos) {
             pos += 1;
         }
         let first = pos;
-        pos = digits_end(bytes, first);
+        pos = digits_end(first);
         if pos == first {
             return None;
         }
     }
     Some(pos)
+}
+
+/// A message that ends with `}`, for the ticker's fast path: its numbers are read without a
+/// bounds check per byte.
+///
+/// Why that holds: every byte of the message but the last is followed by another byte of it,
+/// and the last is `}`. [`plain_number_by`] and [`number_end_by`] read a first byte, then the
+/// next one only after a byte that was a digit, a sign, a point or an exponent's letter, never
+/// `}`. So, started inside the message, they never read past its end: each byte they step over
+/// is not its last. The first position is checked once per number.
+#[derive(Clone, Copy)]
+pub(super) struct Closed<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Closed<'a> {
+    /// `bytes`, when its last byte is `}`.
+    #[inline(always)]
+    pub(super) fn new(bytes: &'a [u8]) -> Option<Closed<'a>> {
+        (bytes.last() == Some(&b'}')).then_some(Closed { bytes })
+    }
+
+    /// [`plain_number_at`], with no bounds check per byte.
+    #[inline(always)]
+    pub(super) fn plain_number_at(self, pos: usize) -> Option<(Fixed, usize)> {
+        if pos >= self.bytes.len() {
+            return None;
+        }
+        // SAFETY: `pos` is inside the message, which ends with `}`, and `plain_number_by` reads
+        // `pos`, then `at + 1` only after `at` held a digit, `-` or `.` (its doc): every
+        // position it reads is inside the message (the type's doc).
+        plain_number_by(|at| Some(unsafe { self.byte_inside(at) }), pos)
+    }
+
+    /// [`number_end`], with no bounds check per byte.
+    #[inline(always)]
+    pub(super) fn number_end(self, pos: usize) -> Option<usize> {
+        if pos >= self.bytes.len() {
+            return None;
+        }
+        // SAFETY: as in `plain_number_at`: `number_end_by` steps past a byte only when it held
+        // a digit, `-`, `.`, `e`, `E` or `+`, so from a position inside the message (which
+        // ends with `}`) it reads only positions inside it.
+        number_end_by(|at| Some(unsafe { self.byte_inside(at) }), pos)
+    }
+
+    /// The byte at `at`.
+    ///
+    /// # Safety
+    ///
+    /// `at` is less than the message's length.
+    #[inline(always)]
+    unsafe fn byte_inside(self, at: usize) -> u8 {
+        debug_assert!(at < self.bytes.len(), "{at} past {}", self.bytes.len());
+        // SAFETY: the caller's promise: `at` is inside `bytes`.
+        unsafe { *self.bytes.get_unchecked(at) }
+    }
 }
 
 /// Whether a value whose last kept digit is odd (`odd`) rounds up, given the first digit
@@ -765,6 +830,71 @@ mod tests {
                 (Ok(()), end) => proptest::prop_assert_eq!(end, Some(skipper.pos())),
                 (Err(_), end) => proptest::prop_assert_eq!(end, None),
             }
+        }
+    }
+
+    /// Every string over the bytes numbers are made of (and a few others) up to five long,
+    /// closed with `}`, read from every position: the unchecked reader gives what the checked
+    /// one gives, and never reads past the end (its debug assertion would fire).
+    #[test]
+    fn the_closed_reader_agrees_with_the_checked_one_and_stays_inside() {
+        const ALPHABET: &[u8] = b"-0159.eE+}";
+        // Miri (`.ci/run`) takes the strings up to two long.
+        let longest = if cfg!(miri) { 2 } else { 5 };
+        let mut bytes = Vec::with_capacity(8);
+        let mut checked = 0;
+        let mut expected = 0;
+        for len in 0..=longest {
+            // Each string of `len` bytes and its `}`, from positions 0 to one past its end.
+            expected += ALPHABET.len().pow(len) * (len as usize + 3);
+            for mut code in 0..ALPHABET.len().pow(len) {
+                bytes.clear();
+                for _ in 0..len {
+                    bytes.push(ALPHABET[code % ALPHABET.len()]);
+                    code /= ALPHABET.len();
+                }
+                bytes.push(b'}');
+                let closed = Closed::new(&bytes).expect("it ends with }");
+                for pos in 0..=bytes.len() + 1 {
+                    assert_eq!(
+                        closed.plain_number_at(pos),
+                        plain_number_at(&bytes, pos),
+                        "{:?} at {pos}",
+                        String::from_utf8_lossy(&bytes)
+                    );
+                    assert_eq!(
+                        closed.number_end(pos),
+                        number_end(&bytes, pos),
+                        "{:?} at {pos}",
+                        String::from_utf8_lossy(&bytes)
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, expected);
+        assert!(checked >= 543);
+        assert!(Closed::new(b"{\"a\":1").is_none() && Closed::new(b"").is_none());
+    }
+
+    /// What Miri runs (`.ci/run`): the closed reader on real-shaped numbers at the end of a
+    /// message, where an unchecked read past it would be caught.
+    #[test]
+    fn the_closed_reader_reads_numbers_that_end_the_message() {
+        for (text, value) in [
+            ("7}", 7_000_000_000),
+            ("-0.5}", -500_000_000),
+            ("76000.71791443839}", 76_000_717_914_438),
+            ("0.00001237751098016}", 12_378),
+        ] {
+            let closed = Closed::new(text.as_bytes()).expect("it ends with }");
+            let (number, end) = closed.plain_number_at(0).expect("a plain number");
+            assert_eq!((number.raw(), end), (value, text.len() - 1), "{text}");
+            assert_eq!(closed.number_end(0), Some(text.len() - 1), "{text}");
+        }
+        for text in ["1e}", "-}", "0.}", "01}", "1e+}"] {
+            let closed = Closed::new(text.as_bytes()).expect("it ends with }");
+            assert_eq!(closed.number_end(0), None, "{text}");
         }
     }
 
