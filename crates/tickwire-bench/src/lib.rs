@@ -825,13 +825,7 @@ fn path_json(path: &tickwire_sim::SendPath) -> serde_json::Value {
 
 /// The quantiles of a sender's send path (`SimStats::send_path`'s shape); `None` when empty.
 fn send_path_of(histogram: &Histogram<u64>) -> Option<tickwire_sim::SendPath> {
-    (!histogram.is_empty()).then(|| tickwire_sim::SendPath {
-        messages: histogram.len(),
-        p50_ns: histogram.value_at_quantile(0.5),
-        p99_ns: histogram.value_at_quantile(0.99),
-        p999_ns: histogram.value_at_quantile(0.999),
-        max_ns: histogram.max(),
-    })
+    (!histogram.is_empty()).then(|| tickwire_sim::SendPath::of(histogram))
 }
 
 /// A tickwire client's config: everything on one thread on the client core, the `mid` strategy

@@ -37,12 +37,12 @@ use super::http::{self, EntryPoint, Request, Route};
 use super::options::{Faults, Pace, SimOptions, SimVenue, Stamp, Start};
 use super::source::{SimMessage, Source};
 use super::wire::{
-    self, feed_tls, flush_tls, later, lock, send_final, send_plain, set_linger_zero, NextRequest,
-    READ_BYTES, REQUEST_TIMEOUT, WRITE_CHUNK_BYTES,
+    self, feed_tls, later, lock, send_final, send_plain, send_plain_then, set_linger_zero,
+    NextRequest, READ_BYTES, REQUEST_TIMEOUT,
 };
 use rustls::{ServerConfig, ServerConnection};
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -127,7 +127,8 @@ pub struct SendPath {
 }
 
 impl SendPath {
-    fn of(histogram: &hdrhistogram::Histogram<u64>) -> SendPath {
+    /// The quantiles of a histogram of ns (the bench's tcp-floor sender builds its own).
+    pub fn of(histogram: &hdrhistogram::Histogram<u64>) -> SendPath {
         SendPath {
             messages: histogram.len(),
             p50_ns: histogram.value_at_quantile(0.5),
@@ -653,39 +654,22 @@ impl Outbound {
         send_plain(&mut self.tls, tcp, plaintext)
     }
 
-    /// As [`Outbound::send`], and calls `on_wire` once, when the first encrypted bytes are
-    /// about to be written (after the first chunk's encryption, before its `write`).
+    /// As [`Outbound::send`], and calls `on_wire` just before the first `write`
+    /// ([`send_plain_then`]).
     fn send_then(
         &mut self,
         tcp: &TcpStream,
         plaintext: &[u8],
         on_wire: impl FnOnce(),
     ) -> io::Result<()> {
-        let mut on_wire = Some(on_wire);
-        for chunk in plaintext.chunks(WRITE_CHUNK_BYTES) {
-            self.tls.writer().write_all(chunk)?;
-            if let Some(on_wire) = on_wire.take() {
-                on_wire();
-            }
-            flush_tls(&mut self.tls, tcp)?;
-        }
-        if let Some(on_wire) = on_wire.take() {
-            on_wire();
-        }
-        Ok(())
+        send_plain_then(&mut self.tls, tcp, plaintext, on_wire)
     }
 }
 
 impl Conn {
     /// Sends `plaintext`; a failed write (a timeout included) kills the connection.
     fn send_or_fail(&self, out: &mut Outbound, plaintext: &[u8]) -> bool {
-        match out.send(&self.tcp, plaintext) {
-            Ok(()) => true,
-            Err(error) => {
-                self.kill(out, format!("write failed: {error}"));
-                false
-            }
-        }
+        self.send_or_fail_then(out, plaintext, || {})
     }
 
     /// As [`Conn::send_or_fail`], with [`Outbound::send_then`]'s `on_wire`.

@@ -82,9 +82,27 @@ pub fn feed_tls(
 
 /// Encrypts and writes `bytes`, a TLS record's worth at a time.
 pub fn send_plain(tls: &mut ServerConnection, tcp: &TcpStream, bytes: &[u8]) -> io::Result<()> {
+    send_plain_then(tls, tcp, bytes, || {})
+}
+
+/// As [`send_plain`], and calls `on_wire` once, when the first encrypted bytes are about to be
+/// written (after the first chunk's encryption, before its `write`; at once for no bytes).
+pub fn send_plain_then(
+    tls: &mut ServerConnection,
+    tcp: &TcpStream,
+    bytes: &[u8],
+    on_wire: impl FnOnce(),
+) -> io::Result<()> {
+    let mut on_wire = Some(on_wire);
     for chunk in bytes.chunks(WRITE_CHUNK_BYTES) {
         tls.writer().write_all(chunk)?;
+        if let Some(on_wire) = on_wire.take() {
+            on_wire();
+        }
         flush_tls(tls, tcp)?;
+    }
+    if let Some(on_wire) = on_wire.take() {
+        on_wire();
     }
     Ok(())
 }
