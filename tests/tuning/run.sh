@@ -702,7 +702,7 @@ fi
 # ---------------------------------------------------------------------------------------------
 SCRIPTS=("$T"/check-host "$T"/set-governor "$T"/set-aslr "$T"/set-thp "$T"/isolate-cores "$T"/irq-affinity
     "$T"/apply-sysctl "$T"/multicast "$T"/bench "$T"/lib.sh "$REPO"/scripts/install.sh "$REPO"/scripts/callgrind-e2e
-    "$REPO"/scripts/build-lean "$REPO"/tests/tuning/run.sh)
+    "$REPO"/scripts/build-lean "$REPO"/scripts/bench-tail-sets "$REPO"/tests/tuning/run.sh)
 if command -v shellcheck >/dev/null 2>&1; then
     for f in "${SCRIPTS[@]}"; do
         run shellcheck -x "$f"

@@ -1044,6 +1044,8 @@ fn render_spread(outcomes: &[Outcome]) -> String {
     let _ = writeln!(out, "|{}", " --- |".repeat(11));
     // The median over runs of each client's ratio to the floor of the same run.
     let mut medians: Vec<String> = Vec::new();
+    // How many of each client's runs keep within the report's bounds.
+    let mut within: Vec<String> = Vec::new();
     for rate in rates {
         let mut names: Vec<&str> = Vec::new();
         for o in outcomes.iter().filter(|o| o.rate == rate) {
@@ -1089,6 +1091,27 @@ fn render_spread(outcomes: &[Outcome]) -> String {
                     medians.push(format!(
                         "{name} at {}: p50 {p50:.2}x, p99 {p99:.2}x the floor's",
                         rate as u64
+                    ));
+                }
+                let pairs: Vec<(f64, f64)> = runs
+                    .iter()
+                    .filter_map(|o| {
+                        let floor = floor_of(o)?;
+                        let (p50, p99) = (floor.quantile(0.5), floor.quantile(0.99));
+                        (p50 > 0 && p99 > 0).then(|| {
+                            (
+                                o.quantile(0.5) as f64 / p50 as f64,
+                                o.quantile(0.99) as f64 / p99 as f64,
+                            )
+                        })
+                    })
+                    .collect();
+                if !pairs.is_empty() {
+                    within.push(format!(
+                        "{name} at {}: {} of {}",
+                        rate as u64,
+                        runs_within(&pairs, REPORT_BOUNDS),
+                        pairs.len()
                     ));
                 }
             }
@@ -1141,7 +1164,29 @@ fn render_spread(outcomes: &[Outcome]) -> String {
             medians.join("; ")
         );
     }
+    if !within.is_empty() {
+        let _ = writeln!(
+            out,
+            "Runs within the published Rust feed's bounds (issue 39: p50 at most {:.1}x and p99 at \
+             most {:.1}x the tcp-floor of the same run): {}.",
+            REPORT_BOUNDS.0,
+            REPORT_BOUNDS.1,
+            within.join("; ")
+        );
+    }
     out
+}
+
+/// The bounds a run's ratios to the tcp-floor of the same run must keep (p50, p99): issue 39's
+/// goal, from the published Rust Binance feed's report.
+const REPORT_BOUNDS: (f64, f64) = (1.2, 1.3);
+
+/// How many runs' (p50, p99) ratios are both within `bounds` (at most, inclusive).
+fn runs_within(ratios: &[(f64, f64)], bounds: (f64, f64)) -> usize {
+    ratios
+        .iter()
+        .filter(|(p50, p99)| *p50 <= bounds.0 && *p99 <= bounds.1)
+        .count()
 }
 
 /// The median of `values` (the mean of the middle two for an even count); `None` when empty.
@@ -1513,7 +1558,21 @@ fn render_svg(runs: &[&Outcome], rate: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::median;
+    use super::{median, runs_within, REPORT_BOUNDS};
+
+    #[test]
+    fn a_run_is_within_the_bounds_only_when_both_ratios_are() {
+        let runs = [
+            (1.2, 1.3),
+            (1.19, 1.31),
+            (1.21, 0.5),
+            (0.7, 0.62),
+            (f64::NAN, 1.0),
+        ];
+        assert_eq!(runs_within(&runs, REPORT_BOUNDS), 2);
+        assert_eq!(runs_within(&runs, (2.0, 2.0)), 4);
+        assert_eq!(runs_within(&[], REPORT_BOUNDS), 0);
+    }
 
     #[test]
     fn the_median_of_runs_is_the_middle_value_or_the_mean_of_the_middle_two() {
