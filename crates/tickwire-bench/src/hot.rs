@@ -1,8 +1,9 @@
 //! What reached a client's hot thread and its core during the timed window (issue 39): the
 //! thread's context switches and page faults, from `/proc/<pid>/task/<tid>/status` and `stat`,
 //! and the interrupts the core took, from `/proc/interrupts` and `/proc/softirqs` (its column).
-//! Read before the window and after it; the difference is the window's. Nothing here needs
-//! perf or tracepoints, so it works on a VM without them.
+//! Read before the window and after it; the difference is the window's. None of that needs
+//! perf or tracepoints, so it works on a VM without them; where tracefs is mounted and writable,
+//! a trace of the core names what ran there instead and what kernel work ([`SwitchTrace`]).
 
 use std::path::PathBuf;
 
@@ -33,6 +34,9 @@ pub struct HotWindow {
     pub delta: HotReading,
     /// What the core ran instead of the thread ([`SwitchTrace`]), or why that is not known.
     pub ran_instead: Result<Vec<(String, u64)>, String>,
+    /// The kernel work items the core's workers ran in the window, by function (what a
+    /// `kworker/N:M` in `ran_instead` was there for), most first; empty when not traced.
+    pub work: Vec<(String, u64)>,
 }
 
 /// A thread of a process, found by name (or the main thread), and its core.
@@ -110,12 +114,17 @@ impl HotThread {
         &self,
         before: HotReading,
         after: HotReading,
-        ran_instead: Result<Vec<(String, u64)>, String>,
+        traced: Result<Traced, String>,
     ) -> HotWindow {
+        let (ran_instead, work) = match traced {
+            Ok(traced) => (Ok(traced.ran_instead), traced.work),
+            Err(why) => (Err(why), Vec::new()),
+        };
         HotWindow {
             thread: self.name.clone(),
             core: self.core,
             ran_instead,
+            work,
             delta: HotReading {
                 voluntary_switches: after
                     .voluntary_switches
@@ -161,16 +170,57 @@ impl HotProbe {
     pub fn close(self) -> Option<HotWindow> {
         let thread = self.thread?;
         let after = thread.read();
-        let ran_instead = self.trace.map(|trace| trace.stop(&thread.name));
-        Some(thread.window(self.before?, after?, ran_instead))
+        let traced = self.trace.map(|trace| trace.stop(&thread.name));
+        Some(thread.window(self.before?, after?, traced))
     }
 }
 
 /// A `sched_switch` trace of one core (a tracefs instance of its own, so that nothing else
-/// using tracefs is disturbed): which tasks ran there instead of the hot thread. Only where
-/// tracefs is mounted at `/sys/kernel/tracing` and writable (root); otherwise `start` says why.
+/// using tracefs is disturbed): which tasks ran there instead of the hot thread, and, where the
+/// kernel has the `workqueue_execute_start` event, which work items its kernel workers ran. Only
+/// where tracefs is mounted at `/sys/kernel/tracing` and writable (root); otherwise `start` says
+/// why.
 pub struct SwitchTrace {
     instance: PathBuf,
+}
+
+/// What a [`SwitchTrace`] saw, each list by name with its count, most first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Traced {
+    /// Every task other than the hot thread that the core switched to.
+    pub ran_instead: Vec<(String, u64)>,
+    /// Every kernel work item run on the core, by its function.
+    pub work: Vec<(String, u64)>,
+}
+
+/// Counts into a list, most first, then by name.
+fn by_count(counts: std::collections::HashMap<String, u64>) -> Vec<(String, u64)> {
+    let mut counts: Vec<(String, u64)> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    counts
+}
+
+/// Reads a trace's text (`sched_switch` and `workqueue_execute_start` lines): what ran instead
+/// of `hot`, and the work items run.
+fn read_trace(text: &str, hot: &str) -> Traced {
+    let mut tasks: std::collections::HashMap<String, u64> = Default::default();
+    let mut work: std::collections::HashMap<String, u64> = Default::default();
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        if let Some(next) = line.split(" next_comm=").nth(1) {
+            let name = next.split(" next_pid=").next().unwrap_or(next).to_owned();
+            if name != hot {
+                *tasks.entry(name).or_default() += 1;
+            }
+        } else if line.contains("workqueue_execute_start:") {
+            if let Some(function) = line.rsplit(" function ").next().filter(|f| *f != line) {
+                *work.entry(function.trim().to_owned()).or_default() += 1;
+            }
+        }
+    }
+    Traced {
+        ran_instead: by_count(tasks),
+        work: by_count(work),
+    }
 }
 
 impl SwitchTrace {
@@ -201,39 +251,35 @@ impl SwitchTrace {
             ("tracing_cpumask", mask.join(",")),
             ("buffer_size_kb", "4096".to_owned()),
             ("events/sched/sched_switch/enable", "1".to_owned()),
-            ("tracing_on", "1".to_owned()),
         ] {
             std::fs::write(trace.instance.join(file), value)
                 .map_err(|error| format!("tracefs {file}: {error}"))?;
         }
+        // The work items, where the kernel has the event: without it the switches still say
+        // that a kernel worker ran, not what for.
+        let _ = std::fs::write(trace.instance.join(WORK_EVENT), "1");
+        std::fs::write(trace.instance.join("tracing_on"), "1")
+            .map_err(|error| format!("tracefs tracing_on: {error}"))?;
         Ok(trace)
     }
 
-    /// Stops the trace: every task other than `hot` that the core switched to, with how many
-    /// times, most first.
-    pub fn stop(self, hot: &str) -> Vec<(String, u64)> {
+    /// Stops the trace: every task other than `hot` that the core switched to, and every work
+    /// item run there, with how many times, most first.
+    pub fn stop(self, hot: &str) -> Traced {
         let _ = std::fs::write(self.instance.join("tracing_on"), "0");
         let text = std::fs::read_to_string(self.instance.join("trace")).unwrap_or_default();
-        let mut counts: std::collections::HashMap<String, u64> = Default::default();
-        for line in text.lines().filter(|line| !line.starts_with('#')) {
-            let Some(next) = line.split(" next_comm=").nth(1) else {
-                continue;
-            };
-            let name = next.split(" next_pid=").next().unwrap_or(next).to_owned();
-            if name != hot {
-                *counts.entry(name).or_default() += 1;
-            }
-        }
-        let mut counts: Vec<(String, u64)> = counts.into_iter().collect();
-        counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        counts
+        read_trace(&text, hot)
     }
 }
+
+/// The work-item event, under a tracefs instance.
+const WORK_EVENT: &str = "events/workqueue/workqueue_execute_start/enable";
 
 impl Drop for SwitchTrace {
     fn drop(&mut self) {
         let _ = std::fs::write(self.instance.join("tracing_on"), "0");
         let _ = std::fs::write(self.instance.join("events/sched/sched_switch/enable"), "0");
+        let _ = std::fs::write(self.instance.join(WORK_EVENT), "0");
         let _ = std::fs::remove_dir(&self.instance);
     }
 }
@@ -314,18 +360,101 @@ impl std::fmt::Display for HotWindow {
             d.core_steal_ms
         )?;
         match &self.ran_instead {
-            Ok(tasks) if tasks.is_empty() => write!(f, "; nothing else ran on the core"),
+            Ok(tasks) if tasks.is_empty() => write!(f, "; nothing else ran on the core")?,
             Ok(tasks) => {
                 let list: Vec<String> = tasks
                     .iter()
                     .take(8)
                     .map(|(name, count)| format!("{name} x{count}"))
                     .collect();
-                write!(f, "; the core also ran: {}", list.join(", "))
+                write!(f, "; the core also ran: {}", list.join(", "))?;
             }
-            Err(why) => write!(f, "; what else ran is not known: {why}"),
+            Err(why) => write!(f, "; what else ran is not known: {why}")?,
+        }
+        if !self.work.is_empty() {
+            let list: Vec<String> = self
+                .work
+                .iter()
+                .take(8)
+                .map(|(function, count)| format!("{function} x{count}"))
+                .collect();
+            write!(f, "; kernel work run there: {}", list.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A kernel setting written for the runs and written back when dropped: what a tuned host
+/// sets for good (`tuning/sysctl/99-tickwire-latency.conf`, `tuning/isolate-cores`), set here
+/// only while the bench runs.
+pub struct Setting {
+    pub path: PathBuf,
+    /// The value before, written back on drop.
+    pub before: String,
+    pub value: String,
+}
+
+impl Setting {
+    /// Writes `value` to `path`, or says why not (the file missing, no permission).
+    pub fn set(path: impl Into<PathBuf>, value: &str) -> Result<Setting, String> {
+        let path = path.into();
+        let before = std::fs::read_to_string(&path)
+            .map_err(|error| format!("{}: {error}", path.display()))?
+            .trim()
+            .to_owned();
+        std::fs::write(&path, value).map_err(|error| format!("{}: {error}", path.display()))?;
+        Ok(Setting {
+            path,
+            before,
+            value: value.to_owned(),
+        })
+    }
+
+    /// The unbound workqueues' cpumask (`/sys/devices/virtual/workqueue/cpumask`, a hex mask)
+    /// without `core`: their workers (`kworker/uN:M`) then run elsewhere. Per-core work items
+    /// stay on their core whatever the mask.
+    pub fn unbound_work_off_core(core: usize) -> Result<Setting, String> {
+        let path = PathBuf::from("/sys/devices/virtual/workqueue/cpumask");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        let without = mask_without(text.trim(), core)
+            .ok_or_else(|| format!("{}: {:?} is no CPU mask", path.display(), text.trim()))?;
+        Setting::set(path, &without)
+    }
+}
+
+impl Drop for Setting {
+    fn drop(&mut self) {
+        if let Err(error) = std::fs::write(&self.path, &self.before) {
+            eprintln!(
+                "bench e2e: could not put {} back to {:?}: {error}",
+                self.path.display(),
+                self.before
+            );
         }
     }
+}
+
+/// A hex CPU mask as the kernel writes it (32-bit groups separated by commas, the lowest group
+/// last) without `core`; `None` when it is no such mask or would be left empty.
+fn mask_without(mask: &str, core: usize) -> Option<String> {
+    let mut groups: Vec<u32> = mask
+        .split(',')
+        .map(|group| u32::from_str_radix(group, 16).ok())
+        .collect::<Option<_>>()?;
+    let index = groups.len().checked_sub(1 + core / 32)?;
+    groups[index] &= !(1u32 << (core % 32));
+    if groups.iter().all(|&group| group == 0) {
+        return None;
+    }
+    let width = mask.split(',').next().map_or(8, str::len);
+    Some(
+        groups
+            .iter()
+            .map(|group| format!("{group:0width$x}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
 }
 
 /// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags: the task is a kernel thread.
@@ -586,6 +715,69 @@ mod tests {
         assert_eq!(steal_ticks(stat, 10), 99);
         assert_eq!(steal_ticks(stat, 2), 0, "no such core");
         assert_eq!(steal_ticks("cpu1 1 2 3\n", 1), 0, "a line without steal");
+    }
+
+    #[test]
+    fn a_trace_names_what_ran_instead_and_the_work_items() {
+        // Lines as tracefs writes them (the 6.18 kernel's format), a header comment, and one
+        // switch back to the hot thread that must not count.
+        let text = "\
+# tracer: nop
+          tw-net-3101  [001] d..2.   100.000001: sched_switch: prev_comm=tw-net prev_pid=3101 prev_prio=120 prev_state=R+ ==> next_comm=kworker/1:1 next_pid=54 next_prio=120
+     kworker/1:1-54    [001] .....   100.000002: workqueue_execute_start: work struct 00000000a1b2c3d4: function vmstat_update
+     kworker/1:1-54    [001] d..2.   100.000003: sched_switch: prev_comm=kworker/1:1 prev_pid=54 prev_prio=120 prev_state=I ==> next_comm=tw-net next_pid=3101 next_prio=120
+          tw-net-3101  [001] d..2.   100.500001: sched_switch: prev_comm=tw-net prev_pid=3101 prev_prio=120 prev_state=R+ ==> next_comm=kworker/1:1 next_pid=54 next_prio=120
+     kworker/1:1-54    [001] .....   100.500002: workqueue_execute_start: work struct 00000000a1b2c3d4: function vmstat_update
+     kworker/1:1-54    [001] .....   100.500003: workqueue_execute_start: work struct 00000000e5f6a7b8: function psi_avgs_work
+          tw-net-3101  [001] d..2.   101.000001: sched_switch: prev_comm=tw-net prev_pid=3101 prev_prio=120 prev_state=R+ ==> next_comm=migration/1 next_pid=20 next_prio=0
+";
+        let traced = read_trace(text, "tw-net");
+        assert_eq!(
+            traced.ran_instead,
+            vec![("kworker/1:1".to_owned(), 2), ("migration/1".to_owned(), 1)]
+        );
+        assert_eq!(
+            traced.work,
+            vec![
+                ("vmstat_update".to_owned(), 2),
+                ("psi_avgs_work".to_owned(), 1)
+            ]
+        );
+        assert_eq!(read_trace("", "tw-net"), Traced::default());
+    }
+
+    #[test]
+    fn a_setting_is_written_for_the_runs_and_put_back() {
+        let dir = std::env::temp_dir().join(format!("tickwire-setting-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("stat_interval");
+        std::fs::write(&path, "1\n").expect("write");
+        {
+            let setting = Setting::set(&path, "10").expect("set");
+            assert_eq!(setting.before, "1");
+            assert_eq!(std::fs::read_to_string(&path).expect("read"), "10");
+        }
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "1");
+        assert!(Setting::set(dir.join("missing"), "10").is_err());
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn a_core_leaves_a_cpu_mask_as_the_kernel_writes_it() {
+        assert_eq!(mask_without("3", 1).as_deref(), Some("1"));
+        assert_eq!(mask_without("ffff", 3).as_deref(), Some("fff7"));
+        assert_eq!(
+            mask_without("00000001,ffffffff", 33).as_deref(),
+            Some("00000001,ffffffff")
+        );
+        assert_eq!(
+            mask_without("00000003,ffffffff", 32).as_deref(),
+            Some("00000002,ffffffff")
+        );
+        assert_eq!(mask_without("00000001,00000000", 32), None);
+        assert_eq!(mask_without("2", 1), None);
+        assert_eq!(mask_without("zz", 0), None);
+        assert_eq!(mask_without("3", 40), None);
     }
 
     #[test]

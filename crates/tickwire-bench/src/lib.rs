@@ -244,6 +244,34 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
         );
         away
     });
+    // And what a tuned host sets for good: the sysctl profile's vmstat interval (each core's
+    // `vmstat_update` every 10 s instead of every second) and the unbound workqueues' workers
+    // kept off the core (`tuning/isolate-cores`). Put back after the runs.
+    let settings = args.housekeeping_core.map(|_| {
+        let mut kept = Vec::new();
+        for (what, setting) in [
+            (
+                "vm.stat_interval 10 (tuning/sysctl's value)".to_owned(),
+                hot::Setting::set("/proc/sys/vm/stat_interval", "10"),
+            ),
+            (
+                format!("the unbound workqueues' cpumask without core {core}"),
+                hot::Setting::unbound_work_off_core(core),
+            ),
+        ] {
+            match setting {
+                Ok(setting) => {
+                    eprintln!(
+                        "bench e2e: {what} for the runs ({} -> {})",
+                        setting.before, setting.value
+                    );
+                    kept.push(setting);
+                }
+                Err(why) => eprintln!("bench e2e: {what} not set: {why}"),
+            }
+        }
+        kept
+    });
     let mut outcomes: Vec<Outcome> = Vec::new();
     for run in 0..args.repeat.max(1) {
         for &rate in &args.rates {
@@ -301,6 +329,7 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
     }
     drop(threads_away);
     drop(irqs_away);
+    drop(settings);
     let table = render_table(&outcomes, &lossless);
     println!("{table}");
     if args.repeat > 1 {
@@ -1189,6 +1218,14 @@ fn runs_within(ratios: &[(f64, f64)], bounds: (f64, f64)) -> usize {
         .count()
 }
 
+/// `[("name", count), ...]` as `[{"name": ..., "count": ...}, ...]`.
+fn counted_json(counts: &[(String, u64)]) -> serde_json::Value {
+    counts
+        .iter()
+        .map(|(name, count)| serde_json::json!({ "name": name, "count": count }))
+        .collect()
+}
+
 /// The median of `values` (the mean of the middle two for an even count); `None` when empty.
 fn median(mut values: Vec<f64>) -> Option<f64> {
     values.sort_by(f64::total_cmp);
@@ -1416,6 +1453,8 @@ fn render_json(outcomes: &[Outcome], lossless: &[(String, f64, String)], machine
                                 "core_timer_interrupts": hot.delta.core_timer_interrupts,
                                 "core_softirqs": hot.delta.core_softirqs,
                                 "core_steal_ms": hot.delta.core_steal_ms,
+                                "ran_instead": hot.ran_instead.as_ref().ok().map(|tasks| counted_json(tasks)),
+                                "work": counted_json(&hot.work),
                             })),
                             "send_path": o.send_path.as_ref().map(path_json),
                             "encrypt_path": o.encrypt_path.as_ref().map(path_json),
