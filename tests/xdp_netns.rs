@@ -470,6 +470,11 @@ fn the_engine_reads_af_xdp_lines_into_line_frames_without_allocating() {
     assert!(opened, "no Open event");
     assert_eq!(by_line, [PER_LINE, PER_LINE]);
     assert_eq!(allocated, Some(0), "the engine allocated while polling");
-    // The program went with the engine.
-    assert!(!pair.receiver_link().contains("prog/xdp"));
+    // The program went with the engine: its link's file is released when the engine closes it,
+    // but the kernel may finish that release a moment after the thread has gone (it failed once
+    // read at once, under load), so within the same bound as after a signal.
+    assert!(
+        detached_within(&pair, Duration::from_secs(5)),
+        "a program is still attached after the engine was dropped"
+    );
 }
