@@ -9,7 +9,10 @@
 //!   a perpetual's fields, floats with up to 17 significant digits as Thalex prints them: a
 //!   `Quote`, a `Reference(Mark)` and a `Reference(Index)`), with 1, 10 or 100 live
 //!   subscriptions, one of which it matches (`BTC-PERPETUAL` plus `BTC-27JUN25-<strike>-C`
-//!   options). `thalex/ticker-audit/...` delivers the audit's own 165-byte ticker instead.
+//!   options). `thalex/ticker-audit/...` delivers the audit's own 165-byte ticker instead, and
+//!   `thalex/ticker-varied/...` 64 real-shaped tickers in turn, each with other values of other
+//!   lengths (`varied_tickers`): the single ticker, sent again and again, lets the CPU learn
+//!   every branch of the number loops, which a live feed's tickers do not allow.
 //! - **RPC response to a pending request** (`thalex/rpc/{tickwire,audited}`): the answer to
 //!   request 12345, while four requests (12345 among them) await theirs.
 //!
@@ -55,7 +58,9 @@
 //! ticker gives a `Quote` (bid 76000, ask 76001, the exchange time of `mark_timestamp`), a
 //! `Reference(Mark)` 76000.717914438 and a `Reference(Index)` 76283.259166667 (the venue's
 //! 17-digit floats rounded to 1e-9), the audit's ticker a `Quote` (50000.5, 50001) and a
-//! `Reference(Mark)` 50000.6, for BTC-PERPETUAL's instrument id, and the audited subscriber of
+//! `Reference(Mark)` 50000.6, each varied ticker the values computed from the digits it was
+//! generated with (marks and indices rounded to nine decimals by the bench's own rounding), for
+//! BTC-PERPETUAL's instrument id, and the audited subscriber of
 //! BTC-PERPETUAL (and no other) receives the same prices (bid and ask through `Fixed`, the mark
 //! as the nearest float); the response
 //! gives one reply for 12345 with no error, the audited waiter receives `{"status":"ok"}`, and
@@ -66,7 +71,8 @@
 //!
 //! For instruction counts, `THALEX_PASS=<scenario>:<iterations>` skips Criterion and runs one
 //! scenario (`tickwire-ticker-<n>`, `audited-ticker-<n>`, `tickwire-ticker-audit-<n>`,
-//! `audited-ticker-audit-<n>`, `tickwire-rpc`, `audited-rpc`) that
+//! `audited-ticker-audit-<n>`, `tickwire-ticker-varied-<n>`, `audited-ticker-varied-<n>`,
+//! `tickwire-rpc`, `audited-rpc`) that
 //! many times inside `measured_pass`, after a warm-up iteration:
 //!
 //! ```text
@@ -104,15 +110,31 @@ const AUDIT_TICKER_BYTES: usize = 165;
 enum Shape {
     Real,
     Audit,
+    /// [`VARIED_TICKERS`] real-shaped tickers, each with other values and other lengths, one
+    /// after the other ([`varied_tickers`]).
+    Varied,
 }
 
-impl Shape {
-    const ALL: [Shape; 2] = [Shape::Real, Shape::Audit];
+/// What a ticker must give: bid, ask, mark, index (if any), exchange time.
+type Expected = (Fixed, Fixed, Fixed, Option<Fixed>, u64);
 
-    fn bytes(self) -> &'static [u8] {
+/// How many tickers `Shape::Varied` cycles through.
+const VARIED_TICKERS: usize = 64;
+
+impl Shape {
+    const ALL: [Shape; 3] = [Shape::Real, Shape::Audit, Shape::Varied];
+
+    /// The tickers a scenario delivers in turn, each with what it must give.
+    fn tickers(self) -> Vec<(Vec<u8>, Expected)> {
         match self {
-            Shape::Real => REAL_TICKER,
-            Shape::Audit => AUDIT_TICKER,
+            Shape::Real | Shape::Audit => {
+                let bytes = match self {
+                    Shape::Real => REAL_TICKER,
+                    _ => AUDIT_TICKER,
+                };
+                vec![(bytes.to_vec(), self.expected())]
+            }
+            Shape::Varied => varied_tickers(VARIED_TICKERS),
         }
     }
 
@@ -121,11 +143,12 @@ impl Shape {
         match self {
             Shape::Real => "ticker",
             Shape::Audit => "ticker-audit",
+            Shape::Varied => "ticker-varied",
         }
     }
 
-    /// What the ticker must give: bid, ask, mark, index (if any), exchange time.
-    fn expected(self) -> (Fixed, Fixed, Fixed, Option<Fixed>, u64) {
+    /// What the one ticker of `Real` and `Audit` must give.
+    fn expected(self) -> Expected {
         match self {
             Shape::Real => (
                 price("76000"),
@@ -135,7 +158,7 @@ impl Shape {
                 Some(price("76283.259166667")),
                 1_776_715_497_718_817_200,
             ),
-            Shape::Audit => (
+            Shape::Audit | Shape::Varied => (
                 price("50000.5"),
                 price("50001"),
                 price("50000.6"),
@@ -144,6 +167,113 @@ impl Shape {
             ),
         }
     }
+}
+
+/// `count` real-shaped tickers (`REAL_TICKER`'s keys in its order) whose every value differs
+/// from one ticker to the next, in value and in length: integers or halves for prices, one to
+/// four decimals for amounts, 9 to 14 for marks, indices and collars (as Thalex prints its
+/// binary floats: no trailing zeros), negative changes, rates with up to 18 decimals. The
+/// bench's single ticker, sent again and again, lets the CPU learn every branch of the byte
+/// loops; a live feed's tickers do not repeat, and these do not either. A fixed seed, so every
+/// run gets the same tickers. What each must give is computed from the generated digits here,
+/// not by tickwire's reader (marks and indices rounded to nine decimals, ties to even).
+fn varied_tickers(count: usize) -> Vec<(Vec<u8>, Expected)> {
+    let mut rng = Lcg(0x9e37_79b9_7f4a_7c15);
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count as u64 {
+        let bid = 76_000 + rng.below(2_000);
+        let bid_text = if rng.below(2) == 1 {
+            format!("{bid}.5")
+        } else {
+            bid.to_string()
+        };
+        let ask_text = (bid + 1 + rng.below(3)).to_string();
+        let bid_amount = format!("{}.{}", rng.below(3), rng.fraction(1, 4));
+        let ask_amount = format!("{}.{}", rng.below(3), rng.fraction(1, 4));
+        let last = format!("{}.5", bid + rng.below(2));
+        let mark_int = bid + rng.below(3);
+        let mark_fraction = rng.fraction(9, 14);
+        let ts_int = 1_776_715_497 + i;
+        let ts_fraction = rng.fraction(4, 7);
+        let index_int = 76_000 + rng.below(2_000);
+        let index_fraction = rng.fraction(9, 14);
+        let delta = if rng.below(4) == 0 { "0.99" } else { "1" };
+        let volume = format!("{}.{}", 1_000 + rng.below(9_000), rng.fraction(1, 2));
+        let value = format!(
+            "{}.{}",
+            10_000_000 + rng.below(90_000_000),
+            rng.fraction(5, 7)
+        );
+        let low = 74_000 + rng.below(1_000);
+        let high = 77_000 + rng.below(1_000);
+        let change = 1 + rng.below(999);
+        let collar_low = format!("{}.{}", 75_000 + rng.below(500), rng.fraction(9, 13));
+        let collar_high = format!("{}.{}", 76_500 + rng.below(500), rng.fraction(9, 13));
+        let open_interest = format!("{}.{}", 1_000 + rng.below(1_000), rng.fraction(1, 2));
+        let rate = rng.fraction(10, 14);
+        let funding = rng.fraction(14, 16);
+        let text = format!(
+            "{{\"channel_name\":\"ticker.BTC-PERPETUAL.100ms\",\"notification\":{{\
+             \"best_bid_price\":{bid_text},\"best_bid_amount\":{bid_amount},\
+             \"best_ask_price\":{ask_text},\"best_ask_amount\":{ask_amount},\
+             \"last_price\":{last},\"mark_price\":{mark_int}.{mark_fraction},\
+             \"mark_timestamp\":{ts_int}.{ts_fraction},\"delta\":{delta},\
+             \"index\":{index_int}.{index_fraction},\"volume_24h\":{volume},\
+             \"value_24h\":{value},\"low_price_24h\":{low},\"high_price_24h\":{high},\
+             \"change_24h\":-{change},\"collar_low\":{collar_low},\
+             \"collar_high\":{collar_high},\"open_interest\":{open_interest},\
+             \"funding_rate\":0.0000{rate},\"funding_mark\":0.{funding}}}}}"
+        );
+        let expected = (
+            price(&bid_text),
+            price(&ask_text),
+            rounded(mark_int, &mark_fraction),
+            Some(rounded(index_int, &index_fraction)),
+            ts_int * 1_000_000_000 + rounded(0, &ts_fraction).raw() as u64,
+        );
+        out.push((text.into_bytes(), expected));
+    }
+    out
+}
+
+/// A linear congruential generator (Knuth's MMIX constants): the varied tickers' fixed seed.
+struct Lcg(u64);
+
+impl Lcg {
+    /// A number below `below`.
+    fn below(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % below
+    }
+
+    /// `least` to `most` random digits, trailing zeros dropped (one digit at least), as a
+    /// binary float's shortest form ends.
+    fn fraction(&mut self, least: u64, most: u64) -> String {
+        let digits = least + self.below(most - least + 1);
+        let mut text: String = (0..digits)
+            .map(|_| char::from(b'0' + self.below(10) as u8))
+            .collect();
+        while text.len() > 1 && text.ends_with('0') {
+            text.pop();
+        }
+        text
+    }
+}
+
+/// `integer.fraction` rounded to nine decimals, ties to even: the reference the varied tickers'
+/// marks and indices are held to.
+fn rounded(integer: u64, fraction: &str) -> Fixed {
+    let digit = |at: usize| u64::from(fraction.as_bytes().get(at).map_or(0, |byte| byte - b'0'));
+    let mut kept = (0..9).fold(0u64, |value, at| value * 10 + digit(at));
+    let round = digit(9);
+    let sticky = fraction.bytes().skip(10).any(|byte| byte != b'0');
+    if round > 5 || (round == 5 && (sticky || kept % 2 == 1)) {
+        kept += 1;
+    }
+    Fixed((integer * 1_000_000_000 + kept) as i64)
 }
 /// The audit's RPC response, byte for byte.
 const RESPONSE: &[u8] = br#"{"id":12345,"jsonrpc":"2.0","result":{"status":"ok"}}"#;
@@ -195,7 +325,9 @@ fn value_price(value: &Value, key: &str) -> Fixed {
 
 /// The decoder stage's side (feed, event ring producer) and the strategy's (consumer).
 struct TickwireTicker {
-    ticker: &'static [u8],
+    /// The tickers delivered in turn (one, but for `Shape::Varied`), and the next one's index.
+    tickers: Vec<Vec<u8>>,
+    next: usize,
     feed: ThalexFeed,
     _counters: FeedCounters,
     events: Producer<Event>,
@@ -209,7 +341,12 @@ impl TickwireTicker {
         let (events, strategy) =
             tickwire::ring::ring::<Event>(RingsConfig::default().event_ring_slots);
         TickwireTicker {
-            ticker: shape.bytes(),
+            tickers: shape
+                .tickers()
+                .into_iter()
+                .map(|(bytes, _)| bytes)
+                .collect(),
+            next: 0,
             feed,
             _counters: counters,
             events,
@@ -224,7 +361,13 @@ impl TickwireTicker {
         // The stage holds its feeds as `Box<dyn Feed>`: keep the call indirect.
         let feed: &mut dyn Feed = black_box(&mut self.feed);
         let mut sink = EventSink::new(&mut self.events, &mut self.lost);
-        feed.on_message(CONN, RECV_TS_NS, black_box(self.ticker), &mut sink);
+        let ticker = &self.tickers[self.next];
+        self.next = if self.next + 1 == self.tickers.len() {
+            0
+        } else {
+            self.next + 1
+        };
+        feed.on_message(CONN, RECV_TS_NS, black_box(ticker), &mut sink);
         sink.publish();
         let mut delivered = 0;
         while let Some(event) = self.strategy.try_pop() {
@@ -314,7 +457,9 @@ impl TickwireRpc {
 // ---- The audited design ----
 
 struct AuditedTicker {
-    ticker: &'static [u8],
+    /// As [`TickwireTicker`]'s.
+    tickers: Vec<Vec<u8>>,
+    next: usize,
     subscriptions: Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>,
     /// BTC-PERPETUAL's subscriber.
     subscriber: mpsc::UnboundedReceiver<Value>,
@@ -338,7 +483,12 @@ impl AuditedTicker {
             }
         }
         AuditedTicker {
-            ticker: shape.bytes(),
+            tickers: shape
+                .tickers()
+                .into_iter()
+                .map(|(bytes, _)| bytes)
+                .collect(),
+            next: 0,
             subscriptions: Mutex::new(senders),
             subscriber: subscriber.expect("BTC-PERPETUAL is the first symbol"),
             others,
@@ -348,7 +498,13 @@ impl AuditedTicker {
     /// One ticker from bytes to the subscriber; returns the notification it received.
     #[inline]
     fn deliver(&mut self) -> Option<Value> {
-        let mut message: Value = serde_json::from_slice(black_box(self.ticker)).ok()?;
+        let ticker = &self.tickers[self.next];
+        self.next = if self.next + 1 == self.tickers.len() {
+            0
+        } else {
+            self.next + 1
+        };
+        let mut message: Value = serde_json::from_slice(black_box(ticker)).ok()?;
         let channel = message.get("channel_name")?.as_str()?.to_string();
         let notification = message.get_mut("notification")?.take();
         {
@@ -429,9 +585,11 @@ fn check_ticker(subscriptions: usize, shape: Shape) {
         .iter()
         .position(|symbol| symbol == INSTRUMENT)
         .expect("BTC-PERPETUAL is configured") as u32;
-    let (bid, ask, mark, index, exchange_ts_ns) = shape.expected();
-    // The second round runs with the stream's owner connection already set, as every later one.
-    for round in 0..2 {
+    let tickers = shape.tickers();
+    // The second round runs with the stream's owner connection already set, as every later one
+    // (each round delivers every ticker of the shape, in turn).
+    for (round, (_, expected)) in tickers.iter().chain(&tickers).enumerate() {
+        let (bid, ask, mark, index, exchange_ts_ns) = *expected;
         let mut events = Vec::new();
         let delivered = tickwire.deliver(|event| events.push(event));
         assert_eq!(
@@ -470,7 +628,8 @@ fn check_ticker(subscriptions: usize, shape: Shape) {
 
     let mut audited = AuditedTicker::new(subscriptions, shape);
     let nearest = |fixed: Fixed| fixed.to_f64();
-    for round in 0..2 {
+    for (round, (_, expected)) in tickers.iter().chain(&tickers).enumerate() {
+        let (bid, ask, mark, _, _) = *expected;
         let notification = audited
             .deliver()
             .expect("the subscriber receives the ticker");
@@ -494,9 +653,11 @@ fn check_ticker(subscriptions: usize, shape: Shape) {
             );
         }
     }
+    let (bid, ask, mark, _, _) = tickers[0].1;
     eprintln!(
-        "thalex: {shape:?} ticker with {subscriptions} subscriptions: both deliver bid {bid}, \
-         ask {ask}, mark {mark} for {INSTRUMENT}"
+        "thalex: {shape:?} ticker ({} in turn) with {subscriptions} subscriptions: both deliver \
+         bid {bid}, ask {ask}, mark {mark} for {INSTRUMENT} (the first), and what each must",
+        tickers.len()
     );
 }
 
@@ -682,7 +843,11 @@ impl Scenario {
     fn parse(name: &str) -> Scenario {
         let subscriptions =
             |prefix: &str| -> Option<usize> { name.strip_prefix(prefix)?.parse().ok() };
-        if let Some(n) = subscriptions("tickwire-ticker-") {
+        if let Some(n) = subscriptions("tickwire-ticker-varied-") {
+            Scenario::TickwireTicker(TickwireTicker::new(n, Shape::Varied))
+        } else if let Some(n) = subscriptions("audited-ticker-varied-") {
+            Scenario::AuditedTicker(AuditedTicker::new(n, Shape::Varied))
+        } else if let Some(n) = subscriptions("tickwire-ticker-") {
             Scenario::TickwireTicker(TickwireTicker::new(n, Shape::Real))
         } else if let Some(n) = subscriptions("audited-ticker-") {
             Scenario::AuditedTicker(AuditedTicker::new(n, Shape::Real))
