@@ -321,6 +321,18 @@ fn value_price(value: &Value, key: &str) -> Fixed {
     price(&number.to_string())
 }
 
+/// The ticker at `next`, moving `next` on to the one after it (back to the first after the last).
+#[inline(always)]
+fn in_turn<'a>(tickers: &'a [Vec<u8>], next: &mut usize) -> &'a [u8] {
+    let ticker = &tickers[*next];
+    *next = if *next + 1 == tickers.len() {
+        0
+    } else {
+        *next + 1
+    };
+    ticker
+}
+
 // ---- tickwire ----
 
 /// The decoder stage's side (feed, event ring producer) and the strategy's (consumer).
@@ -361,12 +373,7 @@ impl TickwireTicker {
         // The stage holds its feeds as `Box<dyn Feed>`: keep the call indirect.
         let feed: &mut dyn Feed = black_box(&mut self.feed);
         let mut sink = EventSink::new(&mut self.events, &mut self.lost);
-        let ticker = &self.tickers[self.next];
-        self.next = if self.next + 1 == self.tickers.len() {
-            0
-        } else {
-            self.next + 1
-        };
+        let ticker = in_turn(&self.tickers, &mut self.next);
         feed.on_message(CONN, RECV_TS_NS, black_box(ticker), &mut sink);
         sink.publish();
         let mut delivered = 0;
@@ -498,12 +505,7 @@ impl AuditedTicker {
     /// One ticker from bytes to the subscriber; returns the notification it received.
     #[inline]
     fn deliver(&mut self) -> Option<Value> {
-        let ticker = &self.tickers[self.next];
-        self.next = if self.next + 1 == self.tickers.len() {
-            0
-        } else {
-            self.next + 1
-        };
+        let ticker = in_turn(&self.tickers, &mut self.next);
         let mut message: Value = serde_json::from_slice(black_box(ticker)).ok()?;
         let channel = message.get("channel_name")?.as_str()?.to_string();
         let notification = message.get_mut("notification")?.take();
