@@ -138,6 +138,11 @@ impl Shape {
         }
     }
 
+    /// The tickers' bytes alone.
+    fn bytes(self) -> Vec<Vec<u8>> {
+        self.tickers().into_iter().map(|(bytes, _)| bytes).collect()
+    }
+
     /// The Criterion group and scenario prefix.
     fn group(self) -> &'static str {
         match self {
@@ -353,11 +358,7 @@ impl TickwireTicker {
         let (events, strategy) =
             tickwire::ring::ring::<Event>(RingsConfig::default().event_ring_slots);
         TickwireTicker {
-            tickers: shape
-                .tickers()
-                .into_iter()
-                .map(|(bytes, _)| bytes)
-                .collect(),
+            tickers: shape.bytes(),
             next: 0,
             feed,
             _counters: counters,
@@ -490,11 +491,7 @@ impl AuditedTicker {
             }
         }
         AuditedTicker {
-            tickers: shape
-                .tickers()
-                .into_iter()
-                .map(|(bytes, _)| bytes)
-                .collect(),
+            tickers: shape.bytes(),
             next: 0,
             subscriptions: Mutex::new(senders),
             subscriber: subscriber.expect("BTC-PERPETUAL is the first symbol"),
