@@ -235,20 +235,11 @@ impl SwitchTrace {
         let _ = std::fs::remove_dir(&instance);
         std::fs::create_dir(&instance).map_err(|error| format!("tracefs instance: {error}"))?;
         let trace = SwitchTrace { instance };
-        // A hex CPU mask, in 32-bit groups separated by commas, lowest group last.
-        let groups = core / 32 + 1;
-        let mask: Vec<String> = (0..groups)
-            .rev()
-            .map(|group| {
-                if group == core / 32 {
-                    format!("{:08x}", 1u32 << (core % 32))
-                } else {
-                    "00000000".to_owned()
-                }
-            })
-            .collect();
+        // The core alone, as a hex CPU mask.
+        let mut groups = vec![0u32; core / 32 + 1];
+        groups[0] = 1 << (core % 32);
         for (file, value) in [
-            ("tracing_cpumask", mask.join(",")),
+            ("tracing_cpumask", mask_text(&groups, 8)),
             ("buffer_size_kb", "4096".to_owned()),
             ("events/sched/sched_switch/enable", "1".to_owned()),
         ] {
@@ -384,9 +375,10 @@ impl std::fmt::Display for HotWindow {
     }
 }
 
-/// A kernel setting written for the runs and written back when dropped: what a tuned host
-/// sets for good (`tuning/sysctl/99-tickwire-latency.conf`, `tuning/isolate-cores`), set here
-/// only while the bench runs.
+/// A kernel setting written for the runs and written back when dropped: what a tuned host has
+/// for good (the sysctl of `tuning/sysctl/99-tickwire-latency.conf`; the unbound workqueues off
+/// the isolated cores, which the kernel does itself on a host booted with the `isolcpus` of
+/// `tuning/isolate-cores`), set here only while the bench runs.
 pub struct Setting {
     pub path: PathBuf,
     /// The value before, written back on drop.
@@ -447,14 +439,20 @@ fn mask_without(mask: &str, core: usize) -> Option<String> {
     if groups.iter().all(|&group| group == 0) {
         return None;
     }
-    let width = mask.split(',').next().map_or(8, str::len);
-    Some(
-        groups
-            .iter()
-            .map(|group| format!("{group:0width$x}"))
-            .collect::<Vec<_>>()
-            .join(","),
-    )
+    Some(mask_text(
+        &groups,
+        mask.split(',').next().map_or(8, str::len),
+    ))
+}
+
+/// 32-bit groups as a hex CPU mask (the highest group first, as in `groups`), each group
+/// `width` digits wide at least, separated by commas: the form the kernel reads and writes.
+fn mask_text(groups: &[u32], width: usize) -> String {
+    groups
+        .iter()
+        .map(|group| format!("{group:0width$x}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `PF_KTHREAD` in `/proc/<pid>/stat`'s flags: the task is a kernel thread.
@@ -764,6 +762,8 @@ mod tests {
 
     #[test]
     fn a_core_leaves_a_cpu_mask_as_the_kernel_writes_it() {
+        assert_eq!(mask_text(&[1 << 1], 8), "00000002");
+        assert_eq!(mask_text(&[1, 0], 8), "00000001,00000000");
         assert_eq!(mask_without("3", 1).as_deref(), Some("1"));
         assert_eq!(mask_without("ffff", 3).as_deref(), Some("fff7"));
         assert_eq!(

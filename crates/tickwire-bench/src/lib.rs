@@ -244,9 +244,10 @@ fn run(args: E2eArgs) -> anyhow::Result<()> {
         );
         away
     });
-    // And what a tuned host sets for good: the sysctl profile's vmstat interval (each core's
+    // And what a tuned host has for good: the sysctl profile's vmstat interval (each core's
     // `vmstat_update` every 10 s instead of every second) and the unbound workqueues' workers
-    // kept off the core (`tuning/isolate-cores`). Put back after the runs.
+    // kept off the core (the kernel does that itself for cores isolated at boot, as
+    // `tuning/isolate-cores` isolates them). Put back after the runs.
     let settings = args.housekeeping_core.map(|_| {
         let mut kept = Vec::new();
         for (what, setting) in [
