@@ -217,13 +217,45 @@ pub struct Scratch {
 /// comparison of the key's bytes as last sent, and reads the key in full only when the venue
 /// changed its order. A real ticker has about 20 keys, most of them skipped: without the
 /// skipped keys' bytes each of those would be read and looked up in full.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct KeyOrder {
     ids: [u8; KeyOrder::MAX],
     /// Each key: `"<key>":` as it was sent (`pattern_lens` 0 when longer than fits).
     patterns: [[u8; KeyOrder::PATTERN]; KeyOrder::MAX],
     pattern_lens: [u8; KeyOrder::MAX],
+    /// Each member as [`ticker_in_order`] checks it: its separator and key (see [`Member`]).
+    members: [Member; KeyOrder::MAX],
     len: u8,
+}
+
+impl Default for KeyOrder {
+    fn default() -> Self {
+        KeyOrder {
+            ids: [0; KeyOrder::MAX],
+            patterns: [[0; KeyOrder::PATTERN]; KeyOrder::MAX],
+            pattern_lens: [0; KeyOrder::MAX],
+            members: [Member::default(); KeyOrder::MAX],
+            len: 0,
+        }
+    }
+}
+
+/// One member of a learned order, ready for [`ticker_in_order`]: the bytes `<sep>"<key>":`
+/// (`sep` is `{` for the first member and `,` after it) as little-endian words: `first` holds
+/// bytes 0..8, `second` 8..16, `third` 16..24 and `last` the final eight (`len - 8..len`).
+/// `rest`: the fewest bytes the message holds from this member's separator on, when the
+/// members from here to the end are as learned (each value at least one byte, then `}`).
+/// `len` 0: a pattern shorter than 8 bytes or longer than 32, which the path does not check
+/// (it declines).
+#[derive(Clone, Copy, Debug, Default)]
+struct Member {
+    first: u64,
+    second: u64,
+    third: u64,
+    last: u64,
+    len: u8,
+    id: u8,
+    rest: u16,
 }
 
 impl KeyOrder {
@@ -261,7 +293,39 @@ impl KeyOrder {
         } else {
             self.pattern_lens[index] = 0;
         }
-        self.len = index as u8 + 1;
+        self.truncate(index + 1);
+    }
+
+    /// Keeps the first `len` keys, and makes the members [`ticker_in_order`] checks from them.
+    fn truncate(&mut self, len: usize) {
+        let len = len.min(Self::MAX);
+        self.len = len as u8;
+        let mut rest: usize = 1;
+        for index in (0..len).rev() {
+            let pattern = self.pattern(index);
+            let mut bytes = [0u8; 40];
+            bytes[0] = if index == 0 { b'{' } else { b',' };
+            let member_len = pattern.len() + 1;
+            let usable = !pattern.is_empty() && (8..=32).contains(&member_len);
+            if usable {
+                bytes[1..member_len].copy_from_slice(pattern);
+            }
+            let word = |at: usize| {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(&bytes[at..at + 8]);
+                u64::from_le_bytes(word)
+            };
+            rest += member_len + 1;
+            self.members[index] = Member {
+                first: word(0),
+                second: word(8),
+                third: word(16),
+                last: word(member_len.saturating_sub(8)),
+                len: if usable { member_len as u8 } else { 0 },
+                id: self.ids[index],
+                rest: rest as u16,
+            };
+        }
     }
 }
 
@@ -530,8 +594,9 @@ fn ticker(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticker, Decod
 }
 
 /// The ticker as Thalex sends it, on a local position and slice: `{`, then exactly the keys of
-/// `order` in its order, each `"<key>":` compared with its bytes as last sent (eight at a time,
-/// [`same_bytes`]), no whitespace, every value read a number or `null` in the plain shape
+/// `order` in its order, each member's separator and `"<key>":` compared with its bytes as last
+/// sent in two to four eight-byte words ([`Member`]; one check of the message's length per
+/// member covers them and the value's first byte), no whitespace, every value read a number or `null` in the plain shape
 /// ([`reader::Closed::plain_number_at`]; a time not negative), every skipped value a number
 /// (grammar-checked, [`reader::Closed::number_end`]) or a literal, then `}`; the message itself
 /// ends with `}` ([`reader::Closed`]). The ticker and where it
@@ -547,24 +612,38 @@ fn ticker_in_order(bytes: &[u8], start: usize, order: &KeyOrder) -> Option<(Tick
     // A message that ends with `}` (every message Thalex sends: one object) is read without a
     // bounds check per digit; another declines, and the key loop reads it.
     let closed = reader::Closed::new(bytes)?;
-    let mut pos = start + 1;
-    let mut ticker = Ticker::default();
-    for index in 0..len.min(KeyOrder::MAX) {
-        if index > 0 {
-            if bytes.get(pos) != Some(&b',') {
-                return None;
-            }
-            pos += 1;
-        }
-        let id = order.ids[index];
-        // Every key, read or skipped, as its bytes were last sent (a read key's are its name).
-        let pattern = order.patterns[index].get(..usize::from(order.pattern_lens[index]))?;
-        let end = pos + pattern.len();
-        if pattern.is_empty() || !same_bytes(bytes.get(pos..end)?, pattern) {
+    let mut pos = start;
+    let mut read = [None; TICKER_KEYS.len()];
+    for member in order.members.get(..len)? {
+        let member_len = usize::from(member.len);
+        // The member, its first value byte and what must follow are inside the message.
+        if member_len == 0 || pos + usize::from(member.rest) > bytes.len() {
             return None;
         }
-        pos = end;
-        let first = *bytes.get(pos)?;
+        // SAFETY: `rest` is more than `member_len` (`KeyOrder::truncate`), which is at least 8
+        // here, so `pos..pos + member_len + 1` is inside `bytes`, and so is every word read.
+        let word = |at: usize| unsafe {
+            debug_assert!(at + 8 <= bytes.len());
+            bytes
+                .as_ptr()
+                .add(at)
+                .cast::<u64>()
+                .read_unaligned()
+                .to_le()
+        };
+        if word(pos) != member.first || word(pos + member_len - 8) != member.last {
+            return None;
+        }
+        if member_len > 16
+            && (word(pos + 8) != member.second
+                || (member_len > 24 && word(pos + 16) != member.third))
+        {
+            return None;
+        }
+        pos += member_len;
+        // SAFETY: as above, `pos` is still inside `bytes`.
+        let first = unsafe { *bytes.get_unchecked(pos) };
+        let id = member.id;
         if id == TICKER_OTHER {
             pos = if first.wrapping_sub(b'0') <= 9 || first == b'-' {
                 closed.number_end(pos)?
@@ -593,49 +672,29 @@ fn ticker_in_order(bytes: &[u8], start: usize, order: &KeyOrder) -> Option<(Tick
             pos = end;
             Some(value)
         };
-        match id {
-            0 => ticker.bid_px = value,
-            1 => ticker.bid_amount = value,
-            2 => ticker.ask_px = value,
-            3 => ticker.ask_amount = value,
-            4 => ticker.last_px = value,
-            5 => ticker.mark_px = value,
-            6 => {
-                ticker.mark_ts_ns = match value {
-                    Some(seconds) => u64::try_from(seconds.raw()).ok()?,
-                    None => 0,
-                }
-            }
-            _ => ticker.index_px = value,
-        }
+        *read.get_mut(usize::from(id))? = value;
     }
     if bytes.get(pos) != Some(&b'}') {
         return None;
     }
-    Some((ticker, pos + 1))
-}
-
-/// Whether two slices of the same length hold the same bytes: for 8 to 32 bytes (a key's
-/// pattern), two to four overlapping eight-byte words, where `memcmp` would be a call.
-#[inline(always)]
-fn same_bytes(found: &[u8], want: &[u8]) -> bool {
-    let len = want.len();
-    if found.len() != len {
-        return false;
-    }
-    if !(8..=32).contains(&len) {
-        return found == want;
-    }
-    let word = |bytes: &[u8], at: usize| {
-        bytes
-            .get(at..at + 8)
-            .and_then(|chunk| <[u8; 8]>::try_from(chunk).ok())
-            .map(u64::from_le_bytes)
+    let [bid_px, bid_amount, ask_px, ask_amount, last_px, mark_px, mark_ts, index_px] = read;
+    let mark_ts_ns = match mark_ts {
+        Some(seconds) => u64::try_from(seconds.raw()).ok()?,
+        None => 0,
     };
-    // Bytes 0..8 and len-8..len, then 8..16 and 16..24 where they are not covered yet.
-    let same =
-        |at: usize| word(found, at).is_some_and(|word_found| Some(word_found) == word(want, at));
-    same(0) && same(len - 8) && (len <= 16 || same(8)) && (len <= 24 || same(16))
+    Some((
+        Ticker {
+            bid_px,
+            bid_amount,
+            ask_px,
+            ask_amount,
+            last_px,
+            mark_px,
+            mark_ts_ns,
+            index_px,
+        },
+        pos + 1,
+    ))
 }
 
 /// A ticker object by its key loop, checked first against the key order of the previous one
@@ -685,7 +744,7 @@ fn ticker_by_keys(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticke
         }
         index += 1;
     }
-    order.len = order.len.min(index.min(KeyOrder::MAX) as u8);
+    order.truncate(usize::from(order.len).min(index));
     Ok(ticker)
 }
 
@@ -941,17 +1000,57 @@ mod tests {
     }
 
     #[test]
-    fn same_bytes_compares_every_byte() {
-        let text = b"\"a_key_of_thirty_seven_bytes_and_more\":";
-        for len in 0..text.len() {
-            let want = &text[..len];
-            assert!(same_bytes(want, want));
-            for at in 0..len {
-                let mut found = want.to_vec();
-                found[at] ^= 1;
-                assert!(!same_bytes(&found, want), "{len} {at}");
+    fn every_byte_of_a_learned_member_is_checked() {
+        // Keys of 4 to 28 bytes: members (`{"<key>":` or `,"<key>":`) of 8 to 32 bytes, one to
+        // four words. Changing any byte of either member makes the in-order path decline.
+        for key_len in 4..=28 {
+            let key: String = (0..key_len)
+                .map(|at| (b'a' + at as u8 % 26) as char)
+                .collect();
+            let other = format!("{}X", &key[..key_len - 1]);
+            let text = format!(r#"{{"{key}":1,"{other}":2}}}}"#);
+            let mut learned = KeyOrder::default();
+            let mut reader = Reader::new(text.as_bytes());
+            ticker_by_keys(&mut reader, &mut learned).expect("the object reads");
+            let object_end = text.len() - 1;
+            assert_eq!(
+                ticker_in_order(text.as_bytes(), 0, &learned).map(|(_, end)| end),
+                Some(object_end),
+                "{text}"
+            );
+            let second = key_len + 5;
+            for at in (0..key_len + 4).chain(second..second + key_len + 4) {
+                let mut changed = text.clone().into_bytes();
+                changed[at] ^= 0x20;
+                assert_eq!(
+                    ticker_in_order(&changed, 0, &learned),
+                    None,
+                    "{}",
+                    String::from_utf8_lossy(&changed)
+                );
             }
-            assert!(!same_bytes(&text[..len.saturating_sub(1)], want) || len == 0);
+        }
+    }
+
+    #[test]
+    fn a_member_shorter_than_a_word_or_near_the_end_declines_without_reading_past_it() {
+        let mut learned = KeyOrder::default();
+        let text = br#"{"abc":1,"index":2}}"#;
+        let mut reader = Reader::new(text);
+        let ticker = ticker_by_keys(&mut reader, &mut learned).expect("the object reads");
+        assert_eq!(ticker.index_px, Some(Fixed(2 * SCALE)));
+        // `{"abc":` is 7 bytes: the in-order path does not check such a member, it declines.
+        assert_eq!(ticker_in_order(text, 0, &learned), None);
+        // A message cut anywhere after a learned order never reads past its end.
+        let mut learned = KeyOrder::default();
+        let text = br#"{"last_price":1,"index":2}}"#;
+        ticker_by_keys(&mut Reader::new(text), &mut learned).expect("the object reads");
+        assert!(ticker_in_order(text, 0, &learned).is_some());
+        // (Cut two bytes short or more: the object's own `}` then is the one pushed.)
+        for cut in 0..text.len() - 2 {
+            let mut short = text[..cut].to_vec();
+            short.push(b'}');
+            assert_eq!(ticker_in_order(&short, 0, &learned), None, "{cut}");
         }
     }
 

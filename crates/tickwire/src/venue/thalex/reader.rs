@@ -550,7 +550,9 @@ fn plain_number_by(byte: impl Fn(usize) -> Option<u8>, mut pos: usize) -> Option
     if byte(pos) == Some(b'.') {
         pos += 1;
         let first = pos;
-        while let Some(next) = digit(pos).filter(|_| pos - first < 9) {
+        let kept_end = first + 9;
+        while pos < kept_end {
+            let Some(next) = digit(pos) else { break };
             fraction = fraction * 10 + u64::from(next);
             pos += 1;
         }
