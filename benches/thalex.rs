@@ -80,6 +80,11 @@
 //! THALEX_PASS=tickwire-ticker-10:100000 valgrind --tool=callgrind \
 //!     --toggle-collect='*measured_pass*' target/release/deps/thalex-<hash>
 //! ```
+//!
+//! For the ratio on a machine whose speed drifts from second to second (a shared VM),
+//! `THALEX_RATIO=<ticker|ticker-varied|ticker-audit|rpc>[:<batches>]` checks both designs as
+//! above, then times them in alternating batches of about a millisecond in one process and
+//! prints the median and quartiles of the batches' ratios (audited / tickwire).
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use serde_json::Value;
@@ -882,6 +887,78 @@ fn measured_pass(scenario: &mut Scenario, iterations: u64) -> usize {
     (0..iterations).map(|_| scenario.once()).sum()
 }
 
+/// `THALEX_RATIO=<ticker|ticker-varied|ticker-audit|rpc>[:<batches>]`: the two designs on the
+/// same messages, checked first as the Criterion run checks them, then timed in alternating
+/// batches of about a millisecond each in one process, so that whatever slows this machine for
+/// a while slows both: per message, each design's fastest tenth and median batch, and the
+/// median and quartiles of the batches' ratios audited / tickwire.
+fn same_run_ratio(spec: &str) {
+    let (name, batches) = spec.split_once(':').unwrap_or((spec, "400"));
+    let batches: usize = batches.parse().expect("batches");
+    assert!(batches >= 4, "at least four batches");
+    let (mut tickwire, mut audited, tickwire_n, audited_n) = match name {
+        "rpc" => {
+            check_rpc();
+            (
+                Scenario::parse("tickwire-rpc"),
+                Scenario::parse("audited-rpc"),
+                8_000,
+                1_000,
+            )
+        }
+        _ => {
+            let shape = match name {
+                "ticker" => Shape::Real,
+                "ticker-varied" => Shape::Varied,
+                "ticker-audit" => Shape::Audit,
+                _ => panic!("THALEX_RATIO: ticker, ticker-varied, ticker-audit or rpc"),
+            };
+            check_ticker(1, shape);
+            (
+                Scenario::parse(&format!("tickwire-{name}-1")),
+                Scenario::parse(&format!("audited-{name}-1")),
+                2_000,
+                250,
+            )
+        }
+    };
+    let timed = |scenario: &mut Scenario, iterations: u64| {
+        let started = std::time::Instant::now();
+        let delivered = measured_pass(scenario, iterations);
+        let elapsed = started.elapsed();
+        assert!(delivered > 0, "{name}: nothing delivered");
+        elapsed.as_nanos() as f64 / iterations as f64
+    };
+    // Warm both.
+    timed(&mut tickwire, tickwire_n);
+    timed(&mut audited, audited_n);
+    let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..batches {
+        let a = timed(&mut tickwire, tickwire_n);
+        let b = timed(&mut audited, audited_n);
+        ours.push(a);
+        theirs.push(b);
+        ratios.push(b / a);
+    }
+    for values in [&mut ours, &mut theirs, &mut ratios] {
+        values.sort_by(f64::total_cmp);
+    }
+    let at =
+        |values: &[f64], fraction: f64| values[((values.len() - 1) as f64 * fraction) as usize];
+    println!(
+        "thalex {name}, {batches} alternating batches: tickwire {:.1} ns (fastest tenth) / \
+         {:.1} ns (median), audited {:.1} / {:.1} ns; audited / tickwire per batch: median \
+         {:.2}x (quartiles {:.2}x to {:.2}x)",
+        at(&ours, 0.1),
+        at(&ours, 0.5),
+        at(&theirs, 0.1),
+        at(&theirs, 0.5),
+        at(&ratios, 0.5),
+        at(&ratios, 0.25),
+        at(&ratios, 0.75),
+    );
+}
+
 /// `THALEX_PASS=<scenario>:<iterations>`: see the module documentation.
 fn single_pass(spec: &str) {
     let (name, iterations) = spec.split_once(':').expect("<scenario>:<iterations>");
@@ -900,6 +977,10 @@ criterion_group!(benches, thalex);
 fn main() {
     if let Ok(spec) = std::env::var("THALEX_PASS") {
         single_pass(&spec);
+        return;
+    }
+    if let Ok(spec) = std::env::var("THALEX_RATIO") {
+        same_run_ratio(&spec);
         return;
     }
     let started = SystemTime::now();

@@ -45,11 +45,24 @@ impl Hasher for FastHasher {
             hash = (hash.rotate_left(5) ^ word).wrapping_mul(FIBONACCI);
         }
         // The tail, zero-padded, with its length so that `b"a"` and `b"a\0"` differ.
-        let mut tail = [0u8; 8];
         let rest = chunks.remainder();
-        tail[..rest.len()].copy_from_slice(rest);
-        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(tail) ^ rest.len() as u64)
-            .wrapping_mul(FIBONACCI);
+        let tail = match bytes.len().checked_sub(8) {
+            // From eight bytes on, the last eight as one word, shifted down to the tail's bytes
+            // (the same value as the tail zero-padded, with no copy of a variable length).
+            Some(last) if !rest.is_empty() => {
+                let word = bytes
+                    .get(last..)
+                    .and_then(|word| <[u8; 8]>::try_from(word).ok())
+                    .map_or(0, u64::from_le_bytes);
+                word >> (64 - 8 * rest.len())
+            }
+            _ => {
+                let mut tail = [0u8; 8];
+                tail[..rest.len()].copy_from_slice(rest);
+                u64::from_le_bytes(tail)
+            }
+        };
+        hash = (hash.rotate_left(5) ^ tail ^ rest.len() as u64).wrapping_mul(FIBONACCI);
         self.0 = hash;
     }
 
@@ -142,6 +155,30 @@ mod tests {
         for word in [0u64, 1, 7, u64::from(u32::MAX), 1 << 40, u64::MAX] {
             assert_eq!(hash_word(word), hash_of(word));
             assert_eq!(hash_word(word), word.wrapping_mul(FIBONACCI));
+        }
+    }
+
+    #[test]
+    fn the_tail_hashes_as_its_bytes_zero_padded() {
+        // What `write` gave before it read the tail as one shifted word: every length 0 to 40.
+        fn padded(bytes: &[u8]) -> u64 {
+            let mut hash = 0u64;
+            let mut chunks = bytes.chunks_exact(8);
+            for chunk in &mut chunks {
+                let word = u64::from_le_bytes(chunk.try_into().unwrap());
+                hash = (hash.rotate_left(5) ^ word).wrapping_mul(FIBONACCI);
+            }
+            let mut tail = [0u8; 8];
+            let rest = chunks.remainder();
+            tail[..rest.len()].copy_from_slice(rest);
+            (hash.rotate_left(5) ^ u64::from_le_bytes(tail) ^ rest.len() as u64)
+                .wrapping_mul(FIBONACCI)
+        }
+        let text: Vec<u8> = (1..=40u8).map(|byte| byte.wrapping_mul(37)).collect();
+        for len in 0..=text.len() {
+            let mut hasher = FastHasher::default();
+            hasher.write(&text[..len]);
+            assert_eq!(hasher.finish(), padded(&text[..len]), "{len}");
         }
     }
 

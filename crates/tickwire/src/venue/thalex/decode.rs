@@ -129,17 +129,18 @@ impl Kind {
     /// dispatched on its first byte, so a notification's routing compares one name at most.
     #[inline]
     pub fn of(channel: &[u8]) -> Kind {
-        let (kind, name): (Kind, &[u8]) = match channel.first() {
-            Some(b't') => (Kind::Ticker, b"ticker"),
-            Some(b'l') => (Kind::Lwt, b"lwt"),
-            Some(b'b') => (Kind::Book, b"book"),
-            Some(b'r') => (Kind::RecentTrades, b"recent_trades"),
-            Some(b'p') => (Kind::PriceIndex, b"price_index"),
-            Some(b's') => (Kind::System, b"system"),
+        // Each arm compares a literal of its own length: inline compares, where one
+        // `starts_with` over the arms' names would be a `memcmp` call of a variable length.
+        let (kind, len) = match channel.first() {
+            Some(b't') if channel.starts_with(b"ticker") => (Kind::Ticker, 6),
+            Some(b'l') if channel.starts_with(b"lwt") => (Kind::Lwt, 3),
+            Some(b'b') if channel.starts_with(b"book") => (Kind::Book, 4),
+            Some(b'r') if channel.starts_with(b"recent_trades") => (Kind::RecentTrades, 13),
+            Some(b'p') if channel.starts_with(b"price_index") => (Kind::PriceIndex, 11),
+            Some(b's') if channel.starts_with(b"system") => (Kind::System, 6),
             _ => return Kind::Other,
         };
-        let segment_ends = matches!(channel.get(name.len()), None | Some(b'.'));
-        if channel.starts_with(name) && segment_ends {
+        if matches!(channel.get(len), None | Some(b'.')) {
             kind
         } else {
             Kind::Other
@@ -210,6 +211,12 @@ pub struct Scratch {
     pub channels: Vec<(usize, usize)>,
     /// The order of the keys in the last ticker, which the next one is read against first.
     pub ticker_order: KeyOrder,
+    /// The last `ticker` notification read ([`Body::Ticker`]): kept here rather than in the
+    /// returned message, so that a decoded message is a few words and its ticker is written
+    /// once, not copied out through each return.
+    pub ticker: Ticker,
+    /// The last `lwt` notification read ([`Body::Lwt`]), for the same reason.
+    pub lwt: Lwt,
 }
 
 /// The keys of an object in the order a venue last sent them, as small ids and as their bytes.
@@ -341,8 +348,10 @@ impl Scratch {
 /// A notification's decoded value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Body<'a> {
-    Ticker(Ticker),
-    Lwt(Lwt),
+    /// In `Scratch::ticker`.
+    Ticker,
+    /// In `Scratch::lwt`.
+    Lwt,
     /// Changes (or the snapshot) in `Scratch::bids`/`asks`, trades in `Scratch::trades`.
     Book {
         time_ns: u64,
@@ -532,8 +541,14 @@ fn notification<'a>(
     scratch: &mut Scratch,
 ) -> Result<Body<'a>, DecodeError> {
     Ok(match kind {
-        Kind::Ticker => Body::Ticker(ticker(reader, &mut scratch.ticker_order)?),
-        Kind::Lwt => Body::Lwt(lwt(reader)?),
+        Kind::Ticker => {
+            scratch.ticker = ticker(reader, &mut scratch.ticker_order)?;
+            Body::Ticker
+        }
+        Kind::Lwt => {
+            scratch.lwt = lwt(reader)?;
+            Body::Lwt
+        }
         Kind::Book => Body::Book {
             time_ns: book(reader, scratch)?,
         },
@@ -963,11 +978,12 @@ mod tests {
         let Message::Notification {
             channel,
             snapshot,
-            body: Body::Ticker(ticker),
+            body: Body::Ticker,
         } = message
         else {
             panic!("{message:?}");
         };
+        let ticker = scratch.ticker;
         assert_eq!(channel, b"ticker.BTC-PERPETUAL.100ms");
         assert_eq!(snapshot, None);
         assert_eq!(ticker.bid_px, Some(fixed("50000.5")));
@@ -1072,12 +1088,12 @@ mod tests {
         for body in orders.iter().chain(orders.iter()) {
             let text = format!(r#"{{"channel_name":"ticker.X.raw","notification":{body}}}"#);
             let Message::Notification {
-                body: Body::Ticker(ticker),
-                ..
+                body: Body::Ticker, ..
             } = decode(text.as_bytes(), &mut scratch).unwrap()
             else {
                 panic!("{text}")
             };
+            let ticker = scratch.ticker;
             assert_eq!(ticker.bid_px, Some(fixed("1")), "{text}");
             assert_eq!(ticker.ask_px, Some(fixed("2")), "{text}");
             assert_eq!(ticker.mark_px, Some(fixed("3")), "{text}");
@@ -1217,9 +1233,10 @@ mod tests {
     fn the_documented_ticker_example_decodes() {
         let text = r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"mark_price":47238.64143906124,"mark_timestamp":946684800,"best_bid_price":47240,"best_bid_amount":0.4,"best_ask_price":47260,"best_ask_amount":1,"delta":1,"volume_24h":0,"value_24h":0,"open_interest":123.456}}"#;
         let mut scratch = Scratch::default();
-        let Body::Ticker(ticker) = notification_of(text, &mut scratch) else {
+        let Body::Ticker = notification_of(text, &mut scratch) else {
             panic!()
         };
+        let ticker = scratch.ticker;
         assert_eq!(ticker.mark_px, Some(fixed("47238.641439061")));
         assert_eq!(ticker.mark_ts_ns, 946_684_800_000_000_000);
         assert_eq!(ticker.bid_px, Some(fixed("47240")));
@@ -1229,9 +1246,10 @@ mod tests {
         assert_eq!(ticker.index_px, None);
         // The issue's live-shaped ticker: its index has 11 decimals.
         let text = r#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":76000,"best_bid_amount":1,"best_ask_price":76001,"best_ask_amount":2,"mark_price":76000.5,"mark_timestamp":1776715497.5,"index":76283.25916666667}}"#;
-        let Body::Ticker(ticker) = notification_of(text, &mut scratch) else {
+        let Body::Ticker = notification_of(text, &mut scratch) else {
             panic!()
         };
+        let ticker = scratch.ticker;
         assert_eq!(ticker.index_px, Some(fixed("76283.259166667")));
         assert_eq!(ticker.mark_ts_ns, 1_776_715_497_500_000_000);
     }
@@ -1240,18 +1258,20 @@ mod tests {
     fn the_documented_lwt_example_decodes() {
         let text = r#"{"channel_name":"lwt.BTC-PERPETUAL.raw","notification":{"b":[47240,0.4,0.4],"a":[47260,1,0.9],"l":47252.64143906124,"m":65536.16}}"#;
         let mut scratch = Scratch::default();
-        let Body::Lwt(lwt) = notification_of(text, &mut scratch) else {
+        let Body::Lwt = notification_of(text, &mut scratch) else {
             panic!()
         };
+        let lwt = scratch.lwt;
         assert_eq!(lwt.bid, Some((fixed("47240"), fixed("0.4"))));
         assert_eq!(lwt.ask, Some((fixed("47260"), fixed("1"))));
         assert_eq!(lwt.last_px, Some(fixed("47252.641439061")));
         assert_eq!(lwt.mark_px, Some(fixed("65536.16")));
         // "Best bid (if any)": a side left out is no side.
         let text = r#"{"channel_name":"lwt.BTC-PERPETUAL.raw","notification":{"a":[47260,1,0.9],"m":65536.16}}"#;
-        let Body::Lwt(lwt) = notification_of(text, &mut scratch) else {
+        let Body::Lwt = notification_of(text, &mut scratch) else {
             panic!()
         };
+        let lwt = scratch.lwt;
         assert_eq!((lwt.bid, lwt.last_px), (None, None));
     }
 

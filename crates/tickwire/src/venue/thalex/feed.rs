@@ -104,8 +104,8 @@ enum Kind {
 impl Kind {
     fn of(body: &Notification<'_>) -> Kind {
         match body {
-            Notification::Ticker(_) => Kind::Ticker,
-            Notification::Lwt(_) => Kind::Lwt,
+            Notification::Ticker => Kind::Ticker,
+            Notification::Lwt => Kind::Lwt,
             Notification::Book { .. } => Kind::Book,
             Notification::Trades => Kind::RecentTrades,
             Notification::Index(_) => Kind::PriceIndex,
@@ -412,7 +412,7 @@ impl ThalexFeed {
             asks: Vec::with_capacity(BOOK_LEVELS),
             trades: Vec::with_capacity(64),
             channels: Vec::with_capacity(64),
-            ticker_order: Default::default(),
+            ..Scratch::default()
         };
         let delivered = vec![RecentTrades::default(); owners.len()];
         let feed = ThalexFeed {
@@ -782,7 +782,8 @@ impl ThalexFeed {
             delivered = true;
             let instrument = target.instrument;
             match body {
-                Notification::Ticker(ticker) => {
+                Notification::Ticker => {
+                    let ticker = &self.scratch.ticker;
                     let has_quote = ticker.bid_px.is_some() || ticker.ask_px.is_some();
                     if has_quote {
                         let quote = Quote {
@@ -815,7 +816,8 @@ impl ThalexFeed {
                         );
                     }
                 }
-                Notification::Lwt(lwt) => {
+                Notification::Lwt => {
+                    let lwt = &self.scratch.lwt;
                     let (bid_px, bid_sz) = lwt.bid.unwrap_or_default();
                     let (ask_px, ask_sz) = lwt.ask.unwrap_or_default();
                     let quote = Quote {
