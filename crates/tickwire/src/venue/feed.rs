@@ -131,43 +131,16 @@ impl<'a> EventSink<'a> {
     }
 
     /// Writes one event (published with the stage's batch, or by the sink's publisher).
+    ///
+    /// The ring's path is all that is inlined at a feed's call sites; the bus's copy and the gap
+    /// after a loss are calls of their own.
     #[inline]
     pub fn push(&mut self, event: Event) {
-        if let Some(bus) = self.bus.as_deref_mut() {
-            bus.write(&event);
-            if self.bus_only {
-                self.bus_pending += 1;
-                if self.bus_pending >= Self::PUBLISH_EVERY {
-                    self.bus_pending = 0;
-                    bus.publish();
-                }
-                return;
-            }
-        } else if self.bus_only {
+        if (self.bus.is_some() || self.bus_only) && self.to_bus(&event) {
             return;
         }
-        if *self.lost {
-            let gap = Event::new(
-                EventHeader {
-                    exchange_ts_ns: 0,
-                    recv_ts_ns: event.header.recv_ts_ns,
-                    venue_seq: 0,
-                    instrument_id: ALL_INSTRUMENTS,
-                    venue_id: event.header.venue_id,
-                    kind: EventKind::Gap,
-                    flags: crate::event::flags::NO_EXCHANGE_TS,
-                },
-                Body::Gap(Gap::new(GapReason::RingOverflow, 0, 0)),
-            );
-            if self.events.try_write(gap).is_err() {
-                return;
-            }
-            if let Some(counts) = self.counts.as_deref_mut() {
-                counts.count(&gap);
-            }
-            *self.lost = false;
-            self.written += 1;
-            self.total += 1;
+        if *self.lost && !self.write_gap(&event) {
+            return;
         }
         match self.events.try_write(event) {
             Ok(()) => {
@@ -182,6 +155,55 @@ impl<'a> EventSink<'a> {
             }
             Err(_) => *self.lost = true,
         }
+    }
+
+    /// The event to the bus, if the sink has one; true when the sink writes the bus only (the
+    /// event then goes nowhere else).
+    #[inline(never)]
+    fn to_bus(&mut self, event: &Event) -> bool {
+        match self.bus.as_deref_mut() {
+            Some(bus) => {
+                bus.write(event);
+                if self.bus_only {
+                    self.bus_pending += 1;
+                    if self.bus_pending >= Self::PUBLISH_EVERY {
+                        self.bus_pending = 0;
+                        bus.publish();
+                    }
+                }
+                self.bus_only
+            }
+            None => self.bus_only,
+        }
+    }
+
+    /// After events were lost to a full ring, the gap that says so, before `event`; false when
+    /// the ring is still full (`event` is lost too, and the gap still owed).
+    #[cold]
+    #[inline(never)]
+    fn write_gap(&mut self, event: &Event) -> bool {
+        let gap = Event::new(
+            EventHeader {
+                exchange_ts_ns: 0,
+                recv_ts_ns: event.header.recv_ts_ns,
+                venue_seq: 0,
+                instrument_id: ALL_INSTRUMENTS,
+                venue_id: event.header.venue_id,
+                kind: EventKind::Gap,
+                flags: crate::event::flags::NO_EXCHANGE_TS,
+            },
+            Body::Gap(Gap::new(GapReason::RingOverflow, 0, 0)),
+        );
+        if self.events.try_write(gap).is_err() {
+            return false;
+        }
+        if let Some(counts) = self.counts.as_deref_mut() {
+            counts.count(&gap);
+        }
+        *self.lost = false;
+        self.written += 1;
+        self.total += 1;
+        true
     }
 
     /// Events written and not yet published.
