@@ -136,7 +136,7 @@ impl<'a> EventSink<'a> {
     /// after a loss are calls of their own.
     #[inline]
     pub fn push(&mut self, event: Event) {
-        if (self.bus.is_some() || self.bus_only) && self.to_bus(&event) {
+        if (self.bus.is_some() || self.bus_only) && self.write_bus(&event) {
             return;
         }
         if *self.lost && !self.write_gap(&event) {
@@ -160,7 +160,7 @@ impl<'a> EventSink<'a> {
     /// The event to the bus, if the sink has one; true when the sink writes the bus only (the
     /// event then goes nowhere else).
     #[inline(never)]
-    fn to_bus(&mut self, event: &Event) -> bool {
+    fn write_bus(&mut self, event: &Event) -> bool {
         match self.bus.as_deref_mut() {
             Some(bus) => {
                 bus.write(event);
