@@ -252,8 +252,8 @@ impl Default for KeyOrder {
 /// bytes 0..8, `second` 8..16, `third` 16..24 and `last` the final eight (`len - 8..len`).
 /// `rest`: the fewest bytes the message holds from this member's separator on, when the
 /// members from here to the end are as learned (each value at least one byte, then `}`).
-/// `len` 0: a pattern shorter than 8 bytes or longer than 32, which the path does not check
-/// (it declines).
+/// A pattern shorter than 8 bytes or longer than 32 is not checked: its `len` is 0 and its `rest`
+/// `u32::MAX`, more than any message the path reads holds, so the path declines there.
 #[derive(Clone, Copy, Debug, Default)]
 struct Member {
     first: u64,
@@ -262,7 +262,7 @@ struct Member {
     last: u64,
     len: u8,
     id: u8,
-    rest: u16,
+    rest: u32,
 }
 
 impl KeyOrder {
@@ -330,7 +330,7 @@ impl KeyOrder {
                 last: word(member_len.saturating_sub(8)),
                 len: if usable { member_len as u8 } else { 0 },
                 id: self.ids[index],
-                rest: rest as u16,
+                rest: if usable { rest as u32 } else { u32::MAX },
             };
         }
     }
@@ -627,16 +627,23 @@ fn ticker_in_order(bytes: &[u8], start: usize, order: &KeyOrder) -> Option<(Tick
     // A message that ends with `}` (every message Thalex sends: one object) is read without a
     // bounds check per digit; another declines, and the key loop reads it.
     let closed = reader::Closed::new(bytes)?;
+    // Below `u32::MAX` bytes, no `rest` of `u32::MAX` can pass (see [`Member`]).
+    if bytes.len() >= u32::MAX as usize {
+        return None;
+    }
     let mut pos = start;
     let mut read = [None; TICKER_KEYS.len()];
     for member in order.members.get(..len)? {
-        let member_len = usize::from(member.len);
-        // The member, its first value byte and what must follow are inside the message.
-        if member_len == 0 || pos + usize::from(member.rest) > bytes.len() {
+        // The member, its first value byte and what must follow are inside the message (never,
+        // for a member the path does not check: its `rest` is more than any message here).
+        if pos + member.rest as usize > bytes.len() {
             return None;
         }
-        // SAFETY: `rest` is more than `member_len` (`KeyOrder::truncate`), which is at least 8
-        // here, so `pos..pos + member_len + 1` is inside `bytes`, and so is every word read.
+        let member_len = usize::from(member.len);
+        // SAFETY: `rest` passed, so it is not `u32::MAX` (the message is shorter): the member is
+        // one the path checks, whose `rest` is more than its `member_len` (`KeyOrder::truncate`),
+        // which is at least 8, so `pos..pos + member_len + 1` is inside `bytes`, and so is every
+        // word read.
         let word = |at: usize| unsafe {
             debug_assert!(at + 8 <= bytes.len());
             bytes

@@ -530,9 +530,13 @@ fn plain_number_by(byte: impl Fn(usize) -> Option<u8>, mut pos: usize) -> Option
     pos += usize::from(negative);
     let start = pos;
     let mut integer: u64 = 0;
-    while let Some(next) = digit(pos) {
+    // The digit as a 64-bit value from the start, so that adding it takes no widening.
+    while let Some(next) = byte(pos)
+        .map(|byte| u64::from(byte).wrapping_sub(u64::from(b'0')))
+        .filter(|&digit| digit <= 9)
+    {
         // Wrapping: a run longer than ten digits is refused below, whatever it added up to.
-        integer = integer.wrapping_mul(10).wrapping_add(u64::from(next));
+        integer = integer.wrapping_mul(10).wrapping_add(next);
         pos += 1;
     }
     // No digits, more than ten, a leading zero (`01`, not JSON) or a magnitude the slow path
