@@ -611,13 +611,13 @@ fn ticker(reader: &mut Reader<'_>, order: &mut KeyOrder) -> Result<Ticker, Decod
 /// The ticker as Thalex sends it, on a local position and slice: `{`, then exactly the keys of
 /// `order` in its order, each member's separator and `"<key>":` compared with its bytes as last
 /// sent in two to four eight-byte words ([`Member`]; one check of the message's length per
-/// member covers them and the value's first byte), no whitespace, every value read a number or `null` in the plain shape
-/// ([`reader::Closed::plain_number_at`]; a time not negative), every skipped value a number
-/// (grammar-checked, [`reader::Closed::number_end`]) or a literal, then `}`; the message itself
-/// ends with `}` ([`reader::Closed`]). The ticker and where it
-/// ends; `None` for anything else, before anything is decided: the key loop then reads the
-/// ticker from its `{`, so what this path accepts, the key loop reads the same way, and what it
-/// declines, the key loop reads or refuses.
+/// member covers them and the value's first byte), no whitespace, every value read a number or
+/// `null` in the plain shape ([`reader::Closed::plain_number_at`]; a time not negative), every
+/// skipped value a number (grammar-checked, [`reader::Closed::number_end`]) or a literal, then
+/// `}`; the message itself ends with `}` ([`reader::Closed`]). The ticker and where it ends;
+/// `None` for anything else, before anything is decided: the key loop then reads the ticker from
+/// its `{`, so what this path accepts, the key loop reads the same way, and what it declines,
+/// the key loop reads or refuses.
 #[inline(always)]
 fn ticker_in_order(bytes: &[u8], start: usize, order: &KeyOrder) -> Option<(Ticker, usize)> {
     let len = usize::from(order.len);
