@@ -521,20 +521,17 @@ pub(super) fn plain_number_at(bytes: &[u8], pos: usize) -> Option<(Fixed, usize)
 /// read yet only right after one whose byte was a digit, `-` or `.`: what [`Closed`] relies on.
 #[inline(always)]
 fn plain_number_by(byte: impl Fn(usize) -> Option<u8>, mut pos: usize) -> Option<(Fixed, usize)> {
+    // A digit's value as 64 bits from the start, so that adding it takes no widening.
     let digit = |at: usize| {
         byte(at)
-            .map(|byte| byte.wrapping_sub(b'0'))
+            .map(|byte| u64::from(byte).wrapping_sub(u64::from(b'0')))
             .filter(|&digit| digit <= 9)
     };
     let negative = byte(pos) == Some(b'-');
     pos += usize::from(negative);
     let start = pos;
     let mut integer: u64 = 0;
-    // The digit as a 64-bit value from the start, so that adding it takes no widening.
-    while let Some(next) = byte(pos)
-        .map(|byte| u64::from(byte).wrapping_sub(u64::from(b'0')))
-        .filter(|&digit| digit <= 9)
-    {
+    while let Some(next) = digit(pos) {
         // Wrapping: a run longer than ten digits is refused below, whatever it added up to.
         integer = integer.wrapping_mul(10).wrapping_add(next);
         pos += 1;
@@ -557,7 +554,7 @@ fn plain_number_by(byte: impl Fn(usize) -> Option<u8>, mut pos: usize) -> Option
         let kept_end = first + 9;
         while pos < kept_end {
             let Some(next) = digit(pos) else { break };
-            fraction = fraction * 10 + u64::from(next);
+            fraction = fraction * 10 + next;
             pos += 1;
         }
         fraction_digits = pos - first;
@@ -565,7 +562,8 @@ fn plain_number_by(byte: impl Fn(usize) -> Option<u8>, mut pos: usize) -> Option
             return None;
         }
         if let Some(tenth) = digit(pos).filter(|_| fraction_digits == 9) {
-            round_digit = tenth;
+            // A digit: 0 to 9, so the cast keeps it whole.
+            round_digit = tenth as u8;
             pos += 1;
             while let Some(later) = digit(pos) {
                 sticky |= later != 0;
