@@ -49,6 +49,10 @@
 //! segment (`ticker.`, `book.`, ...), and the feed finds the instrument by looking the whole name
 //! up in its route table. A server that orders keys differently costs one more pass: a
 //! `notification` met before `channel_name` is skipped and read once the channel is known.
+//! A notification that opens with the same bytes as the last one,
+//! `{"channel_name":"<name>","notification":` (a channel's tickers, every 100 ms), is not scanned
+//! again: its first 64 bytes are compared with the kept ones, and the name and kind are those
+//! read before (see `Prefix`).
 //!
 //! Nothing here allocates per message: book levels and trades go into the caller's reusable
 //! [`Scratch`] buffers, and names are slices (or byte ranges) of the payload.
@@ -217,6 +221,84 @@ pub struct Scratch {
     pub ticker: Ticker,
     /// The last `lwt` notification read ([`Body::Lwt`]), for the same reason.
     pub lwt: Lwt,
+    /// The opening bytes of the last notification read (see [`Prefix`]).
+    pub(super) prefix: Prefix,
+}
+
+/// A notification's opening bytes, `{"channel_name":"<name>","notification":`, as the last one
+/// sent them, with its name's length and kind: a channel's next notification that opens with
+/// the same bytes has the same name (one without an escape, which the scan that stored them
+/// checked), so it is routed without scanning the name again. Up to 64 bytes (a name of up to
+/// 30 bytes); `len` 0 when none is kept.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Prefix {
+    /// The bytes as little-endian words, zero past `len`.
+    words: [u64; 8],
+    /// Per word, the lanes inside `len`.
+    masks: [u64; 8],
+    len: u8,
+    name_len: u8,
+    kind: Kind,
+}
+
+impl Default for Prefix {
+    fn default() -> Self {
+        Prefix {
+            words: [0; 8],
+            masks: [0; 8],
+            len: 0,
+            name_len: 0,
+            kind: Kind::Other,
+        }
+    }
+}
+
+impl Prefix {
+    /// Where a name starts: after `{"channel_name":"`.
+    const NAME_AT: usize = 17;
+
+    /// Keeps `payload[..len]`, which opens with a name of `name_len` bytes (no escape); one
+    /// longer than 64 bytes is not kept.
+    fn keep(&mut self, payload: &[u8], len: usize, name_len: usize, kind: Kind) {
+        let Some(bytes) = payload.get(..len).filter(|_| len <= 64) else {
+            self.len = 0;
+            return;
+        };
+        let mut padded = [0u8; 64];
+        padded[..len].copy_from_slice(bytes);
+        for (index, chunk) in padded.chunks_exact(8).enumerate() {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.words[index] = u64::from_le_bytes(word);
+            let inside = len.saturating_sub(index * 8).min(8);
+            self.masks[index] = if inside == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (inside * 8)) - 1
+            };
+        }
+        self.len = len as u8;
+        self.name_len = name_len as u8;
+        self.kind = kind;
+    }
+
+    /// The name and kind when `payload` opens with the kept bytes (and holds 64 bytes at
+    /// least), and where its notification's value starts.
+    #[inline(always)]
+    fn matches<'a>(&self, payload: &'a [u8]) -> Option<(&'a [u8], Kind, usize)> {
+        let head = payload.first_chunk::<64>()?;
+        let mut differs = 0;
+        for index in 0..8 {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&head[index * 8..index * 8 + 8]);
+            differs |= (u64::from_le_bytes(word) ^ self.words[index]) & self.masks[index];
+        }
+        if differs != 0 || self.len == 0 {
+            return None;
+        }
+        let name = payload.get(Self::NAME_AT..Self::NAME_AT + usize::from(self.name_len))?;
+        Some((name, self.kind, usize::from(self.len)))
+    }
 }
 
 /// The keys of an object in the order a venue last sent them, as small ids and as their bytes.
@@ -409,11 +491,17 @@ pub fn decode<'a>(payload: &'a [u8], scratch: &mut Scratch) -> Result<Message<'a
     let mut id: Option<Option<u64>> = None;
     let mut outcome: Option<Outcome<'a>> = None;
     // The two shapes Thalex sends open with their routing key: read it without the key loop.
-    if reader.literal(br#"{"channel_name":"#) {
+    if let Some((name, kind, at)) = scratch.prefix.matches(payload) {
+        channel = Some(name);
+        reader = Reader::at(payload, at);
+        body = Some(notification(&mut reader, kind, scratch)?);
+    } else if reader.literal(br#"{"channel_name":"#) {
         let name = channel_name(&mut reader)?;
         channel = Some(name);
         if reader.literal(br#","notification":"#) {
-            body = Some(notification(&mut reader, Kind::of(name), scratch)?);
+            let kind = Kind::of(name);
+            scratch.prefix.keep(payload, reader.pos(), name.len(), kind);
+            body = Some(notification(&mut reader, kind, scratch)?);
         }
     } else if reader.literal(br#"{"id":"#) {
         id = Some(id_value(&mut reader)?);
@@ -1020,6 +1108,86 @@ mod tests {
         ] {
             assert_eq!(Kind::of(name), kind, "{}", String::from_utf8_lossy(name));
         }
+    }
+
+    /// A decode's result and the ticker it read, if any, as text, for comparing two scratches.
+    fn decoded(payload: &[u8], scratch: &mut Scratch) -> String {
+        match decode(payload, scratch) {
+            Ok(
+                message @ Message::Notification {
+                    body: Body::Ticker, ..
+                },
+            ) => {
+                format!("{message:?} {:?}", scratch.ticker)
+            }
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_notification_opening_as_the_last_did_reads_as_a_fresh_decoder_reads_it() {
+        let ticker = br#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":{"best_bid_price":1,"mark_price":2.5}}"#;
+        let mut kept = Scratch::default();
+        decoded(ticker, &mut kept);
+        let opening = br#"{"channel_name":"ticker.BTC-PERPETUAL.100ms","notification":"#;
+        assert_eq!(
+            usize::from(kept.prefix.len),
+            opening.len(),
+            "the opening is kept"
+        );
+        // Every byte of the kept opening (and the next ones) changed, each of several ways:
+        // the scratch that kept the opening reads the message as a fresh one does.
+        for at in 0..72 {
+            for byte in [b'X', b'\\', b'"', b'.', b' ', b'}', ticker[at] ^ 0x20] {
+                let mut changed = ticker.to_vec();
+                changed[at] = byte;
+                decoded(ticker, &mut kept);
+                assert_eq!(
+                    decoded(&changed, &mut kept),
+                    decoded(&changed, &mut Scratch::default()),
+                    "{}",
+                    String::from_utf8_lossy(&changed)
+                );
+            }
+        }
+        // Another name of the same length is its own, and an escaped spelling of the kept name
+        // is still refused.
+        let other =
+            br#"{"channel_name":"ticker.ETH-PERPETUAL.100ms","notification":{"best_bid_price":3}}"#;
+        decoded(ticker, &mut kept);
+        match decode(other, &mut kept) {
+            Ok(Message::Notification { channel, .. }) => {
+                assert_eq!(channel, b"ticker.ETH-PERPETUAL.100ms")
+            }
+            other => panic!("{other:?}"),
+        }
+        let escaped = br#"{"channel_name":"ticker.BTC\u002dPERPETUAL.100ms","notification":{"best_bid_price":1}}"#;
+        decoded(ticker, &mut kept);
+        assert_eq!(
+            decode(escaped, &mut kept).map_err(|error| error.kind),
+            Err(ErrorKind::EscapedChannel)
+        );
+        // A message shorter than 64 bytes, and names whose opening is 64 bytes (kept) and 65
+        // (not kept), read the same through a scratch that has seen them.
+        let short = br#"{"channel_name":"system","notification":{"event":"reconnect"}}"#;
+        let name_30 = format!(
+            r#"{{"channel_name":"ticker.{}.100ms","notification":{{"mark_price":1}}}}"#,
+            "A".repeat(17)
+        );
+        let name_31 = name_30.replacen("AA", "AAA", 1);
+        for message in [&short[..], name_30.as_bytes(), name_31.as_bytes()] {
+            let fresh = decoded(message, &mut Scratch::default());
+            decoded(message, &mut kept);
+            assert_eq!(decoded(message, &mut kept), fresh);
+            assert_eq!(
+                decoded(ticker, &mut kept),
+                decoded(ticker, &mut Scratch::default())
+            );
+        }
+        decoded(name_30.as_bytes(), &mut kept);
+        assert_eq!(usize::from(kept.prefix.len), 64);
+        decoded(name_31.as_bytes(), &mut kept);
+        assert_eq!(kept.prefix.len, 0, "65 bytes are not kept");
     }
 
     #[test]
