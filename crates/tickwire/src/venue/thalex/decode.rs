@@ -232,10 +232,10 @@ pub struct Scratch {
 /// 30 bytes); `len` 0 when none is kept.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Prefix {
-    /// The bytes as little-endian words, zero past `len`.
-    words: [u64; 8],
-    /// Per word, the lanes inside `len`.
-    masks: [u64; 8],
+    /// The bytes, zero past `len`.
+    bytes: [u8; 64],
+    /// Per byte, all ones inside `len`, zero past it.
+    masks: [u8; 64],
     len: u8,
     name_len: u8,
     kind: Kind,
@@ -244,8 +244,8 @@ pub(super) struct Prefix {
 impl Default for Prefix {
     fn default() -> Self {
         Prefix {
-            words: [0; 8],
-            masks: [0; 8],
+            bytes: [0; 64],
+            masks: [0; 64],
             len: 0,
             name_len: 0,
             kind: Kind::Other,
@@ -264,18 +264,10 @@ impl Prefix {
             self.len = 0;
             return;
         };
-        let mut padded = [0u8; 64];
-        padded[..len].copy_from_slice(bytes);
-        for (index, chunk) in padded.chunks_exact(8).enumerate() {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.words[index] = u64::from_le_bytes(word);
-            let inside = len.saturating_sub(index * 8).min(8);
-            self.masks[index] = if inside == 8 {
-                u64::MAX
-            } else {
-                (1u64 << (inside * 8)) - 1
-            };
+        self.bytes = [0; 64];
+        self.bytes[..len].copy_from_slice(bytes);
+        for (at, mask) in self.masks.iter_mut().enumerate() {
+            *mask = if at < len { u8::MAX } else { 0 };
         }
         self.len = len as u8;
         self.name_len = name_len as u8;
@@ -287,11 +279,9 @@ impl Prefix {
     #[inline(always)]
     fn matches<'a>(&self, payload: &'a [u8]) -> Option<(&'a [u8], Kind, usize)> {
         let head = payload.first_chunk::<64>()?;
-        let mut differs = 0;
-        for index in 0..8 {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(&head[index * 8..index * 8 + 8]);
-            differs |= (u64::from_le_bytes(word) ^ self.words[index]) & self.masks[index];
+        let mut differs = 0u8;
+        for ((byte, kept), mask) in head.iter().zip(&self.bytes).zip(&self.masks) {
+            differs |= (byte ^ kept) & mask;
         }
         if differs != 0 || self.len == 0 {
             return None;
