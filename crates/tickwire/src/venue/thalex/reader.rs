@@ -506,12 +506,12 @@ impl<'a> Reader<'a> {
 /// round the ninth (ties to even). The value and where the number ends; `None` for anything
 /// else (which [`Reader::number`] then reads through its exact path, or refuses).
 ///
-/// Byte by byte on purpose (two bytes a loop step, each checked before the next is read, so that
-/// the loop takes half as many branches): each digit's branch is one the CPU predicts, so the
-/// position runs ahead of the arithmetic. An eight-digits-at-a-time version (one load, a mask, a count of
-/// trailing zeros) took fewer instructions but was slower on real-shaped tickers, because each
-/// run's length then feeds the next load's address: a chain of data dependencies through the
-/// whole message (BENCHMARKING.md, "Real-shaped tickers").
+/// Byte by byte on purpose (two bytes a loop step, each checked before the next is read, so
+/// that the loop takes half as many branches): each digit's branch is one the CPU predicts, so
+/// the position runs ahead of the arithmetic. An eight-digits-at-a-time version (one load, a
+/// mask, a count of trailing zeros) took fewer instructions but was slower on real-shaped
+/// tickers, because each run's length then feeds the next load's address: a chain of data
+/// dependencies through the whole message (BENCHMARKING.md, "Real-shaped tickers").
 #[inline(always)]
 pub(super) fn plain_number_at(bytes: &[u8], pos: usize) -> Option<(Fixed, usize)> {
     plain_number_by(|at| bytes.get(at).copied(), pos)
