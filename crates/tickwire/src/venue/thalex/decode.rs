@@ -225,17 +225,16 @@ pub struct Scratch {
     pub(super) prefix: Prefix,
 }
 
-/// A notification's opening bytes, `{"channel_name":"<name>","notification":`, as the last one
-/// sent them, with its name's length and kind: a channel's next notification that opens with
-/// the same bytes has the same name (one without an escape, which the scan that stored them
-/// checked), so it is routed without scanning the name again. Up to 64 bytes (a name of up to
-/// 30 bytes); `len` 0 when none is kept.
+/// The first 64 bytes of the last notification read, which open
+/// `{"channel_name":"<name>","notification":`, with where its value starts (`len`, at most 64)
+/// and its name's length and kind: a channel's next notification whose first 64 bytes are the
+/// same has the same name (one without an escape, which the scan that kept them checked), so it
+/// is routed without scanning the name again. Whole bytes rather than the opening alone, so that
+/// keeping them is a plain copy: the bytes after the opening are a ticker's first key, the same
+/// in every ticker, and where they are not, the next message is scanned. `len` 0: none kept.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Prefix {
-    /// The bytes, zero past `len`.
     bytes: [u8; 64],
-    /// Per byte, all ones inside `len`, zero past it.
-    masks: [u8; 64],
     len: u8,
     name_len: u8,
     kind: Kind,
@@ -245,7 +244,6 @@ impl Default for Prefix {
     fn default() -> Self {
         Prefix {
             bytes: [0; 64],
-            masks: [0; 64],
             len: 0,
             name_len: 0,
             kind: Kind::Other,
@@ -257,31 +255,30 @@ impl Prefix {
     /// Where a name starts: after `{"channel_name":"`.
     const NAME_AT: usize = 17;
 
-    /// Keeps `payload[..len]`, which opens with a name of `name_len` bytes (no escape); one
-    /// longer than 64 bytes is not kept.
+    /// Keeps the first 64 bytes of `payload`, whose opening ends at `len` and holds a name of
+    /// `name_len` bytes (no escape); nothing is kept from a payload shorter than 64 bytes or an
+    /// opening longer.
+    #[inline(always)]
     fn keep(&mut self, payload: &[u8], len: usize, name_len: usize, kind: Kind) {
-        let Some(bytes) = payload.get(..len).filter(|_| len <= 64) else {
-            self.len = 0;
-            return;
-        };
-        self.bytes = [0; 64];
-        self.bytes[..len].copy_from_slice(bytes);
-        for (at, mask) in self.masks.iter_mut().enumerate() {
-            *mask = if at < len { u8::MAX } else { 0 };
+        match payload.first_chunk::<64>() {
+            Some(head) if len <= 64 => {
+                self.bytes = *head;
+                self.len = len as u8;
+                self.name_len = name_len as u8;
+                self.kind = kind;
+            }
+            _ => self.len = 0,
         }
-        self.len = len as u8;
-        self.name_len = name_len as u8;
-        self.kind = kind;
     }
 
-    /// The name and kind when `payload` opens with the kept bytes (and holds 64 bytes at
-    /// least), and where its notification's value starts.
+    /// The name and kind when `payload`'s first 64 bytes are the kept ones, and where its
+    /// notification's value starts.
     #[inline(always)]
     fn matches<'a>(&self, payload: &'a [u8]) -> Option<(&'a [u8], Kind, usize)> {
         let head = payload.first_chunk::<64>()?;
         let mut differs = 0u8;
-        for ((byte, kept), mask) in head.iter().zip(&self.bytes).zip(&self.masks) {
-            differs |= (byte ^ kept) & mask;
+        for (byte, kept) in head.iter().zip(&self.bytes) {
+            differs |= byte ^ kept;
         }
         if differs != 0 || self.len == 0 {
             return None;
