@@ -221,7 +221,7 @@ pub struct Scratch {
     pub ticker: Ticker,
     /// The last `lwt` notification read ([`Body::Lwt`]), for the same reason.
     pub lwt: Lwt,
-    /// The opening bytes of the last notification read (see [`Prefix`]).
+    /// The first 64 bytes of the last notification read (see [`Prefix`]).
     pub(super) prefix: Prefix,
 }
 

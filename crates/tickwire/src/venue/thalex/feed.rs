@@ -221,12 +221,13 @@ impl Routes {
     /// The first stream `name` feeds, and how many it feeds.
     #[inline(always)]
     fn first(&mut self, name: &[u8]) -> Option<(Target, usize)> {
-        if name.len() == self.last.len && LastRoute::words(name) == Some(self.last.words) {
+        let words = LastRoute::words(name);
+        if name.len() == self.last.len && words == Some(self.last.words) {
             return Some((self.last.first, self.last.count));
         }
         let targets = self.by_name.get(name)?;
         let found = (*targets.first()?, targets.len());
-        self.last = match LastRoute::words(name) {
+        self.last = match words {
             Some(words) => LastRoute {
                 words,
                 len: name.len(),
